@@ -1,0 +1,24 @@
+"""cbs-ray: find the critical batch size of transformer training with Ray Tune and Ray Train.
+
+The maths (LR rules, turning point, Pareto front) is pure and imports no Ray; ``run_search`` is the
+Python API behind ``python -m cbs_ray.search``.
+"""
+
+from .budget import BatchPlan, milestones, optimizer_steps, plan_batch
+from .critical_batch import turning_point
+from .pareto import pareto_front
+from .schedule import lr_multiplier, scaled_lr, warmup_steps
+from .spec import SearchSpec, SpecError, load_spec
+
+__all__ = ["SearchSpec", "SpecError", "load_spec", "run_search", "SearchResult", "turning_point",
+           "pareto_front", "scaled_lr", "warmup_steps", "lr_multiplier", "plan_batch", "BatchPlan",
+           "milestones", "optimizer_steps"]
+
+
+def __getattr__(name):
+    # The search module pulls in pandas (and Ray lazily); keep `import cbs_ray` light for the maths.
+    if name in ("run_search", "SearchResult"):
+        from . import search
+
+        return getattr(search, name)
+    raise AttributeError(name)

@@ -1,0 +1,50 @@
+"""Build the Hugging Face model a trial trains: pretrained by name, or from a config from scratch."""
+
+from __future__ import annotations
+
+from .spec import SpecError
+
+__all__ = ["build_model", "model_config"]
+
+
+def _auto_class(task: str):
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    return AutoModelForSequenceClassification if task == "sequence-classification" else AutoModelForCausalLM
+
+
+def model_config(model: dict, task: str, *, vocab_size: int, num_labels: int, pad_id: int, max_seq_length: int):
+    """The transformers config for ``model`` (a ``ModelSpec`` as a dict). Raises SpecError for an
+    unknown model name or type."""
+    from transformers import AutoConfig
+
+    extra = {"num_labels": num_labels} if task == "sequence-classification" else {}
+    if model.get("name"):
+        try:
+            return AutoConfig.from_pretrained(model["name"], **extra)
+        except Exception as e:
+            raise SpecError(f"model.name: cannot load {model['name']!r} (not a local model directory, and "
+                            f"not found on the hub): {str(e).splitlines()[0]}") from None
+    keys = dict(model["config"])
+    model_type = keys.pop("model_type")
+    try:
+        config = AutoConfig.for_model(model_type, **keys)
+    except Exception as e:
+        raise SpecError(f"model.config: cannot build a {model_type!r} config: {str(e).splitlines()[0]}") from None
+    config.vocab_size = vocab_size
+    config.pad_token_id = pad_id
+    for key, value in extra.items():
+        setattr(config, key, value)
+    positions = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if positions is not None and positions < max_seq_length:
+        raise SpecError(f"model.config: max_position_embeddings {positions} is shorter than "
+                        f"data.max_seq_length {max_seq_length}")
+    return config
+
+
+def build_model(model: dict, task: str, config):
+    """Instantiate the model: weights from the hub/local path for a named model, random otherwise."""
+    auto = _auto_class(task)
+    if model.get("name"):
+        return auto.from_pretrained(model["name"], config=config)
+    return auto.from_config(config)

@@ -1,0 +1,56 @@
+"""Learning-rate scaling rules and the warmup-then-decay schedule.
+
+The LR of a trial follows the batch it trains with (Goyal et al. 2017 for the linear rule,
+Krizhevsky 2014 / Hoffer et al. 2017 for the square-root rule that is often more stable with Adam):
+
+    lr(B) = base_lr * (B / B0) ** alpha      alpha = 1: linear rule, alpha = 0.5: sqrt rule
+
+The schedule is counted in *optimizer steps*, never in micro-steps, so gradient accumulation does not
+change it: linear warmup over ``warmup_steps`` from ~0 to the peak, then decay to zero at ``total_steps``.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["scaled_lr", "warmup_steps", "lr_multiplier"]
+
+
+def scaled_lr(base_lr: float, batch_size: int, base_batch: int, alpha: float) -> float:
+    """Peak LR for ``batch_size`` scaled from ``base_lr`` tuned at ``base_batch`` (B0)."""
+    if base_lr <= 0 or batch_size <= 0 or base_batch <= 0:
+        raise ValueError("base_lr, batch_size and base_batch must be positive")
+    return base_lr * (batch_size / base_batch) ** alpha
+
+
+def warmup_steps(warmup_fraction: float, total_steps: int) -> int:
+    """Warmup length in optimizer steps: a fraction of the trial's steps, rounded to nearest.
+
+    A non-zero fraction always yields at least one warmup step, so "some warmup" is never silently
+    rounded away at large batch sizes where a trial has few steps.
+    """
+    if not 0.0 <= warmup_fraction <= 1.0:
+        raise ValueError(f"warmup_fraction must be in [0, 1], got {warmup_fraction}")
+    if warmup_fraction == 0.0:
+        return 0
+    return max(1, min(total_steps, round(warmup_fraction * total_steps)))
+
+
+def lr_multiplier(step: int, warmup: int, total_steps: int, *, decay: str = "linear") -> float:
+    """Multiplier of the peak LR used for optimizer step ``step`` (0-based).
+
+    Warmup: (step + 1) / warmup for step < warmup, so the first step already moves the weights and the
+    last warmup step is at the peak. Decay after warmup: "linear" or "cosine" towards 0 one step past
+    the end (so no step is wasted at LR 0 and the peak is not repeated), or "constant".
+    """
+    if step < warmup:
+        return (step + 1) / warmup
+    if decay == "constant":
+        return 1.0
+    offset = 1 if warmup else 0  # with warmup, the peak was already used by the last warmup step
+    progress = min(1.0, (step - warmup + offset) / max(1, total_steps - warmup + offset))
+    if decay == "linear":
+        return 1.0 - progress
+    if decay == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    raise ValueError(f"unknown decay {decay!r}")

@@ -1,0 +1,93 @@
+"""ASHA within each batch size: a thin router over Ray's own ``AsyncHyperBandScheduler``.
+
+At equal samples, a large batch has taken fewer optimizer steps and always looks worse early, so plain
+ASHA across all trials stops large batches before they finish and the turning point is never observed.
+Here every batch size gets its own ASHA bracket (Li et al. 2020, "A System for Massively Parallel
+Hyperparameter Tuning"): a trial is compared only with trials of the same batch size, and the first
+trial of each batch size always reaches the full budget (a rung with no earlier result has no cutoff).
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Callable, Dict
+
+from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, TrialScheduler
+
+__all__ = ["PerBatchASHA"]
+
+
+class PerBatchASHA(FIFOScheduler):
+    """One ``AsyncHyperBandScheduler`` per batch size; trials are routed by ``batch_of(trial.config)``.
+
+    Args:
+        batch_of: maps a trial's config to its batch size.
+        time_attr, max_t, grace_period, reduction_factor: as for ``AsyncHyperBandScheduler``
+            (here in samples: ``samples_seen``, the budget and the grace period).
+    """
+
+    def __init__(self, batch_of: Callable[[dict], int], *, time_attr: str, max_t: int, grace_period: int,
+                 reduction_factor: float, metric: str | None = None, mode: str | None = None):
+        super().__init__()
+        self._batch_of = batch_of
+        self._asha_args = dict(time_attr=time_attr, max_t=max_t, grace_period=grace_period,
+                               reduction_factor=reduction_factor)
+        self._metric, self._mode = metric, mode
+        self._by_batch: Dict[int, AsyncHyperBandScheduler] = {}
+        self._trial_batch: Dict[str, int] = {}
+
+    @property
+    def metric(self):
+        return self._metric
+
+    def set_search_properties(self, metric, mode, **spec) -> bool:
+        if (self._metric and metric) or (self._mode and mode):
+            return False
+        self._metric = self._metric or metric
+        self._mode = self._mode or mode
+        return True
+
+    def bracket(self, batch_size: int) -> AsyncHyperBandScheduler:
+        if batch_size not in self._by_batch:
+            self._by_batch[batch_size] = AsyncHyperBandScheduler(
+                metric=self._metric, mode=self._mode, brackets=1, **self._asha_args)
+        return self._by_batch[batch_size]
+
+    def _for(self, trial) -> AsyncHyperBandScheduler:
+        return self._by_batch[self._trial_batch[trial.trial_id]]
+
+    def on_trial_add(self, tune_controller, trial):
+        batch = self._batch_of(trial.config)
+        self._trial_batch[trial.trial_id] = batch
+        self.bracket(batch).on_trial_add(tune_controller, trial)
+
+    def on_trial_result(self, tune_controller, trial, result) -> str:
+        if trial.trial_id not in self._trial_batch:
+            return TrialScheduler.CONTINUE
+        return self._for(trial).on_trial_result(tune_controller, trial, result)
+
+    def on_trial_complete(self, tune_controller, trial, result):
+        if trial.trial_id in self._trial_batch:
+            self._for(trial).on_trial_complete(tune_controller, trial, result)
+            del self._trial_batch[trial.trial_id]
+
+    def on_trial_remove(self, tune_controller, trial):
+        if trial.trial_id in self._trial_batch:
+            self._for(trial).on_trial_remove(tune_controller, trial)
+            del self._trial_batch[trial.trial_id]
+
+    def on_trial_error(self, tune_controller, trial):
+        self.on_trial_remove(tune_controller, trial)
+
+    def debug_string(self) -> str:
+        return "\n".join(f"B={b}: {s.debug_string()}" for b, s in sorted(self._by_batch.items()))
+
+    def save(self, checkpoint_path: str):
+        state = {k: v for k, v in self.__dict__.items() if k != "_batch_of"}
+        with open(checkpoint_path, "wb") as f:
+            pickle.dump(state, f)
+
+    def restore(self, checkpoint_path: str):
+        # Only Tune's own experiment-state file is read here, written by save() above.
+        with open(checkpoint_path, "rb") as f:
+            self.__dict__.update(pickle.load(f))

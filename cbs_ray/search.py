@@ -1,0 +1,278 @@
+"""Run a critical-batch search: ``python -m cbs_ray.search [--space FILE] [--set key=value ...]``.
+
+Spec → data and model config (validated before any Ray process starts) → Tune: ``OptunaSearch`` (TPE over
+log2 B, alpha and warmup jointly, every batch size seeded once) with ASHA inside each batch size, in
+samples → summary (per-batch table, critical batch, Pareto front) written to the output directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from .budget import plan_batch
+from .schedule import scaled_lr, warmup_steps
+from .spec import SearchSpec, SpecError, load_spec, resolve_budget, spec_to_dict
+
+__all__ = ["SearchResult", "run_search", "plan_lines", "main"]
+
+
+@dataclass
+class SearchResult:
+    """What a search produced: the tables, the answer, and where everything is on disk."""
+
+    spec: SearchSpec
+    summary: dict
+    trials: pd.DataFrame
+    history: pd.DataFrame
+    experiment_path: str
+    output_dir: Path
+
+    @property
+    def critical_batch(self) -> int | None:
+        return self.summary["critical_batch"]["batch_size"]
+
+    @property
+    def per_batch(self) -> pd.DataFrame:
+        return pd.DataFrame(self.summary["per_batch"])
+
+    @property
+    def pareto(self) -> pd.DataFrame:
+        return pd.DataFrame(self.summary["pareto"])
+
+
+def plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
+    """The plan a user checks first: per batch size, the LR range over alpha, how B is made, steps."""
+    t, s, r = spec.training, spec.search, spec.resources
+    lines = [f"{spec.name}: {len(spec.batch_sizes)} batch sizes, {s.num_trials} trials, "
+             f"{budget_samples} samples each (equal-sample budget), report every {t.eval_every_samples} "
+             f"samples, metric {s.metric} ({s.mode}), alpha in {s.alpha_range}, warmup fraction in "
+             f"{s.warmup_fraction_range}"]
+    for b in spec.batch_sizes:
+        plan = plan_batch(b, r.workers_per_trial, t.micro_batch_size)
+        steps = budget_samples // b
+        lrs = [scaled_lr(t.base_lr, b, t.base_batch, a) for a in s.alpha_range]
+        warm = [warmup_steps(w, steps) for w in s.warmup_fraction_range]
+        lines.append(f"  {plan}: lr {min(lrs):.3g}..{max(lrs):.3g}, {steps} steps, "
+                     f"warmup {warm[0]}..{warm[1]} steps")
+    return lines
+
+
+def _search_space(spec: SearchSpec):
+    from ray import tune
+
+    s, batches = spec.search, spec.batch_sizes
+    low, high = batches[0].bit_length() - 1, batches[-1].bit_length() - 1
+    space = {
+        # log2 of the batch as an ordered integer: TPE sees that 64 lies between 32 and 128.
+        "log2_batch": tune.randint(low, high + 1) if len(batches) == high - low + 1
+        else tune.choice([b.bit_length() - 1 for b in batches]),
+        "alpha": tune.uniform(*s.alpha_range),
+        "warmup_fraction": tune.uniform(*s.warmup_fraction_range),
+    }
+    seeds = [{"log2_batch": b.bit_length() - 1, "alpha": sum(s.alpha_range) / 2,
+              "warmup_fraction": sum(s.warmup_fraction_range) / 2} for b in batches]
+    return space, seeds
+
+
+def _max_concurrent(spec: SearchSpec) -> int:
+    import ray
+
+    r = spec.resources
+    cluster = ray.cluster_resources()
+    limits = [max(1, int(cluster.get("CPU", 1) // (r.workers_per_trial * r.cpus_per_worker)))]
+    if r.use_gpu:
+        limits.append(max(1, int(cluster.get("GPU", 0) // r.workers_per_trial)))
+    if r.max_concurrent_trials:
+        limits.append(r.max_concurrent_trials)
+    return min(limits)
+
+
+def prepare(spec: SearchSpec):
+    """Everything that can fail on bad input, done before Ray starts: the model's config (a named model
+    first, so an unknown name is reported as such), the tokenized data, the budget in samples."""
+    from .data import prepare_data
+    from .model import model_config
+
+    model = {"name": spec.model.name, "config": spec.model.config}
+    if spec.model.name:
+        model_config(model, spec.task, vocab_size=0, num_labels=2, pad_id=0,
+                     max_seq_length=spec.data.max_seq_length)
+    data = prepare_data(spec)
+    budget = resolve_budget(spec, data.train_examples)
+    config = model_config(model, spec.task, vocab_size=data.vocab_size, num_labels=data.num_labels,
+                          pad_id=data.pad_id, max_seq_length=spec.data.max_seq_length)
+    return data, budget, config
+
+
+def run_search(spec: SearchSpec, *, address: str | None = None, output_dir: str | None = None,
+               verbose: int = 1) -> SearchResult:
+    """Run the search the spec describes and write its summary; the Python API behind the CLI.
+
+    Data are loaded and tokenized and the model config is built first, so a bad spec fails before Ray
+    starts. A local Ray instance started here (dashboard on 127.0.0.1) is shut down at the end.
+    """
+    data, budget, config = prepare(spec)
+    out = Path(output_dir).expanduser().resolve() if output_dir else spec.results_dir
+    for line in plan_lines(spec, budget):
+        print(line, flush=True)
+
+    import ray
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        if address or os.environ.get("RAY_ADDRESS"):
+            ray.init(address=address, logging_level=logging.WARNING)
+        else:
+            ray.init(include_dashboard=True, dashboard_host="127.0.0.1", logging_level=logging.WARNING)
+    try:
+        experiment_path = _fit(spec, data, budget, config, verbose)
+    finally:
+        if started_here:
+            ray.shutdown()
+    return summarize_experiment(spec, experiment_path, budget, out)
+
+
+def _fit(spec: SearchSpec, data, budget: int, config, verbose: int) -> str:
+    import optuna
+    from ray import tune
+    from ray.tune.search.optuna import OptunaSearch
+
+    from .scheduler import PerBatchASHA
+    from .trial import batch_size_of, run_trial, trial_resources
+
+    s = spec.search
+    space, seeds = _search_space(spec)
+    searcher = OptunaSearch(
+        metric=s.metric, mode=s.mode, points_to_evaluate=seeds,
+        # Multivariate TPE models (log2 B, alpha, warmup) jointly; it starts right after the seeds.
+        sampler=optuna.samplers.TPESampler(seed=s.seed, multivariate=True,
+                                           n_startup_trials=len(spec.batch_sizes)))
+    scheduler = PerBatchASHA(batch_size_of, time_attr="samples_seen", max_t=budget,
+                             grace_period=spec.asha.grace_period_samples,
+                             reduction_factor=spec.asha.reduction_factor, metric=s.metric, mode=s.mode)
+    trainable = tune.with_resources(
+        tune.with_parameters(run_trial, spec=spec, data=data, budget_samples=budget, model_config=config),
+        trial_resources(spec))
+    name = f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    # Every report checkpoints; keeping two per trial forces an experiment snapshot now and then,
+    # which is cheap here and is what makes a killed search resumable.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    tuner = tune.Tuner(
+        trainable,
+        param_space=space,
+        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, num_samples=s.num_trials,
+                                    max_concurrent_trials=_max_concurrent(spec),
+                                    trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
+        run_config=tune.RunConfig(name=name, storage_path=spec.storage_uri, verbose=verbose,
+                                  checkpoint_config=tune.CheckpointConfig(num_to_keep=2)),
+    )
+    results = tuner.fit()
+    return results.experiment_path
+
+
+def _trial_name(trial) -> str:
+    from .trial import batch_size_of
+
+    return f"B{batch_size_of(trial.config)}_{trial.trial_id}"
+
+
+def load_history(experiment_path: str) -> pd.DataFrame:
+    """Every milestone every trial reported, read from what Tune persisted (no live cluster needed)."""
+    from ray.tune import ExperimentAnalysis
+
+    analysis = ExperimentAnalysis(experiment_path)
+    frames = [df.assign(trial_id=trial_id) for trial_id, df in analysis.trial_dataframes.items()
+              if len(df) and "samples_seen" in df]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["trial_id", "samples_seen"])
+
+
+def summarize_experiment(spec: SearchSpec, experiment_path: str, budget: int, out: Path) -> SearchResult:
+    from .summary import summarize, trial_table, write_summary
+
+    history = load_history(experiment_path)
+    s = spec.search
+    summary = summarize(history, metric=s.metric, mode=s.mode, budget_samples=budget, tolerance=s.tolerance)
+    summary["experiment_path"] = experiment_path
+    summary["spec"] = spec_to_dict(spec)
+    write_summary(summary, history, out)
+    trials = trial_table(history, metric=s.metric, budget_samples=budget)
+    result = SearchResult(spec, summary, trials, history, experiment_path, out)
+    _print_result(result)
+    return result
+
+
+def _print_result(result: SearchResult) -> None:
+    metric = result.spec.search.metric
+    per_batch = result.per_batch
+    print("\nBest metric per batch size at the full budget:")
+    if len(per_batch):
+        cols = [c for c in ["batch_size", "trials", "completed", "stopped", "diverged", f"best_{metric}",
+                            "alpha", "warmup_fraction", "peak_lr", "wall_time_s"] if c in per_batch]
+        print(per_batch[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    critical = result.summary["critical_batch"]
+    if critical["batch_size"] is None:
+        print(f"Critical batch: not determined ({critical['reason']})")
+    else:
+        print(f"Critical batch (turning point, tolerance {critical['tolerance']:.1%}): {critical['batch_size']}"
+              + (f"  [{critical['reason']}]" if critical["reason"] else ""))
+    print(f"Pareto front (wall time vs {metric}): "
+          + ", ".join(f"B={p['batch_size']} {p[metric]:.4g} in {p['wall_time_s']:.1f}s" for p in result.summary["pareto"]))
+    print(f"Results: {result.output_dir / 'summary.json'}  (experiment: {result.experiment_path})")
+
+
+# ---- command line ----------------------------------------------------------------------------------
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message):  # argparse prints the whole usage; one line says enough
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = _OneLineParser(prog="python -m cbs_ray.search", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--space", help="search-space YAML (default: the embedded tiny CPU default)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a spec field, e.g. --set training.budget_samples=16384")
+    parser.add_argument("--output", help="directory for summary.json and trials.csv "
+                                         "(default ./cbs_results/<name>)")
+    parser.add_argument("--address", help="Ray cluster address (e.g. auto); default: start Ray locally")
+    parser.add_argument("--dry-run", action="store_true", help="validate and print the plan; start nothing")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parse_args(argv)
+    except SystemExit as e:  # argparse already printed its one-line usage error
+        return 2 if e.code else 0
+    try:
+        spec = load_spec(args.space, args.overrides)
+        if args.dry_run:
+            _, budget, _ = prepare(spec)
+            print("\n".join(plan_lines(spec, budget)))
+            return 0
+        run_search(spec, address=args.address, output_dir=args.output)
+        return 0
+    except SpecError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # a failure we did not foresee: one line, the traceback on request
+        if os.environ.get("CBS_RAY_DEBUG"):
+            raise
+        print(f"error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+              "(set CBS_RAY_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: finished trials are kept in the experiment directory", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,471 @@
+"""The search spec: typed, documented, validated once at the edge.
+
+A spec is a YAML file whose nested maps correspond one-to-one to the dataclasses below; every field has a
+docstring and carries its unit in its name. ``SearchSpec()`` with no arguments *is* the embedded default:
+a tiny BERT trained from its config on the built-in offline sentiment task, sized to finish on a 2-core
+CPU in minutes. Loading never starts Ray and never touches the network; a bad spec raises ``SpecError``
+whose message names the field (``training.budget_samples: must be ...``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+
+__all__ = ["SpecError", "SearchSpec", "ModelSpec", "DataSpec", "TrainingSpec", "SearchParams",
+           "AshaSpec", "ResourcesSpec", "load_spec", "spec_from_dict", "spec_to_dict", "apply_overrides"]
+
+
+class SpecError(ValueError):
+    """A spec that cannot run; the message names the offending field."""
+
+
+TINY_BERT = {
+    "model_type": "bert",
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 128,
+    "max_position_embeddings": 64,
+    "hidden_dropout_prob": 0.0,  # tiny model, short budget: dropout only slows learning
+    "attention_probs_dropout_prob": 0.0,
+}
+
+
+@dataclass
+class ModelSpec:
+    name: Optional[str] = None
+    """Hugging Face hub name or local directory of a pretrained model (e.g. ``bert-base-uncased``).
+    Exactly one of ``name`` and ``config`` is set."""
+    config: Optional[dict] = field(default_factory=lambda: dict(TINY_BERT))
+    """Hugging Face config keys for a model trained from scratch; must contain ``model_type``."""
+    tokenizer: Optional[str] = None
+    """Hub name or local path of a tokenizer. Default: the model's own tokenizer for ``name``; for
+    ``config``, a word-level tokenizer trained locally on the training text."""
+    vocab_size: int = 2000
+    """Vocabulary size of the locally trained tokenizer (ignored when a tokenizer is loaded)."""
+
+
+@dataclass
+class DataSpec:
+    source: Literal["builtin", "hub", "files"] = "builtin"
+    """Where the text comes from: the built-in offline task, ``load_dataset`` from the hub, or local files."""
+    builtin_task: Literal["sentiment"] = "sentiment"
+    """The built-in task: generated sentences whose label is whether positive words outnumber negative
+    ones, with 5 % label noise (no download; see ``cbs_ray.data``)."""
+    builtin_train_examples: int = 8192
+    """Size of the generated training set."""
+    builtin_eval_examples: int = 4096
+    """Size of the generated evaluation set."""
+    hub_name: Optional[str] = None
+    """``datasets.load_dataset`` name, e.g. ``glue``."""
+    hub_config: Optional[str] = None
+    """``load_dataset`` config name, e.g. ``sst2``."""
+    train_split: str = "train"
+    """Split used for training (hub source)."""
+    eval_split: str = "validation"
+    """Split used for evaluation (hub source)."""
+    train_file: Optional[str] = None
+    """Local training file: .csv, .tsv, .json/.jsonl or .parquet."""
+    eval_file: Optional[str] = None
+    """Local evaluation file, same format."""
+    text_column: str = "sentence"
+    """Column holding the text."""
+    label_column: str = "label"
+    """Column holding integer class labels (sequence-classification only)."""
+    max_seq_length: int = 32
+    """Tokens per example after truncation/padding."""
+    max_train_examples: Optional[int] = None
+    """Use only the first N training examples (None: all)."""
+    max_eval_examples: Optional[int] = None
+    """Use only the first N evaluation examples (None: all)."""
+
+
+@dataclass
+class TrainingSpec:
+    budget_samples: Optional[int] = 16384
+    """Equal-sample budget: every trial trains on exactly this many samples, whatever its batch size."""
+    budget_epochs: Optional[float] = None
+    """Alternative to ``budget_samples``: epochs over the training set, rounded down to a whole number of
+    ``eval_every_samples``. Set ``budget_samples: null`` to use it."""
+    base_lr: float = 2.0e-3
+    """Learning rate tuned at ``base_batch`` (B0); trials use base_lr · (B / B0) ** alpha."""
+    base_batch: int = 16
+    """B0: the batch size at which ``base_lr`` is right."""
+    lr_decay: Literal["linear", "cosine", "constant"] = "linear"
+    """Shape of the LR after warmup, reaching 0 at the end of the budget (except constant)."""
+    optimizer: Literal["adamw", "sgd"] = "adamw"
+    """Optimizer (AdamW with betas 0.9/0.999, or SGD with momentum 0.9)."""
+    weight_decay: float = 0.01
+    """Decoupled weight decay (not applied to biases and LayerNorm weights)."""
+    grad_clip_norm: Optional[float] = 1.0
+    """Clip the global gradient norm to this value (None: no clipping)."""
+    eval_every_samples: int = 2048
+    """Report cadence: evaluate, report and checkpoint every this many samples. Must be a multiple of the
+    largest batch size so every report lands on an exact sample milestone."""
+    micro_batch_size: Optional[int] = None
+    """Cap on the per-worker micro-batch; larger batches use gradient accumulation (None: no cap)."""
+
+
+@dataclass
+class SearchParams:
+    batch_sizes: Any = field(default_factory=lambda: {"min": 8, "max": 128})
+    """Candidate batch sizes: a list of powers of two, or ``{min: 8, max: 128}`` for every power of two
+    in between."""
+    alpha_range: list = field(default_factory=lambda: [0.5, 1.0])
+    """[low, high] of the LR-scaling exponent: 0.5 is the sqrt rule, 1.0 the linear rule."""
+    warmup_fraction_range: list = field(default_factory=lambda: [0.0, 0.2])
+    """[low, high] of warmup as a fraction of the trial's optimizer steps."""
+    num_trials: int = 12
+    """Trials in total. At least one per batch size: each batch size is seeded with the mid-range
+    (alpha, warmup) so its curve point always exists."""
+    metric: Literal["accuracy", "eval_loss", "perplexity"] = "accuracy"
+    """Validation metric to compare (accuracy: sequence-classification only)."""
+    mode: Literal["max", "min"] = "max"
+    """Whether a larger metric is better."""
+    tolerance: float = 0.01
+    """Turning-point tolerance: a batch is as good as the best while within this (relative) margin."""
+    seed: int = 0
+    """Seed for the searcher, data order and model initialisation."""
+
+
+@dataclass
+class AshaSpec:
+    grace_period_samples: int = 4096
+    """No trial is stopped before it has seen this many samples (ASHA's grace period)."""
+    reduction_factor: int = 2
+    """ASHA keeps the top 1/reduction_factor of trials at each rung (within one batch size)."""
+
+
+@dataclass
+class ResourcesSpec:
+    workers_per_trial: int = 1
+    """Data-parallel workers per trial (Ray Train TorchTrainer workers). One CPU worker runs in-process."""
+    cpus_per_worker: int = 1
+    """CPUs per worker; torch's thread count is set to this."""
+    use_gpu: bool = False
+    """One GPU per worker, NCCL backend (gloo on CPU)."""
+    max_concurrent_trials: Optional[int] = None
+    """Cap on concurrent trials; default derived from the cluster's CPUs/GPUs so trials never wait on
+    each other's workers."""
+
+
+@dataclass
+class SearchSpec:
+    name: str = "tiny-bert-sentiment"
+    """Experiment name: the results directory and the Tune experiment are named after it."""
+    task: Literal["sequence-classification", "causal-lm"] = "sequence-classification"
+    """What the model learns."""
+    model: ModelSpec = field(default_factory=ModelSpec)
+    data: DataSpec = field(default_factory=DataSpec)
+    training: TrainingSpec = field(default_factory=TrainingSpec)
+    search: SearchParams = field(default_factory=SearchParams)
+    asha: AshaSpec = field(default_factory=AshaSpec)
+    resources: ResourcesSpec = field(default_factory=ResourcesSpec)
+    storage_path: str = "~/ray_results"
+    """Where Tune persists the experiment (a local path, shared filesystem or s3:// / gs:// URI)."""
+    output_dir: Optional[str] = None
+    """Where summary.json and trials.csv go (default ./cbs_results/<name>)."""
+
+    # ---- derived values (valid only after validate()) -------------------------------------------
+    @property
+    def batch_sizes(self) -> list[int]:
+        return _expand_batch_sizes(self.search.batch_sizes)
+
+    @property
+    def results_dir(self) -> Path:
+        return Path(self.output_dir or Path("cbs_results") / self.name).expanduser().resolve()
+
+    @property
+    def storage_uri(self) -> str:
+        if "://" in self.storage_path:
+            return self.storage_path
+        return str(Path(self.storage_path).expanduser().resolve())
+
+
+# ---- loading ---------------------------------------------------------------------------------------
+
+def load_spec(path: str | os.PathLike | None = None, overrides: list[str] = ()) -> SearchSpec:
+    """Read a YAML spec (or the embedded default when ``path`` is None), apply ``key=value`` overrides
+    and validate. Only safe YAML is parsed."""
+    raw: dict = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise SpecError(f"--space: no such file: {path}")
+        try:
+            raw = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise SpecError(f"--space: {path} is not valid YAML ({str(e).splitlines()[0]})") from None
+        if not isinstance(raw, dict):
+            raise SpecError(f"--space: {path} must hold a mapping at the top level")
+        base = p.parent
+        # Relative data files are relative to the spec file, so a spec travels with its data.
+        data = raw.get("data")
+        if isinstance(data, dict):
+            for key in ("train_file", "eval_file"):
+                if isinstance(data.get(key), str) and not Path(data[key]).expanduser().is_absolute():
+                    data[key] = str((base / data[key]).resolve())
+    apply_overrides(raw, overrides)
+    return spec_from_dict(raw)
+
+
+def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+    """Apply ``dotted.key=value`` strings (values parsed as YAML scalars/lists) onto a raw spec dict."""
+    for item in overrides:
+        if "=" not in item:
+            raise SpecError(f"--set {item}: expected key=value")
+        key, _, text = item.partition("=")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise SpecError(f"--set {key}: cannot parse value {text!r}") from None
+        node = raw
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise SpecError(f"--set {key}: {part} is not a section")
+        node[parts[-1]] = value
+    return raw
+
+
+def spec_from_dict(raw: dict) -> SearchSpec:
+    spec = _build(SearchSpec, raw, "")
+    validate(spec)
+    return spec
+
+
+def spec_to_dict(spec: SearchSpec) -> dict:
+    return dataclasses.asdict(spec)
+
+
+def _build(cls, raw: Any, where: str):
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise SpecError(f"{where or 'spec'}: expected a mapping, got {type(raw).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - names)
+    if unknown:
+        raise SpecError(f"{_join(where, unknown[0])}: unknown key (known: {', '.join(sorted(names))})")
+    values = {}
+    for key, value in raw.items():
+        path = _join(where, key)
+        hint = hints[key]
+        if dataclasses.is_dataclass(hint):
+            values[key] = _build(hint, value, path)
+        else:
+            values[key] = _check_type(value, hint, path)
+    return cls(**values)
+
+
+def _check_type(value: Any, hint: Any, path: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _check_type(value, inner[0], path)
+    if origin is Literal:
+        if value not in args:
+            raise SpecError(f"{path}: must be one of {', '.join(map(str, args))}, got {value!r}")
+        return value
+    if hint is Any:
+        return value
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise SpecError(f"{path}: expected true/false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SpecError(f"{path}: expected an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, str):  # YAML 1.1 reads 3e-4 (no dot) as a string; users mean a number
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SpecError(f"{path}: expected a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise SpecError(f"{path}: expected a string, got {value!r}")
+        return value
+    if hint in (list, dict):
+        if not isinstance(value, hint):
+            raise SpecError(f"{path}: expected a {'list' if hint is list else 'mapping'}, got {value!r}")
+        return value
+    return value
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+# ---- validation ------------------------------------------------------------------------------------
+
+def _expand_batch_sizes(value: Any) -> list[int]:
+    if isinstance(value, dict):
+        unknown = set(value) - {"min", "max"}
+        if unknown or not {"min", "max"} <= set(value):
+            raise SpecError("search.batch_sizes: expected {min: B, max: B} or a list of powers of two")
+        low, high = value["min"], value["max"]
+        for name, b in (("min", low), ("max", high)):
+            _check_power_of_two(b, f"search.batch_sizes.{name}")
+        if low > high:
+            raise SpecError("search.batch_sizes: min is larger than max")
+        return [2 ** k for k in range(low.bit_length() - 1, high.bit_length())]
+    if isinstance(value, list):
+        if not value:
+            raise SpecError("search.batch_sizes: empty list")
+        for b in value:
+            _check_power_of_two(b, "search.batch_sizes")
+        if len(set(value)) != len(value):
+            raise SpecError("search.batch_sizes: duplicate batch size")
+        return sorted(value)
+    raise SpecError(f"search.batch_sizes: expected a list or {{min, max}}, got {value!r}")
+
+
+def _check_power_of_two(b: Any, path: str) -> None:
+    if isinstance(b, bool) or not isinstance(b, int):
+        raise SpecError(f"{path}: expected integer batch sizes, got {b!r}")
+    if b <= 0:
+        raise SpecError(f"{path}: batch size must be positive, got {b}")
+    if b & (b - 1):
+        raise SpecError(f"{path}: batch size must be a power of two, got {b}")
+
+
+def _check_range(value: list, path: str, low: float, high: float) -> None:
+    if (len(value) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
+        raise SpecError(f"{path}: expected [low, high], got {value!r}")
+    if not (low <= value[0] <= value[1] <= high):
+        raise SpecError(f"{path}: must satisfy {low} <= low <= high <= {high}, got {value!r}")
+
+
+def validate(spec: SearchSpec) -> None:
+    """Semantic checks that need more than one field. Dataset-size checks happen in
+    ``check_against_data`` once the data is known."""
+    m, d, t, s, a, r = spec.model, spec.data, spec.training, spec.search, spec.asha, spec.resources
+    if not spec.name or any(c in spec.name for c in "/\\ "):
+        raise SpecError(f"name: must be a non-empty name without spaces or slashes, got {spec.name!r}")
+    if (m.name is None) == (m.config is None):
+        raise SpecError("model: set exactly one of model.name (pretrained) and model.config (from scratch)")
+    if m.config is not None and "model_type" not in m.config:
+        raise SpecError("model.config: must contain model_type (e.g. bert, gpt2)")
+    if m.vocab_size < 10:
+        raise SpecError(f"model.vocab_size: must be at least 10, got {m.vocab_size}")
+    if d.source == "hub" and not d.hub_name:
+        raise SpecError("data.hub_name: required when data.source is hub")
+    if d.source == "files":
+        for key in ("train_file", "eval_file"):
+            value = getattr(d, key)
+            if not value:
+                raise SpecError(f"data.{key}: required when data.source is files")
+            if not Path(value).expanduser().is_file():
+                raise SpecError(f"data.{key}: no such file: {value}")
+            if Path(value).suffix.lower() not in (".csv", ".tsv", ".json", ".jsonl", ".parquet"):
+                raise SpecError(f"data.{key}: unsupported format {Path(value).suffix!r} "
+                                "(csv, tsv, json, jsonl, parquet)")
+    if d.max_seq_length < 4:
+        raise SpecError(f"data.max_seq_length: must be at least 4, got {d.max_seq_length}")
+    for key in ("builtin_train_examples", "builtin_eval_examples"):
+        if getattr(d, key) < 1:
+            raise SpecError(f"data.{key}: must be positive")
+    for key in ("max_train_examples", "max_eval_examples"):
+        if getattr(d, key) is not None and getattr(d, key) < 1:
+            raise SpecError(f"data.{key}: must be positive")
+
+    batches = spec.batch_sizes
+    largest = batches[-1]
+    if (t.budget_samples is None) == (t.budget_epochs is None):
+        raise SpecError("training: set exactly one of budget_samples and budget_epochs")
+    if t.budget_epochs is not None and t.budget_epochs <= 0:
+        raise SpecError(f"training.budget_epochs: must be positive, got {t.budget_epochs}")
+    if t.eval_every_samples <= 0 or t.eval_every_samples % largest:
+        raise SpecError(f"training.eval_every_samples: must be a positive multiple of the largest batch "
+                        f"size {largest}, got {t.eval_every_samples}")
+    if t.budget_samples is not None:
+        _check_budget(spec, t.budget_samples)
+    for key in ("base_lr",):
+        v = getattr(t, key)
+        if not (v > 0 and math.isfinite(v)):
+            raise SpecError(f"training.{key}: must be a positive number, got {v}")
+    if t.base_batch <= 0:
+        raise SpecError(f"training.base_batch: must be positive, got {t.base_batch}")
+    if t.weight_decay < 0:
+        raise SpecError(f"training.weight_decay: must be >= 0, got {t.weight_decay}")
+    if t.grad_clip_norm is not None and t.grad_clip_norm <= 0:
+        raise SpecError(f"training.grad_clip_norm: must be positive or null, got {t.grad_clip_norm}")
+    if t.micro_batch_size is not None and t.micro_batch_size <= 0:
+        raise SpecError(f"training.micro_batch_size: must be positive, got {t.micro_batch_size}")
+
+    _check_range(s.alpha_range, "search.alpha_range", 0.0, 1.0)
+    _check_range(s.warmup_fraction_range, "search.warmup_fraction_range", 0.0, 1.0)
+    if s.num_trials < len(batches):
+        raise SpecError(f"search.num_trials: must be at least the number of batch sizes ({len(batches)}) "
+                        f"so every batch size is trained, got {s.num_trials}")
+    if s.metric == "accuracy" and spec.task != "sequence-classification":
+        raise SpecError("search.metric: accuracy needs task sequence-classification; use eval_loss")
+    expected_mode = "max" if s.metric == "accuracy" else "min"
+    if s.mode != expected_mode:
+        raise SpecError(f"search.mode: {s.metric} is better when it is {'higher' if expected_mode == 'max' else 'lower'}; "
+                        f"use mode {expected_mode}")
+    if not 0 <= s.tolerance < 1:
+        raise SpecError(f"search.tolerance: must be in [0, 1), got {s.tolerance}")
+    if a.reduction_factor < 2:
+        raise SpecError(f"asha.reduction_factor: must be at least 2, got {a.reduction_factor}")
+    if a.grace_period_samples <= 0 or a.grace_period_samples % t.eval_every_samples:
+        raise SpecError(f"asha.grace_period_samples: must be a positive multiple of "
+                        f"training.eval_every_samples ({t.eval_every_samples}), got {a.grace_period_samples}")
+    if r.workers_per_trial < 1:
+        raise SpecError(f"resources.workers_per_trial: must be at least 1, got {r.workers_per_trial}")
+    if r.cpus_per_worker < 1:
+        raise SpecError(f"resources.cpus_per_worker: must be at least 1, got {r.cpus_per_worker}")
+    if r.max_concurrent_trials is not None and r.max_concurrent_trials < 1:
+        raise SpecError("resources.max_concurrent_trials: must be at least 1")
+    for b in batches:
+        if b % r.workers_per_trial:
+            raise SpecError(f"search.batch_sizes: {b} does not split over "
+                            f"resources.workers_per_trial={r.workers_per_trial} workers")
+
+
+def _check_budget(spec: SearchSpec, budget: int) -> None:
+    t, largest = spec.training, spec.batch_sizes[-1]
+    if budget < largest:
+        raise SpecError(f"training.budget_samples: {budget} is smaller than the largest batch size {largest}")
+    if budget % t.eval_every_samples:
+        raise SpecError(f"training.budget_samples: must be a multiple of training.eval_every_samples "
+                        f"({t.eval_every_samples}), got {budget}")
+    if spec.asha.grace_period_samples > budget:
+        raise SpecError(f"asha.grace_period_samples: {spec.asha.grace_period_samples} exceeds the budget {budget}")
+
+
+def resolve_budget(spec: SearchSpec, train_examples: int) -> int:
+    """The equal-sample budget in samples, resolving ``budget_epochs`` against the training set size,
+    and checking batch sizes against the data."""
+    largest = spec.batch_sizes[-1]
+    if largest > train_examples:
+        raise SpecError(f"search.batch_sizes: largest batch {largest} exceeds the {train_examples} "
+                        "training examples")
+    t = spec.training
+    if t.budget_samples is not None:
+        return t.budget_samples
+    samples = int(t.budget_epochs * train_examples) // t.eval_every_samples * t.eval_every_samples
+    if samples <= 0:
+        raise SpecError(f"training.budget_epochs: {t.budget_epochs} epochs of {train_examples} examples is "
+                        f"less than one report interval ({t.eval_every_samples} samples)")
+    _check_budget(spec, samples)
+    return samples

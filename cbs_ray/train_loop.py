@@ -1,0 +1,313 @@
+"""The per-worker training loop of one trial: the same code runs in a Ray Train worker (multi-worker or
+GPU trials) and in-process inside the Tune trial (single-CPU-worker trials). Only the ``Session`` differs.
+
+Per optimizer step: ``accumulation`` micro-batches, each loss divided by ``accumulation`` (so the summed
+gradient is the mean over the effective batch), DDP's all-reduce only on the last micro-step
+(``no_sync``), global-norm clipping, then one optimizer and one scheduler step. Samples are counted in
+samples (B per step), the LR schedule in optimizer steps. At every ``eval_every_samples`` milestone the
+validation metric is summed over each worker's exact shard of the eval set, all-reduced, reported and
+(rank 0) checkpointed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from .budget import BatchPlan, milestones, optimizer_steps, plan_batch
+from .schedule import lr_multiplier, scaled_lr, warmup_steps
+
+__all__ = ["TrialSetup", "LocalSession", "TrainSession", "train_loop", "WORST_METRIC"]
+
+WORST_METRIC = {"accuracy": 0.0, "eval_loss": float("inf"), "perplexity": float("inf")}
+STATE_FILE = "state.pt"
+
+
+@dataclass
+class TrialSetup:
+    """Everything one trial's loop needs, resolved in the driver (plain values, picklable)."""
+
+    batch_size: int
+    alpha: float
+    warmup_fraction: float
+    budget_samples: int
+    eval_every_samples: int
+    base_lr: float
+    base_batch: int
+    lr_decay: str
+    optimizer: str
+    weight_decay: float
+    grad_clip_norm: Optional[float]
+    micro_batch_size: Optional[int]
+    task: str
+    metric: str
+    model: dict
+    model_config: Any
+    threads: int
+    seed: int
+    use_gpu: bool = False
+    started_at: float = field(default_factory=time.time)
+
+    @property
+    def peak_lr(self) -> float:
+        return scaled_lr(self.base_lr, self.batch_size, self.base_batch, self.alpha)
+
+    @property
+    def total_steps(self) -> int:
+        return optimizer_steps(self.budget_samples, self.batch_size)
+
+
+class LocalSession:
+    """One CPU worker running inside the Tune trial process: reports straight to Tune."""
+
+    world_size, rank = 1, 0
+    device = torch.device("cpu")
+
+    def prepare_model(self, model):
+        return model
+
+    def prepare_data_loader(self, loader):
+        return loader
+
+    def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor
+
+    def report(self, metrics: dict, checkpoint_dir: Optional[str]) -> None:
+        from ray import tune
+
+        checkpoint = tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
+        tune.report(metrics, checkpoint=checkpoint)
+
+    def get_checkpoint(self):
+        from ray import tune
+
+        return tune.get_checkpoint()
+
+
+class TrainSession:
+    """A Ray Train worker: DDP through ``prepare_model``, DistributedSampler through
+    ``prepare_data_loader``, metrics via ``ray.train.report`` (forwarded to Tune by TuneReportCallback)."""
+
+    def __init__(self):
+        import ray.train
+        import ray.train.torch
+
+        context = ray.train.get_context()
+        self.world_size = context.get_world_size()
+        self.rank = context.get_world_rank()
+        self.device = ray.train.torch.get_device()
+
+    def prepare_model(self, model):
+        import ray.train.torch
+
+        return ray.train.torch.prepare_model(model)
+
+    def prepare_data_loader(self, loader):
+        import ray.train.torch
+
+        return ray.train.torch.prepare_data_loader(loader)
+
+    def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.world_size > 1:
+            torch.distributed.all_reduce(tensor)
+        return tensor
+
+    def report(self, metrics: dict, checkpoint_dir: Optional[str]) -> None:
+        import ray.train
+
+        checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
+        ray.train.report(metrics, checkpoint=checkpoint)
+
+    def get_checkpoint(self):
+        import ray.train
+
+        return ray.train.get_checkpoint()
+
+
+def train_worker(config: dict) -> None:
+    """Entry point of a Ray Train worker (``TorchTrainer(train_loop_per_worker=train_worker)``)."""
+    train_loop(config["setup"], config["data"], TrainSession())
+
+
+# ---- pieces of the loop ----------------------------------------------------------------------------
+
+def make_optimizer(model: torch.nn.Module, setup: TrialSetup, lr: float) -> torch.optim.Optimizer:
+    """AdamW or SGD; weight decay on weight matrices only (not biases or LayerNorm), as in BERT."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (no_decay if p.ndim < 2 else decay).append(p)
+    groups = [{"params": decay, "weight_decay": setup.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if setup.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=lr, momentum=0.9)
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8)
+
+
+def _inputs(batch, task: str, device) -> dict:
+    ids, mask, labels = (t.to(device) for t in batch)
+    if task == "causal-lm":
+        labels = ids.masked_fill(mask == 0, -100)
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def _endless_micro_batches(loader, start_epoch: int):
+    epoch = start_epoch
+    while True:
+        sampler = getattr(loader, "sampler", None)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)  # DistributedSampler: a new shuffle each epoch, same on all ranks
+        yield from loader
+        epoch += 1
+
+
+@torch.no_grad()
+def evaluate(model, session, data, setup: TrialSetup) -> dict:
+    """Metric over the whole eval set: each rank sums over its exact shard (rank::world_size, no
+    padding duplicates), sums are all-reduced, then divided."""
+    model.eval()
+    shard = slice(session.rank, None, session.world_size)
+    ids, mask, labels = (torch.tensor(a[shard]) for a in (data.eval_ids, data.eval_mask, data.eval_labels))
+    sums = torch.zeros(3, dtype=torch.float64)  # loss sum, correct, count
+    for start in range(0, len(ids), 256):
+        batch = _inputs((ids[start:start + 256], mask[start:start + 256], labels[start:start + 256]),
+                        setup.task, session.device)
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
+        if setup.task == "causal-lm":
+            shifted, target = logits[:, :-1].flatten(0, 1), batch["labels"][:, 1:].flatten()
+            loss = torch.nn.functional.cross_entropy(shifted, target, ignore_index=-100, reduction="sum")
+            sums += torch.tensor([loss.item(), 0.0, float((target != -100).sum())], dtype=torch.float64)
+        else:
+            loss = torch.nn.functional.cross_entropy(logits, batch["labels"], reduction="sum")
+            correct = (logits.argmax(-1) == batch["labels"]).sum()
+            sums += torch.tensor([loss.item(), float(correct), float(len(logits))], dtype=torch.float64)
+    sums = session.all_reduce(sums.to(session.device)).cpu()
+    eval_loss = float(sums[0] / sums[2])
+    model.train()
+    metrics = {"eval_loss": eval_loss, "perplexity": math.exp(min(eval_loss, 700.0))}
+    if setup.task == "sequence-classification":
+        metrics["accuracy"] = float(sums[1] / sums[2])
+    return metrics
+
+
+def _save_state(directory: str, model, optimizer, scheduler, step: int) -> None:
+    raw = model.module if hasattr(model, "module") else model
+    torch.save({"model": raw.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "step": step}, os.path.join(directory, STATE_FILE))
+
+
+def _load_state(checkpoint, model, optimizer, scheduler) -> int:
+    with checkpoint.as_directory() as directory:
+        state = torch.load(os.path.join(directory, STATE_FILE), weights_only=True)  # never unpickles code
+    raw = model.module if hasattr(model, "module") else model
+    raw.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    return int(state["step"])
+
+
+# ---- the loop --------------------------------------------------------------------------------------
+
+def train_loop(setup: TrialSetup, data, session) -> None:
+    """Train one (batch size, alpha, warmup) configuration to the equal-sample budget, reporting at
+    every milestone. Stops early, reporting ``diverged=True`` and the worst metric, on a non-finite loss
+    or gradient norm."""
+    from .model import build_model
+
+    torch.set_num_threads(setup.threads)
+    torch.manual_seed(setup.seed)  # identical initial weights on every rank (DDP also broadcasts)
+    plan: BatchPlan = plan_batch(setup.batch_size, session.world_size, setup.micro_batch_size)
+    total_steps = setup.total_steps
+    warmup = warmup_steps(setup.warmup_fraction, total_steps)
+    report_at = set(milestones(setup.budget_samples, setup.eval_every_samples))
+
+    model = session.prepare_model(build_model(setup.model, setup.task, setup.model_config))
+    optimizer = make_optimizer(model, setup, setup.peak_lr)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_multiplier(step, warmup, total_steps, decay=setup.lr_decay))
+    checkpoint = session.get_checkpoint()
+    step = _load_state(checkpoint, model, optimizer, scheduler) if checkpoint else 0
+
+    dataset = torch.utils.data.TensorDataset(
+        torch.tensor(data.train_ids), torch.tensor(data.train_mask), torch.tensor(data.train_labels))
+    generator = torch.Generator().manual_seed(setup.seed + step)
+    loader = session.prepare_data_loader(torch.utils.data.DataLoader(
+        dataset, batch_size=plan.micro_batch, shuffle=True, drop_last=True, generator=generator))
+    per_epoch = max(1, len(loader) // plan.accumulation)  # optimizer steps per epoch on each rank
+    micro_batches = _endless_micro_batches(loader, start_epoch=step // per_epoch)
+    is_ddp = hasattr(model, "no_sync")
+    clip = setup.grad_clip_norm if setup.grad_clip_norm is not None else float("inf")
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    loop_start = time.perf_counter()
+    interval_time, train_time, interval_loss, interval_steps = 0.0, 0.0, 0.0, 0
+    first_step_at = None
+    model.train()
+    while step < total_steps:
+        t0 = time.perf_counter()
+        step_loss = 0.0
+        for k in range(plan.accumulation):
+            batch = _inputs(next(micro_batches), setup.task, session.device)
+            sync = contextlib.nullcontext() if (k == plan.accumulation - 1 or not is_ddp) else model.no_sync()
+            with sync:
+                loss = model(**batch).loss / plan.accumulation
+                loss.backward()
+            step_loss += loss.item()
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
+        lr = scheduler.get_last_lr()[0]
+        # The clipped norm is of the all-reduced gradient, so every rank takes the same branch here; a
+        # local loss can only be trusted alone when there is a single rank.
+        if not math.isfinite(grad_norm) or (session.world_size == 1 and not math.isfinite(step_loss)):
+            _report_divergence(session, setup, plan, step, lr, step_loss, grad_norm, loop_start)
+            return
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        if first_step_at is None:
+            first_step_at = time.time()
+        elapsed = time.perf_counter() - t0
+        interval_time += elapsed
+        train_time += elapsed
+        interval_loss += step_loss
+        interval_steps += 1
+        samples = step * setup.batch_size
+        if samples not in report_at:
+            continue
+        metrics = evaluate(model, session, data, setup)
+        loss_sum = session.all_reduce(torch.tensor([interval_loss / interval_steps], dtype=torch.float64,
+                                                   device=session.device)).item()
+        metrics.update({
+            "samples_seen": samples, "steps": step, "batch_size": setup.batch_size,
+            "alpha": setup.alpha, "warmup_fraction": setup.warmup_fraction, "warmup_steps": warmup,
+            "peak_lr": setup.peak_lr, "lr": lr, "train_loss": loss_sum / session.world_size,
+            "grad_norm": grad_norm, "samples_per_s": interval_steps * setup.batch_size / interval_time,
+            "train_time_s": train_time, "wall_time_s": time.perf_counter() - loop_start,
+            "micro_batch": plan.micro_batch, "accumulation": plan.accumulation, "workers": plan.workers,
+            "first_step_at": first_step_at, "diverged": False,
+        })
+        interval_time, interval_loss, interval_steps = 0.0, 0.0, 0
+        with tempfile.TemporaryDirectory() as directory:
+            if session.rank == 0:
+                _save_state(directory, model, optimizer, scheduler, step)
+            session.report(metrics, directory if session.rank == 0 else None)
+
+
+def _report_divergence(session, setup, plan, step, lr, loss, grad_norm, loop_start) -> None:
+    metrics = {name: value for name, value in WORST_METRIC.items()
+               if setup.task == "sequence-classification" or name != "accuracy"}
+    metrics.update({
+        "samples_seen": step * setup.batch_size, "steps": step, "batch_size": setup.batch_size,
+        "alpha": setup.alpha, "warmup_fraction": setup.warmup_fraction, "peak_lr": setup.peak_lr, "lr": lr,
+        "train_loss": loss, "grad_norm": grad_norm, "wall_time_s": time.perf_counter() - loop_start,
+        "micro_batch": plan.micro_batch, "accumulation": plan.accumulation, "workers": plan.workers,
+        "diverged": True,
+    })
+    session.report(metrics, None)

@@ -1,0 +1,144 @@
+"""Spec validation: every bad input is one line naming the field, exit code 2, before Ray starts."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cbs_ray.search import main
+from cbs_ray.spec import SearchSpec, SpecError, load_spec, resolve_budget, spec_from_dict
+
+
+def test_default_spec_is_valid_and_expands_batch_range():
+    spec = load_spec()
+    assert spec.batch_sizes == [8, 16, 32, 64, 128]
+    assert spec.training.budget_samples == 16384
+    assert SearchSpec().name == spec.name
+
+
+def test_overrides_are_parsed_as_yaml():
+    spec = load_spec(None, ["search.batch_sizes=[16, 64]", "training.base_lr=3e-4", "resources.use_gpu=false"])
+    assert spec.batch_sizes == [16, 64]
+    assert spec.training.base_lr == 3e-4
+
+
+def test_budget_epochs_resolve_to_whole_report_intervals():
+    spec = load_spec(None, ["training.budget_samples=null", "training.budget_epochs=1.5"])
+    # 1.5 × 8192 = 12288, a multiple of 2048
+    assert resolve_budget(spec, 8192) == 12288
+    assert resolve_budget(spec, 8000) == 10240  # 12000 rounded down to a multiple of 2048
+
+
+BAD = [
+    (["bogus=1"], "bogus: unknown key"),
+    (["training.budget_sample=1"], "training.budget_sample: unknown key"),
+    (["training.budget_samples=abc"], "training.budget_samples: expected an integer"),
+    (["training.base_lr=fast"], "training.base_lr: expected a number"),
+    (["search.batch_sizes=[8, 24]"], "search.batch_sizes: batch size must be a power of two, got 24"),
+    (["search.batch_sizes=[0, 8]"], "search.batch_sizes: batch size must be positive"),
+    (["search.batch_sizes=[-8]"], "search.batch_sizes: batch size must be positive"),
+    (["search.batch_sizes={min: 8, max: 100}"], "search.batch_sizes.max: batch size must be a power of two"),
+    (["search.alpha_range=[0.5, 1.5]"], "search.alpha_range: must satisfy"),
+    (["search.alpha_range=[-0.1, 1.0]"], "search.alpha_range: must satisfy"),
+    (["search.warmup_fraction_range=[0.0, 2.0]"], "search.warmup_fraction_range: must satisfy"),
+    (["training.budget_samples=64"], "training.budget_samples: 64 is smaller than the largest batch size 128"),
+    (["training.budget_samples=3000"], "training.budget_samples: must be a multiple"),
+    (["training.eval_every_samples=1000"], "training.eval_every_samples: must be a positive multiple of the largest"),
+    (["search.num_trials=3"], "search.num_trials: must be at least the number of batch sizes"),
+    (["search.metric=accuracy", "task=causal-lm", "model.config={model_type: gpt2}"], "search.metric: accuracy needs"),
+    (["search.metric=eval_loss"], "search.mode: eval_loss is better when it is lower"),
+    (["resources.use_gpu=yes please"], "resources.use_gpu: expected true/false"),
+    (["resources.workers_per_trial=3"], "search.batch_sizes: 8 does not split over"),
+    (["task=translation"], "task: must be one of"),
+    (["model.name=bert-base-uncased"], "model: set exactly one of"),
+    (["data.source=files", "data.train_file=/no/such/train.csv", "data.eval_file=/no/such/dev.csv"],
+     "data.train_file: no such file"),
+    (["data.source=hub"], "data.hub_name: required"),
+    (["asha.grace_period_samples=3000"], "asha.grace_period_samples: must be a positive multiple"),
+    (["asha.reduction_factor=1"], "asha.reduction_factor: must be at least 2"),
+    (["training"], "--set training: expected key=value"),
+]
+
+
+@pytest.mark.parametrize("overrides,message", BAD, ids=[b[1].split(":")[0] + str(i) for i, b in enumerate(BAD)])
+def test_bad_spec_names_the_field(overrides, message):
+    with pytest.raises(SpecError) as info:
+        load_spec(None, overrides)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("overrides,message", BAD[:6])
+def test_cli_bad_input_is_one_line_and_exit_2(overrides, message, capsys):
+    argv = ["--dry-run"] + [a for o in overrides for a in ("--set", o)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_batch_larger_than_the_dataset(capsys):
+    argv = ["--dry-run", "--set", "data.builtin_train_examples=100"]
+    assert main(argv) == 2
+    assert "search.batch_sizes: largest batch 128 exceeds the 100 training examples" in capsys.readouterr().err
+
+
+def test_missing_column_in_local_file(tmp_path, capsys):
+    train = write(tmp_path / "train.csv", "text,label\n" + "good film,1\nbad film,0\n" * 200)
+    dev = write(tmp_path / "dev.csv", "text,label\ngood,1\nbad,0\n")
+    argv = ["--dry-run", "--set", "data.source=files", "--set", f"data.train_file={train}",
+            "--set", f"data.eval_file={dev}"]
+    assert main(argv) == 2  # text_column defaults to "sentence"
+    assert "data.text_column: column 'sentence' not in" in capsys.readouterr().err
+    assert main(argv + ["--set", "data.text_column=text"]) == 0
+
+
+def test_local_tsv_file_and_relative_paths_in_a_spec(tmp_path, capsys):
+    (tmp_path / "data").mkdir()
+    write(tmp_path / "data" / "train.tsv", "sentence\tlabel\n" + 'a "quoted film\t1\nbad film\t0\n' * 200)
+    write(tmp_path / "data" / "dev.tsv", "sentence\tlabel\ngood\t1\nbad\t0\n")
+    spec = write(tmp_path / "space.yaml",
+                 "data: {source: files, train_file: data/train.tsv, eval_file: data/dev.tsv}\n")
+    assert main(["--space", str(spec), "--dry-run"]) == 0
+    assert "B=128" in capsys.readouterr().out
+
+
+def test_unknown_model_name(capsys):
+    argv = ["--dry-run", "--set", "model.config=null", "--set", "model.name=no-such-org/no-such-model-xyz"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.startswith("error: model.name: cannot load 'no-such-org/no-such-model-xyz'")
+
+
+def test_missing_space_file_and_invalid_yaml(tmp_path, capsys):
+    assert main(["--space", str(tmp_path / "nope.yaml")]) == 2
+    assert "--space: no such file" in capsys.readouterr().err
+    bad = write(tmp_path / "bad.yaml", "search: [unclosed\n")
+    assert main(["--space", str(bad)]) == 2
+    assert "is not valid YAML" in capsys.readouterr().err
+
+
+def test_unsafe_yaml_tags_are_refused(tmp_path, capsys):
+    bad = write(tmp_path / "evil.yaml", "name: !!python/object/apply:os.system ['echo hacked']\n")
+    assert main(["--space", str(bad), "--dry-run"]) == 2
+    assert "not valid YAML" in capsys.readouterr().err
+
+
+def test_unknown_cli_flag_is_one_line_exit_2():
+    # A real process: what a user sees, with no traceback.
+    proc = subprocess.run([sys.executable, "-m", "cbs_ray.search", "--bogus"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "unrecognized arguments: --bogus" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "cbs_ray.search", "--dry-run", "--set", "search.batch_sizes=[3]"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == "error: search.batch_sizes: batch size must be a power of two, got 3"
+
+
+def test_spec_from_dict_rejects_non_mapping_sections():
+    with pytest.raises(SpecError, match="^training: expected a mapping"):
+        spec_from_dict({"training": [1, 2]})
