@@ -1,0 +1,76 @@
+"""End to end on a real local Ray cluster: real Tune trials, real TorchTrainer workers (gloo)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cbs_ray import run_search
+from cbs_ray.spec import load_spec
+
+TINY = ["data.builtin_train_examples=2048", "data.builtin_eval_examples=512", "training.budget_samples=4096",
+        "training.eval_every_samples=2048", "asha.grace_period_samples=2048", "search.batch_sizes=[8, 16]"]
+
+
+@pytest.fixture(scope="module")
+def ddp_search(tmp_path_factory):
+    """Five trials, each a TorchTrainer with 2 gloo workers, two batch sizes, ASHA per batch size."""
+    root = tmp_path_factory.mktemp("ddp")
+    spec = load_spec(None, TINY + ["search.num_trials=5", "resources.workers_per_trial=2", "search.seed=1",
+                                   f"storage_path={root / 'ray_results'}", f"output_dir={root / 'out'}"])
+    return run_search(spec, verbose=0)
+
+
+def test_every_trial_ran_two_data_parallel_workers(ddp_search):
+    history = ddp_search.history
+    assert history["trial_id"].nunique() == 5
+    assert set(history["workers"]) == {2}
+    assert set(history["batch_size"]) == {8, 16}
+    assert (history["micro_batch"] * history["accumulation"] * history["workers"] == history["batch_size"]).all()
+
+
+def test_asha_stopped_a_trial_early_and_every_batch_size_completed(ddp_search):
+    trials = ddp_search.trials
+    assert (trials["status"] == "stopped").sum() >= 1
+    assert (trials.loc[trials["status"] == "stopped", "samples_seen"] < 4096).all()
+    completed = trials[trials["status"] == "completed"]
+    assert set(completed["batch_size"]) == {8, 16}  # the seeded trial of each batch size finishes
+
+
+def test_summary_written_with_the_answer(ddp_search):
+    summary = json.loads((ddp_search.output_dir / "summary.json").read_text())
+    assert summary["critical_batch"]["batch_size"] in (8, 16)
+    assert ddp_search.critical_batch == summary["critical_batch"]["batch_size"]
+    assert {r["batch_size"] for r in summary["per_batch"]} == {8, 16}
+    assert len(summary["pareto"]) >= 1
+    assert (ddp_search.output_dir / "trials.csv").is_file()
+
+
+def test_results_reload_with_rays_own_tools(ddp_search):
+    from ray import tune
+    from ray.tune import ExperimentAnalysis
+
+    analysis = ExperimentAnalysis(ddp_search.experiment_path)
+    assert len(analysis.trials) == 5
+    finals = {t.trial_id: t.last_result["samples_seen"] for t in analysis.trials}
+    assert max(finals.values()) == 4096 and min(finals.values()) < 4096
+
+    from cbs_ray.trial import run_trial
+
+    grid = tune.Tuner.restore(ddp_search.experiment_path, trainable=run_trial).get_results()
+    assert len(grid) == 5 and not grid.errors
+
+
+def test_default_cli_path_in_process_trials(tmp_path):
+    """The CLI as a user types it, shrunk: single-worker trials run in-process inside Tune trials."""
+    out = tmp_path / "out"
+    args = [a for o in TINY + ["search.num_trials=3", f"storage_path={tmp_path / 'rr'}"] for a in ("--set", o)]
+    proc = subprocess.run([sys.executable, "-m", "cbs_ray.search", *args, "--output", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Critical batch (turning point" in proc.stdout
+    assert "B=8 = 8 micro × 1 accum × 1 workers" in proc.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert {"critical_batch", "pareto", "per_batch"} <= set(summary)
+    assert len(summary["trials"]) == 3

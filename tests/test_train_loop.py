@@ -1,0 +1,90 @@
+"""The per-worker loop without Ray: a recording session stands in for Tune/Train reporting."""
+
+import copy
+import math
+
+import pytest
+import torch
+
+from cbs_ray.search import prepare
+from cbs_ray.spec import load_spec
+from cbs_ray.train_loop import LocalSession, make_optimizer, train_loop
+from cbs_ray.trial import make_setup
+
+SMALL = ["data.builtin_train_examples=512", "data.builtin_eval_examples=128", "training.budget_samples=256",
+         "training.eval_every_samples=128", "asha.grace_period_samples=128", "search.batch_sizes=[16, 32]"]
+
+
+class Recorder(LocalSession):
+    def __init__(self):
+        self.reports, self.checkpoints = [], []
+
+    def report(self, metrics, checkpoint_dir):
+        self.reports.append(metrics)
+        self.checkpoints.append(checkpoint_dir)
+
+    def get_checkpoint(self):
+        return None
+
+
+def run(overrides=(), batch=16, alpha=1.0, warmup=0.25):
+    spec = load_spec(None, SMALL + list(overrides))
+    data, budget, config = prepare(spec)
+    setup = make_setup(spec, {"log2_batch": batch.bit_length() - 1, "alpha": alpha, "warmup_fraction": warmup},
+                       budget_samples=budget, model_config=config)
+    session = Recorder()
+    train_loop(setup, data, session)
+    return session.reports, setup
+
+
+def test_reports_land_on_exact_sample_milestones():
+    reports, setup = run(batch=32)
+    assert [r["samples_seen"] for r in reports] == [128, 256]
+    assert [r["steps"] for r in reports] == [4, 8]
+    last = reports[-1]
+    assert last["peak_lr"] == pytest.approx(2e-3 * 32 / 16)  # linear rule from B0=16
+    assert last["warmup_steps"] == 2 and last["micro_batch"] == 32 and last["accumulation"] == 1
+    assert 0.0 <= last["accuracy"] <= 1.0 and last["samples_per_s"] > 0 and not last["diverged"]
+
+
+def test_micro_batch_cap_accumulates_to_the_same_effective_batch():
+    reports, _ = run(["training.micro_batch_size=8"], batch=32)
+    assert (reports[-1]["micro_batch"], reports[-1]["accumulation"]) == (8, 4)
+    assert reports[-1]["samples_seen"] == 256
+
+
+def test_huge_lr_diverges_and_says_so():
+    reports, _ = run(["training.base_lr=1e6", "training.grad_clip_norm=null", "training.weight_decay=0.0"])
+    assert len(reports) == 1 and reports[0]["diverged"] is True
+    assert reports[0]["accuracy"] == 0.0 and reports[0]["samples_seen"] < 128  # worst metric, stopped early
+
+
+def test_causal_lm_reports_eval_loss():
+    reports, _ = run(["task=causal-lm", "search.metric=eval_loss", "search.mode=min",
+                      "model.config={model_type: gpt2, n_embd: 32, n_layer: 1, n_head: 2, n_positions: 64}"])
+    assert "accuracy" not in reports[-1]
+    assert math.isfinite(reports[-1]["eval_loss"]) and reports[-1]["perplexity"] > 1
+
+
+def test_accumulated_update_equals_one_big_batch():
+    """Loss divided by the accumulation steps: 4 micro-batches of 16 give the update of one batch of 64."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+    x, y = torch.randn(64, 8), torch.randint(0, 3, (64,))
+    big, accumulated = copy.deepcopy(model), copy.deepcopy(model)
+    loss_fn = torch.nn.functional.cross_entropy
+    loss_fn(big(x), y).backward()
+    for chunk_x, chunk_y in zip(x.split(16), y.split(16)):
+        (loss_fn(accumulated(chunk_x), chunk_y) / 4).backward()
+    for p, q in zip(big.parameters(), accumulated.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-6)
+
+
+def test_weight_decay_skips_biases_and_norms():
+    spec = load_spec(None, SMALL)
+    _, budget, config = prepare(spec)
+    setup = make_setup(spec, {"log2_batch": 4, "alpha": 1.0, "warmup_fraction": 0.0}, budget_samples=budget,
+                       model_config=config)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
+    groups = make_optimizer(model, setup, 1e-3).param_groups
+    assert [len(g["params"]) for g in groups] == [1, 3] and groups[1]["weight_decay"] == 0.0
