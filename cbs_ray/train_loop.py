@@ -291,7 +291,8 @@ def train_loop(setup: TrialSetup, data, session) -> None:
             "grad_norm": grad_norm, "samples_per_s": interval_steps * setup.batch_size / interval_time,
             "train_time_s": train_time, "wall_time_s": time.perf_counter() - loop_start,
             "micro_batch": plan.micro_batch, "accumulation": plan.accumulation, "workers": plan.workers,
-            "first_step_at": first_step_at, "diverged": False,
+            "first_step_at": first_step_at, "trial_started_at": setup.started_at,
+            "reported_at": time.time(), "diverged": False,
         })
         interval_time, interval_loss, interval_steps = 0.0, 0.0, 0
         with tempfile.TemporaryDirectory() as directory:
