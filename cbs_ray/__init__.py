@@ -9,10 +9,12 @@ from .critical_batch import turning_point
 from .pareto import pareto_front
 from .schedule import lr_multiplier, scaled_lr, warmup_steps
 from .spec import SearchSpec, SpecError, load_spec
+from .tradeoff import TradeoffFit, fit_tradeoff, overhead_rule
 
 __all__ = ["SearchSpec", "SpecError", "load_spec", "run_search", "SearchResult", "turning_point",
            "pareto_front", "scaled_lr", "warmup_steps", "lr_multiplier", "plan_batch", "BatchPlan",
-           "milestones", "optimizer_steps"]
+           "milestones", "optimizer_steps", "fit_tradeoff", "TradeoffFit", "overhead_rule", "analyze",
+           "Report"]
 
 
 def __getattr__(name):
@@ -21,4 +23,8 @@ def __getattr__(name):
         from . import search
 
         return getattr(search, name)
+    if name in ("analyze", "Report"):
+        from . import report
+
+        return getattr(report, name)
     raise AttributeError(name)

@@ -145,6 +145,7 @@ def _fit(spec: SearchSpec, data, budget: int, config, verbose: int) -> str:
     from ray import tune
     from ray.tune.search.optuna import OptunaSearch
 
+    from .report import write_meta
     from .scheduler import PerBatchASHA
     from .trial import batch_size_of, in_process, run_trial, trial_resources
 
@@ -162,6 +163,9 @@ def _fit(spec: SearchSpec, data, budget: int, config, verbose: int) -> str:
         tune.with_parameters(run_trial, spec=spec, data=data, budget_samples=budget, model_config=config),
         trial_resources(spec))
     name = f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    write_meta(f"{spec.storage_uri.rstrip('/')}/{name}",
+               {"name": spec.name, "metric": s.metric, "mode": s.mode, "budget_samples": budget,
+                "tolerance": s.tolerance, "spec": spec_to_dict(spec)})
     # Every report checkpoints; keeping two per trial forces an experiment snapshot now and then,
     # which is cheap here and is what makes a killed search resumable.
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
@@ -188,48 +192,23 @@ def _trial_name(trial) -> str:
     return f"B{batch_size_of(trial.config)}_{trial.trial_id}"
 
 
-def load_history(experiment_path: str) -> pd.DataFrame:
-    """Every milestone every trial reported, read from what Tune persisted (no live cluster needed)."""
-    from ray.tune import ExperimentAnalysis
-
-    analysis = ExperimentAnalysis(experiment_path)
-    frames = [df.assign(trial_id=trial_id) for trial_id, df in analysis.trial_dataframes.items()
-              if len(df) and "samples_seen" in df]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["trial_id", "samples_seen"])
-
-
 def summarize_experiment(spec: SearchSpec, experiment_path: str, budget: int, out: Path) -> SearchResult:
-    from .summary import summarize, trial_table, write_summary
+    """Run the reporter on the finished experiment, write it to ``out`` and print the answer."""
+    from .report import analyze, headline
 
-    history = load_history(experiment_path)
-    s = spec.search
-    summary = summarize(history, metric=s.metric, mode=s.mode, budget_samples=budget, tolerance=s.tolerance)
-    summary["experiment_path"] = experiment_path
-    summary["spec"] = spec_to_dict(spec)
-    write_summary(summary, history, out)
-    trials = trial_table(history, metric=s.metric, budget_samples=budget)
-    result = SearchResult(spec, summary, trials, history, experiment_path, out)
-    _print_result(result)
-    return result
-
-
-def _print_result(result: SearchResult) -> None:
-    metric = result.spec.search.metric
+    report = analyze(experiment_path)
+    html = report.write(out)
+    summary = report.summary
+    result = SearchResult(spec, summary, pd.DataFrame(summary["trials"]), report.history, experiment_path, out)
+    metric = spec.search.metric
     per_batch = result.per_batch
     print("\nBest metric per batch size at the full budget:")
-    if len(per_batch):
-        cols = [c for c in ["batch_size", "trials", "completed", "stopped", "diverged", f"best_{metric}",
-                            "alpha", "warmup_fraction", "peak_lr", "wall_time_s"] if c in per_batch]
-        print(per_batch[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    critical = result.summary["critical_batch"]
-    if critical["batch_size"] is None:
-        print(f"Critical batch: not determined ({critical['reason']})")
-    else:
-        print(f"Critical batch (turning point, tolerance {critical['tolerance']:.1%}): {critical['batch_size']}"
-              + (f"  [{critical['reason']}]" if critical["reason"] else ""))
-    print(f"Pareto front (wall time vs {metric}): "
-          + ", ".join(f"B={p['batch_size']} {p[metric]:.4g} in {p['wall_time_s']:.1f}s" for p in result.summary["pareto"]))
-    print(f"Results: {result.output_dir / 'summary.json'}  (experiment: {result.experiment_path})")
+    cols = [c for c in ["batch_size", "trials", "completed", "stopped", "diverged", f"best_{metric}", "alpha",
+                        "warmup_fraction", "peak_lr", "steps_to_target", "wall_time_s"] if c in per_batch]
+    print(per_batch[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print("\n".join(headline(summary)))
+    print(f"Report: {html}\nSummary: {out / 'summary.json'}  (experiment: {experiment_path})")
+    return result
 
 
 # ---- command line ----------------------------------------------------------------------------------

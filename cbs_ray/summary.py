@@ -8,14 +8,17 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 
-from .critical_batch import turning_point
+from .critical_batch import turning_point, within_tolerance
 from .pareto import pareto_front
+from .schedule import warmup_steps
+from .tradeoff import TradeoffFit, fit_tradeoff, overhead_rule, samples_to_target
 
-__all__ = ["trial_table", "per_batch_table", "summarize", "write_summary"]
+__all__ = ["trial_table", "per_batch_table", "summarize", "write_summary", "default_target", "recommend"]
 
 TRIAL_COLUMNS = ["trial_id", "batch_size", "alpha", "warmup_fraction", "peak_lr"]
 
@@ -43,9 +46,20 @@ def trial_table(history: pd.DataFrame, *, metric: str, budget_samples: int) -> p
     return rows.reset_index().sort_values(["batch_size", "trial_id"]).reset_index(drop=True)
 
 
+def _steps_to_target(history: pd.DataFrame, *, metric: str, mode: str, target: float) -> pd.Series:
+    """Per trial: optimizer steps to first reach ``target`` (interpolated), NaN if never."""
+    out = {}
+    for trial_id, h in history.groupby("trial_id"):
+        samples = samples_to_target(h["samples_seen"].tolist(), h[metric].astype(float).tolist(), target, mode=mode)
+        out[trial_id] = samples / float(h["batch_size"].iloc[0])
+    return pd.Series(out, dtype=float)
+
+
 def per_batch_table(trials: pd.DataFrame, *, metric: str, mode: str) -> pd.DataFrame:
-    """Per batch size: trials run / completed / stopped / diverged, and the best completed trial's
-    metric and configuration (NaN where no trial of that batch reached the budget)."""
+    """Per batch size: trials run / completed / stopped / diverged, the best completed trial's metric and
+    configuration (NaN where no trial reached the budget), and — when ``trials`` has a
+    ``steps_to_target`` column — the fewest steps and samples any trial of that batch needed to reach
+    the target."""
     out = []
     for batch, group in trials.groupby("batch_size"):
         done = group[(group["status"] == "completed") & group[metric].notna()]
@@ -60,37 +74,103 @@ def per_batch_table(trials: pd.DataFrame, *, metric: str, mode: str) -> pd.DataF
                         "trial_id": best["trial_id"]})
         else:
             row.update({f"best_{metric}": math.nan})
+        if "steps_to_target" in group:
+            steps = group["steps_to_target"].min()
+            row.update({"steps_to_target": steps, "samples_to_target": steps * batch})
         out.append(row)
     return pd.DataFrame(out)
 
 
+def default_target(per_batch: pd.DataFrame, *, metric: str, mode: str) -> float:
+    """A level every batch size with a completed trial reaches: the worst of the per-batch bests."""
+    values = per_batch[f"best_{metric}"].dropna()
+    return float(values.min() if mode == "max" else values.max())
+
+
+def recommend(done: pd.DataFrame, front: list[int], *, metric: str, mode: str, tolerance: float,
+              budget_samples: int) -> Optional[dict]:
+    """The fastest configuration on the (projected-time) Pareto front whose metric is within
+    ``tolerance`` (relative) of the best completed trial."""
+    if not front:
+        return None
+    best = done[metric].max() if mode == "max" else done[metric].min()
+    for i in front:  # ordered by time: the first within tolerance is the fastest
+        row = done.loc[i]
+        if within_tolerance(float(row[metric]), float(best), mode=mode, tolerance=tolerance):
+            steps = budget_samples // int(row["batch_size"])
+            return {"batch_size": int(row["batch_size"]), "alpha": float(row["alpha"]),
+                    "peak_lr": float(row["peak_lr"]), "warmup_fraction": float(row["warmup_fraction"]),
+                    "warmup_steps": warmup_steps(float(row["warmup_fraction"]), steps),
+                    "budget_samples": budget_samples, "optimizer_steps": steps, metric: float(row[metric]),
+                    "projected_time_s": float(row["projected_time_s"]), "trial_id": row["trial_id"]}
+    return None
+
+
 def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: int,
-              tolerance: float = 0.01) -> dict:
+              tolerance: float = 0.01, target: Optional[float] = None) -> dict:
     """Everything ``summary.json`` holds, as plain Python values (NaN becomes None)."""
     trials = trial_table(history, metric=metric, budget_samples=budget_samples)
     per_batch = per_batch_table(trials, metric=metric, mode=mode) if len(trials) else pd.DataFrame()
-    critical = {"batch_size": None, "method": "turning_point", "tolerance": tolerance, "reason": None}
     measured = per_batch.dropna(subset=[f"best_{metric}"]) if len(per_batch) else per_batch
+    turning = {"batch_size": None, "tolerance": tolerance, "reason": None}
     if len(measured) == 0:
-        critical["reason"] = "no batch size has a trial that reached the full budget"
+        turning["reason"] = "no batch size has a trial that reached the full budget"
     else:
-        critical["batch_size"] = turning_point(measured["batch_size"].tolist(),
-                                               measured[f"best_{metric}"].tolist(), mode=mode,
-                                               tolerance=tolerance)
+        # A batch size with no completed trial (diverged, stopped, still running) counts as NaN: the walk
+        # up from the best batch stops there rather than jumping over a batch nobody measured.
+        turning["batch_size"] = turning_point(per_batch["batch_size"].tolist(),
+                                              per_batch[f"best_{metric}"].astype(float).tolist(), mode=mode,
+                                              tolerance=tolerance)
         missing = sorted(set(per_batch["batch_size"]) - set(measured["batch_size"]))
-        if missing:
-            critical["reason"] = f"batch sizes without a completed trial were left out: {missing}"
         if len(measured) == 1:
-            critical["reason"] = "only one batch size completed: the turning point is that batch by default"
+            turning["reason"] = "only one batch size completed: nothing to compare it with"
+        elif missing:
+            turning["reason"] = f"batch sizes without a completed trial end the walk: {missing}"
+
+    target_source = "user" if target is not None else "default: worst per-batch best"
+    if target is None and len(measured):
+        target = default_target(measured, metric=metric, mode=mode)
+    tradeoff = TradeoffFit(None, None, None, reason="no completed trial to take a target from")
+    overhead = {"batch_size": None, "reason": "no completed trial to take a target from"}
+    if target is not None and len(trials):
+        trials = trials.merge(_steps_to_target(history, metric=metric, mode=mode, target=target)
+                              .rename("steps_to_target"), left_on="trial_id", right_index=True, how="left")
+        per_batch = per_batch_table(trials, metric=metric, mode=mode)
+        reached = per_batch.dropna(subset=["steps_to_target"])
+        tradeoff = fit_tradeoff(reached["batch_size"].tolist(), reached["steps_to_target"].tolist())
+        b20 = overhead_rule(reached["batch_size"].tolist(), reached["steps_to_target"].tolist())
+        overhead = {"batch_size": b20, "reason": None if b20 is not None else
+                    f"no batch size reached the target {target:.4g}"}
+        if b20 is not None and len(reached) == 1:
+            overhead["reason"] = "only one batch size reached the target"
+        if tradeoff.b_crit is None and not len(reached):
+            tradeoff.reason = f"no batch size reached the target {target:.4g}"
+
     done = trials[trials["status"] == "completed"].reset_index(drop=True)
-    front = pareto_front(done["wall_time_s"].tolist(), done[metric].tolist(), mode=mode) if len(done) else []
-    pareto = done.loc[front, ["trial_id", "batch_size", "alpha", "warmup_fraction", "peak_lr",
-                              "wall_time_s", metric]]
+    done["projected_time_s"] = budget_samples / done["samples_per_s"]
+    columns = ["trial_id", "batch_size", "alpha", "warmup_fraction", "peak_lr", "wall_time_s",
+               "projected_time_s", metric]
+    front_wall = pareto_front(done["wall_time_s"].tolist(), done[metric].tolist(), mode=mode) if len(done) else []
+    front_projected = (pareto_front(done["projected_time_s"].tolist(), done[metric].tolist(), mode=mode)
+                       if len(done) else [])
     return {
-        "metric": metric, "mode": mode, "budget_samples": budget_samples,
-        "critical_batch": critical,
+        "metric": metric, "mode": mode, "budget_samples": budget_samples, "target": target,
+        "target_source": target_source,
+        "critical_batch": {
+            "batch_size": turning["batch_size"],  # the turning point, the headline answer
+            "turning_point": turning,
+            "tradeoff": {"b_crit": tradeoff.b_crit, "ci95": list(tradeoff.ci) if tradeoff.ci else None,
+                         "s_min": tradeoff.s_min, "e_min": tradeoff.e_min, "points": tradeoff.points,
+                         "reason": tradeoff.reason},
+            "overhead_20pct": overhead,
+            "tolerance": tolerance,
+            "reason": turning["reason"],
+        },
+        "recommendation": recommend(done, front_projected, metric=metric, mode=mode, tolerance=tolerance,
+                                    budget_samples=budget_samples),
         "per_batch": _records(per_batch),
-        "pareto": _records(pareto),
+        "pareto": _records(done.loc[front_wall, columns]),
+        "pareto_projected": _records(done.loc[front_projected, columns]),
         "trials": _records(trials),
     }
 

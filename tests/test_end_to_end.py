@@ -69,8 +69,44 @@ def test_default_cli_path_in_process_trials(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "cbs_ray.search", *args, "--output", str(out)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "Critical batch (turning point" in proc.stdout
+    assert "Critical batch, turning point" in proc.stdout and "Critical batch, steps/samples tradeoff" in proc.stdout
+    assert "Recommendation: batch" in proc.stdout and (out / "report.html").is_file()
     assert "B=8 = 8 micro × 1 accum × 1 workers" in proc.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert {"critical_batch", "pareto", "per_batch"} <= set(summary)
     assert len(summary["trials"]) == 3
+
+
+def test_search_ends_with_a_full_report(ddp_search):
+    out = ddp_search.output_dir
+    for name in ("report.html", "report.md", "metric_vs_batch.png", "steps_vs_samples.png", "pareto.png",
+                 "lr_vs_batch.png"):
+        assert (out / name).is_file(), name
+    assert ddp_search.summary["recommendation"]["batch_size"] in (8, 16)
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 4
+
+
+def test_report_cli_on_the_experiment_and_on_a_partial_copy(ddp_search, tmp_path):
+    import shutil
+
+    from cbs_ray.report import analyze
+    from cbs_ray.report import main as report_main
+
+    assert report_main([ddp_search.experiment_path, "--output", str(tmp_path / "full"), "--tolerance", "0.5"]) == 0
+    full = json.loads((tmp_path / "full" / "summary.json").read_text())
+    # With a 50 % tolerance every batch size is "as good as the best": the largest batch is critical.
+    assert full["critical_batch"]["turning_point"]["batch_size"] == 16
+
+    # A partially finished experiment: every trial's results cut after its first milestone.
+    partial = tmp_path / "partial"
+    shutil.copytree(ddp_search.experiment_path, partial)
+    for result in partial.glob("*/result.json"):
+        result.write_text(result.read_text().splitlines()[0] + "\n")
+    for progress in partial.glob("*/progress.csv"):
+        progress.write_text("\n".join(progress.read_text().splitlines()[:2]) + "\n")
+    report = analyze(partial)
+    assert report.critical_batch["batch_size"] is None
+    assert "no batch size has a trial that reached the full budget" in report.critical_batch["reason"]
+    assert report.recommendation is None
+    assert report.write(tmp_path / "partial_out").is_file()

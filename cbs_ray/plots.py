@@ -1,0 +1,115 @@
+"""The report's figures (matplotlib, Agg backend, PNG). Each function takes the summary dict and a path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (backend first)
+import numpy as np  # noqa: E402
+
+__all__ = ["metric_vs_batch", "steps_vs_samples", "pareto_plot", "lr_vs_batch", "all_plots"]
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def metric_vs_batch(summary: dict, path: Path) -> Path:
+    metric = summary["metric"]
+    rows = [r for r in summary["per_batch"] if r.get(f"best_{metric}") is not None]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    trials = [t for t in summary["trials"] if t["status"] == "completed" and t.get(metric) is not None]
+    ax.scatter([t["batch_size"] for t in trials], [t[metric] for t in trials], s=14, color="0.7",
+               label="completed trials")
+    ax.plot([r["batch_size"] for r in rows], [r[f"best_{metric}"] for r in rows], "o-", label="best per batch")
+    critical = summary["critical_batch"]["batch_size"]
+    if critical is not None:
+        ax.axvline(critical, color="tab:red", ls="--", label=f"turning point B={critical}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size")
+    ax.set_ylabel(f"{metric} at {summary['budget_samples']} samples")
+    ax.set_title("Quality at equal samples vs batch size")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def steps_vs_samples(summary: dict, path: Path) -> Path:
+    fit = summary["critical_batch"]["tradeoff"]
+    rows = [r for r in summary["per_batch"] if r.get("steps_to_target") is not None]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for r in rows:
+        ax.plot(r["samples_to_target"], r["steps_to_target"], "o", color="tab:blue")
+        ax.annotate(f"B={r['batch_size']}", (r["samples_to_target"], r["steps_to_target"]), fontsize=7,
+                    xytext=(3, 3), textcoords="offset points")
+    if fit["b_crit"] is not None:
+        s_min, e_min = fit["s_min"], fit["e_min"]
+        b = np.logspace(np.log2(min(r["batch_size"] for r in rows)) - 1,
+                        np.log2(max(r["batch_size"] for r in rows)) + 2, 200, base=2)
+        steps = s_min + e_min / b
+        ax.plot(steps * b, steps, "-", color="tab:orange",
+                label=f"S = {s_min:.3g} + {e_min:.3g}/B,  B_crit = {fit['b_crit']:.3g}")
+        ax.plot(2 * e_min, 2 * s_min, "*", ms=12, color="tab:red", label="B_crit (2·E_min, 2·S_min)")
+        ax.legend(fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"samples to reach {summary['metric']} {summary['target']:.4g}" if summary["target"] is not None
+                  else "samples to target")
+    ax.set_ylabel("optimizer steps to target")
+    ax.set_title("Steps/samples tradeoff (McCandlish et al. 2018)")
+    return _save(fig, path)
+
+
+def pareto_plot(summary: dict, path: Path) -> Path:
+    metric = summary["metric"]
+    trials = [t for t in summary["trials"] if t["status"] == "completed" and t.get(metric) is not None]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.scatter([summary["budget_samples"] / t["samples_per_s"] for t in trials], [t[metric] for t in trials],
+               s=14, color="0.6", label="completed trials (projected time)")
+    front = summary["pareto_projected"]
+    ax.plot([p["projected_time_s"] for p in front], [p[metric] for p in front], "o-", color="tab:green",
+            label="Pareto front")
+    for p in front:
+        ax.annotate(f"B={p['batch_size']}", (p["projected_time_s"], p[metric]), fontsize=7, xytext=(3, -9),
+                    textcoords="offset points")
+    rec = summary["recommendation"]
+    if rec:
+        ax.plot(rec["projected_time_s"], rec[metric], "*", ms=14, color="tab:red", label="recommended")
+    ax.set_xlabel("projected training time (s) = budget ÷ measured samples/s")
+    ax.set_ylabel(metric)
+    ax.set_title("Training time vs quality")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def lr_vs_batch(summary: dict, path: Path) -> Path:
+    rows = [r for r in summary["per_batch"] if r.get("peak_lr") is not None]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    if rows:
+        b = np.array([r["batch_size"] for r in rows], dtype=float)
+        lr = np.array([r["peak_lr"] for r in rows])
+        ax.plot(b, lr, "o-", label="best trial's peak LR")
+        b0, lr0 = b[0], lr[0]
+        grid = np.logspace(np.log2(b.min()), np.log2(b.max()), 50, base=2)
+        ax.plot(grid, lr0 * grid / b0, "--", color="0.5", label="linear rule (alpha=1)")
+        ax.plot(grid, lr0 * np.sqrt(grid / b0), ":", color="0.3", label="sqrt rule (alpha=0.5)")
+        ax.legend(fontsize=8)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("peak learning rate")
+    ax.set_title("Best learning rate vs batch size")
+    return _save(fig, path)
+
+
+def all_plots(summary: dict, directory: Path) -> dict[str, Path]:
+    """Write every figure into ``directory``; returns {name: path}."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return {name: fn(summary, directory / f"{name}.png") for name, fn in (
+        ("metric_vs_batch", metric_vs_batch), ("steps_vs_samples", steps_vs_samples),
+        ("pareto", pareto_plot), ("lr_vs_batch", lr_vs_batch))}

@@ -1,0 +1,93 @@
+"""The reporter on hand-built histories (no Ray) and its command line's bad-input handling."""
+
+import base64
+import json
+
+import pandas as pd
+import pytest
+
+from cbs_ray.report import headline, main, render_html, render_markdown
+from cbs_ray.summary import summarize, write_summary
+from cbs_ray.plots import all_plots
+
+BUDGET = 65536  # every batch reaches 0.8 (at 100·B + 12800 samples) and the 0.9 cap within it
+
+
+def history(batches=(16, 32, 64, 128, 256), target_steps=None):
+    """One trial per batch whose accuracy rises linearly in samples, reaching 0.8 after
+    S(B)·B samples with S(B) = 100 + 12800/B (B_crit = 128), then continuing to the budget."""
+    rows = []
+    for b in batches:
+        samples_to_08 = (100 + 12800 / b) * b
+        for k in range(1, BUDGET // 1024 + 1):
+            s = 1024 * k
+            rows.append({"trial_id": f"t{b}", "batch_size": b, "alpha": 0.5, "warmup_fraction": 0.1,
+                         "peak_lr": 1e-3 * (b / 16) ** 0.5, "samples_seen": s,
+                         "accuracy": min(0.9, 0.5 + 0.3 * s / samples_to_08), "wall_time_s": s / (100 * b ** 0.5),
+                         "samples_per_s": 100 * b ** 0.5, "diverged": False})
+    return pd.DataFrame(rows)
+
+
+def test_three_ways_on_a_known_hyperbola():
+    s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
+    cb = s["critical_batch"]
+    # Samples to 0.8 per batch = 100·B + 12800: interpolation is exact because accuracy is linear.
+    steps = {r["batch_size"]: r["steps_to_target"] for r in s["per_batch"]}
+    assert steps[16] == pytest.approx(900) and steps[256] == pytest.approx(150)
+    assert cb["tradeoff"]["b_crit"] == pytest.approx(128, rel=1e-6)
+    assert cb["tradeoff"]["s_min"] == pytest.approx(100, rel=1e-6)
+    # 20 % rule from B0=16 (14400 samples): E <= 17280 -> 100·B + 12800 <= 17280 -> B <= 44.8 -> 32
+    assert cb["overhead_20pct"]["batch_size"] == 32
+    # Every batch ends at the 0.9 cap: all within tolerance, the turning point is the largest batch.
+    assert cb["turning_point"]["batch_size"] == 256
+
+
+def test_default_target_and_recommendation_snippet():
+    s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET)
+    assert s["target"] == pytest.approx(0.9) and s["target_source"].startswith("default")
+    rec = s["recommendation"]
+    # All reach 0.9; the fastest projected time is the largest batch (samples/s grows with sqrt(B)).
+    assert rec["batch_size"] == 256 and rec["optimizer_steps"] == BUDGET // 256
+    assert rec["warmup_steps"] == 26  # 0.1 × 256 steps, rounded
+
+
+def test_target_never_reached_and_single_batch_are_reported_not_invented():
+    s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.99)
+    assert s["critical_batch"]["tradeoff"]["b_crit"] is None
+    assert "no batch size reached the target" in s["critical_batch"]["tradeoff"]["reason"]
+    assert s["critical_batch"]["overhead_20pct"]["batch_size"] is None
+    one = summarize(history(batches=(32,)), metric="accuracy", mode="max", budget_samples=BUDGET)
+    assert "only one batch size" in one["critical_batch"]["turning_point"]["reason"]
+    assert "at least 3" in one["critical_batch"]["tradeoff"]["reason"]
+
+
+def test_nan_metrics_do_not_break_the_report():
+    h = history()
+    h.loc[h["trial_id"] == "t64", "accuracy"] = float("nan")
+    s = summarize(h, metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
+    assert s["critical_batch"]["turning_point"]["batch_size"] == 32  # the NaN batch ends the walk
+    json.dumps(s, allow_nan=False)
+
+
+def test_html_embeds_every_plot_and_markdown_links_them(tmp_path):
+    s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
+    plots = all_plots(s, tmp_path)
+    assert len(plots) == 4 and all(p.stat().st_size > 1000 for p in plots.values())
+    html = render_html(s, plots)
+    assert html.count('src="data:image/png;base64,') == 4
+    embedded = html.split('src="data:image/png;base64,')[1].split('"')[0]
+    assert base64.b64decode(embedded)[:8] == b"\x89PNG\r\n\x1a\n"
+    md = render_markdown(s, plots)
+    assert "![steps_vs_samples](steps_vs_samples.png)" in md and "batch_size: 256" in md
+    assert any("B_crit = 128" in line for line in headline(s))
+
+
+def test_report_cli_bad_inputs(tmp_path, capsys):
+    assert main([str(tmp_path / "missing")]) == 2
+    assert "no such experiment directory" in capsys.readouterr().err
+    assert main([str(tmp_path)]) == 2
+    assert "not a cbs-ray experiment directory" in capsys.readouterr().err
+    assert main([str(tmp_path), "--tolerance", "2"]) == 2
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2  # two one-line errors

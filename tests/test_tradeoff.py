@@ -1,0 +1,61 @@
+"""Steps/samples tradeoff fit, steps-to-target interpolation and the 20 % overhead rule."""
+
+import math
+
+import numpy as np
+import pytest
+
+from cbs_ray import fit_tradeoff
+from cbs_ray.tradeoff import overhead_rule, samples_to_target
+
+NAN = math.nan
+
+
+def test_interpolates_between_bracketing_milestones():
+    # 0.6 at 1000, 0.8 at 2000: 0.7 is reached half-way -> 1500 samples
+    assert samples_to_target([1000, 2000, 3000], [0.6, 0.8, 0.9], 0.7) == pytest.approx(1500)
+    # unsorted input, min mode: loss 1.0 at 1000, 0.5 at 2000; 0.75 half-way
+    assert samples_to_target([2000, 1000], [0.5, 1.0], 0.75, mode="min") == pytest.approx(1500)
+
+
+def test_reached_at_first_milestone_never_reached_and_nan():
+    assert samples_to_target([1000, 2000], [0.9, 0.95], 0.8) == 1000
+    assert math.isnan(samples_to_target([1000, 2000], [0.5, 0.6], 0.8))
+    assert samples_to_target([1000, 2000, 3000], [0.5, NAN, 0.9], 0.7) == 3000  # no bracket across a NaN
+
+
+def test_exact_hyperbola_recovers_parameters():
+    s_min, e_min = 100.0, 25600.0            # B_crit = 256
+    b = np.array([16, 32, 64, 128, 256, 512, 1024, 2048], dtype=float)
+    fit = fit_tradeoff(b, s_min + e_min / b)
+    assert fit.s_min == pytest.approx(100.0) and fit.e_min == pytest.approx(25600.0)
+    assert fit.b_crit == pytest.approx(256.0)
+    assert fit.ci[0] == pytest.approx(256.0, rel=1e-6) and fit.ci[1] == pytest.approx(256.0, rel=1e-6)
+
+
+def test_noisy_hyperbola_within_ten_percent_and_ci_covers_truth():
+    rng = np.random.default_rng(3)
+    s_min, b_crit = 200.0, 512.0
+    b = np.repeat(2.0 ** np.arange(4, 13), 3)            # 16 .. 4096, three runs each
+    steps = (s_min + s_min * b_crit / b) * rng.lognormal(0, 0.05, len(b))
+    fit = fit_tradeoff(b, steps)
+    assert fit.b_crit == pytest.approx(b_crit, rel=0.10)
+    assert fit.ci[0] < b_crit < fit.ci[1]
+
+
+def test_too_few_points_or_no_saturation_give_reasons():
+    assert fit_tradeoff([16, 32], [100, 50]).b_crit is None
+    assert "at least 3" in fit_tradeoff([16, 32, NAN], [100, 50, 20]).reason
+    perfect = fit_tradeoff([16, 32, 64, 128], [800, 400, 200, 100])   # S ∝ 1/B: S_min ≈ 0
+    assert perfect.b_crit is None and "largest batch measured (128)" in perfect.reason
+    flat = fit_tradeoff([16, 32, 64], [100, 110, 120])
+    assert flat.b_crit is None and "do not fall" in flat.reason
+
+
+def test_overhead_rule():
+    # B0=16 needs 1000 steps (16000 samples); 20 % allowance: E(B) <= 19200 samples.
+    batches = [16, 32, 64, 128, 256]
+    steps = [1000, 520, 290, 170, 120]     # samples: 16000, 16640, 18560, 21760, 30720
+    assert overhead_rule(batches, steps) == 64
+    assert overhead_rule(batches, [NAN] * 5) is None
+    assert overhead_rule([16, 32], [NAN, 400]) == 32   # smallest batch that reached it is the reference
