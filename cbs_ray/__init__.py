@@ -6,6 +6,7 @@ Python API behind ``python -m cbs_ray.search``.
 
 from .budget import BatchPlan, milestones, optimizer_steps, plan_batch
 from .critical_batch import turning_point
+from .noise_scale import noise_scale
 from .pareto import pareto_front
 from .schedule import lr_multiplier, scaled_lr, warmup_steps
 from .spec import SearchSpec, SpecError, load_spec
@@ -14,7 +15,7 @@ from .tradeoff import TradeoffFit, fit_tradeoff, overhead_rule
 __all__ = ["SearchSpec", "SpecError", "load_spec", "run_search", "SearchResult", "turning_point",
            "pareto_front", "scaled_lr", "warmup_steps", "lr_multiplier", "plan_batch", "BatchPlan",
            "milestones", "optimizer_steps", "fit_tradeoff", "TradeoffFit", "overhead_rule", "analyze",
-           "Report"]
+           "Report", "noise_scale"]
 
 
 def __getattr__(name):

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (backend first)
 import numpy as np  # noqa: E402
 
-__all__ = ["metric_vs_batch", "steps_vs_samples", "pareto_plot", "lr_vs_batch", "all_plots"]
+__all__ = ["metric_vs_batch", "steps_vs_samples", "pareto_plot", "lr_vs_batch", "noise_scale_plot", "all_plots"]
 
 
 def _save(fig, path: Path) -> Path:
@@ -107,9 +107,32 @@ def lr_vs_batch(summary: dict, path: Path) -> Path:
     return _save(fig, path)
 
 
-def all_plots(summary: dict, directory: Path) -> dict[str, Path]:
+def noise_scale_plot(summary: dict, history, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    if history is not None and "b_simple" in history and history["b_simple"].notna().any():
+        for (batch, trial_id), h in history.dropna(subset=["b_simple"]).groupby(["batch_size", "trial_id"]):
+            h = h.sort_values("samples_seen")
+            ax.plot(h["samples_seen"], h["b_simple"], ".-", lw=0.8, label=f"B={batch}")
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles))
+        ax.legend(unique.values(), unique.keys(), fontsize=7)
+        ax.set_yscale("log")
+    critical = summary["critical_batch"]["batch_size"]
+    if critical is not None:
+        ax.axhline(critical, color="tab:red", ls="--", lw=1)
+        ax.annotate(f"turning point B={critical}", (0.02, critical), xycoords=("axes fraction", "data"),
+                    fontsize=7, color="tab:red")
+    ax.set_xlabel("samples seen")
+    ax.set_ylabel("B_simple = tr(Σ) / |G|²")
+    ax.set_title("Gradient noise scale during training")
+    return _save(fig, path)
+
+
+def all_plots(summary: dict, directory: Path, history=None) -> dict[str, Path]:
     """Write every figure into ``directory``; returns {name: path}."""
     directory.mkdir(parents=True, exist_ok=True)
-    return {name: fn(summary, directory / f"{name}.png") for name, fn in (
+    plots = {name: fn(summary, directory / f"{name}.png") for name, fn in (
         ("metric_vs_batch", metric_vs_batch), ("steps_vs_samples", steps_vs_samples),
         ("pareto", pareto_plot), ("lr_vs_batch", lr_vs_batch))}
+    plots["noise_scale"] = noise_scale_plot(summary, history, directory / "noise_scale.png")
+    return plots

@@ -102,7 +102,7 @@ class Report:
 
         directory = Path(directory)
         write_summary(self.summary, self.history, directory)
-        plots = all_plots(self.summary, directory) if self.summary["trials"] else {}
+        plots = all_plots(self.summary, directory, self.history) if self.summary["trials"] else {}
         (directory / "report.md").write_text(render_markdown(self.summary, plots))
         html = directory / "report.html"
         html.write_text(render_html(self.summary, plots))
@@ -164,6 +164,13 @@ def headline(summary: dict) -> list[str]:
     if summary["target"] is not None:
         lines.append(f"Target for the tradeoff and the 20% rule: {metric} {summary['target']:.4g} "
                      f"({summary['target_source']})")
+    noise = summary.get("noise_scale") or {}
+    if noise.get("mean") is not None:
+        early = f"{noise['early']:.3g}" if noise.get("early") is not None else "–"
+        lines.append(f"Gradient noise scale B_simple (McCandlish 2018, a predictor of the critical batch): "
+                     f"{early} early in training, {noise['mean']:.3g} averaged over training")
+    else:
+        lines.append(f"Gradient noise scale B_simple: {noise.get('note') or 'not measured'}")
     rec = summary["recommendation"]
     if rec:
         lines.append(f"Recommendation: batch {rec['batch_size']}, alpha {rec['alpha']:.3g}, peak lr "
@@ -186,7 +193,7 @@ def _snippet(summary: dict) -> str:
 
 PER_BATCH_COLUMNS = ["batch_size", "trials", "completed", "stopped", "diverged", "best_{metric}", "alpha",
                      "warmup_fraction", "peak_lr", "steps_to_target", "samples_to_target", "wall_time_s",
-                     "samples_per_s"]
+                     "samples_per_s", "b_simple_early", "b_simple_mean"]
 PARETO_COLUMNS = ["batch_size", "alpha", "warmup_fraction", "peak_lr", "projected_time_s", "wall_time_s", "{metric}"]
 
 

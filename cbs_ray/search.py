@@ -8,6 +8,8 @@ samples → summary (per-batch table, critical batch, Pareto front) written to t
 from __future__ import annotations
 
 import argparse
+import contextlib
+import copy
 import logging
 import os
 import sys
@@ -112,18 +114,10 @@ def prepare(spec: SearchSpec):
     return data, budget, config
 
 
-def run_search(spec: SearchSpec, *, address: str | None = None, output_dir: str | None = None,
-               verbose: int = 1) -> SearchResult:
-    """Run the search the spec describes and write its summary; the Python API behind the CLI.
-
-    Data are loaded and tokenized and the model config is built first, so a bad spec fails before Ray
-    starts. A local Ray instance started here (dashboard on 127.0.0.1) is shut down at the end.
-    """
-    data, budget, config = prepare(spec)
-    out = Path(output_dir).expanduser().resolve() if output_dir else spec.results_dir
-    for line in plan_lines(spec, budget):
-        print(line, flush=True)
-
+@contextlib.contextmanager
+def ray_session(address: str | None = None):
+    """Connect to ``address`` (or RAY_ADDRESS), or start a local Ray with its dashboard on 127.0.0.1
+    only; shut down at the end whatever was started here."""
     import ray
 
     started_here = not ray.is_initialized()
@@ -133,10 +127,71 @@ def run_search(spec: SearchSpec, *, address: str | None = None, output_dir: str 
         else:
             ray.init(include_dashboard=True, dashboard_host="127.0.0.1", logging_level=logging.WARNING)
     try:
-        experiment_path = _fit(spec, data, budget, config, verbose)
+        yield
     finally:
         if started_here:
             ray.shutdown()
+
+
+def probe_spec(spec: SearchSpec) -> SearchSpec:
+    """A one-trial, one-batch-size version of ``spec`` that measures B_simple: at ``base_batch`` for
+    ``batch_sizes: auto`` (else the geometric middle of the grid), trained for the ASHA grace period,
+    with gradient accumulation (4 micro-batches) when there is only one worker."""
+    probe = copy.deepcopy(spec)
+    batches = spec.batch_sizes
+    batch = batches[len(batches) // 2]
+    probe.name = f"{spec.name}-probe"
+    probe.search.batch_sizes, probe.search.num_trials = [batch], 1
+    probe.training.budget_samples, probe.training.budget_epochs = spec.asha.grace_period_samples, None
+    probe.training.noise_scale = True
+    if spec.resources.workers_per_trial == 1 and batch >= 4:
+        probe.training.micro_batch_size = min(spec.training.micro_batch_size or batch, batch // 4)
+    from .spec import validate
+
+    validate(probe)
+    return probe
+
+
+def run_probe(spec: SearchSpec, *, verbose: int = 0) -> tuple[float, list[int]]:
+    """Run the probe inside a Ray session; returns (B_simple averaged over the run, proposed grid)."""
+    from .noise_scale import proposed_grid
+    from .report import load_history
+    from .summary import noise_scale_table
+
+    probe = probe_spec(spec)
+    data, budget, config = prepare(probe)
+    print(f"probe: {plan_lines(probe, budget)[1].strip()}, {budget} samples", flush=True)
+    _, noise = noise_scale_table(load_history(_fit(probe, data, budget, config, verbose)))
+    if noise["mean"] is None or not noise["mean"] > 0:
+        raise SpecError(f"search.batch_sizes: the probe could not measure B_simple "
+                        f"({noise['note'] or 'the estimate did not settle; lengthen asha.grace_period_samples'})")
+    grid = proposed_grid(noise["mean"], largest=data.train_examples)
+    print(f"probe: B_simple = {noise['mean']:.3g} (early {noise['early']:.3g}); proposed batch sizes {grid}",
+          flush=True)
+    return noise["mean"], grid
+
+
+def run_search(spec: SearchSpec, *, address: str | None = None, output_dir: str | None = None,
+               verbose: int = 1) -> SearchResult:
+    """Run the search the spec describes and write its report; the Python API behind the CLI.
+
+    Data are loaded and tokenized and the model config is built first, so a bad spec fails before Ray
+    starts. With ``batch_sizes: auto`` a probe run measures the noise scale first and the grid is
+    centred on it. A local Ray instance started here (dashboard on 127.0.0.1) is shut down at the end.
+    """
+    prepare(probe_spec(spec) if spec.auto_batch_sizes else spec)  # fail fast on bad input
+    out = Path(output_dir).expanduser().resolve() if output_dir else spec.results_dir
+    with ray_session(address):
+        if spec.auto_batch_sizes:
+            from .spec import apply_batch_grid
+
+            _, grid = run_probe(spec)
+            for change in apply_batch_grid(spec, grid):
+                print(f"auto batch sizes: {change}", flush=True)
+        data, budget, config = prepare(spec)
+        for line in plan_lines(spec, budget):
+            print(line, flush=True)
+        experiment_path = _fit(spec, data, budget, config, verbose)
     return summarize_experiment(spec, experiment_path, budget, out)
 
 
@@ -227,6 +282,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                          "(default ./cbs_results/<name>)")
     parser.add_argument("--address", help="Ray cluster address (e.g. auto); default: start Ray locally")
     parser.add_argument("--dry-run", action="store_true", help="validate and print the plan; start nothing")
+    parser.add_argument("--probe", action="store_true",
+                        help="one short run at a single batch size: print the gradient noise scale B_simple "
+                             "and a batch-size grid centred on it (use it with search.batch_sizes=auto)")
     return parser.parse_args(argv)
 
 
@@ -238,8 +296,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = load_spec(args.space, args.overrides)
         if args.dry_run:
+            if spec.auto_batch_sizes:
+                print("batch sizes: auto — a probe run measures B_simple first; the probe:")
+                spec = probe_spec(spec)
             _, budget, _ = prepare(spec)
             print("\n".join(plan_lines(spec, budget)))
+            return 0
+        if args.probe:
+            prepare(probe_spec(spec))
+            with ray_session(args.address):
+                _, grid = run_probe(spec)
+            print(f"use it: --set 'search.batch_sizes={grid}', or search.batch_sizes: auto in the spec")
             return 0
         run_search(spec, address=args.address, output_dir=args.output)
         return 0

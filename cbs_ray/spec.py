@@ -113,13 +113,17 @@ class TrainingSpec:
     largest batch size so every report lands on an exact sample milestone."""
     micro_batch_size: Optional[int] = None
     """Cap on the per-worker micro-batch; larger batches use gradient accumulation (None: no cap)."""
+    noise_scale: bool = True
+    """Estimate the gradient noise scale B_simple during training (McCandlish et al. 2018): needs more
+    than one worker or gradient accumulation; costs one sum of squares per gradient bucket."""
 
 
 @dataclass
 class SearchParams:
     batch_sizes: Any = field(default_factory=lambda: {"min": 8, "max": 128})
-    """Candidate batch sizes: a list of powers of two, or ``{min: 8, max: 128}`` for every power of two
-    in between."""
+    """Candidate batch sizes: a list of powers of two, ``{min: 8, max: 128}`` for every power of two in
+    between, or ``auto``: a short probe run at ``base_batch`` measures the gradient noise scale and the
+    grid is centred on it (B_simple/8 … B_simple·8)."""
     alpha_range: list = field(default_factory=lambda: [0.5, 1.0])
     """[low, high] of the LR-scaling exponent: 0.5 is the sqrt rule, 1.0 the linear rule."""
     warmup_fraction_range: list = field(default_factory=lambda: [0.0, 0.2])
@@ -177,7 +181,14 @@ class SearchSpec:
 
     # ---- derived values (valid only after validate()) -------------------------------------------
     @property
+    def auto_batch_sizes(self) -> bool:
+        return self.search.batch_sizes == "auto"
+
+    @property
     def batch_sizes(self) -> list[int]:
+        """The candidate batch sizes; with ``auto``, until the probe has run, just the probe's batch."""
+        if self.auto_batch_sizes:
+            return [self.training.base_batch]
         return _expand_batch_sizes(self.search.batch_sizes)
 
     @property
@@ -449,8 +460,35 @@ def _check_budget(spec: SearchSpec, budget: int) -> None:
     if budget % t.eval_every_samples:
         raise SpecError(f"training.budget_samples: must be a multiple of training.eval_every_samples "
                         f"({t.eval_every_samples}), got {budget}")
-    if spec.asha.grace_period_samples > budget:
+    if spec.asha.grace_period_samples > budget and not spec.auto_batch_sizes:
         raise SpecError(f"asha.grace_period_samples: {spec.asha.grace_period_samples} exceeds the budget {budget}")
+
+
+def apply_batch_grid(spec: SearchSpec, grid: list[int]) -> list[str]:
+    """Replace ``batch_sizes: auto`` by ``grid`` and make the cadence fit it: ``eval_every_samples`` is
+    raised to a multiple of the largest batch, the budget and grace period to multiples of that.
+    Returns what changed, one line each, for the user to see."""
+    t, a = spec.training, spec.asha
+    changes = []
+    spec.search.batch_sizes = sorted(grid)
+    largest = max(grid)
+    if t.eval_every_samples % largest:
+        new = -(-t.eval_every_samples // largest) * largest
+        changes.append(f"training.eval_every_samples {t.eval_every_samples} -> {new} (a multiple of B={largest})")
+        t.eval_every_samples = new
+    if t.budget_samples is not None and t.budget_samples % t.eval_every_samples:
+        new = -(-t.budget_samples // t.eval_every_samples) * t.eval_every_samples
+        changes.append(f"training.budget_samples {t.budget_samples} -> {new}")
+        t.budget_samples = new
+    if a.grace_period_samples % t.eval_every_samples:
+        new = -(-a.grace_period_samples // t.eval_every_samples) * t.eval_every_samples
+        changes.append(f"asha.grace_period_samples {a.grace_period_samples} -> {new}")
+        a.grace_period_samples = new
+    if spec.search.num_trials < len(grid):
+        changes.append(f"search.num_trials {spec.search.num_trials} -> {len(grid)} (one per batch size)")
+        spec.search.num_trials = len(grid)
+    validate(spec)
+    return changes
 
 
 def resolve_budget(spec: SearchSpec, train_examples: int) -> int:

@@ -55,6 +55,27 @@ def _steps_to_target(history: pd.DataFrame, *, metric: str, mode: str, target: f
     return pd.Series(out, dtype=float)
 
 
+def _ratio_of_means(frame: pd.DataFrame) -> float:
+    ok = frame[["grad_sq", "trace_sigma"]].dropna()
+    grad_sq = ok["grad_sq"].mean() if len(ok) else math.nan
+    return float(ok["trace_sigma"].mean() / grad_sq) if grad_sq > 0 else math.nan
+
+
+def noise_scale_table(history: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """B_simple per batch size early in training (each trial's first finite report, averaged) and over
+    training (ratio of the mean |G|² and mean tr Σ over all reports, as McCandlish et al.'s Table 1),
+    plus the same two figures over every trial."""
+    if "b_simple" not in history or history["b_simple"].notna().sum() == 0:
+        note = (history["noise_scale_note"].dropna().iloc[0] if "noise_scale_note" in history
+                and history["noise_scale_note"].notna().any() else "not reported")
+        return pd.DataFrame(), {"early": None, "mean": None, "note": note or "not measurable"}
+    measured = history.dropna(subset=["b_simple"]).sort_values("samples_seen")
+    first = measured.groupby("trial_id").head(1)
+    rows = [{"batch_size": int(b), "b_simple_early": _ratio_of_means(first[first["batch_size"] == b]),
+             "b_simple_mean": _ratio_of_means(group)} for b, group in measured.groupby("batch_size")]
+    return pd.DataFrame(rows), {"early": _ratio_of_means(first), "mean": _ratio_of_means(measured), "note": None}
+
+
 def per_batch_table(trials: pd.DataFrame, *, metric: str, mode: str) -> pd.DataFrame:
     """Per batch size: trials run / completed / stopped / diverged, the best completed trial's metric and
     configuration (NaN where no trial reached the budget), and — when ``trials`` has a
@@ -146,6 +167,9 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
         if tradeoff.b_crit is None and not len(reached):
             tradeoff.reason = f"no batch size reached the target {target:.4g}"
 
+    noise_rows, noise = noise_scale_table(history)
+    if len(noise_rows):
+        per_batch = per_batch.merge(noise_rows, on="batch_size", how="left")
     done = trials[trials["status"] == "completed"].reset_index(drop=True)
     done["projected_time_s"] = budget_samples / done["samples_per_s"]
     columns = ["trial_id", "batch_size", "alpha", "warmup_fraction", "peak_lr", "wall_time_s",
@@ -166,6 +190,8 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
             "tolerance": tolerance,
             "reason": turning["reason"],
         },
+        "noise_scale": {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                        for k, v in noise.items()},
         "recommendation": recommend(done, front_projected, metric=metric, mode=mode, tolerance=tolerance,
                                     budget_samples=budget_samples),
         "per_batch": _records(per_batch),

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from .budget import BatchPlan, milestones, optimizer_steps, plan_batch
+from .noise_scale import NOT_MEASURABLE, NoiseScaleMeter
 from .schedule import lr_multiplier, scaled_lr, warmup_steps
 
 __all__ = ["TrialSetup", "LocalSession", "TrainSession", "train_loop", "WORST_METRIC"]
@@ -54,6 +55,7 @@ class TrialSetup:
     threads: int
     seed: int
     use_gpu: bool = False
+    noise_scale: bool = True
     started_at: float = field(default_factory=time.time)
 
     @property
@@ -213,6 +215,40 @@ def _load_state(checkpoint, model, optimizer, scheduler) -> int:
     return int(state["step"])
 
 
+def _sqnorm(params) -> torch.Tensor:
+    # One fused kernel over all gradients (the same one clip_grad_norm_ uses), not one per parameter.
+    norms = torch._foreach_norm([p.grad.detach() for p in params if p.grad is not None])
+    return torch.linalg.vector_norm(torch.stack(norms)) ** 2
+
+
+def _attach_noise_probe(model, params, plan: BatchPlan):
+    """Set up the two gradients B_simple needs (see noise_scale.py). Returns (meter, local_sqnorm) where
+    ``local_sqnorm()`` gives the small-batch squared norm of the step just taken, or (None, None).
+
+    Several workers: a DDP communication hook sums each bucket's squares before the default all-reduce,
+    i.e. the worker's own gradient over micro × accumulation samples, at no extra pass. One worker with
+    accumulation: the first micro-batch's gradient, read before the next micro-batch adds to it."""
+    if plan.workers > 1 and hasattr(model, "register_comm_hook"):
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        state = {"sq": torch.zeros((), dtype=torch.float64, device=next(model.parameters()).device)}
+
+        def hook(state, bucket):
+            state["sq"] += bucket.buffer().detach().double().pow(2).sum()  # stays on device: no sync
+            return allreduce_hook(None, bucket)
+
+        model.register_comm_hook(state, hook)
+
+        def local_sqnorm() -> float:
+            value, state["sq"] = float(state["sq"]), torch.zeros_like(state["sq"])
+            return value
+
+        return NoiseScaleMeter(plan.micro_batch * plan.accumulation, plan.batch_size), local_sqnorm
+    if plan.accumulation > 1:
+        return NoiseScaleMeter(plan.micro_batch, plan.batch_size), None
+    return None, None
+
+
 # ---- the loop --------------------------------------------------------------------------------------
 
 def train_loop(setup: TrialSetup, data, session) -> None:
@@ -245,6 +281,7 @@ def train_loop(setup: TrialSetup, data, session) -> None:
     is_ddp = hasattr(model, "no_sync")
     clip = setup.grad_clip_norm if setup.grad_clip_norm is not None else float("inf")
     params = [p for p in model.parameters() if p.requires_grad]
+    noise, local_sqnorm = _attach_noise_probe(model, params, plan) if setup.noise_scale else (None, None)
 
     loop_start = time.perf_counter()
     interval_time, train_time, interval_loss, interval_steps = 0.0, 0.0, 0.0, 0
@@ -260,7 +297,12 @@ def train_loop(setup: TrialSetup, data, session) -> None:
                 loss = model(**batch).loss / plan.accumulation
                 loss.backward()
             step_loss += loss.item()
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
+            if k == 0 and noise is not None and local_sqnorm is None:
+                # The first micro-batch's own gradient (the loss was divided by the accumulation steps).
+                first_micro_sqnorm = float(_sqnorm(params)) * plan.accumulation ** 2
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))  # norm before clipping
+        if noise is not None:
+            noise.add(local_sqnorm() if local_sqnorm else first_micro_sqnorm, grad_norm ** 2)
         lr = scheduler.get_last_lr()[0]
         # The clipped norm is of the all-reduced gradient, so every rank takes the same branch here; a
         # local loss can only be trusted alone when there is a single rank.
@@ -282,6 +324,7 @@ def train_loop(setup: TrialSetup, data, session) -> None:
         if samples not in report_at:
             continue
         metrics = evaluate(model, session, data, setup)
+        metrics.update(_noise_metrics(noise, session))
         loss_sum = session.all_reduce(torch.tensor([interval_loss / interval_steps], dtype=torch.float64,
                                                    device=session.device)).item()
         metrics.update({
@@ -299,6 +342,20 @@ def train_loop(setup: TrialSetup, data, session) -> None:
             if session.rank == 0:
                 _save_state(directory, model, optimizer, scheduler, step)
             session.report(metrics, directory if session.rank == 0 else None)
+
+
+def _noise_metrics(noise, session) -> dict:
+    """B_simple now: each estimate's moving average, averaged over workers, then their ratio. NaN where
+    the averaged |G|² is not yet positive, and (with ``noise_scale_note``) where a single batch size was
+    all there was."""
+    if noise is None:
+        return {"grad_sq": math.nan, "trace_sigma": math.nan, "b_simple": math.nan,
+                "b_small": math.nan, "noise_scale_note": "off or " + NOT_MEASURABLE}
+    local = torch.tensor(noise.averages(), dtype=torch.float64, device=session.device)
+    grad_sq, trace = (session.all_reduce(local) / session.world_size).cpu().tolist()
+    b_simple = trace / grad_sq if grad_sq > 0 else math.nan
+    return {"grad_sq": grad_sq, "trace_sigma": trace, "b_simple": b_simple, "b_small": noise.b_small,
+            "noise_scale_note": ""}
 
 
 def _report_divergence(session, setup, plan, step, lr, loss, grad_norm, loop_start) -> None:

@@ -30,6 +30,14 @@ def test_every_trial_ran_two_data_parallel_workers(ddp_search):
     assert (history["micro_batch"] * history["accumulation"] * history["workers"] == history["batch_size"]).all()
 
 
+def test_noise_scale_measured_online_on_two_gloo_workers(ddp_search):
+    history = ddp_search.history
+    # Each worker's own gradient (B_small = B / 2) against the all-reduced one, via DDP's comm hook.
+    assert (history["b_small"] == history["batch_size"] // 2).all()
+    assert (history["b_simple"] > 0).all() and history["b_simple"].notna().all()
+    assert (history["trace_sigma"] > 0).all()
+
+
 def test_asha_stopped_a_trial_early_and_every_batch_size_completed(ddp_search):
     trials = ddp_search.trials
     assert (trials["status"] == "stopped").sum() >= 1
@@ -80,11 +88,11 @@ def test_default_cli_path_in_process_trials(tmp_path):
 def test_search_ends_with_a_full_report(ddp_search):
     out = ddp_search.output_dir
     for name in ("report.html", "report.md", "metric_vs_batch.png", "steps_vs_samples.png", "pareto.png",
-                 "lr_vs_batch.png"):
+                 "lr_vs_batch.png", "noise_scale.png"):
         assert (out / name).is_file(), name
     assert ddp_search.summary["recommendation"]["batch_size"] in (8, 16)
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 4
+    assert html.count("data:image/png;base64,") == 5
 
 
 def test_report_cli_on_the_experiment_and_on_a_partial_copy(ddp_search, tmp_path):
@@ -110,3 +118,17 @@ def test_report_cli_on_the_experiment_and_on_a_partial_copy(ddp_search, tmp_path
     assert "no batch size has a trial that reached the full budget" in report.critical_batch["reason"]
     assert report.recommendation is None
     assert report.write(tmp_path / "partial_out").is_file()
+
+
+def test_probe_prints_b_simple_and_a_grid(tmp_path):
+    """--probe: one short in-process run with gradient accumulation measures B_simple."""
+    args = [a for o in TINY + [f"storage_path={tmp_path / 'rr'}", "data.builtin_train_examples=4096",
+                               "search.batch_sizes=[16, 32, 64]", "training.budget_samples=8192",
+                               "asha.grace_period_samples=4096"] for a in ("--set", o)]
+    proc = subprocess.run([sys.executable, "-m", "cbs_ray.search", *args, "--probe"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "B=32 = 8 micro × 4 accum × 1 workers" in proc.stdout   # the middle of the grid, accumulating
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("probe: B_simple = "))
+    assert float(line.split("=")[1].split()[0]) > 0
+    assert "proposed batch sizes [" in line and "use it: --set 'search.batch_sizes=[" in proc.stdout

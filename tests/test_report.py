@@ -72,9 +72,9 @@ def test_nan_metrics_do_not_break_the_report():
 def test_html_embeds_every_plot_and_markdown_links_them(tmp_path):
     s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
     plots = all_plots(s, tmp_path)
-    assert len(plots) == 4 and all(p.stat().st_size > 1000 for p in plots.values())
+    assert len(plots) == 5 and all(p.stat().st_size > 1000 for p in plots.values())
     html = render_html(s, plots)
-    assert html.count('src="data:image/png;base64,') == 4
+    assert html.count('src="data:image/png;base64,') == 5
     embedded = html.split('src="data:image/png;base64,')[1].split('"')[0]
     assert base64.b64decode(embedded)[:8] == b"\x89PNG\r\n\x1a\n"
     md = render_markdown(s, plots)

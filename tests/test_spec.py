@@ -142,3 +142,20 @@ def test_unknown_cli_flag_is_one_line_exit_2():
 def test_spec_from_dict_rejects_non_mapping_sections():
     with pytest.raises(SpecError, match="^training: expected a mapping"):
         spec_from_dict({"training": [1, 2]})
+
+
+def test_auto_batch_sizes_dry_run_shows_the_probe(capsys):
+    assert main(["--dry-run", "--set", "search.batch_sizes=auto"]) == 0
+    out = capsys.readouterr().out
+    assert "batch sizes: auto" in out and "B=16 = 4 micro × 4 accum × 1 workers" in out
+
+
+def test_apply_batch_grid_fits_the_cadence_to_the_grid():
+    from cbs_ray.spec import apply_batch_grid
+
+    spec = load_spec(None, ["search.batch_sizes=auto"])
+    changes = apply_batch_grid(spec, [64, 128, 256, 512, 1024, 2048, 4096])
+    assert spec.batch_sizes[-1] == 4096 and spec.training.eval_every_samples == 4096
+    assert spec.training.budget_samples == 16384 and spec.asha.grace_period_samples == 4096
+    assert spec.search.num_trials == 12
+    assert any(c.startswith("training.eval_every_samples 2048 -> 4096") for c in changes)

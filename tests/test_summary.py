@@ -4,6 +4,7 @@ import json
 import math
 
 import pandas as pd
+import pytest
 
 from cbs_ray.summary import summarize, trial_table, write_summary
 
@@ -63,3 +64,26 @@ def test_written_summary_is_strict_json(tmp_path):
     loaded = json.loads((tmp_path / "summary.json").read_text())
     assert {"critical_batch", "pareto", "per_batch"} <= set(loaded)
     assert len(pd.read_csv(tmp_path / "trials.csv")) == 6
+
+
+def test_noise_scale_early_and_over_training():
+    rows = [("a", 16, 2048, 1.0, 10.0), ("a", 16, 4096, 2.0, 40.0),
+            ("b", 32, 2048, 1.0, 20.0), ("b", 32, 4096, 1.0, 20.0)]
+    h = pd.DataFrame([{"trial_id": t, "batch_size": b, "samples_seen": s, "grad_sq": g, "trace_sigma": tr,
+                       "b_simple": tr / g, "alpha": 1.0, "warmup_fraction": 0.0, "peak_lr": 1e-3,
+                       "accuracy": 0.5, "wall_time_s": 1.0, "samples_per_s": 100.0, "diverged": False}
+                      for t, b, s, g, tr in rows])
+    s = summarize(h, metric="accuracy", mode="max", budget_samples=BUDGET)
+    per_batch = {r["batch_size"]: r for r in s["per_batch"]}
+    assert per_batch[16]["b_simple_early"] == 10.0
+    assert per_batch[16]["b_simple_mean"] == pytest.approx(25.0 / 1.5)   # ratio of means, not mean of ratios
+    assert per_batch[32]["b_simple_mean"] == 20.0
+    assert s["noise_scale"]["early"] == pytest.approx(15.0)              # (10+20)/2 ÷ (1+1)/2
+    assert s["noise_scale"]["mean"] == pytest.approx(22.5 / 1.25)
+
+
+def test_noise_scale_not_measurable_is_said():
+    h = history().assign(b_simple=math.nan, grad_sq=math.nan, trace_sigma=math.nan,
+                         noise_scale_note="off or not measurable: one worker")
+    s = summarize(h, metric="accuracy", mode="max", budget_samples=BUDGET)
+    assert s["noise_scale"]["mean"] is None and "not measurable" in s["noise_scale"]["note"]

@@ -88,3 +88,19 @@ def test_weight_decay_skips_biases_and_norms():
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
     groups = make_optimizer(model, setup, 1e-3).param_groups
     assert [len(g["params"]) for g in groups] == [1, 3] and groups[1]["weight_decay"] == 0.0
+
+
+def test_noise_scale_from_accumulation_on_one_worker():
+    # B=128 as 8 micro-batches of 16, 4096 samples (32 steps): micro-batch vs accumulated gradient.
+    reports, _ = run(["training.micro_batch_size=16", "training.budget_samples=4096", "training.eval_every_samples=512",
+                      "asha.grace_period_samples=512", "data.builtin_train_examples=4096",
+                      "search.batch_sizes=[16, 128]"], batch=128)
+    last = reports[-1]
+    assert last["b_small"] == 16 and math.isfinite(last["b_simple"]) and last["b_simple"] > 0
+    assert last["trace_sigma"] > 0 and last["grad_sq"] > 0
+
+
+def test_noise_scale_not_measurable_with_one_worker_and_no_accumulation():
+    reports, _ = run(batch=32)
+    assert math.isnan(reports[-1]["b_simple"])
+    assert "not measurable" in reports[-1]["noise_scale_note"]

@@ -1,0 +1,69 @@
+"""B_simple from synthetic gradients with a known mean G and covariance Σ."""
+
+import math
+
+import numpy as np
+import pytest
+
+from cbs_ray import noise_scale
+from cbs_ray.noise_scale import NoiseScaleMeter
+
+
+def test_recovers_b_simple_from_two_batch_sizes():
+    rng = np.random.default_rng(0)
+    dim = 50
+    mean = np.full(dim, 0.1)                  # |G|² = 50 · 0.01 = 0.5
+    scale = np.full(dim, 0.5)                 # tr(Σ) = 50 · 0.25 = 12.5  -> B_simple = 25
+    steps, b_small, b_big = 4000, 8, 32
+    per_example = rng.normal(size=(steps, b_big, dim)) * scale + mean
+    small = np.sum(per_example[:, :b_small].mean(axis=1) ** 2, axis=1)   # one worker's share
+    big = np.sum(per_example.mean(axis=1) ** 2, axis=1)                  # the all-reduced gradient
+    grad_sq, trace, b_simple = noise_scale(small, big, b_small, b_big)
+    assert grad_sq == pytest.approx(0.5, rel=0.05)
+    assert trace == pytest.approx(12.5, rel=0.05)
+    assert b_simple == pytest.approx(25.0, rel=0.05)
+
+
+def test_scalar_form_is_exact_on_expectations():
+    # E|G_B|² = |G|² + tr(Σ)/B with |G|² = 2, tr(Σ) = 64: at B=4 -> 18, at B=16 -> 6
+    assert noise_scale(18.0, 6.0, 4, 16) == pytest.approx((2.0, 64.0, 32.0))
+
+
+def test_ratio_of_averages_not_average_of_ratios():
+    small, big = [18.0, 18.0], [6.0, 7.9]       # second step: |G|² estimate ≈ 4.5, tr ≈ 34.1
+    grad_sq, trace, b_simple = noise_scale(small, big, 4, 16)
+    assert b_simple == pytest.approx(trace / grad_sq)
+    per_step = [noise_scale(s, b, 4, 16)[2] for s, b in zip(small, big)]
+    assert b_simple != pytest.approx(np.mean(per_step))
+
+
+def test_non_finite_steps_are_skipped_and_bad_sizes_rejected():
+    assert noise_scale([18.0, math.inf], [6.0, 1.0], 4, 16) == pytest.approx((2.0, 64.0, 32.0))
+    assert all(math.isnan(v) for v in noise_scale([math.nan], [1.0], 4, 16))
+    with pytest.raises(ValueError):
+        noise_scale(1.0, 1.0, 16, 16)
+    meter = NoiseScaleMeter(4, 16)
+    assert all(math.isnan(v) for v in meter.averages())
+    meter.add(18.0, 6.0)
+    meter.add(math.nan, 6.0)
+    assert meter.count == 1 and meter.averages() == pytest.approx((2.0, 64.0))  # bias-corrected
+
+
+def test_meter_follows_a_change_within_its_window():
+    meter = NoiseScaleMeter(4, 16, decay=0.9)
+    for _ in range(200):
+        meter.add(18.0, 6.0)     # |G|² = 2, tr = 64
+    for _ in range(100):
+        meter.add(10.0, 4.0)     # |G|² = 2, tr = 32
+    grad_sq, trace = meter.averages()
+    assert grad_sq == pytest.approx(2.0) and trace == pytest.approx(32.0, rel=1e-3)
+
+
+def test_proposed_grid_is_centred_on_b_simple_and_clipped():
+    from cbs_ray.noise_scale import proposed_grid
+
+    assert proposed_grid(100.0) == [16, 32, 64, 128, 256, 512, 1024]       # nearest power: 128
+    assert proposed_grid(3.0) == [2, 4, 8, 16, 32]                            # clipped below at 2
+    assert proposed_grid(1000.0, largest=2048) == [128, 256, 512, 1024, 2048]
+    with pytest.raises(ValueError):
+        proposed_grid(float("nan"))
