@@ -7,7 +7,6 @@ running and resumed experiments; the search runs it at the end. Writes ``summary
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
 import math
@@ -19,6 +18,7 @@ from typing import Optional
 
 import pandas as pd
 
+from .cli import OneLineParser
 from .summary import summarize, write_summary
 
 __all__ = ["Report", "ReportError", "analyze", "META_FILE", "write_meta", "main"]
@@ -253,13 +253,8 @@ td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}img{{max-width:10
 
 # ---- command line ----------------------------------------------------------------------------------
 
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message):
-        self.exit(2, f"error: {message} (see --help)\n")
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = _OneLineParser(prog="python -m cbs_ray.report", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m cbs_ray.report", description=__doc__.split("\n\n")[0])
     parser.add_argument("experiment_dir", help="the Tune experiment directory a search wrote")
     parser.add_argument("--output", help="where to write the report (default: ./cbs_results/<name>)")
     parser.add_argument("--tolerance", type=float, help="turning-point tolerance (relative; default from the spec)")

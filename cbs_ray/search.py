@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from .budget import plan_batch
+from .cli import OneLineParser
 from .schedule import scaled_lr, warmup_steps
 from .spec import SearchSpec, SpecError, load_spec, resolve_budget, spec_to_dict
 
@@ -268,13 +269,8 @@ def summarize_experiment(spec: SearchSpec, experiment_path: str, budget: int, ou
 
 # ---- command line ----------------------------------------------------------------------------------
 
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message):  # argparse prints the whole usage; one line says enough
-        self.exit(2, f"error: {message} (see --help)\n")
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = _OneLineParser(prog="python -m cbs_ray.search", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m cbs_ray.search", description=__doc__.split("\n\n")[0])
     parser.add_argument("--space", help="search-space YAML (default: the embedded tiny CPU default)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a spec field, e.g. --set training.budget_samples=16384")

@@ -234,7 +234,8 @@ def _attach_noise_probe(model, params, plan: BatchPlan):
         state = {"sq": torch.zeros((), dtype=torch.float64, device=next(model.parameters()).device)}
 
         def hook(state, bucket):
-            state["sq"] += bucket.buffer().detach().double().pow(2).sum()  # stays on device: no sync
+            # One fused norm over the flat bucket, no copy; stays on the device, so no sync here.
+            state["sq"] += torch.linalg.vector_norm(bucket.buffer().detach()).double() ** 2
             return allreduce_hook(None, bucket)
 
         model.register_comm_hook(state, hook)
