@@ -27,7 +27,10 @@ def metric_vs_batch(summary: dict, path: Path) -> Path:
     trials = [t for t in summary["trials"] if t["status"] == "completed" and t.get(metric) is not None]
     ax.scatter([t["batch_size"] for t in trials], [t[metric] for t in trials], s=14, color="0.7",
                label="completed trials")
-    ax.plot([r["batch_size"] for r in rows], [r[f"best_{metric}"] for r in rows], "o-", label="best per batch")
+    means = [r.get(f"mean_{metric}", r[f"best_{metric}"]) for r in rows]
+    errors = [1.96 * (r.get(f"se_{metric}") or 0.0) for r in rows]
+    ax.errorbar([r["batch_size"] for r in rows], means, yerr=errors, fmt="o-", capsize=3,
+                label="best config per batch (mean ± 1.96 SE)")
     critical = summary["critical_batch"]["batch_size"]
     if critical is not None:
         ax.axvline(critical, color="tab:red", ls="--", label=f"turning point B={critical}")

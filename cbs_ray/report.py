@@ -21,7 +21,7 @@ import pandas as pd
 from .cli import OneLineParser
 from .summary import summarize, write_summary
 
-__all__ = ["Report", "ReportError", "analyze", "META_FILE", "write_meta", "main"]
+__all__ = ["Report", "ReportError", "analyze", "META_FILE", "write_meta", "read_meta", "main"]
 
 META_FILE = "cbs_spec.json"
 
@@ -46,7 +46,7 @@ def write_meta(experiment_uri: str, meta: dict) -> None:
         f.write(json.dumps(meta, indent=2).encode())
 
 
-def _read_meta(experiment_uri: str) -> dict:
+def read_meta(experiment_uri: str) -> dict:
     fs, path = _filesystem(experiment_uri)
     try:
         with fs.open_input_stream(f"{path}/{META_FILE}") as f:
@@ -114,8 +114,12 @@ def analyze(source, *, tolerance: Optional[float] = None, target: Optional[float
     experiment = getattr(source, "experiment_path", None) or str(source)
     if "://" not in experiment and not Path(experiment).expanduser().is_dir():
         raise ReportError(f"{experiment}: no such experiment directory")
-    meta = _read_meta(experiment)
+    meta = read_meta(experiment)
     history = load_history(experiment)
+    if meta.get("repeats_experiment") and not history.empty:
+        repeats = load_history(meta["repeats_experiment"])
+        if not repeats.empty:
+            history = pd.concat([history.assign(repeat=False), repeats.assign(repeat=True)], ignore_index=True)
     if history.empty:
         raise ReportError(f"{experiment}: no trial has reported a result yet")
     summary = summarize(history, metric=meta["metric"], mode=meta["mode"], budget_samples=meta["budget_samples"],
@@ -152,6 +156,14 @@ def headline(summary: dict) -> list[str]:
     lines = [f"Critical batch, turning point (equal samples, tolerance {cb['tolerance']:.1%}): "
              + (f"{tp['batch_size']}" if tp["batch_size"] is not None else "not determined")
              + (f"  [{tp['reason']}]" if tp["reason"] else "")]
+    unc = tp.get("uncertainty")
+    if unc and unc.get("verdict"):
+        v = unc["verdict"]
+        lines.append(f"  noise: largest standard error {unc['noise_se_max']:.3g} vs tolerance {v['tolerance_abs']:.3g} "
+                     f"({metric}); turning point range at {unc['level']:.0%}: {unc['range'][0]}–{unc['range'][1]}; "
+                     f"{v['text']}")
+    elif unc:
+        lines.append(f"  noise: {unc['reason']}")
     if tr["b_crit"] is not None:
         ci = f", 95% CI {tr['ci95'][0]:.3g}–{tr['ci95'][1]:.3g}" if tr["ci95"] else ", no CI (too few points)"
         lines.append(f"Critical batch, steps/samples tradeoff (McCandlish 2018): B_crit = {tr['b_crit']:.3g}{ci} "
@@ -191,7 +203,8 @@ def _snippet(summary: dict) -> str:
     return "\n".join(f"{k}: {rec[k]}" for k in keys) + "\n"
 
 
-PER_BATCH_COLUMNS = ["batch_size", "trials", "completed", "stopped", "diverged", "best_{metric}", "alpha",
+PER_BATCH_COLUMNS = ["batch_size", "trials", "completed", "stopped", "diverged", "best_{metric}", "runs",
+                     "mean_{metric}", "se_{metric}", "alpha",
                      "warmup_fraction", "peak_lr", "steps_to_target", "samples_to_target", "wall_time_s",
                      "samples_per_s", "b_simple_early", "b_simple_mean"]
 PARETO_COLUMNS = ["batch_size", "alpha", "warmup_fraction", "peak_lr", "projected_time_s", "wall_time_s", "{metric}"]

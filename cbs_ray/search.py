@@ -193,7 +193,48 @@ def run_search(spec: SearchSpec, *, address: str | None = None, output_dir: str 
         for line in plan_lines(spec, budget):
             print(line, flush=True)
         experiment_path = _fit(spec, data, budget, config, verbose)
+        if spec.search.repeats > 1:
+            _repeat_best(spec, data, budget, config, experiment_path, verbose)
     return summarize_experiment(spec, experiment_path, budget, out)
+
+
+def _repeat_best(spec: SearchSpec, data, budget: int, config, experiment_path: str, verbose: int) -> None:
+    """Re-train each batch size's best completed configuration ``repeats - 1`` more times with other
+    seeds, as a second Tune experiment recorded in the first one's metadata."""
+    from ray import tune
+    from ray.tune.search.basic_variant import BasicVariantGenerator
+
+    from .report import load_history, read_meta, write_meta
+    from .summary import per_batch_table, trial_table
+    from .trial import in_process, run_trial, trial_resources
+
+    s = spec.search
+    trials = trial_table(load_history(experiment_path), metric=s.metric, budget_samples=budget)
+    best = per_batch_table(trials, metric=s.metric, mode=s.mode).dropna(subset=[f"best_{s.metric}"])
+    points = [{"log2_batch": int(row.batch_size).bit_length() - 1, "alpha": float(row.alpha),
+               "warmup_fraction": float(row.warmup_fraction), "seed_offset": k}
+              for row in best.itertuples() for k in range(1, s.repeats)]
+    if not points:
+        print("repeats: no batch size has a completed trial to repeat", flush=True)
+        return
+    print(f"repeats: re-training the best configuration of {len(best)} batch sizes {s.repeats - 1} more "
+          f"time(s) each ({len(points)} trials)", flush=True)
+    name = f"{Path(experiment_path).name}-repeats"
+    space = {key: tune.choice([points[0][key]]) for key in points[0]}  # every trial is one of the points
+    tuner = tune.Tuner(
+        tune.with_resources(tune.with_parameters(run_trial, spec=spec, data=data, budget_samples=budget,
+                                                 model_config=config), trial_resources(spec)),
+        param_space=space,
+        tune_config=tune.TuneConfig(search_alg=BasicVariantGenerator(points_to_evaluate=points),
+                                    num_samples=len(points), max_concurrent_trials=_max_concurrent(spec),
+                                    reuse_actors=in_process(spec),
+                                    trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
+        run_config=tune.RunConfig(name=name, storage_path=spec.storage_uri, verbose=verbose,
+                                  checkpoint_config=tune.CheckpointConfig(num_to_keep=2)))
+    repeats_path = tuner.fit().experiment_path
+    meta = read_meta(experiment_path)
+    meta["repeats_experiment"] = repeats_path
+    write_meta(experiment_path, meta)
 
 
 def _fit(spec: SearchSpec, data, budget: int, config, verbose: int) -> str:

@@ -139,6 +139,10 @@ class SearchParams:
     """Turning-point tolerance: a batch is as good as the best while within this (relative) margin."""
     seed: int = 0
     """Seed for the searcher, data order and model initialisation."""
+    repeats: int = 1
+    """Runs per batch size of its finally selected configuration (the best at the full budget): with k > 1
+    the best is re-trained k - 1 more times with other seeds, and the report uses the mean with its
+    standard error, a range for the turning point and a verdict on whether the noise allows an answer."""
 
 
 @dataclass
@@ -434,6 +438,8 @@ def validate(spec: SearchSpec) -> None:
     if s.mode != expected_mode:
         raise SpecError(f"search.mode: {s.metric} is better when it is {'higher' if expected_mode == 'max' else 'lower'}; "
                         f"use mode {expected_mode}")
+    if s.repeats < 1:
+        raise SpecError(f"search.repeats: must be at least 1, got {s.repeats}")
     if not 0 <= s.tolerance < 1:
         raise SpecError(f"search.tolerance: must be in [0, 1), got {s.tolerance}")
     if a.reduction_factor < 2:

@@ -17,6 +17,7 @@ from .critical_batch import turning_point, within_tolerance
 from .pareto import pareto_front
 from .schedule import warmup_steps
 from .tradeoff import TradeoffFit, fit_tradeoff, overhead_rule, samples_to_target
+from .uncertainty import accuracy_standard_error, mean_and_standard_error, turning_point_range, verdict
 
 __all__ = ["trial_table", "per_batch_table", "summarize", "write_summary", "default_target", "recommend"]
 
@@ -41,6 +42,9 @@ def trial_table(history: pd.DataFrame, *, metric: str, budget_samples: int) -> p
         "samples_per_s": history.groupby("trial_id")["samples_per_s"].mean()
         if "samples_per_s" in history else np.nan,
     })
+    rows["repeat"] = history.groupby("trial_id")["repeat"].any() if "repeat" in history else False
+    if "eval_examples" in history:
+        rows["eval_examples"] = last["eval_examples"]
     rows["status"] = np.where(diverged, "diverged",
                               np.where(rows["samples_seen"] >= budget_samples, "completed", "stopped"))
     return rows.reset_index().sort_values(["batch_size", "trial_id"]).reset_index(drop=True)
@@ -83,6 +87,8 @@ def per_batch_table(trials: pd.DataFrame, *, metric: str, mode: str) -> pd.DataF
     the target."""
     out = []
     for batch, group in trials.groupby("batch_size"):
+        repeats = group[group["repeat"]] if "repeat" in group else group.iloc[:0]
+        group = group[~group["repeat"]] if "repeat" in group else group
         done = group[(group["status"] == "completed") & group[metric].notna()]
         row = {"batch_size": int(batch), "trials": len(group), "completed": len(done),
                "stopped": int((group["status"] == "stopped").sum()),
@@ -98,8 +104,39 @@ def per_batch_table(trials: pd.DataFrame, *, metric: str, mode: str) -> pd.DataF
         if "steps_to_target" in group:
             steps = group["steps_to_target"].min()
             row.update({"steps_to_target": steps, "samples_to_target": steps * batch})
+        row.update(_repeated_mean(done, repeats, metric=metric, best=row.get(f"best_{metric}", math.nan)))
         out.append(row)
     return pd.DataFrame(out)
+
+
+def _repeated_mean(done: pd.DataFrame, repeats: pd.DataFrame, *, metric: str, best: float) -> dict:
+    """The best configuration's metric over its runs (the search's trial plus completed repeats): mean,
+    standard error (from the runs' spread and, for accuracy, the evaluation set's size), run count."""
+    runs = [best] + repeats.loc[repeats["status"] == "completed", metric].dropna().tolist()
+    eval_se = 0.0
+    if metric == "accuracy" and "eval_examples" in done and len(done) and not math.isnan(best):
+        eval_se = accuracy_standard_error(min(max(best, 0.0), 1.0), int(done["eval_examples"].max()))
+    mean, se = mean_and_standard_error(runs, eval_se=eval_se)
+    if metric != "accuracy" and len([r for r in runs if not math.isnan(r)]) < 2:
+        se = math.nan  # one run of a metric with no known evaluation error: no noise estimate
+    return {"runs": len([r for r in runs if not math.isnan(r)]), f"mean_{metric}": mean, f"se_{metric}": se}
+
+
+def _uncertainty(per_batch: pd.DataFrame, *, metric: str, mode: str, tolerance: float) -> dict:
+    """Range of the turning point under the per-batch standard errors, and the verdict."""
+    rows = per_batch.dropna(subset=[f"mean_{metric}"])
+    se = rows[f"se_{metric}"].astype(float)
+    if se.isna().any():
+        return {"range": None, "verdict": None, "reason": f"no noise estimate for {metric} from one run per "
+                "batch size: set search.repeats >= 2"}
+    repeats = int(rows["runs"].max())
+    run_sd = float((se * np.sqrt(rows["runs"])).max())
+    spread = turning_point_range(rows["batch_size"].tolist(), rows[f"mean_{metric}"].tolist(), se.tolist(),
+                                 mode=mode, tolerance=tolerance)
+    return {"range": [spread["low"], spread["high"]], "level": spread["level"], "share": spread["share"],
+            "verdict": verdict(rows[f"mean_{metric}"].tolist(), se.tolist(), mode=mode, tolerance=tolerance,
+                               run_sd=run_sd, repeats=repeats),
+            "noise_se_max": float(se.max()), "reason": None}
 
 
 def default_target(per_batch: pd.DataFrame, *, metric: str, mode: str) -> float:
@@ -133,15 +170,17 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
     trials = trial_table(history, metric=metric, budget_samples=budget_samples)
     per_batch = per_batch_table(trials, metric=metric, mode=mode) if len(trials) else pd.DataFrame()
     measured = per_batch.dropna(subset=[f"best_{metric}"]) if len(per_batch) else per_batch
-    turning = {"batch_size": None, "tolerance": tolerance, "reason": None}
+    turning = {"batch_size": None, "tolerance": tolerance, "reason": None, "uncertainty": None}
     if len(measured) == 0:
         turning["reason"] = "no batch size has a trial that reached the full budget"
     else:
         # A batch size with no completed trial (diverged, stopped, still running) counts as NaN: the walk
         # up from the best batch stops there rather than jumping over a batch nobody measured.
+        # On the mean over repeats (the best run itself when repeats = 1).
         turning["batch_size"] = turning_point(per_batch["batch_size"].tolist(),
-                                              per_batch[f"best_{metric}"].astype(float).tolist(), mode=mode,
+                                              per_batch[f"mean_{metric}"].astype(float).tolist(), mode=mode,
                                               tolerance=tolerance)
+        turning["uncertainty"] = _uncertainty(per_batch, metric=metric, mode=mode, tolerance=tolerance)
         missing = sorted(set(per_batch["batch_size"]) - set(measured["batch_size"]))
         if len(measured) == 1:
             turning["reason"] = "only one batch size completed: nothing to compare it with"

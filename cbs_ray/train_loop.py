@@ -196,6 +196,7 @@ def evaluate(model, session, data, setup: TrialSetup) -> dict:
     metrics = {"eval_loss": eval_loss, "perplexity": math.exp(min(eval_loss, 700.0))}
     if setup.task == "sequence-classification":
         metrics["accuracy"] = float(sums[1] / sums[2])
+        metrics["eval_examples"] = int(sums[2])  # what the accuracy's standard error is computed from
     return metrics
 
 

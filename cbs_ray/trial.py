@@ -45,7 +45,7 @@ def make_setup(spec: SearchSpec, config: dict, *, budget_samples: int, model_con
         grad_clip_norm=t.grad_clip_norm, micro_batch_size=t.micro_batch_size, task=spec.task,
         metric=spec.search.metric, model={"name": spec.model.name, "config": spec.model.config},
         model_config=model_config, threads=spec.resources.cpus_per_worker,
-        seed=spec.search.seed, use_gpu=spec.resources.use_gpu, noise_scale=t.noise_scale,
+        seed=spec.search.seed + int(config.get("seed_offset", 0)), use_gpu=spec.resources.use_gpu, noise_scale=t.noise_scale,
         started_at=time.time())
 
 

@@ -79,7 +79,8 @@ def test_results_reload_with_rays_own_tools(ddp_search):
 def test_default_cli_path_in_process_trials(tmp_path):
     """The CLI as a user types it, shrunk: single-worker trials run in-process inside Tune trials."""
     out = tmp_path / "out"
-    args = [a for o in TINY + ["search.num_trials=3", f"storage_path={tmp_path / 'rr'}"] for a in ("--set", o)]
+    args = [a for o in TINY + ["search.num_trials=3", "search.repeats=2", f"storage_path={tmp_path / 'rr'}"]
+            for a in ("--set", o)]
     proc = subprocess.run([sys.executable, "-m", "cbs_ray.search", *args, "--output", str(out)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -88,7 +89,11 @@ def test_default_cli_path_in_process_trials(tmp_path):
     assert "B=8 = 8 micro × 1 accum × 1 workers" in proc.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert {"critical_batch", "pareto", "per_batch"} <= set(summary)
-    assert len(summary["trials"]) == 3
+    # 3 search trials, then each batch size's best re-trained once more with another seed (repeats: 2).
+    assert len(summary["trials"]) == 5 and sum(t["repeat"] for t in summary["trials"]) == 2
+    assert all(r["runs"] == 2 for r in summary["per_batch"])
+    verdict = summary["critical_batch"]["turning_point"]["uncertainty"]["verdict"]
+    assert verdict["text"].startswith(("resolved", "not resolvable")) and "  noise: " in proc.stdout
 
 
 def test_search_ends_with_a_full_report(ddp_search):

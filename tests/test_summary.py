@@ -87,3 +87,32 @@ def test_noise_scale_not_measurable_is_said():
                          noise_scale_note="off or not measurable: one worker")
     s = summarize(h, metric="accuracy", mode="max", budget_samples=BUDGET)
     assert s["noise_scale"]["mean"] is None and "not measurable" in s["noise_scale"]["note"]
+
+
+def test_repeats_give_a_mean_a_standard_error_and_a_verdict():
+    h = history()
+    h["eval_examples"] = 1000
+    extra = []
+    for tid, b, acc in (("r16a", 16, 0.80), ("r16b", 16, 0.81), ("r32a", 32, 0.80), ("r32b", 32, 0.79),
+                        ("r64a", 64, 0.78), ("r64b", 64, 0.80)):
+        for i, value in enumerate((0.6, acc), start=1):
+            extra.append({"trial_id": tid, "batch_size": b, "alpha": 1.0, "warmup_fraction": 0.1, "peak_lr": 1e-3,
+                          "samples_seen": 2048 * i, "accuracy": value, "wall_time_s": 10.0 * i,
+                          "samples_per_s": 400.0, "diverged": False, "eval_examples": 1000, "repeat": True})
+    h = pd.concat([h.assign(repeat=False), pd.DataFrame(extra)], ignore_index=True)
+    s = summarize(h, metric="accuracy", mode="max", budget_samples=BUDGET, tolerance=0.01)
+    per_batch = {r["batch_size"]: r for r in s["per_batch"]}
+    # B=16: best search trial 0.82 plus repeats 0.80, 0.81 -> mean 0.81, sd 0.01, se = max(0.01, eval se) / √3
+    assert per_batch[16]["runs"] == 3 and per_batch[16]["mean_accuracy"] == pytest.approx(0.81)
+    eval_se = math.sqrt(0.82 * 0.18 / 1000)
+    assert per_batch[16]["se_accuracy"] == pytest.approx(max(0.01, eval_se) / math.sqrt(3))
+    assert per_batch[16]["best_accuracy"] == 0.82                     # repeats never pick the best config
+    unc = s["critical_batch"]["turning_point"]["uncertainty"]
+    assert unc["verdict"]["resolved"] is False and unc["range"][0] <= unc["range"][1]
+    assert "repeats" in unc["verdict"]["text"]
+
+
+def test_one_run_of_eval_loss_has_no_noise_estimate():
+    h = history().assign(eval_loss=lambda d: 1 - d["accuracy"])
+    s = summarize(h, metric="eval_loss", mode="min", budget_samples=BUDGET)
+    assert "set search.repeats >= 2" in s["critical_batch"]["turning_point"]["uncertainty"]["reason"]
