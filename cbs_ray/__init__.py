@@ -11,11 +11,12 @@ from .pareto import pareto_front
 from .schedule import lr_multiplier, scaled_lr, warmup_steps
 from .spec import SearchSpec, SpecError, load_spec
 from .tradeoff import TradeoffFit, fit_tradeoff, overhead_rule
+from .uncertainty import accuracy_standard_error, turning_point_range, verdict
 
 __all__ = ["SearchSpec", "SpecError", "load_spec", "run_search", "SearchResult", "turning_point",
            "pareto_front", "scaled_lr", "warmup_steps", "lr_multiplier", "plan_batch", "BatchPlan",
            "milestones", "optimizer_steps", "fit_tradeoff", "TradeoffFit", "overhead_rule", "analyze",
-           "Report", "noise_scale"]
+           "Report", "noise_scale", "accuracy_standard_error", "turning_point_range", "verdict"]
 
 
 def __getattr__(name):

@@ -111,8 +111,9 @@ class TrainingSpec:
     eval_every_samples: int = 2048
     """Report cadence: evaluate, report and checkpoint every this many samples. Must be a multiple of the
     largest batch size so every report lands on an exact sample milestone."""
-    micro_batch_size: Optional[int] = None
-    """Cap on the per-worker micro-batch; larger batches use gradient accumulation (None: no cap)."""
+    micro_batch_size: Optional[int] = 32
+    """Cap on the per-worker micro-batch; larger batches use gradient accumulation (None: no cap). The
+    default 32 also lets a single worker measure the gradient noise scale at B >= 64."""
     noise_scale: bool = True
     """Estimate the gradient noise scale B_simple during training (McCandlish et al. 2018): needs more
     than one worker or gradient accumulation; costs one sum of squares per gradient bucket."""

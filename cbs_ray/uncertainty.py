@@ -81,9 +81,9 @@ def verdict(means: Sequence[float], standard_errors: Sequence[float], *, mode: s
            "repeats": repeats, "repeats_needed": needed}
     if resolved:
         out["text"] = (f"resolved: the noise in a batch-to-batch difference ({difference_noise:.3g}) is at most "
-                       f"half the tolerance ({tolerance_abs:.3g})")
+                       f"half the tolerance ({tolerance_abs / 2:.3g})")
     else:
         out["text"] = (f"not resolvable with this evaluation set and these repeats: the noise in a batch-to-batch "
-                       f"difference ({difference_noise:.3g}) exceeds half the tolerance ({tolerance_abs:.3g}) — "
+                       f"difference ({difference_noise:.3g}) exceeds half the tolerance ({tolerance_abs / 2:.3g}) — "
                        f"use ≥ {needed} repeats, a larger evaluation set, or a smoother metric (e.g. eval loss)")
     return out
