@@ -209,6 +209,11 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
     noise_rows, noise = noise_scale_table(history)
     if len(noise_rows):
         per_batch = per_batch.merge(noise_rows, on="batch_size", how="left")
+        measured_noise = history.dropna(subset=["b_simple"]).sort_values("samples_seen")
+        per_trial = pd.DataFrame(
+            [{"trial_id": t, "b_simple_early": _ratio_of_means(g.head(1)), "b_simple_mean": _ratio_of_means(g)}
+             for t, g in measured_noise.groupby("trial_id")])
+        trials = trials.merge(per_trial, on="trial_id", how="left")
     done = trials[trials["status"] == "completed"].reset_index(drop=True)
     done["projected_time_s"] = budget_samples / done["samples_per_s"]
     columns = ["trial_id", "batch_size", "alpha", "warmup_fraction", "peak_lr", "wall_time_s",

@@ -19,7 +19,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-import numpy as np
 import torch
 
 from .budget import BatchPlan, milestones, optimizer_steps, plan_batch

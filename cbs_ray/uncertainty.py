@@ -10,7 +10,7 @@ error on each batch size's metric, a range on the turning point, and a plain ver
 from __future__ import annotations
 
 import math
-from typing import Mapping, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from cbs_ray.report import headline, main, render_html, render_markdown
-from cbs_ray.summary import summarize, write_summary
+from cbs_ray.summary import summarize
 from cbs_ray.plots import all_plots
 
 BUDGET = 65536  # every batch reaches 0.8 (at 100·B + 12800 samples) and the 0.9 cap within it

@@ -79,6 +79,8 @@ def test_noise_scale_early_and_over_training():
     assert per_batch[16]["b_simple_mean"] == pytest.approx(25.0 / 1.5)   # ratio of means, not mean of ratios
     assert per_batch[32]["b_simple_mean"] == 20.0
     assert s["noise_scale"]["early"] == pytest.approx(15.0)              # (10+20)/2 ÷ (1+1)/2
+    per_trial = {t["trial_id"]: t for t in s["trials"]}
+    assert per_trial["a"]["b_simple_early"] == 10.0 and per_trial["a"]["b_simple_mean"] == pytest.approx(25 / 1.5)
     assert s["noise_scale"]["mean"] == pytest.approx(22.5 / 1.25)
 
 
