@@ -102,8 +102,21 @@ class TrainingSpec:
     """B0: the batch size at which ``base_lr`` is right."""
     lr_decay: Literal["linear", "cosine", "constant"] = "linear"
     """Shape of the LR after warmup, reaching 0 at the end of the budget (except constant)."""
-    optimizer: Literal["adamw", "sgd"] = "adamw"
-    """Optimizer (AdamW with betas 0.9/0.999, or SGD with momentum 0.9)."""
+    optimizer: Literal["adamw", "lamb", "sgd"] = "adamw"
+    """Optimizer: AdamW (betas 0.9/0.999), LAMB (layer-wise trust ratio for large batches, You et al.
+    2020, from ``torch_optimizer``), or SGD with momentum 0.9."""
+    label_smoothing: float = 0.0
+    """Label smoothing of the training loss (0 = none); evaluation is never smoothed."""
+    layer_lr_decay: float = 1.0
+    """Layer-wise LR decay: encoder layer i of L trains at lr · decay^(L − i), embeddings at
+    lr · decay^(L + 1), the head at lr (1.0 = off)."""
+    precision: Literal["fp32", "bf16", "fp16", "auto"] = "fp32"
+    """Autocast precision: bf16, fp16 (with a gradient scaler), or auto (bf16 where the GPU supports it,
+    else fp16; fp32 on CPU). Autocast keeps LayerNorm and softmax in fp32."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in backward through the HF model's own switch (less memory, ~30 % slower)."""
+    dataloader_workers: Optional[int] = None
+    """DataLoader worker processes (None: 0 on CPU, 2 on GPU); pin_memory and persistent workers follow."""
     weight_decay: float = 0.01
     """Decoupled weight decay (not applied to biases and LayerNorm weights)."""
     grad_clip_norm: Optional[float] = 1.0
@@ -425,6 +438,12 @@ def validate(spec: SearchSpec) -> None:
         raise SpecError(f"training.weight_decay: must be >= 0, got {t.weight_decay}")
     if t.grad_clip_norm is not None and t.grad_clip_norm <= 0:
         raise SpecError(f"training.grad_clip_norm: must be positive or null, got {t.grad_clip_norm}")
+    if not 0 <= t.label_smoothing < 1:
+        raise SpecError(f"training.label_smoothing: must be in [0, 1), got {t.label_smoothing}")
+    if not 0 < t.layer_lr_decay <= 1:
+        raise SpecError(f"training.layer_lr_decay: must be in (0, 1], got {t.layer_lr_decay}")
+    if t.dataloader_workers is not None and t.dataloader_workers < 0:
+        raise SpecError(f"training.dataloader_workers: must be >= 0, got {t.dataloader_workers}")
     if t.micro_batch_size is not None and t.micro_batch_size <= 0:
         raise SpecError(f"training.micro_batch_size: must be positive, got {t.micro_batch_size}")
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -55,6 +56,11 @@ class TrialSetup:
     seed: int
     use_gpu: bool = False
     noise_scale: bool = True
+    label_smoothing: float = 0.0
+    layer_lr_decay: float = 1.0
+    precision: str = "fp32"
+    gradient_checkpointing: bool = False
+    dataloader_workers: Optional[int] = None
     started_at: float = field(default_factory=time.time)
 
     @property
@@ -140,16 +146,62 @@ def train_worker(config: dict) -> None:
 
 # ---- pieces of the loop ----------------------------------------------------------------------------
 
+_LAYER = re.compile(r"(?:^|\.)(?:layer|layers|h|block|blocks)\.(\d+)\.")
+
+
+def layer_lr_scale(name: str, num_layers: int, decay: float) -> float:
+    """LR multiplier of a parameter under layer-wise decay: encoder layer i of L gets decay^(L − i),
+    embeddings decay^(L + 1), everything else (pooler, head, final norm) 1."""
+    if decay == 1.0:
+        return 1.0
+    match = _LAYER.search(name)
+    if match:
+        return decay ** (num_layers - int(match.group(1)))
+    if "embed" in name or re.search(r"(?:^|\.)(wte|wpe)\.", name):
+        return decay ** (num_layers + 1)
+    return 1.0
+
+
 def make_optimizer(model: torch.nn.Module, setup: TrialSetup, lr: float) -> torch.optim.Optimizer:
-    """AdamW or SGD; weight decay on weight matrices only (not biases or LayerNorm), as in BERT."""
-    decay, no_decay = [], []
+    """AdamW, LAMB or SGD; weight decay on weight matrices only (not biases or LayerNorm), as in BERT;
+    one parameter group per (decay, LR scale) so layer-wise LR decay rides on the same scheduler."""
+    config = setup.model_config
+    num_layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", 0) or 0
+    groups: dict[tuple[bool, float], list] = {}
     for name, p in model.named_parameters():
         if p.requires_grad:
-            (no_decay if p.ndim < 2 else decay).append(p)
-    groups = [{"params": decay, "weight_decay": setup.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+            key = (p.ndim >= 2, layer_lr_scale(name, num_layers, setup.layer_lr_decay))
+            groups.setdefault(key, []).append(p)
+    param_groups = [{"params": params, "weight_decay": setup.weight_decay if decayed else 0.0, "lr": lr * scale}
+                    for (decayed, scale), params in sorted(groups.items(), key=lambda kv: (not kv[0][0], -kv[0][1]))]
     if setup.optimizer == "sgd":
-        return torch.optim.SGD(groups, lr=lr, momentum=0.9)
-    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8)
+        return torch.optim.SGD(param_groups, lr=lr, momentum=0.9)
+    if setup.optimizer == "lamb":
+        import torch_optimizer
+
+        return torch_optimizer.Lamb(param_groups, lr=lr, betas=(0.9, 0.999), eps=1e-6)
+    return torch.optim.AdamW(param_groups, lr=lr, betas=(0.9, 0.999), eps=1e-8)
+
+
+def autocast_dtype(precision: str, device: torch.device) -> Optional[torch.dtype]:
+    """The autocast dtype for ``precision`` on ``device`` (None: plain fp32)."""
+    if precision == "auto":
+        if device.type != "cuda":
+            return None
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def training_loss(model, batch: dict, setup: TrialSetup) -> torch.Tensor:
+    """The model's own loss, or with label smoothing the smoothed cross-entropy on its logits."""
+    if not setup.label_smoothing:
+        return model(**batch).loss
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
+    labels = batch["labels"]
+    if setup.task == "causal-lm":
+        logits, labels = logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten()
+    return torch.nn.functional.cross_entropy(logits, labels, ignore_index=-100,
+                                             label_smoothing=setup.label_smoothing)
 
 
 def _inputs(batch, task: str, device) -> dict:
@@ -265,8 +317,15 @@ def train_loop(setup: TrialSetup, data, session) -> None:
     warmup = warmup_steps(setup.warmup_fraction, total_steps)
     report_at = set(milestones(setup.budget_samples, setup.eval_every_samples))
 
-    model = session.prepare_model(build_model(setup.model, setup.task, setup.model_config))
+    model = build_model(setup.model, setup.task, setup.model_config)
+    if setup.gradient_checkpointing:
+        # The HF model's own switch (renamed in transformers 5), before DDP wraps the model.
+        (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
+    model = session.prepare_model(model)
     optimizer = make_optimizer(model, setup, setup.peak_lr)
+    amp_dtype = autocast_dtype(setup.precision, session.device)
+    # fp16 needs loss scaling; bf16 has fp32's exponent range and does not.
+    scaler = torch.amp.GradScaler(session.device.type, enabled=amp_dtype == torch.float16)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_multiplier(step, warmup, total_steps, decay=setup.lr_decay))
     checkpoint = session.get_checkpoint()
@@ -275,8 +334,10 @@ def train_loop(setup: TrialSetup, data, session) -> None:
     dataset = torch.utils.data.TensorDataset(
         torch.tensor(data.train_ids), torch.tensor(data.train_mask), torch.tensor(data.train_labels))
     generator = torch.Generator().manual_seed(setup.seed + step)
+    workers = setup.dataloader_workers if setup.dataloader_workers is not None else (2 if setup.use_gpu else 0)
     loader = session.prepare_data_loader(torch.utils.data.DataLoader(
-        dataset, batch_size=plan.micro_batch, shuffle=True, drop_last=True, generator=generator))
+        dataset, batch_size=plan.micro_batch, shuffle=True, drop_last=True, generator=generator,
+        num_workers=workers, pin_memory=setup.use_gpu, persistent_workers=workers > 0))
     per_epoch = max(1, len(loader) // plan.accumulation)  # optimizer steps per epoch on each rank
     micro_batches = _endless_micro_batches(loader, start_epoch=step // per_epoch)
     is_ddp = hasattr(model, "no_sync")
@@ -295,22 +356,33 @@ def train_loop(setup: TrialSetup, data, session) -> None:
             batch = _inputs(next(micro_batches), setup.task, session.device)
             sync = contextlib.nullcontext() if (k == plan.accumulation - 1 or not is_ddp) else model.no_sync()
             with sync:
-                loss = model(**batch).loss / plan.accumulation
-                loss.backward()
+                with torch.autocast(session.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                    loss = training_loss(model, batch, setup) / plan.accumulation
+                scaler.scale(loss).backward()
             step_loss += loss.item()
             if k == 0 and noise is not None and local_sqnorm is None:
                 # The first micro-batch's own gradient (the loss was divided by the accumulation steps).
                 first_micro_sqnorm = float(_sqnorm(params)) * plan.accumulation ** 2
+        scale = scaler.get_scale() if scaler.is_enabled() else 1.0
+        scaler.unscale_(optimizer)  # true gradients for clipping, the norm and the noise scale
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))  # norm before clipping
         if noise is not None:
-            noise.add(local_sqnorm() if local_sqnorm else first_micro_sqnorm, grad_norm ** 2)
+            small = local_sqnorm() if local_sqnorm else first_micro_sqnorm
+            noise.add(small / scale ** 2, grad_norm ** 2)
+        if scaler.is_enabled() and not math.isfinite(grad_norm) and math.isfinite(step_loss):
+            # fp16 overflow, not divergence: the scaler skips this step and lowers the scale.
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+            continue
         lr = scheduler.get_last_lr()[0]
         # The clipped norm is of the all-reduced gradient, so every rank takes the same branch here; a
         # local loss can only be trusted alone when there is a single rank.
         if not math.isfinite(grad_norm) or (session.world_size == 1 and not math.isfinite(step_loss)):
             _report_divergence(session, setup, plan, step, lr, step_loss, grad_norm, loop_start)
             return
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         step += 1

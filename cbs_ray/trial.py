@@ -42,6 +42,8 @@ def make_setup(spec: SearchSpec, config: dict, *, budget_samples: int, model_con
         warmup_fraction=float(config["warmup_fraction"]), budget_samples=budget_samples,
         eval_every_samples=t.eval_every_samples, base_lr=t.base_lr, base_batch=t.base_batch,
         lr_decay=t.lr_decay, optimizer=t.optimizer, weight_decay=t.weight_decay,
+        label_smoothing=t.label_smoothing, layer_lr_decay=t.layer_lr_decay, precision=t.precision,
+        gradient_checkpointing=t.gradient_checkpointing, dataloader_workers=t.dataloader_workers,
         grad_clip_norm=t.grad_clip_norm, micro_batch_size=t.micro_batch_size, task=spec.task,
         metric=spec.search.metric, model={"name": spec.model.name, "config": spec.model.config},
         model_config=model_config, threads=spec.resources.cpus_per_worker,

@@ -1,0 +1,77 @@
+"""Large-batch machinery on CPU: accumulation equivalence through the real loop, precision, LAMB, label
+smoothing, layer-wise LR decay, gradient checkpointing."""
+
+import math
+import os
+
+import pytest
+import torch
+
+from cbs_ray.search import prepare
+from cbs_ray.spec import load_spec
+from cbs_ray.train_loop import LocalSession, STATE_FILE, layer_lr_scale, train_loop
+from cbs_ray.trial import make_setup
+
+ONE_STEP = ["data.builtin_train_examples=512", "data.builtin_eval_examples=64", "training.budget_samples=64",
+            "training.eval_every_samples=64", "asha.grace_period_samples=64", "search.batch_sizes=[64]",
+            "search.num_trials=1", "training.grad_clip_norm=null"]
+
+
+class Capture(LocalSession):
+    """Keeps the weights of every checkpoint and the reported metrics."""
+
+    def __init__(self):
+        self.reports, self.weights = [], []
+
+    def report(self, metrics, checkpoint_dir):
+        self.reports.append(metrics)
+        if checkpoint_dir:
+            self.weights.append(torch.load(os.path.join(checkpoint_dir, STATE_FILE), weights_only=True)["model"])
+
+    def get_checkpoint(self):
+        return None
+
+
+def run(overrides, batch=64):
+    spec = load_spec(None, ONE_STEP + list(overrides))
+    data, budget, config = prepare(spec)
+    setup = make_setup(spec, {"log2_batch": batch.bit_length() - 1, "alpha": 1.0, "warmup_fraction": 0.0},
+                       budget_samples=budget, model_config=config)
+    session = Capture()
+    train_loop(setup, data, session)
+    return session
+
+
+def test_four_micro_batches_of_16_update_like_one_batch_of_64():
+    whole = run(["training.micro_batch_size=64"])
+    split = run(["training.micro_batch_size=16"])
+    assert (whole.reports[0]["accumulation"], split.reports[0]["accumulation"]) == (1, 4)
+    for name, value in whole.weights[0].items():
+        assert torch.allclose(value, split.weights[0][name], atol=2e-6), name
+
+
+@pytest.mark.parametrize("overrides", [
+    ["training.precision=bf16"],
+    ["training.precision=fp16"],
+    ["training.optimizer=lamb"],
+    ["training.label_smoothing=0.1"],
+    ["training.layer_lr_decay=0.8"],
+    ["training.gradient_checkpointing=true"],
+], ids=lambda o: o[0].split("=")[0].split(".")[1] + "=" + o[0].split("=")[1])
+def test_option_trains_to_finite_metrics(overrides):
+    session = run(overrides + ["training.budget_samples=256", "training.eval_every_samples=128",
+                               "asha.grace_period_samples=128"], batch=32)
+    last = session.reports[-1]
+    assert last["samples_seen"] == 256 and not last["diverged"]
+    assert math.isfinite(last["eval_loss"]) and math.isfinite(last["train_loss"])
+
+
+def test_layer_lr_scale_by_name():
+    # 2 encoder layers, decay 0.5: layer 1 -> 0.5, layer 0 -> 0.25, embeddings -> 0.125, head -> 1
+    assert layer_lr_scale("bert.encoder.layer.1.attention.self.query.weight", 2, 0.5) == 0.5
+    assert layer_lr_scale("bert.encoder.layer.0.output.dense.weight", 2, 0.5) == 0.25
+    assert layer_lr_scale("bert.embeddings.word_embeddings.weight", 2, 0.5) == 0.125
+    assert layer_lr_scale("classifier.weight", 2, 0.5) == 1.0
+    assert layer_lr_scale("transformer.h.0.attn.c_attn.weight", 2, 0.5) == 0.25     # GPT-2 naming
+    assert layer_lr_scale("transformer.wte.weight", 2, 0.5) == 0.125
+    assert layer_lr_scale("bert.encoder.layer.0.output.dense.weight", 2, 1.0) == 1.0
