@@ -121,6 +121,9 @@ class TrainingSpec:
     """Decoupled weight decay (not applied to biases and LayerNorm weights)."""
     grad_clip_norm: Optional[float] = 1.0
     """Clip the global gradient norm to this value (None: no clipping)."""
+    divergence_factor: float = 10.0
+    """A trial is stopped as diverged when a report interval's mean training loss exceeds this multiple
+    of its first step's loss (besides any NaN/Inf loss or gradient norm)."""
     eval_every_samples: int = 2048
     """Report cadence: evaluate, report and checkpoint every this many samples. Must be a multiple of the
     largest batch size so every report lands on an exact sample milestone."""
@@ -438,6 +441,8 @@ def validate(spec: SearchSpec) -> None:
         raise SpecError(f"training.weight_decay: must be >= 0, got {t.weight_decay}")
     if t.grad_clip_norm is not None and t.grad_clip_norm <= 0:
         raise SpecError(f"training.grad_clip_norm: must be positive or null, got {t.grad_clip_norm}")
+    if t.divergence_factor <= 1:
+        raise SpecError(f"training.divergence_factor: must be greater than 1, got {t.divergence_factor}")
     if not 0 <= t.label_smoothing < 1:
         raise SpecError(f"training.label_smoothing: must be in [0, 1), got {t.label_smoothing}")
     if not 0 < t.layer_lr_decay <= 1:

@@ -61,6 +61,7 @@ class TrialSetup:
     precision: str = "fp32"
     gradient_checkpointing: bool = False
     dataloader_workers: Optional[int] = None
+    divergence_factor: float = 10.0
     started_at: float = field(default_factory=time.time)
 
     @property
@@ -307,7 +308,8 @@ def _attach_noise_probe(model, params, plan: BatchPlan):
 def train_loop(setup: TrialSetup, data, session) -> None:
     """Train one (batch size, alpha, warmup) configuration to the equal-sample budget, reporting at
     every milestone. Stops early, reporting ``diverged=True`` and the worst metric, on a non-finite loss
-    or gradient norm."""
+    or gradient norm, or when a report interval's mean loss exceeds ``divergence_factor`` × the first
+    step's loss (Adam at a far too high LR blows the loss up without ever producing a NaN)."""
     from .model import build_model
 
     torch.set_num_threads(setup.threads)
@@ -387,7 +389,7 @@ def train_loop(setup: TrialSetup, data, session) -> None:
         optimizer.zero_grad(set_to_none=True)
         step += 1
         if first_step_at is None:
-            first_step_at = time.time()
+            first_step_at, first_loss = time.time(), step_loss
         elapsed = time.perf_counter() - t0
         interval_time += elapsed
         train_time += elapsed
@@ -398,12 +400,18 @@ def train_loop(setup: TrialSetup, data, session) -> None:
             continue
         metrics = evaluate(model, session, data, setup)
         metrics.update(_noise_metrics(noise, session))
-        loss_sum = session.all_reduce(torch.tensor([interval_loss / interval_steps], dtype=torch.float64,
-                                                   device=session.device)).item()
+        # Mean training loss over the interval and the first step's loss, averaged over workers: every
+        # rank sees the same numbers and takes the same branch.
+        train_loss, initial_loss = (session.all_reduce(torch.tensor(
+            [interval_loss / interval_steps, first_loss], dtype=torch.float64, device=session.device))
+            / session.world_size).tolist()
+        if train_loss > setup.divergence_factor * initial_loss:
+            _report_divergence(session, setup, plan, step, lr, train_loss, grad_norm, loop_start)
+            return
         metrics.update({
             "samples_seen": samples, "steps": step, "batch_size": setup.batch_size,
             "alpha": setup.alpha, "warmup_fraction": setup.warmup_fraction, "warmup_steps": warmup,
-            "peak_lr": setup.peak_lr, "lr": lr, "train_loss": loss_sum / session.world_size,
+            "peak_lr": setup.peak_lr, "lr": lr, "train_loss": train_loss,
             "grad_norm": grad_norm, "samples_per_s": interval_steps * setup.batch_size / interval_time,
             "train_time_s": train_time, "wall_time_s": time.perf_counter() - loop_start,
             "micro_batch": plan.micro_batch, "accumulation": plan.accumulation, "workers": plan.workers,

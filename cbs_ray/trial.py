@@ -44,6 +44,7 @@ def make_setup(spec: SearchSpec, config: dict, *, budget_samples: int, model_con
         lr_decay=t.lr_decay, optimizer=t.optimizer, weight_decay=t.weight_decay,
         label_smoothing=t.label_smoothing, layer_lr_decay=t.layer_lr_decay, precision=t.precision,
         gradient_checkpointing=t.gradient_checkpointing, dataloader_workers=t.dataloader_workers,
+        divergence_factor=t.divergence_factor,
         grad_clip_norm=t.grad_clip_norm, micro_batch_size=t.micro_batch_size, task=spec.task,
         metric=spec.search.metric, model={"name": spec.model.name, "config": spec.model.config},
         model_config=model_config, threads=spec.resources.cpus_per_worker,

@@ -143,3 +143,14 @@ def test_probe_prints_b_simple_and_a_grid(tmp_path):
     line = next(l for l in proc.stdout.splitlines() if l.startswith("probe: B_simple = "))
     assert float(line.split("=")[1].split()[0]) > 0
     assert "proposed batch sizes [" in line and "use it: --set 'search.batch_sizes=[" in proc.stdout
+
+
+def test_diverging_trials_do_not_take_the_search_down(tmp_path):
+    """lr × 1000: every trial blows up; the search completes and the report counts them."""
+    spec = load_spec(None, TINY + ["search.num_trials=2", "training.base_lr=2.0", "training.grad_clip_norm=null",
+                                   f"storage_path={tmp_path / 'rr'}", f"output_dir={tmp_path / 'out'}"])
+    result = run_search(spec, verbose=0)
+    assert set(result.trials["status"]) == {"diverged"}
+    assert [r["diverged"] for r in result.summary["per_batch"]] == [1, 1]
+    assert result.critical_batch is None and "no batch size" in result.summary["critical_batch"]["reason"]
+    assert (result.output_dir / "report.html").is_file()

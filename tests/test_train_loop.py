@@ -104,3 +104,11 @@ def test_noise_scale_not_measurable_with_one_worker_and_no_accumulation():
     reports, _ = run(batch=32)
     assert math.isnan(reports[-1]["b_simple"])
     assert "not measurable" in reports[-1]["noise_scale_note"]
+
+
+def test_exploding_but_finite_loss_counts_as_diverged():
+    # lr × 1000 with AdamW: the loss goes to ~15 (chance is 0.69) without a NaN ever appearing.
+    reports, _ = run(["training.base_lr=2.0", "training.grad_clip_norm=null"], batch=16)
+    assert len(reports) == 1 and reports[0]["diverged"] is True and reports[0]["accuracy"] == 0.0
+    assert math.isfinite(reports[0]["train_loss"]) and reports[0]["train_loss"] > 10 * 0.69
+    assert not run(["training.base_lr=2.0", "training.divergence_factor=1000"], batch=16)[0][-1]["diverged"]
