@@ -130,6 +130,10 @@ class TrainingSpec:
     micro_batch_size: Optional[int] = 32
     """Cap on the per-worker micro-batch; larger batches use gradient accumulation (None: no cap). The
     default 32 also lets a single worker measure the gradient noise scale at B >= 64."""
+    probe_micro_batch: bool = False
+    """On GPU, find the largest per-worker micro-batch that fits (forward + backward + optimizer step at
+    growing sizes, 10 % safety margin, minimum across workers, cached in ~/.cache/cbs_ray/) and use it as
+    the cap, accumulating the rest. Skipped on CPU."""
     noise_scale: bool = True
     """Estimate the gradient noise scale B_simple during training (McCandlish et al. 2018): needs more
     than one worker or gradient accumulation; costs one sum of squares per gradient bucket."""

@@ -62,6 +62,8 @@ class TrialSetup:
     gradient_checkpointing: bool = False
     dataloader_workers: Optional[int] = None
     divergence_factor: float = 10.0
+    probe_micro_batch: bool = False
+    probe_seq_len: Optional[int] = None
     started_at: float = field(default_factory=time.time)
 
     @property
@@ -87,6 +89,9 @@ class LocalSession:
 
     def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor
+
+    def all_reduce_min(self, value: int) -> int:
+        return value
 
     def report(self, metrics: dict, checkpoint_dir: Optional[str]) -> None:
         from ray import tune
@@ -127,6 +132,14 @@ class TrainSession:
         if self.world_size > 1:
             torch.distributed.all_reduce(tensor)
         return tensor
+
+    def all_reduce_min(self, value: int) -> int:
+        """The smallest ``value`` over all ranks (workers agree on one micro-batch)."""
+        if self.world_size == 1:
+            return value
+        tensor = torch.tensor([value], dtype=torch.long, device=self.device)
+        torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.MIN)
+        return int(tensor.item())
 
     def report(self, metrics: dict, checkpoint_dir: Optional[str]) -> None:
         import ray.train
@@ -303,6 +316,32 @@ def _attach_noise_probe(model, params, plan: BatchPlan):
     return None, None
 
 
+def _probe_micro_batch(model, setup: TrialSetup, session, amp_dtype) -> Optional[int]:
+    """On CUDA: the largest micro-batch that fits (memory_planner), cached per model, sequence length,
+    precision and device, agreed across ranks by taking the minimum. Elsewhere the probe is skipped."""
+    from .memory_planner import ProbeCache, cuda_fits, plan_micro_batch, probe_key
+
+    if session.device.type != "cuda":
+        if session.rank == 0:
+            print("micro-batch probe skipped: not on a GPU", flush=True)
+        return setup.micro_batch_size
+    seq_len = int(setup.model_config.max_position_embeddings
+                  if setup.probe_seq_len is None else setup.probe_seq_len)
+    key = probe_key(setup.model, seq_len, setup.precision, torch.cuda.get_device_name(session.device))
+    cache = ProbeCache()
+    found = cache.get(key)
+    if found is None:
+        model.to(session.device)
+        fits = cuda_fits(model, lambda: make_optimizer(model, setup, setup.peak_lr), seq_len=seq_len,
+                         vocab_size=setup.model_config.vocab_size, task=setup.task, dtype=amp_dtype)
+        found = plan_micro_batch(fits, per_worker=setup.batch_size // session.world_size)
+        model.zero_grad(set_to_none=True)
+        if session.rank == 0:
+            cache.put(key, found)
+    agreed = session.all_reduce_min(found)
+    return min(agreed, setup.micro_batch_size) if setup.micro_batch_size else agreed
+
+
 # ---- the loop --------------------------------------------------------------------------------------
 
 def train_loop(setup: TrialSetup, data, session) -> None:
@@ -314,18 +353,23 @@ def train_loop(setup: TrialSetup, data, session) -> None:
 
     torch.set_num_threads(setup.threads)
     torch.manual_seed(setup.seed)  # identical initial weights on every rank (DDP also broadcasts)
-    plan: BatchPlan = plan_batch(setup.batch_size, session.world_size, setup.micro_batch_size)
     total_steps = setup.total_steps
     warmup = warmup_steps(setup.warmup_fraction, total_steps)
     report_at = set(milestones(setup.budget_samples, setup.eval_every_samples))
+    amp_dtype = autocast_dtype(setup.precision, session.device)
 
     model = build_model(setup.model, setup.task, setup.model_config)
     if setup.gradient_checkpointing:
         # The HF model's own switch (renamed in transformers 5), before DDP wraps the model.
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
+    micro_cap = _probe_micro_batch(model, setup, session, amp_dtype) if setup.probe_micro_batch \
+        else setup.micro_batch_size
+    plan: BatchPlan = plan_batch(setup.batch_size, session.world_size, micro_cap)
+    if session.rank == 0:
+        print(f"trial: {plan}, peak lr {setup.peak_lr:.3g} (alpha {setup.alpha:.3g}), {total_steps} steps, "
+              f"{warmup} warmup steps", flush=True)
     model = session.prepare_model(model)
     optimizer = make_optimizer(model, setup, setup.peak_lr)
-    amp_dtype = autocast_dtype(setup.precision, session.device)
     # fp16 needs loss scaling; bf16 has fp32's exponent range and does not.
     scaler = torch.amp.GradScaler(session.device.type, enabled=amp_dtype == torch.float16)
     scheduler = torch.optim.lr_scheduler.LambdaLR(

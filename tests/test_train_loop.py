@@ -112,3 +112,11 @@ def test_exploding_but_finite_loss_counts_as_diverged():
     assert len(reports) == 1 and reports[0]["diverged"] is True and reports[0]["accuracy"] == 0.0
     assert math.isfinite(reports[0]["train_loss"]) and reports[0]["train_loss"] > 10 * 0.69
     assert not run(["training.base_lr=2.0", "training.divergence_factor=1000"], batch=16)[0][-1]["diverged"]
+
+
+def test_micro_batch_probe_is_skipped_on_cpu(capsys):
+    reports, _ = run(["training.probe_micro_batch=true", "training.micro_batch_size=8"], batch=32)
+    out = capsys.readouterr().out
+    assert "micro-batch probe skipped: not on a GPU" in out
+    assert "trial: B=32 = 8 micro × 4 accum × 1 workers" in out
+    assert (reports[-1]["micro_batch"], reports[-1]["accumulation"]) == (8, 4)

@@ -1,0 +1,108 @@
+"""The largest per-worker micro-batch that fits in accelerator memory.
+
+Before a GPU trial trains, each worker tries forward + backward + optimizer step at growing micro-batch
+sizes (doubling, then bisection) and catches out-of-memory; a safety margin and rounding down to a power
+of two leave room for fragmentation and longer-lived buffers. The workers take the minimum so DDP never
+waits on a rank that could not fit its share. Results are cached per (model, sequence length, precision,
+device) so later trials on the same kind of device do not probe again. The search is pure and takes any
+``fits(micro_batch) -> bool``, so it is tested with a fake memory function.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Callable
+
+__all__ = ["largest_fitting", "plan_micro_batch", "ProbeCache", "probe_key", "cuda_fits"]
+
+
+def largest_fitting(fits: Callable[[int], bool], *, upper: int) -> int:
+    """Largest m in [1, upper] with ``fits(m)`` for a monotone ``fits`` (fits at m ⇒ fits below m):
+    doubling from 1, then bisection between the last fit and the first failure. 0 if even 1 fails."""
+    if upper < 1 or not fits(1):
+        return 0
+    low, high = 1, None  # fits(low) holds; fits(high) fails (None: not found yet)
+    while high is None:
+        candidate = min(low * 2, upper)
+        if candidate == low:
+            return low
+        if fits(candidate):
+            low = candidate
+        else:
+            high = candidate
+    while high - low > 1:
+        middle = (low + high) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def plan_micro_batch(fits: Callable[[int], bool], *, per_worker: int, safety: float = 0.9) -> int:
+    """The micro-batch to train with: the largest power of two at most ``safety`` × the largest size
+    that fits, and at most the per-worker share of the batch. Raises MemoryError if nothing fits."""
+    largest = largest_fitting(fits, upper=per_worker)
+    if largest == 0:
+        raise MemoryError("not even a micro-batch of 1 fits in memory")
+    return 2 ** int(math.floor(math.log2(max(1.0, largest * safety))))
+
+
+def probe_key(model: dict, seq_len: int, precision: str, device_name: str) -> str:
+    what = model.get("name") or json.dumps(model.get("config"), sort_keys=True)
+    return f"{what}|seq={seq_len}|{precision}|{device_name}"
+
+
+class ProbeCache:
+    """Largest fitting micro-batch per probe key, in a JSON file (default ~/.cache/cbs_ray/)."""
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = Path(path or Path.home() / ".cache" / "cbs_ray" / "micro_batch.json")
+
+    def _load(self) -> dict:
+        try:
+            return json.loads(self.path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+
+    def get(self, key: str) -> int | None:
+        return self._load().get(key)
+
+    def put(self, key: str, value: int) -> None:
+        entries = self._load()
+        entries[key] = int(value)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(entries, indent=2))
+        tmp.replace(self.path)  # atomic: concurrent trials never read half a file
+
+
+def cuda_fits(model, make_optimizer, *, seq_len: int, vocab_size: int, task: str, dtype) -> Callable[[int], bool]:
+    """``fits(m)`` for a CUDA model: one forward + backward + optimizer step on random tokens at micro-batch
+    m under autocast ``dtype``; False on out-of-memory. Gradients and optimizer state are dropped after."""
+    import torch
+
+    device = next(model.parameters()).device
+
+    def fits(m: int) -> bool:
+        optimizer = make_optimizer()
+        try:
+            ids = torch.randint(0, vocab_size, (m, seq_len), device=device)
+            labels = ids if task == "causal-lm" else torch.zeros(m, dtype=torch.long, device=device)
+            with torch.autocast("cuda", dtype=dtype, enabled=dtype is not None):
+                loss = model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels).loss
+            loss.backward()
+            optimizer.step()
+            torch.cuda.synchronize()
+            return True
+        except torch.cuda.OutOfMemoryError:
+            return False
+        finally:
+            optimizer.zero_grad(set_to_none=True)
+            del optimizer
+            torch.cuda.empty_cache()
+
+    return fits
