@@ -153,14 +153,14 @@ def probe_spec(spec: SearchSpec) -> SearchSpec:
     return probe
 
 
-def run_probe(spec: SearchSpec, *, verbose: int = 0) -> tuple[float, list[int]]:
-    """Run the probe inside a Ray session; returns (B_simple averaged over the run, proposed grid)."""
+def run_probe(probe: SearchSpec, prepared, *, verbose: int = 0) -> tuple[float, list[int]]:
+    """Run the probe (a ``probe_spec`` and what ``prepare`` made of it) inside a Ray session; returns
+    (B_simple averaged over the run, proposed grid)."""
     from .noise_scale import proposed_grid
     from .report import load_history
     from .summary import noise_scale_table
 
-    probe = probe_spec(spec)
-    data, budget, config = prepare(probe)
+    data, budget, config = prepared
     print(f"probe: {plan_lines(probe, budget)[1].strip()}, {budget} samples", flush=True)
     _, noise = noise_scale_table(load_history(_fit(probe, data, budget, config, verbose)))
     if noise["mean"] is None or not noise["mean"] > 0:
@@ -180,16 +180,20 @@ def run_search(spec: SearchSpec, *, address: str | None = None, output_dir: str 
     starts. With ``batch_sizes: auto`` a probe run measures the noise scale first and the grid is
     centred on it. A local Ray instance started here (dashboard on 127.0.0.1) is shut down at the end.
     """
-    prepare(probe_spec(spec) if spec.auto_batch_sizes else spec)  # fail fast on bad input
+    # Fail fast on bad input, before Ray starts; with auto batch sizes the search's own data are
+    # prepared only once the probe has chosen the grid.
+    probe = probe_spec(spec) if spec.auto_batch_sizes else None
+    prepared = prepare(probe or spec)
     out = Path(output_dir).expanduser().resolve() if output_dir else spec.results_dir
     with ray_session(address):
-        if spec.auto_batch_sizes:
+        if probe is not None:
             from .spec import apply_batch_grid
 
-            _, grid = run_probe(spec)
+            _, grid = run_probe(probe, prepared)
             for change in apply_batch_grid(spec, grid):
                 print(f"auto batch sizes: {change}", flush=True)
-        data, budget, config = prepare(spec)
+            prepared = prepare(spec)
+        data, budget, config = prepared
         for line in plan_lines(spec, budget):
             print(line, flush=True)
         experiment_path = _fit(spec, data, budget, config, verbose)
@@ -206,7 +210,6 @@ def _repeat_best(spec: SearchSpec, data, budget: int, config, experiment_path: s
 
     from .report import load_history, read_meta, write_meta
     from .summary import per_batch_table, trial_table
-    from .trial import in_process, run_trial, trial_resources
 
     s = spec.search
     trials = trial_table(load_history(experiment_path), metric=s.metric, budget_samples=budget)
@@ -219,19 +222,10 @@ def _repeat_best(spec: SearchSpec, data, budget: int, config, experiment_path: s
         return
     print(f"repeats: re-training the best configuration of {len(best)} batch sizes {s.repeats - 1} more "
           f"time(s) each ({len(points)} trials)", flush=True)
-    name = f"{Path(experiment_path).name}-repeats"
     space = {key: tune.choice([points[0][key]]) for key in points[0]}  # every trial is one of the points
-    tuner = tune.Tuner(
-        tune.with_resources(tune.with_parameters(run_trial, spec=spec, data=data, budget_samples=budget,
-                                                 model_config=config), trial_resources(spec)),
-        param_space=space,
-        tune_config=tune.TuneConfig(search_alg=BasicVariantGenerator(points_to_evaluate=points),
-                                    num_samples=len(points), max_concurrent_trials=_max_concurrent(spec),
-                                    reuse_actors=in_process(spec),
-                                    trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
-        run_config=tune.RunConfig(name=name, storage_path=spec.storage_uri, verbose=verbose,
-                                  checkpoint_config=tune.CheckpointConfig(num_to_keep=2)))
-    repeats_path = tuner.fit().experiment_path
+    repeats_path = _run_tuner(spec, data, budget, config, name=f"{Path(experiment_path).name}-repeats",
+                              param_space=space, verbose=verbose, num_samples=len(points),
+                              search_alg=BasicVariantGenerator(points_to_evaluate=points))
     meta = read_meta(experiment_path)
     meta["repeats_experiment"] = repeats_path
     write_meta(experiment_path, meta)
@@ -239,12 +233,11 @@ def _repeat_best(spec: SearchSpec, data, budget: int, config, experiment_path: s
 
 def _fit(spec: SearchSpec, data, budget: int, config, verbose: int) -> str:
     import optuna
-    from ray import tune
     from ray.tune.search.optuna import OptunaSearch
 
     from .report import write_meta
     from .scheduler import PerBatchASHA
-    from .trial import batch_size_of, in_process, run_trial, trial_resources
+    from .trial import batch_size_of
 
     s = spec.search
     space, seeds = _search_space(spec)
@@ -256,31 +249,41 @@ def _fit(spec: SearchSpec, data, budget: int, config, verbose: int) -> str:
     scheduler = PerBatchASHA(batch_size_of, time_attr="samples_seen", max_t=budget,
                              grace_period=spec.asha.grace_period_samples,
                              reduction_factor=spec.asha.reduction_factor, metric=s.metric, mode=s.mode)
-    trainable = tune.with_resources(
-        tune.with_parameters(run_trial, spec=spec, data=data, budget_samples=budget, model_config=config),
-        trial_resources(spec))
     name = f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     write_meta(f"{spec.storage_uri.rstrip('/')}/{name}",
                {"name": spec.name, "metric": s.metric, "mode": s.mode, "budget_samples": budget,
                 "tolerance": s.tolerance, "spec": spec_to_dict(spec)})
+    return _run_tuner(spec, data, budget, config, name=name, param_space=space, verbose=verbose,
+                      search_alg=searcher, scheduler=scheduler, num_samples=s.num_trials)
+
+
+def _run_tuner(spec: SearchSpec, data, budget: int, config, *, name: str, param_space: dict, verbose: int,
+               **tune_config) -> str:
+    """One Tune experiment of ``run_trial`` (the search, or the repeats); returns its path."""
+    from ray import tune
+
+    from .trial import in_process, run_trial, trial_resources
+
+    trainable = tune.with_resources(
+        tune.with_parameters(run_trial, spec=spec, data=data, budget_samples=budget, model_config=config),
+        trial_resources(spec))
     # Every report checkpoints; keeping two per trial forces an experiment snapshot now and then,
     # which is cheap here and is what makes a killed search resumable.
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     tuner = tune.Tuner(
         trainable,
-        param_space=space,
-        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, num_samples=s.num_trials,
-                                    max_concurrent_trials=_max_concurrent(spec),
+        param_space=param_space,
+        tune_config=tune.TuneConfig(max_concurrent_trials=_max_concurrent(spec),
                                     # A finished in-process trial's process (torch and transformers
                                     # imported) runs the next trial: seconds saved per trial. Tune
                                     # cannot reset a trial that ran a TorchTrainer, so not for those.
                                     reuse_actors=in_process(spec),
-                                    trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
+                                    trial_name_creator=_trial_name, trial_dirname_creator=_trial_name,
+                                    **tune_config),
         run_config=tune.RunConfig(name=name, storage_path=spec.storage_uri, verbose=verbose,
                                   checkpoint_config=tune.CheckpointConfig(num_to_keep=2)),
     )
-    results = tuner.fit()
-    return results.experiment_path
+    return tuner.fit().experiment_path
 
 
 def _trial_name(trial) -> str:
@@ -340,9 +343,10 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(plan_lines(spec, budget)))
             return 0
         if args.probe:
-            prepare(probe_spec(spec))
+            probe = probe_spec(spec)
+            prepared = prepare(probe)
             with ray_session(args.address):
-                _, grid = run_probe(spec)
+                _, grid = run_probe(probe, prepared)
             print(f"use it: --set 'search.batch_sizes={grid}', or search.batch_sizes: auto in the spec")
             return 0
         run_search(spec, address=args.address, output_dir=args.output)
