@@ -1,10 +1,13 @@
-"""BERT-base on one GPU: the micro-batch probe for real, then samples/s and MFU at the planned micro-batch.
+"""BERT-base on one GPU: the micro-batch probe for real, then samples/s and MFU at the planned micro-batch,
+eager and compiled, and the cost of gradient accumulation on the device.
 
 For a session that is lent a GPU (a few minutes): BERT-base built from its config (no download), bf16
-autocast, sequence length 128, AdamW. MFU = 6 · parameters · tokens/s ÷ the device's peak dense bf16
-FLOP/s (pass --peak-tflops for devices other than the H200's 989).
+autocast, sequence length 128, fused AdamW, clip 1.0. FLOPs per token follow PaLM's MFU definition:
+6 · non-embedding parameters + 12 · layers · seq · hidden (attention scores and values), fwd + bwd; the
+common 6 · all-parameters figure is printed beside it. The peak is the device's dense bf16 rate (H200/H100
+SXM datasheet: 989 TFLOP/s; pass --peak-tflops for others).
 
-    python bench/gpu_bert_base.py [--seq 128] [--steps 30] [--peak-tflops 989]
+    python bench/gpu_bert_base.py [--seq 128] [--steps 30] [--peak-tflops 989] [--no-compile]
 """
 
 from __future__ import annotations
@@ -24,46 +27,77 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--peak-tflops", type=float, default=989.0)
     parser.add_argument("--max-micro", type=int, default=4096)
+    parser.add_argument("--no-compile", action="store_true")
     args = parser.parse_args()
     assert torch.cuda.is_available(), "needs a CUDA GPU"
+    torch.backends.cuda.matmul.allow_tf32 = True
     device = torch.device("cuda")
-    model = AutoModelForSequenceClassification.from_config(BertConfig(num_labels=2)).to(device)
+    config = BertConfig(num_labels=2)
+    model = AutoModelForSequenceClassification.from_config(config).to(device)
     params = sum(p.numel() for p in model.parameters())
+    embedding = sum(p.numel() for n, p in model.named_parameters() if "embeddings" in n)
+    flops_per_token = 6 * (params - embedding) + 12 * config.num_hidden_layers * args.seq * config.hidden_size
 
     def optimizer():
         return torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
 
-    start = time.perf_counter()
-    micro = plan_micro_batch(cuda_fits(model, optimizer, seq_len=args.seq, vocab_size=30522,
-                                       task="sequence-classification", dtype=torch.bfloat16),
-                             per_worker=args.max_micro)
-    print(f"probe: micro-batch {micro} planned in {time.perf_counter() - start:.1f} s "
-          f"({torch.cuda.get_device_name()}, {params / 1e6:.0f}M parameters)")
-    opt = optimizer()
-    ids = torch.randint(0, 30522, (micro, args.seq), device=device)
-    labels = torch.randint(0, 2, (micro,), device=device)
-    mask = torch.ones_like(ids)
+    tried = []
+    fits = cuda_fits(model, optimizer, seq_len=args.seq, vocab_size=config.vocab_size,
+                     task="sequence-classification", dtype=torch.bfloat16)
 
-    def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    def counted(m: int) -> bool:
+        tried.append((m, fits(m)))
+        return tried[-1][1]
 
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
     start = time.perf_counter()
-    for _ in range(args.steps):
-        step()
-    torch.cuda.synchronize()
-    elapsed = time.perf_counter() - start
-    samples_per_s = args.steps * micro / elapsed
-    mfu = 6 * params * samples_per_s * args.seq / (args.peak_tflops * 1e12)
-    print(f"RESULT BERT-base bf16 seq {args.seq} micro {micro}: {samples_per_s:.0f} samples/s, "
-          f"MFU {mfu:.1%} (target >= 45 %)")
+    micro = plan_micro_batch(counted, per_worker=args.max_micro)
+    print(f"probe: tried {tried} -> micro-batch {micro} planned in {time.perf_counter() - start:.1f} s "
+          f"({torch.cuda.get_device_name()}, {params / 1e6:.1f}M parameters, {embedding / 1e6:.1f}M in embeddings)",
+          flush=True)
+    assert any(not ok for _, ok in tried), "the probe never hit out-of-memory: raise --max-micro"
+    torch.cuda.empty_cache()
+
+    def timed(step_model, batch: int, accumulation: int) -> float:
+        """samples/s of optimizer steps of ``batch`` samples as ``accumulation`` micro-steps."""
+        opt = optimizer()
+        micro_batch = batch // accumulation
+        ids = torch.randint(0, config.vocab_size, (micro_batch, args.seq), device=device)
+        labels = torch.randint(0, 2, (micro_batch,), device=device)
+        mask = torch.ones_like(ids)
+
+        def step():
+            for _ in range(accumulation):
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    loss = step_model(input_ids=ids, attention_mask=mask, labels=labels).loss / accumulation
+                loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            step()
+        torch.cuda.synchronize()
+        return args.steps * batch / (time.perf_counter() - start)
+
+    def mfu(samples_per_s: float, per_token: float) -> float:
+        return per_token * samples_per_s * args.seq / (args.peak_tflops * 1e12)
+
+    variants = [("eager", model)]
+    if not args.no_compile:
+        variants.append(("torch.compile", torch.compile(model)))
+    for name, step_model in variants:
+        rate = timed(step_model, micro, 1)
+        print(f"RESULT BERT-base bf16 seq {args.seq} micro {micro} {name}: {rate:.0f} samples/s, "
+              f"MFU {mfu(rate, flops_per_token):.1%} (PaLM definition; target >= 45 %), "
+              f"{mfu(rate, 6 * params):.1%} (6 x all parameters)", flush=True)
+    for accumulation in (2, 4):
+        whole, split = timed(model, micro, 1), timed(model, micro, accumulation)
+        print(f"RESULT accumulation eager B={micro} as {accumulation} x {micro // accumulation} / 1 x {micro}: "
+              f"{split / whole:.3f} (overhead {1 - split / whole:.1%}; target <= 5 %)", flush=True)
 
 
 if __name__ == "__main__":

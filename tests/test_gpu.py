@@ -1,0 +1,72 @@
+"""The trial loop on a CUDA GPU (``pytest -m gpu``): the real micro-batch probe, bf16 and fp16 training,
+and accumulation equivalence on the device. Excluded by default; runs without Ray (in-process session)."""
+
+import pytest
+import torch
+
+from cbs_ray.memory_planner import ProbeCache
+from cbs_ray.search import prepare
+from cbs_ray.spec import load_spec
+from cbs_ray.train_loop import LocalSession, train_loop
+from cbs_ray.trial import make_setup
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+SMALL = ["data.builtin_train_examples=2048", "data.builtin_eval_examples=256", "training.budget_samples=1024",
+         "training.eval_every_samples=512", "asha.grace_period_samples=512", "search.num_trials=1",
+         "resources.use_gpu=true", "training.dataloader_workers=0"]
+
+
+class CudaCapture(LocalSession):
+    device = torch.device("cuda")
+
+    def __init__(self):
+        self.reports, self.weights = [], []
+
+    def report(self, metrics, checkpoint_dir):
+        self.reports.append(metrics)
+        if checkpoint_dir:
+            import os
+
+            from cbs_ray.train_loop import STATE_FILE
+            self.weights.append(torch.load(os.path.join(checkpoint_dir, STATE_FILE), weights_only=True)["model"])
+
+    def get_checkpoint(self):
+        return None
+
+
+def run(overrides, batch):
+    spec = load_spec(None, SMALL + [f"search.batch_sizes=[{batch}]"] + list(overrides))
+    data, budget, config = prepare(spec)
+    setup = make_setup(spec, {"log2_batch": batch.bit_length() - 1, "alpha": 1.0, "warmup_fraction": 0.0},
+                       budget_samples=budget, model_config=config)
+    session = CudaCapture()
+    train_loop(setup, data, session)
+    return session
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_a_trial_trains_on_the_gpu_with_amp(precision, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # a fresh probe cache
+    session = run([f"training.precision={precision}", "training.probe_micro_batch=true",
+                   "training.micro_batch_size=null"], batch=256)
+    last = session.reports[-1]
+    assert not last["diverged"]
+    assert last["samples_seen"] == 1024
+    assert last["micro_batch"] * last["accumulation"] == 256
+    assert 0.0 <= last["accuracy"] <= 1.0
+    cached = ProbeCache(tmp_path / ".cache" / "cbs_ray" / "micro_batch.json")._load()
+    assert list(cached.values()) == [last["micro_batch"]]  # the probe ran on the device and was cached
+
+
+def test_accumulation_matches_one_large_step_on_the_gpu():
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    one_step = ["training.budget_samples=64", "training.eval_every_samples=64", "asha.grace_period_samples=64",
+                "training.grad_clip_norm=null", "training.precision=fp32"]
+    whole = run(one_step + ["training.micro_batch_size=64"], batch=64)
+    split = run(one_step + ["training.micro_batch_size=16"], batch=64)
+    assert (whole.reports[0]["accumulation"], split.reports[0]["accumulation"]) == (1, 4)
+    for name, value in whole.weights[0].items():
+        assert torch.allclose(value, split.weights[0][name], atol=1e-5), name
