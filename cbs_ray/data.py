@@ -107,14 +107,17 @@ def _file_dataset(path: str):
     return datasets.load_dataset("parquet", data_files=path, split="train")
 
 
-def _columns(ds, d: DataSpec, needs_labels: bool, where: str) -> tuple[list[str], list[int]]:
-    for key, column in (("text_column", d.text_column), ("label_column", d.label_column)):
+def _columns(ds, d: DataSpec, needs_labels: bool, where: str, *,
+             evaluation: bool = False) -> tuple[list[str], list[int]]:
+    text_key = "eval_text_column" if evaluation and d.eval_text_column else "text_column"
+    text_column = getattr(d, text_key)
+    for key, column in ((text_key, text_column), ("label_column", d.label_column)):
         if key == "label_column" and not needs_labels:
             continue
         if column not in ds.column_names:
             raise SpecError(f"data.{key}: column {column!r} not in {where} "
                             f"(columns: {', '.join(ds.column_names)})")
-    texts = [str(t) for t in ds[d.text_column]]
+    texts = [str(t) for t in ds[text_column]]
     labels = [int(x) for x in ds[d.label_column]] if needs_labels else [0] * len(texts)
     return texts, labels
 
@@ -138,14 +141,14 @@ def load_texts(spec: SearchSpec) -> tuple[tuple[list[str], list[int]], tuple[lis
             if getattr(d, key) not in ds:
                 raise SpecError(f"data.{key}: no split {getattr(d, key)!r} (splits: {', '.join(ds)})")
         train = _columns(ds[d.train_split], d, needs_labels, f"split {d.train_split}")
-        evaluation = _columns(ds[d.eval_split], d, needs_labels, f"split {d.eval_split}")
+        evaluation = _columns(ds[d.eval_split], d, needs_labels, f"split {d.eval_split}", evaluation=True)
     else:
         try:
             train_ds, eval_ds = _file_dataset(d.train_file), _file_dataset(d.eval_file)
         except Exception as e:
             raise SpecError(f"data.train_file: cannot read: {str(e).splitlines()[0]}") from None
         train = _columns(train_ds, d, needs_labels, d.train_file)
-        evaluation = _columns(eval_ds, d, needs_labels, d.eval_file)
+        evaluation = _columns(eval_ds, d, needs_labels, d.eval_file, evaluation=True)
     if d.max_train_examples:
         train = (train[0][:d.max_train_examples], train[1][:d.max_train_examples])
     if d.max_eval_examples:

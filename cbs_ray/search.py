@@ -54,7 +54,8 @@ class SearchResult:
 def plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
     """The plan a user checks first: per batch size, the LR range over alpha, how B is made, steps."""
     t, s, r = spec.training, spec.search, spec.resources
-    lines = [f"{spec.name}: {len(spec.batch_sizes)} batch sizes, {s.num_trials} trials, "
+    lines = [f"{spec.name}: {len(spec.batch_sizes)} batch sizes, {num_trials(spec)} trials ({s.strategy}"
+             f"{', ASHA early stopping' if s.early_stopping else ', no early stopping'}), "
              f"{budget_samples} samples each (equal-sample budget), report every {t.eval_every_samples} "
              f"samples, metric {s.metric} ({s.mode}), alpha in {s.alpha_range}, warmup fraction in "
              f"{s.warmup_fraction_range}"]
@@ -83,6 +84,23 @@ def _search_space(spec: SearchSpec):
     seeds = [{"log2_batch": b.bit_length() - 1, "alpha": sum(s.alpha_range) / 2,
               "warmup_fraction": sum(s.warmup_fraction_range) / 2} for b in batches]
     return space, seeds
+
+
+def grid_points(spec: SearchSpec) -> list[dict]:
+    """The ``grid`` strategy's configurations: every batch size × ``grid_points`` evenly spaced alphas ×
+    as many warmup fractions (the ends and the middle for 3)."""
+    s = spec.search
+
+    def evenly(low: float, high: float) -> list[float]:
+        n = s.grid_points
+        return [low] if n == 1 else [round(low + (high - low) * i / (n - 1), 6) for i in range(n)]
+
+    return [{"log2_batch": b.bit_length() - 1, "alpha": a, "warmup_fraction": w} for b in spec.batch_sizes
+            for a in evenly(*s.alpha_range) for w in evenly(*s.warmup_fraction_range)]
+
+
+def num_trials(spec: SearchSpec) -> int:
+    return len(grid_points(spec)) if spec.search.strategy == "grid" else spec.search.num_trials
 
 
 def _max_concurrent(spec: SearchSpec) -> int:
@@ -206,7 +224,6 @@ def _repeat_best(spec: SearchSpec, data, budget: int, config, experiment_path: s
     """Re-train each batch size's best completed configuration ``repeats - 1`` more times with other
     seeds, as a second Tune experiment recorded in the first one's metadata."""
     from ray import tune
-    from ray.tune.search.basic_variant import BasicVariantGenerator
 
     from .report import load_history, read_meta, write_meta
     from .summary import per_batch_table, trial_table
@@ -225,36 +242,50 @@ def _repeat_best(spec: SearchSpec, data, budget: int, config, experiment_path: s
     space = {key: tune.choice([points[0][key]]) for key in points[0]}  # every trial is one of the points
     repeats_path = _run_tuner(spec, data, budget, config, name=f"{Path(experiment_path).name}-repeats",
                               param_space=space, verbose=verbose, num_samples=len(points),
-                              search_alg=BasicVariantGenerator(points_to_evaluate=points))
+                              search_alg=_points_searcher(points))
     meta = read_meta(experiment_path)
     meta["repeats_experiment"] = repeats_path
     write_meta(experiment_path, meta)
 
 
 def _fit(spec: SearchSpec, data, budget: int, config, verbose: int) -> str:
-    import optuna
-    from ray.tune.search.optuna import OptunaSearch
+    from ray import tune
 
     from .report import write_meta
     from .scheduler import PerBatchASHA
     from .trial import batch_size_of
 
     s = spec.search
-    space, seeds = _search_space(spec)
-    searcher = OptunaSearch(
-        metric=s.metric, mode=s.mode, points_to_evaluate=seeds,
+    if s.strategy == "grid":
+        points = grid_points(spec)
+        # Every trial is one of the points (the space only names the keys for Tune).
+        tune_config = {"param_space": {key: tune.choice([points[0][key]]) for key in points[0]},
+                       "search_alg": _points_searcher(points), "num_samples": len(points)}
+    else:
+        import optuna
+        from ray.tune.search.optuna import OptunaSearch
+
+        space, seeds = _search_space(spec)
         # Multivariate TPE models (log2 B, alpha, warmup) jointly; it starts right after the seeds.
-        sampler=optuna.samplers.TPESampler(seed=s.seed, multivariate=True,
-                                           n_startup_trials=len(spec.batch_sizes)))
-    scheduler = PerBatchASHA(batch_size_of, time_attr="samples_seen", max_t=budget,
-                             grace_period=spec.asha.grace_period_samples,
-                             reduction_factor=spec.asha.reduction_factor, metric=s.metric, mode=s.mode)
+        sampler = optuna.samplers.TPESampler(seed=s.seed, multivariate=True, n_startup_trials=len(seeds)) \
+            if s.strategy == "tpe" else optuna.samplers.RandomSampler(seed=s.seed)
+        tune_config = {"param_space": space, "num_samples": s.num_trials, "search_alg": OptunaSearch(
+            metric=s.metric, mode=s.mode, points_to_evaluate=seeds, sampler=sampler)}
+    if s.early_stopping:
+        tune_config["scheduler"] = PerBatchASHA(
+            batch_size_of, time_attr="samples_seen", max_t=budget, grace_period=spec.asha.grace_period_samples,
+            reduction_factor=spec.asha.reduction_factor, metric=s.metric, mode=s.mode)
     name = f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     write_meta(f"{spec.storage_uri.rstrip('/')}/{name}",
                {"name": spec.name, "metric": s.metric, "mode": s.mode, "budget_samples": budget,
                 "tolerance": s.tolerance, "spec": spec_to_dict(spec)})
-    return _run_tuner(spec, data, budget, config, name=name, param_space=space, verbose=verbose,
-                      search_alg=searcher, scheduler=scheduler, num_samples=s.num_trials)
+    return _run_tuner(spec, data, budget, config, name=name, verbose=verbose, **tune_config)
+
+
+def _points_searcher(points: list[dict]):
+    from ray.tune.search.basic_variant import BasicVariantGenerator
+
+    return BasicVariantGenerator(points_to_evaluate=points)
 
 
 def _run_tuner(spec: SearchSpec, data, budget: int, config, *, name: str, param_space: dict, verbose: int,

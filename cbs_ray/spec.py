@@ -79,6 +79,8 @@ class DataSpec:
     """Local evaluation file, same format."""
     text_column: str = "sentence"
     """Column holding the text."""
+    eval_text_column: Optional[str] = None
+    """Column holding the text in the evaluation set, where it is named differently (None: ``text_column``)."""
     label_column: str = "label"
     """Column holding integer class labels (sequence-classification only)."""
     max_seq_length: int = 32
@@ -160,6 +162,14 @@ class SearchParams:
     """Turning-point tolerance: a batch is as good as the best while within this (relative) margin."""
     seed: int = 0
     """Seed for the searcher, data order and model initialisation."""
+    strategy: Literal["tpe", "random", "grid"] = "tpe"
+    """How configurations are chosen: ``tpe`` (Optuna's multivariate TPE, the default), ``random``
+    (Optuna's random sampler over the same space), or ``grid``: the manual method, every batch size ×
+    ``grid_points`` evenly spaced alphas × as many warmups (``num_trials`` is then that product)."""
+    grid_points: int = 3
+    """Points per range (alpha, warmup) of the ``grid`` strategy: 3 gives the ends and the middle."""
+    early_stopping: bool = True
+    """ASHA early stopping within each batch size; false trains every trial to the full budget."""
     repeats: int = 1
     """Runs per batch size of its finally selected configuration (the best at the full budget): with k > 1
     the best is re-trained k - 1 more times with other seeds, and the report uses the mean with its
@@ -458,7 +468,9 @@ def validate(spec: SearchSpec) -> None:
 
     _check_range(s.alpha_range, "search.alpha_range", 0.0, 1.0)
     _check_range(s.warmup_fraction_range, "search.warmup_fraction_range", 0.0, 1.0)
-    if s.num_trials < len(batches):
+    if s.grid_points < 1:
+        raise SpecError(f"search.grid_points: must be at least 1, got {s.grid_points}")
+    if s.num_trials < len(batches) and s.strategy != "grid":
         raise SpecError(f"search.num_trials: must be at least the number of batch sizes ({len(batches)}) "
                         f"so every batch size is trained, got {s.num_trials}")
     if s.metric == "accuracy" and spec.task != "sequence-classification":
@@ -469,6 +481,9 @@ def validate(spec: SearchSpec) -> None:
                         f"use mode {expected_mode}")
     if s.repeats < 1:
         raise SpecError(f"search.repeats: must be at least 1, got {s.repeats}")
+    if s.strategy == "grid" and s.early_stopping:
+        raise SpecError("search.early_stopping: the grid strategy trains every point to the full budget; "
+                        "set search.early_stopping=false")
     if not 0 <= s.tolerance < 1:
         raise SpecError(f"search.tolerance: must be in [0, 1), got {s.tolerance}")
     if a.reduction_factor < 2:

@@ -58,6 +58,9 @@ BAD = [
     (["asha.grace_period_samples=3000"], "asha.grace_period_samples: must be a positive multiple"),
     (["asha.reduction_factor=1"], "asha.reduction_factor: must be at least 2"),
     (["training"], "--set training: expected key=value"),
+    (["search.strategy=bayes"], "search.strategy: must be one of"),
+    (["search.strategy=grid"], "search.early_stopping: the grid strategy trains every point"),
+    (["search.grid_points=0"], "search.grid_points: must be at least 1"),
 ]
 
 
@@ -96,6 +99,16 @@ def test_missing_column_in_local_file(tmp_path, capsys):
     assert main(argv) == 2  # text_column defaults to "sentence"
     assert "data.text_column: column 'sentence' not in" in capsys.readouterr().err
     assert main(argv + ["--set", "data.text_column=text"]) == 0
+
+
+def test_eval_text_column_reads_a_differently_named_dev_column(tmp_path, capsys):
+    train = write(tmp_path / "train.tsv", "label\tsentence\n" + "1\tgood film\n0\tbad film\n" * 200)
+    dev = write(tmp_path / "dev.tsv", "label\tcontent\n1\tgood\n0\tbad\n")
+    argv = ["--dry-run", "--set", "data.source=files", "--set", f"data.train_file={train}",
+            "--set", f"data.eval_file={dev}"]
+    assert main(argv) == 2
+    assert "data.text_column: column 'sentence' not in" in capsys.readouterr().err
+    assert main(argv + ["--set", "data.eval_text_column=content"]) == 0
 
 
 def test_local_tsv_file_and_relative_paths_in_a_spec(tmp_path, capsys):
