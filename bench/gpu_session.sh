@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # Everything a GPU session checks, in one go (a device lease is minutes): the GPU tests, then the
 # BERT-base probe / MFU / accumulation bench. Writes logs to $OUT (or ./gpu-out).
+#   bash bench/gpu_session.sh            # the tests and the bench as shipped (probe, BERT's dropout)
+#   bash bench/gpu_session.sh 2048       # the same at a known micro-batch (no probe), also without dropout
 set -o pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD HF_HUB_OFFLINE=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)" | tee -a "$out/gpu.txt"
-timeout 240 python3 -m pytest -m gpu -p no:cacheprovider -q tests/test_gpu.py 2>&1 | tee "$out/pytest_gpu.log"
-timeout 300 python3 bench/gpu_bert_base.py --steps 20 2>&1 | tee "$out/gpu_bert_base.log"
+timeout 240 python3 -m pytest -m gpu -p no:cacheprovider -q tests/test_gpu.py 2>&1 | tail -30 | tee "$out/pytest_gpu.log"
+if [ -z "$1" ]; then
+  timeout 300 python3 bench/gpu_bert_base.py --steps 20 2>&1 | tee "$out/gpu_bert_base.log"
+else
+  timeout 200 python3 bench/gpu_bert_base.py --steps 20 --micro "$1" 2>&1 | tee "$out/gpu_bert_base.log"
+  timeout 200 python3 bench/gpu_bert_base.py --steps 20 --micro "$1" --dropout 0 --no-accumulation 2>&1 | tee "$out/gpu_bert_base_nodropout.log"
+fi

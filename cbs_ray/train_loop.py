@@ -368,7 +368,7 @@ def train_loop(setup: TrialSetup, data, session) -> None:
     if session.rank == 0:
         print(f"trial: {plan}, peak lr {setup.peak_lr:.3g} (alpha {setup.alpha:.3g}), {total_steps} steps, "
               f"{warmup} warmup steps", flush=True)
-    model = session.prepare_model(model)
+    model = session.prepare_model(model.to(session.device))  # Ray's prepare_model moves it too; a local run needs it
     optimizer = make_optimizer(model, setup, setup.peak_lr)
     # fp16 needs loss scaling; bf16 has fp32's exponent range and does not.
     scaler = torch.amp.GradScaler(session.device.type, enabled=amp_dtype == torch.float16)
