@@ -63,9 +63,13 @@ def load_history(experiment_uri: str) -> pd.DataFrame:
         analysis = ExperimentAnalysis(experiment_uri)
     except Exception as e:
         raise ReportError(f"{experiment_uri}: cannot read the Tune experiment ({str(e).splitlines()[0]})") from None
-    frames = [df.assign(trial_id=trial_id) for trial_id, df in analysis.trial_dataframes.items()
-              if len(df) and "samples_seen" in df]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    failed = {t.trial_id for t in analysis.trials if t.status == "ERROR"}
+    frames = [df.assign(trial_id=trial_id, failed=trial_id in failed)
+              for trial_id, df in analysis.trial_dataframes.items() if len(df) and "samples_seen" in df]
+    if not frames:
+        return pd.DataFrame()
+    # A trial restarted from a checkpoint older than its last report reports that milestone again.
+    return pd.concat(frames, ignore_index=True).drop_duplicates(["trial_id", "samples_seen"], keep="last")
 
 
 @dataclass
@@ -137,6 +141,8 @@ def _fmt(v) -> str:
         return "–"
     if isinstance(v, float):
         return f"{v:.4g}"
+    if isinstance(v, list):
+        return ", ".join(_fmt(x) for x in v) or "–"
     return str(v)
 
 
@@ -183,6 +189,11 @@ def headline(summary: dict) -> list[str]:
                      f"{early} early in training, {noise['mean']:.3g} averaged over training")
     else:
         lines.append(f"Gradient noise scale B_simple: {noise.get('note') or 'not measured'}")
+    unstable = [r for r in summary["per_batch"] if r.get("diverged")]
+    if unstable:
+        lines.append("Diverged (non-finite or exploding loss; worst metric recorded): " + "; ".join(
+            f"B={r['batch_size']}: {r['diverged']} trial(s), peak lr "
+            + ", ".join(f"{lr:.3g}" for lr in r.get("diverged_peak_lrs", [])) for r in unstable))
     rec = summary["recommendation"]
     if rec:
         lines.append(f"Recommendation: batch {rec['batch_size']}, alpha {rec['alpha']:.3g}, peak lr "
@@ -203,7 +214,8 @@ def _snippet(summary: dict) -> str:
     return "\n".join(f"{k}: {rec[k]}" for k in keys) + "\n"
 
 
-PER_BATCH_COLUMNS = ["batch_size", "trials", "completed", "stopped", "diverged", "best_{metric}", "runs",
+PER_BATCH_COLUMNS = ["batch_size", "trials", "completed", "stopped", "diverged", "diverged_peak_lrs", "failed",
+                     "best_{metric}", "runs",
                      "mean_{metric}", "se_{metric}", "alpha",
                      "warmup_fraction", "peak_lr", "steps_to_target", "samples_to_target", "wall_time_s",
                      "samples_per_s", "b_simple_early", "b_simple_mean"]

@@ -24,7 +24,7 @@ from .cli import OneLineParser
 from .schedule import scaled_lr, warmup_steps
 from .spec import SearchSpec, SpecError, load_spec, resolve_budget, spec_to_dict
 
-__all__ = ["SearchResult", "run_search", "plan_lines", "main"]
+__all__ = ["SearchResult", "run_search", "resume_search", "plan_lines", "main"]
 
 
 @dataclass
@@ -136,17 +136,17 @@ def prepare(spec: SearchSpec):
 @contextlib.contextmanager
 def ray_session(address: str | None = None):
     """Connect to ``address`` (or RAY_ADDRESS), or start a local Ray with its dashboard on 127.0.0.1
-    only; shut down at the end whatever was started here."""
+    only; yields the RayContext (None when Ray was already up) and shuts down whatever was started here."""
     import ray
 
-    started_here = not ray.is_initialized()
+    started_here, context = not ray.is_initialized(), None
     if started_here:
         if address or os.environ.get("RAY_ADDRESS"):
-            ray.init(address=address, logging_level=logging.WARNING)
+            context = ray.init(address=address, logging_level=logging.WARNING)
         else:
-            ray.init(include_dashboard=True, dashboard_host="127.0.0.1", logging_level=logging.WARNING)
+            context = ray.init(include_dashboard=True, dashboard_host="127.0.0.1", logging_level=logging.WARNING)
     try:
-        yield
+        yield context
     finally:
         if started_here:
             ray.shutdown()
@@ -220,6 +220,44 @@ def run_search(spec: SearchSpec, *, address: str | None = None, output_dir: str 
     return summarize_experiment(spec, experiment_path, budget, out)
 
 
+def resume_search(experiment_path: str, *, address: str | None = None, output_dir: str | None = None,
+                  verbose: int = 1) -> SearchResult:
+    """Continue a killed or interrupted search from its experiment directory (``Tuner.restore``).
+
+    The spec is the one the experiment was started with (read back from its ``cbs_spec.json``). Finished
+    trials are kept as they are, unfinished and errored ones continue from their last checkpoint, the
+    searcher (Optuna's state) picks up where it stopped, and the repeats run if they had not. Ray warns
+    that restoring unpickles the experiment's state: resume only experiment directories you wrote.
+    """
+    from ray import tune
+
+    from .report import ReportError, read_meta
+    from .spec import spec_from_dict
+
+    path = experiment_path if "://" in experiment_path else str(Path(experiment_path).expanduser().resolve())
+    try:
+        meta = read_meta(path)
+    except ReportError as e:
+        raise SpecError(f"--resume: {e}") from None
+    if not tune.Tuner.can_restore(path):
+        raise SpecError(f"--resume: {path}: Tune has no experiment state to restore there")
+    spec = spec_from_dict(meta["spec"])
+    data, budget, config = prepare(spec)
+    if budget != meta["budget_samples"]:
+        raise SpecError(f"--resume: the data changed: the budget is now {budget} samples, the experiment "
+                        f"used {meta['budget_samples']}")
+    out = Path(output_dir).expanduser().resolve() if output_dir else spec.results_dir
+    with ray_session(address):
+        print(f"resuming {path}", flush=True)
+        _run_tuner(spec, data, budget, config, verbose=verbose, restore=path)
+        repeats = meta.get("repeats_experiment")
+        if repeats and tune.Tuner.can_restore(repeats):
+            _run_tuner(spec, data, budget, config, verbose=verbose, restore=repeats)
+        elif spec.search.repeats > 1 and not repeats:
+            _repeat_best(spec, data, budget, config, path, verbose)
+    return summarize_experiment(spec, path, budget, out)
+
+
 def _repeat_best(spec: SearchSpec, data, budget: int, config, experiment_path: str, verbose: int) -> None:
     """Re-train each batch size's best completed configuration ``repeats - 1`` more times with other
     seeds, as a second Tune experiment recorded in the first one's metadata."""
@@ -276,9 +314,11 @@ def _fit(spec: SearchSpec, data, budget: int, config, verbose: int) -> str:
             batch_size_of, time_attr="samples_seen", max_t=budget, grace_period=spec.asha.grace_period_samples,
             reduction_factor=spec.asha.reduction_factor, metric=s.metric, mode=s.mode)
     name = f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    write_meta(f"{spec.storage_uri.rstrip('/')}/{name}",
-               {"name": spec.name, "metric": s.metric, "mode": s.mode, "budget_samples": budget,
-                "tolerance": s.tolerance, "spec": spec_to_dict(spec)})
+    path = f"{spec.storage_uri.rstrip('/')}/{name}"
+    write_meta(path, {"name": spec.name, "metric": s.metric, "mode": s.mode, "budget_samples": budget,
+                      "tolerance": s.tolerance, "spec": spec_to_dict(spec)})
+    print(f"experiment: {path}\n  if this run is killed, continue it with: "
+          f"python -m cbs_ray.search --resume {path}", flush=True)
     return _run_tuner(spec, data, budget, config, name=name, verbose=verbose, **tune_config)
 
 
@@ -288,9 +328,10 @@ def _points_searcher(points: list[dict]):
     return BasicVariantGenerator(points_to_evaluate=points)
 
 
-def _run_tuner(spec: SearchSpec, data, budget: int, config, *, name: str, param_space: dict, verbose: int,
-               **tune_config) -> str:
-    """One Tune experiment of ``run_trial`` (the search, or the repeats); returns its path."""
+def _run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, name: str | None = None,
+               param_space: dict | None = None, restore: str | None = None, **tune_config) -> str:
+    """One Tune experiment of ``run_trial`` (the search, or the repeats), new or restored from the
+    experiment path ``restore``; returns its path."""
     from ray import tune
 
     from .trial import in_process, run_trial, trial_resources
@@ -301,9 +342,11 @@ def _run_tuner(spec: SearchSpec, data, budget: int, config, *, name: str, param_
     # Every report checkpoints; keeping two per trial forces an experiment snapshot now and then,
     # which is cheap here and is what makes a killed search resumable.
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    if restore:
+        tuner = tune.Tuner.restore(restore, trainable=trainable, resume_unfinished=True, resume_errored=True)
+        return tuner.fit().experiment_path
     tuner = tune.Tuner(
         trainable,
-        param_space=param_space,
         tune_config=tune.TuneConfig(max_concurrent_trials=_max_concurrent(spec),
                                     # A finished in-process trial's process (torch and transformers
                                     # imported) runs the next trial: seconds saved per trial. Tune
@@ -311,8 +354,13 @@ def _run_tuner(spec: SearchSpec, data, budget: int, config, *, name: str, param_
                                     reuse_actors=in_process(spec),
                                     trial_name_creator=_trial_name, trial_dirname_creator=_trial_name,
                                     **tune_config),
-        run_config=tune.RunConfig(name=name, storage_path=spec.storage_uri, verbose=verbose,
-                                  checkpoint_config=tune.CheckpointConfig(num_to_keep=2)),
+        param_space=param_space,
+        run_config=tune.RunConfig(
+            name=name, storage_path=spec.storage_uri, verbose=verbose,
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+            # An in-process trial whose process dies restarts from its last checkpoint; a TorchTrainer
+            # trial restarts its workers itself (trial.py), so Tune does not restart it again.
+            failure_config=tune.FailureConfig(max_failures=spec.resources.max_failures if in_process(spec) else 0)),
     )
     return tuner.fit().experiment_path
 
@@ -353,6 +401,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                          "(default ./cbs_results/<name>)")
     parser.add_argument("--address", help="Ray cluster address (e.g. auto); default: start Ray locally")
     parser.add_argument("--dry-run", action="store_true", help="validate and print the plan; start nothing")
+    parser.add_argument("--resume", metavar="EXPERIMENT_DIR",
+                        help="continue a killed search from its experiment directory (printed when it started); "
+                             "the spec is the experiment's own")
     parser.add_argument("--probe", action="store_true",
                         help="one short run at a single batch size: print the gradient noise scale B_simple "
                              "and a batch-size grid centred on it (use it with search.batch_sizes=auto)")
@@ -365,6 +416,13 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # argparse already printed its one-line usage error
         return 2 if e.code else 0
     try:
+        if args.resume:
+            clashes = [flag for flag, given in (("--space", args.space), ("--set", args.overrides),
+                                                ("--dry-run", args.dry_run), ("--probe", args.probe)) if given]
+            if clashes:
+                raise SpecError(f"--resume: continues the experiment's own spec; drop {', '.join(clashes)}")
+            resume_search(args.resume, address=args.address, output_dir=args.output)
+            return 0
         spec = load_spec(args.space, args.overrides)
         if args.dry_run:
             if spec.auto_batch_sizes:
@@ -392,7 +450,8 @@ def main(argv: list[str] | None = None) -> int:
               "(set CBS_RAY_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted: finished trials are kept in the experiment directory", file=sys.stderr)
+        print("interrupted: finished trials and checkpoints are kept; continue with --resume EXPERIMENT_DIR "
+              "(printed when the search started)", file=sys.stderr)
         return 130
 
 

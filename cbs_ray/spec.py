@@ -192,6 +192,9 @@ class ResourcesSpec:
     """CPUs per worker; torch's thread count is set to this."""
     use_gpu: bool = False
     """One GPU per worker, NCCL backend (gloo on CPU)."""
+    max_failures: int = 2
+    """Restarts of a trial from its last checkpoint after a worker process dies (a spot node taken back,
+    an out-of-memory kill); after that the trial is marked failed and the search goes on."""
     max_concurrent_trials: Optional[int] = None
     """Cap on concurrent trials; default derived from the cluster's CPUs/GPUs so trials never wait on
     each other's workers."""
@@ -468,6 +471,8 @@ def validate(spec: SearchSpec) -> None:
 
     _check_range(s.alpha_range, "search.alpha_range", 0.0, 1.0)
     _check_range(s.warmup_fraction_range, "search.warmup_fraction_range", 0.0, 1.0)
+    if r.max_failures < 0:
+        raise SpecError(f"resources.max_failures: must be >= 0, got {r.max_failures}")
     if s.grid_points < 1:
         raise SpecError(f"search.grid_points: must be at least 1, got {s.grid_points}")
     if s.num_trials < len(batches) and s.strategy != "grid":

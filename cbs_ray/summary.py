@@ -27,8 +27,9 @@ TRIAL_COLUMNS = ["trial_id", "batch_size", "alpha", "warmup_fraction", "peak_lr"
 def trial_table(history: pd.DataFrame, *, metric: str, budget_samples: int) -> pd.DataFrame:
     """One row per trial: its configuration, how far it got, its last metric, its time at the end.
 
-    ``status``: ``completed`` (reached the budget), ``diverged`` (non-finite loss or gradient), or
-    ``stopped`` (ended before the budget: stopped early by ASHA, failed, or still running)."""
+    ``status``: ``completed`` (reached the budget), ``diverged`` (non-finite loss or gradient), ``failed``
+    (its workers died more often than ``max_failures``), or ``stopped`` (ended before the budget: stopped
+    early by ASHA, or still running)."""
     if history.empty:
         return pd.DataFrame(columns=TRIAL_COLUMNS + ["samples_seen", metric, "status"])
     history = history.sort_values(["trial_id", "samples_seen"])
@@ -45,8 +46,10 @@ def trial_table(history: pd.DataFrame, *, metric: str, budget_samples: int) -> p
     rows["repeat"] = history.groupby("trial_id")["repeat"].any() if "repeat" in history else False
     if "eval_examples" in history:
         rows["eval_examples"] = last["eval_examples"]
+    failed = history.groupby("trial_id")["failed"].any() if "failed" in history else False
     rows["status"] = np.where(diverged, "diverged",
-                              np.where(rows["samples_seen"] >= budget_samples, "completed", "stopped"))
+                              np.where(rows["samples_seen"] >= budget_samples, "completed",
+                                       np.where(failed, "failed", "stopped")))
     return rows.reset_index().sort_values(["batch_size", "trial_id"]).reset_index(drop=True)
 
 
@@ -81,7 +84,8 @@ def noise_scale_table(history: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
 
 
 def per_batch_table(trials: pd.DataFrame, *, metric: str, mode: str) -> pd.DataFrame:
-    """Per batch size: trials run / completed / stopped / diverged, the best completed trial's metric and
+    """Per batch size: trials run / completed / stopped / diverged / failed, the peak LRs the diverged trials
+    used (lowest first: the stability limit at that batch), the best completed trial's metric and
     configuration (NaN where no trial reached the budget), and — when ``trials`` has a
     ``steps_to_target`` column — the fewest steps and samples any trial of that batch needed to reach
     the target."""
@@ -92,7 +96,9 @@ def per_batch_table(trials: pd.DataFrame, *, metric: str, mode: str) -> pd.DataF
         done = group[(group["status"] == "completed") & group[metric].notna()]
         row = {"batch_size": int(batch), "trials": len(group), "completed": len(done),
                "stopped": int((group["status"] == "stopped").sum()),
-               "diverged": int((group["status"] == "diverged").sum())}
+               "diverged": int((group["status"] == "diverged").sum()),
+               "failed": int((group["status"] == "failed").sum()),
+               "diverged_peak_lrs": sorted(float(lr) for lr in group.loc[group["status"] == "diverged", "peak_lr"])}
         if len(done):
             best = done.loc[done[metric].idxmax() if mode == "max" else done[metric].idxmin()]
             row.update({f"best_{metric}": float(best[metric]), "alpha": float(best["alpha"]),

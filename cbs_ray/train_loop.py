@@ -23,6 +23,7 @@ from typing import Any, Optional
 import torch
 
 from .budget import BatchPlan, milestones, optimizer_steps, plan_batch
+from .metrics import TrialGauges
 from .noise_scale import NOT_MEASURABLE, NoiseScaleMeter
 from .schedule import lr_multiplier, scaled_lr, warmup_steps
 
@@ -65,6 +66,8 @@ class TrialSetup:
     probe_micro_batch: bool = False
     probe_seq_len: Optional[int] = None
     started_at: float = field(default_factory=time.time)
+    trial_id: str = ""
+    """The Tune trial's id (tags the trial's gauges in Ray's metrics); empty outside Tune."""
 
     @property
     def peak_lr(self) -> float:
@@ -265,20 +268,22 @@ def evaluate(model, session, data, setup: TrialSetup) -> dict:
     return metrics
 
 
-def _save_state(directory: str, model, optimizer, scheduler, step: int) -> None:
+def _save_state(directory: str, model, optimizer, scheduler, step: int, progress: dict) -> None:
+    """Weights, optimizer and schedule, the step, and the clocks and first loss a restart continues from."""
     raw = model.module if hasattr(model, "module") else model
     torch.save({"model": raw.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(), "step": step}, os.path.join(directory, STATE_FILE))
+                "scheduler": scheduler.state_dict(), "step": step, "progress": progress},
+               os.path.join(directory, STATE_FILE))
 
 
-def _load_state(checkpoint, model, optimizer, scheduler) -> int:
+def _load_state(checkpoint, model, optimizer, scheduler) -> tuple[int, dict]:
     with checkpoint.as_directory() as directory:
         state = torch.load(os.path.join(directory, STATE_FILE), weights_only=True)  # never unpickles code
     raw = model.module if hasattr(model, "module") else model
     raw.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
-    return int(state["step"])
+    return int(state["step"]), state.get("progress", {})
 
 
 def _sqnorm(params) -> torch.Tensor:
@@ -375,7 +380,11 @@ def train_loop(setup: TrialSetup, data, session) -> None:
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_multiplier(step, warmup, total_steps, decay=setup.lr_decay))
     checkpoint = session.get_checkpoint()
-    step = _load_state(checkpoint, model, optimizer, scheduler) if checkpoint else 0
+    # A restarted trial (dead worker, resumed experiment) continues from its last milestone, clocks included.
+    step, progress = _load_state(checkpoint, model, optimizer, scheduler) if checkpoint else (0, {})
+    resumed_from_samples = step * setup.batch_size
+    if resumed_from_samples and session.rank == 0:
+        print(f"trial: resumed from its checkpoint at {resumed_from_samples} samples", flush=True)
 
     dataset = torch.utils.data.TensorDataset(
         torch.tensor(data.train_ids), torch.tensor(data.train_mask), torch.tensor(data.train_labels))
@@ -391,9 +400,12 @@ def train_loop(setup: TrialSetup, data, session) -> None:
     params = [p for p in model.parameters() if p.requires_grad]
     noise, local_sqnorm = _attach_noise_probe(model, params, plan) if setup.noise_scale else (None, None)
 
-    loop_start = time.perf_counter()
-    interval_time, train_time, interval_loss, interval_steps = 0.0, 0.0, 0.0, 0
+    loop_start = time.perf_counter() - progress.get("wall_time_s", 0.0)
+    train_time, first_loss = progress.get("train_time_s", 0.0), progress.get("first_loss")
+    interval_time, interval_loss, interval_steps = 0.0, 0.0, 0
     first_step_at = None
+    gauges = TrialGauges(setup.trial_id, setup.batch_size, setup.metric) if setup.trial_id and session.rank == 0 \
+        else None
     model.train()
     while step < total_steps:
         t0 = time.perf_counter()
@@ -433,7 +445,8 @@ def train_loop(setup: TrialSetup, data, session) -> None:
         optimizer.zero_grad(set_to_none=True)
         step += 1
         if first_step_at is None:
-            first_step_at, first_loss = time.time(), step_loss
+            first_step_at = time.time()
+            first_loss = step_loss if first_loss is None else first_loss
         elapsed = time.perf_counter() - t0
         interval_time += elapsed
         train_time += elapsed
@@ -460,12 +473,15 @@ def train_loop(setup: TrialSetup, data, session) -> None:
             "train_time_s": train_time, "wall_time_s": time.perf_counter() - loop_start,
             "micro_batch": plan.micro_batch, "accumulation": plan.accumulation, "workers": plan.workers,
             "first_step_at": first_step_at, "trial_started_at": setup.started_at,
-            "reported_at": time.time(), "diverged": False,
+            "reported_at": time.time(), "diverged": False, "resumed_from_samples": resumed_from_samples,
         })
         interval_time, interval_loss, interval_steps = 0.0, 0.0, 0
+        if gauges is not None:
+            gauges.publish(metrics)
         with tempfile.TemporaryDirectory() as directory:
             if session.rank == 0:
-                _save_state(directory, model, optimizer, scheduler, step)
+                _save_state(directory, model, optimizer, scheduler, step, {
+                    "train_time_s": train_time, "wall_time_s": metrics["wall_time_s"], "first_loss": first_loss})
             session.report(metrics, directory if session.rank == 0 else None)
 
 

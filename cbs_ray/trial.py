@@ -55,12 +55,14 @@ def make_setup(spec: SearchSpec, config: dict, *, budget_samples: int, model_con
 
 def run_trial(config: dict, *, spec: SearchSpec, data, budget_samples: int, model_config) -> None:
     """The Tune function trainable (bound to spec and data with ``tune.with_parameters``)."""
+    from ray import tune
+
     setup = make_setup(spec, config, budget_samples=budget_samples, model_config=model_config)
+    setup.trial_id = tune.get_context().get_trial_id() or ""
     if in_process(spec):
         train_loop(setup, data, LocalSession())
         return
 
-    from ray import tune
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
     from ray.tune.integration.ray_train import TuneReportCallback
@@ -77,7 +79,9 @@ def run_trial(config: dict, *, spec: SearchSpec, data, budget_samples: int, mode
             storage_path=f"{spec.storage_uri.rstrip('/')}/{spec.name}_train_runs",
             callbacks=[TuneReportCallback()],
             checkpoint_config=CheckpointConfig(num_to_keep=2),
-            failure_config=FailureConfig(max_failures=1),
+            # A dead worker restarts the worker group from the last checkpoint (samples_seen continues);
+            # the same run name also makes a resumed experiment's trial pick up its Train run's checkpoint.
+            failure_config=FailureConfig(max_failures=r.max_failures),
         ),
     )
     trainer.fit()

@@ -72,7 +72,7 @@ def test_bad_spec_names_the_field(overrides, message):
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("overrides,message", BAD[:6])
+@pytest.mark.parametrize("overrides,message", BAD, ids=[b[1].split(":")[0] + str(i) for i, b in enumerate(BAD)])
 def test_cli_bad_input_is_one_line_and_exit_2(overrides, message, capsys):
     argv = ["--dry-run"] + [a for o in overrides for a in ("--set", o)]
     assert main(argv) == 2
@@ -83,6 +83,26 @@ def test_cli_bad_input_is_one_line_and_exit_2(overrides, message, capsys):
 def write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--resume", "/no/such/experiment"], "--resume: /no/such/experiment: not a cbs-ray experiment directory"),
+    (["--resume", "/tmp", "--set", "search.num_trials=3"], "--resume: continues the experiment's own spec; drop --set"),
+    (["--resume", "/tmp", "--dry-run"], "drop --dry-run"),
+    (["--space", "/no/such/space.yaml"], "--space: no such file"),
+])
+def test_cli_bad_resume_and_space_are_one_line_and_exit_2(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err
+
+
+def test_resume_of_a_directory_without_tune_state(tmp_path, capsys):
+    from cbs_ray.report import write_meta
+
+    write_meta(str(tmp_path), {"spec": {}, "budget_samples": 1})
+    assert main(["--resume", str(tmp_path)]) == 2
+    assert "Tune has no experiment state to restore there" in capsys.readouterr().err
 
 
 def test_batch_larger_than_the_dataset(capsys):

@@ -47,6 +47,21 @@ def test_summary_answers():
     assert [p["trial_id"] for p in s["pareto"]] == ["e", "c", "b"]
 
 
+def test_diverged_trials_are_listed_with_their_lr_and_failed_trials_are_named():
+    h = history()
+    h["failed"] = h["trial_id"] == "d"  # d's workers died more often than max_failures
+    trials = trial_table(h, metric="accuracy", budget_samples=BUDGET).set_index("trial_id")
+    assert trials.loc["d", "status"] == "failed" and trials.loc["f", "status"] == "diverged"
+    s = summarize(h, metric="accuracy", mode="max", budget_samples=BUDGET, tolerance=0.01)
+    per_batch = {r["batch_size"]: r for r in s["per_batch"]}
+    assert per_batch[64]["diverged_peak_lrs"] == [0.064]  # f: 1e-3 × alpha 1.0 × B 64
+    assert (per_batch[32]["stopped"], per_batch[32]["failed"]) == (0, 1)
+    from cbs_ray.report import headline
+
+    assert "Diverged (non-finite or exploding loss; worst metric recorded): B=64: 1 trial(s), peak lr 0.064" \
+        in headline(s)
+
+
 def test_nothing_completed_gives_a_reason_not_a_number():
     h = history()
     h = h[h["samples_seen"] < BUDGET]

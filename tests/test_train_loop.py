@@ -120,3 +120,34 @@ def test_micro_batch_probe_is_skipped_on_cpu(capsys):
     assert "micro-batch probe skipped: not on a GPU" in out
     assert "trial: B=32 = 8 micro × 4 accum × 1 workers" in out
     assert (reports[-1]["micro_batch"], reports[-1]["accumulation"]) == (8, 4)
+
+
+def test_a_restarted_trial_continues_from_its_checkpoint(tmp_path):
+    """What a dead worker or a resumed experiment hands the loop: the last checkpoint. It continues at the
+    next milestone, with its clocks, and says where it resumed from."""
+    import shutil
+
+    from ray.train import Checkpoint
+
+    class KeepFirst(Recorder):
+        def report(self, metrics, checkpoint_dir):
+            super().report(metrics, checkpoint_dir)
+            if len(self.reports) == 1:
+                shutil.copytree(checkpoint_dir, tmp_path / "first")
+
+    class Restarted(Recorder):
+        def get_checkpoint(self):
+            return Checkpoint.from_directory(str(tmp_path / "first"))
+
+    spec = load_spec(None, SMALL)
+    data, budget, config = prepare(spec)
+    setup = make_setup(spec, {"log2_batch": 4, "alpha": 1.0, "warmup_fraction": 0.25}, budget_samples=budget,
+                       model_config=config)
+    first, again = KeepFirst(), Restarted()
+    train_loop(setup, data, first)
+    train_loop(setup, data, again)
+    assert [r["samples_seen"] for r in first.reports] == [128, 256]
+    assert [r["samples_seen"] for r in again.reports] == [256]  # not from zero
+    assert again.reports[0]["resumed_from_samples"] == 128 and first.reports[0]["resumed_from_samples"] == 0
+    assert again.reports[0]["steps"] == 16
+    assert again.reports[0]["wall_time_s"] >= first.reports[0]["wall_time_s"]  # the clock continues

@@ -1,0 +1,196 @@
+"""Faults and monitoring on a real local Ray cluster: a Train worker killed mid-trial, the driver killed
+mid-search and ``--resume``, the dashboard's HTTP API on 127.0.0.1 and the trial gauges in Ray's metrics."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from cbs_ray.search import ray_session, run_search
+from cbs_ray.spec import load_spec
+
+TINY = ["data.builtin_train_examples=2048", "data.builtin_eval_examples=512", "training.eval_every_samples=2048",
+        "asha.grace_period_samples=2048"]
+
+
+def _get(url: str, timeout: float = 5.0):
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        body = response.read().decode()
+    return json.loads(body) if body[:1] in "[{" else body
+
+
+def _actors(dashboard: str) -> list[dict]:
+    reply = _get(f"http://{dashboard}/api/v0/actors?limit=10000")
+    return reply["data"]["result"]["result"]
+
+
+class Watcher:
+    """Polls the dashboard and the node's metrics endpoint while a search runs; kills one Train worker
+    once the trial's first checkpoint is on disk."""
+
+    def __init__(self, dashboard: str, storage: Path):
+        self.dashboard, self.storage = dashboard, storage
+        self.api_answered, self.job_types, self.actor_classes, self.gauges = False, set(), set(), set()
+        self.killed_pid, self.errors = None, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self):
+        import ray
+
+        while not self._stop.is_set():
+            try:
+                self._poll(ray)
+            except Exception as e:  # the API may not be up yet; keep what it said for the assertion message
+                self.errors.append(f"{type(e).__name__}: {e}")
+            self._stop.wait(0.5)
+
+    def _poll(self, ray):
+        self.api_answered |= "ray_version" in _get(f"http://{self.dashboard}/api/version")
+        self.job_types |= {job.get("type") for job in _get(f"http://{self.dashboard}/api/jobs/")}
+        actors = _actors(self.dashboard)
+        self.actor_classes |= {a["class_name"] for a in actors}
+        node = ray.nodes()[0]
+        text = _get(f"http://{node['NodeManagerAddress']}:{node['MetricsExportPort']}/metrics")
+        self.gauges |= {name for name in ("cbs_ray_samples_per_s", "cbs_ray_samples_seen", "cbs_ray_metric")
+                        if name in text}
+        if self.killed_pid is None and list(self.storage.glob("*_train_runs/*/checkpoint_*")):
+            workers = [a for a in actors if a["class_name"] == "RayTrainWorker" and a["state"] == "ALIVE"]
+            if workers:
+                self.killed_pid = int(workers[-1]["pid"])
+                os.kill(self.killed_pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def watched(tmp_path_factory):
+    """One trial of two gloo workers, 8 milestones; one worker is SIGKILLed after the first checkpoint."""
+    root = tmp_path_factory.mktemp("faults")
+    spec = load_spec(None, TINY + ["search.batch_sizes=[8]", "search.num_trials=1", "resources.workers_per_trial=2",
+                                   "training.budget_samples=16384", f"storage_path={root / 'ray_results'}",
+                                   f"output_dir={root / 'out'}"])
+    with ray_session() as context:
+        with Watcher(context.dashboard_url, root / "ray_results") as watcher:
+            result = run_search(spec, verbose=0)
+    return context, watcher, result
+
+
+def test_dashboard_api_answers_on_localhost_and_lists_the_job_and_actors(watched):
+    context, watcher, _ = watched
+    assert context.dashboard_url.startswith("127.0.0.1:")
+    assert watcher.api_answered, watcher.errors[-3:]
+    assert "DRIVER" in watcher.job_types
+    # The Tune trial (a function trainable), its Train controller and the Train workers.
+    assert {"TrainController", "RayTrainWorker"} <= watcher.actor_classes, watcher.actor_classes
+    assert any("ImplicitFunc" in c for c in watcher.actor_classes), watcher.actor_classes
+
+
+def test_trial_gauges_reach_rays_metrics(watched):
+    _, watcher, _ = watched
+    assert watcher.gauges == {"cbs_ray_samples_per_s", "cbs_ray_samples_seen", "cbs_ray_metric"}, watcher.errors[-3:]
+
+
+def test_a_killed_train_worker_restarts_the_trial_from_its_checkpoint(watched):
+    _, watcher, result = watched
+    assert watcher.killed_pid is not None, "no worker was killed"
+    trial = result.trials.iloc[0]
+    assert trial["status"] == "completed" and trial["samples_seen"] == 16384
+    history = result.history.sort_values("samples_seen")
+    resumed = history[history["resumed_from_samples"] > 0]
+    assert len(resumed) >= 1, "the trial never reported after a restart from its checkpoint"
+    assert resumed["resumed_from_samples"].min() >= 2048  # continued from a milestone, not from zero
+    assert (history.loc[history["resumed_from_samples"] == 0, "samples_seen"] < resumed["samples_seen"].min()).all()
+
+
+# ---- the driver killed mid-search, then --resume ----------------------------------------------------
+
+def _trial_results(experiment: Path) -> dict[str, list[dict]]:
+    """Every trial directory's reports as Tune wrote them, in order."""
+    out = {}
+    for path in experiment.glob("*/result.json"):
+        out[path.parent.name] = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return out
+
+
+def _kill_tree(pid: int) -> None:
+    import psutil
+
+    try:
+        parent = psutil.Process(pid)
+        family = parent.children(recursive=True) + [parent]
+    except psutil.NoSuchProcess:
+        return
+    for process in family:
+        try:
+            process.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(family, timeout=30)
+
+
+def test_a_killed_driver_resumes_with_every_finished_trial_once(tmp_path):
+    budget = 16384
+    argv = [sys.executable, "-m", "cbs_ray.search", "--output", str(tmp_path / "out")]
+    for override in TINY + ["search.batch_sizes=[8, 16]", "search.num_trials=6", "search.early_stopping=false",
+                            f"training.budget_samples={budget}", f"storage_path={tmp_path / 'ray_results'}"]:
+        argv += ["--set", override]
+    log = tmp_path / "driver.log"
+    # Tune snapshots the experiment every second here (default: every 10 s or more), so the kill lands
+    # after a snapshot that knows the finished trial.
+    env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
+    with open(log, "w") as out:
+        driver = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    experiment, finished = None, set()
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and driver.poll() is None:
+            time.sleep(0.5)
+            lines = [line for line in log.read_text().splitlines() if line.startswith("experiment: ")]
+            if not lines:
+                continue
+            experiment = Path(lines[0].split(": ", 1)[1])
+            results = _trial_results(experiment)
+            finished = {t for t, rows in results.items() if rows and rows[-1]["samples_seen"] == budget}
+            running = {t for t, rows in results.items() if rows and rows[-1]["samples_seen"] < budget}
+            if finished and running:
+                time.sleep(1.5)  # one more experiment snapshot
+                finished = {t for t, rows in _trial_results(experiment).items() if rows[-1]["samples_seen"] == budget}
+                break
+        assert driver.poll() is None, f"the search ended before it could be killed:\n{log.read_text()[-2000:]}"
+        assert finished, f"no trial finished in time:\n{log.read_text()[-2000:]}"
+    finally:
+        _kill_tree(driver.pid)  # the driver and the local Ray it started: as a crashed head node would
+    before = _trial_results(experiment)
+    assert len(before) < 6 or any(rows[-1]["samples_seen"] < budget for rows in before.values())
+
+    resumed = subprocess.run([sys.executable, "-m", "cbs_ray.search", "--resume", str(experiment),
+                              "--output", str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    trials = summary["trials"]
+    ids = [t["trial_id"] for t in trials]
+    assert len(ids) == len(set(ids)) == 6  # every trial once, none lost, none added twice
+    assert all(t["status"] == "completed" and t["samples_seen"] == budget for t in trials)
+    assert {name.split("_", 1)[1] for name in finished} <= set(ids)  # trial dirs are B<batch>_<trial id>
+    after = _trial_results(experiment)
+    for name, rows in after.items():
+        seen = [r["samples_seen"] for r in rows]
+        assert all(s > seen[0] for s in seen[1:]), f"{name} started again from zero: {seen}"
+    interrupted = [name for name, rows in before.items() if rows and rows[-1]["samples_seen"] < budget]
+    for name in interrupted:
+        continued = [r for r in after[name] if r["samples_seen"] > before[name][-1]["samples_seen"]]
+        assert continued and continued[0]["resumed_from_samples"] > 0, f"{name} did not continue from its checkpoint"
