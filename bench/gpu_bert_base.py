@@ -55,7 +55,7 @@ def main() -> None:
         return tried[-1][1]
 
     start = time.perf_counter()
-    micro = args.micro or plan_micro_batch(counted, per_worker=args.max_micro)
+    micro = args.micro or plan_micro_batch(counted, upper=args.max_micro)
     print(f"probe: tried {tried} -> micro-batch {micro} planned in {time.perf_counter() - start:.1f} s "
           f"({torch.cuda.get_device_name()}, {params / 1e6:.1f}M parameters, {embedding / 1e6:.1f}M in embeddings, "
           f"dropout {args.dropout})", flush=True)

@@ -3,13 +3,16 @@
 # BERT-base probe / MFU / accumulation bench. Writes logs to $OUT (or ./gpu-out).
 #   bash bench/gpu_session.sh            # the tests and the bench as shipped (probe, BERT's dropout)
 #   bash bench/gpu_session.sh 2048       # the same at a known micro-batch (no probe), also without dropout
+#   bash bench/gpu_session.sh quick      # the tests, the probe and eager MFU only (about a minute)
 set -o pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD HF_HUB_OFFLINE=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)" | tee -a "$out/gpu.txt"
 timeout 240 python3 -m pytest -m gpu -p no:cacheprovider -q tests/test_gpu.py 2>&1 | tail -30 | tee "$out/pytest_gpu.log"
-if [ -z "$1" ]; then
+if [ "$1" = quick ]; then
+  timeout 120 python3 bench/gpu_bert_base.py --steps 20 --no-compile --no-accumulation 2>&1 | tee "$out/gpu_bert_base.log"
+elif [ -z "$1" ]; then
   timeout 300 python3 bench/gpu_bert_base.py --steps 20 2>&1 | tee "$out/gpu_bert_base.log"
 else
   timeout 200 python3 bench/gpu_bert_base.py --steps 20 --micro "$1" 2>&1 | tee "$out/gpu_bert_base.log"

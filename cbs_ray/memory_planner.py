@@ -1,8 +1,8 @@
 """The largest per-worker micro-batch that fits in accelerator memory.
 
 Before a GPU trial trains, each worker tries forward + backward + optimizer step at growing micro-batch
-sizes (doubling, then bisection) and catches out-of-memory; a safety margin and rounding down to a power
-of two leave room for fragmentation and longer-lived buffers. The workers take the minimum so DDP never
+sizes and catches out-of-memory: the plan is the largest power of two p such that p / 0.9 still fits, so a
+10 % margin is left for fragmentation and longer-lived buffers. The workers take the minimum so DDP never
 waits on a rank that could not fit its share. Results are cached per (model, sequence length, precision,
 device) so later trials on the same kind of device do not probe again. The search is pure and takes any
 ``fits(micro_batch) -> bool``, so it is tested with a fake memory function.
@@ -16,39 +16,27 @@ import os
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["largest_fitting", "plan_micro_batch", "ProbeCache", "probe_key", "cuda_fits"]
+__all__ = ["plan_micro_batch", "PROBE_LIMIT", "ProbeCache", "probe_key", "cuda_fits"]
 
 
-def largest_fitting(fits: Callable[[int], bool], *, upper: int) -> int:
-    """Largest m in [1, upper] with ``fits(m)`` for a monotone ``fits`` (fits at m ⇒ fits below m):
-    doubling from 1, then bisection between the last fit and the first failure. 0 if even 1 fails."""
-    if upper < 1 or not fits(1):
-        return 0
-    low, high = 1, None  # fits(low) holds; fits(high) fails (None: not found yet)
-    while high is None:
-        candidate = min(low * 2, upper)
-        if candidate == low:
-            return low
-        if fits(candidate):
-            low = candidate
-        else:
-            high = candidate
-    while high - low > 1:
-        middle = (low + high) // 2
-        if fits(middle):
-            low = middle
-        else:
-            high = middle
-    return low
+PROBE_LIMIT = 2 ** 16
+"""The largest micro-batch the probe tries (per worker); trials cap the result at their own share."""
 
 
-def plan_micro_batch(fits: Callable[[int], bool], *, per_worker: int, safety: float = 0.9) -> int:
-    """The micro-batch to train with: the largest power of two at most ``safety`` × the largest size
-    that fits, and at most the per-worker share of the batch. Raises MemoryError if nothing fits."""
-    largest = largest_fitting(fits, upper=per_worker)
-    if largest == 0:
+def plan_micro_batch(fits: Callable[[int], bool], *, upper: int = PROBE_LIMIT, safety: float = 0.9) -> int:
+    """The micro-batch to train with: the largest power of two p <= ``upper`` that fits with room to
+    spare, i.e. ``fits(ceil(p / safety))``. Doubling p from 1, so log2(p) + 2 tries; the answer does not
+    depend on the share of a particular batch, so it can be cached and capped per trial. Raises
+    MemoryError if not even 1 fits with the margin."""
+    def fits_with_margin(p: int) -> bool:
+        return fits(math.ceil(p / safety))
+
+    if not fits_with_margin(1):
         raise MemoryError("not even a micro-batch of 1 fits in memory")
-    return 2 ** int(math.floor(math.log2(max(1.0, largest * safety))))
+    p = 1
+    while p * 2 <= upper and fits_with_margin(p * 2):
+        p *= 2
+    return p
 
 
 def probe_key(model: dict, seq_len: int, precision: str, device_name: str) -> str:

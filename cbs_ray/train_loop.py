@@ -339,11 +339,11 @@ def _probe_micro_batch(model, setup: TrialSetup, session, amp_dtype) -> Optional
         model.to(session.device)
         fits = cuda_fits(model, lambda: make_optimizer(model, setup, setup.peak_lr), seq_len=seq_len,
                          vocab_size=setup.model_config.vocab_size, task=setup.task, dtype=amp_dtype)
-        found = plan_micro_batch(fits, per_worker=setup.batch_size // session.world_size)
+        found = plan_micro_batch(fits)  # for the device, whatever this trial's share; capped below
         model.zero_grad(set_to_none=True)
         if session.rank == 0:
             cache.put(key, found)
-    agreed = session.all_reduce_min(found)
+    agreed = min(session.all_reduce_min(found), setup.batch_size // session.world_size)
     return min(agreed, setup.micro_batch_size) if setup.micro_batch_size else agreed
 
 

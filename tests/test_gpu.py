@@ -57,7 +57,8 @@ def test_a_trial_trains_on_the_gpu_with_amp(precision, tmp_path, monkeypatch):
     assert last["micro_batch"] * last["accumulation"] == 256
     assert 0.0 <= last["accuracy"] <= 1.0
     cached = ProbeCache(tmp_path / ".cache" / "cbs_ray" / "micro_batch.json")._load()
-    assert list(cached.values()) == [last["micro_batch"]]  # the probe ran on the device and was cached
+    assert len(cached) == 1  # the probe ran on the device and was cached for the device, not for B=256
+    assert last["micro_batch"] == min(list(cached.values())[0], 256)
 
 
 def test_accumulation_matches_one_large_step_on_the_gpu():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from cbs_ray.memory_planner import ProbeCache, largest_fitting, plan_micro_batch, probe_key
+from cbs_ray.memory_planner import ProbeCache, plan_micro_batch, probe_key
 
 
 def memory(limit_samples):
@@ -14,20 +14,27 @@ def memory(limit_samples):
     return fits, calls
 
 
-@pytest.mark.parametrize("limit,upper,expected", [(37, 1024, 37), (64, 1024, 64), (1, 8, 1), (500, 128, 128),
-                                                  (0, 16, 0)])
-def test_largest_fitting_finds_the_threshold(limit, upper, expected):
+@pytest.mark.parametrize("limit,expected", [
+    (100, 64),    # 128 / 0.9 = 143 does not fit; 64 / 0.9 = 72 does
+    (150, 128),   # 143 fits
+    (142, 64),    # one short of 143
+    (1, 0),       # even 1 / 0.9 -> 2 does not fit
+    (2, 1),
+])
+def test_plan_is_the_largest_power_of_two_that_fits_with_a_10_percent_margin(limit, expected):
     fits, calls = memory(limit)
-    assert largest_fitting(fits, upper=upper) == expected
-    assert len(calls) <= 2 * max(1, upper).bit_length() + 1   # doubling + bisection, not a linear scan
+    if expected == 0:
+        with pytest.raises(MemoryError):
+            plan_micro_batch(fits)
+        return
+    assert plan_micro_batch(fits) == expected
+    assert len(calls) == expected.bit_length() + 1  # doubling only: log2(p) + 2 tries, the last one fails
 
 
-def test_plan_applies_the_safety_margin_and_rounds_to_a_power_of_two():
-    assert plan_micro_batch(memory(100)[0], per_worker=512) == 64      # 0.9 × 100 = 90 -> 64
-    assert plan_micro_batch(memory(150)[0], per_worker=512) == 128     # 135 -> 128
-    assert plan_micro_batch(memory(1000)[0], per_worker=256) == 128    # the share caps it: 0.9 × 256 -> 128
-    with pytest.raises(MemoryError):
-        plan_micro_batch(memory(0)[0], per_worker=64)
+def test_the_probe_stops_at_its_limit_and_does_not_depend_on_a_trials_share():
+    fits, calls = memory(10 ** 9)
+    assert plan_micro_batch(fits, upper=1024) == 1024
+    assert max(calls) == 1138  # 1024 / 0.9 rounded up: the margin is probed, not assumed
 
 
 def test_cache_round_trip_and_keys(tmp_path):
