@@ -45,7 +45,9 @@ def probe_key(model: dict, seq_len: int, precision: str, device_name: str) -> st
 
 
 class ProbeCache:
-    """Largest fitting micro-batch per probe key, in a JSON file (default ~/.cache/cbs_ray/)."""
+    """The planned micro-batch per probe key and the limit it was probed up to, in a JSON file (default
+    ~/.cache/cbs_ray/). A plan below its limit is the device's memory ceiling and serves any later limit;
+    a plan that reached its limit serves only limits up to that one (a larger one is probed again)."""
 
     def __init__(self, path: str | os.PathLike | None = None):
         self.path = Path(path or Path.home() / ".cache" / "cbs_ray" / "micro_batch.json")
@@ -56,12 +58,16 @@ class ProbeCache:
         except (FileNotFoundError, json.JSONDecodeError):
             return {}
 
-    def get(self, key: str) -> int | None:
-        return self._load().get(key)
+    def get(self, key: str, limit: int) -> int | None:
+        entry = self._load().get(key)
+        if not isinstance(entry, dict):
+            return None
+        micro, probed_to = int(entry["micro_batch"]), int(entry["limit"])
+        return min(micro, limit) if micro * 2 <= probed_to or limit <= probed_to else None
 
-    def put(self, key: str, value: int) -> None:
+    def put(self, key: str, micro_batch: int, limit: int) -> None:
         entries = self._load()
-        entries[key] = int(value)
+        entries[key] = {"micro_batch": int(micro_batch), "limit": int(limit)}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(entries, indent=2))

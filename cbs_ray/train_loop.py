@@ -65,6 +65,8 @@ class TrialSetup:
     divergence_factor: float = 10.0
     probe_micro_batch: bool = False
     probe_seq_len: Optional[int] = None
+    probe_limit: Optional[int] = None
+    """Largest micro-batch the probe tries: the search's largest batch per worker (default: this batch's)."""
     started_at: float = field(default_factory=time.time)
     trial_id: str = ""
     """The Tune trial's id (tags the trial's gauges in Ray's metrics); empty outside Tune."""
@@ -333,16 +335,17 @@ def _probe_micro_batch(model, setup: TrialSetup, session, amp_dtype) -> Optional
     seq_len = int(setup.model_config.max_position_embeddings
                   if setup.probe_seq_len is None else setup.probe_seq_len)
     key = probe_key(setup.model, seq_len, setup.precision, torch.cuda.get_device_name(session.device))
+    limit = setup.probe_limit or setup.batch_size // session.world_size
     cache = ProbeCache()
-    found = cache.get(key)
+    found = cache.get(key, limit)
     if found is None:
         model.to(session.device)
         fits = cuda_fits(model, lambda: make_optimizer(model, setup, setup.peak_lr), seq_len=seq_len,
                          vocab_size=setup.model_config.vocab_size, task=setup.task, dtype=amp_dtype)
-        found = plan_micro_batch(fits)  # for the device, whatever this trial's share; capped below
+        found = plan_micro_batch(fits, upper=limit)  # for the search's largest share; capped below
         model.zero_grad(set_to_none=True)
         if session.rank == 0:
-            cache.put(key, found)
+            cache.put(key, found, limit)
     agreed = min(session.all_reduce_min(found), setup.batch_size // session.world_size)
     return min(agreed, setup.micro_batch_size) if setup.micro_batch_size else agreed
 

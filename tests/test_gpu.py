@@ -7,8 +7,9 @@ import torch
 from cbs_ray.memory_planner import ProbeCache
 from cbs_ray.search import prepare
 from cbs_ray.spec import load_spec
-from cbs_ray.train_loop import LocalSession, train_loop
+from cbs_ray.train_loop import train_loop
 from cbs_ray.trial import make_setup
+from test_large_batch import Capture  # tests/ is on sys.path under pytest
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -18,22 +19,10 @@ SMALL = ["data.builtin_train_examples=2048", "data.builtin_eval_examples=256", "
          "resources.use_gpu=true", "training.dataloader_workers=0"]
 
 
-class CudaCapture(LocalSession):
+class CudaCapture(Capture):
+    """Keeps reports and checkpointed weights, on the GPU."""
+
     device = torch.device("cuda")
-
-    def __init__(self):
-        self.reports, self.weights = [], []
-
-    def report(self, metrics, checkpoint_dir):
-        self.reports.append(metrics)
-        if checkpoint_dir:
-            import os
-
-            from cbs_ray.train_loop import STATE_FILE
-            self.weights.append(torch.load(os.path.join(checkpoint_dir, STATE_FILE), weights_only=True)["model"])
-
-    def get_checkpoint(self):
-        return None
 
 
 def run(overrides, batch):
@@ -57,8 +46,8 @@ def test_a_trial_trains_on_the_gpu_with_amp(precision, tmp_path, monkeypatch):
     assert last["micro_batch"] * last["accumulation"] == 256
     assert 0.0 <= last["accuracy"] <= 1.0
     cached = ProbeCache(tmp_path / ".cache" / "cbs_ray" / "micro_batch.json")._load()
-    assert len(cached) == 1  # the probe ran on the device and was cached for the device, not for B=256
-    assert last["micro_batch"] == min(list(cached.values())[0], 256)
+    (entry,) = cached.values()  # the probe ran on the device and was cached, up to the search's largest batch
+    assert entry["limit"] == 256 and last["micro_batch"] == entry["micro_batch"]
 
 
 def test_accumulation_matches_one_large_step_on_the_gpu():

@@ -40,8 +40,11 @@ def test_the_probe_stops_at_its_limit_and_does_not_depend_on_a_trials_share():
 def test_cache_round_trip_and_keys(tmp_path):
     cache = ProbeCache(tmp_path / "probe.json")
     key = probe_key({"name": "bert-base-uncased"}, 128, "bf16", "NVIDIA H200")
-    assert cache.get(key) is None
-    cache.put(key, 256)
-    assert ProbeCache(tmp_path / "probe.json").get(key) == 256
+    assert cache.get(key, 512) is None
+    cache.put(key, 256, 512)  # probed up to 512: 256 is the device's ceiling (512 / 0.9 did not fit)
+    again = ProbeCache(tmp_path / "probe.json")
+    assert (again.get(key, 512), again.get(key, 4096), again.get(key, 128)) == (256, 256, 128)
+    cache.put(key, 512, 512)  # reached its limit: says nothing about 1024
+    assert (cache.get(key, 512), cache.get(key, 64), cache.get(key, 1024)) == (512, 64, None)
     assert probe_key({"config": {"b": 1, "a": 2}}, 128, "bf16", "x") == probe_key({"config": {"a": 2, "b": 1}}, 128, "bf16", "x")
     assert key != probe_key({"name": "bert-base-uncased"}, 256, "bf16", "NVIDIA H200")
