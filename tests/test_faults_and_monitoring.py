@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -20,8 +21,12 @@ TINY = ["data.builtin_train_examples=2048", "data.builtin_eval_examples=512", "t
         "asha.grace_period_samples=2048"]
 
 
-def _get(url: str, timeout: float = 5.0):
-    with urllib.request.urlopen(url, timeout=timeout) as response:
+def _get(url: str, timeout: float = 5.0, authenticated: bool = True):
+    """GET with Ray's bearer token when Ray's token authentication is on (the default in Ray 2.60)."""
+    from ray._private.authentication.http_token_authentication import get_auth_headers_if_auth_enabled
+
+    headers = get_auth_headers_if_auth_enabled({}) if authenticated else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as response:
         body = response.read().decode()
     return json.loads(body) if body[:1] in "[{" else body
 
@@ -33,11 +38,12 @@ def _actors(dashboard: str) -> list[dict]:
 
 class Watcher:
     """Polls the dashboard and the node's metrics endpoint while a search runs; kills one Train worker
-    once the trial's first checkpoint is on disk."""
+    once the trial's first checkpointed result has reached Tune."""
 
     def __init__(self, dashboard: str, storage: Path):
         self.dashboard, self.storage = dashboard, storage
         self.api_answered, self.job_types, self.actor_classes, self.gauges = False, set(), set(), set()
+        self.anonymous_status = None
         self.killed_pid, self.errors = None, []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -61,6 +67,12 @@ class Watcher:
             self._stop.wait(0.5)
 
     def _poll(self, ray):
+        if self.anonymous_status is None:
+            try:
+                _get(f"http://{self.dashboard}/api/jobs/", authenticated=False)
+                self.anonymous_status = 200
+            except urllib.error.HTTPError as e:
+                self.anonymous_status = e.code
         self.api_answered |= "ray_version" in _get(f"http://{self.dashboard}/api/version")
         self.job_types |= {job.get("type") for job in _get(f"http://{self.dashboard}/api/jobs/")}
         actors = _actors(self.dashboard)
@@ -69,7 +81,8 @@ class Watcher:
         text = _get(f"http://{node['NodeManagerAddress']}:{node['MetricsExportPort']}/metrics")
         self.gauges |= {name for name in ("cbs_ray_samples_per_s", "cbs_ray_samples_seen", "cbs_ray_metric")
                         if name in text}
-        if self.killed_pid is None and list(self.storage.glob("*_train_runs/*/checkpoint_*")):
+        # Once Tune has the trial's first result, Train has registered the checkpoint that came with it.
+        if self.killed_pid is None and any(p.stat().st_size for p in self.storage.glob("*/B*/result.json")):
             workers = [a for a in actors if a["class_name"] == "RayTrainWorker" and a["state"] == "ALIVE"]
             if workers:
                 self.killed_pid = int(workers[-1]["pid"])
@@ -93,6 +106,10 @@ def test_dashboard_api_answers_on_localhost_and_lists_the_job_and_actors(watched
     context, watcher, _ = watched
     assert context.dashboard_url.startswith("127.0.0.1:")
     assert watcher.api_answered, watcher.errors[-3:]
+    from ray._private.authentication.authentication_utils import is_token_auth_enabled
+
+    if is_token_auth_enabled():  # Ray's token authentication stays on: no token, no answer
+        assert watcher.anonymous_status == 401
     assert "DRIVER" in watcher.job_types
     # The Tune trial (a function trainable), its Train controller and the Train workers.
     assert {"TrainController", "RayTrainWorker"} <= watcher.actor_classes, watcher.actor_classes
@@ -126,20 +143,31 @@ def _trial_results(experiment: Path) -> dict[str, list[dict]]:
     return out
 
 
-def _kill_tree(pid: int) -> None:
-    import psutil
+def _kill_session(session_id: int) -> None:
+    """SIGKILL every process of the session the driver leads (it was started with start_new_session):
+    the driver and the local Ray it started (GCS, raylet, dashboard, workers), as a crashed head would."""
+    def members() -> list[int]:
+        pids = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == session_id and fields[0] != "Z":  # after pid and (comm): state, ppid, pgrp, session
+                pids.append(int(stat.parent.name))
+        return pids
 
-    try:
-        parent = psutil.Process(pid)
-        family = parent.children(recursive=True) + [parent]
-    except psutil.NoSuchProcess:
-        return
-    for process in family:
-        try:
-            process.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(family, timeout=30)
+    for _ in range(50):
+        alive = members()
+        if not alive:
+            return
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.2)
+    raise AssertionError(f"processes of the killed search still alive: {members()}")
 
 
 def test_a_killed_driver_resumes_with_every_finished_trial_once(tmp_path):
@@ -173,7 +201,8 @@ def test_a_killed_driver_resumes_with_every_finished_trial_once(tmp_path):
         assert driver.poll() is None, f"the search ended before it could be killed:\n{log.read_text()[-2000:]}"
         assert finished, f"no trial finished in time:\n{log.read_text()[-2000:]}"
     finally:
-        _kill_tree(driver.pid)  # the driver and the local Ray it started: as a crashed head node would
+        _kill_session(driver.pid)
+        driver.wait()
     before = _trial_results(experiment)
     assert len(before) < 6 or any(rows[-1]["samples_seen"] < budget for rows in before.values())
 
@@ -191,6 +220,7 @@ def test_a_killed_driver_resumes_with_every_finished_trial_once(tmp_path):
         seen = [r["samples_seen"] for r in rows]
         assert all(s > seen[0] for s in seen[1:]), f"{name} started again from zero: {seen}"
     interrupted = [name for name, rows in before.items() if rows and rows[-1]["samples_seen"] < budget]
+    assert interrupted, "no trial was mid-way when the driver was killed"
     for name in interrupted:
         continued = [r for r in after[name] if r["samples_seen"] > before[name][-1]["samples_seen"]]
         assert continued and continued[0]["resumed_from_samples"] > 0, f"{name} did not continue from its checkpoint"
