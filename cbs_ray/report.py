@@ -121,7 +121,10 @@ def analyze(source, *, tolerance: Optional[float] = None, target: Optional[float
     meta = read_meta(experiment)
     history = load_history(experiment)
     if meta.get("repeats_experiment") and not history.empty:
-        repeats = load_history(meta["repeats_experiment"])
+        try:
+            repeats = load_history(meta["repeats_experiment"])
+        except ReportError:  # the repeats were killed before Tune saved anything: report the search alone
+            repeats = pd.DataFrame()
         if not repeats.empty:
             history = pd.concat([history.assign(repeat=False), repeats.assign(repeat=True)], ignore_index=True)
     if history.empty:

@@ -250,10 +250,10 @@ def resume_search(experiment_path: str, *, address: str | None = None, output_di
     with ray_session(address):
         print(f"resuming {path}", flush=True)
         _run_tuner(spec, data, budget, config, verbose=verbose, restore=path)
-        repeats = meta.get("repeats_experiment")
+        repeats = read_meta(path).get("repeats_experiment")
         if repeats and tune.Tuner.can_restore(repeats):
             _run_tuner(spec, data, budget, config, verbose=verbose, restore=repeats)
-        elif spec.search.repeats > 1 and not repeats:
+        elif spec.search.repeats > 1:  # not started, or killed before Tune saved its state
             _repeat_best(spec, data, budget, config, path, verbose)
     return summarize_experiment(spec, path, budget, out)
 
@@ -261,8 +261,6 @@ def resume_search(experiment_path: str, *, address: str | None = None, output_di
 def _repeat_best(spec: SearchSpec, data, budget: int, config, experiment_path: str, verbose: int) -> None:
     """Re-train each batch size's best completed configuration ``repeats - 1`` more times with other
     seeds, as a second Tune experiment recorded in the first one's metadata."""
-    from ray import tune
-
     from .report import load_history, read_meta, write_meta
     from .summary import per_batch_table, trial_table
 
@@ -277,28 +275,21 @@ def _repeat_best(spec: SearchSpec, data, budget: int, config, experiment_path: s
         return
     print(f"repeats: re-training the best configuration of {len(best)} batch sizes {s.repeats - 1} more "
           f"time(s) each ({len(points)} trials)", flush=True)
-    space = {key: tune.choice([points[0][key]]) for key in points[0]}  # every trial is one of the points
-    repeats_path = _run_tuner(spec, data, budget, config, name=f"{Path(experiment_path).name}-repeats",
-                              param_space=space, verbose=verbose, num_samples=len(points),
-                              search_alg=_points_searcher(points))
-    meta = read_meta(experiment_path)
-    meta["repeats_experiment"] = repeats_path
+    name = f"{Path(experiment_path).name}-repeats"
+    meta = read_meta(experiment_path)  # recorded first, so that a killed run's repeats can be resumed
+    meta["repeats_experiment"] = f"{spec.storage_uri.rstrip('/')}/{name}"
     write_meta(experiment_path, meta)
+    _run_tuner(spec, data, budget, config, name=name, verbose=verbose, **_points_config(points))
 
 
 def _fit(spec: SearchSpec, data, budget: int, config, verbose: int) -> str:
-    from ray import tune
-
     from .report import write_meta
     from .scheduler import PerBatchASHA
     from .trial import batch_size_of
 
     s = spec.search
     if s.strategy == "grid":
-        points = grid_points(spec)
-        # Every trial is one of the points (the space only names the keys for Tune).
-        tune_config = {"param_space": {key: tune.choice([points[0][key]]) for key in points[0]},
-                       "search_alg": _points_searcher(points), "num_samples": len(points)}
+        tune_config = _points_config(grid_points(spec))
     else:
         import optuna
         from ray.tune.search.optuna import OptunaSearch
@@ -322,10 +313,14 @@ def _fit(spec: SearchSpec, data, budget: int, config, verbose: int) -> str:
     return _run_tuner(spec, data, budget, config, name=name, verbose=verbose, **tune_config)
 
 
-def _points_searcher(points: list[dict]):
+def _points_config(points: list[dict]) -> dict:
+    """Tune settings that run exactly ``points``, one trial each, in order (the space only names the
+    keys for Tune; every trial takes its values from a point)."""
+    from ray import tune
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
-    return BasicVariantGenerator(points_to_evaluate=points)
+    return {"param_space": {key: tune.choice([points[0][key]]) for key in points[0]},
+            "search_alg": BasicVariantGenerator(points_to_evaluate=points), "num_samples": len(points)}
 
 
 def _run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, name: str | None = None,
