@@ -5,11 +5,7 @@ import pytest
 import torch
 
 from cbs_ray.memory_planner import ProbeCache
-from cbs_ray.search import prepare
-from cbs_ray.spec import load_spec
-from cbs_ray.train_loop import train_loop
-from cbs_ray.trial import make_setup
-from test_large_batch import Capture  # tests/ is on sys.path under pytest
+from test_large_batch import Capture, run as run_loop  # tests/ is on sys.path under pytest
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -26,13 +22,7 @@ class CudaCapture(Capture):
 
 
 def run(overrides, batch):
-    spec = load_spec(None, SMALL + [f"search.batch_sizes=[{batch}]"] + list(overrides))
-    data, budget, config = prepare(spec)
-    setup = make_setup(spec, {"log2_batch": batch.bit_length() - 1, "alpha": 1.0, "warmup_fraction": 0.0},
-                       budget_samples=budget, model_config=config)
-    session = CudaCapture()
-    train_loop(setup, data, session)
-    return session
+    return run_loop([f"search.batch_sizes=[{batch}]"] + list(overrides), batch, base=SMALL, session_class=CudaCapture)
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])

@@ -32,12 +32,12 @@ class Capture(LocalSession):
         return None
 
 
-def run(overrides, batch=64):
-    spec = load_spec(None, ONE_STEP + list(overrides))
+def run(overrides, batch=64, *, base=ONE_STEP, session_class=Capture):
+    spec = load_spec(None, list(base) + list(overrides))
     data, budget, config = prepare(spec)
     setup = make_setup(spec, {"log2_batch": batch.bit_length() - 1, "alpha": 1.0, "warmup_fraction": 0.0},
                        budget_samples=budget, model_config=config)
-    session = Capture()
+    session = session_class()
     train_loop(setup, data, session)
     return session
 
