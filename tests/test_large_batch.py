@@ -75,3 +75,54 @@ def test_layer_lr_scale_by_name():
     assert layer_lr_scale("transformer.h.0.attn.c_attn.weight", 2, 0.5) == 0.25     # GPT-2 naming
     assert layer_lr_scale("transformer.wte.weight", 2, 0.5) == 0.125
     assert layer_lr_scale("bert.encoder.layer.0.output.dense.weight", 2, 1.0) == 1.0
+
+
+def _two_gloo_workers(rank: int, port: int, out: str) -> None:
+    """One of two torch.distributed gloo ranks: the loop with DDP and a DistributedSampler, as Ray
+    Train's prepare_model / prepare_data_loader set them up, at B=64 as 1 × 32 and as 4 × 8 per worker."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+
+    class GlooCapture(Capture):
+        world_size = 2
+
+        def __init__(self):
+            super().__init__()
+            self.rank = rank
+
+        def prepare_model(self, model):
+            return DistributedDataParallel(model)
+
+        def prepare_data_loader(self, loader):
+            return DataLoader(loader.dataset, batch_size=loader.batch_size, drop_last=True,
+                              sampler=DistributedSampler(loader.dataset, shuffle=True, seed=0))
+
+        def all_reduce(self, tensor):
+            dist.all_reduce(tensor)
+            return tensor
+
+    torch.set_num_threads(1)
+    sessions = {micro: run([f"training.micro_batch_size={micro}", "resources.workers_per_trial=2"],
+                           session_class=GlooCapture) for micro in (32, 8)}
+    if rank == 0:
+        torch.save({micro: (s.reports[0]["accumulation"], s.weights[0]) for micro, s in sessions.items()}, out)
+    dist.destroy_process_group()
+
+
+def test_accumulation_on_two_gloo_workers_updates_like_one_step(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = str(tmp_path / "weights.pt")
+    torch.multiprocessing.spawn(_two_gloo_workers, args=(port, out), nprocs=2)
+    results = torch.load(out, weights_only=True)
+    (acc_whole, whole), (acc_split, split) = results[32], results[8]
+    assert (acc_whole, acc_split) == (1, 4)
+    for name, value in whole.items():
+        assert torch.allclose(value, split[name], atol=2e-6), name
