@@ -1,8 +1,9 @@
 """Run a critical-batch search: ``python -m cbs_ray.search [--space FILE] [--set key=value ...]``.
 
 Spec → data and model config (validated before any Ray process starts) → Tune: ``OptunaSearch`` (TPE over
-log2 B, alpha and warmup jointly, every batch size seeded once) with ASHA inside each batch size, in
-samples → summary (per-batch table, critical batch, Pareto front) written to the output directory.
+log2 B, alpha and warmup jointly; every batch size seeded once, with the middle alpha and a warmup that
+grows with the batch) with ASHA inside each batch size, in samples → summary (per-batch table, critical
+batch, Pareto front) written to the output directory.
 """
 
 from __future__ import annotations
@@ -82,8 +83,17 @@ def _search_space(spec: SearchSpec):
         "warmup_fraction": tune.uniform(*s.warmup_fraction_range),
     }
     seeds = [{"log2_batch": b.bit_length() - 1, "alpha": sum(s.alpha_range) / 2,
-              "warmup_fraction": sum(s.warmup_fraction_range) / 2} for b in batches]
+              "warmup_fraction": seed_warmup(s.warmup_fraction_range, i, len(batches))}
+             for i, b in enumerate(batches)]
     return space, seeds
+
+
+def seed_warmup(warmup_range: list, index: int, count: int) -> float:
+    """The warmup fraction of the ``index``-th smallest of ``count`` batch sizes' seeded trial: warmup grows
+    with the batch (the reference rule), from the low end of the range at the smallest batch to the high
+    end at the largest, evenly in log2 B; the middle of the range when there is one batch size."""
+    low, high = warmup_range
+    return (low + high) / 2 if count == 1 else round(low + (high - low) * index / (count - 1), 6)
 
 
 def grid_points(spec: SearchSpec) -> list[dict]:
@@ -339,7 +349,7 @@ def _run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, nam
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     if restore:
         tuner = tune.Tuner.restore(restore, trainable=trainable, resume_unfinished=True, resume_errored=True)
-        return tuner.fit().experiment_path
+        return _finished(tuner.fit(), expected_trials=0)
     tuner = tune.Tuner(
         trainable,
         tune_config=tune.TuneConfig(max_concurrent_trials=_max_concurrent(spec),
@@ -357,7 +367,28 @@ def _run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, nam
             # trial restarts its workers itself (trial.py), so Tune does not restart it again.
             failure_config=tune.FailureConfig(max_failures=spec.resources.max_failures if in_process(spec) else 0)),
     )
-    return tuner.fit().experiment_path
+    return _finished(tuner.fit(), expected_trials=tune_config.get("num_samples", 1))
+
+
+class SearchInterrupted(KeyboardInterrupt):
+    """Tune stopped on Ctrl-C (SIGINT) with trials unfinished; its state is saved for ``--resume``."""
+
+    def __init__(self, experiment_path: str):
+        super().__init__(experiment_path)
+        self.experiment_path = experiment_path
+
+
+def _finished(grid, *, expected_trials: int) -> str:
+    """The experiment's path, once every trial has ended. On Ctrl-C Tune returns early without raising,
+    after saving the state with the unfinished trials still marked running (the ResultGrid shows them
+    stopped); read back, that state tells an interrupted experiment from a finished one, and nothing after
+    it (repeats, report) should run as if it had finished."""
+    from ray.tune import ExperimentAnalysis
+
+    saved = ExperimentAnalysis(grid.experiment_path).trials
+    if any(t.status not in ("TERMINATED", "ERROR") for t in saved) or len(saved) < expected_trials:
+        raise SearchInterrupted(grid.experiment_path)
+    return grid.experiment_path
 
 
 def _trial_name(trial) -> str:
@@ -444,9 +475,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
               "(set CBS_RAY_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted: finished trials and checkpoints are kept; continue with --resume EXPERIMENT_DIR "
-              "(printed when the search started)", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        where = e.experiment_path if isinstance(e, SearchInterrupted) else "EXPERIMENT_DIR"
+        print(f"interrupted: finished trials and checkpoints are kept; continue with: "
+              f"python -m cbs_ray.search --resume {where}", file=sys.stderr)
         return 130
 
 

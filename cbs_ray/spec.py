@@ -152,8 +152,9 @@ class SearchParams:
     warmup_fraction_range: list = field(default_factory=lambda: [0.0, 0.2])
     """[low, high] of warmup as a fraction of the trial's optimizer steps."""
     num_trials: int = 12
-    """Trials in total. At least one per batch size: each batch size is seeded with the mid-range
-    (alpha, warmup) so its curve point always exists."""
+    """Trials in total. At least one per batch size: each batch size is seeded (the middle alpha, and a
+    warmup that grows with the batch from the low end of the range at the smallest batch to the high end
+    at the largest) so its curve point always exists."""
     metric: Literal["accuracy", "eval_loss", "perplexity"] = "accuracy"
     """Validation metric to compare (accuracy: sequence-classification only)."""
     mode: Literal["max", "min"] = "max"

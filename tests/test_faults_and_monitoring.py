@@ -170,37 +170,63 @@ def _kill_session(session_id: int) -> None:
     raise AssertionError(f"processes of the killed search still alive: {members()}")
 
 
-def test_a_killed_driver_resumes_with_every_finished_trial_once(tmp_path):
-    budget = 16384
+BUDGET = 16384
+
+
+def _start_search(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    """The CLI in its own process session: 6 in-process trials of 16384 samples, no early stopping."""
     argv = [sys.executable, "-m", "cbs_ray.search", "--output", str(tmp_path / "out")]
     for override in TINY + ["search.batch_sizes=[8, 16]", "search.num_trials=6", "search.early_stopping=false",
-                            f"training.budget_samples={budget}", f"storage_path={tmp_path / 'ray_results'}"]:
+                            f"training.budget_samples={BUDGET}", f"storage_path={tmp_path / 'ray_results'}"]:
         argv += ["--set", override]
     log = tmp_path / "driver.log"
-    # Tune snapshots the experiment every second here (default: every 10 s or more), so the kill lands
+    # Tune snapshots the experiment every second here (default: every 10 s or more), so a kill lands
     # after a snapshot that knows the finished trial.
     env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
     with open(log, "w") as out:
         driver = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    experiment, finished = None, set()
+    return driver, log
+
+
+def _wait_until_one_finished_and_one_running(driver, log: Path) -> tuple[Path, set]:
+    """The experiment directory and its finished trials' directories, once one trial has finished and
+    another is mid-way (and one more experiment snapshot has been taken)."""
+    deadline = time.time() + 300
+    while time.time() < deadline and driver.poll() is None:
+        time.sleep(0.5)
+        lines = [line for line in log.read_text().splitlines() if line.startswith("experiment: ")]
+        if not lines:
+            continue
+        experiment = Path(lines[0].split(": ", 1)[1])
+        results = _trial_results(experiment)
+        finished = {t for t, rows in results.items() if rows and rows[-1]["samples_seen"] == BUDGET}
+        running = {t for t, rows in results.items() if rows and rows[-1]["samples_seen"] < BUDGET}
+        if finished and running:
+            time.sleep(1.5)  # one more experiment snapshot
+            return experiment, {t for t, rows in _trial_results(experiment).items()
+                                if rows and rows[-1]["samples_seen"] == BUDGET}
+    raise AssertionError(f"no trial finished while another ran (driver exit {driver.poll()}):\n"
+                         f"{log.read_text()[-2000:]}")
+
+
+def test_ctrl_c_stops_the_search_and_prints_the_resume_command(tmp_path):
+    driver, log = _start_search(tmp_path)
     try:
-        deadline = time.time() + 300
-        while time.time() < deadline and driver.poll() is None:
-            time.sleep(0.5)
-            lines = [line for line in log.read_text().splitlines() if line.startswith("experiment: ")]
-            if not lines:
-                continue
-            experiment = Path(lines[0].split(": ", 1)[1])
-            results = _trial_results(experiment)
-            finished = {t for t, rows in results.items() if rows and rows[-1]["samples_seen"] == budget}
-            running = {t for t, rows in results.items() if rows and rows[-1]["samples_seen"] < budget}
-            if finished and running:
-                time.sleep(1.5)  # one more experiment snapshot
-                finished = {t for t, rows in _trial_results(experiment).items()
-                            if rows and rows[-1]["samples_seen"] == budget}
-                break
-        assert driver.poll() is None, f"the search ended before it could be killed:\n{log.read_text()[-2000:]}"
-        assert finished, f"no trial finished in time:\n{log.read_text()[-2000:]}"
+        experiment, _ = _wait_until_one_finished_and_one_running(driver, log)
+        driver.send_signal(signal.SIGINT)
+        assert driver.wait(timeout=120) == 130
+    finally:
+        _kill_session(driver.pid)
+        driver.wait()
+    assert f"continue with: python -m cbs_ray.search --resume {experiment}" in log.read_text()
+    assert not (tmp_path / "out" / "summary.json").exists()  # no report of a half-run search as if done
+
+
+def test_a_killed_driver_resumes_with_every_finished_trial_once(tmp_path):
+    budget = BUDGET
+    driver, log = _start_search(tmp_path)
+    try:
+        experiment, finished = _wait_until_one_finished_and_one_running(driver, log)
     finally:
         _kill_session(driver.pid)
         driver.wait()

@@ -24,3 +24,11 @@ def test_one_grid_point_takes_the_low_end():
 def test_tpe_and_random_use_num_trials():
     assert num_trials(load_spec(None, ["search.num_trials=7"])) == 7
     assert num_trials(load_spec(None, ["search.strategy=random", "search.num_trials=9"])) == 9
+
+
+def test_seeded_warmup_grows_with_the_batch_across_the_range():
+    from cbs_ray.search import seed_warmup
+
+    # 5 batch sizes over warmup [0, 0.2]: the smallest gets 0, the largest 0.2, evenly in log2 B between.
+    assert [seed_warmup([0.0, 0.2], i, 5) for i in range(5)] == [0.0, 0.05, 0.1, 0.15, 0.2]
+    assert seed_warmup([0.0, 0.2], 0, 1) == 0.1  # one batch size: the middle
