@@ -88,6 +88,25 @@ def _search_space(spec: SearchSpec):
     return space, seeds
 
 
+def per_batch_space(spec: SearchSpec):
+    """``search.balance_batches``: an Optuna define-by-run space in which alpha and warmup are parameters
+    of their batch size (``alpha_B512``, ``warmup_fraction_B512``), and the points that fix the batch
+    size of every trial: the seeds (middle alpha, warmup growing with the batch), then round robin."""
+    s, batches = spec.search, spec.batch_sizes
+
+    def space(trial) -> dict:
+        b = 2 ** trial.suggest_categorical("log2_batch", [x.bit_length() - 1 for x in batches])
+        return {"alpha": trial.suggest_float(f"alpha_B{b}", *s.alpha_range),
+                "warmup_fraction": trial.suggest_float(f"warmup_fraction_B{b}", *s.warmup_fraction_range)}
+
+    seeds = [{"log2_batch": b.bit_length() - 1, f"alpha_B{b}": sum(s.alpha_range) / 2,
+              f"warmup_fraction_B{b}": seed_warmup(s.warmup_fraction_range, i, len(batches))}
+             for i, b in enumerate(batches)]
+    rounds = [{"log2_batch": batches[i % len(batches)].bit_length() - 1}
+              for i in range(s.num_trials - len(batches))]
+    return space, seeds + rounds
+
+
 def seed_warmup(warmup_range: list, index: int, count: int) -> float:
     """The warmup fraction of the ``index``-th smallest of ``count`` batch sizes' seeded trial: warmup grows
     with the batch (the reference rule), from the low end of the range at the smallest batch to the high
@@ -304,12 +323,20 @@ def _fit(spec: SearchSpec, data, budget: int, config, verbose: int) -> str:
         import optuna
         from ray.tune.search.optuna import OptunaSearch
 
-        space, seeds = _search_space(spec)
-        # Multivariate TPE models (log2 B, alpha, warmup) jointly; it starts right after the seeds.
-        sampler = optuna.samplers.TPESampler(seed=s.seed, multivariate=True, n_startup_trials=len(seeds)) \
+        # Multivariate TPE models (log2 B, alpha, warmup) jointly — with balanced batches, alpha and
+        # warmup per batch size (group=True: one model per conditional subspace); it starts right after
+        # the seeds.
+        sampler = optuna.samplers.TPESampler(seed=s.seed, multivariate=True, group=s.balance_batches,
+                                             n_startup_trials=len(spec.batch_sizes)) \
             if s.strategy == "tpe" else optuna.samplers.RandomSampler(seed=s.seed)
-        tune_config = {"param_space": space, "num_samples": s.num_trials, "search_alg": OptunaSearch(
-            metric=s.metric, mode=s.mode, points_to_evaluate=seeds, sampler=sampler)}
+        if s.balance_batches:
+            space, points = per_batch_space(spec)
+            tune_config = {"num_samples": s.num_trials, "search_alg": OptunaSearch(
+                space=space, metric=s.metric, mode=s.mode, points_to_evaluate=points, sampler=sampler)}
+        else:
+            space, seeds = _search_space(spec)
+            tune_config = {"param_space": space, "num_samples": s.num_trials, "search_alg": OptunaSearch(
+                metric=s.metric, mode=s.mode, points_to_evaluate=seeds, sampler=sampler)}
     if s.early_stopping:
         tune_config["scheduler"] = PerBatchASHA(
             batch_size_of, time_attr="samples_seen", max_t=budget, grace_period=spec.asha.grace_period_samples,

@@ -32,3 +32,27 @@ def test_seeded_warmup_grows_with_the_batch_across_the_range():
     # 5 batch sizes over warmup [0, 0.2]: the smallest gets 0, the largest 0.2, evenly in log2 B between.
     assert [seed_warmup([0.0, 0.2], i, 5) for i in range(5)] == [0.0, 0.05, 0.1, 0.15, 0.2]
     assert seed_warmup([0.0, 0.2], 0, 1) == 0.1  # one batch size: the middle
+
+
+def test_balanced_batches_fix_every_trials_batch_and_keep_alpha_per_batch():
+    import optuna
+
+    from cbs_ray.search import per_batch_space
+
+    spec = load_spec(None, ["search.batch_sizes=[16, 64, 256]", "search.num_trials=8", "search.balance_batches=true"])
+    space, points = per_batch_space(spec)
+    assert [p["log2_batch"] for p in points] == [4, 6, 8, 4, 6, 8, 4, 6]  # seeds, then round robin
+    assert points[2] == {"log2_batch": 8, "alpha_B256": 0.75, "warmup_fraction_B256": 0.2}
+    # The space through Optuna itself: a point that fixes only the batch gets alpha and warmup of that batch.
+    study = optuna.create_study(direction="maximize")
+    for point in points[:4]:
+        study.enqueue_trial(point)
+    params = []
+    for _ in range(4):
+        trial = study.ask()
+        config = space(trial)
+        params.append((trial.params, config))
+        study.tell(trial, 0.5)
+    fourth_params, fourth_config = params[3]
+    assert set(fourth_params) == {"log2_batch", "alpha_B16", "warmup_fraction_B16"}
+    assert fourth_config["alpha"] == fourth_params["alpha_B16"] and 0.5 <= fourth_config["alpha"] <= 1.0
