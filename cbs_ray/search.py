@@ -56,6 +56,7 @@ def plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
     """The plan a user checks first: per batch size, the LR range over alpha, how B is made, steps."""
     t, s, r = spec.training, spec.search, spec.resources
     lines = [f"{spec.name}: {len(spec.batch_sizes)} batch sizes, {num_trials(spec)} trials ({s.strategy}"
+             f"{', balanced over batch sizes' if s.balance_batches else ''}"
              f"{', ASHA early stopping' if s.early_stopping else ', no early stopping'}), "
              f"{budget_samples} samples each (equal-sample budget), report every {t.eval_every_samples} "
              f"samples, metric {s.metric} ({s.mode}), alpha in {s.alpha_range}, warmup fraction in "
@@ -88,23 +89,30 @@ def _search_space(spec: SearchSpec):
     return space, seeds
 
 
-def per_batch_space(spec: SearchSpec):
-    """``search.balance_batches``: an Optuna define-by-run space in which alpha and warmup are parameters
-    of their batch size (``alpha_B512``, ``warmup_fraction_B512``), and the points that fix the batch
-    size of every trial: the seeds (middle alpha, warmup growing with the batch), then round robin."""
+class PerBatchSpace:
+    """Optuna define-by-run space of ``search.balance_batches``: alpha and warmup are parameters of their
+    batch size (``alpha_B512``, ``warmup_fraction_B512``); a class, not a closure, so Tune can pickle it."""
+
+    def __init__(self, batch_sizes: list[int], alpha_range: list, warmup_range: list):
+        self.log2_batches = [b.bit_length() - 1 for b in batch_sizes]
+        self.alpha_range, self.warmup_range = list(alpha_range), list(warmup_range)
+
+    def __call__(self, trial) -> dict:
+        b = 2 ** trial.suggest_categorical("log2_batch", self.log2_batches)
+        return {"alpha": trial.suggest_float(f"alpha_B{b}", *self.alpha_range),
+                "warmup_fraction": trial.suggest_float(f"warmup_fraction_B{b}", *self.warmup_range)}
+
+
+def per_batch_space(spec: SearchSpec) -> tuple[PerBatchSpace, list[dict]]:
+    """The balanced space and the points that fix the batch size of every trial: the seeds (middle
+    alpha, warmup growing with the batch), then round robin."""
     s, batches = spec.search, spec.batch_sizes
-
-    def space(trial) -> dict:
-        b = 2 ** trial.suggest_categorical("log2_batch", [x.bit_length() - 1 for x in batches])
-        return {"alpha": trial.suggest_float(f"alpha_B{b}", *s.alpha_range),
-                "warmup_fraction": trial.suggest_float(f"warmup_fraction_B{b}", *s.warmup_fraction_range)}
-
     seeds = [{"log2_batch": b.bit_length() - 1, f"alpha_B{b}": sum(s.alpha_range) / 2,
               f"warmup_fraction_B{b}": seed_warmup(s.warmup_fraction_range, i, len(batches))}
              for i, b in enumerate(batches)]
     rounds = [{"log2_batch": batches[i % len(batches)].bit_length() - 1}
               for i in range(s.num_trials - len(batches))]
-    return space, seeds + rounds
+    return PerBatchSpace(batches, s.alpha_range, s.warmup_fraction_range), seeds + rounds
 
 
 def seed_warmup(warmup_range: list, index: int, count: int) -> float:

@@ -168,7 +168,7 @@ class SearchParams:
     (Optuna's random sampler over the same space), or ``grid``: the manual method, every batch size ×
     ``grid_points`` evenly spaced alphas × as many warmups (``num_trials`` is then that product)."""
     balance_batches: bool = False
-    """With ``tpe`` or ``random``: every batch size gets the same number of trials (round robin after the
+    """With ``tpe`` or ``random`` (a grid is balanced anyway): every batch size gets the same number of trials (round robin after the
     seeds), and alpha and warmup are chosen from that batch size's own trials (Optuna's TPE on a
     conditional space). Without it TPE also chooses the batch size and spends most trials where the
     metric is best, i.e. at small batches, which leaves the large batches' best configuration, and with
@@ -493,8 +493,6 @@ def validate(spec: SearchSpec) -> None:
                         f"use mode {expected_mode}")
     if s.repeats < 1:
         raise SpecError(f"search.repeats: must be at least 1, got {s.repeats}")
-    if s.strategy == "grid" and s.balance_batches:
-        raise SpecError("search.balance_batches: applies to the tpe and random strategies; a grid is balanced")
     if s.strategy == "grid" and s.early_stopping:
         raise SpecError("search.early_stopping: the grid strategy trains every point to the full budget; "
                         "set search.early_stopping=false")

@@ -44,6 +44,9 @@ def test_balanced_batches_fix_every_trials_batch_and_keep_alpha_per_batch():
     assert [p["log2_batch"] for p in points] == [4, 6, 8, 4, 6, 8, 4, 6]  # seeds, then round robin
     assert points[2] == {"log2_batch": 8, "alpha_B256": 0.75, "warmup_fraction_B256": 0.2}
     # The space through Optuna itself: a point that fixes only the batch gets alpha and warmup of that batch.
+    import pickle
+
+    space = pickle.loads(pickle.dumps(space))  # Tune pickles the searcher with its space
     study = optuna.create_study(direction="maximize")
     for point in points[:4]:
         study.enqueue_trial(point)

@@ -61,8 +61,6 @@ BAD = [
     (["search.strategy=bayes"], "search.strategy: must be one of"),
     (["search.strategy=grid"], "search.early_stopping: the grid strategy trains every point"),
     (["search.grid_points=0"], "search.grid_points: must be at least 1"),
-    (["search.strategy=grid", "search.early_stopping=false", "search.balance_batches=true"],
-     "search.balance_batches: applies to the tpe and random strategies"),
 ]
 
 
