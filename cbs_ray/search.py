@@ -83,10 +83,16 @@ def _search_space(spec: SearchSpec):
         "alpha": tune.uniform(*s.alpha_range),
         "warmup_fraction": tune.uniform(*s.warmup_fraction_range),
     }
-    seeds = [{"log2_batch": b.bit_length() - 1, "alpha": sum(s.alpha_range) / 2,
-              "warmup_fraction": seed_warmup(s.warmup_fraction_range, i, len(batches))}
-             for i, b in enumerate(batches)]
-    return space, seeds
+    return space, [{"log2_batch": b.bit_length() - 1, "alpha": alpha, "warmup_fraction": warmup}
+                   for b, alpha, warmup in _seeds(spec)]
+
+
+def _seeds(spec: SearchSpec) -> list[tuple[int, float, float]]:
+    """(batch size, alpha, warmup fraction) of each batch size's seeded trial: the middle alpha and a
+    warmup that grows with the batch."""
+    s, batches = spec.search, spec.batch_sizes
+    return [(b, sum(s.alpha_range) / 2, seed_warmup(s.warmup_fraction_range, i, len(batches)))
+            for i, b in enumerate(batches)]
 
 
 class PerBatchSpace:
@@ -107,9 +113,8 @@ def per_batch_space(spec: SearchSpec) -> tuple[PerBatchSpace, list[dict]]:
     """The balanced space and the points that fix the batch size of every trial: the seeds (middle
     alpha, warmup growing with the batch), then round robin."""
     s, batches = spec.search, spec.batch_sizes
-    seeds = [{"log2_batch": b.bit_length() - 1, f"alpha_B{b}": sum(s.alpha_range) / 2,
-              f"warmup_fraction_B{b}": seed_warmup(s.warmup_fraction_range, i, len(batches))}
-             for i, b in enumerate(batches)]
+    seeds = [{"log2_batch": b.bit_length() - 1, f"alpha_B{b}": alpha, f"warmup_fraction_B{b}": warmup}
+             for b, alpha, warmup in _seeds(spec)]
     rounds = [{"log2_batch": batches[i % len(batches)].bit_length() - 1}
               for i in range(s.num_trials - len(batches))]
     return PerBatchSpace(batches, s.alpha_range, s.warmup_fraction_range), seeds + rounds
@@ -120,20 +125,20 @@ def seed_warmup(warmup_range: list, index: int, count: int) -> float:
     with the batch (the reference rule), from the low end of the range at the smallest batch to the high
     end at the largest, evenly in log2 B; the middle of the range when there is one batch size."""
     low, high = warmup_range
-    return (low + high) / 2 if count == 1 else round(low + (high - low) * index / (count - 1), 6)
+    return (low + high) / 2 if count == 1 else _evenly(low, high, count)[index]
+
+
+def _evenly(low: float, high: float, n: int) -> list[float]:
+    """``n`` evenly spaced values from ``low`` to ``high`` (just ``low`` for n = 1)."""
+    return [low] if n == 1 else [round(low + (high - low) * i / (n - 1), 6) for i in range(n)]
 
 
 def grid_points(spec: SearchSpec) -> list[dict]:
     """The ``grid`` strategy's configurations: every batch size × ``grid_points`` evenly spaced alphas ×
     as many warmup fractions (the ends and the middle for 3)."""
     s = spec.search
-
-    def evenly(low: float, high: float) -> list[float]:
-        n = s.grid_points
-        return [low] if n == 1 else [round(low + (high - low) * i / (n - 1), 6) for i in range(n)]
-
     return [{"log2_batch": b.bit_length() - 1, "alpha": a, "warmup_fraction": w} for b in spec.batch_sizes
-            for a in evenly(*s.alpha_range) for w in evenly(*s.warmup_fraction_range)]
+            for a in _evenly(*s.alpha_range, s.grid_points) for w in _evenly(*s.warmup_fraction_range, s.grid_points)]
 
 
 def num_trials(spec: SearchSpec) -> int:
@@ -239,7 +244,7 @@ def run_search(spec: SearchSpec, *, address: str | None = None, output_dir: str 
     # prepared only once the probe has chosen the grid.
     probe = probe_spec(spec) if spec.auto_batch_sizes else None
     prepared = prepare(probe or spec)
-    out = Path(output_dir).expanduser().resolve() if output_dir else spec.results_dir
+    out = _output_dir(spec, output_dir)
     with ray_session(address):
         if probe is not None:
             from .spec import apply_batch_grid
@@ -255,6 +260,10 @@ def run_search(spec: SearchSpec, *, address: str | None = None, output_dir: str 
         if spec.search.repeats > 1:
             _repeat_best(spec, data, budget, config, experiment_path, verbose)
     return summarize_experiment(spec, experiment_path, budget, out)
+
+
+def _output_dir(spec: SearchSpec, output_dir: str | None) -> Path:
+    return Path(output_dir).expanduser().resolve() if output_dir else spec.results_dir
 
 
 def resume_search(experiment_path: str, *, address: str | None = None, output_dir: str | None = None,
@@ -283,11 +292,11 @@ def resume_search(experiment_path: str, *, address: str | None = None, output_di
     if budget != meta["budget_samples"]:
         raise SpecError(f"--resume: the data changed: the budget is now {budget} samples, the experiment "
                         f"used {meta['budget_samples']}")
-    out = Path(output_dir).expanduser().resolve() if output_dir else spec.results_dir
+    out = _output_dir(spec, output_dir)
     with ray_session(address):
         print(f"resuming {path}", flush=True)
         _run_tuner(spec, data, budget, config, verbose=verbose, restore=path)
-        repeats = read_meta(path).get("repeats_experiment")
+        repeats = meta.get("repeats_experiment")  # recorded before the repeats start
         if repeats and tune.Tuner.can_restore(repeats):
             _run_tuner(spec, data, budget, config, verbose=verbose, restore=repeats)
         elif spec.search.repeats > 1:  # not started, or killed before Tune saved its state
