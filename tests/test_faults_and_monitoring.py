@@ -188,9 +188,28 @@ def _start_search(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     return driver, log
 
 
-def _wait_until_one_finished_and_one_running(driver, log: Path) -> tuple[Path, set]:
-    """The experiment directory and its finished trials' directories, once one trial has finished and
-    another is mid-way (and one more experiment snapshot has been taken)."""
+def _saved_trials(experiment: Path) -> dict[str, tuple[str, int]]:
+    """What a restore would see: each trial's status and the samples of its latest checkpoint (0: none),
+    read from Tune's newest experiment snapshot in storage. Reports in result.json can be newer than that
+    snapshot, so they cannot tell what a resume will continue from."""
+    from ray.tune.trainable.metadata import _TrainingRunMetadata
+
+    snapshots = sorted(experiment.glob("experiment_state-*.json"))
+    try:
+        trial_data = json.loads(snapshots[-1].read_text())["trial_data"]
+    except (IndexError, OSError, ValueError):  # no snapshot yet, or one being copied in
+        return {}
+    saved = {}
+    for trial_json, run_json in trial_data:
+        trial = json.loads(trial_json)
+        latest = _TrainingRunMetadata.from_json_state(run_json).checkpoint_manager.latest_checkpoint_result
+        saved[trial["trial_id"]] = (trial["status"], latest.metrics["samples_seen"] if latest else 0)
+    return saved
+
+
+def _wait_until_one_finished_and_one_checkpointed(driver, log: Path) -> tuple[Path, dict]:
+    """The experiment directory and its snapshot (see _saved_trials), once Tune has snapshotted one trial
+    finished and another mid-way with a checkpoint."""
     deadline = time.time() + 300
     while time.time() < deadline and driver.poll() is None:
         time.sleep(0.5)
@@ -198,21 +217,19 @@ def _wait_until_one_finished_and_one_running(driver, log: Path) -> tuple[Path, s
         if not lines:
             continue
         experiment = Path(lines[0].split(": ", 1)[1])
-        results = _trial_results(experiment)
-        finished = {t for t, rows in results.items() if rows and rows[-1]["samples_seen"] == BUDGET}
-        running = {t for t, rows in results.items() if rows and rows[-1]["samples_seen"] < BUDGET}
-        if finished and running:
-            time.sleep(1.5)  # one more experiment snapshot
-            return experiment, {t for t, rows in _trial_results(experiment).items()
-                                if rows and rows[-1]["samples_seen"] == BUDGET}
-    raise AssertionError(f"no trial finished while another ran (driver exit {driver.poll()}):\n"
+        saved = _saved_trials(experiment)
+        finished = [t for t, (status, _) in saved.items() if status == "TERMINATED"]
+        midway = [t for t, (status, samples) in saved.items() if status == "RUNNING" and 0 < samples < BUDGET]
+        if finished and midway:
+            return experiment, saved
+    raise AssertionError(f"no snapshot with a trial finished while another ran (driver exit {driver.poll()}):\n"
                          f"{log.read_text()[-2000:]}")
 
 
 def test_ctrl_c_stops_the_search_and_prints_the_resume_command(tmp_path):
     driver, log = _start_search(tmp_path)
     try:
-        experiment, _ = _wait_until_one_finished_and_one_running(driver, log)
+        experiment, _ = _wait_until_one_finished_and_one_checkpointed(driver, log)
         driver.send_signal(signal.SIGINT)
         assert driver.wait(timeout=120) == 130
     finally:
@@ -226,12 +243,14 @@ def test_a_killed_driver_resumes_with_every_finished_trial_once(tmp_path):
     budget = BUDGET
     driver, log = _start_search(tmp_path)
     try:
-        experiment, finished = _wait_until_one_finished_and_one_running(driver, log)
+        experiment, saved = _wait_until_one_finished_and_one_checkpointed(driver, log)
     finally:
+        killed_at = time.time()
         _kill_session(driver.pid)
         driver.wait()
-    before = _trial_results(experiment)
-    assert len(before) < 6 or any(not rows or rows[-1]["samples_seen"] < budget for rows in before.values())
+    finished = {t for t, (status, _) in saved.items() if status == "TERMINATED"}
+    checkpointed = {t: samples for t, (status, samples) in saved.items() if status == "RUNNING" and samples}
+    assert finished and checkpointed
 
     resumed = subprocess.run([sys.executable, "-m", "cbs_ray.search", "--resume", str(experiment),
                               "--output", str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
@@ -241,13 +260,13 @@ def test_a_killed_driver_resumes_with_every_finished_trial_once(tmp_path):
     ids = [t["trial_id"] for t in trials]
     assert len(ids) == len(set(ids)) == 6  # every trial once, none lost, none added twice
     assert all(t["status"] == "completed" and t["samples_seen"] == budget for t in trials)
-    assert {name.split("_", 1)[1] for name in finished} <= set(ids)  # trial dirs are B<batch>_<trial id>
-    after = _trial_results(experiment)
-    for name, rows in after.items():
-        seen = [r["samples_seen"] for r in rows]
-        assert seen and all(s > seen[0] for s in seen[1:]), f"{name} started again from zero: {seen}"
-    interrupted = [name for name, rows in before.items() if rows and rows[-1]["samples_seen"] < budget]
-    assert interrupted, "no trial was mid-way when the driver was killed"
-    for name in interrupted:
-        continued = [r for r in after[name] if r["samples_seen"] > before[name][-1]["samples_seen"]]
-        assert continued and continued[0]["resumed_from_samples"] > 0, f"{name} did not continue from its checkpoint"
+    assert finished <= set(ids)
+    after = {name.split("_", 1)[1]: rows for name, rows in _trial_results(experiment).items()}  # B<batch>_<id>
+    # Each trial the snapshot knew mid-way continues from that checkpoint (or a later one, if a newer
+    # snapshot landed before the kill). A trial it knew no checkpoint of rightly starts again from zero.
+    for trial_id, samples in checkpointed.items():
+        resumed_rows = [r for r in after[trial_id] if r["reported_at"] > killed_at]
+        assert resumed_rows, f"{trial_id} reported nothing after the resume"
+        first = resumed_rows[0]
+        assert first["samples_seen"] > first["resumed_from_samples"] >= samples, \
+            f"{trial_id} did not continue from its checkpoint at {samples} samples: {first}"
