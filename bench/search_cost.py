@@ -47,11 +47,21 @@ def measure(space: str, overrides: list[str], storage: str, output: str) -> dict
     trials = result.trials
     critical = summary["critical_batch"]
     best = trials[metric].max() if spec.search.mode == "max" else trials[metric].min()
+    completed = [r for r in summary["per_batch"] if r.get(f"best_{metric}") is not None
+                 and not math.isnan(r[f"best_{metric}"])]
+    pick = max if spec.search.mode == "max" else min
+    selected = pick(completed, key=lambda r: r[f"best_{metric}"]) if completed else {}
     return {"trials": len(trials), "samples": int(trials["samples_seen"].sum()), "wall_s": round(wall, 1),
             "turning_point": critical["batch_size"], "mccandlish_b_crit": critical["tradeoff"]["b_crit"],
             "rule_20pct": critical["overhead_20pct"]["batch_size"], f"best_{metric}": float(best),
             "per_batch_best": {int(r["batch_size"]): r.get(f"best_{metric}") for r in summary["per_batch"]},
+            # with data.holdout_examples: the dev-set figure of the trial the method selects
+            f"selected_dev_{metric}": selected.get(f"dev_{metric}"),
             "experiment": result.experiment_path}
+
+
+def _fmt(value) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def within_one_step(a, b) -> bool:
@@ -90,7 +100,7 @@ def main() -> None:
         ray.shutdown()
 
     print("\nseed  samples search/grid  wall search/grid  samples random/grid  turning point grid/search/random"
-          "  agree  best acc grid/search/random")
+          "  agree  best acc grid/search/random  selected trial's dev acc grid/search/random")
     agreements = []
     for seed, runs in results["seeds"].items():
         grid, search, rand = runs["grid"], runs["cbs-ray"], runs["random"]
@@ -102,7 +112,8 @@ def main() -> None:
         print(f"{seed:>4}  {search['samples'] / grid['samples']:>19.3f}  {search['wall_s'] / grid['wall_s']:>15.3f}"
               f"  {rand['samples'] / grid['samples']:>19.3f}  "
               f"{grid['turning_point']}/{search['turning_point']}/{rand['turning_point']:<10}  {str(agree):>5}  "
-              f"{grid['best_accuracy']:.3f}/{search['best_accuracy']:.3f}/{rand['best_accuracy']:.3f}")
+              f"{grid['best_accuracy']:.3f}/{search['best_accuracy']:.3f}/{rand['best_accuracy']:.3f}  "
+              + "/".join(_fmt(r.get("selected_dev_accuracy")) for r in (grid, search, rand)))
     ratios = [r["cbs-ray"]["samples"] / r["grid"]["samples"] for r in results["seeds"].values()
               if "samples" in r.get("grid", {}) and "samples" in r.get("cbs-ray", {})]
     if ratios:

@@ -43,6 +43,11 @@ class PreparedData:
     vocab_size: int
     num_labels: int
     pad_id: int
+    dev_ids: np.ndarray | None = None
+    """With ``data.holdout_examples`` the eval arrays hold the held-out training sample the search selects
+    on, and these the eval file/split, evaluated once at the end of each trial (``dev_*`` metrics)."""
+    dev_mask: np.ndarray | None = None
+    dev_labels: np.ndarray | None = None
 
     @property
     def train_examples(self) -> int:
@@ -122,8 +127,27 @@ def _columns(ds, d: DataSpec, needs_labels: bool, where: str, *,
     return texts, labels
 
 
-def load_texts(spec: SearchSpec) -> tuple[tuple[list[str], list[int]], tuple[list[str], list[int]]]:
-    """(train texts, labels), (eval texts, labels) for the spec's data source."""
+Texts = tuple[list[str], list[int]]
+
+
+def hold_out(train: Texts, count: int, *, seed: int = 0) -> tuple[Texts, Texts]:
+    """(the rest, ``count`` examples drawn at random without replacement): a fixed sample for a given seed,
+    whatever the search's seed, so that every run of a space selects on the same examples."""
+    texts, labels = train
+    if count >= len(texts):
+        raise SpecError(f"data.holdout_examples: {count} would leave nothing to train on "
+                        f"(the training set has {len(texts)} examples)")
+    held = set(np.random.default_rng(seed).choice(len(texts), size=count, replace=False).tolist())
+    rest = [i for i in range(len(texts)) if i not in held]
+    held_in_order = sorted(held)
+    return (([texts[i] for i in rest], [labels[i] for i in rest]),
+            ([texts[i] for i in held_in_order], [labels[i] for i in held_in_order]))
+
+
+def load_texts(spec: SearchSpec) -> tuple[Texts, Texts, Texts | None]:
+    """(train texts, labels), (eval texts, labels) and, with ``data.holdout_examples``, (dev texts,
+    labels): then the eval set is that many examples held out of the training set and the dev set is the
+    eval file/split."""
     d = spec.data
     needs_labels = spec.task == "sequence-classification"
     if d.source == "builtin":
@@ -149,13 +173,17 @@ def load_texts(spec: SearchSpec) -> tuple[tuple[list[str], list[int]], tuple[lis
             raise SpecError(f"data.train_file: cannot read: {str(e).splitlines()[0]}") from None
         train = _columns(train_ds, d, needs_labels, d.train_file)
         evaluation = _columns(eval_ds, d, needs_labels, d.eval_file, evaluation=True)
-    if d.max_train_examples:
-        train = (train[0][:d.max_train_examples], train[1][:d.max_train_examples])
     if d.max_eval_examples:
         evaluation = (evaluation[0][:d.max_eval_examples], evaluation[1][:d.max_eval_examples])
+    dev = None
+    if d.holdout_examples:
+        train, held = hold_out(train, d.holdout_examples)
+        evaluation, dev = held, evaluation
+    if d.max_train_examples:
+        train = (train[0][:d.max_train_examples], train[1][:d.max_train_examples])
     if not train[0] or not evaluation[0]:
         raise SpecError("data: the training or evaluation set is empty")
-    return train, evaluation
+    return train, evaluation, dev
 
 
 # ---- tokenization ----------------------------------------------------------------------------------
@@ -199,7 +227,7 @@ def _pretrained_tokenizer(name: str, max_len: int):
 
 def prepare_data(spec: SearchSpec) -> PreparedData:
     """Load and tokenize the spec's data. Raises SpecError for missing files, columns or splits."""
-    (train_texts, train_labels), (eval_texts, eval_labels) = load_texts(spec)
+    (train_texts, train_labels), (eval_texts, eval_labels), dev = load_texts(spec)
     max_len = spec.data.max_seq_length
     tokenizer_name = spec.model.tokenizer or spec.model.name
     if tokenizer_name:
@@ -211,6 +239,12 @@ def prepare_data(spec: SearchSpec) -> PreparedData:
     labels = np.array(train_labels, dtype=np.int64)
     if spec.task == "sequence-classification" and labels.min() < 0:
         raise SpecError("data.label_column: labels must be non-negative integers")
-    num_labels = int(max(labels.max(), max(eval_labels))) + 1 if spec.task == "sequence-classification" else 0
-    return PreparedData(train_ids, train_mask, labels, eval_ids, eval_mask,
-                        np.array(eval_labels, dtype=np.int64), vocab_size, num_labels, pad_id)
+    dev_labels = dev[1] if dev else []
+    num_labels = (int(max(labels.max(), max(eval_labels), max(dev_labels, default=0))) + 1
+                  if spec.task == "sequence-classification" else 0)
+    prepared = PreparedData(train_ids, train_mask, labels, eval_ids, eval_mask,
+                            np.array(eval_labels, dtype=np.int64), vocab_size, num_labels, pad_id)
+    if dev:
+        prepared.dev_ids, prepared.dev_mask = encode(dev[0])
+        prepared.dev_labels = np.array(dev_labels, dtype=np.int64)
+    return prepared

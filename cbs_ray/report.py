@@ -218,7 +218,7 @@ def _snippet(summary: dict) -> str:
 
 
 PER_BATCH_COLUMNS = ["batch_size", "trials", "completed", "stopped", "diverged", "diverged_peak_lrs", "failed",
-                     "best_{metric}", "runs",
+                     "best_{metric}", "dev_{metric}", "runs",
                      "mean_{metric}", "se_{metric}", "alpha",
                      "warmup_fraction", "peak_lr", "steps_to_target", "samples_to_target", "wall_time_s",
                      "samples_per_s", "b_simple_early", "b_simple_mean"]

@@ -452,8 +452,8 @@ def summarize_experiment(spec: SearchSpec, experiment_path: str, budget: int, ou
     metric = spec.search.metric
     per_batch = result.per_batch
     print("\nBest metric per batch size at the full budget:")
-    cols = [c for c in ["batch_size", "trials", "completed", "stopped", "diverged", f"best_{metric}", "alpha",
-                        "warmup_fraction", "peak_lr", "steps_to_target", "wall_time_s"] if c in per_batch]
+    cols = [c for c in ["batch_size", "trials", "completed", "stopped", "diverged", f"best_{metric}",
+                        f"dev_{metric}", "alpha", "warmup_fraction", "peak_lr", "steps_to_target", "wall_time_s"] if c in per_batch]
     print(per_batch[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     print("\n".join(headline(summary)))
     print(f"Report: {html}\nSummary: {out / 'summary.json'}  (experiment: {experiment_path})")

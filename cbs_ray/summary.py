@@ -46,6 +46,8 @@ def trial_table(history: pd.DataFrame, *, metric: str, budget_samples: int) -> p
     rows["repeat"] = history.groupby("trial_id")["repeat"].any() if "repeat" in history else False
     if "eval_examples" in history:
         rows["eval_examples"] = last["eval_examples"]
+    for column in (c for c in last.columns if c.startswith("dev_")):  # data.holdout_examples: the dev set
+        rows[column] = last[column]
     failed = history.groupby("trial_id")["failed"].any() if "failed" in history else False
     rows["status"] = np.where(diverged, "diverged",
                               np.where(rows["samples_seen"] >= budget_samples, "completed",
@@ -105,6 +107,8 @@ def per_batch_table(trials: pd.DataFrame, *, metric: str, mode: str) -> pd.DataF
                         "warmup_fraction": float(best["warmup_fraction"]), "peak_lr": float(best["peak_lr"]),
                         "wall_time_s": float(best["wall_time_s"]), "samples_per_s": float(best["samples_per_s"]),
                         "trial_id": best["trial_id"]})
+            if f"dev_{metric}" in best:  # the selected trial's figure on the dev set, not the dev set's best
+                row[f"dev_{metric}"] = float(best[f"dev_{metric}"])
         else:
             row.update({f"best_{metric}": math.nan})
         if "steps_to_target" in group:

@@ -241,12 +241,14 @@ def _endless_micro_batches(loader, start_epoch: int):
 
 
 @torch.no_grad()
-def evaluate(model, session, data, setup: TrialSetup) -> dict:
-    """Metric over the whole eval set: each rank sums over its exact shard (rank::world_size, no
-    padding duplicates), sums are all-reduced, then divided."""
+def evaluate(model, session, data, setup: TrialSetup, *, on_dev: bool = False) -> dict:
+    """Metric over the whole eval set (``on_dev``: the dev set): each rank sums over its exact shard
+    (rank::world_size, no padding duplicates), sums are all-reduced, then divided."""
     model.eval()
     shard = slice(session.rank, None, session.world_size)
-    ids, mask, labels = (torch.tensor(a[shard]) for a in (data.eval_ids, data.eval_mask, data.eval_labels))
+    arrays = (data.dev_ids, data.dev_mask, data.dev_labels) if on_dev else (data.eval_ids, data.eval_mask,
+                                                                             data.eval_labels)
+    ids, mask, labels = (torch.tensor(a[shard]) for a in arrays)
     sums = torch.zeros(3, dtype=torch.float64)  # loss sum, correct, count
     for start in range(0, len(ids), 256):
         batch = _inputs((ids[start:start + 256], mask[start:start + 256], labels[start:start + 256]),
@@ -459,6 +461,9 @@ def train_loop(setup: TrialSetup, data, session) -> None:
         if samples not in report_at:
             continue
         metrics = evaluate(model, session, data, setup)
+        if samples == setup.budget_samples and getattr(data, "dev_ids", None) is not None:
+            dev = evaluate(model, session, data, setup, on_dev=True)
+            metrics.update({f"dev_{key}": dev[key] for key in ("accuracy", "eval_loss", "eval_examples") if key in dev})
         metrics.update(_noise_metrics(noise, session))
         # Mean training loss over the interval and the first step's loss, averaged over workers: every
         # rank sees the same numbers and takes the same branch.
