@@ -52,7 +52,10 @@ def measure(space: str, overrides: list[str], storage: str, output: str) -> dict
     pick = max if spec.search.mode == "max" else min
     selected = pick(completed, key=lambda r: r[f"best_{metric}"]) if completed else {}
     return {"trials": len(trials), "samples": int(trials["samples_seen"].sum()), "wall_s": round(wall, 1),
-            "turning_point": critical["batch_size"], "mccandlish_b_crit": critical["tradeoff"]["b_crit"],
+            "turning_point": critical["batch_size"],  # as the spec reads it (search.turning_point)
+            "turning_point_raw": critical["turning_point"]["raw_batch_size"],
+            "turning_point_monotone": critical["turning_point"]["monotone_batch_size"],
+            "mccandlish_b_crit": critical["tradeoff"]["b_crit"],
             "rule_20pct": critical["overhead_20pct"]["batch_size"], f"best_{metric}": float(best),
             "per_batch_best": {int(r["batch_size"]): r.get(f"best_{metric}") for r in summary["per_batch"]},
             # with data.holdout_examples: the dev-set figure of the trial the method selects
@@ -120,6 +123,14 @@ def main() -> None:
         print(f"RESULT samples search/grid: max {max(ratios):.3f} over {len(ratios)} seeds (target <= 0.25); "
               f"turning point within one grid step of the grid's in {sum(agreements)}/{len(agreements)} seeds "
               f"(target >= 2/3)")
+    for reading in ("raw", "monotone"):  # both readings of the same experiments
+        key = f"turning_point_{reading}"
+        pairs = [(r["grid"][key], r["cbs-ray"][key]) for r in results["seeds"].values()
+                 if key in r.get("grid", {}) and key in r.get("cbs-ray", {})]
+        if pairs:
+            print(f"turning point read off the {reading} bests, grid/search: "
+                  + ", ".join(f"{g}/{c}" for g, c in pairs)
+                  + f"; within one grid step in {sum(within_one_step(g, c) for g, c in pairs)}/{len(pairs)} seeds")
     print(f"results: {args.out}")
     if not ratios:
         sys.exit(1)

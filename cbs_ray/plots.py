@@ -31,6 +31,10 @@ def metric_vs_batch(summary: dict, path: Path) -> Path:
     errors = [1.96 * (r.get(f"se_{metric}") or 0.0) for r in rows]
     ax.errorbar([r["batch_size"] for r in rows], means, yerr=errors, fmt="o-", capsize=3,
                 label="best config per batch (mean ± 1.96 SE)")
+    fitted = [r for r in rows if r.get(f"fit_{metric}") is not None]
+    if fitted and summary["critical_batch"]["turning_point"].get("fit") == "monotone":
+        ax.plot([r["batch_size"] for r in fitted], [r[f"fit_{metric}"] for r in fitted], color="tab:orange",
+                ls=":", label="monotone fit (the turning point's)")
     critical = summary["critical_batch"]["batch_size"]
     if critical is not None:
         ax.axvline(critical, color="tab:red", ls="--", label=f"turning point B={critical}")

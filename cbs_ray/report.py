@@ -113,8 +113,10 @@ class Report:
         return html
 
 
-def analyze(source, *, tolerance: Optional[float] = None, target: Optional[float] = None) -> Report:
-    """Analyse an experiment directory (path or URI) or a ``ray.tune.ResultGrid`` of a cbs-ray search."""
+def analyze(source, *, tolerance: Optional[float] = None, target: Optional[float] = None,
+            turning_fit: Optional[str] = None) -> Report:
+    """Analyse an experiment directory (path or URI) or a ``ray.tune.ResultGrid`` of a cbs-ray search.
+    ``tolerance`` and ``turning_fit`` default to the spec's ``search.tolerance`` and ``search.turning_point``."""
     experiment = getattr(source, "experiment_path", None) or str(source)
     if "://" not in experiment and not Path(experiment).expanduser().is_dir():
         raise ReportError(f"{experiment}: no such experiment directory")
@@ -130,7 +132,9 @@ def analyze(source, *, tolerance: Optional[float] = None, target: Optional[float
     if history.empty:
         raise ReportError(f"{experiment}: no trial has reported a result yet")
     summary = summarize(history, metric=meta["metric"], mode=meta["mode"], budget_samples=meta["budget_samples"],
-                        tolerance=meta["tolerance"] if tolerance is None else tolerance, target=target)
+                        tolerance=meta["tolerance"] if tolerance is None else tolerance, target=target,
+                        turning_fit=turning_fit or ((meta.get("spec") or {}).get("search", {})
+                                                    .get("turning_point", "monotone")))
     summary["experiment_path"] = experiment
     summary["name"] = meta.get("name")
     summary["spec"] = meta.get("spec")
@@ -162,8 +166,13 @@ def headline(summary: dict) -> list[str]:
     """The three critical-batch figures and the recommendation, one line each."""
     cb, metric = summary["critical_batch"], summary["metric"]
     tp, tr, oh = cb["turning_point"], cb["tradeoff"], cb["overhead_20pct"]
-    lines = [f"Critical batch, turning point (equal samples, tolerance {cb['tolerance']:.1%}): "
+    fit = tp.get("fit", "raw")
+    other = "raw" if fit == "monotone" else "monotone"
+    lines = [f"Critical batch, turning point (equal samples, tolerance {cb['tolerance']:.1%}, "
+             f"{'monotone fit' if fit == 'monotone' else 'raw bests'}): "
              + (f"{tp['batch_size']}" if tp["batch_size"] is not None else "not determined")
+             + (f" (read off the {'raw bests' if other == 'raw' else 'monotone fit'}: {tp[other + '_batch_size']})"
+                if tp.get(other + "_batch_size") not in (None, tp["batch_size"]) else "")
              + (f"  [{tp['reason']}]" if tp["reason"] else "")]
     unc = tp.get("uncertainty")
     if unc and unc.get("verdict"):
@@ -218,7 +227,7 @@ def _snippet(summary: dict) -> str:
 
 
 PER_BATCH_COLUMNS = ["batch_size", "trials", "completed", "stopped", "diverged", "diverged_peak_lrs", "failed",
-                     "best_{metric}", "dev_{metric}", "runs",
+                     "best_{metric}", "fit_{metric}", "dev_{metric}", "runs",
                      "mean_{metric}", "se_{metric}", "alpha",
                      "warmup_fraction", "peak_lr", "steps_to_target", "samples_to_target", "wall_time_s",
                      "samples_per_s", "b_simple_early", "b_simple_mean"]
@@ -287,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", help="where to write the report (default: ./cbs_results/<name>)")
     parser.add_argument("--tolerance", type=float, help="turning-point tolerance (relative; default from the spec)")
     parser.add_argument("--target", type=float, help="target metric for the tradeoff and the 20%% rule")
+    parser.add_argument("--turning-point", choices=["monotone", "raw"],
+                        help="read the turning point off the monotone fit or the raw bests (default from the spec)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
@@ -295,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --tolerance: must be in [0, 1), got {args.tolerance}", file=sys.stderr)
         return 2
     try:
-        report = analyze(args.experiment_dir, tolerance=args.tolerance, target=args.target)
+        report = analyze(args.experiment_dir, tolerance=args.tolerance, target=args.target,
+                         turning_fit=args.turning_point)
         out = Path(args.output or Path("cbs_results") / (report.summary.get("name") or "report"))
         html_path = report.write(out)
     except ReportError as e:

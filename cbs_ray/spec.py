@@ -167,6 +167,11 @@ class SearchParams:
     """Whether a larger metric is better."""
     tolerance: float = 0.01
     """Turning-point tolerance: a batch is as good as the best while within this (relative) margin."""
+    turning_point: Literal["monotone", "raw"] = "monotone"
+    """How the turning point is read from each batch size's best: ``monotone`` walks their least-squares
+    fit that never improves with batch size (at equal samples the reachable quality does not, by the
+    empirical model of McCandlish et al.), so one lucky or unlucky batch size cannot end or extend the walk
+    alone; ``raw`` walks the bests themselves. The summary holds both."""
     seed: int = 0
     """Seed for the searcher, data order and model initialisation."""
     strategy: Literal["tpe", "random", "grid"] = "tpe"

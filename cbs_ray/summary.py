@@ -13,7 +13,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from .critical_batch import turning_point, within_tolerance
+from .critical_batch import monotone_fit, turning_point, within_tolerance
 from .pareto import pareto_front
 from .schedule import warmup_steps
 from .tradeoff import TradeoffFit, fit_tradeoff, overhead_rule, samples_to_target
@@ -132,7 +132,7 @@ def _repeated_mean(done: pd.DataFrame, repeats: pd.DataFrame, *, metric: str, be
     return {"runs": len([r for r in runs if not math.isnan(r)]), f"mean_{metric}": mean, f"se_{metric}": se}
 
 
-def _uncertainty(per_batch: pd.DataFrame, *, metric: str, mode: str, tolerance: float) -> dict:
+def _uncertainty(per_batch: pd.DataFrame, *, metric: str, mode: str, tolerance: float, monotone: bool) -> dict:
     """Range of the turning point under the per-batch standard errors, and the verdict."""
     rows = per_batch.dropna(subset=[f"mean_{metric}"])
     se = rows[f"se_{metric}"].astype(float)
@@ -142,7 +142,7 @@ def _uncertainty(per_batch: pd.DataFrame, *, metric: str, mode: str, tolerance: 
     repeats = int(rows["runs"].max())
     run_sd = float((se * np.sqrt(rows["runs"])).max())
     spread = turning_point_range(rows["batch_size"].tolist(), rows[f"mean_{metric}"].tolist(), se.tolist(),
-                                 mode=mode, tolerance=tolerance)
+                                 mode=mode, tolerance=tolerance, monotone=monotone)
     return {"range": [spread["low"], spread["high"]], "level": spread["level"], "share": spread["share"],
             "verdict": verdict(rows[f"mean_{metric}"].tolist(), se.tolist(), mode=mode, tolerance=tolerance,
                                run_sd=run_sd, repeats=repeats),
@@ -175,22 +175,33 @@ def recommend(done: pd.DataFrame, front: list[int], *, metric: str, mode: str, t
 
 
 def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: int,
-              tolerance: float = 0.01, target: Optional[float] = None) -> dict:
-    """Everything ``summary.json`` holds, as plain Python values (NaN becomes None)."""
+              tolerance: float = 0.01, target: Optional[float] = None, turning_fit: str = "monotone") -> dict:
+    """Everything ``summary.json`` holds, as plain Python values (NaN becomes None). ``turning_fit``:
+    ``monotone`` reads the turning point off the per-batch means' monotone fit, ``raw`` off the means
+    (``search.turning_point``); the other reading is kept as ``raw_batch_size`` / ``monotone_batch_size``."""
+    if turning_fit not in ("monotone", "raw"):
+        raise ValueError(f"turning_fit must be 'monotone' or 'raw', got {turning_fit!r}")
+    monotone = turning_fit == "monotone"
     trials = trial_table(history, metric=metric, budget_samples=budget_samples)
     per_batch = per_batch_table(trials, metric=metric, mode=mode) if len(trials) else pd.DataFrame()
     measured = per_batch.dropna(subset=[f"best_{metric}"]) if len(per_batch) else per_batch
-    turning = {"batch_size": None, "tolerance": tolerance, "reason": None, "uncertainty": None}
+    fitted = {}
+    turning = {"batch_size": None, "fit": turning_fit, "raw_batch_size": None, "monotone_batch_size": None,
+               "tolerance": tolerance, "reason": None, "uncertainty": None}
     if len(measured) == 0:
         turning["reason"] = "no batch size has a trial that reached the full budget"
     else:
         # A batch size with no completed trial (diverged, stopped, still running) counts as NaN: the walk
         # up from the best batch stops there rather than jumping over a batch nobody measured.
         # On the mean over repeats (the best run itself when repeats = 1).
-        turning["batch_size"] = turning_point(per_batch["batch_size"].tolist(),
-                                              per_batch[f"mean_{metric}"].astype(float).tolist(), mode=mode,
-                                              tolerance=tolerance)
-        turning["uncertainty"] = _uncertainty(per_batch, metric=metric, mode=mode, tolerance=tolerance)
+        batches, means = per_batch["batch_size"].tolist(), per_batch[f"mean_{metric}"].astype(float).tolist()
+        for fit in ("raw", "monotone"):
+            turning[f"{fit}_batch_size"] = turning_point(batches, means, mode=mode, tolerance=tolerance,
+                                                         monotone=fit == "monotone")
+        turning["batch_size"] = turning[f"{turning_fit}_batch_size"]
+        fitted = dict(zip(batches, monotone_fit(batches, means, mode=mode)))
+        turning["uncertainty"] = _uncertainty(per_batch, metric=metric, mode=mode, tolerance=tolerance,
+                                              monotone=monotone)
         missing = sorted(set(per_batch["batch_size"]) - set(measured["batch_size"]))
         if len(measured) == 1:
             turning["reason"] = "only one batch size completed: nothing to compare it with"
@@ -216,6 +227,8 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
         if tradeoff.b_crit is None and not len(reached):
             tradeoff.reason = f"no batch size reached the target {target:.4g}"
 
+    if fitted:
+        per_batch[f"fit_{metric}"] = per_batch["batch_size"].map(fitted)
     noise_rows, noise = noise_scale_table(history)
     if len(noise_rows):
         per_batch = per_batch.merge(noise_rows, on="batch_size", how="left")

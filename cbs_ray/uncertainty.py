@@ -41,10 +41,11 @@ def mean_and_standard_error(values: Sequence[float], *, eval_se: float = 0.0) ->
 
 def turning_point_range(batch_sizes: Sequence[int], means: Sequence[float], standard_errors: Sequence[float],
                         *, mode: str = "max", tolerance: float = 0.01, relative: bool = True,
-                        draws: int = 2000, seed: int = 0, level: float = 0.9) -> dict:
+                        monotone: bool = False, draws: int = 2000, seed: int = 0, level: float = 0.9) -> dict:
     """The turning point under the noise: redraw each batch size's metric from N(mean, se²), apply the
-    rule each time. Returns the point estimate on the means, the central ``level`` range of batch sizes,
-    and how often each batch size came out as the turning point."""
+    rule each time (``monotone``: to the redrawn metrics' monotone fit). Returns the point estimate on the
+    means, the central ``level`` range of batch sizes, and how often each batch size came out as the
+    turning point."""
     b = list(batch_sizes)
     m = np.asarray(means, dtype=float)
     se = np.nan_to_num(np.asarray(standard_errors, dtype=float), nan=0.0)
@@ -52,11 +53,13 @@ def turning_point_range(batch_sizes: Sequence[int], means: Sequence[float], stan
     picks = []
     for _ in range(draws):
         sample = m + rng.normal(size=len(m)) * se
-        picks.append(turning_point(b, sample.tolist(), mode=mode, tolerance=tolerance, relative=relative))
+        picks.append(turning_point(b, sample.tolist(), mode=mode, tolerance=tolerance, relative=relative,
+                                   monotone=monotone))
     picks = np.asarray(picks)
     tail = (1.0 - level) / 2
     share = {int(x): float(np.mean(picks == x)) for x in sorted(set(b))}
-    return {"batch_size": turning_point(b, m.tolist(), mode=mode, tolerance=tolerance, relative=relative),
+    return {"batch_size": turning_point(b, m.tolist(), mode=mode, tolerance=tolerance, relative=relative,
+                                        monotone=monotone),
             "low": int(np.quantile(picks, tail, method="lower")),
             "high": int(np.quantile(picks, 1 - tail, method="higher")),
             "level": level, "share": share}

@@ -89,5 +89,7 @@ def test_report_cli_bad_inputs(tmp_path, capsys):
     assert "not a cbs-ray experiment directory" in capsys.readouterr().err
     assert main([str(tmp_path), "--tolerance", "2"]) == 2
     assert main([]) == 2
+    assert main([str(tmp_path), "--turning-point", "smooth"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 2  # two one-line errors
+    assert err.count("\n") == 3  # three one-line errors
+    assert "--turning-point: invalid choice: 'smooth'" in err

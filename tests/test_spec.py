@@ -32,6 +32,7 @@ def test_budget_epochs_resolve_to_whole_report_intervals():
 
 BAD = [
     (["bogus=1"], "bogus: unknown key"),
+    (["search.turning_point=smooth"], "search.turning_point:"),
     (["training.budget_sample=1"], "training.budget_sample: unknown key"),
     (["training.budget_samples=abc"], "training.budget_samples: expected an integer"),
     (["training.base_lr=fast"], "training.base_lr: expected a number"),
