@@ -31,8 +31,9 @@ def noise_scale(sqnorm_small: Number, sqnorm_big: Number, b_small: float, b_big:
     """(grad_sq, trace_sigma, b_simple) from squared gradient norms at two batch sizes.
 
     Scalars, or equal-length sequences of per-step values (then each estimate is averaged before the
-    ratio is taken). Non-finite entries are skipped. b_simple is NaN when the averaged |G|² is not
-    positive (too few steps for the noise to average out)."""
+    ratio is taken). Non-finite entries are skipped. b_simple is NaN when the averaged |G|² or tr Σ is not
+    positive: both are non-negative quantities, and a non-positive estimate means too few steps for the
+    noise to average out, not a negative noise scale."""
     if not b_big > b_small > 0:
         raise ValueError(f"need b_big > b_small > 0, got {b_small}, {b_big}")
     small = np.atleast_1d(np.asarray(sqnorm_small, dtype=float))
@@ -44,7 +45,7 @@ def noise_scale(sqnorm_small: Number, sqnorm_big: Number, b_small: float, b_big:
         return math.nan, math.nan, math.nan
     grad_sq = float(np.mean((b_big * big[keep] - b_small * small[keep]) / (b_big - b_small)))
     trace = float(np.mean((small[keep] - big[keep]) / (1.0 / b_small - 1.0 / b_big)))
-    return grad_sq, trace, trace / grad_sq if grad_sq > 0 else math.nan
+    return grad_sq, trace, trace / grad_sq if grad_sq > 0 and trace > 0 else math.nan
 
 
 class NoiseScaleMeter:

@@ -67,7 +67,8 @@ def _steps_to_target(history: pd.DataFrame, *, metric: str, mode: str, target: f
 def _ratio_of_means(frame: pd.DataFrame) -> float:
     ok = frame[["grad_sq", "trace_sigma"]].dropna()
     grad_sq = ok["grad_sq"].mean() if len(ok) else math.nan
-    return float(ok["trace_sigma"].mean() / grad_sq) if grad_sq > 0 else math.nan
+    trace = ok["trace_sigma"].mean() if len(ok) else math.nan
+    return float(trace / grad_sq) if grad_sq > 0 and trace > 0 else math.nan  # both are >= 0 in truth
 
 
 def noise_scale_table(history: pd.DataFrame) -> tuple[pd.DataFrame, dict]:

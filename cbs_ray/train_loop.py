@@ -502,7 +502,7 @@ def _noise_metrics(noise, session) -> dict:
                 "b_small": math.nan, "noise_scale_note": "off or " + NOT_MEASURABLE}
     local = torch.tensor(noise.averages(), dtype=torch.float64, device=session.device)
     grad_sq, trace = (session.all_reduce(local) / session.world_size).cpu().tolist()
-    b_simple = trace / grad_sq if grad_sq > 0 else math.nan
+    b_simple = trace / grad_sq if grad_sq > 0 and trace > 0 else math.nan  # see noise_scale()
     return {"grad_sq": grad_sq, "trace_sigma": trace, "b_simple": b_simple, "b_small": noise.b_small,
             "noise_scale_note": ""}
 

@@ -3,10 +3,12 @@
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from cbs_ray import noise_scale
 from cbs_ray.noise_scale import NoiseScaleMeter
+from cbs_ray.summary import noise_scale_table
 
 
 def test_recovers_b_simple_from_two_batch_sizes():
@@ -67,3 +69,23 @@ def test_proposed_grid_is_centred_on_b_simple_and_clipped():
     assert proposed_grid(1000.0, largest=2048) == [128, 256, 512, 1024, 2048]
     with pytest.raises(ValueError):
         proposed_grid(float("nan"))
+
+
+def test_a_negative_noise_estimate_is_not_a_noise_scale():
+    # |G_4|² = 5 below |G_16|² = 6: tr Σ estimate = (5 - 6) / (1/4 - 1/16) = -16/3, |G|² = (96 - 20)/12 > 0
+    grad_sq, trace, b_simple = noise_scale(5.0, 6.0, 4, 16)
+    assert grad_sq == pytest.approx(76 / 12) and trace == pytest.approx(-16 / 3)
+    assert math.isnan(b_simple)  # not -0.84: too few steps for the noise to average out
+
+
+def test_report_leaves_a_negative_trace_out_of_the_noise_scale():
+    history = pd.DataFrame([{"trial_id": "a", "batch_size": 16, "samples_seen": 1024, "grad_sq": 2.0,
+                             "trace_sigma": -10.0, "b_simple": math.nan},
+                            {"trial_id": "a", "batch_size": 16, "samples_seen": 2048, "grad_sq": 2.0,
+                             "trace_sigma": 64.0, "b_simple": 32.0}])
+    rows, overall = noise_scale_table(history)
+    assert overall["early"] == pytest.approx(32.0)  # the first finite report, not the negative one
+    assert overall["mean"] == pytest.approx(32.0)  # over the reports with a noise scale only
+    history.loc[1, "trace_sigma"] = -70.0
+    history.loc[1, "b_simple"] = 5.0  # even if a report carried one, the ratio of means is not positive
+    assert math.isnan(noise_scale_table(history)[1]["mean"])
