@@ -61,6 +61,8 @@ class TrialSetup:
     layer_lr_decay: float = 1.0
     precision: str = "fp32"
     gradient_checkpointing: bool = False
+    compile: bool = False
+    compile_mode: str = "default"
     dataloader_workers: Optional[int] = None
     divergence_factor: float = 10.0
     probe_micro_batch: bool = False
@@ -390,6 +392,10 @@ def train_loop(setup: TrialSetup, data, session) -> None:
     resumed_from_samples = step * setup.batch_size
     if resumed_from_samples and session.rank == 0:
         print(f"trial: resumed from its checkpoint at {resumed_from_samples} samples", flush=True)
+    # The compiled module runs the forward passes; the (DDP-wrapped) model keeps no_sync, the parameters
+    # and the state dict, so checkpoints and the noise probe see the same objects either way.
+    forward = torch.compile(model, mode=None if setup.compile_mode == "default" else setup.compile_mode) \
+        if setup.compile else model
 
     dataset = torch.utils.data.TensorDataset(
         torch.tensor(data.train_ids), torch.tensor(data.train_mask), torch.tensor(data.train_labels))
@@ -420,7 +426,7 @@ def train_loop(setup: TrialSetup, data, session) -> None:
             sync = contextlib.nullcontext() if (k == plan.accumulation - 1 or not is_ddp) else model.no_sync()
             with sync:
                 with torch.autocast(session.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                    loss = training_loss(model, batch, setup) / plan.accumulation
+                    loss = training_loss(forward, batch, setup) / plan.accumulation
                 scaler.scale(loss).backward()
             step_loss += loss.item()
             if k == 0 and noise is not None and local_sqnorm is None:
@@ -460,9 +466,9 @@ def train_loop(setup: TrialSetup, data, session) -> None:
         samples = step * setup.batch_size
         if samples not in report_at:
             continue
-        metrics = evaluate(model, session, data, setup)
+        metrics = evaluate(forward, session, data, setup)
         if samples == setup.budget_samples and getattr(data, "dev_ids", None) is not None:
-            dev = evaluate(model, session, data, setup, on_dev=True)
+            dev = evaluate(forward, session, data, setup, on_dev=True)
             metrics.update({f"dev_{key}": dev[key] for key in ("accuracy", "eval_loss", "eval_examples") if key in dev})
         metrics.update(_noise_metrics(noise, session))
         # Mean training loss over the interval and the first step's loss, averaged over workers: every

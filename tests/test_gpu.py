@@ -50,3 +50,15 @@ def test_accumulation_matches_one_large_step_on_the_gpu():
     assert (whole.reports[0]["accumulation"], split.reports[0]["accumulation"]) == (1, 4)
     for name, value in whole.weights[0].items():
         assert torch.allclose(value, split.weights[0][name], atol=1e-5), name
+
+
+def test_a_compiled_bf16_trial_trains_on_the_gpu():
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    session = run(["training.precision=bf16", "training.compile=true", "training.micro_batch_size=128"], batch=256)
+    last = session.reports[-1]
+    assert counters["stats"]["unique_graphs"] >= 1 and not last["diverged"]
+    assert last["samples_seen"] == 1024 and (last["micro_batch"], last["accumulation"]) == (128, 2)
+    torch._dynamo.reset()

@@ -2,6 +2,7 @@
 
 import copy
 import math
+import shutil
 
 import pytest
 import torch
@@ -151,3 +152,20 @@ def test_a_restarted_trial_continues_from_its_checkpoint(tmp_path):
     assert again.reports[0]["resumed_from_samples"] == 128 and first.reports[0]["resumed_from_samples"] == 0
     assert again.reports[0]["steps"] == 16
     assert again.reports[0]["wall_time_s"] >= first.reports[0]["wall_time_s"]  # the clock continues
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="torch.compile on a CPU needs a C++ compiler")
+def test_compiled_model_trains_as_the_eager_one():
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    eager, _ = run(batch=32)
+    assert not counters["stats"]["unique_graphs"]
+    compiled, _ = run(["training.compile=true"], batch=32)
+    assert counters["stats"]["unique_graphs"] >= 1  # the forward passes went through torch.compile
+    # The default tiny model has no dropout, so the two differ only by kernel fusion's rounding.
+    for a, b in zip(eager, compiled):
+        assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-3)
+        assert b["eval_loss"] == pytest.approx(a["eval_loss"], rel=1e-3)
+    torch._dynamo.reset()
