@@ -14,6 +14,7 @@ import json
 import math
 
 from cbs_ray.critical_batch import turning_point
+from search_cost import within_one_step  # bench/ is on sys.path when a bench script runs
 
 
 def main() -> None:
@@ -32,7 +33,7 @@ def main() -> None:
             readings[name] = {fit: turning_point(batches, metrics, tolerance=args.tolerance,
                                                  monotone=fit == "monotone") for fit in agree}
         for fit in agree:
-            agree[fit] += abs(math.log2(readings["grid"][fit] / readings["cbs-ray"][fit])) <= 1
+            agree[fit] += within_one_step(readings["grid"][fit], readings["cbs-ray"][fit])
         print(f"seed {seed}: raw / monotone  " + "  ".join(
             f"{name} {r['raw']} / {r['monotone']}" for name, r in readings.items()))
     print("RESULT within one grid step of the grid: " + ", ".join(

@@ -34,6 +34,13 @@ def within_tolerance(value: float, best: float, *, mode: str = "max", tolerance:
     return shortfall <= allowed + 1e-12
 
 
+def _check(batch_sizes: Sequence[int], metrics: Sequence[float], mode: str) -> None:
+    if mode not in ("max", "min"):
+        raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
+    if len(batch_sizes) != len(metrics):
+        raise ValueError("batch_sizes and metrics must have the same length")
+
+
 def turning_point(batch_sizes: Sequence[int], metrics: Sequence[float], *, mode: str = "max",
                   tolerance: float = 0.01, relative: bool = True, monotone: bool = False) -> int:
     """Largest batch B at or above the best batch such that every batch from the best up to B stays
@@ -44,10 +51,7 @@ def turning_point(batch_sizes: Sequence[int], metrics: Sequence[float], *, mode:
     then passes the tied larger ones). ``monotone``: walk ``monotone_fit(metrics)`` instead of the metrics.
     Raises ValueError with no finite metric at all.
     """
-    if mode not in ("max", "min"):
-        raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
-    if len(batch_sizes) != len(metrics):
-        raise ValueError("batch_sizes and metrics must have the same length")
+    _check(batch_sizes, metrics, mode)
     if monotone:
         metrics = monotone_fit(batch_sizes, metrics, mode=mode)
     pairs = sorted(zip(batch_sizes, metrics))
@@ -70,10 +74,7 @@ def monotone_fit(batch_sizes: Sequence[int], metrics: Sequence[float], *, mode: 
     ``mode="max"``, non-decreasing for ``"min"``), in the order of ``batch_sizes``: neighbours that violate
     the order are pooled into their mean (pool-adjacent-violators, each batch size weighted equally).
     NaN metrics stay NaN and take no part in the fit."""
-    if mode not in ("max", "min"):
-        raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
-    if len(batch_sizes) != len(metrics):
-        raise ValueError("batch_sizes and metrics must have the same length")
+    _check(batch_sizes, metrics, mode)
     sign = 1.0 if mode == "max" else -1.0
     order = [i for i in sorted(range(len(metrics)), key=lambda i: batch_sizes[i]) if not math.isnan(metrics[i])]
     blocks: list[list] = []  # [sum of sign·metric, count, indices], their means non-increasing

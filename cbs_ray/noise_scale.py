@@ -19,7 +19,7 @@ from typing import Sequence, Union
 
 import numpy as np
 
-__all__ = ["noise_scale", "NoiseScaleMeter", "NOT_MEASURABLE", "proposed_grid"]
+__all__ = ["noise_scale", "b_simple", "NoiseScaleMeter", "NOT_MEASURABLE", "proposed_grid"]
 
 NOT_MEASURABLE = "not measurable: one worker and no gradient accumulation give only one batch size"
 
@@ -31,9 +31,8 @@ def noise_scale(sqnorm_small: Number, sqnorm_big: Number, b_small: float, b_big:
     """(grad_sq, trace_sigma, b_simple) from squared gradient norms at two batch sizes.
 
     Scalars, or equal-length sequences of per-step values (then each estimate is averaged before the
-    ratio is taken). Non-finite entries are skipped. b_simple is NaN when the averaged |G|² or tr Σ is not
-    positive: both are non-negative quantities, and a non-positive estimate means too few steps for the
-    noise to average out, not a negative noise scale."""
+    ratio is taken). Non-finite entries are skipped. b_simple as ``b_simple()``: NaN when the averaged |G|²
+    or tr Σ is not positive."""
     if not b_big > b_small > 0:
         raise ValueError(f"need b_big > b_small > 0, got {b_small}, {b_big}")
     small = np.atleast_1d(np.asarray(sqnorm_small, dtype=float))
@@ -45,7 +44,13 @@ def noise_scale(sqnorm_small: Number, sqnorm_big: Number, b_small: float, b_big:
         return math.nan, math.nan, math.nan
     grad_sq = float(np.mean((b_big * big[keep] - b_small * small[keep]) / (b_big - b_small)))
     trace = float(np.mean((small[keep] - big[keep]) / (1.0 / b_small - 1.0 / b_big)))
-    return grad_sq, trace, trace / grad_sq if grad_sq > 0 and trace > 0 else math.nan
+    return grad_sq, trace, b_simple(grad_sq, trace)
+
+
+def b_simple(grad_sq: float, trace_sigma: float) -> float:
+    """tr Σ / |G|², or NaN unless both estimates are positive: both quantities are non-negative, and a
+    non-positive estimate means too few steps for the noise to average out, not a negative noise scale."""
+    return trace_sigma / grad_sq if grad_sq > 0 and trace_sigma > 0 else math.nan
 
 
 class NoiseScaleMeter:

@@ -162,6 +162,9 @@ def _table(records: list[dict], columns: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+READINGS = {"monotone": "monotone fit", "raw": "raw bests"}  # search.turning_point
+
+
 def headline(summary: dict) -> list[str]:
     """The three critical-batch figures and the recommendation, one line each."""
     cb, metric = summary["critical_batch"], summary["metric"]
@@ -169,9 +172,9 @@ def headline(summary: dict) -> list[str]:
     fit = tp.get("fit", "raw")
     other = "raw" if fit == "monotone" else "monotone"
     lines = [f"Critical batch, turning point (equal samples, tolerance {cb['tolerance']:.1%}, "
-             f"{'monotone fit' if fit == 'monotone' else 'raw bests'}): "
+             f"{READINGS[fit]}): "
              + (f"{tp['batch_size']}" if tp["batch_size"] is not None else "not determined")
-             + (f" (read off the {'raw bests' if other == 'raw' else 'monotone fit'}: {tp[other + '_batch_size']})"
+             + (f" (read off the {READINGS[other]}: {tp[other + '_batch_size']})"
                 if tp.get(other + "_batch_size") not in (None, tp["batch_size"]) else "")
              + (f"  [{tp['reason']}]" if tp["reason"] else "")]
     unc = tp.get("uncertainty")

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .critical_batch import monotone_fit, turning_point, within_tolerance
+from .noise_scale import b_simple
 from .pareto import pareto_front
 from .schedule import warmup_steps
 from .tradeoff import TradeoffFit, fit_tradeoff, overhead_rule, samples_to_target
@@ -66,9 +67,7 @@ def _steps_to_target(history: pd.DataFrame, *, metric: str, mode: str, target: f
 
 def _ratio_of_means(frame: pd.DataFrame) -> float:
     ok = frame[["grad_sq", "trace_sigma"]].dropna()
-    grad_sq = ok["grad_sq"].mean() if len(ok) else math.nan
-    trace = ok["trace_sigma"].mean() if len(ok) else math.nan
-    return float(trace / grad_sq) if grad_sq > 0 and trace > 0 else math.nan  # both are >= 0 in truth
+    return float(b_simple(ok["grad_sq"].mean(), ok["trace_sigma"].mean())) if len(ok) else math.nan
 
 
 def noise_scale_table(history: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
@@ -196,11 +195,10 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
         # up from the best batch stops there rather than jumping over a batch nobody measured.
         # On the mean over repeats (the best run itself when repeats = 1).
         batches, means = per_batch["batch_size"].tolist(), per_batch[f"mean_{metric}"].astype(float).tolist()
-        for fit in ("raw", "monotone"):
-            turning[f"{fit}_batch_size"] = turning_point(batches, means, mode=mode, tolerance=tolerance,
-                                                         monotone=fit == "monotone")
-        turning["batch_size"] = turning[f"{turning_fit}_batch_size"]
         fitted = dict(zip(batches, monotone_fit(batches, means, mode=mode)))
+        for fit, values in (("raw", means), ("monotone", list(fitted.values()))):
+            turning[f"{fit}_batch_size"] = turning_point(batches, values, mode=mode, tolerance=tolerance)
+        turning["batch_size"] = turning[f"{turning_fit}_batch_size"]
         turning["uncertainty"] = _uncertainty(per_batch, metric=metric, mode=mode, tolerance=tolerance,
                                               monotone=monotone)
         missing = sorted(set(per_batch["batch_size"]) - set(measured["batch_size"]))

@@ -24,7 +24,7 @@ import torch
 
 from .budget import BatchPlan, milestones, optimizer_steps, plan_batch
 from .metrics import TrialGauges
-from .noise_scale import NOT_MEASURABLE, NoiseScaleMeter
+from .noise_scale import NOT_MEASURABLE, NoiseScaleMeter, b_simple
 from .schedule import lr_multiplier, scaled_lr, warmup_steps
 
 __all__ = ["TrialSetup", "LocalSession", "TrainSession", "train_loop", "WORST_METRIC"]
@@ -467,7 +467,7 @@ def train_loop(setup: TrialSetup, data, session) -> None:
         if samples not in report_at:
             continue
         metrics = evaluate(forward, session, data, setup)
-        if samples == setup.budget_samples and getattr(data, "dev_ids", None) is not None:
+        if samples == setup.budget_samples and data.dev_ids is not None:
             dev = evaluate(forward, session, data, setup, on_dev=True)
             metrics.update({f"dev_{key}": dev[key] for key in ("accuracy", "eval_loss", "eval_examples") if key in dev})
         metrics.update(_noise_metrics(noise, session))
@@ -508,8 +508,7 @@ def _noise_metrics(noise, session) -> dict:
                 "b_small": math.nan, "noise_scale_note": "off or " + NOT_MEASURABLE}
     local = torch.tensor(noise.averages(), dtype=torch.float64, device=session.device)
     grad_sq, trace = (session.all_reduce(local) / session.world_size).cpu().tolist()
-    b_simple = trace / grad_sq if grad_sq > 0 and trace > 0 else math.nan  # see noise_scale()
-    return {"grad_sq": grad_sq, "trace_sigma": trace, "b_simple": b_simple, "b_small": noise.b_small,
+    return {"grad_sq": grad_sq, "trace_sigma": trace, "b_simple": b_simple(grad_sq, trace), "b_small": noise.b_small,
             "noise_scale_note": ""}
 
 
