@@ -5,10 +5,16 @@ For a session that is lent a GPU (a few minutes): BERT-base built from its confi
 autocast, sequence length 128, fused AdamW, clip 1.0. FLOPs per token follow PaLM's MFU definition:
 6 · non-embedding parameters + 12 · layers · seq · hidden (attention scores and values), fwd + bwd; the
 common 6 · all-parameters figure is printed beside it. The peak is the device's dense bf16 rate (H200/H100
-SXM datasheet: 989 TFLOP/s; pass --peak-tflops for others).
+SXM datasheet: 989 TFLOP/s; pass --peak-tflops for others). The accumulation runs also give the MFU at a
+half and a quarter of the planned micro-batch (the optimizer step is then amortized over the same batch).
+
+Each compiled shape is compiled static (``dynamic=False``): a second micro-batch size otherwise makes
+dynamo recompile with a dynamic batch dimension, whose kernels are slower, and the accumulation
+comparison would measure that instead of accumulation.
 
     python bench/gpu_bert_base.py [--seq 128] [--steps 30] [--peak-tflops 989] [--no-compile]
         [--micro N (skip the probe)] [--dropout P (BERT's own: 0.1)] [--compile-mode MODE]
+    python bench/gpu_bert_base.py --smoke    # every code path on the CPU with a tiny BERT, in seconds
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ import torch
 from transformers import AutoModelForSequenceClassification, BertConfig
 
 from cbs_ray.memory_planner import cuda_fits, plan_micro_batch
+
+TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
+            max_position_embeddings=64, vocab_size=1000)
 
 
 def main() -> None:
@@ -33,34 +42,48 @@ def main() -> None:
     parser.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout")
     parser.add_argument("--no-accumulation", action="store_true", help="skip the accumulation-overhead runs")
     parser.add_argument("--compile-mode", default=None, help="torch.compile mode, e.g. max-autotune-no-cudagraphs")
+    parser.add_argument("--smoke", action="store_true",
+                        help="check the script itself on a CPU: tiny BERT, seq 32, micro 16, 2 steps (figures meaningless)")
     args = parser.parse_args()
-    assert torch.cuda.is_available(), "needs a CUDA GPU"
-    torch.backends.cuda.matmul.allow_tf32 = True
-    device = torch.device("cuda")
-    config = BertConfig(num_labels=2, hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout)
+    if args.smoke:
+        args.seq, args.steps, args.micro = 32, 2, args.micro or 16
+    else:
+        assert torch.cuda.is_available(), "needs a CUDA GPU (or --smoke)"
+        torch.backends.cuda.matmul.allow_tf32 = True
+    device = torch.device("cpu" if args.smoke else "cuda")
+    # problem_type set up front: the model would set it at its first forward, and compiling would recompile.
+    config = BertConfig(num_labels=2, problem_type="single_label_classification", hidden_dropout_prob=args.dropout,
+                        attention_probs_dropout_prob=args.dropout, **(TINY if args.smoke else {}))
     model = AutoModelForSequenceClassification.from_config(config).to(device)
     params = sum(p.numel() for p in model.parameters())
     embedding = sum(p.numel() for n, p in model.named_parameters() if "embeddings" in n)
     flops_per_token = 6 * (params - embedding) + 12 * config.num_hidden_layers * args.seq * config.hidden_size
 
     def optimizer():
-        return torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+        return torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
+
+    def synchronize():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
 
     tried = []
-    fits = cuda_fits(model, optimizer, seq_len=args.seq, vocab_size=config.vocab_size,
-                     task="sequence-classification", dtype=torch.bfloat16)
+    if not args.micro:
+        fits = cuda_fits(model, optimizer, seq_len=args.seq, vocab_size=config.vocab_size,
+                         task="sequence-classification", dtype=torch.bfloat16)
 
-    def counted(m: int) -> bool:
-        tried.append((m, fits(m)))
-        return tried[-1][1]
+        def counted(m: int) -> bool:
+            tried.append((m, fits(m)))
+            return tried[-1][1]
 
     start = time.perf_counter()
     micro = args.micro or plan_micro_batch(counted, upper=args.max_micro)
+    name = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
     print(f"probe: tried {tried} -> micro-batch {micro} planned in {time.perf_counter() - start:.1f} s "
-          f"({torch.cuda.get_device_name()}, {params / 1e6:.1f}M parameters, {embedding / 1e6:.1f}M in embeddings, "
+          f"({name}, {params / 1e6:.1f}M parameters, {embedding / 1e6:.1f}M in embeddings, "
           f"dropout {args.dropout})", flush=True)
     assert args.micro or any(not ok for _, ok in tried), "the probe never hit out-of-memory: raise --max-micro"
-    torch.cuda.empty_cache()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
 
     def timed(step_model, batch: int, accumulation: int) -> float:
         """samples/s of optimizer steps of ``batch`` samples as ``accumulation`` micro-steps."""
@@ -72,20 +95,20 @@ def main() -> None:
 
         def step():
             for _ in range(accumulation):
-                with torch.autocast("cuda", dtype=torch.bfloat16):
+                with torch.autocast(device.type, dtype=torch.bfloat16):
                     loss = step_model(input_ids=ids, attention_mask=mask, labels=labels).loss / accumulation
                 loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             opt.zero_grad(set_to_none=True)
 
-        for _ in range(3):
+        for _ in range(3):  # warm-up, compilation included
             step()
-        torch.cuda.synchronize()
+        synchronize()
         start = time.perf_counter()
         for _ in range(args.steps):
             step()
-        torch.cuda.synchronize()
+        synchronize()
         return args.steps * batch / (time.perf_counter() - start)
 
     def mfu(samples_per_s: float, per_token: float) -> float:
@@ -93,17 +116,19 @@ def main() -> None:
 
     variants = [("eager", model)]
     if not args.no_compile:
-        variants.append((f"torch.compile({args.compile_mode or 'default'})", torch.compile(model, mode=args.compile_mode)))
-    for name, step_model in variants:
+        variants.append((f"torch.compile({args.compile_mode or 'default'})",
+                         torch.compile(model, mode=args.compile_mode, dynamic=False)))
+    for label, step_model in variants:
         rate = timed(step_model, micro, 1)
-        print(f"RESULT BERT-base bf16 seq {args.seq} micro {micro} {name}: {rate:.0f} samples/s, "
+        print(f"RESULT BERT-base bf16 seq {args.seq} micro {micro} {label}: {rate:.0f} samples/s, "
               f"MFU {mfu(rate, flops_per_token):.1%} (PaLM definition; target >= 45 %), "
               f"{mfu(rate, 6 * params):.1%} (6 x all parameters)", flush=True)
-    for name, step_model in variants if not args.no_accumulation else []:
+    for label, step_model in variants if not args.no_accumulation else []:
         for accumulation in (2, 4):
             whole, split = timed(step_model, micro, 1), timed(step_model, micro, accumulation)
-            print(f"RESULT accumulation {name} B={micro} as {accumulation} x {micro // accumulation} / 1 x {micro}: "
-                  f"{split / whole:.3f} (overhead {1 - split / whole:.1%}; target <= 5 %)", flush=True)
+            print(f"RESULT accumulation {label} B={micro} as {accumulation} x {micro // accumulation} / 1 x {micro}: "
+                  f"{split / whole:.3f} (overhead {1 - split / whole:.1%}; target <= 5 %); "
+                  f"MFU at micro {micro // accumulation}: {mfu(split, flops_per_token):.1%}", flush=True)
 
 
 if __name__ == "__main__":

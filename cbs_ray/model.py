@@ -19,6 +19,10 @@ def model_config(model: dict, task: str, *, vocab_size: int, num_labels: int, pa
     from transformers import AutoConfig
 
     extra = {"num_labels": num_labels} if task == "sequence-classification" else {}
+    if num_labels > 1 and task == "sequence-classification":
+        # What the model would set itself at its first forward with labels. Set up front, the config
+        # does not change under torch.compile, whose guard on it would otherwise recompile the model.
+        extra["problem_type"] = "single_label_classification"
     if model.get("name"):
         try:
             return AutoConfig.from_pretrained(model["name"], **extra)

@@ -1,0 +1,22 @@
+"""The GPU bench is run in device sessions of a few minutes; a crash there wastes the session. Its code
+paths (model from config, bf16 autocast, timing, accumulation, MFU arithmetic) are checked here on the
+CPU with a tiny BERT (``--smoke``); only the CUDA probe and the device itself are left to the GPU."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_gpu_bench_runs_end_to_end_on_the_cpu():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_bert_base.py"), "--smoke", "--no-compile"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]
+    assert len(results) == 3, done.stdout  # throughput at the micro-batch, then 2 and 4 micro-steps
+    assert re.search(r"micro 16 eager: \d+ samples/s, MFU", results[0])
+    assert "as 2 x 8 / 1 x 16" in results[1] and "as 4 x 4 / 1 x 16" in results[2]
