@@ -42,6 +42,8 @@ def main() -> None:
     parser.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout")
     parser.add_argument("--no-accumulation", action="store_true", help="skip the accumulation-overhead runs")
     parser.add_argument("--compile-mode", default=None, help="torch.compile mode, e.g. max-autotune-no-cudagraphs")
+    parser.add_argument("--profile", action="store_true",
+                        help="also profile one step of 1 x micro and of 4 x micro/4 (eager): the operators that grow")
     parser.add_argument("--smoke", action="store_true",
                         help="check the script itself on a CPU: tiny BERT, seq 32, micro 16, 2 steps (figures meaningless)")
     args = parser.parse_args()
@@ -85,8 +87,8 @@ def main() -> None:
     if device.type == "cuda":
         torch.cuda.empty_cache()
 
-    def timed(step_model, batch: int, accumulation: int) -> float:
-        """samples/s of optimizer steps of ``batch`` samples as ``accumulation`` micro-steps."""
+    def training_step(step_model, batch: int, accumulation: int):
+        """One optimizer step of ``batch`` samples as ``accumulation`` micro-steps, as a callable."""
         opt = optimizer()
         micro_batch = batch // accumulation
         ids = torch.randint(0, config.vocab_size, (micro_batch, args.seq), device=device)
@@ -102,6 +104,11 @@ def main() -> None:
             opt.step()
             opt.zero_grad(set_to_none=True)
 
+        return step
+
+    def timed(step_model, batch: int, accumulation: int) -> float:
+        """samples/s of optimizer steps of ``batch`` samples as ``accumulation`` micro-steps."""
+        step = training_step(step_model, batch, accumulation)
         for _ in range(3):  # warm-up, compilation included
             step()
         synchronize()
@@ -123,12 +130,42 @@ def main() -> None:
         print(f"RESULT BERT-base bf16 seq {args.seq} micro {micro} {label}: {rate:.0f} samples/s, "
               f"MFU {mfu(rate, flops_per_token):.1%} (PaLM definition; target >= 45 %), "
               f"{mfu(rate, 6 * params):.1%} (6 x all parameters)", flush=True)
+    if args.profile:  # before the accumulation runs, whose compiled shapes take longest
+        profile(training_step, model, micro, device)
     for label, step_model in variants if not args.no_accumulation else []:
         for accumulation in (2, 4):
             whole, split = timed(step_model, micro, 1), timed(step_model, micro, accumulation)
             print(f"RESULT accumulation {label} B={micro} as {accumulation} x {micro // accumulation} / 1 x {micro}: "
                   f"{split / whole:.3f} (overhead {1 - split / whole:.1%}; target <= 5 %); "
                   f"MFU at micro {micro // accumulation}: {mfu(split, flops_per_token):.1%}", flush=True)
+
+
+def profile(training_step, model, micro: int, device) -> None:
+    """Operator time of one step as 1 x micro and as 4 x micro/4, side by side, the largest differences
+    first: where accumulation's extra time goes."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as profiler
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    per_op = []
+    for accumulation in (1, 4):
+        step = training_step(model, micro, accumulation)
+        step()  # warm-up
+        with profiler(activities=activities) as prof:
+            step()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+        field = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+        per_op.append({e.key: (getattr(e, field), e.count) for e in prof.key_averages()})
+    whole, split = per_op
+    rows = sorted(set(whole) | set(split), key=lambda k: split.get(k, (0, 0))[0] - whole.get(k, (0, 0))[0],
+                  reverse=True)
+    total = [sum(t for t, _ in ops.values()) / 1e3 for ops in per_op]
+    print(f"PROFILE one step of {micro} samples: 1 x {micro} {total[0]:.1f} ms, 4 x {micro // 4} {total[1]:.1f} ms "
+          f"({'device' if device.type == 'cuda' else 'CPU'} self time); operators whose time grows most:")
+    for key in rows[:15]:
+        (t1, n1), (t4, n4) = whole.get(key, (0, 0)), split.get(key, (0, 0))
+        print(f"PROFILE   {key[:60]:60s} {t1 / 1e3:8.2f} ms ({n1:5d} calls) -> {t4 / 1e3:8.2f} ms ({n4:5d} calls)")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything a GPU session checks, in one go (a device lease is minutes): the GPU tests, then the
 # BERT-base probe / MFU / accumulation bench. Writes logs to $OUT (or ./gpu-out).
-#   bash bench/gpu_session.sh            # the tests and the bench as shipped (probe, BERT's dropout)
+#   bash bench/gpu_session.sh            # the tests and the bench as shipped (probe, BERT's dropout, profile)
 #   bash bench/gpu_session.sh 2048       # the same at a known micro-batch (no probe), also without dropout
 #   bash bench/gpu_session.sh quick      # the tests, the probe and eager MFU only (about a minute)
 set -o pipefail
@@ -13,7 +13,7 @@ timeout 240 python3 -m pytest -m gpu -p no:cacheprovider -q tests/test_gpu.py 2>
 if [ "$1" = quick ]; then
   timeout 120 python3 bench/gpu_bert_base.py --steps 20 --no-compile --no-accumulation 2>&1 | tee "$out/gpu_bert_base.log"
 elif [ -z "$1" ]; then
-  timeout 300 python3 bench/gpu_bert_base.py --steps 20 2>&1 | tee "$out/gpu_bert_base.log"
+  timeout 300 python3 bench/gpu_bert_base.py --steps 20 --profile 2>&1 | tee "$out/gpu_bert_base.log"
 else
   timeout 200 python3 bench/gpu_bert_base.py --steps 20 --micro "$1" 2>&1 | tee "$out/gpu_bert_base.log"
   timeout 200 python3 bench/gpu_bert_base.py --steps 20 --micro "$1" --dropout 0 --no-accumulation 2>&1 | tee "$out/gpu_bert_base_nodropout.log"

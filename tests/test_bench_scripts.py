@@ -13,10 +13,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_gpu_bench_runs_end_to_end_on_the_cpu():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_bert_base.py"), "--smoke", "--no-compile"],
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_bert_base.py"), "--smoke", "--no-compile", "--profile"],
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     results = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]
     assert len(results) == 3, done.stdout  # throughput at the micro-batch, then 2 and 4 micro-steps
     assert re.search(r"micro 16 eager: \d+ samples/s, MFU", results[0])
     assert "as 2 x 8 / 1 x 16" in results[1] and "as 4 x 4 / 1 x 16" in results[2]
+    profile = [line for line in done.stdout.splitlines() if line.startswith("PROFILE")]
+    assert "1 x 16" in profile[0] and "4 x 4" in profile[0] and len(profile) > 5
+    assert any("aten::mm" in line or "aten::addmm" in line for line in profile[1:])
