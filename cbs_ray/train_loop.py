@@ -160,8 +160,31 @@ class TrainSession:
         return ray.train.get_checkpoint()
 
 
+def per_report_loggers() -> list[str]:
+    """The Ray loggers that write a console line at INFO for every report of every rank: "Checkpoint
+    successfully created at: …" (Tune's and Train's storage) and "Reporting training result N:
+    TrainingReport(…all metrics…)" (Train V2's worker context, whose logger is named by its file path).
+    Forwarded to the driver, they bury Tune's own progress table."""
+    import importlib.util
+
+    names = ["ray.train._internal.storage", "ray.train.v2._internal.execution.storage"]
+    context = importlib.util.find_spec("ray.train.v2._internal.execution.context")
+    if context is not None:
+        names.append(context.origin)
+    return names
+
+
+def quiet_per_report_logs() -> None:
+    """Raise those loggers to WARNING in this process; their warnings and errors still show."""
+    import logging
+
+    for name in per_report_loggers():
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def train_worker(config: dict) -> None:
     """Entry point of a Ray Train worker (``TorchTrainer(train_loop_per_worker=train_worker)``)."""
+    quiet_per_report_logs()
     train_loop(config["setup"], config["data"], TrainSession())
 
 

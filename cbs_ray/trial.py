@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from .spec import SearchSpec
-from .train_loop import LocalSession, TrialSetup, train_loop, train_worker
+from .train_loop import LocalSession, TrialSetup, quiet_per_report_logs, train_loop, train_worker
 
 __all__ = ["make_setup", "run_trial", "trial_resources", "batch_size_of", "in_process"]
 
@@ -61,6 +61,7 @@ def run_trial(config: dict, *, spec: SearchSpec, data, budget_samples: int, mode
 
     setup = make_setup(spec, config, budget_samples=budget_samples, model_config=model_config)
     setup.trial_id = tune.get_context().get_trial_id() or ""
+    quiet_per_report_logs()
     if in_process(spec):
         train_loop(setup, data, LocalSession())
         return

@@ -171,3 +171,22 @@ def test_compiled_model_trains_as_the_eager_one():
         assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-3)
         assert b["eval_loss"] == pytest.approx(a["eval_loss"], rel=1e-3)
     torch._dynamo.reset()
+
+
+def test_ray_per_report_log_lines_are_quietened():
+    """The logger names must be the ones Ray's modules really log through, else the console fills with a
+    line per report per rank again after a Ray upgrade."""
+    import logging
+
+    import ray.train._internal.storage as tune_storage
+    import ray.train.v2._internal.execution.context as train_context
+    import ray.train.v2._internal.execution.storage as train_storage
+
+    from cbs_ray.train_loop import per_report_loggers, quiet_per_report_logs
+
+    modules = (tune_storage, train_storage, train_context)
+    assert sorted(per_report_loggers()) == sorted(m.logger.name for m in modules)
+    quiet_per_report_logs()
+    for module in modules:
+        assert not module.logger.isEnabledFor(logging.INFO)
+        assert module.logger.isEnabledFor(logging.WARNING)
