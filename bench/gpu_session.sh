@@ -4,11 +4,19 @@
 #   bash bench/gpu_session.sh            # the tests and the bench as shipped (probe, BERT's dropout, profile)
 #   bash bench/gpu_session.sh 2048       # the same at a known micro-batch (no probe), also without dropout
 #   bash bench/gpu_session.sh quick      # the tests, the probe and eager MFU only (about a minute)
+#   bash bench/gpu_session.sh autotune [2048]  # no tests: MFU compiled with max-autotune (autotuning
+#                                              # takes minutes), dropout 0, at a known micro-batch
+# Check the bench itself on a CPU first: python bench/gpu_bert_base.py --smoke
 set -o pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD HF_HUB_OFFLINE=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)" | tee -a "$out/gpu.txt"
+if [ "$1" = autotune ]; then
+  timeout 540 python3 bench/gpu_bert_base.py --steps 20 --micro "${2:-2048}" --dropout 0 --no-accumulation \
+    --compile-mode max-autotune-no-cudagraphs 2>&1 | tee "$out/gpu_bert_base_autotune.log"
+  exit
+fi
 timeout 240 python3 -m pytest -m gpu -p no:cacheprovider -q tests/test_gpu.py 2>&1 | tail -30 | tee "$out/pytest_gpu.log"
 if [ "$1" = quick ]; then
   timeout 120 python3 bench/gpu_bert_base.py --steps 20 --no-compile --no-accumulation 2>&1 | tee "$out/gpu_bert_base.log"
