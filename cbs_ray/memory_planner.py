@@ -6,6 +6,11 @@ sizes and catches out-of-memory: the plan is the largest power of two p such tha
 waits on a rank that could not fit its share. Results are cached per (model, sequence length, precision,
 device) so later trials on the same kind of device do not probe again. The search is pure and takes any
 ``fits(micro_batch) -> bool``, so it is tested with a fake memory function.
+
+On a CPU there is no out-of-memory exception to catch (the machine swaps, or the kernel kills the
+process), so the probe runs only against a limit the user gives: ``cpu_fits`` measures the worker
+process's peak resident memory during the step, and refuses without running any size whose peak,
+extrapolated from the sizes already run, would exceed the limit.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ import os
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["plan_micro_batch", "PROBE_LIMIT", "ProbeCache", "probe_key", "cuda_fits"]
+__all__ = ["plan_micro_batch", "PROBE_LIMIT", "ProbeCache", "probe_key", "cuda_fits", "cpu_fits",
+           "extrapolated_peak", "PeakResidentMemory"]
 
 
 PROBE_LIMIT = 2 ** 16
@@ -74,22 +80,29 @@ class ProbeCache:
         tmp.replace(self.path)  # atomic: concurrent trials never read half a file
 
 
+def _probe_step(model, optimizer, m: int, *, seq_len: int, vocab_size: int, task: str, dtype) -> None:
+    """One forward + backward + optimizer step on random tokens at micro-batch m, on the model's device,
+    under autocast ``dtype`` (None: full precision)."""
+    import torch
+
+    device = next(model.parameters()).device
+    ids = torch.randint(0, vocab_size, (m, seq_len), device=device)
+    labels = ids if task == "causal-lm" else torch.zeros(m, dtype=torch.long, device=device)
+    with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+        loss = model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels).loss
+    loss.backward()
+    optimizer.step()
+
+
 def cuda_fits(model, make_optimizer, *, seq_len: int, vocab_size: int, task: str, dtype) -> Callable[[int], bool]:
     """``fits(m)`` for a CUDA model: one forward + backward + optimizer step on random tokens at micro-batch
     m under autocast ``dtype``; False on out-of-memory. Gradients and optimizer state are dropped after."""
     import torch
 
-    device = next(model.parameters()).device
-
     def fits(m: int) -> bool:
         optimizer = make_optimizer()
         try:
-            ids = torch.randint(0, vocab_size, (m, seq_len), device=device)
-            labels = ids if task == "causal-lm" else torch.zeros(m, dtype=torch.long, device=device)
-            with torch.autocast("cuda", dtype=dtype, enabled=dtype is not None):
-                loss = model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels).loss
-            loss.backward()
-            optimizer.step()
+            _probe_step(model, optimizer, m, seq_len=seq_len, vocab_size=vocab_size, task=task, dtype=dtype)
             torch.cuda.synchronize()
             return True
         except torch.cuda.OutOfMemoryError:
@@ -98,5 +111,72 @@ def cuda_fits(model, make_optimizer, *, seq_len: int, vocab_size: int, task: str
             optimizer.zero_grad(set_to_none=True)
             del optimizer
             torch.cuda.empty_cache()
+
+    return fits
+
+
+class PeakResidentMemory:
+    """This process's peak resident memory (Linux: VmHWM, reset through /proc/self/clear_refs; elsewhere
+    the peak since the process started, which can only make the probe more cautious)."""
+
+    def reset(self) -> None:
+        try:
+            Path("/proc/self/clear_refs").write_text("5")
+        except OSError:
+            pass
+
+    def bytes(self) -> int:
+        try:
+            for line in Path("/proc/self/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        import resource
+        import sys
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
+
+
+def extrapolated_peak(baseline: int, runs: list[tuple[int, int]], m: int) -> int | None:
+    """The peak memory expected at micro-batch m, from ``runs`` of (micro-batch, measured peak) and the
+    ``baseline`` before any step: the largest run's memory above the baseline, scaled in proportion to m.
+    Gradients and optimizer state do not grow with m, so this overestimates: a size it allows stays
+    within the limit. None before any run (the first size is run unseen; the planner starts at 1)."""
+    if not runs:
+        return None
+    largest, peak = max(runs)
+    return baseline + math.ceil(max(peak - baseline, 0) * m / largest)
+
+
+def cpu_fits(model, make_optimizer, *, seq_len: int, vocab_size: int, task: str, dtype, limit_bytes: int,
+             memory: PeakResidentMemory | None = None, log: Callable[[str], None] = lambda _: None,
+             ) -> Callable[[int], bool]:
+    """``fits(m)`` on a CPU: the process's peak resident memory during one forward + backward + optimizer
+    step at micro-batch m stays within ``limit_bytes``. A size whose extrapolated peak exceeds the limit
+    is refused without running it."""
+    memory = memory or PeakResidentMemory()
+    memory.reset()
+    baseline = memory.bytes()
+    runs: list[tuple[int, int]] = []
+
+    def fits(m: int) -> bool:
+        expected = extrapolated_peak(baseline, runs, m)
+        if expected is not None and expected > limit_bytes:
+            log(f"micro-batch {m}: {expected / 2**20:.0f} MiB expected, over the {limit_bytes / 2**20:.0f} MiB limit; "
+                "not run")
+            return False
+        optimizer = make_optimizer()
+        memory.reset()
+        try:
+            _probe_step(model, optimizer, m, seq_len=seq_len, vocab_size=vocab_size, task=task, dtype=dtype)
+            peak = memory.bytes()
+        finally:
+            optimizer.zero_grad(set_to_none=True)
+            del optimizer
+        runs.append((m, peak))
+        log(f"micro-batch {m}: peak {peak / 2**20:.0f} MiB{'' if peak <= limit_bytes else ', over the limit'}")
+        return peak <= limit_bytes
 
     return fits

@@ -69,6 +69,8 @@ class TrialSetup:
     probe_seq_len: Optional[int] = None
     probe_limit: Optional[int] = None
     """Largest micro-batch the probe tries: the search's largest batch per worker (default: this batch's)."""
+    memory_limit_gb: Optional[float] = None
+    """CPU: the peak resident memory the probe plans within (no limit: no probe on a CPU)."""
     started_at: float = field(default_factory=time.time)
     trial_id: str = ""
     """The Tune trial's id (tags the trial's gauges in Ray's metrics); empty outside Tune."""
@@ -352,24 +354,47 @@ def _attach_noise_probe(model, params, plan: BatchPlan):
 
 def _probe_micro_batch(model, setup: TrialSetup, session, amp_dtype) -> Optional[int]:
     """On CUDA: the largest micro-batch that fits (memory_planner), cached per model, sequence length,
-    precision and device, agreed across ranks by taking the minimum. Elsewhere the probe is skipped."""
-    from .memory_planner import ProbeCache, cuda_fits, plan_micro_batch, probe_key
+    precision and device, agreed across ranks by taking the minimum. On a CPU the same within
+    ``memory_limit_gb`` of peak resident memory, and skipped without one."""
+    from .memory_planner import ProbeCache, cpu_fits, cuda_fits, plan_micro_batch, probe_key
 
-    if session.device.type != "cuda":
+    on_gpu = session.device.type == "cuda"
+    if not on_gpu and not setup.memory_limit_gb:
         if session.rank == 0:
-            print("micro-batch probe skipped: not on a GPU", flush=True)
+            print("micro-batch probe skipped: not on a GPU and no training.memory_limit_gb", flush=True)
         return setup.micro_batch_size
     seq_len = int(setup.model_config.max_position_embeddings
                   if setup.probe_seq_len is None else setup.probe_seq_len)
-    key = probe_key(setup.model, seq_len, setup.precision, torch.cuda.get_device_name(session.device))
+    device_name = torch.cuda.get_device_name(session.device) if on_gpu else f"cpu<={setup.memory_limit_gb}GiB"
+    key = probe_key(setup.model, seq_len, setup.precision, device_name)
     limit = setup.probe_limit or setup.batch_size // session.world_size
     cache = ProbeCache()
     found = cache.get(key, limit)
     if found is None:
         model.to(session.device)
-        fits = cuda_fits(model, lambda: make_optimizer(model, setup, setup.peak_lr), seq_len=seq_len,
-                         vocab_size=setup.model_config.vocab_size, task=setup.task, dtype=amp_dtype)
-        found = plan_micro_batch(fits, upper=limit)  # for the search's largest share; capped below
+        step_args = dict(seq_len=seq_len, vocab_size=setup.model_config.vocab_size, task=setup.task, dtype=amp_dtype)
+
+        def new_optimizer():
+            return make_optimizer(model, setup, setup.peak_lr)
+
+        def log(line: str) -> None:
+            if session.rank == 0:
+                print(f"micro-batch probe: {line}", flush=True)
+
+        # The probe's optimizer steps move the weights and its random batches draw from the RNG: both are
+        # put back, so a trial trains the same whether its plan was probed or read from the cache.
+        initial = {name: value.detach().to("cpu", copy=True) for name, value in model.state_dict().items()}
+        with torch.random.fork_rng(devices=[session.device] if on_gpu else []):
+            if on_gpu:
+                fits = cuda_fits(model, new_optimizer, **step_args)
+            else:
+                fits = cpu_fits(model, new_optimizer, limit_bytes=int(setup.memory_limit_gb * 2 ** 30), log=log,
+                                **step_args)
+            try:
+                found = plan_micro_batch(fits, upper=limit)  # for the search's largest share; capped below
+            except MemoryError as e:
+                raise MemoryError(f"{e} ({device_name}, sequence length {seq_len}, {setup.precision})") from None
+        model.load_state_dict(initial)
         model.zero_grad(set_to_none=True)
         if session.rank == 0:
             cache.put(key, found, limit)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from cbs_ray.memory_planner import ProbeCache, plan_micro_batch, probe_key
+from cbs_ray.memory_planner import ProbeCache, cpu_fits, extrapolated_peak, plan_micro_batch, probe_key
 
 
 def memory(limit_samples):
@@ -48,3 +48,58 @@ def test_cache_round_trip_and_keys(tmp_path):
     assert (cache.get(key, 512), cache.get(key, 64), cache.get(key, 1024)) == (512, 64, None)
     assert probe_key({"config": {"b": 1, "a": 2}}, 128, "bf16", "x") == probe_key({"config": {"a": 2, "b": 1}}, 128, "bf16", "x")
     assert key != probe_key({"name": "bert-base-uncased"}, 256, "bf16", "NVIDIA H200")
+
+
+def test_extrapolated_peak_scales_the_largest_runs_memory_above_the_baseline():
+    assert extrapolated_peak(100, [], 8) is None                 # nothing run yet: the first size runs unseen
+    assert extrapolated_peak(100, [(4, 300)], 8) == 500          # 200 above baseline at 4 -> 400 at 8
+    assert extrapolated_peak(100, [(2, 150), (4, 300)], 16) == 900  # from the largest run: 200 * 16 / 4
+    assert extrapolated_peak(100, [(4, 90)], 8) == 100           # measured below the baseline: no growth
+
+
+class ScriptedMemory:
+    """A peak-memory meter that reads back a script: the baseline, then one peak per step run."""
+
+    def __init__(self, readings):
+        self.readings, self.read = list(readings), 0
+
+    def reset(self):
+        pass
+
+    def bytes(self):
+        self.read += 1
+        return self.readings.pop(0)
+
+
+def test_cpu_probe_refuses_sizes_expected_over_the_limit_without_running_them():
+    from cbs_ray.model import build_model, model_config
+    from cbs_ray.spec import TINY_BERT
+    import torch
+
+    config = model_config({"config": TINY_BERT}, "sequence-classification", vocab_size=100, num_labels=2,
+                          pad_id=0, max_seq_length=16)
+    model = build_model({"config": TINY_BERT}, "sequence-classification", config)
+    # baseline 1000; steps at 2, 3, 5 peak at 1200, 1300, 1500. At 9 the expected peak is
+    # 1000 + 500 * 9 / 5 = 1900 > 1600: refused unseen. Plan: 4 (4 / 0.9 -> 5 fits, 8 / 0.9 -> 9 does not).
+    memory = ScriptedMemory([1000, 1200, 1300, 1500])
+    lines = []
+    fits = cpu_fits(model, lambda: torch.optim.AdamW(model.parameters()), seq_len=16, vocab_size=100,
+                    task="sequence-classification", dtype=None, limit_bytes=1600, memory=memory, log=lines.append)
+    assert plan_micro_batch(fits) == 4
+    assert memory.read == 4 and not memory.readings  # the baseline and three steps: 9 was never run
+    assert "micro-batch 9:" in lines[-1] and "not run" in lines[-1]
+
+
+def test_cpu_probe_says_no_when_a_measured_step_goes_over():
+    from cbs_ray.model import build_model, model_config
+    from cbs_ray.spec import TINY_BERT
+    import torch
+
+    config = model_config({"config": TINY_BERT}, "sequence-classification", vocab_size=100, num_labels=2,
+                          pad_id=0, max_seq_length=16)
+    model = build_model({"config": TINY_BERT}, "sequence-classification", config)
+    memory = ScriptedMemory([1000, 1700])  # the first step (micro-batch 2) already peaks over 1600
+    fits = cpu_fits(model, lambda: torch.optim.AdamW(model.parameters()), seq_len=16, vocab_size=100,
+                    task="sequence-classification", dtype=None, limit_bytes=1600, memory=memory)
+    with pytest.raises(MemoryError):
+        plan_micro_batch(fits)

@@ -1,6 +1,7 @@
 """The per-worker loop without Ray: a recording session stands in for Tune/Train reporting."""
 
 import copy
+import json
 import math
 import shutil
 
@@ -115,12 +116,40 @@ def test_exploding_but_finite_loss_counts_as_diverged():
     assert not run(["training.base_lr=2.0", "training.divergence_factor=1000"], batch=16)[0][-1]["diverged"]
 
 
-def test_micro_batch_probe_is_skipped_on_cpu(capsys):
+def test_micro_batch_probe_is_skipped_on_cpu_without_a_memory_limit(capsys):
     reports, _ = run(["training.probe_micro_batch=true", "training.micro_batch_size=8"], batch=32)
     out = capsys.readouterr().out
-    assert "micro-batch probe skipped: not on a GPU" in out
+    assert "micro-batch probe skipped: not on a GPU and no training.memory_limit_gb" in out
     assert "trial: B=32 = 8 micro × 4 accum × 1 workers" in out
     assert (reports[-1]["micro_batch"], reports[-1]["accumulation"]) == (8, 4)
+
+
+def test_cpu_probe_within_a_memory_limit_plans_and_trains_as_an_unprobed_trial(capsys, tmp_path, monkeypatch):
+    """The probe really steps the model on the CPU (peaks measured, plan cached); its steps and random
+    batches are undone, so the trial trains exactly as the same plan given by hand."""
+    from cbs_ray.memory_planner import ProbeCache
+
+    monkeypatch.setenv("HOME", str(tmp_path))  # a fresh probe cache
+    from cbs_ray.spec import TINY_BERT
+
+    # With dropout, training draws from the RNG the probe's random batches also draw from.
+    dropout = ["model.config=" + json.dumps({**TINY_BERT, "hidden_dropout_prob": 0.1})]
+    probed, _ = run(dropout + ["training.probe_micro_batch=true", "training.micro_batch_size=null",
+                               "training.memory_limit_gb=64"], batch=32)
+    out = capsys.readouterr().out
+    assert "micro-batch probe: micro-batch 2: peak" in out and "micro-batch probe: micro-batch 36: peak" in out
+    assert "trial: B=32 = 32 micro × 1 accum × 1 workers" in out  # everything fits: up to the search's largest
+    (key,) = ProbeCache(tmp_path / ".cache" / "cbs_ray" / "micro_batch.json")._load()
+    assert "cpu<=64.0GiB" in key
+    by_hand, _ = run(dropout + ["training.micro_batch_size=32"], batch=32)
+    assert [r["train_loss"] for r in probed] == [r["train_loss"] for r in by_hand]
+    assert [r["eval_loss"] for r in probed] == [r["eval_loss"] for r in by_hand]
+
+
+def test_a_memory_limit_below_what_the_worker_holds_fails_the_trial_with_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(MemoryError, match=r"not even a micro-batch of 1 fits in memory \(cpu<=0.001GiB"):
+        run(["training.probe_micro_batch=true", "training.memory_limit_gb=0.001"], batch=32)
 
 
 def test_a_restarted_trial_continues_from_its_checkpoint(tmp_path):
