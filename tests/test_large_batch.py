@@ -77,6 +77,14 @@ def test_layer_lr_scale_by_name():
     assert layer_lr_scale("bert.encoder.layer.0.output.dense.weight", 2, 1.0) == 1.0
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _two_gloo_workers(rank: int, port: int, out: str) -> None:
     """One of two torch.distributed gloo ranks: the loop with DDP and a DistributedSampler, as Ray
     Train's prepare_model / prepare_data_loader set them up, at B=64 as 1 × 32 and as 4 × 8 per worker."""
@@ -114,11 +122,7 @@ def _two_gloo_workers(rank: int, port: int, out: str) -> None:
 
 
 def test_accumulation_on_two_gloo_workers_updates_like_one_step(tmp_path):
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _free_port()
     out = str(tmp_path / "weights.pt")
     torch.multiprocessing.spawn(_two_gloo_workers, args=(port, out), nprocs=2)
     results = torch.load(out, weights_only=True)
@@ -126,3 +130,26 @@ def test_accumulation_on_two_gloo_workers_updates_like_one_step(tmp_path):
     assert (acc_whole, acc_split) == (1, 4)
     for name, value in whole.items():
         assert torch.allclose(value, split[name], atol=2e-6), name
+
+
+def _agree_on_a_micro_batch(rank: int, port: int, out: str) -> None:
+    """One of two gloo ranks, each with its own probe result: TrainSession's minimum across ranks."""
+    from types import SimpleNamespace
+
+    import torch.distributed as dist
+
+    from cbs_ray.train_loop import TrainSession
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    worker = SimpleNamespace(world_size=2, device=torch.device("cpu"))  # what a Ray Train worker's session holds
+    agreed = TrainSession.all_reduce_min(worker, [64, 48][rank])
+    torch.save(agreed, f"{out}.{rank}")
+    dist.destroy_process_group()
+
+
+def test_workers_agree_on_the_smallest_probed_micro_batch(tmp_path):
+    port = _free_port()
+    out = str(tmp_path / "agreed")
+    torch.multiprocessing.spawn(_agree_on_a_micro_batch, args=(port, out), nprocs=2)
+    assert [torch.load(f"{out}.{rank}") for rank in (0, 1)] == [48, 48]
