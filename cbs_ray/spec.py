@@ -147,6 +147,9 @@ class TrainingSpec:
     """On GPU, find the largest per-worker micro-batch that fits (forward + backward + optimizer step at
     growing sizes, 10 % safety margin, minimum across workers, cached in ~/.cache/cbs_ray/) and use it as
     the cap, accumulating the rest. On CPU only with ``memory_limit_gb``, else skipped."""
+    eval_batch_size: int = 256
+    """Evaluation batch per worker. Lowered to the probed micro-batch where memory bounded the probe (a
+    forward without gradients needs less memory than a training step of the same size)."""
     memory_limit_gb: Optional[float] = None
     """CPU workers: the resident memory (GiB) a worker process may peak at during a training step. With
     ``probe_micro_batch`` the probe plans the micro-batch within it (a CPU has no out-of-memory error to
@@ -493,6 +496,8 @@ def validate(spec: SearchSpec) -> None:
         raise SpecError(f"training.layer_lr_decay: must be in (0, 1], got {t.layer_lr_decay}")
     if t.dataloader_workers is not None and t.dataloader_workers < 0:
         raise SpecError(f"training.dataloader_workers: must be >= 0, got {t.dataloader_workers}")
+    if t.eval_batch_size < 1:
+        raise SpecError(f"training.eval_batch_size: must be at least 1, got {t.eval_batch_size}")
     if t.memory_limit_gb is not None and not t.memory_limit_gb > 0:
         raise SpecError(f"training.memory_limit_gb: must be positive or null, got {t.memory_limit_gb}")
     if t.micro_batch_size is not None and t.micro_batch_size <= 0:

@@ -71,6 +71,8 @@ class TrialSetup:
     """Largest micro-batch the probe tries: the search's largest batch per worker (default: this batch's)."""
     memory_limit_gb: Optional[float] = None
     """CPU: the peak resident memory the probe plans within (no limit: no probe on a CPU)."""
+    eval_batch_size: int = 256
+    """Evaluation batch per worker; lowered to the probed micro-batch when memory set it."""
     started_at: float = field(default_factory=time.time)
     trial_id: str = ""
     """The Tune trial's id (tags the trial's gauges in Ray's metrics); empty outside Tune."""
@@ -268,17 +270,20 @@ def _endless_micro_batches(loader, start_epoch: int):
 
 
 @torch.no_grad()
-def evaluate(model, session, data, setup: TrialSetup, *, on_dev: bool = False) -> dict:
+def evaluate(model, session, data, setup: TrialSetup, *, on_dev: bool = False,
+             batch_size: Optional[int] = None) -> dict:
     """Metric over the whole eval set (``on_dev``: the dev set): each rank sums over its exact shard
-    (rank::world_size, no padding duplicates), sums are all-reduced, then divided."""
+    (rank::world_size, no padding duplicates) in batches of ``batch_size`` (default
+    ``setup.eval_batch_size``), sums are all-reduced, then divided."""
     model.eval()
     shard = slice(session.rank, None, session.world_size)
     arrays = (data.dev_ids, data.dev_mask, data.dev_labels) if on_dev else (data.eval_ids, data.eval_mask,
                                                                              data.eval_labels)
     ids, mask, labels = (torch.tensor(a[shard]) for a in arrays)
     sums = torch.zeros(3, dtype=torch.float64)  # loss sum, correct, count
-    for start in range(0, len(ids), 256):
-        batch = _inputs((ids[start:start + 256], mask[start:start + 256], labels[start:start + 256]),
+    size = batch_size or setup.eval_batch_size
+    for start in range(0, len(ids), size):
+        batch = _inputs((ids[start:start + size], mask[start:start + size], labels[start:start + size]),
                         setup.task, session.device)
         logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
         if setup.task == "causal-lm":
@@ -352,17 +357,19 @@ def _attach_noise_probe(model, params, plan: BatchPlan):
     return None, None
 
 
-def _probe_micro_batch(model, setup: TrialSetup, session, amp_dtype) -> Optional[int]:
+def _probe_micro_batch(model, setup: TrialSetup, session, amp_dtype) -> tuple[Optional[int], Optional[int]]:
     """On CUDA: the largest micro-batch that fits (memory_planner), cached per model, sequence length,
     precision and device, agreed across ranks by taking the minimum. On a CPU the same within
-    ``memory_limit_gb`` of peak resident memory, and skipped without one."""
+    ``memory_limit_gb`` of peak resident memory, and skipped without one. Returns the micro-batch cap and
+    the memory ceiling: the agreed probe result where memory bounded it, None where the probe reached its
+    upper limit or was skipped."""
     from .memory_planner import ProbeCache, cpu_fits, cuda_fits, plan_micro_batch, probe_key
 
     on_gpu = session.device.type == "cuda"
     if not on_gpu and not setup.memory_limit_gb:
         if session.rank == 0:
             print("micro-batch probe skipped: not on a GPU and no training.memory_limit_gb", flush=True)
-        return setup.micro_batch_size
+        return setup.micro_batch_size, None
     seq_len = int(setup.model_config.max_position_embeddings
                   if setup.probe_seq_len is None else setup.probe_seq_len)
     device_name = torch.cuda.get_device_name(session.device) if on_gpu else f"cpu<={setup.memory_limit_gb}GiB"
@@ -398,8 +405,10 @@ def _probe_micro_batch(model, setup: TrialSetup, session, amp_dtype) -> Optional
         model.zero_grad(set_to_none=True)
         if session.rank == 0:
             cache.put(key, found, limit)
-    agreed = min(session.all_reduce_min(found), setup.batch_size // session.world_size)
-    return min(agreed, setup.micro_batch_size) if setup.micro_batch_size else agreed
+    fits = session.all_reduce_min(found)
+    agreed = min(fits, setup.batch_size // session.world_size)
+    ceiling = fits if fits < limit else None  # below the probe's upper limit: memory stopped it
+    return (min(agreed, setup.micro_batch_size) if setup.micro_batch_size else agreed), ceiling
 
 
 # ---- the loop --------------------------------------------------------------------------------------
@@ -422,12 +431,15 @@ def train_loop(setup: TrialSetup, data, session) -> None:
     if setup.gradient_checkpointing:
         # The HF model's own switch (renamed in transformers 5), before DDP wraps the model.
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
-    micro_cap = _probe_micro_batch(model, setup, session, amp_dtype) if setup.probe_micro_batch \
-        else setup.micro_batch_size
+    micro_cap, memory_ceiling = _probe_micro_batch(model, setup, session, amp_dtype) if setup.probe_micro_batch \
+        else (setup.micro_batch_size, None)
+    # A forward without gradients needs less memory than a training step of the same size: evaluating in
+    # batches no larger than the probed micro-batch cannot run out where training did not.
+    eval_batch = min(setup.eval_batch_size, memory_ceiling) if memory_ceiling else setup.eval_batch_size
     plan: BatchPlan = plan_batch(setup.batch_size, session.world_size, micro_cap)
     if session.rank == 0:
         print(f"trial: {plan}, peak lr {setup.peak_lr:.3g} (alpha {setup.alpha:.3g}), {total_steps} steps, "
-              f"{warmup} warmup steps", flush=True)
+              f"{warmup} warmup steps" + (f", eval batch {eval_batch} (memory)" if memory_ceiling else ""), flush=True)
     model = session.prepare_model(model.to(session.device))  # Ray's prepare_model moves it too; a local run needs it
     optimizer = make_optimizer(model, setup, setup.peak_lr)
     # fp16 needs loss scaling; bf16 has fp32's exponent range and does not.
@@ -514,9 +526,9 @@ def train_loop(setup: TrialSetup, data, session) -> None:
         samples = step * setup.batch_size
         if samples not in report_at:
             continue
-        metrics = evaluate(forward, session, data, setup)
+        metrics = evaluate(forward, session, data, setup, batch_size=eval_batch)
         if samples == setup.budget_samples and data.dev_ids is not None:
-            dev = evaluate(forward, session, data, setup, on_dev=True)
+            dev = evaluate(forward, session, data, setup, on_dev=True, batch_size=eval_batch)
             metrics.update({f"dev_{key}": dev[key] for key in ("accuracy", "eval_loss", "eval_examples") if key in dev})
         metrics.update(_noise_metrics(noise, session))
         # Mean training loss over the interval and the first step's loss, averaged over workers: every

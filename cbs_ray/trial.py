@@ -46,7 +46,7 @@ def make_setup(spec: SearchSpec, config: dict, *, budget_samples: int, model_con
         gradient_checkpointing=t.gradient_checkpointing, compile=t.compile, compile_mode=t.compile_mode,
         dataloader_workers=t.dataloader_workers,
         divergence_factor=t.divergence_factor, probe_micro_batch=t.probe_micro_batch,
-        memory_limit_gb=t.memory_limit_gb,
+        memory_limit_gb=t.memory_limit_gb, eval_batch_size=t.eval_batch_size,
         probe_seq_len=spec.data.max_seq_length,
         probe_limit=max(spec.batch_sizes) // spec.resources.workers_per_trial,
         grad_clip_norm=t.grad_clip_norm, micro_batch_size=t.micro_batch_size, task=spec.task,

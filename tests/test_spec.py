@@ -63,6 +63,7 @@ BAD = [
     (["search.strategy=grid"], "search.early_stopping: the grid strategy trains every point"),
     (["search.grid_points=0"], "search.grid_points: must be at least 1"),
     (["training.memory_limit_gb=0"], "training.memory_limit_gb: must be positive or null"),
+    (["training.eval_batch_size=0"], "training.eval_batch_size: must be at least 1"),
 ]
 
 

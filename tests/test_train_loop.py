@@ -146,6 +146,29 @@ def test_cpu_probe_within_a_memory_limit_plans_and_trains_as_an_unprobed_trial(c
     assert [r["eval_loss"] for r in probed] == [r["eval_loss"] for r in by_hand]
 
 
+def test_where_memory_bounds_the_probe_training_accumulates_and_evaluation_batches_shrink(capsys, tmp_path,
+                                                                                            monkeypatch):
+    from test_memory_planner import ScriptedMemory
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    gib = 2 ** 30
+    # Baseline 0.5 GiB; steps at 2, 3, 5, 9 peak at 0.55, 0.6, 0.7, 0.9 GiB. 18 is expected at
+    # 0.5 + 0.4 * 18 / 9 = 1.3 GiB > 1 GiB: not run. Plan 8 (9 fits), below the probe's upper limit 32.
+    script = ScriptedMemory([int(f * gib) for f in (0.5, 0.55, 0.6, 0.7, 0.9)])
+    monkeypatch.setattr("cbs_ray.memory_planner.PeakResidentMemory", lambda: script)
+    bounded, _ = run(["training.probe_micro_batch=true", "training.micro_batch_size=null",
+                      "training.memory_limit_gb=1"], batch=32)
+    out = capsys.readouterr().out
+    assert "micro-batch 18: 1331 MiB expected, over the 1024 MiB limit; not run" in out
+    assert "trial: B=32 = 8 micro × 4 accum × 1 workers" in out and "eval batch 8 (memory)" in out
+    unbounded, _ = run(["training.micro_batch_size=8"], batch=32)  # same plan, evaluated in batches of 256
+    assert "eval batch" not in capsys.readouterr().out
+    for a, b in zip(bounded, unbounded):
+        assert a["train_loss"] == b["train_loss"]
+        assert a["eval_loss"] == pytest.approx(b["eval_loss"], rel=1e-5)  # the same sums, batched differently
+        assert a["accuracy"] == b["accuracy"]
+
+
 def test_a_memory_limit_below_what_the_worker_holds_fails_the_trial_with_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     with pytest.raises(MemoryError, match=r"not even a micro-batch of 1 fits in memory \(cpu<=0.001GiB"):
