@@ -59,3 +59,13 @@ def test_balanced_batches_fix_every_trials_batch_and_keep_alpha_per_batch():
     fourth_params, fourth_config = params[3]
     assert set(fourth_params) == {"log2_batch", "alpha_B16", "warmup_fraction_B16"}
     assert fourth_config["alpha"] == fourth_params["alpha_B16"] and 0.5 <= fourth_config["alpha"] <= 1.0
+
+
+def test_the_plan_says_whether_micro_batches_will_be_probed():
+    def last_line(*overrides):
+        return plan_lines(load_spec(None, ["search.batch_sizes=[16, 64]", *overrides]), 16384)[-1]
+
+    assert last_line().startswith("  B=64 = 32 micro × 2 accum")  # no probe: nothing added
+    assert "fits within 2.0 GiB per worker" in last_line("training.probe_micro_batch=true", "training.memory_limit_gb=2")
+    assert "not probed (a CPU probe needs training.memory_limit_gb)" in last_line("training.probe_micro_batch=true")
+    assert "fits on a GPU" in last_line("training.probe_micro_batch=true", "resources.use_gpu=true")
