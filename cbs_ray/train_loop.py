@@ -405,9 +405,9 @@ def _probe_micro_batch(model, setup: TrialSetup, session, amp_dtype) -> tuple[Op
         model.zero_grad(set_to_none=True)
         if session.rank == 0:
             cache.put(key, found, limit)
-    fits = session.all_reduce_min(found)
-    agreed = min(fits, setup.batch_size // session.world_size)
-    ceiling = fits if fits < limit else None  # below the probe's upper limit: memory stopped it
+    largest_fitting = session.all_reduce_min(found)
+    agreed = min(largest_fitting, setup.batch_size // session.world_size)
+    ceiling = largest_fitting if largest_fitting < limit else None  # below the probe's upper limit: memory stopped it
     return (min(agreed, setup.micro_batch_size) if setup.micro_batch_size else agreed), ceiling
 
 
