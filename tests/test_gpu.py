@@ -62,3 +62,15 @@ def test_a_compiled_bf16_trial_trains_on_the_gpu():
     assert counters["stats"]["unique_graphs"] >= 1 and not last["diverged"]
     assert last["samples_seen"] == 1024 and (last["micro_batch"], last["accumulation"]) == (128, 2)
     torch._dynamo.reset()
+
+
+def test_a_probed_trial_trains_like_one_given_the_plan_on_the_gpu(tmp_path, monkeypatch):
+    """The probe's optimizer steps and random batches on the device are undone (weights, CUDA RNG)."""
+    monkeypatch.setenv("HOME", str(tmp_path))  # a fresh probe cache: this trial really probes
+    probed = run(["training.precision=fp32", "training.probe_micro_batch=true", "training.micro_batch_size=null"],
+                 batch=256)
+    micro = probed.reports[-1]["micro_batch"]
+    by_hand = run(["training.precision=fp32", f"training.micro_batch_size={micro}"], batch=256)
+    for a, b in zip(probed.reports, by_hand.reports):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-4)
+        assert a["eval_loss"] == pytest.approx(b["eval_loss"], rel=1e-4)
