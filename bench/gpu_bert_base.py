@@ -26,9 +26,9 @@ import torch
 from transformers import AutoModelForSequenceClassification, BertConfig
 
 from cbs_ray.memory_planner import cuda_fits, plan_micro_batch
+from cbs_ray.spec import TINY_BERT
 
-TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
-            max_position_embeddings=64, vocab_size=1000)
+TINY = {**{key: value for key, value in TINY_BERT.items() if key != "model_type"}, "vocab_size": 1000}
 
 
 def main() -> None:
@@ -54,8 +54,9 @@ def main() -> None:
         torch.backends.cuda.matmul.allow_tf32 = True
     device = torch.device("cpu" if args.smoke else "cuda")
     # problem_type set up front: the model would set it at its first forward, and compiling would recompile.
-    config = BertConfig(num_labels=2, problem_type="single_label_classification", hidden_dropout_prob=args.dropout,
-                        attention_probs_dropout_prob=args.dropout, **(TINY if args.smoke else {}))
+    config = BertConfig(**{**(TINY if args.smoke else {}), "num_labels": 2,
+                           "problem_type": "single_label_classification", "hidden_dropout_prob": args.dropout,
+                           "attention_probs_dropout_prob": args.dropout})
     model = AutoModelForSequenceClassification.from_config(config).to(device)
     params = sum(p.numel() for p in model.parameters())
     embedding = sum(p.numel() for n, p in model.named_parameters() if "embeddings" in n)

@@ -68,12 +68,12 @@ def plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
         warm = [warmup_steps(w, steps) for w in s.warmup_fraction_range]
         lines.append(f"  {plan}: lr {min(lrs):.3g}..{max(lrs):.3g}, {steps} steps, "
                      f"warmup {warm[0]}..{warm[1]} steps")
-    where = "on a GPU" if r.use_gpu else (f"within {t.memory_limit_gb} GiB per worker" if t.memory_limit_gb else "")
-    if t.probe_micro_batch and where:
+    if t.probe_micro_batch and not (r.use_gpu or t.memory_limit_gb):
+        lines.append("  micro-batches: not probed (a CPU probe needs training.memory_limit_gb)")
+    elif t.probe_micro_batch:
+        where = "on a GPU" if r.use_gpu else f"within {t.memory_limit_gb} GiB per worker"
         lines.append(f"  micro-batches: lowered further to the largest that fits {where} (probed, cached in "
                      f"~/.cache/cbs_ray/); each trial prints its final plan")
-    elif t.probe_micro_batch:
-        lines.append("  micro-batches: not probed (a CPU probe needs training.memory_limit_gb)")
     return lines
 
 

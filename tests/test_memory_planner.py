@@ -57,6 +57,16 @@ def test_extrapolated_peak_scales_the_largest_runs_memory_above_the_baseline():
     assert extrapolated_peak(100, [(4, 90)], 8) == 100           # measured below the baseline: no growth
 
 
+def tiny_model():
+    """The default tiny BERT with a 100-word vocabulary, for probe steps at sequence length 16."""
+    from cbs_ray.model import build_model, model_config
+    from cbs_ray.spec import TINY_BERT
+
+    config = model_config({"config": TINY_BERT}, "sequence-classification", vocab_size=100, num_labels=2,
+                          pad_id=0, max_seq_length=16)
+    return build_model({"config": TINY_BERT}, "sequence-classification", config)
+
+
 class ScriptedMemory:
     """A peak-memory meter that reads back a script: the baseline, then one peak per step run."""
 
@@ -72,13 +82,9 @@ class ScriptedMemory:
 
 
 def test_cpu_probe_refuses_sizes_expected_over_the_limit_without_running_them():
-    from cbs_ray.model import build_model, model_config
-    from cbs_ray.spec import TINY_BERT
     import torch
 
-    config = model_config({"config": TINY_BERT}, "sequence-classification", vocab_size=100, num_labels=2,
-                          pad_id=0, max_seq_length=16)
-    model = build_model({"config": TINY_BERT}, "sequence-classification", config)
+    model = tiny_model()
     # baseline 1000; steps at 2, 3, 5 peak at 1200, 1300, 1500. At 9 the expected peak is
     # 1000 + 500 * 9 / 5 = 1900 > 1600: refused unseen. Plan: 4 (4 / 0.9 -> 5 fits, 8 / 0.9 -> 9 does not).
     memory = ScriptedMemory([1000, 1200, 1300, 1500])
@@ -91,13 +97,9 @@ def test_cpu_probe_refuses_sizes_expected_over_the_limit_without_running_them():
 
 
 def test_cpu_probe_says_no_when_a_measured_step_goes_over():
-    from cbs_ray.model import build_model, model_config
-    from cbs_ray.spec import TINY_BERT
     import torch
 
-    config = model_config({"config": TINY_BERT}, "sequence-classification", vocab_size=100, num_labels=2,
-                          pad_id=0, max_seq_length=16)
-    model = build_model({"config": TINY_BERT}, "sequence-classification", config)
+    model = tiny_model()
     memory = ScriptedMemory([1000, 1700])  # the first step (micro-batch 2) already peaks over 1600
     fits = cpu_fits(model, lambda: torch.optim.AdamW(model.parameters()), seq_len=16, vocab_size=100,
                     task="sequence-classification", dtype=None, limit_bytes=1600, memory=memory)

@@ -128,10 +128,9 @@ def test_cpu_probe_within_a_memory_limit_plans_and_trains_as_an_unprobed_trial(c
     """The probe really steps the model on the CPU (peaks measured, plan cached); its steps and random
     batches are undone, so the trial trains exactly as the same plan given by hand."""
     from cbs_ray.memory_planner import ProbeCache
-
-    monkeypatch.setenv("HOME", str(tmp_path))  # a fresh probe cache
     from cbs_ray.spec import TINY_BERT
 
+    monkeypatch.setenv("HOME", str(tmp_path))  # a fresh probe cache
     # With dropout, training draws from the RNG the probe's random batches also draw from.
     dropout = ["model.config=" + json.dumps({**TINY_BERT, "hidden_dropout_prob": 0.1})]
     probed, _ = run(dropout + ["training.probe_micro_batch=true", "training.micro_batch_size=null",
