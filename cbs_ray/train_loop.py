@@ -1,9 +1,11 @@
 """The per-worker training loop of one trial: the same code runs in a Ray Train worker (multi-worker or
 GPU trials) and in-process inside the Tune trial (single-CPU-worker trials). Only the ``Session`` differs.
 
-Per optimizer step: ``accumulation`` micro-batches, each loss divided by ``accumulation`` (so the summed
-gradient is the mean over the effective batch), DDP's all-reduce only on the last micro-step
-(``no_sync``), global-norm clipping, then one optimizer and one scheduler step. Samples are counted in
+Per optimizer step: ``accumulation`` micro-batches, each micro-batch's summed loss divided by the items
+in the whole step (examples; for a causal LM the target tokens, counted over all micro-batches and
+workers), so the accumulated gradient is the mean over the effective batch exactly as one step of B
+would compute it; DDP's all-reduce only on the last micro-step (``no_sync``), global-norm clipping, then
+one optimizer and one scheduler step. Samples are counted in
 samples (B per step), the LR schedule in optimizer steps. At every ``eval_every_samples`` milestone the
 validation metric is summed over each worker's exact shard of the eval set, all-reduced, reported and
 (rank 0) checkpointed.
@@ -240,16 +242,24 @@ def autocast_dtype(precision: str, device: torch.device) -> Optional[torch.dtype
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
-def training_loss(model, batch: dict, setup: TrialSetup) -> torch.Tensor:
-    """The model's own loss, or with label smoothing the smoothed cross-entropy on its logits."""
-    if not setup.label_smoothing:
-        return model(**batch).loss
+def summed_loss(model, batch: dict, setup: TrialSetup) -> torch.Tensor:
+    """The micro-batch's loss summed over its items (see ``items_in``): the model's own mean loss times the
+    examples for classification; the (label-smoothed) cross-entropy on the logits otherwise."""
+    if setup.task != "causal-lm" and not setup.label_smoothing:
+        return model(**batch).loss * len(batch["labels"])
     logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
     labels = batch["labels"]
     if setup.task == "causal-lm":
         logits, labels = logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten()
-    return torch.nn.functional.cross_entropy(logits, labels, ignore_index=-100,
+    return torch.nn.functional.cross_entropy(logits, labels, ignore_index=-100, reduction="sum",
                                              label_smoothing=setup.label_smoothing)
+
+
+def items_in(batch, task: str) -> int:
+    """What the loss averages over in a host micro-batch (ids, mask, labels): its examples, or for a causal
+    LM its target tokens (each token after the first that is not padding)."""
+    ids, mask, _ = batch
+    return int(mask[:, 1:].sum()) if task == "causal-lm" else len(ids)
 
 
 def _inputs(batch, task: str, device) -> dict:
@@ -481,22 +491,33 @@ def train_loop(setup: TrialSetup, data, session) -> None:
     while step < total_steps:
         t0 = time.perf_counter()
         step_loss = 0.0
-        for k in range(plan.accumulation):
-            batch = _inputs(next(micro_batches), setup.task, session.device)
+        batches = [next(micro_batches) for _ in range(plan.accumulation)]
+        local_items = [items_in(batch, setup.task) for batch in batches]
+        # Examples per step are known; a causal LM's target tokens are summed over the workers (one scalar).
+        step_items = setup.batch_size if setup.task != "causal-lm" else sum(local_items) if session.world_size == 1 \
+            else int(session.all_reduce(torch.tensor(sum(local_items), device=session.device)))
+        # Each micro-batch's summed loss over the step's items is its share of the step's mean; DDP averages
+        # the workers' gradients, hence × world size. (Each micro-batch's mean ÷ accumulation would weight a
+        # short micro-batch's tokens more than a long one's: a mean of means, which one step of B is not.)
+        to_mean = session.world_size / max(step_items, 1)
+        for k, batch in enumerate(_inputs(b, setup.task, session.device) for b in batches):
             sync = contextlib.nullcontext() if (k == plan.accumulation - 1 or not is_ddp) else model.no_sync()
             with sync:
                 with torch.autocast(session.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                    loss = training_loss(forward, batch, setup) / plan.accumulation
+                    loss = summed_loss(forward, batch, setup) * to_mean
                 scaler.scale(loss).backward()
             step_loss += loss.item()
             if k == 0 and noise is not None and local_sqnorm is None:
-                # The first micro-batch's own gradient (the loss was divided by the accumulation steps).
-                first_micro_sqnorm = float(_sqnorm(params)) * plan.accumulation ** 2
+                # The first micro-batch's own mean gradient: its mean loss carried to_mean × its items
+                # (1 / accumulation for equal micro-batches of examples).
+                first_micro_sqnorm = float(_sqnorm(params)) / (to_mean * max(local_items[0], 1)) ** 2
         scale = scaler.get_scale() if scaler.is_enabled() else 1.0
         scaler.unscale_(optimizer)  # true gradients for clipping, the norm and the noise scale
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))  # norm before clipping
         if noise is not None:
-            small = local_sqnorm() if local_sqnorm else first_micro_sqnorm
+            # The DDP hook saw this worker's summed gradient × to_mean, not ÷ its own items (the same for
+            # equal micro-batches of examples).
+            small = local_sqnorm() / (to_mean * max(sum(local_items), 1)) ** 2 if local_sqnorm else first_micro_sqnorm
             noise.add(small / scale ** 2, grad_norm ** 2)
         if scaler.is_enabled() and not math.isfinite(grad_norm) and math.isfinite(step_loss):
             # fp16 overflow, not divergence: the scaler skips this step and lowers the scale.

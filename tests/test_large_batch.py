@@ -9,7 +9,7 @@ import torch
 
 from cbs_ray.search import prepare
 from cbs_ray.spec import load_spec
-from cbs_ray.train_loop import LocalSession, STATE_FILE, layer_lr_scale, train_loop
+from cbs_ray.train_loop import LocalSession, STATE_FILE, items_in, layer_lr_scale, train_loop
 from cbs_ray.trial import make_setup
 
 ONE_STEP = ["data.builtin_train_examples=512", "data.builtin_eval_examples=64", "training.budget_samples=64",
@@ -42,9 +42,20 @@ def run(overrides, batch=64, *, base=ONE_STEP, session_class=Capture):
     return session
 
 
-def test_four_micro_batches_of_16_update_like_one_batch_of_64():
-    whole = run(["training.micro_batch_size=64"])
-    split = run(["training.micro_batch_size=16"])
+# A causal LM's micro-batches hold different numbers of target tokens (the built-in sentences are 6 to 17
+# tokens, padded to 32): the step must average over all tokens, not over the micro-batches' own means.
+# SGD's first step is lr × gradient, so the weights compare the gradients; Adam's first step is about
+# lr × sign(gradient) and turns float noise in near-zero gradients into differences of up to 3e-6.
+CAUSAL_LM = ["task=causal-lm", "search.metric=eval_loss", "search.mode=min", "training.optimizer=sgd",
+             "model.config={model_type: gpt2, n_embd: 32, n_layer: 2, n_head: 2, n_positions: 64, resid_pdrop: 0.0, "
+             "embd_pdrop: 0.0, attn_pdrop: 0.0}"]
+TASKS = pytest.mark.parametrize("task", [[], CAUSAL_LM], ids=["classification", "causal-lm"])
+
+
+@TASKS
+def test_four_micro_batches_of_16_update_like_one_batch_of_64(task):
+    whole = run(task + ["training.micro_batch_size=64"])
+    split = run(task + ["training.micro_batch_size=16"])
     assert (whole.reports[0]["accumulation"], split.reports[0]["accumulation"]) == (1, 4)
     for name, value in whole.weights[0].items():
         assert torch.allclose(value, split.weights[0][name], atol=2e-6), name
@@ -66,6 +77,13 @@ def test_option_trains_to_finite_metrics(overrides):
     assert math.isfinite(last["eval_loss"]) and math.isfinite(last["train_loss"])
 
 
+def test_items_a_step_averages_over():
+    ids = torch.zeros(2, 4, dtype=torch.long)
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+    assert items_in((ids, mask, None), "sequence-classification") == 2   # examples
+    assert items_in((ids, mask, None), "causal-lm") == 2 + 1             # tokens after the first, not padding
+
+
 def test_layer_lr_scale_by_name():
     # 2 encoder layers, decay 0.5: layer 1 -> 0.5, layer 0 -> 0.25, embeddings -> 0.125, head -> 1
     assert layer_lr_scale("bert.encoder.layer.1.attention.self.query.weight", 2, 0.5) == 0.5
@@ -85,7 +103,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _two_gloo_workers(rank: int, port: int, out: str) -> None:
+def _two_gloo_workers(rank: int, port: int, out: str, task: list) -> None:
     """One of two torch.distributed gloo ranks: the loop with DDP and a DistributedSampler, as Ray
     Train's prepare_model / prepare_data_loader set them up, at B=64 as 1 × 32 and as 4 × 8 per worker."""
     import torch.distributed as dist
@@ -114,17 +132,18 @@ def _two_gloo_workers(rank: int, port: int, out: str) -> None:
             return tensor
 
     torch.set_num_threads(1)
-    sessions = {micro: run([f"training.micro_batch_size={micro}", "resources.workers_per_trial=2"],
+    sessions = {micro: run(task + [f"training.micro_batch_size={micro}", "resources.workers_per_trial=2"],
                            session_class=GlooCapture) for micro in (32, 8)}
     if rank == 0:
         torch.save({micro: (s.reports[0]["accumulation"], s.weights[0]) for micro, s in sessions.items()}, out)
     dist.destroy_process_group()
 
 
-def test_accumulation_on_two_gloo_workers_updates_like_one_step(tmp_path):
+@TASKS
+def test_accumulation_on_two_gloo_workers_updates_like_one_step(tmp_path, task):
     port = _free_port()
     out = str(tmp_path / "weights.pt")
-    torch.multiprocessing.spawn(_two_gloo_workers, args=(port, out), nprocs=2)
+    torch.multiprocessing.spawn(_two_gloo_workers, args=(port, out, task), nprocs=2)
     results = torch.load(out, weights_only=True)
     (acc_whole, whole), (acc_split, split) = results[32], results[8]
     assert (acc_whole, acc_split) == (1, 4)
