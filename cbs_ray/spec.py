@@ -112,7 +112,7 @@ class TrainingSpec:
     """Shape of the LR after warmup, reaching 0 at the end of the budget (except constant)."""
     optimizer: Literal["adamw", "lamb", "sgd"] = "adamw"
     """Optimizer: AdamW (betas 0.9/0.999), LAMB (layer-wise trust ratio for large batches, You et al.
-    2020, from ``torch_optimizer``), or SGD with momentum 0.9."""
+    2020, from ``pytorch_optimizer``), or SGD with momentum 0.9."""
     label_smoothing: float = 0.0
     """Label smoothing of the training loss (0 = none); evaluation is never smoothed."""
     layer_lr_decay: float = 1.0

@@ -227,9 +227,11 @@ def make_optimizer(model: torch.nn.Module, setup: TrialSetup, lr: float) -> torc
     if setup.optimizer == "sgd":
         return torch.optim.SGD(param_groups, lr=lr, momentum=0.9)
     if setup.optimizer == "lamb":
-        import torch_optimizer
+        import pytorch_optimizer
 
-        return torch_optimizer.Lamb(param_groups, lr=lr, betas=(0.9, 0.999), eps=1e-6)
+        # The paper's LAMB (v3): weight decay inside the trust ratio, no bias correction on the step size.
+        return pytorch_optimizer.Lamb(param_groups, lr=lr, betas=(0.9, 0.999), eps=1e-6, weight_decouple=False,
+                                      adam_debias=True)
     return torch.optim.AdamW(param_groups, lr=lr, betas=(0.9, 0.999), eps=1e-8)
 
 

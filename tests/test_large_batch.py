@@ -9,7 +9,7 @@ import torch
 
 from cbs_ray.search import prepare
 from cbs_ray.spec import load_spec
-from cbs_ray.train_loop import LocalSession, STATE_FILE, items_in, layer_lr_scale, train_loop
+from cbs_ray.train_loop import LocalSession, STATE_FILE, items_in, layer_lr_scale, make_optimizer, train_loop
 from cbs_ray.trial import make_setup
 
 ONE_STEP = ["data.builtin_train_examples=512", "data.builtin_eval_examples=64", "training.budget_samples=64",
@@ -82,6 +82,23 @@ def test_items_a_step_averages_over():
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
     assert items_in((ids, mask, None), "sequence-classification") == 2   # examples
     assert items_in((ids, mask, None), "causal-lm") == 2 + 1             # tokens after the first, not padding
+
+
+def test_lamb_first_step_is_the_trust_ratio_times_the_adam_direction():
+    """One LAMB step on w = [3, 4] (|w| = 5) with gradient [1, -2], lr 0.1, no weight decay: Adam's first
+    direction m / (sqrt(v) + eps) is sign(g) × 0.1 / sqrt(0.001) (undebiased), the trust ratio scales the
+    step to lr × |w| = 0.5, so w moves by 0.5 × [1, -1] / sqrt(2). AdamW would move each weight by lr."""
+    from types import SimpleNamespace
+
+    model = torch.nn.Linear(2, 1, bias=False)
+    with torch.no_grad():
+        model.weight.copy_(torch.tensor([[3.0, 4.0]]))
+    setup = SimpleNamespace(optimizer="lamb", model_config=None, layer_lr_decay=1.0, weight_decay=0.0)
+    optimizer = make_optimizer(model, setup, lr=0.1)
+    model.weight.grad = torch.tensor([[1.0, -2.0]])
+    optimizer.step()
+    moved = 0.5 / math.sqrt(2)
+    assert torch.allclose(model.weight, torch.tensor([[3.0 - moved, 4.0 + moved]]), atol=1e-5)
 
 
 def test_layer_lr_scale_by_name():
