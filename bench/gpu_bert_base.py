@@ -60,7 +60,7 @@ def main() -> None:
     model = AutoModelForSequenceClassification.from_config(config).to(device)
     params = sum(p.numel() for p in model.parameters())
     embedding = sum(p.numel() for n, p in model.named_parameters() if "embeddings" in n)
-    flops_per_token = 6 * (params - embedding) + 12 * config.num_hidden_layers * args.seq * config.hidden_size
+    flops_per_token = palm_flops_per_token(model, args.seq)
 
     def optimizer():
         return torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
@@ -139,6 +139,15 @@ def main() -> None:
             print(f"RESULT accumulation {label} B={micro} as {accumulation} x {micro // accumulation} / 1 x {micro}: "
                   f"{split / whole:.3f} (overhead {1 - split / whole:.1%}; target <= 5 %); "
                   f"MFU at micro {micro // accumulation}: {mfu(split, flops_per_token):.1%}", flush=True)
+
+
+def palm_flops_per_token(model, seq: int) -> int:
+    """Training FLOPs per token, PaLM's MFU definition (Chowdhery et al. 2022, appendix B): 6 × the
+    non-embedding parameters + 12 × layers × sequence × hidden for the attention scores and values."""
+    config = model.config
+    embedding = sum(p.numel() for n, p in model.named_parameters() if "embeddings" in n)
+    non_embedding = sum(p.numel() for p in model.parameters()) - embedding
+    return 6 * non_embedding + 12 * config.num_hidden_layers * seq * config.hidden_size
 
 
 def profile(training_step, model, micro: int, device) -> None:

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Everything a GPU session checks, in one go (a device lease is minutes): the GPU tests, then the
-# BERT-base probe / MFU / accumulation bench. Writes logs to $OUT (or ./gpu-out).
-#   bash bench/gpu_session.sh            # the tests and the bench as shipped (probe, BERT's dropout, profile)
+# Everything a GPU session checks, in one go (a device lease is minutes): the GPU tests, the trial loop's
+# own MFU and accumulation overhead, then the BERT-base probe / MFU / accumulation bench. Writes logs to
+# $OUT (or ./gpu-out).
+#   bash bench/gpu_session.sh            # the tests, the trial loop, the bench as shipped (probe, profile)
 #   bash bench/gpu_session.sh 2048       # the same at a known micro-batch (no probe), also without dropout
 #   bash bench/gpu_session.sh quick      # the tests, the probe and eager MFU only (about a minute)
 #   bash bench/gpu_session.sh autotune [2048]  # no tests: MFU compiled with max-autotune (autotuning
 #                                              # takes minutes), dropout 0, at a known micro-batch
-# Check the bench itself on a CPU first: python bench/gpu_bert_base.py --smoke
+# Check the benches themselves on a CPU first: python bench/gpu_bert_base.py --smoke;
+# python bench/gpu_trial_loop.py --smoke (both are default tests)
 set -o pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD HF_HUB_OFFLINE=1
@@ -18,6 +20,7 @@ if [ "$1" = autotune ]; then
   exit
 fi
 timeout 240 python3 -m pytest -m gpu -p no:cacheprovider -q tests/test_gpu.py 2>&1 | tail -30 | tee "$out/pytest_gpu.log"
+timeout 180 python3 bench/gpu_trial_loop.py --micro "${MICRO:-2048}" 2>&1 | grep -v "^trial:" | tee "$out/gpu_trial_loop.log"
 if [ "$1" = quick ]; then
   timeout 120 python3 bench/gpu_bert_base.py --steps 20 --no-compile --no-accumulation 2>&1 | tee "$out/gpu_bert_base.log"
 elif [ -z "$1" ]; then

@@ -232,7 +232,9 @@ def make_optimizer(model: torch.nn.Module, setup: TrialSetup, lr: float) -> torc
         # The paper's LAMB (v3): weight decay inside the trust ratio, no bias correction on the step size.
         return pytorch_optimizer.Lamb(param_groups, lr=lr, betas=(0.9, 0.999), eps=1e-6, weight_decouple=False,
                                       adam_debias=True)
-    return torch.optim.AdamW(param_groups, lr=lr, betas=(0.9, 0.999), eps=1e-8)
+    # On a GPU the fused kernel: one launch for all parameters' update instead of a foreach loop over them.
+    on_gpu = all(p.is_cuda for group in param_groups for p in group["params"])
+    return torch.optim.AdamW(param_groups, lr=lr, betas=(0.9, 0.999), eps=1e-8, fused=on_gpu or None)
 
 
 def autocast_dtype(precision: str, device: torch.device) -> Optional[torch.dtype]:
@@ -342,7 +344,8 @@ def _sqnorm(params) -> torch.Tensor:
 
 def _attach_noise_probe(model, params, plan: BatchPlan):
     """Set up the two gradients B_simple needs (see noise_scale.py). Returns (meter, local_sqnorm) where
-    ``local_sqnorm()`` gives the small-batch squared norm of the step just taken, or (None, None).
+    ``local_sqnorm()`` gives the small-batch squared norm of the step just taken (a tensor on the device:
+    reading it is left to the loop's one sync per step), or (None, None).
 
     Several workers: a DDP communication hook sums each bucket's squares before the default all-reduce,
     i.e. the worker's own gradient over micro × accumulation samples, at no extra pass. One worker with
@@ -359,8 +362,8 @@ def _attach_noise_probe(model, params, plan: BatchPlan):
 
         model.register_comm_hook(state, hook)
 
-        def local_sqnorm() -> float:
-            value, state["sq"] = float(state["sq"]), torch.zeros_like(state["sq"])
+        def local_sqnorm() -> torch.Tensor:
+            value, state["sq"] = state["sq"], torch.zeros_like(state["sq"])
             return value
 
         return NoiseScaleMeter(plan.micro_batch * plan.accumulation, plan.batch_size), local_sqnorm
@@ -492,7 +495,8 @@ def train_loop(setup: TrialSetup, data, session) -> None:
     model.train()
     while step < total_steps:
         t0 = time.perf_counter()
-        step_loss = 0.0
+        step_loss = torch.zeros((), dtype=torch.float64, device=session.device)  # read once per step, below
+        small = None
         batches = [next(micro_batches) for _ in range(plan.accumulation)]
         local_items = [items_in(batch, setup.task) for batch in batches]
         # Examples per step are known; a causal LM's target tokens are summed over the workers (one scalar).
@@ -508,19 +512,23 @@ def train_loop(setup: TrialSetup, data, session) -> None:
                 with torch.autocast(session.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
                     loss = summed_loss(forward, batch, setup) * to_mean
                 scaler.scale(loss).backward()
-            step_loss += loss.item()
+            step_loss += loss.detach()
             if k == 0 and noise is not None and local_sqnorm is None:
                 # The first micro-batch's own mean gradient: its mean loss carried to_mean × its items
                 # (1 / accumulation for equal micro-batches of examples).
-                first_micro_sqnorm = float(_sqnorm(params)) / (to_mean * max(local_items[0], 1)) ** 2
+                small = _sqnorm(params) / (to_mean * max(local_items[0], 1)) ** 2
         scale = scaler.get_scale() if scaler.is_enabled() else 1.0
         scaler.unscale_(optimizer)  # true gradients for clipping, the norm and the noise scale
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))  # norm before clipping
-        if noise is not None:
+        norm = torch.nn.utils.clip_grad_norm_(params, clip)  # norm before clipping
+        if local_sqnorm is not None:
             # The DDP hook saw this worker's summed gradient × to_mean, not ÷ its own items (the same for
             # equal micro-batches of examples).
-            small = local_sqnorm() / (to_mean * max(sum(local_items), 1)) ** 2 if local_sqnorm else first_micro_sqnorm
-            noise.add(small / scale ** 2, grad_norm ** 2)
+            small = local_sqnorm() / (to_mean * max(sum(local_items), 1)) ** 2
+        # The step's one wait for the device: loss, norm and the noise probe's norm come back together.
+        readings = torch.stack([step_loss, norm.double()] + ([small.double()] if small is not None else [])).tolist()
+        step_loss, grad_norm = readings[0], readings[1]
+        if small is not None:
+            noise.add(readings[2] / scale ** 2, grad_norm ** 2)
         if scaler.is_enabled() and not math.isfinite(grad_norm) and math.isfinite(step_loss):
             # fp16 overflow, not divergence: the scaler skips this step and lowers the scale.
             scaler.step(optimizer)

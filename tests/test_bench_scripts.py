@@ -1,6 +1,7 @@
-"""The GPU bench is run in device sessions of a few minutes; a crash there wastes the session. Its code
-paths (model from config, bf16 autocast, timing, accumulation, MFU arithmetic) are checked here on the
-CPU with a tiny BERT (``--smoke``); only the CUDA probe and the device itself are left to the GPU."""
+"""The GPU benches are run in device sessions of a few minutes; a crash there wastes the session. Their
+code paths (model from config, bf16 autocast, timing, accumulation, MFU arithmetic, the trial loop on a
+device session) are checked here on the CPU with a tiny BERT (``--smoke``); only the CUDA probe and the
+device itself are left to the GPU."""
 
 import os
 import re
@@ -23,3 +24,14 @@ def test_the_gpu_bench_runs_end_to_end_on_the_cpu():
     profile = [line for line in done.stdout.splitlines() if line.startswith("PROFILE")]
     assert "1 x 16" in profile[0] and "4 x 4" in profile[0] and len(profile) > 5
     assert any("aten::mm" in line or "aten::addmm" in line for line in profile[1:])
+
+
+def test_the_gpu_trial_loop_bench_runs_end_to_end_on_the_cpu():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_trial_loop.py"), "--smoke"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]
+    assert len(results) == 2, done.stdout
+    assert re.search(r"micro 16 eager: \d+ samples/s, MFU \d+\.\d%", results[0])
+    assert re.search(r"as 4 x 4 / 1 x 16: \d\.\d{3} \(overhead", results[1])
