@@ -1,4 +1,5 @@
-"""Large-batch machinery on CPU: accumulation equivalence through the real loop, precision, LAMB, label
+"""Large-batch machinery on CPU: accumulation equivalence through the real loop (classification and causal
+LM, one worker and two gloo workers), the noise probe's two norms by hand, precision, LAMB, label
 smoothing, layer-wise LR decay, gradient checkpointing."""
 
 import math
@@ -120,35 +121,49 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _two_gloo_workers(rank: int, port: int, out: str, task: list) -> None:
-    """One of two torch.distributed gloo ranks: the loop with DDP and a DistributedSampler, as Ray
-    Train's prepare_model / prepare_data_loader set them up, at B=64 as 1 × 32 and as 4 × 8 per worker."""
+class GlooCapture(Capture):
+    """One of two gloo ranks, with DDP and a DistributedSampler as Ray Train's prepare_model and
+    prepare_data_loader set them up."""
+
+    world_size = 2
+
+    def __init__(self):
+        import torch.distributed as dist
+
+        super().__init__()
+        self.rank = dist.get_rank()
+
+    def prepare_model(self, model):
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model)
+
+    def prepare_data_loader(self, loader):
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        return DataLoader(loader.dataset, batch_size=loader.batch_size, drop_last=True,
+                          sampler=DistributedSampler(loader.dataset, shuffle=True, seed=0))
+
+    def all_reduce(self, tensor):
+        import torch.distributed as dist
+
+        dist.all_reduce(tensor)
+        return tensor
+
+
+def _join_gloo(rank: int, port: int) -> None:
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
-    from torch.utils.data import DataLoader, DistributedSampler
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2)
-
-    class GlooCapture(Capture):
-        world_size = 2
-
-        def __init__(self):
-            super().__init__()
-            self.rank = rank
-
-        def prepare_model(self, model):
-            return DistributedDataParallel(model)
-
-        def prepare_data_loader(self, loader):
-            return DataLoader(loader.dataset, batch_size=loader.batch_size, drop_last=True,
-                              sampler=DistributedSampler(loader.dataset, shuffle=True, seed=0))
-
-        def all_reduce(self, tensor):
-            dist.all_reduce(tensor)
-            return tensor
-
     torch.set_num_threads(1)
+
+
+def _two_gloo_workers(rank: int, port: int, out: str, task: list) -> None:
+    """One of two torch.distributed gloo ranks: the loop at B=64 as 1 × 32 and as 4 × 8 per worker."""
+    import torch.distributed as dist
+
+    _join_gloo(rank, port)
     sessions = {micro: run(task + [f"training.micro_batch_size={micro}", "resources.workers_per_trial=2"],
                            session_class=GlooCapture) for micro in (32, 8)}
     if rank == 0:
@@ -189,3 +204,93 @@ def test_workers_agree_on_the_smallest_probed_micro_batch(tmp_path):
     out = str(tmp_path / "agreed")
     torch.multiprocessing.spawn(_agree_on_a_micro_batch, args=(port, out), nprocs=2)
     assert [torch.load(f"{out}.{rank}") for rank in (0, 1)] == [48, 48]
+
+
+@TASKS
+def test_noise_probe_reads_the_first_micro_batch_and_the_whole_step(task, monkeypatch):
+    """One step of B=64 as 4 × 16: the probe's small-batch norm is |gradient of the first micro-batch's
+    mean loss|² and its large-batch norm |gradient of the step's mean loss|², both recomputed here by hand
+    from the same initial weights and the same first 64 shuffled examples (a causal LM's means are over
+    tokens, so the first micro-batch's share of the step is not 1/4)."""
+    from cbs_ray.model import build_model
+    from cbs_ray.noise_scale import NoiseScaleMeter
+    from cbs_ray.train_loop import _inputs, summed_loss
+
+    seen = []
+    monkeypatch.setattr(NoiseScaleMeter, "add", lambda self, small, big: seen.append((small, big)))
+    spec = load_spec(None, ONE_STEP + task + ["training.micro_batch_size=16"])
+    data, budget, config = prepare(spec)
+    setup = make_setup(spec, {"log2_batch": 6, "alpha": 1.0, "warmup_fraction": 0.0}, budget_samples=budget,
+                       model_config=config)
+    train_loop(setup, data, Capture())
+
+    torch.manual_seed(setup.seed)
+    model = build_model(setup.model, setup.task, setup.model_config)
+    dataset = torch.utils.data.TensorDataset(*(torch.tensor(a) for a in (data.train_ids, data.train_mask,
+                                                                         data.train_labels)))
+    loader = torch.utils.data.DataLoader(dataset, batch_size=64, shuffle=True, drop_last=True,
+                                         generator=torch.Generator().manual_seed(setup.seed))
+    ids, mask, labels = next(iter(loader))  # the loop's 4 micro-batches of 16 are these 64, in order
+
+    def squared_norm_of_mean_gradient(rows: slice) -> float:
+        model.zero_grad()
+        batch = _inputs((ids[rows], mask[rows], labels[rows]), setup.task, "cpu")
+        items = len(ids[rows]) if setup.task != "causal-lm" else int(mask[rows, 1:].sum())
+        (summed_loss(model, batch, setup) / items).backward()
+        return sum(float(p.grad.pow(2).sum()) for p in model.parameters() if p.grad is not None)
+
+    (small, big), = seen
+    assert small == pytest.approx(squared_norm_of_mean_gradient(slice(0, 16)), rel=1e-4)
+    assert big == pytest.approx(squared_norm_of_mean_gradient(slice(0, 64)), rel=1e-4)
+    assert small > 1.2 * big  # a quarter of the batch is noisier: the test tells the two apart
+
+
+def _noise_probe_on_two_gloo_workers(rank: int, port: int, out: str, task: list) -> None:
+    """One of two gloo ranks, one step of B=64 as 1 × 32 per worker: what the DDP hook hands the noise
+    meter, and the same two norms by hand (this rank's 32 examples, and all 64, from the samplers)."""
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    from cbs_ray.model import build_model
+    from cbs_ray.noise_scale import NoiseScaleMeter
+    from cbs_ray.train_loop import _inputs, summed_loss
+
+    _join_gloo(rank, port)
+    seen = []
+    NoiseScaleMeter.add = lambda self, small, big: seen.append((small, big))
+    spec = load_spec(None, ONE_STEP + task + ["training.micro_batch_size=32", "resources.workers_per_trial=2"])
+    data, budget, config = prepare(spec)
+    setup = make_setup(spec, {"log2_batch": 6, "alpha": 1.0, "warmup_fraction": 0.0}, budget_samples=budget,
+                       model_config=config)
+    train_loop(setup, data, GlooCapture())
+
+    torch.manual_seed(setup.seed)
+    model = build_model(setup.model, setup.task, setup.model_config)
+    dataset = torch.utils.data.TensorDataset(*(torch.tensor(a) for a in (data.train_ids, data.train_mask,
+                                                                         data.train_labels)))
+    shards = [next(iter(DataLoader(dataset, batch_size=32, drop_last=True, sampler=DistributedSampler(
+        dataset, num_replicas=2, rank=r, shuffle=True, seed=0)))) for r in (0, 1)]
+    both = [torch.cat(parts) for parts in zip(*shards)]
+
+    def squared_norm_of_mean_gradient(ids, mask, labels) -> float:
+        model.zero_grad()
+        items = len(ids) if setup.task != "causal-lm" else int(mask[:, 1:].sum())
+        (summed_loss(model, _inputs((ids, mask, labels), setup.task, "cpu"), setup) / items).backward()
+        return sum(float(p.grad.pow(2).sum()) for p in model.parameters() if p.grad is not None)
+
+    torch.save({"seen": seen, "small": squared_norm_of_mean_gradient(*shards[rank]),
+                "big": squared_norm_of_mean_gradient(*both)}, f"{out}.{rank}")
+    dist.destroy_process_group()
+
+
+@TASKS
+def test_noise_probe_on_two_gloo_workers_reads_each_workers_gradient_and_the_all_reduced_one(tmp_path, task):
+    """The DDP communication hook's small-batch norm is this worker's own mean gradient (a causal LM's
+    over its tokens, not the step's share of them) and the large-batch norm the all-reduced mean."""
+    out = str(tmp_path / "norms")
+    torch.multiprocessing.spawn(_noise_probe_on_two_gloo_workers, args=(_free_port(), out, task), nprocs=2)
+    for rank in (0, 1):
+        found = torch.load(f"{out}.{rank}", weights_only=True)
+        (small, big), = found["seen"]
+        assert small == pytest.approx(found["small"], rel=1e-4), rank
+        assert big == pytest.approx(found["big"], rel=1e-4), rank
