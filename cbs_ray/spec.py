@@ -129,7 +129,13 @@ class TrainingSpec:
     compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
     """``torch.compile``'s mode (reduce-overhead and max-autotune use CUDA graphs on a GPU)."""
     dataloader_workers: Optional[int] = None
-    """DataLoader worker processes (None: 0 on CPU, 2 on GPU); pin_memory and persistent workers follow."""
+    """DataLoader worker processes (None: 2 on a GPU, so batches are ready while the device trains; 0 on a
+    CPU, whose cores the trial's training uses)."""
+    pin_memory: Optional[bool] = None
+    """Page-locked host batches, copied to the GPU faster (None: on when ``resources.use_gpu``)."""
+    persistent_workers: Optional[bool] = None
+    """Keep the DataLoader's workers alive from one epoch to the next (None: whenever there are
+    workers); needs DataLoader workers."""
     weight_decay: float = 0.01
     """Decoupled weight decay (not applied to biases and LayerNorm weights)."""
     grad_clip_norm: Optional[float] = 1.0
@@ -434,6 +440,13 @@ def _check_range(value: list, path: str, low: float, high: float) -> None:
         raise SpecError(f"{path}: must satisfy {low} <= low <= high <= {high}, got {value!r}")
 
 
+def dataloader_workers(training: TrainingSpec, use_gpu: bool) -> int:
+    """The DataLoader worker processes a trial's worker runs: as set, else 2 on a GPU and 0 on a CPU."""
+    if training.dataloader_workers is not None:
+        return training.dataloader_workers
+    return 2 if use_gpu else 0
+
+
 def validate(spec: SearchSpec) -> None:
     """Semantic checks that need more than one field. Dataset-size checks happen in
     ``check_against_data`` once the data is known."""
@@ -496,6 +509,9 @@ def validate(spec: SearchSpec) -> None:
         raise SpecError(f"training.layer_lr_decay: must be in (0, 1], got {t.layer_lr_decay}")
     if t.dataloader_workers is not None and t.dataloader_workers < 0:
         raise SpecError(f"training.dataloader_workers: must be >= 0, got {t.dataloader_workers}")
+    if t.persistent_workers and dataloader_workers(t, spec.resources.use_gpu) == 0:
+        raise SpecError("training.persistent_workers: needs DataLoader workers; set training.dataloader_workers "
+                        "above 0 (it is 0 on a CPU unless set)")
     if t.eval_batch_size < 1:
         raise SpecError(f"training.eval_batch_size: must be at least 1, got {t.eval_batch_size}")
     if t.memory_limit_gb is not None and not t.memory_limit_gb > 0:

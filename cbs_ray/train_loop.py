@@ -65,7 +65,11 @@ class TrialSetup:
     gradient_checkpointing: bool = False
     compile: bool = False
     compile_mode: str = "default"
-    dataloader_workers: Optional[int] = None
+    dataloader_workers: int = 0
+    pin_memory: Optional[bool] = None
+    """None: on a GPU."""
+    persistent_workers: Optional[bool] = None
+    """None: whenever there are DataLoader workers."""
     divergence_factor: float = 10.0
     probe_micro_batch: bool = False
     probe_seq_len: Optional[int] = None
@@ -475,10 +479,11 @@ def train_loop(setup: TrialSetup, data, session) -> None:
     dataset = torch.utils.data.TensorDataset(
         torch.tensor(data.train_ids), torch.tensor(data.train_mask), torch.tensor(data.train_labels))
     generator = torch.Generator().manual_seed(setup.seed + step)
-    workers = setup.dataloader_workers if setup.dataloader_workers is not None else (2 if setup.use_gpu else 0)
+    workers = setup.dataloader_workers
     loader = session.prepare_data_loader(torch.utils.data.DataLoader(
-        dataset, batch_size=plan.micro_batch, shuffle=True, drop_last=True, generator=generator,
-        num_workers=workers, pin_memory=setup.use_gpu, persistent_workers=workers > 0))
+        dataset, batch_size=plan.micro_batch, shuffle=True, drop_last=True, generator=generator, num_workers=workers,
+        pin_memory=setup.use_gpu if setup.pin_memory is None else setup.pin_memory,
+        persistent_workers=workers > 0 if setup.persistent_workers is None else setup.persistent_workers))
     per_epoch = max(1, len(loader) // plan.accumulation)  # optimizer steps per epoch on each rank
     micro_batches = _endless_micro_batches(loader, start_epoch=step // per_epoch)
     is_ddp = hasattr(model, "no_sync")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from .spec import SearchSpec
+from .spec import SearchSpec, dataloader_workers
 from .train_loop import LocalSession, TrialSetup, quiet_per_report_logs, train_loop, train_worker
 
 __all__ = ["make_setup", "run_trial", "trial_resources", "batch_size_of", "in_process"]
@@ -44,7 +44,8 @@ def make_setup(spec: SearchSpec, config: dict, *, budget_samples: int, model_con
         lr_decay=t.lr_decay, optimizer=t.optimizer, weight_decay=t.weight_decay,
         label_smoothing=t.label_smoothing, layer_lr_decay=t.layer_lr_decay, precision=t.precision,
         gradient_checkpointing=t.gradient_checkpointing, compile=t.compile, compile_mode=t.compile_mode,
-        dataloader_workers=t.dataloader_workers,
+        dataloader_workers=dataloader_workers(t, spec.resources.use_gpu), pin_memory=t.pin_memory,
+        persistent_workers=t.persistent_workers,
         divergence_factor=t.divergence_factor, probe_micro_batch=t.probe_micro_batch,
         memory_limit_gb=t.memory_limit_gb, eval_batch_size=t.eval_batch_size,
         probe_seq_len=spec.data.max_seq_length,

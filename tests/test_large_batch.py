@@ -294,3 +294,30 @@ def test_noise_probe_on_two_gloo_workers_reads_each_workers_gradient_and_the_all
         (small, big), = found["seen"]
         assert small == pytest.approx(found["small"], rel=1e-4), rank
         assert big == pytest.approx(found["big"], rel=1e-4), rank
+
+
+class LoaderCapture(Capture):
+    def prepare_data_loader(self, loader):
+        self.loader = loader
+        return loader
+
+
+@pytest.mark.parametrize("overrides,expected", [
+    ([], (0, False, False)),  # a CPU: no workers, nothing pinned
+    (["training.dataloader_workers=1"], (1, False, True)),  # workers persist when there are any
+    (["training.dataloader_workers=1", "training.persistent_workers=false", "training.pin_memory=true"], (1, True, False)),
+])
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")  # no GPU here to pin for
+def test_data_loader_settings_reach_the_loader(overrides, expected):
+    session = run(overrides, session_class=LoaderCapture)
+    loader = session.loader
+    assert (loader.num_workers, loader.pin_memory, loader.persistent_workers) == expected
+    assert session.reports[-1]["samples_seen"] == 64
+
+
+def test_a_gpu_trial_prepares_batches_in_two_workers_unless_told_otherwise():
+    from cbs_ray.spec import TrainingSpec, dataloader_workers
+
+    assert dataloader_workers(TrainingSpec(), use_gpu=True) == 2
+    assert dataloader_workers(TrainingSpec(), use_gpu=False) == 0
+    assert dataloader_workers(TrainingSpec(dataloader_workers=0), use_gpu=True) == 0
