@@ -8,7 +8,7 @@ milestone exactly (a batch of 128 cannot stop at sample 1000).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["BatchPlan", "plan_batch", "optimizer_steps", "milestones"]
 
@@ -21,10 +21,15 @@ class BatchPlan:
     micro_batch: int
     accumulation: int
     workers: int
+    micro_batch_cap: int | None = field(default=None, compare=False)
+    """The cap the micro-batch was lowered from, where the cap does not divide the per-worker share."""
 
     def __str__(self) -> str:
-        return (f"B={self.batch_size} = {self.micro_batch} micro × {self.accumulation} accum × "
-                f"{self.workers} workers")
+        plan = f"B={self.batch_size} = {self.micro_batch} micro × {self.accumulation} accum × {self.workers} workers"
+        if self.micro_batch_cap is None:
+            return plan
+        return (f"{plan} (a micro-batch of {self.micro_batch_cap} does not divide the {self.batch_size // self.workers} "
+                f"per worker: {self.micro_batch} is the largest divisor under it)")
 
 
 def plan_batch(batch_size: int, workers: int, max_micro_batch: int | None = None) -> BatchPlan:
@@ -42,7 +47,7 @@ def plan_batch(batch_size: int, workers: int, max_micro_batch: int | None = None
     if cap <= 0:
         raise ValueError("max_micro_batch must be positive")
     micro = max(d for d in range(1, cap + 1) if per_worker % d == 0)
-    return BatchPlan(batch_size, micro, per_worker // micro, workers)
+    return BatchPlan(batch_size, micro, per_worker // micro, workers, cap if micro < cap else None)
 
 
 def optimizer_steps(samples: int, batch_size: int) -> int:

@@ -15,8 +15,12 @@ def test_plan_with_cap_accumulates_to_the_exact_batch():
 
 
 def test_plan_picks_largest_divisor_under_a_non_power_cap():
-    # 48 per worker, cap 20: largest divisor of 48 that is <= 20 is 16, so 3 micro-steps.
-    assert plan_batch(96, 2, max_micro_batch=20) == BatchPlan(96, 16, 3, 2)
+    # 48 per worker, cap 20: largest divisor of 48 that is <= 20 is 16, so 3 micro-steps, and it says so.
+    plan = plan_batch(96, 2, max_micro_batch=20)
+    assert plan == BatchPlan(96, 16, 3, 2)
+    assert str(plan) == ("B=96 = 16 micro × 3 accum × 2 workers (a micro-batch of 20 does not divide the 48 per "
+                         "worker: 16 is the largest divisor under it)")
+    assert "divisor" not in str(plan_batch(96, 2, max_micro_batch=48))  # a cap above the share is no lowering
 
 
 def test_plan_rejects_batch_not_divisible_by_workers():
