@@ -32,7 +32,8 @@ def trial_table(history: pd.DataFrame, *, metric: str, budget_samples: int) -> p
     (its workers died more often than ``max_failures``), or ``stopped`` (ended before the budget: stopped
     early by ASHA, or still running)."""
     if history.empty:
-        return pd.DataFrame(columns=TRIAL_COLUMNS + ["samples_seen", metric, "status"])
+        return pd.DataFrame(columns=TRIAL_COLUMNS + ["samples_seen", metric, "wall_time_s", "samples_per_s", "repeat",
+                                                     "status"])
     history = history.sort_values(["trial_id", "samples_seen"])
     last = history.groupby("trial_id", sort=False).tail(1).set_index("trial_id")
     diverged = history.groupby("trial_id")["diverged"].any() if "diverged" in history else False
@@ -72,8 +73,9 @@ def _ratio_of_means(frame: pd.DataFrame) -> float:
 
 def noise_scale_table(history: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     """B_simple per batch size early in training (each trial's first finite report, averaged) and over
-    training (ratio of the mean |G|² and mean tr Σ over all reports, as McCandlish et al.'s Table 1),
-    plus the same two figures over every trial."""
+    training (ratio of the mean |G|² and mean tr Σ over the reports, as McCandlish et al.'s Table 1),
+    plus the same two figures over every trial. Only reports whose moving averages give a positive B_simple
+    count: early reports whose tr Σ estimate is still negative are left out of both means."""
     if "b_simple" not in history or history["b_simple"].notna().sum() == 0:
         note = (history["noise_scale_note"].dropna().iloc[0] if "noise_scale_note" in history
                 and history["noise_scale_note"].notna().any() else "not reported")
@@ -124,16 +126,20 @@ def _repeated_mean(done: pd.DataFrame, repeats: pd.DataFrame, *, metric: str, be
     standard error (from the runs' spread and, for accuracy, the evaluation set's size), run count."""
     runs = [best] + repeats.loc[repeats["status"] == "completed", metric].dropna().tolist()
     eval_se = 0.0
-    if metric == "accuracy" and "eval_examples" in done and len(done) and not math.isnan(best):
+    # An accuracy's evaluation error is known from the evaluation set's size, where the reports carry it.
+    eval_error_known = (metric == "accuracy" and "eval_examples" in done and done["eval_examples"].notna().any()
+                        and not math.isnan(best))
+    if eval_error_known:
         eval_se = accuracy_standard_error(min(max(best, 0.0), 1.0), int(done["eval_examples"].max()))
     mean, se = mean_and_standard_error(runs, eval_se=eval_se)
-    if metric != "accuracy" and len([r for r in runs if not math.isnan(r)]) < 2:
-        se = math.nan  # one run of a metric with no known evaluation error: no noise estimate
+    if not eval_error_known and len([r for r in runs if not math.isnan(r)]) < 2:
+        se = math.nan  # one run and no known evaluation error: no noise estimate (not a noise of 0)
     return {"runs": len([r for r in runs if not math.isnan(r)]), f"mean_{metric}": mean, f"se_{metric}": se}
 
 
 def _uncertainty(per_batch: pd.DataFrame, *, metric: str, mode: str, tolerance: float, monotone: bool) -> dict:
-    """Range of the turning point under the per-batch standard errors, and the verdict."""
+    """Range of the turning point under the per-batch standard errors, and the verdict. Batch sizes with no
+    completed run stay in the redraws as gaps (NaN), where the walk stops as it does for the headline."""
     rows = per_batch.dropna(subset=[f"mean_{metric}"])
     se = rows[f"se_{metric}"].astype(float)
     if se.isna().any():
@@ -141,8 +147,9 @@ def _uncertainty(per_batch: pd.DataFrame, *, metric: str, mode: str, tolerance: 
                 "batch size: set search.repeats >= 2"}
     repeats = int(rows["runs"].max())
     run_sd = float((se * np.sqrt(rows["runs"])).max())
-    spread = turning_point_range(rows["batch_size"].tolist(), rows[f"mean_{metric}"].tolist(), se.tolist(),
-                                 mode=mode, tolerance=tolerance, monotone=monotone)
+    spread = turning_point_range(per_batch["batch_size"].tolist(), per_batch[f"mean_{metric}"].astype(float).tolist(),
+                                 per_batch[f"se_{metric}"].astype(float).tolist(), mode=mode, tolerance=tolerance,
+                                 monotone=monotone)
     return {"range": [spread["low"], spread["high"]], "level": spread["level"], "share": spread["share"],
             "verdict": verdict(rows[f"mean_{metric}"].tolist(), se.tolist(), mode=mode, tolerance=tolerance,
                                run_sd=run_sd, repeats=repeats),

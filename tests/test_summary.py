@@ -133,3 +133,35 @@ def test_one_run_of_eval_loss_has_no_noise_estimate():
     h = history().assign(eval_loss=lambda d: 1 - d["accuracy"])
     s = summarize(h, metric="eval_loss", mode="min", budget_samples=BUDGET)
     assert "set search.repeats >= 2" in s["critical_batch"]["turning_point"]["uncertainty"]["reason"]
+
+
+def _run(trial_id, batch, accuracies, *, budget=1024, diverged=False, eval_examples=100_000):
+    """Reports of one trial at 512 and 1024 samples (a diverged one stops after the first)."""
+    return [{"trial_id": trial_id, "batch_size": batch, "alpha": 1.0, "warmup_fraction": 0.1, "peak_lr": 1e-3,
+             "samples_seen": budget // 2 * (i + 1), "accuracy": acc, "eval_loss": 1 - acc,
+             "diverged": diverged and i == len(accuracies) - 1, "eval_examples": eval_examples,
+             "wall_time_s": 10.0, "samples_per_s": 100.0} for i, acc in enumerate(accuracies)]
+
+
+def test_the_turning_point_range_stops_at_a_batch_size_nobody_measured_as_the_headline_does():
+    # B=8 and B=32 both reach 0.80 on 100 000 examples (standard error 0.0013); B=16 diverged. The walk
+    # up from 8 stops at the gap, so the answer is 8, and the redraws must not jump the gap to 32.
+    h = pd.DataFrame(_run("a", 8, [0.80, 0.80]) + _run("b", 16, [0.0], diverged=True) + _run("c", 32, [0.80, 0.80]))
+    turning = summarize(h, metric="accuracy", mode="max", budget_samples=1024)["critical_batch"]["turning_point"]
+    assert turning["batch_size"] == 8
+    assert turning["uncertainty"]["range"] == [8, 8]
+
+
+def test_one_accuracy_run_without_its_evaluation_set_size_has_no_noise_estimate():
+    # Without eval_examples the accuracy's evaluation error is unknown: one run per batch size gives no
+    # standard error (not 0, which would make any difference look resolved).
+    h = pd.DataFrame(_run("a", 8, [0.80, 0.80]) + _run("c", 32, [0.79, 0.79])).drop(columns=["eval_examples"])
+    s = summarize(h, metric="accuracy", mode="max", budget_samples=1024)
+    assert [row["se_accuracy"] for row in s["per_batch"]] == [None, None]  # NaN, written as null
+    uncertainty = s["critical_batch"]["turning_point"]["uncertainty"]
+    assert uncertainty["verdict"] is None and "search.repeats >= 2" in uncertainty["reason"]
+
+
+def test_an_empty_history_summarizes_to_no_answer():
+    s = summarize(pd.DataFrame(), metric="accuracy", mode="max", budget_samples=64)
+    assert s["critical_batch"]["turning_point"]["reason"] == "no batch size has a trial that reached the full budget"
