@@ -88,5 +88,6 @@ def verdict(means: Sequence[float], standard_errors: Sequence[float], *, mode: s
     else:
         out["text"] = (f"not resolvable with this evaluation set and these repeats: the noise in a batch-to-batch "
                        f"difference ({difference_noise:.3g}) exceeds half the tolerance ({tolerance_abs / 2:.3g}) — "
-                       f"use ≥ {needed} repeats, a larger evaluation set, or a smoother metric (e.g. eval loss)")
+                       + (f"use ≥ {needed} repeats, " if needed is not None else "use ")
+                       + "a larger evaluation set, or a smoother metric (e.g. eval loss)")
     return out

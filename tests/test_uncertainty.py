@@ -52,3 +52,10 @@ def test_range_covers_the_true_turning_point_in_most_repetitions():
         r = turning_point_range(BATCHES, observed.tolist(), se.tolist(), draws=400, seed=rep)
         covered += BATCHES.index(r["low"]) <= BATCHES.index(128) <= BATCHES.index(r["high"])
     assert covered / 150 >= 0.8
+
+
+def test_a_zero_tolerance_verdict_names_no_repeat_count():
+    # Best metric 0 with a relative tolerance: the tolerance is 0, no number of repeats resolves it.
+    out = verdict([0.0, 0.1], [0.01, 0.01], mode="min", tolerance=0.01)
+    assert not out["resolved"] and out["repeats_needed"] is None
+    assert "None" not in out["text"] and "a larger evaluation set" in out["text"]
