@@ -323,21 +323,26 @@ def evaluate(model, session, data, setup: TrialSetup, *, on_dev: bool = False,
     return metrics
 
 
-def _save_state(directory: str, model, optimizer, scheduler, step: int, progress: dict) -> None:
-    """Weights, optimizer and schedule, the step, and the clocks and first loss a restart continues from."""
+def _save_state(directory: str, model, optimizer, scheduler, scaler, step: int, progress: dict) -> None:
+    """Weights, optimizer, schedule and fp16 loss scale, the step, and the clocks and first loss a restart
+    continues from."""
     raw = model.module if hasattr(model, "module") else model
     torch.save({"model": raw.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(), "step": step, "progress": progress},
-               os.path.join(directory, STATE_FILE))
+                "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "step": step,
+                "progress": progress}, os.path.join(directory, STATE_FILE))
 
 
-def _load_state(checkpoint, model, optimizer, scheduler) -> tuple[int, dict]:
+def _load_state(checkpoint, model, optimizer, scheduler, scaler) -> tuple[int, dict]:
     with checkpoint.as_directory() as directory:
-        state = torch.load(os.path.join(directory, STATE_FILE), weights_only=True)  # never unpickles code
+        # On the CPU first (never unpickling code): saved from rank 0's GPU, the tensors would otherwise all
+        # land on that GPU, on every rank of the node; loading the state dicts copies them where they belong.
+        state = torch.load(os.path.join(directory, STATE_FILE), weights_only=True, map_location="cpu")
     raw = model.module if hasattr(model, "module") else model
     raw.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
+    if state.get("scaler"):
+        scaler.load_state_dict(state["scaler"])  # fp16: the loss scale found so far, not 65536 again
     return int(state["step"]), state.get("progress", {})
 
 
@@ -468,7 +473,7 @@ def train_loop(setup: TrialSetup, data, session) -> None:
         optimizer, lambda step: lr_multiplier(step, warmup, total_steps, decay=setup.lr_decay))
     checkpoint = session.get_checkpoint()
     # A restarted trial (dead worker, resumed experiment) continues from its last milestone, clocks included.
-    step, progress = _load_state(checkpoint, model, optimizer, scheduler) if checkpoint else (0, {})
+    step, progress = _load_state(checkpoint, model, optimizer, scheduler, scaler) if checkpoint else (0, {})
     resumed_from_samples = step * setup.batch_size
     if resumed_from_samples and session.rank == 0:
         print(f"trial: resumed from its checkpoint at {resumed_from_samples} samples", flush=True)
@@ -591,7 +596,7 @@ def train_loop(setup: TrialSetup, data, session) -> None:
             gauges.publish(metrics)
         with tempfile.TemporaryDirectory() as directory:
             if session.rank == 0:
-                _save_state(directory, model, optimizer, scheduler, step, {
+                _save_state(directory, model, optimizer, scheduler, scaler, step, {
                     "train_time_s": train_time, "wall_time_s": metrics["wall_time_s"], "first_loss": first_loss})
             session.report(metrics, directory if session.rank == 0 else None)
 

@@ -321,3 +321,15 @@ def test_a_gpu_trial_prepares_batches_in_two_workers_unless_told_otherwise():
     assert dataloader_workers(TrainingSpec(), use_gpu=True) == 2
     assert dataloader_workers(TrainingSpec(), use_gpu=False) == 0
     assert dataloader_workers(TrainingSpec(dataloader_workers=0), use_gpu=True) == 0
+
+
+class StateCapture(Capture):
+    def report(self, metrics, checkpoint_dir):
+        super().report(metrics, checkpoint_dir)
+        self.state = torch.load(os.path.join(checkpoint_dir, STATE_FILE), weights_only=True)
+
+
+def test_an_fp16_checkpoint_keeps_the_loss_scale_and_an_fp32_one_has_none():
+    fp16 = run(["training.precision=fp16"], session_class=StateCapture).state["scaler"]
+    assert fp16["scale"] == 2.0 ** 16 and fp16["_growth_tracker"] == 1  # one step taken at the initial scale
+    assert run([], session_class=StateCapture).state["scaler"] == {}
