@@ -540,8 +540,13 @@ def train_loop(setup: TrialSetup, data, session) -> None:
         step_loss, grad_norm = readings[0], readings[1]
         if small is not None:
             noise.add(readings[2] / scale ** 2, grad_norm ** 2)
-        if scaler.is_enabled() and not math.isfinite(grad_norm) and math.isfinite(step_loss):
-            # fp16 overflow, not divergence: the scaler skips this step and lowers the scale.
+        # fp16 overflow, not divergence: the scaler skips the step and halves the scale. Decided on what all
+        # ranks share (the all-reduced gradient's norm and the scale; a rank's own loss only when it is the
+        # only rank), and only while the scale is at least 1: a gradient still non-finite at a scale below 1
+        # is non-finite unscaled, which no smaller scale mends, so the trial has diverged (else: skips forever).
+        overflow = scaler.is_enabled() and not math.isfinite(grad_norm) and scale >= 1.0 and (
+            session.world_size > 1 or math.isfinite(step_loss))
+        if overflow:
             scaler.step(optimizer)
             scaler.update()
             optimizer.zero_grad(set_to_none=True)

@@ -152,10 +152,13 @@ class GlooCapture(Capture):
 
 
 def _join_gloo(rank: int, port: int) -> None:
+    """Join the two-rank gloo group; a rank left waiting in a collective fails after a minute, not 30."""
+    from datetime import timedelta
+
     import torch.distributed as dist
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=2)
+    dist.init_process_group("gloo", rank=rank, world_size=2, timeout=timedelta(seconds=60))
     torch.set_num_threads(1)
 
 
@@ -333,3 +336,64 @@ def test_an_fp16_checkpoint_keeps_the_loss_scale_and_an_fp32_one_has_none():
     fp16 = run(["training.precision=fp16"], session_class=StateCapture).state["scaler"]
     assert fp16["scale"] == 2.0 ** 16 and fp16["_growth_tracker"] == 1  # one step taken at the initial scale
     assert run([], session_class=StateCapture).state["scaler"] == {}
+
+
+class _NonFiniteGradient(torch.autograd.Function):
+    """The loss unchanged going forward, an infinite gradient coming back: an fp16 overflow that lowering
+    the loss scale never mends."""
+
+    @staticmethod
+    def forward(ctx, loss):
+        return loss.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * math.inf
+
+
+def test_an_fp16_gradient_that_stays_non_finite_ends_as_diverged_after_the_scale_falls_below_one(monkeypatch):
+    import cbs_ray.train_loop as loop
+
+    real = loop.summed_loss
+    calls = []
+
+    def overflowing(*args):
+        calls.append(1)
+        return _NonFiniteGradient.apply(real(*args))
+
+    monkeypatch.setattr(loop, "summed_loss", overflowing)
+    session = run(["training.precision=fp16", "training.micro_batch_size=16"])
+    (report,) = session.reports
+    assert report["diverged"] and report["samples_seen"] == 0
+    # Skipped steps at scales 2^16 … 2^0 (17), then the 18th non-finite gradient, at 0.5, ends the trial.
+    assert len(calls) == 18 * 4
+
+
+def _one_rank_overflows_once(rank: int, port: int, out: str) -> None:
+    """Two gloo ranks in fp16; rank 1's loss is infinite on its first micro-batch only."""
+    import torch.distributed as dist
+
+    import cbs_ray.train_loop as loop
+
+    _join_gloo(rank, port)
+    real, calls = loop.summed_loss, []
+
+    def first_infinite(*args):
+        calls.append(1)
+        loss = real(*args)
+        return loss * math.inf if rank == 1 and len(calls) == 1 else loss
+
+    loop.summed_loss = first_infinite
+    session = run(["training.precision=fp16", "training.micro_batch_size=32", "resources.workers_per_trial=2"],
+                  session_class=GlooCapture)
+    torch.save([(r["samples_seen"], r["diverged"]) for r in session.reports], f"{out}.{rank}")
+    dist.destroy_process_group()
+
+
+def test_an_fp16_overflow_on_one_rank_is_skipped_by_every_rank(tmp_path):
+    """The skip is decided on the all-reduced gradient, not on a rank's own loss: both ranks skip the
+    step together and finish the trial (deciding on rank 1's own loss, it alone would stop as diverged
+    and leave rank 0 waiting in the next all-reduce)."""
+    out = str(tmp_path / "reports")
+    torch.multiprocessing.spawn(_one_rank_overflows_once, args=(_free_port(), out), nprocs=2)
+    assert [torch.load(f"{out}.{rank}") for rank in (0, 1)] == [[(64, False)], [(64, False)]]
