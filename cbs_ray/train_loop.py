@@ -123,7 +123,7 @@ class LocalSession:
 
 
 class TrainSession:
-    """A Ray Train worker: DDP through ``prepare_model``, DistributedSampler through
+    """A Ray Train worker: DDP through ``prepare_model``, the loop's seeded DistributedSampler kept by
     ``prepare_data_loader``, metrics via ``ray.train.report`` (forwarded to Tune by TuneReportCallback)."""
 
     def __init__(self):
@@ -143,7 +143,9 @@ class TrainSession:
     def prepare_data_loader(self, loader):
         import ray.train.torch
 
-        return ray.train.torch.prepare_data_loader(loader)
+        # Batches stay on the host: the loop counts a causal LM's tokens there (no wait for the device)
+        # and copies each batch itself, non-blocking from pinned memory.
+        return ray.train.torch.prepare_data_loader(loader, move_to_device=False)
 
     def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
         if self.world_size > 1:
@@ -486,8 +488,15 @@ def train_loop(setup: TrialSetup, data, session) -> None:
         torch.tensor(data.train_ids), torch.tensor(data.train_mask), torch.tensor(data.train_labels))
     generator = torch.Generator().manual_seed(setup.seed + step)
     workers = setup.dataloader_workers
+    # Several workers: the loop's own DistributedSampler, seeded by the trial. Ray's prepare_data_loader
+    # leaves one in place; otherwise it adds one with seed 0 (the same data order for every seed, so
+    # repeats would differ only in their initial weights) and rebuilds the loader without persistent_workers.
+    sampler = torch.utils.data.DistributedSampler(dataset, num_replicas=session.world_size, rank=session.rank,
+                                                  shuffle=True, seed=setup.seed, drop_last=True) \
+        if session.world_size > 1 else None
     loader = session.prepare_data_loader(torch.utils.data.DataLoader(
-        dataset, batch_size=plan.micro_batch, shuffle=True, drop_last=True, generator=generator, num_workers=workers,
+        dataset, batch_size=plan.micro_batch, shuffle=sampler is None, sampler=sampler, drop_last=True,
+        generator=generator, num_workers=workers,
         pin_memory=setup.use_gpu if setup.pin_memory is None else setup.pin_memory,
         persistent_workers=workers > 0 if setup.persistent_workers is None else setup.persistent_workers))
     per_epoch = max(1, len(loader) // plan.accumulation)  # optimizer steps per epoch on each rank

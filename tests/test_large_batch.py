@@ -123,7 +123,7 @@ def _free_port() -> int:
 
 class GlooCapture(Capture):
     """One of two gloo ranks, with DDP and a DistributedSampler as Ray Train's prepare_model and
-    prepare_data_loader set them up."""
+    prepare_data_loader set them up (a sampler already there is kept; otherwise one with seed 0)."""
 
     world_size = 2
 
@@ -141,8 +141,11 @@ class GlooCapture(Capture):
     def prepare_data_loader(self, loader):
         from torch.utils.data import DataLoader, DistributedSampler
 
+        self.loader = loader
+        if isinstance(loader.sampler, DistributedSampler):
+            return loader
         return DataLoader(loader.dataset, batch_size=loader.batch_size, drop_last=True,
-                          sampler=DistributedSampler(loader.dataset, shuffle=True, seed=0))
+                          sampler=DistributedSampler(loader.dataset, shuffle=True))
 
     def all_reduce(self, tensor):
         import torch.distributed as dist
@@ -261,18 +264,22 @@ def _noise_probe_on_two_gloo_workers(rank: int, port: int, out: str, task: list)
     _join_gloo(rank, port)
     seen = []
     NoiseScaleMeter.add = lambda self, small, big: seen.append((small, big))
-    spec = load_spec(None, ONE_STEP + task + ["training.micro_batch_size=32", "resources.workers_per_trial=2"])
+    # Seed 7: the data order must be the trial's own, not the seed-0 order Ray's sampler would give.
+    spec = load_spec(None, ONE_STEP + task + ["training.micro_batch_size=32", "resources.workers_per_trial=2",
+                                              "search.seed=7"])
     data, budget, config = prepare(spec)
     setup = make_setup(spec, {"log2_batch": 6, "alpha": 1.0, "warmup_fraction": 0.0}, budget_samples=budget,
                        model_config=config)
-    train_loop(setup, data, GlooCapture())
+    session = GlooCapture()
+    train_loop(setup, data, session)
+    assert session.loader.sampler.seed == 7
 
     torch.manual_seed(setup.seed)
     model = build_model(setup.model, setup.task, setup.model_config)
     dataset = torch.utils.data.TensorDataset(*(torch.tensor(a) for a in (data.train_ids, data.train_mask,
                                                                          data.train_labels)))
     shards = [next(iter(DataLoader(dataset, batch_size=32, drop_last=True, sampler=DistributedSampler(
-        dataset, num_replicas=2, rank=r, shuffle=True, seed=0)))) for r in (0, 1)]
+        dataset, num_replicas=2, rank=r, shuffle=True, seed=7, drop_last=True)))) for r in (0, 1)]
     both = [torch.cat(parts) for parts in zip(*shards)]
 
     def squared_norm_of_mean_gradient(ids, mask, labels) -> float:
