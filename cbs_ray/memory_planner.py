@@ -1,7 +1,8 @@
 """The largest per-worker micro-batch that fits in accelerator memory.
 
-Before a GPU trial trains, each worker tries forward + backward + optimizer step at growing micro-batch
-sizes and catches out-of-memory: the plan is the largest power of two p such that p / 0.9 still fits, so a
+Before a GPU trial trains, each worker tries training steps (forward + backward + optimizer step, twice,
+so the optimizer's state is resident as in training) at growing micro-batch sizes, with the model in
+training mode, and catches out-of-memory: the plan is the largest power of two p such that p / 0.9 still fits, so a
 10 % margin is left for fragmentation and longer-lived buffers. The workers take the minimum so DDP never
 waits on a rank that could not fit its share. Results are cached per (model, sequence length, precision,
 device) so later trials on the same kind of device do not probe again. The search is pure and takes any
@@ -45,9 +46,11 @@ def plan_micro_batch(fits: Callable[[int], bool], *, upper: int = PROBE_LIMIT, s
     return p
 
 
-def probe_key(model: dict, seq_len: int, precision: str, device_name: str) -> str:
+def probe_key(model: dict, seq_len: int, precision: str, device_name: str, *, training: str = "") -> str:
+    """The cache key: the model, sequence length, precision and device, and ``training``: what else sets a
+    step's memory (the optimizer's state, gradient checkpointing, DDP's buckets)."""
     what = model.get("name") or json.dumps(model.get("config"), sort_keys=True)
-    return f"{what}|seq={seq_len}|{precision}|{device_name}"
+    return f"{what}|seq={seq_len}|{precision}|{device_name}" + (f"|{training}" if training else "")
 
 
 class ProbeCache:
@@ -81,22 +84,26 @@ class ProbeCache:
 
 
 def _probe_step(model, optimizer, m: int, *, seq_len: int, vocab_size: int, task: str, dtype) -> None:
-    """One forward + backward + optimizer step on random tokens at micro-batch m, on the model's device,
-    under autocast ``dtype`` (None: full precision)."""
+    """Two training steps (forward + backward + optimizer step) on random tokens at micro-batch m, on the
+    model's device, under autocast ``dtype`` (None: full precision). The first allocates the optimizer's
+    state (Adam: two numbers per parameter); the second's forward and backward run beside it, as every
+    training step after the first does."""
     import torch
 
     device = next(model.parameters()).device
     ids = torch.randint(0, vocab_size, (m, seq_len), device=device)
     labels = ids if task == "causal-lm" else torch.zeros(m, dtype=torch.long, device=device)
-    with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-        loss = model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels).loss
-    loss.backward()
-    optimizer.step()
+    for _ in range(2):
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            loss = model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
 
 
 def cuda_fits(model, make_optimizer, *, seq_len: int, vocab_size: int, task: str, dtype) -> Callable[[int], bool]:
-    """``fits(m)`` for a CUDA model: one forward + backward + optimizer step on random tokens at micro-batch
-    m under autocast ``dtype``; False on out-of-memory. Gradients and optimizer state are dropped after."""
+    """``fits(m)`` for a CUDA model: two training steps on random tokens at micro-batch m under autocast
+    ``dtype`` (``_probe_step``); False on out-of-memory. Gradients and optimizer state are dropped after."""
     import torch
 
     def fits(m: int) -> bool:
@@ -153,8 +160,8 @@ def extrapolated_peak(baseline: int, runs: list[tuple[int, int]], m: int) -> int
 def cpu_fits(model, make_optimizer, *, seq_len: int, vocab_size: int, task: str, dtype, limit_bytes: int,
              memory: PeakResidentMemory | None = None, log: Callable[[str], None] = lambda _: None,
              ) -> Callable[[int], bool]:
-    """``fits(m)`` on a CPU: the process's peak resident memory during one forward + backward + optimizer
-    step at micro-batch m stays within ``limit_bytes``. A size whose extrapolated peak exceeds the limit
+    """``fits(m)`` on a CPU: the process's peak resident memory during two training steps at micro-batch m
+    (``_probe_step``) stays within ``limit_bytes``. A size whose extrapolated peak exceeds the limit
     is refused without running it."""
     memory = memory or PeakResidentMemory()
     memory.reset()

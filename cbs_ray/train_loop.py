@@ -400,7 +400,10 @@ def _probe_micro_batch(model, setup: TrialSetup, session, amp_dtype) -> tuple[Op
     seq_len = int(setup.model_config.max_position_embeddings
                   if setup.probe_seq_len is None else setup.probe_seq_len)
     device_name = torch.cuda.get_device_name(session.device) if on_gpu else f"cpu<={setup.memory_limit_gb}GiB"
-    key = probe_key(setup.model, seq_len, setup.precision, device_name)
+    # What else sets a step's memory: the optimizer's state, checkpointing, and DDP's gradient buckets.
+    training = "+".join([setup.optimizer] + (["checkpointing"] if setup.gradient_checkpointing else [])
+                        + (["ddp"] if session.world_size > 1 else []))
+    key = probe_key(setup.model, seq_len, setup.precision, device_name, training=training)
     limit = setup.probe_limit or setup.batch_size // session.world_size
     cache = ProbeCache()
     found = cache.get(key, limit)
@@ -418,6 +421,12 @@ def _probe_micro_batch(model, setup: TrialSetup, session, amp_dtype) -> tuple[Op
         # The probe's optimizer steps move the weights and its random batches draw from the RNG: both are
         # put back, so a trial trains the same whether its plan was probed or read from the cache.
         initial = {name: value.detach().to("cpu", copy=True) for name, value in model.state_dict().items()}
+        # Measured as it will train: a pretrained model comes in eval mode, without dropout and (in
+        # transformers) without gradient checkpointing. DDP will keep a second copy of the gradients in
+        # its all-reduce buckets; the probe runs before DDP wraps the model, so it holds as much aside.
+        model.train()
+        buckets = torch.zeros(sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad),
+                              dtype=torch.uint8, device=session.device) if session.world_size > 1 else None
         with torch.random.fork_rng(devices=[session.device] if on_gpu else []):
             if on_gpu:
                 fits = cuda_fits(model, new_optimizer, **step_args)
@@ -428,6 +437,7 @@ def _probe_micro_batch(model, setup: TrialSetup, session, amp_dtype) -> tuple[Op
                 found = plan_micro_batch(fits, upper=limit)  # for the search's largest share; capped below
             except MemoryError as e:
                 raise MemoryError(f"{e} ({device_name}, sequence length {seq_len}, {setup.precision})") from None
+        del buckets
         model.load_state_dict(initial)
         model.zero_grad(set_to_none=True)
         if session.rank == 0:

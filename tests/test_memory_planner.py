@@ -2,7 +2,7 @@
 
 import pytest
 
-from cbs_ray.memory_planner import ProbeCache, cpu_fits, extrapolated_peak, plan_micro_batch, probe_key
+from cbs_ray.memory_planner import ProbeCache, _probe_step, cpu_fits, extrapolated_peak, plan_micro_batch, probe_key
 
 
 def memory(limit_samples):
@@ -48,6 +48,8 @@ def test_cache_round_trip_and_keys(tmp_path):
     assert (cache.get(key, 512), cache.get(key, 64), cache.get(key, 1024)) == (512, 64, None)
     assert probe_key({"config": {"b": 1, "a": 2}}, 128, "bf16", "x") == probe_key({"config": {"a": 2, "b": 1}}, 128, "bf16", "x")
     assert key != probe_key({"name": "bert-base-uncased"}, 256, "bf16", "NVIDIA H200")
+    with_checkpointing = probe_key({"name": "bert-base-uncased"}, 128, "bf16", "NVIDIA H200", training="adamw+checkpointing")
+    assert with_checkpointing.endswith("|adamw+checkpointing") and with_checkpointing != key
 
 
 def test_extrapolated_peak_scales_the_largest_runs_memory_above_the_baseline():
@@ -105,3 +107,16 @@ def test_cpu_probe_says_no_when_a_measured_step_goes_over():
                     task="sequence-classification", dtype=None, limit_bytes=1600, memory=memory)
     with pytest.raises(MemoryError):
         plan_micro_batch(fits)
+
+
+def test_a_probe_step_runs_its_second_forward_beside_the_optimizers_state():
+    """Training holds Adam's state through every forward and backward after the first step; a probe that
+    stepped once would measure without it."""
+    import torch
+
+    model = tiny_model()
+    optimizer = torch.optim.AdamW(model.parameters())
+    states_at_forward = []
+    model.register_forward_pre_hook(lambda module, args: states_at_forward.append(len(optimizer.state)))
+    _probe_step(model, optimizer, 2, seq_len=16, vocab_size=100, task="sequence-classification", dtype=None)
+    assert states_at_forward == [0, len(list(model.parameters()))]

@@ -139,7 +139,7 @@ def test_cpu_probe_within_a_memory_limit_plans_and_trains_as_an_unprobed_trial(c
     assert "micro-batch probe: micro-batch 2: peak" in out and "micro-batch probe: micro-batch 36: peak" in out
     assert "trial: B=32 = 32 micro × 1 accum × 1 workers" in out  # everything fits: up to the search's largest
     (key,) = ProbeCache(tmp_path / ".cache" / "cbs_ray" / "micro_batch.json")._load()
-    assert "cpu<=64.0GiB" in key
+    assert "cpu<=64.0GiB" in key and key.endswith("|adamw")  # the optimizer's state is part of a step's memory
     by_hand, _ = run(dropout + ["training.micro_batch_size=32"], batch=32)
     assert [r["train_loss"] for r in probed] == [r["train_loss"] for r in by_hand]
     assert [r["eval_loss"] for r in probed] == [r["eval_loss"] for r in by_hand]
@@ -241,3 +241,23 @@ def test_ray_per_report_log_lines_are_quietened():
     for module in modules:
         assert not module.logger.isEnabledFor(logging.INFO)
         assert module.logger.isEnabledFor(logging.WARNING)
+
+
+def test_the_probe_measures_a_model_in_training_mode_even_if_it_came_in_eval_mode(tmp_path, monkeypatch):
+    """A pretrained model comes in eval mode (no dropout, and no gradient checkpointing in transformers):
+    the probe must measure the model as it will train."""
+    import cbs_ray.memory_planner as planner
+    import cbs_ray.model as model_module
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    built = model_module.build_model
+    monkeypatch.setattr(model_module, "build_model", lambda *args: built(*args).eval())  # as from_pretrained
+    real_step, modes = planner._probe_step, []
+
+    def recording_step(model, *args, **kwargs):
+        modes.append(model.training)
+        return real_step(model, *args, **kwargs)
+
+    monkeypatch.setattr(planner, "_probe_step", recording_step)
+    run(["training.probe_micro_batch=true", "training.micro_batch_size=null", "training.memory_limit_gb=64"], batch=32)
+    assert modes and all(modes)
