@@ -3,8 +3,9 @@
 # own MFU and accumulation overhead, then the BERT-base probe / MFU / accumulation bench. Writes logs to
 # $OUT (or ./gpu-out).
 #   bash bench/gpu_session.sh            # the tests, the trial loop, the bench as shipped (probe, profile)
-#   bash bench/gpu_session.sh 2048       # the same at a known micro-batch (no probe), also without dropout
-#   bash bench/gpu_session.sh quick      # the tests, the probe and eager MFU only (about a minute)
+#   bash bench/gpu_session.sh 2048       # the tests, then the bench at a known micro-batch (no probe), also
+#                                        # without dropout
+#   bash bench/gpu_session.sh quick      # the tests, the trial loop, the probe and eager MFU only
 #   bash bench/gpu_session.sh autotune [2048]  # no tests: MFU compiled with max-autotune (autotuning
 #                                              # takes minutes), dropout 0, at a known micro-batch
 # Check the benches themselves on a CPU first: python bench/gpu_bert_base.py --smoke;
@@ -19,12 +20,15 @@ if [ "$1" = autotune ]; then
     --compile-mode max-autotune-no-cudagraphs 2>&1 | tee "$out/gpu_bert_base_autotune.log"
   exit
 fi
-timeout 240 python3 -m pytest -m gpu -p no:cacheprovider -q tests/test_gpu.py 2>&1 | tail -30 | tee "$out/pytest_gpu.log"
-timeout 180 python3 bench/gpu_trial_loop.py --micro "${MICRO:-2048}" 2>&1 | grep -v "^trial:" | tee "$out/gpu_trial_loop.log"
+# Each mode's timeouts add up to under 600 s, one device command's limit.
+timeout 150 python3 -m pytest -m gpu -p no:cacheprovider -q tests/test_gpu.py 2>&1 | tail -30 | tee "$out/pytest_gpu.log"
+if [ "$1" = quick ] || [ -z "$1" ]; then
+  timeout 150 python3 bench/gpu_trial_loop.py --micro "${MICRO:-2048}" 2>&1 | grep -v "^trial:" | tee "$out/gpu_trial_loop.log"
+fi
 if [ "$1" = quick ]; then
   timeout 120 python3 bench/gpu_bert_base.py --steps 20 --no-compile --no-accumulation 2>&1 | tee "$out/gpu_bert_base.log"
 elif [ -z "$1" ]; then
-  timeout 300 python3 bench/gpu_bert_base.py --steps 20 --profile 2>&1 | tee "$out/gpu_bert_base.log"
+  timeout 270 python3 bench/gpu_bert_base.py --steps 20 --profile 2>&1 | tee "$out/gpu_bert_base.log"
 else
   timeout 200 python3 bench/gpu_bert_base.py --steps 20 --micro "$1" 2>&1 | tee "$out/gpu_bert_base.log"
   timeout 200 python3 bench/gpu_bert_base.py --steps 20 --micro "$1" --dropout 0 --no-accumulation 2>&1 | tee "$out/gpu_bert_base_nodropout.log"
