@@ -9,6 +9,7 @@ whose message names the field (``training.budget_samples: must be ...``).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import os
@@ -313,14 +314,37 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
             value = yaml.safe_load(text)
         except yaml.YAMLError:
             raise SpecError(f"--set {key}: cannot parse value {text!r}") from None
-        node = raw
+        node, cls = raw, SearchSpec
         parts = key.strip().split(".")
         for part in parts[:-1]:
-            node = node.setdefault(part, {})
+            if node.get(part) is None:
+                # Not given (or an empty section): a section starts empty; a mapping the spec leaves at its
+                # default (model.config, search.batch_sizes) starts from that default, so that one key of it
+                # can be set.
+                node[part] = _default_mapping(cls, part)
+            node = node[part]
+            cls = _section_class(cls, part)
             if not isinstance(node, dict):
                 raise SpecError(f"--set {key}: {part} is not a section")
         node[parts[-1]] = value
     return raw
+
+
+def _section_class(cls, name: str):
+    """The dataclass of section ``name`` of ``cls`` (None: not a section, or ``cls`` is not one)."""
+    if cls is None or not dataclasses.is_dataclass(cls):
+        return None
+    hint = typing.get_type_hints(cls).get(name)
+    return hint if dataclasses.is_dataclass(hint) else None
+
+
+def _default_mapping(cls, name: str) -> dict:
+    """What an override into ``name`` of ``cls`` starts from: {} for a section, a copy of a mapping-valued
+    field's default, {} otherwise."""
+    if cls is None or not dataclasses.is_dataclass(cls) or _section_class(cls, name) is not None:
+        return {}
+    default = getattr(cls(), name, None) if name in {f.name for f in dataclasses.fields(cls)} else None
+    return copy.deepcopy(default) if isinstance(default, dict) else {}
 
 
 def spec_from_dict(raw: dict) -> SearchSpec:
@@ -384,6 +408,8 @@ def _check_type(value: Any, hint: Any, path: str) -> Any:
                 pass
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise SpecError(f"{path}: expected a number, got {value!r}")
+        if not math.isfinite(value):  # NaN passes every comparison the validation makes
+            raise SpecError(f"{path}: expected a finite number, got {value!r}")
         return float(value)
     if hint is str:
         if not isinstance(value, str):

@@ -23,6 +23,17 @@ def test_overrides_are_parsed_as_yaml():
     assert spec.training.base_lr == 3e-4
 
 
+def test_an_override_sets_one_key_of_a_mapping_left_at_its_default(tmp_path):
+    # Without --space the model config and the batch range are the defaults: one key changes, the rest stay.
+    spec = load_spec(None, ["model.config.num_hidden_layers=4", "search.batch_sizes.max=256"])
+    assert spec.model.config["num_hidden_layers"] == 4 and spec.model.config["model_type"] == "bert"
+    assert spec.batch_sizes == [8, 16, 32, 64, 128, 256]
+    # A section left empty in a YAML file (its keys commented out) takes an override like a missing one.
+    space = tmp_path / "space.yaml"
+    space.write_text("name: x\ndata:\n  # max_seq_length: 16\n")
+    assert load_spec(space, ["data.max_seq_length=16"]).data.max_seq_length == 16
+
+
 def test_budget_epochs_resolve_to_whole_report_intervals():
     spec = load_spec(None, ["training.budget_samples=null", "training.budget_epochs=1.5"])
     # 1.5 × 8192 = 12288, a multiple of 2048
@@ -59,6 +70,9 @@ BAD = [
     (["asha.grace_period_samples=3000"], "asha.grace_period_samples: must be a positive multiple"),
     (["asha.reduction_factor=1"], "asha.reduction_factor: must be at least 2"),
     (["training.persistent_workers=true"], "training.persistent_workers: needs DataLoader workers"),
+    (["training.grad_clip_norm=.nan"], "training.grad_clip_norm: expected a finite number, got nan"),
+    (["training.weight_decay=.inf"], "training.weight_decay: expected a finite number, got inf"),
+    (["training.budget_samples=null", "training.budget_epochs=.nan"], "training.budget_epochs: expected a finite"),
     (["training.persistent_workers=true", "training.dataloader_workers=0", "resources.use_gpu=true"],
      "training.persistent_workers: needs DataLoader workers"),
     (["training"], "--set training: expected key=value"),
