@@ -17,6 +17,7 @@ a config a word-level tokenizer trained locally on the training text with ``toke
 from __future__ import annotations
 
 import csv
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +104,7 @@ def builtin_sentiment(examples: int, *, seed: int, label_noise: float = 0.05) ->
 def _file_dataset(path: str):
     import datasets
 
+    path = str(Path(path).expanduser())  # as validation reads it
     suffix = Path(path).suffix.lower()
     if suffix in (".csv", ".tsv"):
         kwargs = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if suffix == ".tsv" else {}
@@ -113,7 +115,8 @@ def _file_dataset(path: str):
 
 
 def _columns(ds, d: DataSpec, needs_labels: bool, where: str, *,
-             evaluation: bool = False) -> tuple[list[str], list[int]]:
+             evaluation: bool = False) -> tuple[list[str], list]:
+    """The split's texts (an empty field is an empty text) and its labels as stored (see ``label_ids``)."""
     text_key = "eval_text_column" if evaluation and d.eval_text_column else "text_column"
     text_column = getattr(d, text_key)
     for key, column in ((text_key, text_column), ("label_column", d.label_column)):
@@ -122,9 +125,42 @@ def _columns(ds, d: DataSpec, needs_labels: bool, where: str, *,
         if column not in ds.column_names:
             raise SpecError(f"data.{key}: column {column!r} not in {where} "
                             f"(columns: {', '.join(ds.column_names)})")
-    texts = [str(t) for t in ds[text_column]]
-    labels = [int(x) for x in ds[d.label_column]] if needs_labels else [0] * len(texts)
+    texts = ["" if t is None else str(t) for t in ds[text_column]]
+    labels = list(ds[d.label_column]) if needs_labels else [0] * len(texts)
     return texts, labels
+
+
+def _is_integer(x) -> bool:
+    if isinstance(x, (int, np.integer)):
+        return True
+    if isinstance(x, float):
+        return x.is_integer()
+    return isinstance(x, str) and x.strip().lstrip("-").isdigit()
+
+
+def label_ids(splits: list[tuple[str, list]]) -> list[list[int]]:
+    """Class ids for the labels of each (where, labels) split, training split first: integers as they are
+    (they must be non-negative), or names (e.g. "positive") numbered in the sorted order of the training
+    split's names. An empty label, a negative one, or a name the training split lacks is a SpecError naming
+    the split."""
+    for where, labels in splits:
+        for row, x in enumerate(labels, start=1):
+            if x is None or (isinstance(x, float) and math.isnan(x)) or (isinstance(x, str) and not x.strip()):
+                raise SpecError(f"data.label_column: empty label in {where} (row {row})")
+    if all(_is_integer(x) for _, labels in splits for x in labels):
+        ids = [[int(float(x)) if isinstance(x, float) else int(x) for x in labels] for _, labels in splits]
+        for (where, _), values in zip(splits, ids):
+            if values and min(values) < 0:
+                raise SpecError(f"data.label_column: labels must be non-negative integers ({where} has {min(values)})")
+        return ids
+    names = sorted({str(x).strip() for x in splits[0][1]})
+    index = {name: i for i, name in enumerate(names)}
+    for where, labels in splits[1:]:
+        unknown = sorted({str(x).strip() for x in labels} - index.keys())
+        if unknown:
+            raise SpecError(f"data.label_column: label {unknown[0]!r} in {where} does not occur in the training "
+                            f"labels ({', '.join(names)})")
+    return [[index[str(x).strip()] for x in labels] for _, labels in splits]
 
 
 Texts = tuple[list[str], list[int]]
@@ -164,15 +200,22 @@ def load_texts(spec: SearchSpec) -> tuple[Texts, Texts, Texts | None]:
         for key in ("train_split", "eval_split"):
             if getattr(d, key) not in ds:
                 raise SpecError(f"data.{key}: no split {getattr(d, key)!r} (splits: {', '.join(ds)})")
-        train = _columns(ds[d.train_split], d, needs_labels, f"split {d.train_split}")
-        evaluation = _columns(ds[d.eval_split], d, needs_labels, f"split {d.eval_split}", evaluation=True)
+        wheres = (f"split {d.train_split}", f"split {d.eval_split}")
+        train = _columns(ds[d.train_split], d, needs_labels, wheres[0])
+        evaluation = _columns(ds[d.eval_split], d, needs_labels, wheres[1], evaluation=True)
     else:
-        try:
-            train_ds, eval_ds = _file_dataset(d.train_file), _file_dataset(d.eval_file)
-        except Exception as e:
-            raise SpecError(f"data.train_file: cannot read: {str(e).splitlines()[0]}") from None
-        train = _columns(train_ds, d, needs_labels, d.train_file)
-        evaluation = _columns(eval_ds, d, needs_labels, d.eval_file, evaluation=True)
+        loaded = {}
+        for key in ("train_file", "eval_file"):
+            try:
+                loaded[key] = _file_dataset(getattr(d, key))
+            except Exception as e:
+                raise SpecError(f"data.{key}: cannot read: {str(e).splitlines()[0]}") from None
+        wheres = (d.train_file, d.eval_file)
+        train = _columns(loaded["train_file"], d, needs_labels, wheres[0])
+        evaluation = _columns(loaded["eval_file"], d, needs_labels, wheres[1], evaluation=True)
+    if needs_labels and d.source != "builtin":
+        train_labels, eval_labels = label_ids([(wheres[0], train[1]), (wheres[1], evaluation[1])])
+        train, evaluation = (train[0], train_labels), (evaluation[0], eval_labels)
     if d.max_eval_examples:
         evaluation = (evaluation[0][:d.max_eval_examples], evaluation[1][:d.max_eval_examples])
     dev = None
@@ -236,12 +279,13 @@ def prepare_data(spec: SearchSpec) -> PreparedData:
         encode, vocab_size, pad_id = _train_word_tokenizer(train_texts, spec.model.vocab_size, max_len)
     train_ids, train_mask = encode(train_texts)
     eval_ids, eval_mask = encode(eval_texts)
-    labels = np.array(train_labels, dtype=np.int64)
-    if spec.task == "sequence-classification" and labels.min() < 0:
-        raise SpecError("data.label_column: labels must be non-negative integers")
+    labels = np.array(train_labels, dtype=np.int64)  # class ids (label_ids): non-negative
     dev_labels = dev[1] if dev else []
     num_labels = (int(max(labels.max(), max(eval_labels), max(dev_labels, default=0))) + 1
                   if spec.task == "sequence-classification" else 0)
+    if spec.task == "sequence-classification" and len(set(labels.tolist())) < 2:
+        raise SpecError(f"data.label_column: the training labels hold one class ({int(labels[0])}); "
+                        "classification needs at least two")
     prepared = PreparedData(train_ids, train_mask, labels, eval_ids, eval_mask,
                             np.array(eval_labels, dtype=np.int64), vocab_size, num_labels, pad_id)
     if dev:

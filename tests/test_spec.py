@@ -212,3 +212,52 @@ def test_apply_batch_grid_fits_the_cadence_to_the_grid():
     assert spec.training.budget_samples == 16384 and spec.asha.grace_period_samples == 4096
     assert spec.search.num_trials == 12
     assert any(c.startswith("training.eval_every_samples 2048 -> 4096") for c in changes)
+
+
+def _files_argv(train, dev, *extra):
+    return ["--dry-run", "--set", "data.source=files", "--set", f"data.train_file={train}", "--set",
+            f"data.eval_file={dev}", "--set", "data.text_column=text", *extra]
+
+
+def test_label_names_become_class_ids_in_the_training_labels_order(tmp_path, capsys):
+    from cbs_ray.data import prepare_data
+
+    train = write(tmp_path / "train.csv", "text,label\n" + "good film,pos\nbad film,neg\n" * 200)
+    dev = write(tmp_path / "dev.csv", "text,label\ngood,pos\nbad,neg\n")
+    assert main(_files_argv(train, dev)) == 0
+    spec = load_spec(None, ["data.source=files", f"data.train_file={train}", f"data.eval_file={dev}",
+                            "data.text_column=text"])
+    data = prepare_data(spec)
+    assert data.train_labels[:2].tolist() == [1, 0] and data.eval_labels.tolist() == [1, 0]  # neg 0, pos 1
+    assert data.num_labels == 2
+    unseen = write(tmp_path / "unseen.csv", "text,label\ngood,pos\nso so,neutral\n")
+    assert main(_files_argv(train, unseen)) == 2
+    assert "data.label_column: label 'neutral' in" in capsys.readouterr().err
+
+
+def test_bad_labels_and_empty_texts_in_local_files(tmp_path, capsys):
+    from cbs_ray.data import load_texts
+
+    train = write(tmp_path / "train.csv", "text,label\n" + "good film,1\nbad film,0\n,1\n" * 100)
+    negative = write(tmp_path / "negative.csv", "text,label\ngood,1\nbad,-1\n")
+    assert main(_files_argv(train, negative)) == 2  # caught before any trial, naming the eval file
+    assert f"data.label_column: labels must be non-negative integers ({negative} has -1)" in capsys.readouterr().err
+    empty_label = write(tmp_path / "empty.csv", "text,label\ngood,1\nbad,\n")
+    assert main(_files_argv(train, empty_label)) == 2
+    assert f"data.label_column: empty label in {empty_label} (row 2)" in capsys.readouterr().err
+    one_class = write(tmp_path / "one.csv", "text,label\n" + "good film,1\n" * 200)
+    assert main(_files_argv(one_class, one_class)) == 2  # one class would make the head a regression
+    assert "data.label_column: the training labels hold one class (1)" in capsys.readouterr().err
+    spec = load_spec(None, ["data.source=files", f"data.train_file={train}", f"data.eval_file={train}",
+                            "data.text_column=text"])
+    (texts, _), _, _ = load_texts(spec)
+    assert texts[2] == "" and "None" not in texts  # an empty field is an empty text, not the word None
+
+
+def test_an_unreadable_eval_file_is_named_and_home_paths_load(tmp_path, capsys, monkeypatch):
+    train = write(tmp_path / "train.csv", "text,label\n" + "good film,1\nbad film,0\n" * 200)
+    broken = write(tmp_path / "broken.json", "{not json")
+    assert main(_files_argv(train, broken)) == 2
+    assert "data.eval_file: cannot read" in capsys.readouterr().err
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert main(_files_argv("~/train.csv", "~/train.csv")) == 0
