@@ -53,6 +53,8 @@ def read_meta(experiment_uri: str) -> dict:
             return json.loads(f.read().decode())
     except (FileNotFoundError, OSError):
         raise ReportError(f"{experiment_uri}: not a cbs-ray experiment directory (no {META_FILE})") from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise ReportError(f"{experiment_uri}: {META_FILE} is damaged ({str(e).splitlines()[0]})") from None
 
 
 def load_history(experiment_uri: str) -> pd.DataFrame:
@@ -316,6 +318,12 @@ def main(argv: list[str] | None = None) -> int:
     except ReportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # a failure we did not foresee: one line, the traceback on request
+        if os.environ.get("CBS_RAY_DEBUG"):
+            raise
+        print(f"error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+              "(set CBS_RAY_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
     print("\n".join(headline(report.summary)))
     print(f"Report: {html_path.resolve()}")
     return 0

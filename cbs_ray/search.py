@@ -209,6 +209,8 @@ def probe_spec(spec: SearchSpec) -> SearchSpec:
     batch = batches[len(batches) // 2]
     probe.name = f"{spec.name}-probe"
     probe.search.batch_sizes, probe.search.num_trials = [batch], 1
+    # One trial whatever the search's strategy (a grid would train every alpha × warmup point) and repeats.
+    probe.search.strategy, probe.search.early_stopping, probe.search.repeats = "random", False, 1
     probe.training.budget_samples, probe.training.budget_epochs = spec.asha.grace_period_samples, None
     probe.training.noise_scale = True
     if spec.resources.workers_per_trial == 1 and batch >= 4:
@@ -232,7 +234,8 @@ def run_probe(probe: SearchSpec, prepared, *, verbose: int = 0) -> tuple[float, 
     if noise["mean"] is None or not noise["mean"] > 0:
         raise SpecError(f"search.batch_sizes: the probe could not measure B_simple "
                         f"({noise['note'] or 'the estimate did not settle; lengthen asha.grace_period_samples'})")
-    grid = proposed_grid(noise["mean"], largest=data.train_examples)
+    # Each batch size must split over the workers (the smallest is at least one sample per worker).
+    grid = proposed_grid(noise["mean"], smallest=max(2, probe.resources.workers_per_trial), largest=data.train_examples)
     print(f"probe: B_simple = {noise['mean']:.3g} (early {noise['early']:.3g}); proposed batch sizes {grid}",
           flush=True)
     return noise["mean"], grid

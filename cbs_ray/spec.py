@@ -198,9 +198,10 @@ class SearchParams:
     (Optuna's random sampler over the same space), or ``grid``: the manual method, every batch size ×
     ``grid_points`` evenly spaced alphas × as many warmups (``num_trials`` is then that product)."""
     balance_batches: bool = False
-    """With ``tpe`` or ``random`` (a grid is balanced anyway): every batch size gets the same number of trials (round robin after the
-    seeds), and alpha and warmup are chosen from that batch size's own trials (Optuna's TPE on a
-    conditional space). Without it TPE also chooses the batch size and spends most trials where the
+    """With ``tpe`` or ``random`` (a grid is balanced anyway): the batch sizes take turns (round robin after
+    the seeds), so their trial counts differ by at most one (12 trials over 5 batch sizes: 3, 3, 2, 2, 2),
+    and alpha and warmup are chosen from that batch size's own trials (Optuna's TPE on a conditional
+    space). Without it TPE also chooses the batch size and spends most trials where the
     metric is best, i.e. at small batches, which leaves the large batches' best configuration, and with
     it the turning point, less well estimated."""
     grid_points: int = 3
@@ -591,7 +592,7 @@ def _check_budget(spec: SearchSpec, budget: int) -> None:
     if budget % t.eval_every_samples:
         raise SpecError(f"training.budget_samples: must be a multiple of training.eval_every_samples "
                         f"({t.eval_every_samples}), got {budget}")
-    if spec.asha.grace_period_samples > budget and not spec.auto_batch_sizes:
+    if spec.asha.grace_period_samples > budget:  # with batch_sizes: auto too, or it fails after the probe
         raise SpecError(f"asha.grace_period_samples: {spec.asha.grace_period_samples} exceeds the budget {budget}")
 
 

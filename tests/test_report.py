@@ -93,3 +93,12 @@ def test_report_cli_bad_inputs(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 3  # three one-line errors
     assert "--turning-point: invalid choice: 'smooth'" in err
+
+
+def test_report_cli_on_a_damaged_spec_file_is_one_line(tmp_path, capsys):
+    from cbs_ray.report import META_FILE
+
+    (tmp_path / META_FILE).write_text("{trunc")
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{META_FILE} is damaged" in err and "Traceback" not in err

@@ -70,6 +70,8 @@ BAD = [
     (["asha.grace_period_samples=3000"], "asha.grace_period_samples: must be a positive multiple"),
     (["asha.reduction_factor=1"], "asha.reduction_factor: must be at least 2"),
     (["training.persistent_workers=true"], "training.persistent_workers: needs DataLoader workers"),
+    (["search.batch_sizes=auto", "asha.grace_period_samples=32768"],
+     "asha.grace_period_samples: 32768 exceeds the budget 16384"),  # caught before the probe runs
     (["training.grad_clip_norm=.nan"], "training.grad_clip_norm: expected a finite number, got nan"),
     (["training.weight_decay=.inf"], "training.weight_decay: expected a finite number, got inf"),
     (["training.budget_samples=null", "training.budget_epochs=.nan"], "training.budget_epochs: expected a finite"),
@@ -195,6 +197,15 @@ def test_unknown_cli_flag_is_one_line_exit_2():
 def test_spec_from_dict_rejects_non_mapping_sections():
     with pytest.raises(SpecError, match="^training: expected a mapping"):
         spec_from_dict({"training": [1, 2]})
+
+
+def test_the_probe_is_one_trial_whatever_the_strategy_and_repeats():
+    from cbs_ray.search import num_trials, probe_spec
+
+    spec = load_spec(None, ["search.batch_sizes=auto", "search.strategy=grid", "search.early_stopping=false",
+                            "search.repeats=2"])
+    assert num_trials(spec) > 1 and num_trials(probe_spec(spec)) == 1  # a grid probe trained 9 points
+    assert probe_spec(spec).search.repeats == 1
 
 
 def test_auto_batch_sizes_dry_run_shows_the_probe(capsys):
