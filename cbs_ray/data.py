@@ -148,7 +148,7 @@ def label_ids(splits: list[tuple[str, list]]) -> list[list[int]]:
             if x is None or (isinstance(x, float) and math.isnan(x)) or (isinstance(x, str) and not x.strip()):
                 raise SpecError(f"data.label_column: empty label in {where} (row {row})")
     if all(_is_integer(x) for _, labels in splits for x in labels):
-        ids = [[int(float(x)) if isinstance(x, float) else int(x) for x in labels] for _, labels in splits]
+        ids = [[int(x) for x in labels] for _, labels in splits]  # integral floats and digit strings too
         for (where, _), values in zip(splits, ids):
             if values and min(values) < 0:
                 raise SpecError(f"data.label_column: labels must be non-negative integers ({where} has {min(values)})")

@@ -18,7 +18,7 @@ from typing import Optional
 
 import pandas as pd
 
-from .cli import OneLineParser
+from .cli import OneLineParser, unforeseen_error
 from .summary import summarize, write_summary
 
 __all__ = ["Report", "ReportError", "analyze", "META_FILE", "write_meta", "read_meta", "main"]
@@ -318,12 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     except ReportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except Exception as e:  # a failure we did not foresee: one line, the traceback on request
-        if os.environ.get("CBS_RAY_DEBUG"):
-            raise
-        print(f"error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
-              "(set CBS_RAY_DEBUG=1 for the traceback)", file=sys.stderr)
-        return 1
+    except Exception as e:
+        return unforeseen_error(e)
     print("\n".join(headline(report.summary)))
     print(f"Report: {html_path.resolve()}")
     return 0

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from .budget import plan_batch
-from .cli import OneLineParser
+from .cli import OneLineParser, unforeseen_error
 from .schedule import scaled_lr, warmup_steps
 from .spec import SearchSpec, SpecError, load_spec, resolve_budget, spec_to_dict
 
@@ -522,12 +522,8 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except Exception as e:  # a failure we did not foresee: one line, the traceback on request
-        if os.environ.get("CBS_RAY_DEBUG"):
-            raise
-        print(f"error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
-              "(set CBS_RAY_DEBUG=1 for the traceback)", file=sys.stderr)
-        return 1
+    except Exception as e:
+        return unforeseen_error(e)
     except KeyboardInterrupt as e:
         where = e.experiment_path if isinstance(e, SearchInterrupted) else "EXPERIMENT_DIR"
         print(f"interrupted: finished trials and checkpoints are kept; continue with: "

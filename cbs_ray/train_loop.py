@@ -530,8 +530,9 @@ def train_loop(setup: TrialSetup, data, session) -> None:
         batches = [next(micro_batches) for _ in range(plan.accumulation)]
         local_items = [items_in(batch, setup.task) for batch in batches]
         # Examples per step are known; a causal LM's target tokens are summed over the workers (one scalar).
-        step_items = setup.batch_size if setup.task != "causal-lm" else sum(local_items) if session.world_size == 1 \
-            else int(session.all_reduce(torch.tensor(sum(local_items), device=session.device)))
+        step_items = sum(local_items) if setup.task == "causal-lm" else setup.batch_size
+        if setup.task == "causal-lm" and session.world_size > 1:
+            step_items = int(session.all_reduce(torch.tensor(step_items, device=session.device)))
         # Each micro-batch's summed loss over the step's items is its share of the step's mean; DDP averages
         # the workers' gradients, hence × world size. (Each micro-batch's mean ÷ accumulation would weight a
         # short micro-batch's tokens more than a long one's: a mean of means, which one step of B is not.)

@@ -212,6 +212,17 @@ def test_workers_agree_on_the_smallest_probed_micro_batch(tmp_path):
     assert [torch.load(f"{out}.{rank}") for rank in (0, 1)] == [48, 48]
 
 
+def _squared_norm_of_mean_gradient(model, setup, ids, mask, labels) -> float:
+    """|gradient of the mean loss over these examples|², by hand: a causal LM's mean is over its target
+    tokens (each token after the first that is not padding)."""
+    from cbs_ray.train_loop import _inputs, summed_loss
+
+    model.zero_grad()
+    items = len(ids) if setup.task != "causal-lm" else int(mask[:, 1:].sum())
+    (summed_loss(model, _inputs((ids, mask, labels), setup.task, "cpu"), setup) / items).backward()
+    return sum(float(p.grad.pow(2).sum()) for p in model.parameters() if p.grad is not None)
+
+
 @TASKS
 def test_noise_probe_reads_the_first_micro_batch_and_the_whole_step(task, monkeypatch):
     """One step of B=64 as 4 × 16: the probe's small-batch norm is |gradient of the first micro-batch's
@@ -220,7 +231,6 @@ def test_noise_probe_reads_the_first_micro_batch_and_the_whole_step(task, monkey
     tokens, so the first micro-batch's share of the step is not 1/4)."""
     from cbs_ray.model import build_model
     from cbs_ray.noise_scale import NoiseScaleMeter
-    from cbs_ray.train_loop import _inputs, summed_loss
 
     seen = []
     monkeypatch.setattr(NoiseScaleMeter, "add", lambda self, small, big: seen.append((small, big)))
@@ -238,16 +248,10 @@ def test_noise_probe_reads_the_first_micro_batch_and_the_whole_step(task, monkey
                                          generator=torch.Generator().manual_seed(setup.seed))
     ids, mask, labels = next(iter(loader))  # the loop's 4 micro-batches of 16 are these 64, in order
 
-    def squared_norm_of_mean_gradient(rows: slice) -> float:
-        model.zero_grad()
-        batch = _inputs((ids[rows], mask[rows], labels[rows]), setup.task, "cpu")
-        items = len(ids[rows]) if setup.task != "causal-lm" else int(mask[rows, 1:].sum())
-        (summed_loss(model, batch, setup) / items).backward()
-        return sum(float(p.grad.pow(2).sum()) for p in model.parameters() if p.grad is not None)
-
     (small, big), = seen
-    assert small == pytest.approx(squared_norm_of_mean_gradient(slice(0, 16)), rel=1e-4)
-    assert big == pytest.approx(squared_norm_of_mean_gradient(slice(0, 64)), rel=1e-4)
+    first, whole = (tuple(t[:rows] for t in (ids, mask, labels)) for rows in (16, 64))
+    assert small == pytest.approx(_squared_norm_of_mean_gradient(model, setup, *first), rel=1e-4)
+    assert big == pytest.approx(_squared_norm_of_mean_gradient(model, setup, *whole), rel=1e-4)
     assert small > 1.2 * big  # a quarter of the batch is noisier: the test tells the two apart
 
 
@@ -259,7 +263,6 @@ def _noise_probe_on_two_gloo_workers(rank: int, port: int, out: str, task: list)
 
     from cbs_ray.model import build_model
     from cbs_ray.noise_scale import NoiseScaleMeter
-    from cbs_ray.train_loop import _inputs, summed_loss
 
     _join_gloo(rank, port)
     seen = []
@@ -282,14 +285,8 @@ def _noise_probe_on_two_gloo_workers(rank: int, port: int, out: str, task: list)
         dataset, num_replicas=2, rank=r, shuffle=True, seed=7, drop_last=True)))) for r in (0, 1)]
     both = [torch.cat(parts) for parts in zip(*shards)]
 
-    def squared_norm_of_mean_gradient(ids, mask, labels) -> float:
-        model.zero_grad()
-        items = len(ids) if setup.task != "causal-lm" else int(mask[:, 1:].sum())
-        (summed_loss(model, _inputs((ids, mask, labels), setup.task, "cpu"), setup) / items).backward()
-        return sum(float(p.grad.pow(2).sum()) for p in model.parameters() if p.grad is not None)
-
-    torch.save({"seen": seen, "small": squared_norm_of_mean_gradient(*shards[rank]),
-                "big": squared_norm_of_mean_gradient(*both)}, f"{out}.{rank}")
+    torch.save({"seen": seen, "small": _squared_norm_of_mean_gradient(model, setup, *shards[rank]),
+                "big": _squared_norm_of_mean_gradient(model, setup, *both)}, f"{out}.{rank}")
     dist.destroy_process_group()
 
 
