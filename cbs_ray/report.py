@@ -203,7 +203,10 @@ def headline(summary: dict) -> list[str]:
     if noise.get("mean") is not None:
         early = f"{noise['early']:.3g}" if noise.get("early") is not None else "–"
         lines.append(f"Gradient noise scale B_simple (McCandlish 2018, a predictor of the critical batch): "
-                     f"{early} early in training, {noise['mean']:.3g} averaged over training")
+                     f"{early} early in training, {noise['mean']:.3g} averaged over training"
+                     + (f" ({noise['reports_left_out']} of {noise['reports']} reports left out: their |G|² or "
+                        f"tr Σ estimate was not positive, the noise not yet averaged out)"
+                        if noise.get("reports_left_out") else ""))
     else:
         lines.append(f"Gradient noise scale B_simple: {noise.get('note') or 'not measured'}")
     unstable = [r for r in summary["per_batch"] if r.get("diverged")]

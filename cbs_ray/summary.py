@@ -84,7 +84,12 @@ def noise_scale_table(history: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     first = measured.groupby("trial_id").head(1)
     rows = [{"batch_size": int(b), "b_simple_early": _ratio_of_means(first[first["batch_size"] == b]),
              "b_simple_mean": _ratio_of_means(group)} for b, group in measured.groupby("batch_size")]
-    return pd.DataFrame(rows), {"early": _ratio_of_means(first), "mean": _ratio_of_means(measured), "note": None}
+    # How many reports carried both estimates, and how many of them the rule above left out: the reader's
+    # measure of how settled the figure is.
+    estimated = int(history[["grad_sq", "trace_sigma"]].apply(np.isfinite).all(axis=1).sum()) \
+        if {"grad_sq", "trace_sigma"} <= set(history) else len(measured)
+    return pd.DataFrame(rows), {"early": _ratio_of_means(first), "mean": _ratio_of_means(measured), "note": None,
+                                "reports": estimated, "reports_left_out": estimated - len(measured)}
 
 
 def per_batch_table(trials: pd.DataFrame, *, metric: str, mode: str) -> pd.DataFrame:

@@ -14,6 +14,7 @@ validation metric is summed over each worker's exact shard of the eval set, all-
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import re
@@ -280,14 +281,15 @@ def _inputs(batch, task: str, device) -> dict:
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
-def _endless_micro_batches(loader, start_epoch: int):
-    epoch = start_epoch
+def _endless_micro_batches(loader, drawn: int = 0):
+    """The loader's micro-batches, epoch after epoch, after the first ``drawn`` (what the trial took before
+    its checkpoint). The sampler shuffles by (seed, epoch), the same on every rank, so a restarted trial
+    continues the data order exactly where it stopped, mid-epoch included."""
+    epoch, skip = divmod(drawn, len(loader))
     while True:
-        sampler = getattr(loader, "sampler", None)
-        if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(epoch)  # DistributedSampler: a new shuffle each epoch, same on all ranks
-        yield from loader
-        epoch += 1
+        loader.sampler.set_epoch(epoch)
+        yield from itertools.islice(loader, skip, None)
+        epoch, skip = epoch + 1, 0
 
 
 @torch.no_grad()
@@ -326,12 +328,16 @@ def evaluate(model, session, data, setup: TrialSetup, *, on_dev: bool = False,
 
 
 def _save_state(directory: str, model, optimizer, scheduler, scaler, step: int, progress: dict) -> None:
-    """Weights, optimizer, schedule and fp16 loss scale, the step, and the clocks and first loss a restart
-    continues from."""
+    """Weights, optimizer, schedule and fp16 loss scale, the step, the random stream (dropout's), and the
+    clocks and first loss a restart continues from."""
     raw = model.module if hasattr(model, "module") else model
+    device = next(raw.parameters()).device
+    rng = {"cpu": torch.get_rng_state()}
+    if device.type == "cuda":
+        rng["cuda"] = torch.cuda.get_rng_state(device)
     torch.save({"model": raw.state_dict(), "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "step": step,
-                "progress": progress}, os.path.join(directory, STATE_FILE))
+                "rng": rng, "progress": progress}, os.path.join(directory, STATE_FILE))
 
 
 def _load_state(checkpoint, model, optimizer, scheduler, scaler) -> tuple[int, dict]:
@@ -345,6 +351,13 @@ def _load_state(checkpoint, model, optimizer, scheduler, scaler) -> tuple[int, d
     scheduler.load_state_dict(state["scheduler"])
     if state.get("scaler"):
         scaler.load_state_dict(state["scaler"])  # fp16: the loss scale found so far, not 65536 again
+    # Rank 0's random stream, restored on every rank: all ranks start from one seed. Deterministic either way.
+    rng = state.get("rng", {})
+    if "cpu" in rng:
+        torch.set_rng_state(rng["cpu"])
+    device = next(raw.parameters()).device
+    if "cuda" in rng and device.type == "cuda":
+        torch.cuda.set_rng_state(rng["cuda"], device)
     return int(state["step"]), state.get("progress", {})
 
 
@@ -496,21 +509,19 @@ def train_loop(setup: TrialSetup, data, session) -> None:
 
     dataset = torch.utils.data.TensorDataset(
         torch.tensor(data.train_ids), torch.tensor(data.train_mask), torch.tensor(data.train_labels))
-    generator = torch.Generator().manual_seed(setup.seed + step)
     workers = setup.dataloader_workers
-    # Several workers: the loop's own DistributedSampler, seeded by the trial. Ray's prepare_data_loader
-    # leaves one in place; otherwise it adds one with seed 0 (the same data order for every seed, so
-    # repeats would differ only in their initial weights) and rebuilds the loader without persistent_workers.
+    # The loop's own DistributedSampler, seeded by the trial, one worker included: its shuffle is a function
+    # of (seed, epoch), which a restart can replay. Ray's prepare_data_loader leaves it in place; without it,
+    # it adds one with seed 0 (the same data order for every seed, so repeats would differ only in their
+    # initial weights) and rebuilds the loader without persistent_workers.
     sampler = torch.utils.data.DistributedSampler(dataset, num_replicas=session.world_size, rank=session.rank,
-                                                  shuffle=True, seed=setup.seed, drop_last=True) \
-        if session.world_size > 1 else None
+                                                  shuffle=True, seed=setup.seed, drop_last=True)
     loader = session.prepare_data_loader(torch.utils.data.DataLoader(
-        dataset, batch_size=plan.micro_batch, shuffle=sampler is None, sampler=sampler, drop_last=True,
-        generator=generator, num_workers=workers,
+        dataset, batch_size=plan.micro_batch, sampler=sampler, drop_last=True,
+        generator=torch.Generator().manual_seed(setup.seed), num_workers=workers,
         pin_memory=setup.use_gpu if setup.pin_memory is None else setup.pin_memory,
         persistent_workers=workers > 0 if setup.persistent_workers is None else setup.persistent_workers))
-    per_epoch = max(1, len(loader) // plan.accumulation)  # optimizer steps per epoch on each rank
-    micro_batches = _endless_micro_batches(loader, start_epoch=step // per_epoch)
+    micro_batches = _endless_micro_batches(loader, drawn=step * plan.accumulation)
     is_ddp = hasattr(model, "no_sync")
     clip = setup.grad_clip_norm if setup.grad_clip_norm is not None else float("inf")
     params = [p for p in model.parameters() if p.requires_grad]

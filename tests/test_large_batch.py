@@ -244,8 +244,8 @@ def test_noise_probe_reads_the_first_micro_batch_and_the_whole_step(task, monkey
     model = build_model(setup.model, setup.task, setup.model_config)
     dataset = torch.utils.data.TensorDataset(*(torch.tensor(a) for a in (data.train_ids, data.train_mask,
                                                                          data.train_labels)))
-    loader = torch.utils.data.DataLoader(dataset, batch_size=64, shuffle=True, drop_last=True,
-                                         generator=torch.Generator().manual_seed(setup.seed))
+    sampler = torch.utils.data.DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True, seed=setup.seed)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=64, drop_last=True, sampler=sampler)
     ids, mask, labels = next(iter(loader))  # the loop's 4 micro-batches of 16 are these 64, in order
 
     (small, big), = seen

@@ -86,6 +86,8 @@ def test_report_leaves_a_negative_trace_out_of_the_noise_scale():
     rows, overall = noise_scale_table(history)
     assert overall["early"] == pytest.approx(32.0)  # the first finite report, not the negative one
     assert overall["mean"] == pytest.approx(32.0)  # over the reports with a noise scale only
+    assert (overall["reports"], overall["reports_left_out"]) == (2, 1)  # the report says how many it left out
     history.loc[1, "trace_sigma"] = -70.0
     history.loc[1, "b_simple"] = 5.0  # even if a report carried one, the ratio of means is not positive
     assert math.isnan(noise_scale_table(history)[1]["mean"])
+

@@ -102,3 +102,16 @@ def test_report_cli_on_a_damaged_spec_file_is_one_line(tmp_path, capsys):
     assert main([str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{META_FILE} is damaged" in err and "Traceback" not in err
+
+
+def test_the_headline_says_how_many_noise_reports_it_left_out():
+    s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
+
+    def noise_line(**noise):
+        s["noise_scale"] = {"early": 40.0, "mean": 32.0, "note": None, **noise}
+        return next(x for x in headline(s) if x.startswith("Gradient noise scale"))
+
+    assert noise_line(reports=2, reports_left_out=0).endswith("40 early in training, 32 averaged over training")
+    assert noise_line(reports=26, reports_left_out=8).endswith(
+        "32 averaged over training (8 of 26 reports left out: their |G|² or tr Σ estimate was not positive, "
+        "the noise not yet averaged out)")

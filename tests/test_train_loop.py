@@ -205,6 +205,43 @@ def test_a_restarted_trial_continues_from_its_checkpoint(tmp_path):
     assert again.reports[0]["wall_time_s"] >= first.reports[0]["wall_time_s"]  # the clock continues
 
 
+@pytest.mark.parametrize("micro", [16, 32])
+def test_a_restarted_trial_ends_where_an_uninterrupted_one_does(tmp_path, micro):
+    """The restart continues the data order at the micro-batch where its checkpoint left it (not a fresh
+    shuffle) and dropout's random stream, so it ends as the uninterrupted trial does. 560 training
+    examples: 35 micro-batches of 16 per epoch (B=32 as 2 × 16, so step 18 straddles the epoch boundary)
+    or 17 of 32; the checkpoint at 512 samples (step 16) sits mid-epoch either way."""
+    from ray.train import Checkpoint
+
+    overrides = ["data.builtin_train_examples=560", "data.builtin_eval_examples=128",
+                 "training.budget_samples=1280", "training.eval_every_samples=256",
+                 "asha.grace_period_samples=256", "search.batch_sizes=[32]",
+                 "model.config.hidden_dropout_prob=0.1", f"training.micro_batch_size={micro}"]
+    spec = load_spec(None, overrides)
+    data, budget, config = prepare(spec)
+    setup = make_setup(spec, {"log2_batch": 5, "alpha": 1.0, "warmup_fraction": 0.25}, budget_samples=budget,
+                       model_config=config)
+
+    class KeepSecond(Recorder):
+        def report(self, metrics, checkpoint_dir):
+            super().report(metrics, checkpoint_dir)
+            if len(self.reports) == 2:
+                shutil.copytree(checkpoint_dir, tmp_path / "second")
+
+    class Restarted(Recorder):
+        def get_checkpoint(self):
+            return Checkpoint.from_directory(str(tmp_path / "second"))
+
+    whole, again = KeepSecond(), Restarted()
+    train_loop(setup, data, whole)
+    train_loop(setup, data, again)
+    assert [r["samples_seen"] for r in again.reports] == [768, 1024, 1280]
+    assert again.reports[0]["resumed_from_samples"] == 512 and again.reports[0]["micro_batch"] == micro
+    for ours, theirs in zip(again.reports, whole.reports[2:]):
+        assert ours["train_loss"] == pytest.approx(theirs["train_loss"], rel=1e-5)
+        assert ours["eval_loss"] == pytest.approx(theirs["eval_loss"], rel=1e-5)
+
+
 @pytest.mark.skipif(shutil.which("g++") is None, reason="torch.compile on a CPU needs a C++ compiler")
 def test_compiled_model_trains_as_the_eager_one():
     from torch._dynamo.utils import counters
