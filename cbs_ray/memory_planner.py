@@ -22,11 +22,13 @@ import os
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["plan_micro_batch", "PROBE_LIMIT", "ProbeCache", "probe_key", "cuda_fits", "cpu_fits",
+__all__ = ["plan_micro_batch", "NOTHING_FITS", "PROBE_LIMIT", "ProbeCache", "probe_key", "cuda_fits", "cpu_fits",
            "extrapolated_peak", "PeakResidentMemory"]
 
 
 PROBE_LIMIT = 2 ** 16
+NOTHING_FITS = "not even a micro-batch of 1 fits in memory"
+"""The probe's MemoryError message; the search ends at the first trial that raises it (search.py)."""
 """The largest micro-batch the probe tries (per worker); trials cap the result at their own share."""
 
 
@@ -39,7 +41,7 @@ def plan_micro_batch(fits: Callable[[int], bool], *, upper: int = PROBE_LIMIT, s
         return fits(math.ceil(p / safety))
 
     if not fits_with_margin(1):
-        raise MemoryError("not even a micro-batch of 1 fits in memory")
+        raise MemoryError(NOTHING_FITS)
     p = 1
     while p * 2 <= upper and fits_with_margin(p * 2):
         p *= 2

@@ -74,6 +74,32 @@ def load_history(experiment_uri: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True).drop_duplicates(["trial_id", "samples_seen"], keep="last")
 
 
+def _first_error(experiment_uri: str) -> str:
+    """'; N of M trials failed, the first with: <its exception line>' when trials failed, else ''. The line is
+    the last of the trial's error file, where Ray puts the exception."""
+    from ray.tune import ExperimentAnalysis
+
+    try:
+        trials = ExperimentAnalysis(experiment_uri).trials
+    except Exception:
+        return ""
+    # A trial stopped while Tune was retrying it is not marked ERROR, but its error file is recorded.
+    failed = [t for t in trials if t.status == "ERROR" or t.run_metadata.error_filename]
+    if not failed:
+        return ""
+    for trial in failed:
+        try:  # on the experiment's storage (local or a URI), without a Ray session
+            fs = trial.storage.storage_filesystem
+            path = f"{trial.storage.trial_fs_path}/{trial.run_metadata.error_filename}"
+            with fs.open_input_stream(path) as f:
+                lines = [line.strip() for line in f.readall().decode(errors="replace").splitlines() if line.strip()]
+        except (OSError, TypeError, AttributeError):
+            continue
+        if lines:
+            return f"; {len(failed)} of {len(trials)} trials failed, the first with: {lines[-1]}"
+    return f"; {len(failed)} of {len(trials)} trials failed"
+
+
 @dataclass
 class Report:
     """The analysed experiment. ``summary`` is what summary.json holds; the properties are views of it."""
@@ -132,7 +158,7 @@ def analyze(source, *, tolerance: Optional[float] = None, target: Optional[float
         if not repeats.empty:
             history = pd.concat([history.assign(repeat=False), repeats.assign(repeat=True)], ignore_index=True)
     if history.empty:
-        raise ReportError(f"{experiment}: no trial has reported a result yet")
+        raise ReportError(f"{experiment}: no trial has reported a result yet" + _first_error(experiment))
     summary = summarize(history, metric=meta["metric"], mode=meta["mode"], budget_samples=meta["budget_samples"],
                         tolerance=meta["tolerance"] if tolerance is None else tolerance, target=target,
                         turning_fit=turning_fit or ((meta.get("spec") or {}).get("search", {})

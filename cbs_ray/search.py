@@ -392,6 +392,7 @@ def _run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, nam
     experiment path ``restore``; returns its path."""
     from ray import tune
 
+    from .nothing_fits import NothingFitsStopper, NothingFitsWatch
     from .trial import in_process, run_trial, trial_resources
 
     trainable = tune.with_resources(
@@ -403,6 +404,7 @@ def _run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, nam
     if restore:
         tuner = tune.Tuner.restore(restore, trainable=trainable, resume_unfinished=True, resume_errored=True)
         return _finished(tuner.fit(), expected_trials=0)
+    nothing_fits = NothingFitsStopper()
     tuner = tune.Tuner(
         trainable,
         tune_config=tune.TuneConfig(max_concurrent_trials=_max_concurrent(spec),
@@ -415,12 +417,23 @@ def _run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, nam
         param_space=param_space,
         run_config=tune.RunConfig(
             name=name, storage_path=spec.storage_uri, verbose=verbose,
+            stop=nothing_fits, callbacks=[NothingFitsWatch(nothing_fits)],
             checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
             # An in-process trial whose process dies restarts from its last checkpoint; a TorchTrainer
             # trial restarts its workers itself (trial.py), so Tune does not restart it again.
             failure_config=tune.FailureConfig(max_failures=spec.resources.max_failures if in_process(spec) else 0)),
     )
-    return _finished(tuner.fit(), expected_trials=tune_config.get("num_samples", 1))
+    grid = tuner.fit()
+    if nothing_fits.reason:
+        raise DoesNotFit(f"{nothing_fits.reason}: the search stopped at the first trial that found it, since "
+                         f"no trial can fit (the batch size and LR do not change it); raise "
+                         f"training.memory_limit_gb, shorten data.max_seq_length, train in bf16, or set "
+                         f"training.gradient_checkpointing=true (experiment: {grid.experiment_path})")
+    return _finished(grid, expected_trials=tune_config.get("num_samples", 1))
+
+
+class DoesNotFit(RuntimeError):
+    """A trial's micro-batch probe found that not even one example fits in memory: no trial can train."""
 
 
 class SearchInterrupted(KeyboardInterrupt):
@@ -522,6 +535,9 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except DoesNotFit as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except Exception as e:
         return unforeseen_error(e)
     except KeyboardInterrupt as e:

@@ -154,3 +154,27 @@ def test_diverging_trials_do_not_take_the_search_down(tmp_path):
     assert [r["diverged"] for r in result.summary["per_batch"]] == [1, 1]
     assert result.critical_batch is None and "no batch size" in result.summary["critical_batch"]["reason"]
     assert (result.output_dir / "report.html").is_file()
+
+
+def test_a_model_that_fits_nowhere_ends_the_search_at_the_first_trial(tmp_path):
+    """A memory limit below what the worker holds: the first trial's probe finds nothing fits, which
+    every trial shares, so the search stops there (not after 4 trials × 3 attempts) with one line."""
+    args = [a for o in TINY + ["search.num_trials=4", "training.probe_micro_batch=true",
+                               "training.memory_limit_gb=0.001", f"storage_path={tmp_path / 'rr'}"]
+            for a in ("--set", o)]
+    proc = subprocess.run([sys.executable, "-m", "cbs_ray.search", *args, "--output", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: not even a micro-batch of 1 fits in memory (cpu<=0.001GiB, sequence length")
+    assert "raise training.memory_limit_gb" in last and "Traceback" not in proc.stderr.split("error: ")[-1]
+    # Each attempt's probe prints its first size; the search stopped before the trials and retries ran.
+    attempts = (proc.stdout + proc.stderr).count("micro-batch probe: micro-batch 2:")
+    assert 1 <= attempts <= 2, attempts
+    # The report on that experiment says why there is nothing to report.
+    experiment = last.rsplit("(experiment: ", 1)[1].rstrip(")")
+    report = subprocess.run([sys.executable, "-m", "cbs_ray.report", experiment], capture_output=True, text=True,
+                            timeout=300)
+    assert report.returncode != 0 and report.stderr.strip().splitlines()[-1].endswith(
+        "trials failed, the first with: MemoryError: not even a micro-batch of 1 fits in memory "
+        "(cpu<=0.001GiB, sequence length 32, fp32)"), report.stderr[-2000:]

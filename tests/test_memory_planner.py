@@ -120,3 +120,13 @@ def test_a_probe_step_runs_its_second_forward_beside_the_optimizers_state():
     model.register_forward_pre_hook(lambda module, args: states_at_forward.append(len(optimizer.state)))
     _probe_step(model, optimizer, 2, seq_len=16, vocab_size=100, task="sequence-classification", dtype=None)
     assert states_at_forward == [0, len(list(model.parameters()))]
+
+
+def test_the_nothing_fits_message_is_found_in_a_trials_error_text():
+    from cbs_ray.nothing_fits import nothing_fits_in
+
+    error = ("Failure # 1 (occurred at 2026-11-30_06-16-45)\nTraceback (most recent call last):\n  File ...\n"
+             "MemoryError: not even a micro-batch of 1 fits in memory (cpu<=0.001GiB, sequence length 32, fp32)\n")
+    assert nothing_fits_in(error) == \
+        "not even a micro-batch of 1 fits in memory (cpu<=0.001GiB, sequence length 32, fp32)"
+    assert nothing_fits_in("Failure # 1\nRuntimeError: worker died\n") is None
