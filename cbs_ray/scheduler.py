@@ -9,12 +9,27 @@ trial of each batch size always reaches the full budget (a rung with no earlier 
 
 from __future__ import annotations
 
+import json
 import pickle
 from typing import Callable, Dict
 
 from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, TrialScheduler
 
-__all__ = ["PerBatchASHA"]
+__all__ = ["PerBatchASHA", "persisted_results"]
+
+
+def persisted_results(trial) -> list[dict]:
+    """The results a trial has already reported, from the ``result.json`` Tune keeps in its directory
+    (one JSON object per line); [] for a new trial, or when none can be read."""
+    storage = getattr(trial, "storage", None)
+    if storage is None or not getattr(trial, "has_reported_at_least_once", False):
+        return []
+    try:
+        with storage.storage_filesystem.open_input_stream(f"{storage.trial_fs_path}/result.json") as f:
+            lines = f.readall().decode().splitlines()
+        return [json.loads(line) for line in lines if line.strip()]
+    except (OSError, ValueError):
+        return []
 
 
 class PerBatchASHA(FIFOScheduler):
@@ -59,7 +74,15 @@ class PerBatchASHA(FIFOScheduler):
     def on_trial_add(self, tune_controller, trial):
         batch = self._batch_of(trial.config)
         self._trial_batch[trial.trial_id] = batch
-        self.bracket(batch).on_trial_add(tune_controller, trial)
+        bracket = self.bracket(batch)
+        bracket.on_trial_add(tune_controller, trial)
+        # A trial restored by --resume: Tune does not give its scheduler state back, so the rungs would
+        # start empty and the next trials of this batch size would run unopposed. Its persisted results,
+        # replayed in order, refill them (the decisions they return are past and ignored).
+        for past in persisted_results(trial):
+            bracket.on_trial_result(tune_controller, trial, past)
+        if getattr(trial, "status", None) in ("TERMINATED", "ERROR"):  # finished: will report nothing more
+            self.on_trial_remove(tune_controller, trial)
 
     def on_trial_result(self, tune_controller, trial, result) -> str:
         if trial.trial_id not in self._trial_batch:

@@ -63,3 +63,33 @@ def test_save_and_restore_keep_the_rungs(tmp_path):
     restored.restore(str(tmp_path / "state.pkl"))
     restored.on_trial_add(None, b)
     assert restored.on_trial_result(None, b, result(2048, 0.60)) == TrialScheduler.STOP
+
+
+def test_trials_restored_by_resume_refill_the_rungs_from_their_persisted_results(tmp_path):
+    """Tune's restore gives the scheduler nothing back: the restored trials' result.json files do. Two
+    finished B=16 trials reached 0.6 and 0.9 at the first rung (2048 samples): its cutoff is their
+    median, 0.75, so a new B=16 trial at 0.5 stops there; B=32 has no results and its trial goes on."""
+    import json
+
+    import pyarrow.fs
+
+    def restored(trial_id, log2_batch, status, results):
+        directory = tmp_path / trial_id
+        directory.mkdir()
+        (directory / "result.json").write_text("".join(json.dumps(r) + "\n" for r in results))
+        storage = SimpleNamespace(storage_filesystem=pyarrow.fs.LocalFileSystem(), trial_fs_path=str(directory))
+        return SimpleNamespace(trial_id=trial_id, config={"log2_batch": log2_batch}, status=status,
+                               storage=storage, has_reported_at_least_once=True)
+
+    s = scheduler()
+    s.on_trial_add(None, restored("a", 4, "TERMINATED", [result(2048, 0.6), result(4096, 0.7), result(8192, 0.8)]))
+    s.on_trial_add(None, restored("b", 4, "TERMINATED", [result(2048, 0.9)]))
+    unfinished = restored("u", 4, "PENDING", [result(2048, 0.95)])  # resumes from its checkpoint
+    s.on_trial_add(None, unfinished)
+    new, other = trial("c", 4), trial("d", 5)
+    s.on_trial_add(None, new)
+    s.on_trial_add(None, other)
+    assert s.on_trial_result(None, new, result(2048, 0.5)) == TrialScheduler.STOP
+    assert s.on_trial_result(None, other, result(2048, 0.5)) == TrialScheduler.CONTINUE
+    # The resumed trial is judged at the next rung against what "a" had there (0.7).
+    assert s.on_trial_result(None, unfinished, result(4096, 0.65)) == TrialScheduler.STOP
