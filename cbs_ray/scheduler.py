@@ -105,6 +105,8 @@ class PerBatchASHA(FIFOScheduler):
     def debug_string(self) -> str:
         return "\n".join(f"B={b}: {s.debug_string()}" for b, s in sorted(self._by_batch.items()))
 
+    # TrialScheduler's save/restore interface, for callers that snapshot a scheduler themselves. Tune 2.60
+    # calls neither on --resume; there on_trial_add refills the rungs from the persisted results.
     def save(self, checkpoint_path: str):
         state = {k: v for k, v in self.__dict__.items() if k != "_batch_of"}
         with open(checkpoint_path, "wb") as f:
