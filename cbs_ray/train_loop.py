@@ -401,8 +401,8 @@ def _probe_micro_batch(model, setup: TrialSetup, session, amp_dtype) -> tuple[Op
     """On CUDA: the largest micro-batch that fits (memory_planner), cached per model, sequence length,
     precision and device, agreed across ranks by taking the minimum. On a CPU the same within
     ``memory_limit_gb`` of peak resident memory, and skipped without one. Returns the micro-batch cap and
-    the memory ceiling: the agreed probe result where memory bounded it, None where the probe reached its
-    upper limit or was skipped."""
+    the largest size known to fit (the agreed probe result, a training step's worth of memory), None
+    where the probe was skipped."""
     from .memory_planner import ProbeCache, cpu_fits, cuda_fits, plan_micro_batch, probe_key
 
     on_gpu = session.device.type == "cuda"
@@ -457,8 +457,7 @@ def _probe_micro_batch(model, setup: TrialSetup, session, amp_dtype) -> tuple[Op
             cache.put(key, found, limit)
     largest_fitting = session.all_reduce_min(found)
     agreed = min(largest_fitting, setup.batch_size // session.world_size)
-    ceiling = largest_fitting if largest_fitting < limit else None  # below the probe's upper limit: memory stopped it
-    return (min(agreed, setup.micro_batch_size) if setup.micro_batch_size else agreed), ceiling
+    return (min(agreed, setup.micro_batch_size) if setup.micro_batch_size else agreed), largest_fitting
 
 
 # ---- the loop --------------------------------------------------------------------------------------
@@ -481,15 +480,17 @@ def train_loop(setup: TrialSetup, data, session) -> None:
     if setup.gradient_checkpointing:
         # The HF model's own switch (renamed in transformers 5), before DDP wraps the model.
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
-    micro_cap, memory_ceiling = _probe_micro_batch(model, setup, session, amp_dtype) if setup.probe_micro_batch \
+    micro_cap, fits_up_to = _probe_micro_batch(model, setup, session, amp_dtype) if setup.probe_micro_batch \
         else (setup.micro_batch_size, None)
     # A forward without gradients needs less memory than a training step of the same size: evaluating in
-    # batches no larger than the probed micro-batch cannot run out where training did not.
-    eval_batch = min(setup.eval_batch_size, memory_ceiling) if memory_ceiling else setup.eval_batch_size
+    # batches no larger than the probed size cannot run out where training did not. Larger could: a
+    # causal LM's logits over a large vocabulary, in fp32, grow with the batch whatever the probe's limit.
+    eval_batch = min(setup.eval_batch_size, fits_up_to) if fits_up_to else setup.eval_batch_size
     plan: BatchPlan = plan_batch(setup.batch_size, session.world_size, micro_cap)
     if session.rank == 0:
         print(f"trial: {plan}, peak lr {setup.peak_lr:.3g} (alpha {setup.alpha:.3g}), {total_steps} steps, "
-              f"{warmup} warmup steps" + (f", eval batch {eval_batch} (memory)" if memory_ceiling else ""), flush=True)
+              f"{warmup} warmup steps" + (f", eval batch {eval_batch} (memory)" if eval_batch < setup.eval_batch_size
+                                          else ""), flush=True)
     model = session.prepare_model(model.to(session.device))  # Ray's prepare_model moves it too; a local run needs it
     optimizer = make_optimizer(model, setup, setup.peak_lr)
     # fp16 needs loss scaling; bf16 has fp32's exponent range and does not.
