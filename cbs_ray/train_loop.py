@@ -281,6 +281,16 @@ def _inputs(batch, task: str, device) -> dict:
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
+class _ResumableSampler(torch.utils.data.DistributedSampler):
+    """A DistributedSampler whose epoch can start ``skip`` indices in, without loading what comes before
+    (a restarted trial's position in its epoch)."""
+
+    skip = 0
+
+    def __iter__(self):
+        return itertools.islice(super().__iter__(), self.skip, None)
+
+
 def _endless_micro_batches(loader, drawn: int = 0):
     """The loader's micro-batches, epoch after epoch, after the first ``drawn`` (what the trial took before
     its checkpoint). The sampler shuffles by (seed, epoch), the same on every rank, so a restarted trial
@@ -288,7 +298,8 @@ def _endless_micro_batches(loader, drawn: int = 0):
     epoch, skip = divmod(drawn, len(loader))
     while True:
         loader.sampler.set_epoch(epoch)
-        yield from itertools.islice(loader, skip, None)
+        loader.sampler.skip = skip * loader.batch_size
+        yield from loader
         epoch, skip = epoch + 1, 0
 
 
@@ -515,14 +526,17 @@ def train_loop(setup: TrialSetup, data, session) -> None:
     # of (seed, epoch), which a restart can replay. Ray's prepare_data_loader leaves it in place; without it,
     # it adds one with seed 0 (the same data order for every seed, so repeats would differ only in their
     # initial weights) and rebuilds the loader without persistent_workers.
-    sampler = torch.utils.data.DistributedSampler(dataset, num_replicas=session.world_size, rank=session.rank,
-                                                  shuffle=True, seed=setup.seed, drop_last=True)
+    sampler = _ResumableSampler(dataset, num_replicas=session.world_size, rank=session.rank, shuffle=True,
+                                seed=setup.seed, drop_last=True)
     loader = session.prepare_data_loader(torch.utils.data.DataLoader(
         dataset, batch_size=plan.micro_batch, sampler=sampler, drop_last=True,
         generator=torch.Generator().manual_seed(setup.seed), num_workers=workers,
         pin_memory=setup.use_gpu if setup.pin_memory is None else setup.pin_memory,
         persistent_workers=workers > 0 if setup.persistent_workers is None else setup.persistent_workers))
-    micro_batches = _endless_micro_batches(loader, drawn=step * plan.accumulation)
+    # Examples this rank has drawn: a skipped fp16 step draws its micro-batches without a step, and a
+    # restart may plan another micro-batch size (then the position is the nearest micro-batch).
+    drawn = progress.get("samples_drawn", step * plan.accumulation * plan.micro_batch)
+    micro_batches = _endless_micro_batches(loader, drawn=drawn // plan.micro_batch)
     is_ddp = hasattr(model, "no_sync")
     clip = setup.grad_clip_norm if setup.grad_clip_norm is not None else float("inf")
     params = [p for p in model.parameters() if p.requires_grad]
@@ -540,6 +554,7 @@ def train_loop(setup: TrialSetup, data, session) -> None:
         step_loss = torch.zeros((), dtype=torch.float64, device=session.device)  # read once per step, below
         small = None
         batches = [next(micro_batches) for _ in range(plan.accumulation)]
+        drawn += plan.accumulation * plan.micro_batch
         local_items = [items_in(batch, setup.task) for batch in batches]
         # Examples per step are known; a causal LM's target tokens are summed over the workers (one scalar).
         step_items = sum(local_items) if setup.task == "causal-lm" else setup.batch_size
@@ -634,7 +649,8 @@ def train_loop(setup: TrialSetup, data, session) -> None:
         with tempfile.TemporaryDirectory() as directory:
             if session.rank == 0:
                 _save_state(directory, model, optimizer, scheduler, scaler, step, {
-                    "train_time_s": train_time, "wall_time_s": metrics["wall_time_s"], "first_loss": first_loss})
+                    "train_time_s": train_time, "wall_time_s": metrics["wall_time_s"], "first_loss": first_loss,
+                    "samples_drawn": drawn})
             session.report(metrics, directory if session.rank == 0 else None)
 
 

@@ -209,18 +209,32 @@ def test_a_restarted_trial_continues_from_its_checkpoint(tmp_path):
     assert again.reports[0]["wall_time_s"] >= first.reports[0]["wall_time_s"]  # the clock continues
 
 
-@pytest.mark.parametrize("micro", [16, 32])
-def test_a_restarted_trial_ends_where_an_uninterrupted_one_does(tmp_path, micro):
+@pytest.mark.parametrize("micro, fp16_overflow", [(16, False), (32, False), (16, True)])
+def test_a_restarted_trial_ends_where_an_uninterrupted_one_does(tmp_path, monkeypatch, micro, fp16_overflow):
     """The restart continues the data order at the micro-batch where its checkpoint left it (not a fresh
     shuffle) and dropout's random stream, so it ends as the uninterrupted trial does. 560 training
     examples: 35 micro-batches of 16 per epoch (B=32 as 2 × 16, so step 18 straddles the epoch boundary)
-    or 17 of 32; the checkpoint at 512 samples (step 16) sits mid-epoch either way."""
+    or 17 of 32; the checkpoint at 512 samples (step 16) sits mid-epoch either way. In fp16, the first
+    step overflows and is skipped: its two micro-batches were drawn without a step being taken."""
     from ray.train import Checkpoint
+
+    import cbs_ray.train_loop as loop
 
     overrides = ["data.builtin_train_examples=560", "data.builtin_eval_examples=128",
                  "training.budget_samples=1280", "training.eval_every_samples=256",
                  "asha.grace_period_samples=256", "search.batch_sizes=[32]",
                  "model.config.hidden_dropout_prob=0.1", f"training.micro_batch_size={micro}"]
+    if fp16_overflow:
+        overrides.append("training.precision=fp16")
+        from test_large_batch import _NonFiniteGradient
+
+        real, calls = loop.summed_loss, []
+
+        def first_call_overflows(*args):  # a finite loss, an infinite gradient: what an fp16 overflow is
+            calls.append(1)
+            return _NonFiniteGradient.apply(real(*args)) if len(calls) == 1 else real(*args)
+
+        monkeypatch.setattr(loop, "summed_loss", first_call_overflows)
     spec = load_spec(None, overrides)
     data, budget, config = prepare(spec)
     setup = make_setup(spec, {"log2_batch": 5, "alpha": 1.0, "warmup_fraction": 0.25}, budget_samples=budget,
@@ -239,6 +253,8 @@ def test_a_restarted_trial_ends_where_an_uninterrupted_one_does(tmp_path, micro)
     whole, again = KeepSecond(), Restarted()
     train_loop(setup, data, whole)
     train_loop(setup, data, again)
+    if fp16_overflow:
+        assert whole.reports[-1]["steps"] == 40 and len(calls) == 2 * 41 + 2 * 24  # one step was skipped
     assert [r["samples_seen"] for r in again.reports] == [768, 1024, 1280]
     assert again.reports[0]["resumed_from_samples"] == 512 and again.reports[0]["micro_batch"] == micro
     for ours, theirs in zip(again.reports, whole.reports[2:]):
