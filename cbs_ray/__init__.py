@@ -13,7 +13,7 @@ from .spec import SearchSpec, SpecError, load_spec
 from .tradeoff import TradeoffFit, fit_tradeoff, overhead_rule
 from .uncertainty import accuracy_standard_error, turning_point_range, verdict
 
-__all__ = ["SearchSpec", "SpecError", "load_spec", "run_search", "SearchResult", "turning_point",
+__all__ = ["SearchSpec", "SpecError", "load_spec", "run_search", "SearchResult", "DoesNotFit", "turning_point",
            "pareto_front", "scaled_lr", "warmup_steps", "lr_multiplier", "plan_batch", "BatchPlan",
            "milestones", "optimizer_steps", "fit_tradeoff", "TradeoffFit", "overhead_rule", "analyze",
            "Report", "noise_scale", "accuracy_standard_error", "turning_point_range", "verdict"]
@@ -21,7 +21,7 @@ __all__ = ["SearchSpec", "SpecError", "load_spec", "run_search", "SearchResult",
 
 def __getattr__(name):
     # The search module pulls in pandas (and Ray lazily); keep `import cbs_ray` light for the maths.
-    if name in ("run_search", "SearchResult"):
+    if name in ("run_search", "SearchResult", "DoesNotFit"):
         from . import search
 
         return getattr(search, name)

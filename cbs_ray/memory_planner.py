@@ -27,9 +27,10 @@ __all__ = ["plan_micro_batch", "NOTHING_FITS", "PROBE_LIMIT", "ProbeCache", "pro
 
 
 PROBE_LIMIT = 2 ** 16
-NOTHING_FITS = "not even a micro-batch of 1 fits in memory"
-"""The probe's MemoryError message; the search ends at the first trial that raises it (search.py)."""
 """The largest micro-batch the probe tries (per worker); trials cap the result at their own share."""
+
+NOTHING_FITS = "not even a micro-batch of 1 fits in memory"
+"""The probe's MemoryError message; the search ends at the first trial that raises it (nothing_fits.py)."""
 
 
 def plan_micro_batch(fits: Callable[[int], bool], *, upper: int = PROBE_LIMIT, safety: float = 0.9) -> int:

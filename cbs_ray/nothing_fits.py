@@ -14,7 +14,7 @@ from ray.tune import Callback, Stopper
 
 from .memory_planner import NOTHING_FITS
 
-__all__ = ["NothingFitsStopper", "NothingFitsWatch", "nothing_fits_in"]
+__all__ = ["NothingFitsStopper", "NothingFitsWatch", "nothing_fits_in", "nothing_fits_in_experiment"]
 
 
 def nothing_fits_in(error_text: str) -> Optional[str]:
@@ -46,9 +46,21 @@ class NothingFitsWatch(Callback):
     def on_trial_recover(self, iteration, trials, trial, **info):
         if self.stopper.reason is None and trial.error_file:
             try:
-                with open(trial.error_file) as f:
+                with open(trial.error_file, errors="replace") as f:
                     self.stopper.reason = nothing_fits_in(f.read())
             except OSError:
                 pass
 
     on_trial_error = on_trial_recover
+
+
+def nothing_fits_in_experiment(experiment_uri: str) -> Optional[str]:
+    """The probe's message from any failed trial of a finished experiment, or None. For ``--resume``,
+    whose stopper is Tune's unpickled copy, out of the caller's reach."""
+    from .report import error_lines, failed_trials
+
+    for trial in failed_trials(experiment_uri)[0]:
+        reason = nothing_fits_in("\n".join(error_lines(trial)))
+        if reason:
+            return reason
+    return None

@@ -74,30 +74,38 @@ def load_history(experiment_uri: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True).drop_duplicates(["trial_id", "samples_seen"], keep="last")
 
 
-def _first_error(experiment_uri: str) -> str:
-    """'; N of M trials failed, the first with: <its exception line>' when trials failed, else ''. The line is
-    the last of the trial's error file, where Ray puts the exception."""
+def error_lines(trial) -> list[str]:
+    """The non-blank lines of a trial's error file on the experiment's storage (local or a URI, no Ray
+    session needed); [] when it has none or it cannot be read."""
+    try:
+        fs = trial.storage.storage_filesystem
+        with fs.open_input_stream(f"{trial.storage.trial_fs_path}/{trial.run_metadata.error_filename}") as f:
+            text = f.readall().decode(errors="replace")
+    except Exception:  # no error file, no trial directory name, storage gone: it is only a hint
+        return []
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def failed_trials(experiment_uri: str) -> tuple[list, int]:
+    """(the trials that failed, how many trials there are). A trial stopped while Tune was retrying it
+    is not marked ERROR, but its error file is recorded."""
     from ray.tune import ExperimentAnalysis
 
     try:
         trials = ExperimentAnalysis(experiment_uri).trials
     except Exception:
-        return ""
-    # A trial stopped while Tune was retrying it is not marked ERROR, but its error file is recorded.
-    failed = [t for t in trials if t.status == "ERROR" or t.run_metadata.error_filename]
+        return [], 0
+    return [t for t in trials if t.status == "ERROR" or t.run_metadata.error_filename], len(trials)
+
+
+def _first_error(experiment_uri: str) -> str:
+    """'; N of M trials failed, the first with: <its exception line>' when trials failed, else ''. The line is
+    the last of the trial's error file, where Ray puts the exception."""
+    failed, total = failed_trials(experiment_uri)
     if not failed:
         return ""
-    for trial in failed:
-        try:  # on the experiment's storage (local or a URI), without a Ray session
-            fs = trial.storage.storage_filesystem
-            path = f"{trial.storage.trial_fs_path}/{trial.run_metadata.error_filename}"
-            with fs.open_input_stream(path) as f:
-                lines = [line.strip() for line in f.readall().decode(errors="replace").splitlines() if line.strip()]
-        except (OSError, TypeError, AttributeError):
-            continue
-        if lines:
-            return f"; {len(failed)} of {len(trials)} trials failed, the first with: {lines[-1]}"
-    return f"; {len(failed)} of {len(trials)} trials failed"
+    first = next((lines[-1] for lines in map(error_lines, failed) if lines), None)
+    return f"; {len(failed)} of {total} trials failed" + (f", the first with: {first}" if first else "")
 
 
 @dataclass

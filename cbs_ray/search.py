@@ -25,7 +25,7 @@ from .cli import OneLineParser, unforeseen_error
 from .schedule import scaled_lr, warmup_steps
 from .spec import SearchSpec, SpecError, load_spec, resolve_budget, spec_to_dict
 
-__all__ = ["SearchResult", "run_search", "resume_search", "plan_lines", "main"]
+__all__ = ["SearchResult", "run_search", "resume_search", "plan_lines", "main", "DoesNotFit"]
 
 
 @dataclass
@@ -392,7 +392,7 @@ def _run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, nam
     experiment path ``restore``; returns its path."""
     from ray import tune
 
-    from .nothing_fits import NothingFitsStopper, NothingFitsWatch
+    from .nothing_fits import NothingFitsStopper, NothingFitsWatch, nothing_fits_in_experiment
     from .trial import in_process, run_trial, trial_resources
 
     trainable = tune.with_resources(
@@ -402,8 +402,12 @@ def _run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, nam
     # which is cheap here and is what makes a killed search resumable.
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     if restore:
+        # Tune restores the experiment's own stopper and callbacks (pickled with it): read the reason back
+        # from the error files.
         tuner = tune.Tuner.restore(restore, trainable=trainable, resume_unfinished=True, resume_errored=True)
-        return _finished(tuner.fit(), expected_trials=0)
+        grid = tuner.fit()
+        _raise_if_nothing_fits(nothing_fits_in_experiment(grid.experiment_path), grid.experiment_path)
+        return _finished(grid, expected_trials=0)
     nothing_fits = NothingFitsStopper()
     tuner = tune.Tuner(
         trainable,
@@ -424,16 +428,20 @@ def _run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, nam
             failure_config=tune.FailureConfig(max_failures=spec.resources.max_failures if in_process(spec) else 0)),
     )
     grid = tuner.fit()
-    if nothing_fits.reason:
-        raise DoesNotFit(f"{nothing_fits.reason}: the search stopped at the first trial that found it, since "
-                         f"no trial can fit (the batch size and LR do not change it); raise "
-                         f"training.memory_limit_gb, shorten data.max_seq_length, train in bf16, or set "
-                         f"training.gradient_checkpointing=true (experiment: {grid.experiment_path})")
+    _raise_if_nothing_fits(nothing_fits.reason, grid.experiment_path)
     return _finished(grid, expected_trials=tune_config.get("num_samples", 1))
 
 
 class DoesNotFit(RuntimeError):
     """A trial's micro-batch probe found that not even one example fits in memory: no trial can train."""
+
+
+def _raise_if_nothing_fits(reason: str | None, experiment_path: str) -> None:
+    if reason:
+        raise DoesNotFit(f"{reason}: the search stopped at the first trial that found it, since no trial can "
+                         f"fit (the batch size and LR do not change it); raise training.memory_limit_gb, shorten "
+                         f"data.max_seq_length, train in bf16, or set training.gradient_checkpointing=true "
+                         f"(experiment: {experiment_path})")
 
 
 class SearchInterrupted(KeyboardInterrupt):

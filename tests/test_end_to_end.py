@@ -178,3 +178,9 @@ def test_a_model_that_fits_nowhere_ends_the_search_at_the_first_trial(tmp_path):
     assert report.returncode != 0 and report.stderr.strip().splitlines()[-1].endswith(
         "trials failed, the first with: MemoryError: not even a micro-batch of 1 fits in memory "
         "(cpu<=0.001GiB, sequence length 32, fp32)"), report.stderr[-2000:]
+    # Resumed, the trials fail alike and the resumed search says so in the same line.
+    resumed = subprocess.run([sys.executable, "-m", "cbs_ray.search", "--resume", experiment, "--output",
+                              str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 1, resumed.stderr[-2000:]
+    assert resumed.stderr.strip().splitlines()[-1].startswith(
+        "error: not even a micro-batch of 1 fits in memory (cpu<=0.001GiB"), resumed.stderr[-2000:]
