@@ -22,6 +22,7 @@ import pandas as pd
 
 from .budget import plan_batch
 from .cli import OneLineParser, unforeseen_error
+from .report import ReportError
 from .schedule import scaled_lr, warmup_steps
 from .spec import SearchSpec, SpecError, load_spec, resolve_budget, spec_to_dict
 
@@ -286,7 +287,7 @@ def resume_search(experiment_path: str, *, address: str | None = None, output_di
     """
     from ray import tune
 
-    from .report import ReportError, read_meta
+    from .report import read_meta
     from .spec import spec_from_dict
 
     path = experiment_path if "://" in experiment_path else str(Path(experiment_path).expanduser().resolve())
@@ -543,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except DoesNotFit as e:
+    except (DoesNotFit, ReportError) as e:  # ran, but nothing to report (every trial failed, say why)
         print(f"error: {e}", file=sys.stderr)
         return 1
     except Exception as e:

@@ -272,3 +272,19 @@ def test_an_unreadable_eval_file_is_named_and_home_paths_load(tmp_path, capsys, 
     assert "data.eval_file: cannot read" in capsys.readouterr().err
     monkeypatch.setenv("HOME", str(tmp_path))
     assert main(_files_argv("~/train.csv", "~/train.csv")) == 0
+
+
+@pytest.mark.parametrize("error", ["ReportError", "DoesNotFit"])
+def test_a_search_that_ran_but_has_nothing_to_report_is_one_line_and_exit_1(error, capsys, monkeypatch):
+    import cbs_ray.search as search
+    from cbs_ray.report import ReportError
+
+    raised = {"ReportError": ReportError, "DoesNotFit": search.DoesNotFit}[error]
+
+    def fails(*args, **kwargs):
+        raise raised("/x/exp: no trial has reported a result yet; 2 of 2 trials failed, the first with: E")
+
+    monkeypatch.setattr(search, "run_search", fails)
+    assert main([]) == 1
+    assert capsys.readouterr().err == \
+        "error: /x/exp: no trial has reported a result yet; 2 of 2 trials failed, the first with: E\n"
