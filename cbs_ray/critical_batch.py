@@ -55,7 +55,7 @@ def turning_point(batch_sizes: Sequence[int], metrics: Sequence[float], *, mode:
     if monotone:
         metrics = monotone_fit(batch_sizes, metrics, mode=mode)
     pairs = sorted(zip(batch_sizes, metrics))
-    finite = [(b, m) for b, m in pairs if not math.isnan(m)]
+    finite = [(b, m) for b, m in pairs if math.isfinite(m)]
     if not finite:
         raise ValueError("no finite metric to take a turning point from")
     pick = max if mode == "max" else min

@@ -222,7 +222,9 @@ def headline(summary: dict) -> list[str]:
     elif unc:
         lines.append(f"  noise: {unc['reason']}")
     if tr["b_crit"] is not None:
-        ci = f", 95% CI {tr['ci95'][0]:.3g}–{tr['ci95'][1]:.3g}" if tr["ci95"] else ", no CI (too few points)"
+        ci = (f", 95% CI {tr['ci95'][0]:.3g}–" + (f"{tr['ci95'][1]:.3g}" if tr["ci95"][1] is not None else
+                                                  "unbounded (some resamples scale perfectly)")
+              if tr["ci95"] else ", no CI (too few points)")
         lines.append(f"Critical batch, steps/samples tradeoff (McCandlish 2018): B_crit = {tr['b_crit']:.3g}{ci} "
                      f"(S_min {tr['s_min']:.3g} steps, E_min {tr['e_min']:.3g} samples)")
     else:
@@ -233,6 +235,8 @@ def headline(summary: dict) -> list[str]:
     if summary["target"] is not None:
         lines.append(f"Target for the tradeoff and the 20% rule: {metric} {summary['target']:.4g} "
                      f"({summary['target_source']})")
+        if tr.get("left_out"):
+            lines.append(f"  {tr['left_out']}")
     noise = summary.get("noise_scale") or {}
     if noise.get("mean") is not None:
         early = f"{noise['early']:.3g}" if noise.get("early") is not None else "–"

@@ -24,7 +24,8 @@ def scaled_lr(base_lr: float, batch_size: int, base_batch: int, alpha: float) ->
 
 
 def warmup_steps(warmup_fraction: float, total_steps: int) -> int:
-    """Warmup length in optimizer steps: a fraction of the trial's steps, rounded to nearest.
+    """Warmup length in optimizer steps: a fraction of the trial's steps, rounded to nearest (Python's
+    ``round``: an exact half goes to the even neighbour, 0.1 × 25 → 2), never more than the steps.
 
     A non-zero fraction always yields at least one warmup step, so "some warmup" is never silently
     rounded away at large batch sizes where a trial has few steps.
@@ -33,7 +34,7 @@ def warmup_steps(warmup_fraction: float, total_steps: int) -> int:
         raise ValueError(f"warmup_fraction must be in [0, 1], got {warmup_fraction}")
     if warmup_fraction == 0.0:
         return 0
-    return max(1, min(total_steps, round(warmup_fraction * total_steps)))
+    return min(total_steps, max(1, round(warmup_fraction * total_steps)))
 
 
 def lr_multiplier(step: int, warmup: int, total_steps: int, *, decay: str = "linear") -> float:

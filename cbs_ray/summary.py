@@ -57,13 +57,16 @@ def trial_table(history: pd.DataFrame, *, metric: str, budget_samples: int) -> p
     return rows.reset_index().sort_values(["batch_size", "trial_id"]).reset_index(drop=True)
 
 
-def _steps_to_target(history: pd.DataFrame, *, metric: str, mode: str, target: float) -> pd.Series:
-    """Per trial: optimizer steps to first reach ``target`` (interpolated), NaN if never."""
-    out = {}
+def _steps_to_target(history: pd.DataFrame, *, metric: str, mode: str, target: float) -> pd.DataFrame:
+    """Per trial: optimizer steps to first reach ``target`` (interpolated), NaN if never, and
+    ``target_at_first_report``: reached by the first report already, so the steps are only an upper bound
+    (nothing says how much earlier)."""
+    rows = {}
     for trial_id, h in history.groupby("trial_id"):
         samples = samples_to_target(h["samples_seen"].tolist(), h[metric].astype(float).tolist(), target, mode=mode)
-        out[trial_id] = samples / float(h["batch_size"].iloc[0])
-    return pd.Series(out, dtype=float)
+        rows[trial_id] = {"steps_to_target": samples / float(h["batch_size"].iloc[0]),
+                          "target_at_first_report": bool(samples == h["samples_seen"].min())}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["steps_to_target", "target_at_first_report"])
 
 
 def _ratio_of_means(frame: pd.DataFrame) -> float:
@@ -121,6 +124,8 @@ def per_batch_table(trials: pd.DataFrame, *, metric: str, mode: str) -> pd.DataF
         if "steps_to_target" in group:
             steps = group["steps_to_target"].min()
             row.update({"steps_to_target": steps, "samples_to_target": steps * batch})
+            if "target_at_first_report" in group:  # then the fewest steps are that trial's upper bound
+                row["target_at_first_report"] = bool(group["target_at_first_report"].fillna(False).astype(bool).any())
         row.update(_repeated_mean(done, repeats, metric=metric, best=row.get(f"best_{metric}", math.nan)))
         out.append(row)
     return pd.DataFrame(out)
@@ -213,11 +218,12 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
         turning["batch_size"] = turning[f"{turning_fit}_batch_size"]
         turning["uncertainty"] = _uncertainty(per_batch, metric=metric, mode=mode, tolerance=tolerance,
                                               monotone=monotone)
-        missing = sorted(set(per_batch["batch_size"]) - set(measured["batch_size"]))
+        # Name a batch size with no completed trial only where it ended the walk: right above the answer.
+        above = [b for b in sorted(per_batch["batch_size"]) if b > turning["batch_size"]]
         if len(measured) == 1:
             turning["reason"] = "only one batch size completed: nothing to compare it with"
-        elif missing:
-            turning["reason"] = f"batch sizes without a completed trial end the walk: {missing}"
+        elif above and above[0] not in set(measured["batch_size"]):
+            turning["reason"] = f"batch size {int(above[0])} has no completed trial and ends the walk"
 
     target_source = "user" if target is not None else "default: worst per-batch best"
     if target is None and len(measured):
@@ -225,10 +231,15 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
     tradeoff = TradeoffFit(None, None, None, reason="no completed trial to take a target from")
     overhead = {"batch_size": None, "reason": "no completed trial to take a target from"}
     if target is not None and len(trials):
-        trials = trials.merge(_steps_to_target(history, metric=metric, mode=mode, target=target)
-                              .rename("steps_to_target"), left_on="trial_id", right_index=True, how="left")
+        trials = trials.merge(_steps_to_target(history, metric=metric, mode=mode, target=target),
+                              left_on="trial_id", right_index=True, how="left")
         per_batch = per_batch_table(trials, metric=metric, mode=mode)
         reached = per_batch.dropna(subset=["steps_to_target"])
+        # A batch that reached the target by its first report has only an upper bound on its steps: fitting
+        # it as exact reads a steps ∝ 1/B line (perfect scaling) into what may be reporting too rarely.
+        early = reached["target_at_first_report"].astype(bool)
+        left_out = [int(b) for b in reached.loc[early, "batch_size"]]
+        reached = reached[~early]
         tradeoff = fit_tradeoff(reached["batch_size"].tolist(), reached["steps_to_target"].tolist())
         b20 = overhead_rule(reached["batch_size"].tolist(), reached["steps_to_target"].tolist())
         overhead = {"batch_size": b20, "reason": None if b20 is not None else
@@ -237,6 +248,14 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
             overhead["reason"] = "only one batch size reached the target"
         if tradeoff.b_crit is None and not len(reached):
             tradeoff.reason = f"no batch size reached the target {target:.4g}"
+        if left_out:
+            note = (f"B={', '.join(map(str, left_out))} reached the target {target:.4g} by the first report, so "
+                    f"their steps to it are only upper bounds: left out (report more often, "
+                    f"training.eval_every_samples, or raise the target)")
+            if not len(reached):
+                tradeoff.reason = overhead["reason"] = note
+            else:
+                overhead["left_out"] = tradeoff.left_out = note
 
     if fitted:
         per_batch[f"fit_{metric}"] = per_batch["batch_size"].map(fitted)
@@ -261,7 +280,9 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
         "critical_batch": {
             "batch_size": turning["batch_size"],  # the turning point, the headline answer
             "turning_point": turning,
-            "tradeoff": {"b_crit": tradeoff.b_crit, "ci95": list(tradeoff.ci) if tradeoff.ci else None,
+            # An unbounded end (B_crit = ∞ in enough resamples) is null: JSON has no infinity.
+            "tradeoff": {"b_crit": tradeoff.b_crit, "left_out": tradeoff.left_out,
+                         "ci95": [v if math.isfinite(v) else None for v in tradeoff.ci] if tradeoff.ci else None,
                          "s_min": tradeoff.s_min, "e_min": tradeoff.e_min, "points": tradeoff.points,
                          "reason": tradeoff.reason},
             "overhead_20pct": overhead,

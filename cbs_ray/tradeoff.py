@@ -52,6 +52,7 @@ class TradeoffFit:
     reason: Optional[str] = None
     batch_sizes: list = field(default_factory=list)
     steps: list = field(default_factory=list)
+    left_out: Optional[str] = None  # batch sizes the caller left out of the fit, and why
 
 
 EXTRAPOLATION_LIMIT = 4  # a B_crit further than this beyond the largest measured batch is not reported
@@ -69,8 +70,10 @@ def fit_tradeoff(batch_sizes: Sequence[float], steps_to_target: Sequence[float],
     """Fit S(B) = S_min + E_min / B to steps-to-target per batch size (NaN entries are dropped).
 
     Needs at least three batch sizes that reached the target. The 95 % interval resamples the
-    (B, S) pairs with replacement (resamples with fewer than three distinct batch sizes, or a
-    non-positive S_min or E_min, are skipped)."""
+    (B, S) pairs with replacement (resamples with fewer than three distinct batch sizes are skipped). A
+    resample whose S_min is not positive scales perfectly, B_crit = ∞, and one whose E_min is not positive
+    has no tradeoff, B_crit = 0: both count, so the upper end is ∞ (unbounded) when more than 2.5 % of the
+    resamples scale perfectly. The bounds are the order statistics at or beyond each percentile."""
     b = np.asarray(batch_sizes, dtype=float)
     s = np.asarray(steps_to_target, dtype=float)
     keep = ~np.isnan(s) & ~np.isnan(b) & (s > 0) & (b > 0)
@@ -83,6 +86,10 @@ def fit_tradeoff(batch_sizes: Sequence[float], steps_to_target: Sequence[float],
     if e_min <= 0:
         return TradeoffFit(s_min, e_min, None, reason="steps do not fall with batch size: no tradeoff to fit",
                            **base)
+    if s_min > 0 and e_min / s_min < b.min() / EXTRAPOLATION_LIMIT:  # e.g. equal steps, E_min ≈ 0 in floats
+        return TradeoffFit(s_min, e_min, None, reason=f"steps barely fall with batch size: B_crit lies below "
+                           f"1/{EXTRAPOLATION_LIMIT} of the smallest batch measured ({int(b.min())}); measure "
+                           f"smaller batches", **base)
     if s_min <= 0 or e_min / s_min > EXTRAPOLATION_LIMIT * b.max():
         return TradeoffFit(s_min, e_min, None, reason=f"steps fall almost in proportion to batch size over the "
                            f"whole range (near-perfect scaling): B_crit lies beyond {EXTRAPOLATION_LIMIT}× the "
@@ -94,10 +101,9 @@ def fit_tradeoff(batch_sizes: Sequence[float], steps_to_target: Sequence[float],
         if len(np.unique(b[pick])) < 3:
             continue
         bs_s, bs_e = _weighted_fit(b[pick], s[pick])
-        if bs_s > 0 and bs_e > 0:
-            estimates.append(bs_e / bs_s)
-    ci = (float(np.percentile(estimates, 2.5)), float(np.percentile(estimates, 97.5))) \
-        if len(estimates) >= bootstrap // 2 else None
+        estimates.append(0.0 if bs_e <= 0 else math.inf if bs_s <= 0 else bs_e / bs_s)
+    ci = (float(np.percentile(estimates, 2.5, method="lower")), float(np.percentile(estimates, 97.5, method="higher"))) \
+        if estimates and len(estimates) >= bootstrap // 2 else None
     return TradeoffFit(s_min, e_min, e_min / s_min, ci=ci, **base)
 
 
@@ -105,10 +111,16 @@ def overhead_rule(batch_sizes: Sequence[int], steps_to_target: Sequence[float], 
                   ) -> Optional[int]:
     """Largest B whose steps-to-target are within (1 + overhead) × perfect linear scaling from the
     smallest batch that reached the target: S(B) ≤ 1.2 · S(B_0) · B_0 / B, i.e. at most 20 % more
-    samples than B_0 needed. None if no batch reached the target."""
+    samples than B_0 needed. Walking up from B_0, the first batch over the line ends the walk (as for the
+    turning point): a larger batch back under it is noise, not a reason to skip the one that failed.
+    None if no batch reached the target."""
     pairs = sorted((b, st) for b, st in zip(batch_sizes, steps_to_target) if not math.isnan(st))
     if not pairs:
         return None
     b0, s0 = pairs[0]
-    ok = [b for b, st in pairs if st <= (1 + overhead) * s0 * b0 / b + 1e-9]
-    return max(ok)
+    largest = b0
+    for b, st in pairs[1:]:
+        if st > (1 + overhead) * s0 * b0 / b + 1e-9:
+            break
+        largest = b
+    return largest

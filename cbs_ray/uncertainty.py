@@ -75,11 +75,13 @@ def verdict(means: Sequence[float], standard_errors: Sequence[float], *, mode: s
     m = np.asarray(means, dtype=float)
     best = np.nanmax(m) if mode == "max" else np.nanmin(m)
     tolerance_abs = tolerance * abs(best) if relative else tolerance
-    noise = float(np.nanmax(np.asarray(standard_errors, dtype=float)))
+    errors = np.asarray(standard_errors, dtype=float)
+    noise = float(np.nanmax(errors)) if np.isfinite(errors).any() else math.nan
     difference_noise = math.sqrt(2.0) * noise
     resolved = difference_noise <= tolerance_abs / 2
     sd = run_sd if run_sd is not None else noise * math.sqrt(repeats)
-    needed = math.ceil((2 * math.sqrt(2.0) * sd / tolerance_abs) ** 2) if tolerance_abs > 0 else None
+    needed = math.ceil((2 * math.sqrt(2.0) * sd / tolerance_abs) ** 2) \
+        if tolerance_abs > 0 and math.isfinite(sd) else None  # no standard error at all: no count to give
     out = {"resolved": bool(resolved), "noise": noise, "tolerance_abs": tolerance_abs,
            "repeats": repeats, "repeats_needed": needed}
     if resolved:

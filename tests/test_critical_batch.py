@@ -48,6 +48,8 @@ def test_best_at_the_largest_batch():
 def test_errors():
     with pytest.raises(ValueError):
         turning_point([8, 16], [NAN, NAN])
+    with pytest.raises(ValueError):  # infinities are no more a metric than NaN (this returned 8)
+        turning_point([8, 16], [math.inf, math.inf], mode="min")
     with pytest.raises(ValueError):
         turning_point([8], [0.1, 0.2])
     with pytest.raises(ValueError):

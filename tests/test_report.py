@@ -66,6 +66,7 @@ def test_nan_metrics_do_not_break_the_report():
     h.loc[h["trial_id"] == "t64", "accuracy"] = float("nan")
     s = summarize(h, metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
     assert s["critical_batch"]["turning_point"]["batch_size"] == 32  # the NaN batch ends the walk
+    assert s["critical_batch"]["turning_point"]["reason"] == "batch size 64 has no completed trial and ends the walk"
     json.dumps(s, allow_nan=False)
 
 
@@ -115,3 +116,64 @@ def test_the_headline_says_how_many_noise_reports_it_left_out():
     assert noise_line(reports=26, reports_left_out=8).endswith(
         "32 averaged over training (8 of 26 reports left out: their |G|² or tr Σ estimate was not positive, "
         "the noise not yet averaged out)")
+
+
+def test_a_batch_that_reached_the_target_by_its_first_report_is_left_out_of_the_fits():
+    """Target 0.52: B=16 is at 0.5213 at its first report (1024 samples), so its 64 steps are only an upper
+    bound (the truth is 60). Left out, the other four give the exact hyperbola back: B_crit = 128."""
+    s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.52)
+    per_batch = {r["batch_size"]: r for r in s["per_batch"]}
+    assert per_batch[16]["target_at_first_report"] and not per_batch[32]["target_at_first_report"]
+    tradeoff = s["critical_batch"]["tradeoff"]
+    assert tradeoff["b_crit"] == pytest.approx(128, rel=1e-6)
+    assert tradeoff["left_out"].startswith("B=16 reached the target 0.52 by the first report")
+    assert s["critical_batch"]["overhead_20pct"]["left_out"] == tradeoff["left_out"]
+    assert f"  {tradeoff['left_out']}" in headline(s)
+    # Every batch there by its first report: nothing left to fit, and both rules say why.
+    low = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.505)
+    assert low["critical_batch"]["tradeoff"]["b_crit"] is None
+    assert low["critical_batch"]["tradeoff"]["reason"].startswith("B=16, 32, 64, 128, 256 reached the target")
+    assert low["critical_batch"]["overhead_20pct"]["batch_size"] is None
+
+
+def test_an_unbounded_interval_is_said_in_the_headline():
+    s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
+    s["critical_batch"]["tradeoff"]["ci95"] = [451.0, None]
+    line = next(x for x in headline(s) if x.startswith("Critical batch, steps/samples tradeoff"))
+    assert "95% CI 451–unbounded (some resamples scale perfectly)" in line
+
+
+def test_an_unbounded_interval_is_null_in_summary_json(tmp_path):
+    """Steps to 0.5 of S = (40 + 16384/B)·noise (test_tradeoff's case, upper end ∞), each reached
+    halfway between a report at 1 sample (accuracy 0) and one at 2X − 1 (accuracy 1): interpolated, X."""
+    import math
+
+    import numpy as np
+
+    from cbs_ray.summary import write_summary
+
+    b = np.array([8, 16, 32, 64, 128, 256.0])
+    steps = (40 + 16384 / b) * np.exp(np.random.default_rng(11).normal(0, 0.1, len(b)))
+    rows = [{"trial_id": f"t{int(bb)}", "batch_size": int(bb), "alpha": 0.5, "warmup_fraction": 0.1,
+             "peak_lr": 1e-3, "samples_seen": s, "accuracy": acc, "wall_time_s": 1.0, "samples_per_s": 100.0,
+             "diverged": False}
+            for bb, st in zip(b, steps) for s, acc in ((1, 0.0), (2 * st * bb - 1, 1.0))]
+    s = summarize(pd.DataFrame(rows), metric="accuracy", mode="max", budget_samples=10 ** 7, target=0.5)
+    tradeoff = s["critical_batch"]["tradeoff"]
+    assert tradeoff["b_crit"] == pytest.approx(624, rel=0.01) and tradeoff["ci95"][1] is None
+    assert math.isfinite(tradeoff["ci95"][0])
+    write_summary(s, pd.DataFrame(rows), tmp_path)  # allow_nan=False: an infinity would raise here
+    assert json.loads((tmp_path / "summary.json").read_text())["critical_batch"]["tradeoff"]["ci95"][1] is None
+
+
+def test_a_batch_size_without_a_completed_trial_below_the_answer_is_not_blamed():
+    """B=8 was only stopped early; the walk from the best (16, 0.82) ends at the drop to 64: answer 32,
+    and no reason naming 8 (it said "batch sizes without a completed trial end the walk: [8]")."""
+    h = history(batches=(8, 16, 32, 64, 128))
+    final = {16: 0.82, 32: 0.815, 64: 0.70, 128: 0.80}
+    for b, acc in final.items():
+        h.loc[(h["batch_size"] == b) & (h["samples_seen"] == BUDGET), "accuracy"] = acc
+    h = h[(h["batch_size"] != 8) | (h["samples_seen"] < BUDGET // 2)]
+    s = summarize(h, metric="accuracy", mode="max", budget_samples=BUDGET, tolerance=0.01)
+    turning = s["critical_batch"]["turning_point"]
+    assert turning["raw_batch_size"] == 32 and turning["reason"] is None

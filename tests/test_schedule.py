@@ -26,6 +26,8 @@ def test_scaled_lr_rejects_non_positive():
 @pytest.mark.parametrize("fraction,total,expected", [
     (0.0, 100, 0), (0.1, 100, 10), (0.05, 10, 1),  # 0.5 rounds to even 0, but nonzero warmup keeps 1
     (0.01, 10, 1), (1.0, 64, 64), (0.25, 7, 2),
+    (0.1, 25, 2),  # 2.5: Python's round, to the even neighbour
+    (0.1, 0, 0),   # never more warmup than steps (1 before)
 ])
 def test_warmup_steps(fraction, total, expected):
     assert warmup_steps(fraction, total) == expected

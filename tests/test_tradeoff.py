@@ -50,6 +50,20 @@ def test_too_few_points_or_no_saturation_give_reasons():
     assert perfect.b_crit is None and "largest batch measured (128)" in perfect.reason
     flat = fit_tradeoff([16, 32, 64], [100, 110, 120])
     assert flat.b_crit is None and "do not fall" in flat.reason
+    # Equal steps: E_min is 0 up to rounding (2e-13), which gave B_crit = 2e-15 before.
+    equal = fit_tradeoff([8, 16, 32, 64], [100, 100, 100, 100])
+    assert equal.b_crit is None and "below 1/4 of the smallest batch measured (8)" in equal.reason
+
+
+def test_resamples_that_scale_perfectly_make_the_upper_end_unbounded():
+    # S = (40 + 16384/B)·noise: B_crit ≈ 624, but 27 of the 976 usable resamples fit S_min ≤ 0 (B_crit = ∞),
+    # more than 2.5 %: the upper end is ∞, not the largest finite estimate (2922 when they were dropped).
+    b = np.array([8, 16, 32, 64, 128, 256.0])
+    steps = (40 + 16384 / b) * np.exp(np.random.default_rng(11).normal(0, 0.1, len(b)))
+    fit = fit_tradeoff(b, steps)
+    assert fit.b_crit == pytest.approx(624, rel=0.01)
+    assert 400 < fit.ci[0] < fit.b_crit and fit.ci[1] == math.inf
+    assert fit_tradeoff(b, steps, bootstrap=0).ci is None  # no resamples: no interval (an IndexError before)
 
 
 def test_overhead_rule():
@@ -59,3 +73,5 @@ def test_overhead_rule():
     assert overhead_rule(batches, steps) == 64
     assert overhead_rule(batches, [NAN] * 5) is None
     assert overhead_rule([16, 32], [NAN, 400]) == 32   # smallest batch that reached it is the reference
+    # B=16 needs 1.75× B=8's samples: the walk ends at 8, though 32 and 64 are back under the line.
+    assert overhead_rule([8, 16, 32, 64], [100, 70, 20, 12]) == 8

@@ -59,3 +59,8 @@ def test_a_zero_tolerance_verdict_names_no_repeat_count():
     out = verdict([0.0, 0.1], [0.01, 0.01], mode="min", tolerance=0.01)
     assert not out["resolved"] and out["repeats_needed"] is None
     assert "None" not in out["text"] and "a larger evaluation set" in out["text"]
+
+
+def test_a_verdict_without_any_standard_error_names_no_repeat_count():
+    out = verdict([0.8, 0.79], [math.nan, math.nan])  # raised ValueError (ceil of NaN)
+    assert not out["resolved"] and out["repeats_needed"] is None
