@@ -152,16 +152,16 @@ def num_trials(spec: SearchSpec) -> int:
     return len(grid_points(spec)) if spec.search.strategy == "grid" else spec.search.num_trials
 
 
-def _max_concurrent(spec: SearchSpec) -> int:
-    import ray
-
+def max_concurrent(spec: SearchSpec, cluster: dict) -> int:
+    """How many trials run at once: ``resources.max_concurrent_trials`` when set, since an autoscaling
+    cluster's resources at the start (``cluster``, e.g. a CPU-only head and no GPU node yet) are not what
+    it grows to; otherwise as many trials as ``cluster``'s CPUs and GPUs fit side by side, at least one."""
     r = spec.resources
-    cluster = ray.cluster_resources()
+    if r.max_concurrent_trials:
+        return r.max_concurrent_trials
     limits = [max(1, int(cluster.get("CPU", 1) // (r.workers_per_trial * r.cpus_per_worker)))]
     if r.use_gpu:
         limits.append(max(1, int(cluster.get("GPU", 0) // r.workers_per_trial)))
-    if r.max_concurrent_trials:
-        limits.append(r.max_concurrent_trials)
     return min(limits)
 
 
@@ -391,6 +391,7 @@ def _run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, nam
                param_space: dict | None = None, restore: str | None = None, **tune_config) -> str:
     """One Tune experiment of ``run_trial`` (the search, or the repeats), new or restored from the
     experiment path ``restore``; returns its path."""
+    import ray
     from ray import tune
 
     from .nothing_fits import NothingFitsStopper, NothingFitsWatch, nothing_fits_in_experiment
@@ -412,7 +413,7 @@ def _run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, nam
     nothing_fits = NothingFitsStopper()
     tuner = tune.Tuner(
         trainable,
-        tune_config=tune.TuneConfig(max_concurrent_trials=_max_concurrent(spec),
+        tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent(spec, ray.cluster_resources()),
                                     # A finished in-process trial's process (torch and transformers
                                     # imported) runs the next trial: seconds saved per trial. Tune
                                     # cannot reset a trial that ran a TorchTrainer, so not for those.

@@ -234,8 +234,9 @@ class ResourcesSpec:
     """Restarts of a trial from its last checkpoint after a worker process dies (a spot node taken back,
     an out-of-memory kill); after that the trial is marked failed and the search goes on."""
     max_concurrent_trials: Optional[int] = None
-    """Cap on concurrent trials; default derived from the cluster's CPUs/GPUs so trials never wait on
-    each other's workers."""
+    """Concurrent trials. Default: as many as the cluster's CPUs/GPUs fit when the search starts, so trials
+    never wait on each other's workers. Set it on an autoscaling cluster, whose resources at the start
+    (a CPU-only head, no GPU node yet) are not what it grows to."""
 
 
 @dataclass

@@ -28,3 +28,25 @@ def test_search_space_validates_and_plans(path, capsys):
     assert main(["--space", str(path), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert " micro × " in out and " steps" in out
+
+
+
+def test_concurrent_trials_follow_the_spec_on_an_autoscaling_cluster():
+    """cluster.yaml starts as a CPU-only head: derived from that, the cap would be 1 trial (and the
+    autoscaler would add one GPU node); the shipped cluster spec sets 8, which wins."""
+    import yaml
+
+    from cbs_ray.search import max_concurrent
+    from cbs_ray.spec import load_spec
+
+    cluster_spec = Path(__file__).parent.parent / "search_spaces" / "sst2_bert_base.yaml"
+    resources = yaml.safe_load(cluster_spec.read_text())["resources"]
+    gpu = ["search.batch_sizes=[256, 512]", "resources.workers_per_trial=4", "resources.cpus_per_worker=4",
+           "resources.use_gpu=true"]
+    assert resources["max_concurrent_trials"] == 8
+    shipped = load_spec(None, gpu + ["resources.max_concurrent_trials=8"])
+    assert max_concurrent(shipped, {"CPU": 0}) == 8 and max_concurrent(shipped, {"CPU": 384, "GPU": 32}) == 8
+    unset = load_spec(None, gpu)
+    assert max_concurrent(unset, {"CPU": 0}) == 1                 # what the cap always was on that cluster
+    assert max_concurrent(unset, {"CPU": 96, "GPU": 8}) == 2      # two nodes up: 2 trials of 4 GPUs
+    assert max_concurrent(load_spec(None, []), {"CPU": 2}) == 2   # this 2-core box: 2 one-CPU trials
