@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .spec import SpecError
 
-__all__ = ["build_model", "model_config"]
+__all__ = ["build_model", "check_buildable", "model_config"]
 
 
 def _auto_class(task: str):
@@ -34,7 +34,9 @@ def model_config(model: dict, task: str, *, vocab_size: int, num_labels: int, pa
     try:
         config = AutoConfig.for_model(model_type, **keys)
     except Exception as e:
-        raise SpecError(f"model.config: cannot build a {model_type!r} config: {str(e).splitlines()[0]}") from None
+        # transformers lists every model type it knows after "Should contain one of": kilobytes, not a line.
+        reason = str(e).splitlines()[0].split(". Should contain one of")[0]
+        raise SpecError(f"model.config: cannot build a {model_type!r} config: {reason}") from None
     config.vocab_size = vocab_size
     config.pad_token_id = pad_id
     for key, value in extra.items():
@@ -44,6 +46,21 @@ def model_config(model: dict, task: str, *, vocab_size: int, num_labels: int, pa
         raise SpecError(f"model.config: max_position_embeddings {positions} is shorter than "
                         f"data.max_seq_length {max_seq_length}")
     return config
+
+
+def check_buildable(model: dict, task: str, config) -> None:
+    """Build a config-only model on the meta device (no memory, no weights): a config transformers
+    accepts can still fail here (hidden size not a multiple of the heads), and should, before Ray starts
+    and every trial fails alike. A named model's config comes with its weights and is not checked."""
+    import torch
+
+    if model.get("name"):
+        return
+    try:
+        with torch.device("meta"):
+            _auto_class(task).from_config(config)
+    except Exception as e:
+        raise SpecError(f"model.config: cannot build the model: {str(e).splitlines()[0]}") from None
 
 
 def build_model(model: dict, task: str, config):

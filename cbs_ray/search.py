@@ -169,7 +169,7 @@ def prepare(spec: SearchSpec):
     """Everything that can fail on bad input, done before Ray starts: the model's config (a named model
     first, so an unknown name is reported as such), the tokenized data, the budget in samples."""
     from .data import prepare_data
-    from .model import model_config
+    from .model import check_buildable, model_config
 
     model = {"name": spec.model.name, "config": spec.model.config}
     if spec.model.name:
@@ -179,6 +179,7 @@ def prepare(spec: SearchSpec):
     budget = resolve_budget(spec, data.train_examples)
     config = model_config(model, spec.task, vocab_size=data.vocab_size, num_labels=data.num_labels,
                           pad_id=data.pad_id, max_seq_length=spec.data.max_seq_length)
+    check_buildable(model, spec.task, config)
     return data, budget, config
 
 

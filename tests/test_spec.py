@@ -288,3 +288,16 @@ def test_a_search_that_ran_but_has_nothing_to_report_is_one_line_and_exit_1(erro
     assert main([]) == 1
     assert capsys.readouterr().err == \
         "error: /x/exp: no trial has reported a result yet; 2 of 2 trials failed, the first with: E\n"
+
+
+@pytest.mark.parametrize("override, line", [
+    # transformers accepts the config; the model cannot be built: caught on the meta device before Ray.
+    ("model.config.num_attention_heads=3", "error: model.config: cannot build the model: The hidden size (64) "
+                                           "is not a multiple of the number of attention heads (3)\n"),
+    # Not the kilobytes of model types transformers lists after the reason.
+    ("model.config={model_type: nonsense}", "error: model.config: cannot build a 'nonsense' config: "
+                                            "Unrecognized model identifier: nonsense\n"),
+])
+def test_a_model_that_cannot_be_built_is_a_one_line_error_before_ray(override, line, capsys):
+    assert main(["--dry-run", "--set", override]) == 2
+    assert capsys.readouterr().err == line
