@@ -510,6 +510,15 @@ def validate(spec: SearchSpec) -> None:
 
     batches = spec.batch_sizes
     largest = batches[-1]
+    if spec.auto_batch_sizes:  # the probe trains at training.base_batch: name that field, not batch_sizes
+        where = "training.base_batch (the probe's batch with search.batch_sizes: auto)"
+        _check_power_of_two(t.base_batch, where)
+        if t.base_batch % r.workers_per_trial:
+            raise SpecError(f"{where}: {t.base_batch} does not split over resources.workers_per_trial="
+                            f"{r.workers_per_trial} workers")
+        if t.eval_every_samples <= 0 or t.eval_every_samples % t.base_batch:
+            raise SpecError(f"training.eval_every_samples: must be a positive multiple of {where}, "
+                            f"{t.base_batch}, got {t.eval_every_samples}")
     if (t.budget_samples is None) == (t.budget_epochs is None):
         raise SpecError("training: set exactly one of budget_samples and budget_epochs")
     if t.budget_epochs is not None and t.budget_epochs <= 0:

@@ -83,6 +83,13 @@ BAD = [
     (["search.grid_points=0"], "search.grid_points: must be at least 1"),
     (["training.memory_limit_gb=0"], "training.memory_limit_gb: must be positive or null"),
     (["training.eval_batch_size=0"], "training.eval_batch_size: must be at least 1"),
+    # batch_sizes: auto trains its probe at training.base_batch: errors name that field.
+    (["search.batch_sizes=auto", "training.base_batch=24"],
+     "training.base_batch (the probe's batch with search.batch_sizes: auto): batch size must be a power of two"),
+    (["search.batch_sizes=auto", "resources.workers_per_trial=3"],
+     "training.base_batch (the probe's batch with search.batch_sizes: auto): 16 does not split over"),
+    (["search.batch_sizes=auto", "training.base_batch=4096"],
+     "training.eval_every_samples: must be a positive multiple of training.base_batch"),
 ]
 
 
@@ -301,3 +308,12 @@ def test_a_search_that_ran_but_has_nothing_to_report_is_one_line_and_exit_1(erro
 def test_a_model_that_cannot_be_built_is_a_one_line_error_before_ray(override, line, capsys):
     assert main(["--dry-run", "--set", override]) == 2
     assert capsys.readouterr().err == line
+
+
+def test_the_plan_counts_the_repeat_trials():
+    from cbs_ray.search import plan_lines
+
+    first = plan_lines(load_spec(None, ["search.repeats=3"]), 16384)[0]
+    assert first.startswith("tiny-bert-sentiment: 5 batch sizes, 12 trials + up to 10 repeat trials (each batch "
+                            "size's best, 2 more seeds) (tpe")
+    assert "repeat" not in plan_lines(load_spec(None, []), 16384)[0]
