@@ -89,7 +89,8 @@ class DataSpec:
     max_train_examples: Optional[int] = None
     """Use only the first N training examples (None: all)."""
     max_eval_examples: Optional[int] = None
-    """Use only the first N evaluation examples (None: all)."""
+    """Use only the first N examples of the eval file/split (None: all). With ``holdout_examples`` that is
+    the dev set; the held-out set the search selects on is sized by ``holdout_examples`` alone."""
     holdout_examples: Optional[int] = None
     """Hold N training examples out (a fixed random sample, never trained on) as the set the search
     selects on; the eval file/split then becomes the dev set, evaluated at the end of each trial and
