@@ -443,10 +443,11 @@ class DoesNotFit(RuntimeError):
 
 def _raise_if_nothing_fits(reason: str | None, experiment_path: str) -> None:
     if reason:
+        memory = "raise training.memory_limit_gb" if "(cpu<=" in reason else \
+            "use GPUs with more free memory (another process may hold some)"
         raise DoesNotFit(f"{reason}: the search stopped at the first trial that found it, since no trial can "
-                         f"fit (the batch size and LR do not change it); raise training.memory_limit_gb, shorten "
-                         f"data.max_seq_length, train in bf16, or set training.gradient_checkpointing=true "
-                         f"(experiment: {experiment_path})")
+                         f"fit (the batch size and LR do not change it); {memory}, shorten data.max_seq_length, "
+                         f"train in bf16, or set training.gradient_checkpointing=true (experiment: {experiment_path})")
 
 
 class SearchInterrupted(KeyboardInterrupt):

@@ -130,3 +130,18 @@ def test_the_nothing_fits_message_is_found_in_a_trials_error_text():
     assert nothing_fits_in(error) == \
         "not even a micro-batch of 1 fits in memory (cpu<=0.001GiB, sequence length 32, fp32)"
     assert nothing_fits_in("Failure # 1\nRuntimeError: worker died\n") is None
+
+
+@pytest.mark.parametrize("reason, advice", [
+    ("not even a micro-batch of 1 fits in memory (cpu<=0.001GiB, sequence length 32, fp32)",
+     "raise training.memory_limit_gb, shorten data.max_seq_length"),
+    ("not even a micro-batch of 1 fits in memory (NVIDIA H200, sequence length 8192, bf16)",
+     "use GPUs with more free memory (another process may hold some), shorten data.max_seq_length"),
+])
+def test_the_nothing_fits_error_says_what_to_change_on_that_device(reason, advice):
+    from cbs_ray.search import DoesNotFit, _raise_if_nothing_fits
+
+    _raise_if_nothing_fits(None, "/x")  # nothing to say
+    with pytest.raises(DoesNotFit) as info:
+        _raise_if_nothing_fits(reason, "/x/exp")
+    assert str(info.value).startswith(reason + ": the search stopped at the first trial") and advice in str(info.value)
