@@ -153,6 +153,7 @@ def palm_flops_per_token(model, seq: int) -> int:
 def profile(training_step, model, micro: int, device) -> None:
     """Operator time of one step as 1 x micro and as 4 x micro/4, side by side, the largest differences
     first: where accumulation's extra time goes."""
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as profiler
 
@@ -166,13 +167,17 @@ def profile(training_step, model, micro: int, device) -> None:
             if device.type == "cuda":
                 torch.cuda.synchronize()
         field = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
-        per_op.append({e.key: (getattr(e, field), e.count) for e in prof.key_averages()})
+        # On CUDA the kernels' own rows only: an operator's row also carries its kernels' device time, so
+        # summing both would count the device's time twice.
+        per_op.append({e.key: (getattr(e, field), e.count) for e in prof.key_averages()
+                       if device.type != "cuda" or e.device_type != DeviceType.CPU})
     whole, split = per_op
     rows = sorted(set(whole) | set(split), key=lambda k: split.get(k, (0, 0))[0] - whole.get(k, (0, 0))[0],
                   reverse=True)
     total = [sum(t for t, _ in ops.values()) / 1e3 for ops in per_op]
     print(f"PROFILE one step of {micro} samples: 1 x {micro} {total[0]:.1f} ms, 4 x {micro // 4} {total[1]:.1f} ms "
-          f"({'device' if device.type == 'cuda' else 'CPU'} self time); operators whose time grows most:")
+          f"({'device, per kernel' if device.type == 'cuda' else 'CPU, per operator'} self time); "
+          f"what grows most:")
     for key in rows[:15]:
         (t1, n1), (t4, n4) = whole.get(key, (0, 0)), split.get(key, (0, 0))
         print(f"PROFILE   {key[:60]:60s} {t1 / 1e3:8.2f} ms ({n1:5d} calls) -> {t4 / 1e3:8.2f} ms ({n4:5d} calls)")

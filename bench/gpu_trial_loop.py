@@ -1,8 +1,9 @@
 """The trial loop itself on one GPU: BERT-base bf16 at sequence 128, the samples/s the loop reports and
 the MFU they make, at B = micro as 1 × micro and as 4 × micro/4. ``gpu_bert_base.py`` times a bare
 training step; this times what a trial runs (DataLoader, per-step token counting, the one device sync
-per step, clipping, the LR schedule, milestone evaluation and checkpoints, which the reported samples/s
-leave out as the search's own figures do).
+per step, clipping, the LR schedule and milestone evaluation, which the reported samples/s leave out as
+the search's own figures do). Checkpoints are not written: BERT-base with its AdamW state is 1.3 GB per
+report, time the figure leaves out but the device session's minutes do not.
 
 Runs without Ray, in an in-process session on the device (as ``pytest -m gpu``). Each run trains
 2 × ``--steps`` optimizer steps and reports twice; the second report's samples/s (the first interval
@@ -19,6 +20,7 @@ import statistics
 
 import torch
 
+import cbs_ray.train_loop
 from cbs_ray.model import build_model
 from cbs_ray.search import prepare
 from cbs_ray.spec import TINY_BERT, load_spec
@@ -35,26 +37,29 @@ class DeviceSession(Quiet):
         self.device = device
 
 
-def trial(batch: int, micro: int, args, device: torch.device):
+def trial(batch: int, micro: int, args, device: torch.device, prepared=None):
     """The trial's setup and data: BERT-base (or the tiny BERT) from its config, built-in sentences padded
-    to ``args.seq``, alpha 0 (the base LR at any batch), no warm-up, bf16 (fp32 in the smoke run)."""
+    to ``args.seq``, alpha 0 (the base LR at any batch), no warm-up, bf16 (fp32 in the smoke run). One
+    epoch holds every step, so no epoch boundary (the DataLoader's workers filling up again) falls inside
+    a timed interval. ``prepared``: the data and config of an earlier call (they do not depend on micro)."""
     model = "{model_type: bert}" if not args.smoke else "{" + ", ".join(f"{k}: {v}" for k, v in TINY_BERT.items()) + "}"
     samples = 2 * args.steps * batch
     spec = load_spec(None, [
-        f"model.config={model}", f"data.max_seq_length={args.seq}", f"data.builtin_train_examples={max(8192, 4 * batch)}",
+        f"model.config={model}", f"data.max_seq_length={args.seq}",
+        f"data.builtin_train_examples={max(8192, samples + batch)}",
         "data.builtin_eval_examples=256", f"search.batch_sizes=[{batch}]", "search.num_trials=1",
         f"training.budget_samples={samples}", f"training.eval_every_samples={samples // 2}",
         f"asha.grace_period_samples={samples // 2}", f"training.micro_batch_size={micro}",
         f"training.precision={'fp32' if args.smoke else 'bf16'}", f"training.compile={str(args.compile).lower()}",
         f"resources.use_gpu={str(device.type == 'cuda').lower()}"])
-    data, budget, config = prepare(spec)
+    data, budget, config = prepared or prepare(spec)
     setup = make_setup(spec, {"log2_batch": batch.bit_length() - 1, "alpha": 0.0, "warmup_fraction": 0.0},
                        budget_samples=budget, model_config=config)
-    return setup, data
+    return setup, (data, budget, config)
 
 
-def samples_per_s(batch: int, micro: int, args, device: torch.device) -> dict:
-    setup, data = trial(batch, micro, args, device)
+def samples_per_s(batch: int, micro: int, args, device: torch.device, prepared) -> dict:
+    setup, (data, _, _) = trial(batch, micro, args, device, prepared)
     if args.compile:
         torch._dynamo.reset()  # each run compiles its own static shapes, as a fresh trial process would
     session = DeviceSession(device)
@@ -78,12 +83,13 @@ def main() -> None:
         assert torch.cuda.is_available(), "needs a CUDA GPU (or --smoke)"
         torch.backends.cuda.matmul.allow_tf32 = True
     device = torch.device("cuda" if not args.smoke else "cpu")
-    setup, _ = trial(args.micro, args.micro, args, device)
+    cbs_ray.train_loop._save_state = lambda *args, **kwargs: None  # no checkpoints (see the docstring)
+    setup, prepared = trial(args.micro, args.micro, args, device)
     per_token = palm_flops_per_token(build_model(setup.model, setup.task, setup.model_config), args.seq)
     batch, runs = args.micro, {1: [], 4: []}
     for _ in range(args.repeats):
         for accumulation in runs:
-            last = samples_per_s(batch, batch // accumulation, args, device)
+            last = samples_per_s(batch, batch // accumulation, args, device, prepared)
             assert (last["micro_batch"], last["accumulation"]) == (batch // accumulation, accumulation), last
             runs[accumulation].append(last["samples_per_s"])
             print(f"trial loop {accumulation} x {batch // accumulation}: {last['samples_per_s']:.0f} samples/s "

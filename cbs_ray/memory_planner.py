@@ -104,6 +104,11 @@ def _probe_step(model, optimizer, m: int, *, seq_len: int, vocab_size: int, task
         optimizer.zero_grad(set_to_none=True)
 
 
+OUT_OF_MEMORY_SIGNS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
+                       "CUDNN_STATUS_NOT_ENOUGH_WORKSPACE")
+"""What a RuntimeError says when a library under torch ran out of GPU memory."""
+
+
 def cuda_fits(model, make_optimizer, *, seq_len: int, vocab_size: int, task: str, dtype) -> Callable[[int], bool]:
     """``fits(m)`` for a CUDA model: two training steps on random tokens at micro-batch m under autocast
     ``dtype`` (``_probe_step``); False on out-of-memory. Gradients and optimizer state are dropped after."""
@@ -117,6 +122,10 @@ def cuda_fits(model, make_optimizer, *, seq_len: int, vocab_size: int, task: str
             return True
         except torch.cuda.OutOfMemoryError:
             return False
+        except RuntimeError as e:  # out of memory inside cuBLAS/cuDNN or a CUDA call, raised as RuntimeError
+            if any(sign in str(e) for sign in OUT_OF_MEMORY_SIGNS):
+                return False
+            raise
         finally:
             optimizer.zero_grad(set_to_none=True)
             del optimizer

@@ -316,10 +316,13 @@ def evaluate(model, session, data, setup: TrialSetup, *, on_dev: bool = False,
     ids, mask, labels = (torch.tensor(a[shard]) for a in arrays)
     sums = torch.zeros(3, dtype=torch.float64)  # loss sum, correct, count
     size = batch_size or setup.eval_batch_size
+    amp_dtype = autocast_dtype(setup.precision, session.device)  # the model is evaluated as it trains
     for start in range(0, len(ids), size):
         batch = _inputs((ids[start:start + size], mask[start:start + size], labels[start:start + size]),
                         setup.task, session.device)
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
+        with torch.autocast(session.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        logits = logits.float()
         if setup.task == "causal-lm":
             shifted, target = logits[:, :-1].flatten(0, 1), batch["labels"][:, 1:].flatten()
             loss = torch.nn.functional.cross_entropy(shifted, target, ignore_index=-100, reduction="sum")

@@ -145,3 +145,29 @@ def test_the_nothing_fits_error_says_what_to_change_on_that_device(reason, advic
     with pytest.raises(DoesNotFit) as info:
         _raise_if_nothing_fits(reason, "/x/exp")
     assert str(info.value).startswith(reason + ": the search stopped at the first trial") and advice in str(info.value)
+
+
+@pytest.mark.parametrize("error, fits", [
+    (RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"), False),
+    (RuntimeError("CUDA error: out of memory"), False),
+    (RuntimeError("mat1 and mat2 shapes cannot be multiplied"), "raises"),
+])
+def test_the_cuda_probe_reads_an_out_of_memory_runtime_error_as_does_not_fit(monkeypatch, error, fits):
+    """cuBLAS or a CUDA call that runs out of memory raises a RuntimeError, not OutOfMemoryError: that is
+    "does not fit" too; any other error is a real one and propagates."""
+    import torch
+
+    import cbs_ray.memory_planner as planner
+
+    def failing_step(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(planner, "_probe_step", failing_step)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    probe = planner.cuda_fits(None, lambda: torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1),
+                              seq_len=8, vocab_size=10, task="sequence-classification", dtype=None)
+    if fits == "raises":
+        with pytest.raises(RuntimeError, match="shapes"):
+            probe(4)
+    else:
+        assert probe(4) is False

@@ -318,3 +318,26 @@ def test_the_probe_measures_a_model_in_training_mode_even_if_it_came_in_eval_mod
     monkeypatch.setattr(planner, "_probe_step", recording_step)
     run(["training.probe_micro_batch=true", "training.micro_batch_size=null", "training.memory_limit_gb=64"], batch=32)
     assert modes and all(modes)
+
+
+@pytest.mark.parametrize("precision, autocast", [("bf16", True), ("fp32", False)])
+def test_evaluation_runs_in_the_training_precision(precision, autocast):
+    """As it trains: under bf16 autocast when training is (it ran in full fp32: slower on a GPU, and not
+    the model that trains)."""
+    from types import SimpleNamespace
+
+    from cbs_ray.train_loop import evaluate
+
+    spec = load_spec(None, SMALL + [f"training.precision={precision}"])
+    data, budget, config = prepare(spec)
+    setup = make_setup(spec, {"log2_batch": 4, "alpha": 1.0, "warmup_fraction": 0.0}, budget_samples=budget,
+                       model_config=config)
+    seen = []
+
+    class Recording(torch.nn.Module):
+        def forward(self, input_ids, attention_mask):
+            seen.append(torch.is_autocast_enabled("cpu"))
+            return SimpleNamespace(logits=torch.zeros(len(input_ids), 2))
+
+    metrics = evaluate(Recording(), LocalSession(), data, setup)
+    assert seen and set(seen) == {autocast} and metrics["accuracy"] >= 0
