@@ -168,9 +168,10 @@ def test_a_model_that_fits_nowhere_ends_the_search_at_the_first_trial(tmp_path):
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: not even a micro-batch of 1 fits in memory (cpu<=0.001GiB, sequence length")
     assert "raise training.memory_limit_gb" in last and "Traceback" not in proc.stderr.split("error: ")[-1]
-    # Each attempt's probe prints its first size; the search stopped before the trials and retries ran.
+    # Each attempt's probe prints its first size. Two trials start at once on 2 CPUs, and a retry may start
+    # before the stop lands: at most 4 attempts, against 4 trials × 3 attempts = 12 without the stop.
     attempts = (proc.stdout + proc.stderr).count("micro-batch probe: micro-batch 2:")
-    assert 1 <= attempts <= 2, attempts
+    assert 1 <= attempts <= 4, attempts
     # The report on that experiment says why there is nothing to report.
     experiment = last.rsplit("(experiment: ", 1)[1].rstrip(")")
     report = subprocess.run([sys.executable, "-m", "cbs_ray.report", experiment], capture_output=True, text=True,
