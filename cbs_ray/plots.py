@@ -51,9 +51,13 @@ def steps_vs_samples(summary: dict, path: Path) -> Path:
     rows = [r for r in summary["per_batch"] if r.get("steps_to_target") is not None]
     fig, ax = plt.subplots(figsize=(6, 4))
     for r in rows:
-        ax.plot(r["samples_to_target"], r["steps_to_target"], "o", color="tab:blue")
-        ax.annotate(f"B={r['batch_size']}", (r["samples_to_target"], r["steps_to_target"]), fontsize=7,
-                    xytext=(3, 3), textcoords="offset points")
+        # Reached by the first report: an upper bound, left out of the fit (hollow, "≤").
+        bound = bool(r.get("target_at_first_report"))
+        ax.plot(r["samples_to_target"], r["steps_to_target"], "o", color="tab:blue",
+                markerfacecolor="none" if bound else "tab:blue")
+        ax.annotate(f"B={r['batch_size']}" + (" ≤ (left out)" if bound else ""),
+                    (r["samples_to_target"], r["steps_to_target"]), fontsize=7, xytext=(3, 3),
+                    textcoords="offset points")
     if fit["b_crit"] is not None:
         s_min, e_min = fit["s_min"], fit["e_min"]
         b = np.logspace(np.log2(min(r["batch_size"] for r in rows)) - 1,

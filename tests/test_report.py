@@ -118,7 +118,7 @@ def test_the_headline_says_how_many_noise_reports_it_left_out():
         "the noise not yet averaged out)")
 
 
-def test_a_batch_that_reached_the_target_by_its_first_report_is_left_out_of_the_fits():
+def test_a_batch_that_reached_the_target_by_its_first_report_is_left_out_of_the_fits(tmp_path, monkeypatch):
     """Target 0.52: B=16 is at 0.5213 at its first report (1024 samples), so its 64 steps are only an upper
     bound (the truth is 60). Left out, the other four give the exact hyperbola back: B_crit = 128."""
     s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.52)
@@ -129,6 +129,14 @@ def test_a_batch_that_reached_the_target_by_its_first_report_is_left_out_of_the_
     assert tradeoff["left_out"].startswith("B=16 reached the target 0.52 by the first report")
     assert s["critical_batch"]["overhead_20pct"]["left_out"] == tradeoff["left_out"]
     assert f"  {tradeoff['left_out']}" in headline(s)
+    import matplotlib.pyplot as plt
+
+    from cbs_ray.plots import steps_vs_samples
+
+    texts, close = [], plt.close
+    monkeypatch.setattr(plt, "close", lambda fig: texts.extend(t.get_text() for t in fig.axes[0].texts) or close(fig))
+    steps_vs_samples(s, tmp_path / "steps.png")
+    assert "B=16 ≤ (left out)" in texts and "B=32" in texts  # the upper bound drawn as such
     # Every batch there by its first report: nothing left to fit, and both rules say why.
     low = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.505)
     assert low["critical_batch"]["tradeoff"]["b_crit"] is None
