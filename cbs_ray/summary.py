@@ -230,6 +230,7 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
         target = default_target(measured, metric=metric, mode=mode)
     tradeoff = TradeoffFit(None, None, None, reason="no completed trial to take a target from")
     overhead = {"batch_size": None, "reason": "no completed trial to take a target from"}
+    left_out_note = None  # batch sizes both rules left out, and why
     if target is not None and len(trials):
         trials = trials.merge(_steps_to_target(history, metric=metric, mode=mode, target=target),
                               left_on="trial_id", right_index=True, how="left")
@@ -255,7 +256,7 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
             if not len(reached):
                 tradeoff.reason = overhead["reason"] = note
             else:
-                overhead["left_out"] = tradeoff.left_out = note
+                overhead["left_out"] = left_out_note = note
 
     if fitted:
         per_batch[f"fit_{metric}"] = per_batch["batch_size"].map(fitted)
@@ -281,7 +282,7 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
             "batch_size": turning["batch_size"],  # the turning point, the headline answer
             "turning_point": turning,
             # An unbounded end (B_crit = ∞ in enough resamples) is null: JSON has no infinity.
-            "tradeoff": {"b_crit": tradeoff.b_crit, "left_out": tradeoff.left_out,
+            "tradeoff": {"b_crit": tradeoff.b_crit, "left_out": left_out_note,
                          "ci95": [v if math.isfinite(v) else None for v in tradeoff.ci] if tradeoff.ci else None,
                          "s_min": tradeoff.s_min, "e_min": tradeoff.e_min, "points": tradeoff.points,
                          "reason": tradeoff.reason},

@@ -52,7 +52,6 @@ class TradeoffFit:
     reason: Optional[str] = None
     batch_sizes: list = field(default_factory=list)
     steps: list = field(default_factory=list)
-    left_out: Optional[str] = None  # batch sizes the caller left out of the fit, and why
 
 
 EXTRAPOLATION_LIMIT = 4  # a B_crit further than this beyond the largest measured batch is not reported

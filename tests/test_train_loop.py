@@ -178,30 +178,35 @@ def test_a_memory_limit_below_what_the_worker_holds_fails_the_trial_with_a_clear
         run(["training.probe_micro_batch=true", "training.memory_limit_gb=0.001"], batch=32)
 
 
-def test_a_restarted_trial_continues_from_its_checkpoint(tmp_path):
-    """What a dead worker or a resumed experiment hands the loop: the last checkpoint. It continues at the
-    next milestone, with its clocks, and says where it resumed from."""
-    import shutil
-
+def train_and_restart(setup, data, directory, *, from_report: int):
+    """Train the trial once, keeping the checkpoint of report ``from_report`` in ``directory``; then train it
+    again as a restart hands it that checkpoint. Returns both sessions (whole run, restarted run)."""
     from ray.train import Checkpoint
 
-    class KeepFirst(Recorder):
+    class Keeping(Recorder):
         def report(self, metrics, checkpoint_dir):
             super().report(metrics, checkpoint_dir)
-            if len(self.reports) == 1:
-                shutil.copytree(checkpoint_dir, tmp_path / "first")
+            if len(self.reports) == from_report:
+                shutil.copytree(checkpoint_dir, directory)
 
     class Restarted(Recorder):
         def get_checkpoint(self):
-            return Checkpoint.from_directory(str(tmp_path / "first"))
+            return Checkpoint.from_directory(str(directory))
 
+    whole, again = Keeping(), Restarted()
+    train_loop(setup, data, whole)
+    train_loop(setup, data, again)
+    return whole, again
+
+
+def test_a_restarted_trial_continues_from_its_checkpoint(tmp_path):
+    """What a dead worker or a resumed experiment hands the loop: the last checkpoint. It continues at the
+    next milestone, with its clocks, and says where it resumed from."""
     spec = load_spec(None, SMALL)
     data, budget, config = prepare(spec)
     setup = make_setup(spec, {"log2_batch": 4, "alpha": 1.0, "warmup_fraction": 0.25}, budget_samples=budget,
                        model_config=config)
-    first, again = KeepFirst(), Restarted()
-    train_loop(setup, data, first)
-    train_loop(setup, data, again)
+    first, again = train_and_restart(setup, data, tmp_path / "first", from_report=1)
     assert [r["samples_seen"] for r in first.reports] == [128, 256]
     assert [r["samples_seen"] for r in again.reports] == [256]  # not from zero
     assert again.reports[0]["resumed_from_samples"] == 128 and first.reports[0]["resumed_from_samples"] == 0
@@ -216,8 +221,6 @@ def test_a_restarted_trial_ends_where_an_uninterrupted_one_does(tmp_path, monkey
     examples: 35 micro-batches of 16 per epoch (B=32 as 2 × 16, so step 18 straddles the epoch boundary)
     or 17 of 32; the checkpoint at 512 samples (step 16) sits mid-epoch either way. In fp16, the first
     step overflows and is skipped: its two micro-batches were drawn without a step being taken."""
-    from ray.train import Checkpoint
-
     import cbs_ray.train_loop as loop
 
     overrides = ["data.builtin_train_examples=560", "data.builtin_eval_examples=128",
@@ -239,20 +242,7 @@ def test_a_restarted_trial_ends_where_an_uninterrupted_one_does(tmp_path, monkey
     data, budget, config = prepare(spec)
     setup = make_setup(spec, {"log2_batch": 5, "alpha": 1.0, "warmup_fraction": 0.25}, budget_samples=budget,
                        model_config=config)
-
-    class KeepSecond(Recorder):
-        def report(self, metrics, checkpoint_dir):
-            super().report(metrics, checkpoint_dir)
-            if len(self.reports) == 2:
-                shutil.copytree(checkpoint_dir, tmp_path / "second")
-
-    class Restarted(Recorder):
-        def get_checkpoint(self):
-            return Checkpoint.from_directory(str(tmp_path / "second"))
-
-    whole, again = KeepSecond(), Restarted()
-    train_loop(setup, data, whole)
-    train_loop(setup, data, again)
+    whole, again = train_and_restart(setup, data, tmp_path / "second", from_report=2)
     if fp16_overflow:
         assert whole.reports[-1]["steps"] == 40 and len(calls) == 2 * 41 + 2 * 24  # one step was skipped
     assert [r["samples_seen"] for r in again.reports] == [768, 1024, 1280]
