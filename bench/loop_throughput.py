@@ -18,7 +18,7 @@ import time
 import torch
 
 from cbs_ray.model import build_model
-from cbs_ray.schedule import lr_multiplier
+from cbs_ray.lr_schedule import lr_multiplier
 from cbs_ray.search import prepare
 from cbs_ray.spec import load_spec
 from cbs_ray.train_loop import LocalSession, evaluate, make_optimizer, train_loop

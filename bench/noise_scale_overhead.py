@@ -16,7 +16,7 @@ import statistics
 import tempfile
 import time
 
-from cbs_ray.search import _fit, prepare
+from cbs_ray.experiment import _fit, prepare
 from cbs_ray.spec import load_spec
 from cbs_ray.train_loop import train_loop
 from cbs_ray.trial import make_setup

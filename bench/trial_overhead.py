@@ -23,7 +23,7 @@ import time
 import ray
 
 from cbs_ray.report import load_history
-from cbs_ray.search import _fit, prepare
+from cbs_ray.experiment import _fit, prepare
 from cbs_ray.spec import load_spec
 
 SHAPE = ["search.batch_sizes=[16, 32, 64]", "search.num_trials=3", "training.budget_samples=2048",

@@ -8,7 +8,7 @@ from .budget import BatchPlan, milestones, optimizer_steps, plan_batch
 from .critical_batch import turning_point
 from .noise_scale import noise_scale
 from .pareto import pareto_front
-from .schedule import lr_multiplier, scaled_lr, warmup_steps
+from .lr_schedule import lr_multiplier, scaled_lr, warmup_steps
 from .spec import SearchSpec, SpecError, load_spec
 from .tradeoff import TradeoffFit, fit_tradeoff, overhead_rule
 from .uncertainty import accuracy_standard_error, turning_point_range, verdict

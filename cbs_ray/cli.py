@@ -1,12 +1,20 @@
-"""What the two command lines share."""
+"""The two command lines: ``python -m cbs_ray.search`` (run or resume a search) and ``python -m
+cbs_ray.report`` (rebuild a report from an experiment directory). Both parse, call the Python API, and
+turn a bad input into one line and a non-zero exit: 2 for a bad spec or argument, 1 for a run that has
+nothing to report, 130 for Ctrl-C."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from pathlib import Path
 
-__all__ = ["OneLineParser", "unforeseen_error"]
+__all__ = ["OneLineParser", "unforeseen_error", "search_main", "report_main"]
+
+SEARCH_DESCRIPTION = "Run a critical-batch search: python -m cbs_ray.search [--space FILE] [--set key=value ...]"
+REPORT_DESCRIPTION = ("The report: python -m cbs_ray.report EXPERIMENT_DIR [--output DIR] [--tolerance 0.01] "
+                      "[--target VALUE]")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -24,3 +32,108 @@ def unforeseen_error(e: Exception) -> int:
     print(f"error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
           "(set CBS_RAY_DEBUG=1 for the traceback)", file=sys.stderr)
     return 1
+
+
+# ---- python -m cbs_ray.search ----------------------------------------------------------------------
+
+def parse_search_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = OneLineParser(prog="python -m cbs_ray.search", description=SEARCH_DESCRIPTION)
+    parser.add_argument("--space", help="search-space YAML (default: the embedded tiny CPU default)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a spec field, e.g. --set training.budget_samples=16384")
+    parser.add_argument("--output", help="directory for summary.json and trials.csv "
+                                         "(default ./cbs_results/<name>)")
+    parser.add_argument("--address", help="Ray cluster address (e.g. auto); default: start Ray locally")
+    parser.add_argument("--dry-run", action="store_true", help="validate and print the plan; start nothing")
+    parser.add_argument("--resume", metavar="EXPERIMENT_DIR",
+                        help="continue a killed search from its experiment directory (printed when it started); "
+                             "the spec is the experiment's own")
+    parser.add_argument("--probe", action="store_true",
+                        help="one short run at a single batch size: print the gradient noise scale B_simple "
+                             "and a batch-size grid centred on it (use it with search.batch_sizes=auto)")
+    return parser.parse_args(argv)
+
+
+def search_main(argv: list[str] | None = None) -> int:
+    try:
+        args = parse_search_args(argv)
+    except SystemExit as e:  # argparse already printed its one-line usage error
+        return 2 if e.code else 0
+    from .experiment import (DoesNotFit, SearchInterrupted, prepare, probe_spec, ray_session, resume_search,
+                             run_probe, run_search)
+    from .report import ReportError
+    from .search_space import plan_lines
+    from .spec import SpecError, load_spec
+
+    try:
+        if args.resume:
+            clashes = [flag for flag, given in (("--space", args.space), ("--set", args.overrides),
+                                                ("--dry-run", args.dry_run), ("--probe", args.probe)) if given]
+            if clashes:
+                raise SpecError(f"--resume: continues the experiment's own spec; drop {', '.join(clashes)}")
+            resume_search(args.resume, address=args.address, output_dir=args.output)
+            return 0
+        spec = load_spec(args.space, args.overrides)
+        if args.dry_run:
+            if spec.auto_batch_sizes:
+                print("batch sizes: auto — a probe run measures B_simple first; the probe:")
+                spec = probe_spec(spec)
+            _, budget, _ = prepare(spec)
+            print("\n".join(plan_lines(spec, budget)))
+            return 0
+        if args.probe:
+            probe = probe_spec(spec)
+            prepared = prepare(probe)
+            with ray_session(args.address):
+                _, grid = run_probe(probe, prepared)
+            print(f"use it: --set 'search.batch_sizes={grid}', or search.batch_sizes: auto in the spec")
+            return 0
+        run_search(spec, address=args.address, output_dir=args.output)
+        return 0
+    except SpecError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (DoesNotFit, ReportError) as e:  # ran, but nothing to report (every trial failed, say why)
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:
+        return unforeseen_error(e)
+    except KeyboardInterrupt as e:
+        where = e.experiment_path if isinstance(e, SearchInterrupted) else "EXPERIMENT_DIR"
+        print(f"interrupted: finished trials and checkpoints are kept; continue with: "
+              f"python -m cbs_ray.search --resume {where}", file=sys.stderr)
+        return 130
+
+
+# ---- python -m cbs_ray.report ----------------------------------------------------------------------
+
+def report_main(argv: list[str] | None = None) -> int:
+    parser = OneLineParser(prog="python -m cbs_ray.report", description=REPORT_DESCRIPTION)
+    parser.add_argument("experiment_dir", help="the Tune experiment directory a search wrote")
+    parser.add_argument("--output", help="where to write the report (default: ./cbs_results/<name>)")
+    parser.add_argument("--tolerance", type=float, help="turning-point tolerance (relative; default from the spec)")
+    parser.add_argument("--target", type=float, help="target metric for the tradeoff and the 20%% rule")
+    parser.add_argument("--turning-point", choices=["monotone", "raw"],
+                        help="read the turning point off the monotone fit or the raw bests (default from the spec)")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return 2 if e.code else 0
+    if args.tolerance is not None and not 0 <= args.tolerance < 1:
+        print(f"error: --tolerance: must be in [0, 1), got {args.tolerance}", file=sys.stderr)
+        return 2
+    from .report import ReportError, analyze, headline
+
+    try:
+        report = analyze(args.experiment_dir, tolerance=args.tolerance, target=args.target,
+                         turning_fit=args.turning_point)
+        out = Path(args.output or Path("cbs_results") / (report.summary.get("name") or "report"))
+        html_path = report.write(out)
+    except ReportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:
+        return unforeseen_error(e)
+    print("\n".join(headline(report.summary)))
+    print(f"Report: {html_path.resolve()}")
+    return 0

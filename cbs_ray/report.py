@@ -18,10 +18,9 @@ from typing import Optional
 
 import pandas as pd
 
-from .cli import OneLineParser, unforeseen_error
 from .summary import summarize, write_summary
 
-__all__ = ["Report", "ReportError", "analyze", "META_FILE", "write_meta", "read_meta", "main"]
+__all__ = ["Report", "ReportError", "analyze", "META_FILE", "write_meta", "read_meta"]
 
 META_FILE = "cbs_spec.json"
 
@@ -334,37 +333,7 @@ td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}img{{max-width:10
 """
 
 
-# ---- command line ----------------------------------------------------------------------------------
-
-def main(argv: list[str] | None = None) -> int:
-    parser = OneLineParser(prog="python -m cbs_ray.report", description=__doc__.split("\n\n")[0])
-    parser.add_argument("experiment_dir", help="the Tune experiment directory a search wrote")
-    parser.add_argument("--output", help="where to write the report (default: ./cbs_results/<name>)")
-    parser.add_argument("--tolerance", type=float, help="turning-point tolerance (relative; default from the spec)")
-    parser.add_argument("--target", type=float, help="target metric for the tradeoff and the 20%% rule")
-    parser.add_argument("--turning-point", choices=["monotone", "raw"],
-                        help="read the turning point off the monotone fit or the raw bests (default from the spec)")
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:
-        return 2 if e.code else 0
-    if args.tolerance is not None and not 0 <= args.tolerance < 1:
-        print(f"error: --tolerance: must be in [0, 1), got {args.tolerance}", file=sys.stderr)
-        return 2
-    try:
-        report = analyze(args.experiment_dir, tolerance=args.tolerance, target=args.target,
-                         turning_fit=args.turning_point)
-        out = Path(args.output or Path("cbs_results") / (report.summary.get("name") or "report"))
-        html_path = report.write(out)
-    except ReportError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:
-        return unforeseen_error(e)
-    print("\n".join(headline(report.summary)))
-    print(f"Report: {html_path.resolve()}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from .cli import report_main
+
+    sys.exit(report_main())

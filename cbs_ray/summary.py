@@ -16,7 +16,7 @@ import pandas as pd
 from .critical_batch import monotone_fit, turning_point, within_tolerance
 from .noise_scale import b_simple
 from .pareto import pareto_front
-from .schedule import warmup_steps
+from .lr_schedule import warmup_steps
 from .tradeoff import TradeoffFit, fit_tradeoff, overhead_rule, samples_to_target
 from .uncertainty import accuracy_standard_error, mean_and_standard_error, turning_point_range, verdict
 

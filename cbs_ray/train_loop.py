@@ -28,7 +28,7 @@ import torch
 from .budget import BatchPlan, milestones, optimizer_steps, plan_batch
 from .metrics import TrialGauges
 from .noise_scale import NOT_MEASURABLE, NoiseScaleMeter, b_simple
-from .schedule import lr_multiplier, scaled_lr, warmup_steps
+from .lr_schedule import lr_multiplier, scaled_lr, warmup_steps
 
 __all__ = ["TrialSetup", "LocalSession", "TrainSession", "train_loop", "WORST_METRIC"]
 

@@ -1,5 +1,21 @@
 import os
 
+import pytest
+
 # Tests never reach a model hub: an unknown model name must fail at once, not after retries.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+OPT_IN_MARKERS = ("slow", "gpu")
+"""Run only when a -m expression names them (pytest -m slow, pytest -m gpu): excluded from plain
+``pytest`` and from the quick tier ``pytest -m "not e2e and not multiproc"`` alike, which a -m in
+addopts could not do (the command line's -m replaces it)."""
+
+
+def pytest_collection_modifyitems(config, items):
+    expression = config.getoption("markexpr") or ""
+    opted_out = [m for m in OPT_IN_MARKERS if m not in expression]
+    deselected = [item for item in items if any(item.get_closest_marker(m) for m in opted_out)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if item not in deselected]

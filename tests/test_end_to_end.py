@@ -9,6 +9,8 @@ import pytest
 from cbs_ray import run_search
 from cbs_ray.spec import load_spec
 
+pytestmark = pytest.mark.e2e  # a real local Ray cluster
+
 TINY = ["data.builtin_train_examples=2048", "data.builtin_eval_examples=512", "training.budget_samples=4096",
         "training.eval_every_samples=2048", "asha.grace_period_samples=2048", "search.batch_sizes=[8, 16]"]
 
@@ -110,7 +112,7 @@ def test_report_cli_on_the_experiment_and_on_a_partial_copy(ddp_search, tmp_path
     import shutil
 
     from cbs_ray.report import analyze
-    from cbs_ray.report import main as report_main
+    from cbs_ray.cli import report_main
 
     assert report_main([ddp_search.experiment_path, "--output", str(tmp_path / "full"), "--tolerance", "0.5"]) == 0
     full = json.loads((tmp_path / "full" / "summary.json").read_text())

@@ -177,6 +177,7 @@ def _two_gloo_workers(rank: int, port: int, out: str, task: list) -> None:
     dist.destroy_process_group()
 
 
+@pytest.mark.multiproc
 @TASKS
 def test_accumulation_on_two_gloo_workers_updates_like_one_step(tmp_path, task):
     port = _free_port()
@@ -205,6 +206,7 @@ def _agree_on_a_micro_batch(rank: int, port: int, out: str) -> None:
     dist.destroy_process_group()
 
 
+@pytest.mark.multiproc
 def test_workers_agree_on_the_smallest_probed_micro_batch(tmp_path):
     port = _free_port()
     out = str(tmp_path / "agreed")
@@ -290,6 +292,7 @@ def _noise_probe_on_two_gloo_workers(rank: int, port: int, out: str, task: list)
     dist.destroy_process_group()
 
 
+@pytest.mark.multiproc
 @TASKS
 def test_noise_probe_on_two_gloo_workers_reads_each_workers_gradient_and_the_all_reduced_one(tmp_path, task):
     """The DDP communication hook's small-batch norm is this worker's own mean gradient (a causal LM's
@@ -394,6 +397,7 @@ def _one_rank_overflows_once(rank: int, port: int, out: str) -> None:
     dist.destroy_process_group()
 
 
+@pytest.mark.multiproc
 def test_an_fp16_overflow_on_one_rank_is_skipped_by_every_rank(tmp_path):
     """The skip is decided on the all-reduced gradient, not on a rank's own loss: both ranks skip the
     step together and finish the trial (deciding on rank 1's own loss, it alone would stop as diverged

@@ -139,7 +139,7 @@ def test_the_nothing_fits_message_is_found_in_a_trials_error_text():
      "use GPUs with more free memory (another process may hold some), shorten data.max_seq_length"),
 ])
 def test_the_nothing_fits_error_says_what_to_change_on_that_device(reason, advice):
-    from cbs_ray.search import DoesNotFit, _raise_if_nothing_fits
+    from cbs_ray.experiment import DoesNotFit, _raise_if_nothing_fits
 
     _raise_if_nothing_fits(None, "/x")  # nothing to say
     with pytest.raises(DoesNotFit) as info:

@@ -6,7 +6,8 @@ import json
 import pandas as pd
 import pytest
 
-from cbs_ray.report import headline, main, render_html, render_markdown
+from cbs_ray.cli import report_main as main
+from cbs_ray.report import headline, render_html, render_markdown
 from cbs_ray.summary import summarize
 from cbs_ray.plots import all_plots
 

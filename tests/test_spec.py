@@ -283,15 +283,15 @@ def test_an_unreadable_eval_file_is_named_and_home_paths_load(tmp_path, capsys, 
 
 @pytest.mark.parametrize("error", ["ReportError", "DoesNotFit"])
 def test_a_search_that_ran_but_has_nothing_to_report_is_one_line_and_exit_1(error, capsys, monkeypatch):
-    import cbs_ray.search as search
+    import cbs_ray.experiment as experiment
     from cbs_ray.report import ReportError
 
-    raised = {"ReportError": ReportError, "DoesNotFit": search.DoesNotFit}[error]
+    raised = {"ReportError": ReportError, "DoesNotFit": experiment.DoesNotFit}[error]
 
     def fails(*args, **kwargs):
         raise raised("/x/exp: no trial has reported a result yet; 2 of 2 trials failed, the first with: E")
 
-    monkeypatch.setattr(search, "run_search", fails)
+    monkeypatch.setattr(experiment, "run_search", fails)
     assert main([]) == 1
     assert capsys.readouterr().err == \
         "error: /x/exp: no trial has reported a result yet; 2 of 2 trials failed, the first with: E\n"

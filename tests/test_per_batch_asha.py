@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 from ray.tune.schedulers import TrialScheduler
 
-from cbs_ray.scheduler import PerBatchASHA
+from cbs_ray.per_batch_asha import PerBatchASHA
 from cbs_ray.trial import batch_size_of
 
 
@@ -51,18 +51,6 @@ def test_budget_reached_stops_and_completion_and_removal_are_routed():
     s.on_trial_complete(None, t, result(8192, 0.9))
     s.on_trial_remove(None, t)  # already gone: no error
     assert "B=32" in s.debug_string()
-
-
-def test_save_and_restore_keep_the_rungs(tmp_path):
-    s = scheduler()
-    a, b = trial("a", 4), trial("b", 4)
-    s.on_trial_add(None, a)
-    s.on_trial_result(None, a, result(2048, 0.70))
-    s.save(str(tmp_path / "state.pkl"))
-    restored = scheduler()
-    restored.restore(str(tmp_path / "state.pkl"))
-    restored.on_trial_add(None, b)
-    assert restored.on_trial_result(None, b, result(2048, 0.60)) == TrialScheduler.STOP
 
 
 def test_trials_restored_by_resume_refill_the_rungs_from_their_persisted_results(tmp_path):

@@ -10,7 +10,6 @@ trial of each batch size always reaches the full budget (a rung with no earlier 
 from __future__ import annotations
 
 import json
-import pickle
 from typing import Callable, Dict
 
 from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, TrialScheduler
@@ -104,15 +103,3 @@ class PerBatchASHA(FIFOScheduler):
 
     def debug_string(self) -> str:
         return "\n".join(f"B={b}: {s.debug_string()}" for b, s in sorted(self._by_batch.items()))
-
-    # TrialScheduler's save/restore interface, for callers that snapshot a scheduler themselves. Tune 2.60
-    # calls neither on --resume; there on_trial_add refills the rungs from the persisted results.
-    def save(self, checkpoint_path: str):
-        state = {k: v for k, v in self.__dict__.items() if k != "_batch_of"}
-        with open(checkpoint_path, "wb") as f:
-            pickle.dump(state, f)
-
-    def restore(self, checkpoint_path: str):
-        # Only Tune's own experiment-state file is read here, written by save() above.
-        with open(checkpoint_path, "rb") as f:
-            self.__dict__.update(pickle.load(f))
