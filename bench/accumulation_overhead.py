@@ -27,8 +27,9 @@ import torch
 from cbs_ray.model import build_model
 from cbs_ray.search import prepare
 from cbs_ray.spec import load_spec
-from cbs_ray.train_loop import make_optimizer, train_loop
-from cbs_ray.trial import make_setup
+from cbs_ray.optimizer import make_optimizer
+from cbs_ray.train_loop import train_loop
+from cbs_ray.trial import TrialConfig
 from loop_throughput import Quiet  # bench/ is on sys.path when a bench script runs
 
 SAMPLES = 8192
@@ -40,8 +41,8 @@ def trial_setup(batch: int, micro: int, compiled: bool):
                             f"asha.grace_period_samples={SAMPLES}", f"training.micro_batch_size={micro}",
                             "training.noise_scale=false", f"training.compile={str(compiled).lower()}"])
     data, budget, config = prepare(spec)
-    setup = make_setup(spec, {"log2_batch": batch.bit_length() - 1, "alpha": 1.0, "warmup_fraction": 0.0},
-                       budget_samples=budget, model_config=config)
+    tune_config = {"log2_batch": batch.bit_length() - 1, "alpha": 1.0, "warmup_fraction": 0.0}
+    setup = TrialConfig.from_tune(spec, tune_config, budget_samples=budget, model_config=config)
     return setup, data
 
 
@@ -58,7 +59,7 @@ def bare_samples_per_s(batch: int, micro: int, steps: int = 40) -> float:
     torch.set_num_threads(setup.threads)
     torch.manual_seed(0)
     model = build_model(setup.model, setup.task, setup.model_config)
-    optimizer = make_optimizer(model, setup, 1e-4)
+    optimizer = make_optimizer(model, setup.spec.training, 1e-4, model_config=setup.model_config)
     accumulation = batch // micro
     ids, mask, labels = (torch.tensor(a[:micro]) for a in (data.train_ids, data.train_mask, data.train_labels))
 

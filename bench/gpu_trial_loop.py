@@ -25,7 +25,7 @@ from cbs_ray.model import build_model
 from cbs_ray.search import prepare
 from cbs_ray.spec import TINY_BERT, load_spec
 from cbs_ray.train_loop import train_loop
-from cbs_ray.trial import make_setup
+from cbs_ray.trial import TrialConfig
 from gpu_bert_base import palm_flops_per_token  # bench/ is on sys.path when a bench script runs
 from loop_throughput import Quiet
 
@@ -53,8 +53,8 @@ def trial(batch: int, micro: int, args, device: torch.device, prepared=None):
         f"training.precision={'fp32' if args.smoke else 'bf16'}", f"training.compile={str(args.compile).lower()}",
         f"resources.use_gpu={str(device.type == 'cuda').lower()}"])
     data, budget, config = prepared or prepare(spec)
-    setup = make_setup(spec, {"log2_batch": batch.bit_length() - 1, "alpha": 0.0, "warmup_fraction": 0.0},
-                       budget_samples=budget, model_config=config)
+    tune_config = {"log2_batch": batch.bit_length() - 1, "alpha": 0.0, "warmup_fraction": 0.0}
+    setup = TrialConfig.from_tune(spec, tune_config, budget_samples=budget, model_config=config)
     return setup, (data, budget, config)
 
 
@@ -83,7 +83,7 @@ def main() -> None:
         assert torch.cuda.is_available(), "needs a CUDA GPU (or --smoke)"
         torch.backends.cuda.matmul.allow_tf32 = True
     device = torch.device("cuda" if not args.smoke else "cpu")
-    cbs_ray.train_loop._save_state = lambda *args, **kwargs: None  # no checkpoints (see the docstring)
+    cbs_ray.train_loop.save_state = lambda *args, **kwargs: None  # no checkpoints (see the docstring)
     setup, prepared = trial(args.micro, args.micro, args, device)
     per_token = palm_flops_per_token(build_model(setup.model, setup.task, setup.model_config), args.seq)
     batch, runs = args.micro, {1: [], 4: []}

@@ -21,8 +21,10 @@ from cbs_ray.model import build_model
 from cbs_ray.lr_schedule import lr_multiplier
 from cbs_ray.search import prepare
 from cbs_ray.spec import load_spec
-from cbs_ray.train_loop import LocalSession, evaluate, make_optimizer, train_loop
-from cbs_ray.trial import make_setup
+from cbs_ray.optimizer import make_optimizer
+from cbs_ray.sessions import LocalSession
+from cbs_ray.train_loop import evaluate, train_loop
+from cbs_ray.trial import TrialConfig
 
 
 class Quiet(LocalSession):
@@ -38,7 +40,7 @@ class Quiet(LocalSession):
 def bare_loop(setup, data) -> float:
     torch.manual_seed(setup.seed)
     model = build_model(setup.model, setup.task, setup.model_config)
-    optimizer = make_optimizer(model, setup, setup.peak_lr)
+    optimizer = make_optimizer(model, setup.spec.training, setup.peak_lr, model_config=setup.model_config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_multiplier(s, 0, setup.total_steps))
     dataset = torch.utils.data.TensorDataset(*(torch.tensor(a) for a in (data.train_ids, data.train_mask,
                                                                          data.train_labels)))
@@ -77,8 +79,8 @@ def main() -> None:
                             f"asha.grace_period_samples={args.samples}", f"search.batch_sizes=[{args.batch}]",
                             "search.num_trials=1", f"resources.cpus_per_worker={args.threads}"])
     data, budget, config = prepare(spec)
-    setup = make_setup(spec, {"log2_batch": args.batch.bit_length() - 1, "alpha": 1.0, "warmup_fraction": 0.0},
-                       budget_samples=budget, model_config=config)
+    tune_config = {"log2_batch": args.batch.bit_length() - 1, "alpha": 1.0, "warmup_fraction": 0.0}
+    setup = TrialConfig.from_tune(spec, tune_config, budget_samples=budget, model_config=config)
     torch.set_num_threads(args.threads)
     bare_loop(setup, data)  # warm-up: first-call costs (lazy imports, allocator) charged to neither
     bare, loop = [], []

@@ -19,7 +19,7 @@ import time
 from cbs_ray.experiment import _fit, prepare
 from cbs_ray.spec import load_spec
 from cbs_ray.train_loop import train_loop
-from cbs_ray.trial import make_setup
+from cbs_ray.trial import TrialConfig
 from loop_throughput import Quiet  # bench/ is on sys.path when a bench script runs
 
 SHAPE = ["search.batch_sizes=[32]", "search.num_trials=1", "training.budget_samples=8192",
@@ -29,8 +29,8 @@ SHAPE = ["search.batch_sizes=[32]", "search.num_trials=1", "training.budget_samp
 def in_process(noise: bool) -> float:
     spec = load_spec(None, SHAPE + ["training.micro_batch_size=8", f"training.noise_scale={str(noise).lower()}"])
     data, budget, config = prepare(spec)
-    setup = make_setup(spec, {"log2_batch": 5, "alpha": 1.0, "warmup_fraction": 0.0}, budget_samples=budget,
-                       model_config=config)
+    setup = TrialConfig.from_tune(spec, {"log2_batch": 5, "alpha": 1.0, "warmup_fraction": 0.0},
+                                  budget_samples=budget, model_config=config)
     start = time.perf_counter()
     session = Quiet()
     train_loop(setup, data, session)
@@ -39,7 +39,7 @@ def in_process(noise: bool) -> float:
 
 
 def two_workers(noise: bool, storage: str) -> float:
-    from cbs_ray.report import load_history
+    from cbs_ray.tune_storage import load_history
 
     spec = load_spec(None, SHAPE + ["resources.workers_per_trial=2", f"storage_path={storage}",
                                     f"training.noise_scale={str(noise).lower()}",

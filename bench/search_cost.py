@@ -45,19 +45,19 @@ def measure(space: str, overrides: list[str], storage: str, output: str) -> dict
     wall = time.perf_counter() - start
     summary, metric = result.summary, spec.search.metric
     trials = result.trials
-    critical = summary["critical_batch"]
+    critical = summary.critical_batch
     best = trials[metric].max() if spec.search.mode == "max" else trials[metric].min()
-    completed = [r for r in summary["per_batch"] if r.get(f"best_{metric}") is not None
+    completed = [r for r in summary.per_batch if r.get(f"best_{metric}") is not None
                  and not math.isnan(r[f"best_{metric}"])]
     pick = max if spec.search.mode == "max" else min
     selected = pick(completed, key=lambda r: r[f"best_{metric}"]) if completed else {}
     return {"trials": len(trials), "samples": int(trials["samples_seen"].sum()), "wall_s": round(wall, 1),
-            "turning_point": critical["batch_size"],  # as the spec reads it (search.turning_point)
-            "turning_point_raw": critical["turning_point"]["raw_batch_size"],
-            "turning_point_monotone": critical["turning_point"]["monotone_batch_size"],
-            "mccandlish_b_crit": critical["tradeoff"]["b_crit"],
-            "rule_20pct": critical["overhead_20pct"]["batch_size"], f"best_{metric}": float(best),
-            "per_batch_best": {int(r["batch_size"]): r.get(f"best_{metric}") for r in summary["per_batch"]},
+            "turning_point": critical.batch_size,  # as the spec reads it (search.turning_point)
+            "turning_point_raw": critical.turning_point.raw_batch_size,
+            "turning_point_monotone": critical.turning_point.monotone_batch_size,
+            "mccandlish_b_crit": critical.tradeoff.b_crit,
+            "rule_20pct": critical.overhead_20pct.batch_size, f"best_{metric}": float(best),
+            "per_batch_best": {int(r["batch_size"]): r.get(f"best_{metric}") for r in summary.per_batch},
             # with data.holdout_examples: the dev-set figure of the trial the method selects
             f"selected_dev_{metric}": selected.get(f"dev_{metric}"),
             "experiment": result.experiment_path}

@@ -61,9 +61,9 @@ def search_main(argv: list[str] | None = None) -> int:
         return 2 if e.code else 0
     from .experiment import (DoesNotFit, SearchInterrupted, prepare, probe_spec, ray_session, resume_search,
                              run_probe, run_search)
-    from .report import ReportError
     from .search_space import plan_lines
     from .spec import SpecError, load_spec
+    from .tune_storage import ReportError
 
     try:
         if args.resume:
@@ -127,7 +127,7 @@ def report_main(argv: list[str] | None = None) -> int:
     try:
         report = analyze(args.experiment_dir, tolerance=args.tolerance, target=args.target,
                          turning_fit=args.turning_point)
-        out = Path(args.output or Path("cbs_results") / (report.summary.get("name") or "report"))
+        out = Path(args.output or Path("cbs_results") / (report.summary.name or "report"))
         html_path = report.write(out)
     except ReportError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from .report import ReportError
 from .search_space import grid_points, max_concurrent, per_batch_space, plan_lines, tune_space
 from .spec import SearchSpec, SpecError, resolve_budget, spec_to_dict
+from .summary import Summary
+from .tune_storage import ReportError
 
 __all__ = ["SearchResult", "run_search", "resume_search", "prepare", "ray_session", "probe_spec", "run_probe",
            "DoesNotFit", "SearchInterrupted"]
@@ -32,7 +33,7 @@ class SearchResult:
     """What a search produced: the tables, the answer, and where everything is on disk."""
 
     spec: SearchSpec
-    summary: dict
+    summary: Summary
     trials: pd.DataFrame
     history: pd.DataFrame
     experiment_path: str
@@ -40,15 +41,15 @@ class SearchResult:
 
     @property
     def critical_batch(self) -> int | None:
-        return self.summary["critical_batch"]["batch_size"]
+        return self.summary.critical_batch.batch_size
 
     @property
     def per_batch(self) -> pd.DataFrame:
-        return pd.DataFrame(self.summary["per_batch"])
+        return pd.DataFrame(self.summary.per_batch)
 
     @property
     def pareto(self) -> pd.DataFrame:
-        return pd.DataFrame(self.summary["pareto"])
+        return pd.DataFrame(self.summary.pareto)
 
 
 def prepare(spec: SearchSpec):
@@ -113,8 +114,8 @@ def run_probe(probe: SearchSpec, prepared, *, verbose: int = 0) -> tuple[float, 
     """Run the probe (a ``probe_spec`` and what ``prepare`` made of it) inside a Ray session; returns
     (B_simple averaged over the run, proposed grid)."""
     from .noise_scale import proposed_grid
-    from .report import load_history
     from .summary import noise_scale_table
+    from .tune_storage import load_history
 
     data, budget, config = prepared
     print(f"probe: {plan_lines(probe, budget)[1].strip()}, {budget} samples", flush=True)
@@ -174,7 +175,7 @@ def resume_search(experiment_path: str, *, address: str | None = None, output_di
     """
     from ray import tune
 
-    from .report import read_meta
+    from .tune_storage import read_meta
     from .spec import spec_from_dict
 
     path = experiment_path if "://" in experiment_path else str(Path(experiment_path).expanduser().resolve())
@@ -204,7 +205,7 @@ def resume_search(experiment_path: str, *, address: str | None = None, output_di
 def _repeat_best(spec: SearchSpec, data, budget: int, config, experiment_path: str, verbose: int) -> None:
     """Re-train each batch size's best completed configuration ``repeats - 1`` more times with other
     seeds, as a second Tune experiment recorded in the first one's metadata."""
-    from .report import load_history, read_meta, write_meta
+    from .tune_storage import load_history, read_meta, write_meta
     from .summary import per_batch_table, trial_table
 
     s = spec.search
@@ -226,7 +227,7 @@ def _repeat_best(spec: SearchSpec, data, budget: int, config, experiment_path: s
 
 
 def _fit(spec: SearchSpec, data, budget: int, config, verbose: int) -> str:
-    from .report import write_meta
+    from .tune_storage import write_meta
     from .per_batch_asha import PerBatchASHA
     from .trial import batch_size_of
 
@@ -368,7 +369,7 @@ def summarize_experiment(spec: SearchSpec, experiment_path: str, budget: int, ou
     report = analyze(experiment_path)
     html = report.write(out)
     summary = report.summary
-    result = SearchResult(spec, summary, pd.DataFrame(summary["trials"]), report.history, experiment_path, out)
+    result = SearchResult(spec, summary, pd.DataFrame(summary.trials), report.history, experiment_path, out)
     metric = spec.search.metric
     per_batch = result.per_batch
     print("\nBest metric per batch size at the full budget:")

@@ -57,7 +57,7 @@ class NothingFitsWatch(Callback):
 def nothing_fits_in_experiment(experiment_uri: str) -> Optional[str]:
     """The probe's message from any failed trial of a finished experiment, or None. For ``--resume``,
     whose stopper is Tune's unpickled copy, out of the caller's reach."""
-    from .report import error_lines, failed_trials
+    from .tune_storage import error_lines, failed_trials
 
     for trial in failed_trials(experiment_uri)[0]:
         reason = nothing_fits_in("\n".join(error_lines(trial)))

@@ -3,8 +3,11 @@
 At equal samples, a large batch has taken fewer optimizer steps and always looks worse early, so plain
 ASHA across all trials stops large batches before they finish and the turning point is never observed.
 Here every batch size gets its own ASHA bracket (Li et al. 2020, "A System for Massively Parallel
-Hyperparameter Tuning"): a trial is compared only with trials of the same batch size, and the first
-trial of each batch size always reaches the full budget (a rung with no earlier result has no cutoff).
+Hyperparameter Tuning"): a trial is compared only with trials of the same batch size. The first trial of
+each batch size the scheduler is given (the search's seeded trial: seeds are suggested first, and a
+resumed experiment re-adds its trials in their original order) is never stopped early, so every batch
+size has at least one trial at the full budget. ASHA alone would not promise that: a concurrent trial of
+the same batch size can reach a rung first and set its cutoff.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class PerBatchASHA(FIFOScheduler):
         self._metric, self._mode = metric, mode
         self._by_batch: Dict[int, AsyncHyperBandScheduler] = {}
         self._trial_batch: Dict[str, int] = {}
+        self._first_of_batch: Dict[int, str] = {}
 
     @property
     def metric(self):
@@ -73,6 +77,7 @@ class PerBatchASHA(FIFOScheduler):
     def on_trial_add(self, tune_controller, trial):
         batch = self._batch_of(trial.config)
         self._trial_batch[trial.trial_id] = batch
+        self._first_of_batch.setdefault(batch, trial.trial_id)
         bracket = self.bracket(batch)
         bracket.on_trial_add(tune_controller, trial)
         # A trial restored by --resume: Tune does not give its scheduler state back, so the rungs would
@@ -86,7 +91,16 @@ class PerBatchASHA(FIFOScheduler):
     def on_trial_result(self, tune_controller, trial, result) -> str:
         if trial.trial_id not in self._trial_batch:
             return TrialScheduler.CONTINUE
-        return self._for(trial).on_trial_result(tune_controller, trial, result)
+        decision = self._for(trial).on_trial_result(tune_controller, trial, result)  # records the rung either way
+        budget_left = result.get(self._asha_args["time_attr"], 0) < self._asha_args["max_t"]
+        if decision == TrialScheduler.STOP and budget_left and self.is_first_of_its_batch(trial):
+            return TrialScheduler.CONTINUE
+        return decision
+
+    def is_first_of_its_batch(self, trial) -> bool:
+        """Whether ``trial`` is its batch size's first (seeded) trial, which runs to the full budget."""
+        batch = self._trial_batch.get(trial.trial_id)
+        return batch is not None and self._first_of_batch.get(batch) == trial.trial_id
 
     def on_trial_complete(self, tune_controller, trial, result):
         if trial.trial_id in self._trial_batch:

@@ -1,4 +1,4 @@
-"""The report's figures (matplotlib, Agg backend, PNG). Each function takes the summary dict and a path."""
+"""The report's figures (matplotlib, Agg backend, PNG). Each function takes the typed ``Summary`` and a path."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (backend first)
 import numpy as np  # noqa: E402
 
+from .summary import Summary  # noqa: E402
+
 __all__ = ["metric_vs_batch", "steps_vs_samples", "pareto_plot", "lr_vs_batch", "noise_scale_plot", "all_plots"]
 
 
@@ -20,11 +22,11 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def metric_vs_batch(summary: dict, path: Path) -> Path:
-    metric = summary["metric"]
-    rows = [r for r in summary["per_batch"] if r.get(f"best_{metric}") is not None]
+def metric_vs_batch(summary: Summary, path: Path) -> Path:
+    metric = summary.metric
+    rows = [r for r in summary.per_batch if r.get(f"best_{metric}") is not None]
     fig, ax = plt.subplots(figsize=(6, 4))
-    trials = [t for t in summary["trials"] if t["status"] == "completed" and t.get(metric) is not None]
+    trials = [t for t in summary.trials if t["status"] == "completed" and t.get(metric) is not None]
     ax.scatter([t["batch_size"] for t in trials], [t[metric] for t in trials], s=14, color="0.7",
                label="completed trials")
     means = [r.get(f"mean_{metric}", r[f"best_{metric}"]) for r in rows]
@@ -32,23 +34,23 @@ def metric_vs_batch(summary: dict, path: Path) -> Path:
     ax.errorbar([r["batch_size"] for r in rows], means, yerr=errors, fmt="o-", capsize=3,
                 label="best config per batch (mean ± 1.96 SE)")
     fitted = [r for r in rows if r.get(f"fit_{metric}") is not None]
-    if fitted and summary["critical_batch"]["turning_point"].get("fit") == "monotone":
+    if fitted and summary.critical_batch.turning_point.fit == "monotone":
         ax.plot([r["batch_size"] for r in fitted], [r[f"fit_{metric}"] for r in fitted], color="tab:orange",
                 ls=":", label="monotone fit (the turning point's)")
-    critical = summary["critical_batch"]["batch_size"]
+    critical = summary.critical_batch.batch_size
     if critical is not None:
         ax.axvline(critical, color="tab:red", ls="--", label=f"turning point B={critical}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("batch size")
-    ax.set_ylabel(f"{metric} at {summary['budget_samples']} samples")
+    ax.set_ylabel(f"{metric} at {summary.budget_samples} samples")
     ax.set_title("Quality at equal samples vs batch size")
     ax.legend(fontsize=8)
     return _save(fig, path)
 
 
-def steps_vs_samples(summary: dict, path: Path) -> Path:
-    fit = summary["critical_batch"]["tradeoff"]
-    rows = [r for r in summary["per_batch"] if r.get("steps_to_target") is not None]
+def steps_vs_samples(summary: Summary, path: Path) -> Path:
+    fit = summary.critical_batch.tradeoff
+    rows = [r for r in summary.per_batch if r.get("steps_to_target") is not None]
     fig, ax = plt.subplots(figsize=(6, 4))
     for r in rows:
         # Reached by the first report: an upper bound, left out of the fit (hollow, "≤").
@@ -58,39 +60,39 @@ def steps_vs_samples(summary: dict, path: Path) -> Path:
         ax.annotate(f"B={r['batch_size']}" + (" ≤ (left out)" if bound else ""),
                     (r["samples_to_target"], r["steps_to_target"]), fontsize=7, xytext=(3, 3),
                     textcoords="offset points")
-    if fit["b_crit"] is not None:
-        s_min, e_min = fit["s_min"], fit["e_min"]
+    if fit.b_crit is not None:
+        s_min, e_min = fit.s_min, fit.e_min
         b = np.logspace(np.log2(min(r["batch_size"] for r in rows)) - 1,
                         np.log2(max(r["batch_size"] for r in rows)) + 2, 200, base=2)
         steps = s_min + e_min / b
         ax.plot(steps * b, steps, "-", color="tab:orange",
-                label=f"S = {s_min:.3g} + {e_min:.3g}/B,  B_crit = {fit['b_crit']:.3g}")
+                label=f"S = {s_min:.3g} + {e_min:.3g}/B,  B_crit = {fit.b_crit:.3g}")
         ax.plot(2 * e_min, 2 * s_min, "*", ms=12, color="tab:red", label="B_crit (2·E_min, 2·S_min)")
         ax.legend(fontsize=8)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel(f"samples to reach {summary['metric']} {summary['target']:.4g}" if summary["target"] is not None
+    ax.set_xlabel(f"samples to reach {summary.metric} {summary.target:.4g}" if summary.target is not None
                   else "samples to target")
     ax.set_ylabel("optimizer steps to target")
     ax.set_title("Steps/samples tradeoff (McCandlish et al. 2018)")
     return _save(fig, path)
 
 
-def pareto_plot(summary: dict, path: Path) -> Path:
-    metric = summary["metric"]
-    trials = [t for t in summary["trials"] if t["status"] == "completed" and t.get(metric) is not None]
+def pareto_plot(summary: Summary, path: Path) -> Path:
+    metric = summary.metric
+    trials = [t for t in summary.trials if t["status"] == "completed" and t.get(metric) is not None]
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.scatter([summary["budget_samples"] / t["samples_per_s"] for t in trials], [t[metric] for t in trials],
+    ax.scatter([summary.budget_samples / t["samples_per_s"] for t in trials], [t[metric] for t in trials],
                s=14, color="0.6", label="completed trials (projected time)")
-    front = summary["pareto_projected"]
+    front = summary.pareto_projected
     ax.plot([p["projected_time_s"] for p in front], [p[metric] for p in front], "o-", color="tab:green",
             label="Pareto front")
     for p in front:
         ax.annotate(f"B={p['batch_size']}", (p["projected_time_s"], p[metric]), fontsize=7, xytext=(3, -9),
                     textcoords="offset points")
-    rec = summary["recommendation"]
+    rec = summary.recommendation
     if rec:
-        ax.plot(rec["projected_time_s"], rec[metric], "*", ms=14, color="tab:red", label="recommended")
+        ax.plot(rec.projected_time_s, rec.metric_value, "*", ms=14, color="tab:red", label="recommended")
     ax.set_xlabel("projected training time (s) = budget ÷ measured samples/s")
     ax.set_ylabel(metric)
     ax.set_title("Training time vs quality")
@@ -98,8 +100,8 @@ def pareto_plot(summary: dict, path: Path) -> Path:
     return _save(fig, path)
 
 
-def lr_vs_batch(summary: dict, path: Path) -> Path:
-    rows = [r for r in summary["per_batch"] if r.get("peak_lr") is not None]
+def lr_vs_batch(summary: Summary, path: Path) -> Path:
+    rows = [r for r in summary.per_batch if r.get("peak_lr") is not None]
     fig, ax = plt.subplots(figsize=(6, 4))
     if rows:
         b = np.array([r["batch_size"] for r in rows], dtype=float)
@@ -118,7 +120,7 @@ def lr_vs_batch(summary: dict, path: Path) -> Path:
     return _save(fig, path)
 
 
-def noise_scale_plot(summary: dict, history, path: Path) -> Path:
+def noise_scale_plot(summary: Summary, history, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6, 4))
     if history is not None and "b_simple" in history and history["b_simple"].notna().any():
         for (batch, trial_id), h in history.dropna(subset=["b_simple"]).groupby(["batch_size", "trial_id"]):
@@ -128,7 +130,7 @@ def noise_scale_plot(summary: dict, history, path: Path) -> Path:
         unique = dict(zip(labels, handles))
         ax.legend(unique.values(), unique.keys(), fontsize=7)
         ax.set_yscale("log")
-    critical = summary["critical_batch"]["batch_size"]
+    critical = summary.critical_batch.batch_size
     if critical is not None:
         ax.axhline(critical, color="tab:red", ls="--", lw=1)
         ax.annotate(f"turning point B={critical}", (0.02, critical), xycoords=("axes fraction", "data"),
@@ -139,7 +141,7 @@ def noise_scale_plot(summary: dict, history, path: Path) -> Path:
     return _save(fig, path)
 
 
-def all_plots(summary: dict, directory: Path, history=None) -> dict[str, Path]:
+def all_plots(summary: Summary, directory: Path, history=None) -> dict[str, Path]:
     """Write every figure into ``directory``; returns {name: path}."""
     directory.mkdir(parents=True, exist_ok=True)
     plots = {name: fn(summary, directory / f"{name}.png") for name, fn in (

@@ -5,19 +5,24 @@ docstring and carries its unit in its name. ``SearchSpec()`` with no arguments *
 a tiny BERT trained from its config on the built-in offline sentiment task, sized to finish on a 2-core
 CPU in minutes. Loading never starts Ray and never touches the network; a bad spec raises ``SpecError``
 whose message names the field (``training.budget_samples: must be ...``).
+
+A field's own checks are declared beside it (``vocab_size: int = field(default=2000,
+metadata=check(at_least(10)))``); the rules that relate fields are named functions (``_one_budget``,
+``_grace_period_fits_budget``, ...) that ``validate`` applies in order.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import math
 import os
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Callable, Literal, Optional
 
 import yaml
 
@@ -41,17 +46,83 @@ TINY_BERT = {
 }
 
 
+# ---- single-field checks, declared beside their fields ---------------------------------------------
+
+@dataclass(frozen=True)
+class Check:
+    """A rule on one field's own value, declared beside the field as ``field(..., metadata=check(...))``
+    and applied by ``validate``. ``says`` is the message after ``<field>: ``, formatted with ``value``.
+    A None in an Optional field is never checked (None means "not set")."""
+    ok: Callable[[Any], bool]
+    says: str
+
+    def __call__(self, value: Any, path: str) -> None:
+        if not self.ok(value):
+            raise SpecError(f"{path}: {self.says.format(value=value)}")
+
+
+def check(*checks: Check) -> dict:
+    """Field metadata declaring ``checks``, applied in order; the first that fails is the error."""
+    return {"checks": checks}
+
+
+def _got(show_value: bool) -> str:
+    return ", got {value}" if show_value else ""
+
+
+def positive(says: str = "must be positive", *, show_value: bool = True) -> Check:
+    return Check(lambda v: v > 0, says + _got(show_value))
+
+
+def at_least(low: int, *, show_value: bool = True) -> Check:
+    return Check(lambda v: v >= low, f"must be at least {low}" + _got(show_value))
+
+
+def non_negative() -> Check:
+    return Check(lambda v: v >= 0, "must be >= 0, got {value}")
+
+
+def greater_than(low: float) -> Check:
+    return Check(lambda v: v > low, f"must be greater than {low}, got {{value}}")
+
+
+def within(low: float, high: float, *, ends: str) -> Check:
+    """``low``..``high`` with ``ends`` as written in the message: ``"[)"`` includes low and excludes high."""
+    above = (lambda v: v >= low) if ends[0] == "[" else (lambda v: v > low)
+    below = (lambda v: v <= high) if ends[1] == "]" else (lambda v: v < high)
+    return Check(lambda v: above(v) and below(v), f"must be in {ends[0]}{low}, {high}{ends[1]}, got {{value}}")
+
+
+def low_high_pair() -> Check:
+    """A ``[low, high]`` list of two numbers."""
+    def ok(v):
+        return len(v) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+    return Check(ok, "expected [low, high], got {value!r}")
+
+
+def ordered_within(low: float, high: float) -> Check:
+    """A ``[low, high]`` pair (see ``low_high_pair``) with low <= high, both within [``low``, ``high``]."""
+    return Check(lambda v: low <= v[0] <= v[1] <= high,
+                 f"must satisfy {low} <= low <= high <= {high}, got {{value!r}}")
+
+
+DIRECTORY_NAME = Check(lambda v: bool(v) and not any(c in v for c in "/\\ "),
+                       "must be a non-empty name without spaces or slashes, got {value!r}")
+HAS_MODEL_TYPE = Check(lambda c: "model_type" in c, "must contain model_type (e.g. bert, gpt2)")
+POSITIVE_NUMBER = Check(lambda v: v > 0 and math.isfinite(v), "must be a positive number, got {value}")
+
+
 @dataclass
 class ModelSpec:
     name: Optional[str] = None
     """Hugging Face hub name or local directory of a pretrained model (e.g. ``bert-base-uncased``).
     Exactly one of ``name`` and ``config`` is set."""
-    config: Optional[dict] = field(default_factory=lambda: dict(TINY_BERT))
+    config: Optional[dict] = field(default_factory=lambda: dict(TINY_BERT), metadata=check(HAS_MODEL_TYPE))
     """Hugging Face config keys for a model trained from scratch; must contain ``model_type``."""
     tokenizer: Optional[str] = None
     """Hub name or local path of a tokenizer. Default: the model's own tokenizer for ``name``; for
     ``config``, a word-level tokenizer trained locally on the training text."""
-    vocab_size: int = 2000
+    vocab_size: int = field(default=2000, metadata=check(at_least(10)))
     """Vocabulary size of the locally trained tokenizer (ignored when a tokenizer is loaded)."""
 
 
@@ -62,9 +133,9 @@ class DataSpec:
     builtin_task: Literal["sentiment"] = "sentiment"
     """The built-in task: generated sentences whose label is whether positive words outnumber negative
     ones, with 5 % label noise (no download; see ``cbs_ray.data``)."""
-    builtin_train_examples: int = 8192
+    builtin_train_examples: int = field(default=8192, metadata=check(positive(show_value=False)))
     """Size of the generated training set."""
-    builtin_eval_examples: int = 4096
+    builtin_eval_examples: int = field(default=4096, metadata=check(positive(show_value=False)))
     """Size of the generated evaluation set."""
     hub_name: Optional[str] = None
     """``datasets.load_dataset`` name, e.g. ``glue``."""
@@ -84,14 +155,14 @@ class DataSpec:
     """Column holding the text in the evaluation set, where it is named differently (None: ``text_column``)."""
     label_column: str = "label"
     """Column holding integer class labels (sequence-classification only)."""
-    max_seq_length: int = 32
+    max_seq_length: int = field(default=32, metadata=check(at_least(4)))
     """Tokens per example after truncation/padding."""
-    max_train_examples: Optional[int] = None
+    max_train_examples: Optional[int] = field(default=None, metadata=check(positive(show_value=False)))
     """Use only the first N training examples (None: all)."""
-    max_eval_examples: Optional[int] = None
+    max_eval_examples: Optional[int] = field(default=None, metadata=check(positive(show_value=False)))
     """Use only the first N examples of the eval file/split (None: all). With ``holdout_examples`` that is
     the dev set; the held-out set the search selects on is sized by ``holdout_examples`` alone."""
-    holdout_examples: Optional[int] = None
+    holdout_examples: Optional[int] = field(default=None, metadata=check(positive(show_value=False)))
     """Hold N training examples out (a fixed random sample, never trained on) as the set the search
     selects on; the eval file/split then becomes the dev set, evaluated at the end of each trial and
     reported as ``dev_<metric>``. For dev sets whose sampling noise is as large as the differences between
@@ -103,21 +174,26 @@ class DataSpec:
 class TrainingSpec:
     budget_samples: Optional[int] = 16384
     """Equal-sample budget: every trial trains on exactly this many samples, whatever its batch size."""
-    budget_epochs: Optional[float] = None
+    budget_epochs: Optional[float] = field(default=None, metadata=check(positive()))
     """Alternative to ``budget_samples``: epochs over the training set, rounded down to a whole number of
     ``eval_every_samples``. Set ``budget_samples: null`` to use it."""
-    base_lr: float = 2.0e-3
+    base_lr: float = field(default=2.0e-3, metadata=check(POSITIVE_NUMBER))
     """Learning rate tuned at ``base_batch`` (B0); trials use base_lr · (B / B0) ** alpha."""
-    base_batch: int = 16
+    base_batch: int = field(default=16, metadata=check(positive()))
     """B0: the batch size at which ``base_lr`` is right."""
     lr_decay: Literal["linear", "cosine", "constant"] = "linear"
     """Shape of the LR after warmup, reaching 0 at the end of the budget (except constant)."""
     optimizer: Literal["adamw", "lamb", "sgd"] = "adamw"
-    """Optimizer: AdamW (betas 0.9/0.999), LAMB (layer-wise trust ratio for large batches, You et al.
-    2020, from ``pytorch_optimizer``), or SGD with momentum 0.9."""
-    label_smoothing: float = 0.0
+    """Optimizer: AdamW, LAMB (layer-wise trust ratio for large batches, You et al. 2020, from
+    ``pytorch_optimizer``), both with betas ``adam_beta1``/``adam_beta2``, or SGD with momentum 0.9."""
+    adam_beta1: float = field(default=0.9, metadata=check(within(0, 1, ends="[)")))
+    """AdamW's and LAMB's first-moment decay (the same for every batch size)."""
+    adam_beta2: float = field(default=0.999, metadata=check(within(0, 1, ends="[)")))
+    """AdamW's and LAMB's second-moment decay, the same for every batch size. Small batches may want a
+    larger one (Marek et al. 2025), which a search at one value can mistake for a batch-size effect."""
+    label_smoothing: float = field(default=0.0, metadata=check(within(0, 1, ends="[)")))
     """Label smoothing of the training loss (0 = none); evaluation is never smoothed."""
-    layer_lr_decay: float = 1.0
+    layer_lr_decay: float = field(default=1.0, metadata=check(within(0, 1, ends="(]")))
     """Layer-wise LR decay: encoder layer i of L trains at lr · decay^(L − i), embeddings at
     lr · decay^(L + 1), the head at lr (1.0 = off)."""
     precision: Literal["fp32", "bf16", "fp16", "auto"] = "fp32"
@@ -130,7 +206,7 @@ class TrainingSpec:
     compilation (tens of seconds); on an H200, BERT-base bf16 ran 7 % faster compiled (BENCHMARKS.md)."""
     compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
     """``torch.compile``'s mode (reduce-overhead and max-autotune use CUDA graphs on a GPU)."""
-    dataloader_workers: Optional[int] = None
+    dataloader_workers: Optional[int] = field(default=None, metadata=check(non_negative()))
     """DataLoader worker processes (None: 2 on a GPU, so batches are ready while the device trains; 0 on a
     CPU, whose cores the trial's training uses)."""
     pin_memory: Optional[bool] = None
@@ -138,27 +214,27 @@ class TrainingSpec:
     persistent_workers: Optional[bool] = None
     """Keep the DataLoader's workers alive from one epoch to the next (None: whenever there are
     workers); needs DataLoader workers."""
-    weight_decay: float = 0.01
+    weight_decay: float = field(default=0.01, metadata=check(non_negative()))
     """Decoupled weight decay (not applied to biases and LayerNorm weights)."""
-    grad_clip_norm: Optional[float] = 1.0
+    grad_clip_norm: Optional[float] = field(default=1.0, metadata=check(positive("must be positive or null")))
     """Clip the global gradient norm to this value (None: no clipping)."""
-    divergence_factor: float = 10.0
+    divergence_factor: float = field(default=10.0, metadata=check(greater_than(1)))
     """A trial is stopped as diverged when a report interval's mean training loss exceeds this multiple
     of its first step's loss (besides any NaN/Inf loss or gradient norm)."""
     eval_every_samples: int = 2048
     """Report cadence: evaluate, report and checkpoint every this many samples. Must be a multiple of the
     largest batch size so every report lands on an exact sample milestone."""
-    micro_batch_size: Optional[int] = 32
+    micro_batch_size: Optional[int] = field(default=32, metadata=check(positive()))
     """Cap on the per-worker micro-batch; larger batches use gradient accumulation (None: no cap). The
     default 32 also lets a single worker measure the gradient noise scale at B >= 64."""
     probe_micro_batch: bool = False
     """On GPU, find the largest per-worker micro-batch that fits (forward + backward + optimizer step at
     growing sizes, 10 % safety margin, minimum across workers, cached in ~/.cache/cbs_ray/) and use it as
     the cap, accumulating the rest. On CPU only with ``memory_limit_gb``, else skipped."""
-    eval_batch_size: int = 256
+    eval_batch_size: int = field(default=256, metadata=check(at_least(1)))
     """Evaluation batch per worker. Lowered to the probed micro-batch where memory bounded the probe (a
     forward without gradients needs less memory than a training step of the same size)."""
-    memory_limit_gb: Optional[float] = None
+    memory_limit_gb: Optional[float] = field(default=None, metadata=check(positive("must be positive or null")))
     """CPU workers: the resident memory (GiB) a worker process may peak at during a training step. With
     ``probe_micro_batch`` the probe plans the micro-batch within it (a CPU has no out-of-memory error to
     catch: sizes expected to exceed it are not run). Ignored on a GPU, whose memory is the limit."""
@@ -173,9 +249,11 @@ class SearchParams:
     """Candidate batch sizes: a list of powers of two, ``{min: 8, max: 128}`` for every power of two in
     between, or ``auto``: a short probe run at ``base_batch`` measures the gradient noise scale and the
     grid is centred on it (B_simple/8 … B_simple·8)."""
-    alpha_range: list = field(default_factory=lambda: [0.5, 1.0])
+    alpha_range: list = field(default_factory=lambda: [0.5, 1.0],
+                              metadata=check(low_high_pair(), ordered_within(0.0, 1.0)))
     """[low, high] of the LR-scaling exponent: 0.5 is the sqrt rule, 1.0 the linear rule."""
-    warmup_fraction_range: list = field(default_factory=lambda: [0.0, 0.2])
+    warmup_fraction_range: list = field(default_factory=lambda: [0.0, 0.2],
+                                        metadata=check(low_high_pair(), ordered_within(0.0, 1.0)))
     """[low, high] of warmup as a fraction of the trial's optimizer steps."""
     num_trials: int = 12
     """Trials in total. At least one per batch size: each batch size is seeded (the middle alpha, and a
@@ -185,7 +263,7 @@ class SearchParams:
     """Validation metric to compare (accuracy: sequence-classification only)."""
     mode: Literal["max", "min"] = "max"
     """Whether a larger metric is better."""
-    tolerance: float = 0.01
+    tolerance: float = field(default=0.01, metadata=check(within(0, 1, ends="[)")))
     """Turning-point tolerance: a batch is as good as the best while within this (relative) margin."""
     turning_point: Literal["monotone", "raw"] = "monotone"
     """How the turning point is read from each batch size's best: ``monotone`` walks their least-squares
@@ -205,11 +283,11 @@ class SearchParams:
     space). Without it TPE also chooses the batch size and spends most trials where the
     metric is best, i.e. at small batches, which leaves the large batches' best configuration, and with
     it the turning point, less well estimated."""
-    grid_points: int = 3
+    grid_points: int = field(default=3, metadata=check(at_least(1)))
     """Points per range (alpha, warmup) of the ``grid`` strategy: 3 gives the ends and the middle."""
     early_stopping: bool = True
     """ASHA early stopping within each batch size; false trains every trial to the full budget."""
-    repeats: int = 1
+    repeats: int = field(default=1, metadata=check(at_least(1)))
     """Runs per batch size of its finally selected configuration (the best at the full budget): with k > 1
     the best is re-trained k - 1 more times with other seeds, and the report uses the mean with its
     standard error, a range for the turning point and a verdict on whether the noise allows an answer."""
@@ -219,22 +297,22 @@ class SearchParams:
 class AshaSpec:
     grace_period_samples: int = 4096
     """No trial is stopped before it has seen this many samples (ASHA's grace period)."""
-    reduction_factor: int = 2
+    reduction_factor: int = field(default=2, metadata=check(at_least(2)))
     """ASHA keeps the top 1/reduction_factor of trials at each rung (within one batch size)."""
 
 
 @dataclass
 class ResourcesSpec:
-    workers_per_trial: int = 1
+    workers_per_trial: int = field(default=1, metadata=check(at_least(1)))
     """Data-parallel workers per trial (Ray Train TorchTrainer workers). One CPU worker runs in-process."""
-    cpus_per_worker: int = 1
+    cpus_per_worker: int = field(default=1, metadata=check(at_least(1)))
     """CPUs per worker; torch's thread count is set to this."""
     use_gpu: bool = False
     """One GPU per worker, NCCL backend (gloo on CPU)."""
-    max_failures: int = 2
+    max_failures: int = field(default=2, metadata=check(non_negative()))
     """Restarts of a trial from its last checkpoint after a worker process dies (a spot node taken back,
     an out-of-memory kill); after that the trial is marked failed and the search goes on."""
-    max_concurrent_trials: Optional[int] = None
+    max_concurrent_trials: Optional[int] = field(default=None, metadata=check(at_least(1, show_value=False)))
     """Concurrent trials. Default: as many as the cluster's CPUs/GPUs fit when the search starts, so trials
     never wait on each other's workers. Set it on an autoscaling cluster, whose resources at the start
     (a CPU-only head, no GPU node yet) are not what it grows to."""
@@ -242,7 +320,7 @@ class ResourcesSpec:
 
 @dataclass
 class SearchSpec:
-    name: str = "tiny-bert-sentiment"
+    name: str = field(default="tiny-bert-sentiment", metadata=check(DIRECTORY_NAME))
     """Experiment name: the results directory and the Tune experiment are named after it."""
     task: Literal["sequence-classification", "causal-lm"] = "sequence-classification"
     """What the model learns."""
@@ -285,26 +363,45 @@ class SearchSpec:
 def load_spec(path: str | os.PathLike | None = None, overrides: list[str] = ()) -> SearchSpec:
     """Read a YAML spec (or the embedded default when ``path`` is None), apply ``key=value`` overrides
     and validate. Only safe YAML is parsed."""
-    raw: dict = {}
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise SpecError(f"--space: no such file: {path}")
-        try:
-            raw = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise SpecError(f"--space: {path} is not valid YAML ({str(e).splitlines()[0]})") from None
-        if not isinstance(raw, dict):
-            raise SpecError(f"--space: {path} must hold a mapping at the top level")
-        base = p.parent
-        # Relative data files are relative to the spec file, so a spec travels with its data.
-        data = raw.get("data")
-        if isinstance(data, dict):
-            for key in ("train_file", "eval_file"):
-                if isinstance(data.get(key), str) and not Path(data[key]).expanduser().is_absolute():
-                    data[key] = str((base / data[key]).resolve())
+    raw = {} if path is None else _read_spec_file(path)
     apply_overrides(raw, overrides)
     return spec_from_dict(raw)
+
+
+def _read_spec_file(path: str | os.PathLike) -> dict:
+    """The raw mapping of a YAML spec file. An empty file (nothing but whitespace and comments) is an
+    error, not the defaults: the user meant to write something there."""
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"--space: no such file: {path}")
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(f"{path}: not a UTF-8 text file") from None
+    if "\x00" in text:  # binary that happens to decode; YAML's own error would quote the bytes
+        raise SpecError(f"{path}: not a UTF-8 text file")
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise SpecError(f"--space: {path} is not valid YAML ({str(e).splitlines()[0]})") from None
+    if raw is None and not _has_content(text):  # `null` is content; comments and `---` are not
+        raise SpecError(f"{path} is empty")
+    raw = {} if raw is None else raw  # `null` alone: the defaults; `[]`, `0`, `""` are not a spec
+    if not isinstance(raw, dict):
+        raise SpecError(f"--space: {path} must hold a mapping at the top level")
+    # Relative data files are relative to the spec file, so a spec travels with its data.
+    data = raw.get("data")
+    if isinstance(data, dict):
+        for key in ("train_file", "eval_file"):
+            if isinstance(data.get(key), str) and not Path(data[key]).expanduser().is_absolute():
+                data[key] = str((p.parent / data[key]).resolve())
+    return raw
+
+
+def _has_content(text: str) -> bool:
+    markers = (yaml.StreamStartToken, yaml.StreamEndToken, yaml.DocumentStartToken, yaml.DocumentEndToken,
+               yaml.DirectiveToken)
+    return any(not isinstance(token, markers) for token in yaml.scan(text, Loader=yaml.SafeLoader))
 
 
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
@@ -365,7 +462,7 @@ def _build(cls, raw: Any, where: str):
         raw = {}
     if not isinstance(raw, dict):
         raise SpecError(f"{where or 'spec'}: expected a mapping, got {type(raw).__name__}")
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(raw) - names)
     if unknown:
@@ -431,6 +528,52 @@ def _join(where: str, key: str) -> str:
 
 # ---- validation ------------------------------------------------------------------------------------
 
+def validate(spec: SearchSpec) -> None:
+    """Check a built spec, raising ``SpecError`` at the first problem. First the batch grid, which the other
+    rules measure against, and the either-or choices (a value that is wrong *and* should not be set at all
+    gets the latter message); then every field's own checks, declared beside the field; then the rules that
+    relate fields, in ``CROSS_FIELD_RULES`` order. Checks against the data (the largest batch against the
+    training set, columns, labels) happen once it is loaded: ``resolve_budget`` and ``cbs_ray.data``."""
+    _batch_grid_is_well_formed(spec)
+    _one_model_source(spec)
+    _one_budget(spec)
+    _check_fields(spec, "")
+    for rule in CROSS_FIELD_RULES:
+        rule(spec)
+
+
+def _check_fields(section: Any, where: str) -> None:
+    """Apply the checks declared in each field's metadata, section by section in field order."""
+    hints = _hints(type(section))
+    for f in dataclasses.fields(section):
+        value, path = getattr(section, f.name), _join(where, f.name)
+        if dataclasses.is_dataclass(value):
+            _check_fields(value, path)
+        elif value is not None or not _admits_none(hints[f.name]):
+            for rule in f.metadata.get("checks", ()):
+                rule(value, path)
+
+
+@functools.cache
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def _admits_none(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+
+
+# The probe of ``search.batch_sizes: auto`` trains at training.base_batch: its errors name that field.
+_PROBE_BATCH = "training.base_batch (the probe's batch with search.batch_sizes: auto)"
+
+
+def _batch_grid_is_well_formed(spec: SearchSpec) -> None:
+    if spec.auto_batch_sizes:
+        _check_power_of_two(spec.training.base_batch, _PROBE_BATCH)
+    else:
+        _expand_batch_sizes(spec.search.batch_sizes)
+
+
 def _expand_batch_sizes(value: Any) -> list[int]:
     if isinstance(value, dict):
         unknown = set(value) - {"min", "max"}
@@ -462,11 +605,139 @@ def _check_power_of_two(b: Any, path: str) -> None:
         raise SpecError(f"{path}: batch size must be a power of two, got {b}")
 
 
-def _check_range(value: list, path: str, low: float, high: float) -> None:
-    if (len(value) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
-        raise SpecError(f"{path}: expected [low, high], got {value!r}")
-    if not (low <= value[0] <= value[1] <= high):
-        raise SpecError(f"{path}: must satisfy {low} <= low <= high <= {high}, got {value!r}")
+# ---- cross-field rules: each names the field it blames ----------------------------------------------
+
+def _one_model_source(spec: SearchSpec) -> None:
+    if (spec.model.name is None) == (spec.model.config is None):
+        raise SpecError("model: set exactly one of model.name (pretrained) and model.config (from scratch)")
+
+
+def _one_budget(spec: SearchSpec) -> None:
+    if (spec.training.budget_samples is None) == (spec.training.budget_epochs is None):
+        raise SpecError("training: set exactly one of budget_samples and budget_epochs")
+
+
+def _hub_source_names_a_dataset(spec: SearchSpec) -> None:
+    if spec.data.source == "hub" and not spec.data.hub_name:
+        raise SpecError("data.hub_name: required when data.source is hub")
+
+
+def _local_files_exist(spec: SearchSpec) -> None:
+    if spec.data.source != "files":
+        return
+    for key in ("train_file", "eval_file"):
+        value = getattr(spec.data, key)
+        if not value:
+            raise SpecError(f"data.{key}: required when data.source is files")
+        if not Path(value).expanduser().is_file():
+            raise SpecError(f"data.{key}: no such file: {value}")
+        if Path(value).suffix.lower() not in (".csv", ".tsv", ".json", ".jsonl", ".parquet"):
+            raise SpecError(f"data.{key}: unsupported format {Path(value).suffix!r} "
+                            "(csv, tsv, json, jsonl, parquet)")
+
+
+def _probe_batch_splits_over_workers(spec: SearchSpec) -> None:
+    t, workers = spec.training, spec.resources.workers_per_trial
+    if spec.auto_batch_sizes and t.base_batch % workers:
+        raise SpecError(f"{_PROBE_BATCH}: {t.base_batch} does not split over resources.workers_per_trial="
+                        f"{workers} workers")
+
+
+def _reports_land_on_whole_batches(spec: SearchSpec) -> None:
+    """Every report lands on an exact sample milestone of every batch size (with auto: of the probe's)."""
+    t, largest = spec.training, spec.batch_sizes[-1]
+    if t.eval_every_samples > 0 and not t.eval_every_samples % largest:
+        return
+    if spec.auto_batch_sizes:
+        raise SpecError(f"training.eval_every_samples: must be a positive multiple of {_PROBE_BATCH}, "
+                        f"{t.base_batch}, got {t.eval_every_samples}")
+    raise SpecError(f"training.eval_every_samples: must be a positive multiple of the largest batch "
+                    f"size {largest}, got {t.eval_every_samples}")
+
+
+def _budget_samples_fit(spec: SearchSpec) -> None:
+    if spec.training.budget_samples is not None:
+        _check_budget(spec, spec.training.budget_samples)
+
+
+def _check_budget(spec: SearchSpec, budget: int) -> None:
+    """The budget rules, for ``budget_samples`` or the budget ``budget_epochs`` resolves to."""
+    _budget_fits_the_cadence(spec, budget)
+    _grace_period_fits_budget(spec, budget)
+
+
+def _budget_fits_the_cadence(spec: SearchSpec, budget: int) -> None:
+    t, largest = spec.training, spec.batch_sizes[-1]
+    if budget < largest:
+        raise SpecError(f"training.budget_samples: {budget} is smaller than the largest batch size {largest}")
+    if budget % t.eval_every_samples:
+        raise SpecError(f"training.budget_samples: must be a multiple of training.eval_every_samples "
+                        f"({t.eval_every_samples}), got {budget}")
+
+
+def _grace_period_fits_budget(spec: SearchSpec, budget: int) -> None:
+    # Checked with batch_sizes: auto too, or the search would fail only after the probe.
+    if spec.asha.grace_period_samples > budget:
+        raise SpecError(f"asha.grace_period_samples: {spec.asha.grace_period_samples} exceeds the budget {budget}")
+
+
+def _persistent_workers_need_workers(spec: SearchSpec) -> None:
+    t = spec.training
+    if t.persistent_workers and dataloader_workers(t, spec.resources.use_gpu) == 0:
+        raise SpecError("training.persistent_workers: needs DataLoader workers; set training.dataloader_workers "
+                        "above 0 (it is 0 on a CPU unless set)")
+
+
+def _every_batch_size_is_trained(spec: SearchSpec) -> None:
+    s, count = spec.search, len(spec.batch_sizes)
+    if s.num_trials < count and s.strategy != "grid":
+        raise SpecError(f"search.num_trials: must be at least the number of batch sizes ({count}) "
+                        f"so every batch size is trained, got {s.num_trials}")
+
+
+def _accuracy_needs_classification(spec: SearchSpec) -> None:
+    if spec.search.metric == "accuracy" and spec.task != "sequence-classification":
+        raise SpecError("search.metric: accuracy needs task sequence-classification; use eval_loss")
+
+
+def _mode_matches_metric(spec: SearchSpec) -> None:
+    s = spec.search
+    expected = "max" if s.metric == "accuracy" else "min"
+    if s.mode != expected:
+        better = "higher" if expected == "max" else "lower"
+        raise SpecError(f"search.mode: {s.metric} is better when it is {better}; use mode {expected}")
+
+
+def _grid_trains_to_the_full_budget(spec: SearchSpec) -> None:
+    if spec.search.strategy == "grid" and spec.search.early_stopping:
+        raise SpecError("search.early_stopping: the grid strategy trains every point to the full budget; "
+                        "set search.early_stopping=false")
+
+
+def _grace_period_is_whole_report_intervals(spec: SearchSpec) -> None:
+    grace, every = spec.asha.grace_period_samples, spec.training.eval_every_samples
+    if grace <= 0 or grace % every:
+        raise SpecError(f"asha.grace_period_samples: must be a positive multiple of "
+                        f"training.eval_every_samples ({every}), got {grace}")
+
+
+def _batch_sizes_split_over_workers(spec: SearchSpec) -> None:
+    workers = spec.resources.workers_per_trial
+    for b in spec.batch_sizes:
+        if b % workers:
+            raise SpecError(f"search.batch_sizes: {b} does not split over "
+                            f"resources.workers_per_trial={workers} workers")
+
+
+CROSS_FIELD_RULES: tuple[Callable[[SearchSpec], None], ...] = (
+    _hub_source_names_a_dataset, _local_files_exist, _probe_batch_splits_over_workers,
+    _reports_land_on_whole_batches, _budget_samples_fit, _persistent_workers_need_workers,
+    _every_batch_size_is_trained, _accuracy_needs_classification, _mode_matches_metric,
+    _grid_trains_to_the_full_budget, _grace_period_is_whole_report_intervals, _batch_sizes_split_over_workers,
+)
+"""The rules that relate fields, in the order ``validate`` applies them; the first that fails is the error.
+A rule comes after those it relies on: ``_reports_land_on_whole_batches`` makes ``eval_every_samples`` a
+positive divisor before the budget and grace-period rules divide by it."""
 
 
 def dataloader_workers(training: TrainingSpec, use_gpu: bool) -> int:
@@ -474,137 +745,6 @@ def dataloader_workers(training: TrainingSpec, use_gpu: bool) -> int:
     if training.dataloader_workers is not None:
         return training.dataloader_workers
     return 2 if use_gpu else 0
-
-
-def validate(spec: SearchSpec) -> None:
-    """Semantic checks that need more than one field. Dataset-size checks happen in
-    ``check_against_data`` once the data is known."""
-    m, d, t, s, a, r = spec.model, spec.data, spec.training, spec.search, spec.asha, spec.resources
-    if not spec.name or any(c in spec.name for c in "/\\ "):
-        raise SpecError(f"name: must be a non-empty name without spaces or slashes, got {spec.name!r}")
-    if (m.name is None) == (m.config is None):
-        raise SpecError("model: set exactly one of model.name (pretrained) and model.config (from scratch)")
-    if m.config is not None and "model_type" not in m.config:
-        raise SpecError("model.config: must contain model_type (e.g. bert, gpt2)")
-    if m.vocab_size < 10:
-        raise SpecError(f"model.vocab_size: must be at least 10, got {m.vocab_size}")
-    if d.source == "hub" and not d.hub_name:
-        raise SpecError("data.hub_name: required when data.source is hub")
-    if d.source == "files":
-        for key in ("train_file", "eval_file"):
-            value = getattr(d, key)
-            if not value:
-                raise SpecError(f"data.{key}: required when data.source is files")
-            if not Path(value).expanduser().is_file():
-                raise SpecError(f"data.{key}: no such file: {value}")
-            if Path(value).suffix.lower() not in (".csv", ".tsv", ".json", ".jsonl", ".parquet"):
-                raise SpecError(f"data.{key}: unsupported format {Path(value).suffix!r} "
-                                "(csv, tsv, json, jsonl, parquet)")
-    if d.max_seq_length < 4:
-        raise SpecError(f"data.max_seq_length: must be at least 4, got {d.max_seq_length}")
-    for key in ("builtin_train_examples", "builtin_eval_examples"):
-        if getattr(d, key) < 1:
-            raise SpecError(f"data.{key}: must be positive")
-    for key in ("max_train_examples", "max_eval_examples", "holdout_examples"):
-        if getattr(d, key) is not None and getattr(d, key) < 1:
-            raise SpecError(f"data.{key}: must be positive")
-
-    batches = spec.batch_sizes
-    largest = batches[-1]
-    if spec.auto_batch_sizes:  # the probe trains at training.base_batch: name that field, not batch_sizes
-        where = "training.base_batch (the probe's batch with search.batch_sizes: auto)"
-        _check_power_of_two(t.base_batch, where)
-        if t.base_batch % r.workers_per_trial:
-            raise SpecError(f"{where}: {t.base_batch} does not split over resources.workers_per_trial="
-                            f"{r.workers_per_trial} workers")
-        if t.eval_every_samples <= 0 or t.eval_every_samples % t.base_batch:
-            raise SpecError(f"training.eval_every_samples: must be a positive multiple of {where}, "
-                            f"{t.base_batch}, got {t.eval_every_samples}")
-    if (t.budget_samples is None) == (t.budget_epochs is None):
-        raise SpecError("training: set exactly one of budget_samples and budget_epochs")
-    if t.budget_epochs is not None and t.budget_epochs <= 0:
-        raise SpecError(f"training.budget_epochs: must be positive, got {t.budget_epochs}")
-    if t.eval_every_samples <= 0 or t.eval_every_samples % largest:
-        raise SpecError(f"training.eval_every_samples: must be a positive multiple of the largest batch "
-                        f"size {largest}, got {t.eval_every_samples}")
-    if t.budget_samples is not None:
-        _check_budget(spec, t.budget_samples)
-    for key in ("base_lr",):
-        v = getattr(t, key)
-        if not (v > 0 and math.isfinite(v)):
-            raise SpecError(f"training.{key}: must be a positive number, got {v}")
-    if t.base_batch <= 0:
-        raise SpecError(f"training.base_batch: must be positive, got {t.base_batch}")
-    if t.weight_decay < 0:
-        raise SpecError(f"training.weight_decay: must be >= 0, got {t.weight_decay}")
-    if t.grad_clip_norm is not None and t.grad_clip_norm <= 0:
-        raise SpecError(f"training.grad_clip_norm: must be positive or null, got {t.grad_clip_norm}")
-    if t.divergence_factor <= 1:
-        raise SpecError(f"training.divergence_factor: must be greater than 1, got {t.divergence_factor}")
-    if not 0 <= t.label_smoothing < 1:
-        raise SpecError(f"training.label_smoothing: must be in [0, 1), got {t.label_smoothing}")
-    if not 0 < t.layer_lr_decay <= 1:
-        raise SpecError(f"training.layer_lr_decay: must be in (0, 1], got {t.layer_lr_decay}")
-    if t.dataloader_workers is not None and t.dataloader_workers < 0:
-        raise SpecError(f"training.dataloader_workers: must be >= 0, got {t.dataloader_workers}")
-    if t.persistent_workers and dataloader_workers(t, spec.resources.use_gpu) == 0:
-        raise SpecError("training.persistent_workers: needs DataLoader workers; set training.dataloader_workers "
-                        "above 0 (it is 0 on a CPU unless set)")
-    if t.eval_batch_size < 1:
-        raise SpecError(f"training.eval_batch_size: must be at least 1, got {t.eval_batch_size}")
-    if t.memory_limit_gb is not None and not t.memory_limit_gb > 0:
-        raise SpecError(f"training.memory_limit_gb: must be positive or null, got {t.memory_limit_gb}")
-    if t.micro_batch_size is not None and t.micro_batch_size <= 0:
-        raise SpecError(f"training.micro_batch_size: must be positive, got {t.micro_batch_size}")
-
-    _check_range(s.alpha_range, "search.alpha_range", 0.0, 1.0)
-    _check_range(s.warmup_fraction_range, "search.warmup_fraction_range", 0.0, 1.0)
-    if r.max_failures < 0:
-        raise SpecError(f"resources.max_failures: must be >= 0, got {r.max_failures}")
-    if s.grid_points < 1:
-        raise SpecError(f"search.grid_points: must be at least 1, got {s.grid_points}")
-    if s.num_trials < len(batches) and s.strategy != "grid":
-        raise SpecError(f"search.num_trials: must be at least the number of batch sizes ({len(batches)}) "
-                        f"so every batch size is trained, got {s.num_trials}")
-    if s.metric == "accuracy" and spec.task != "sequence-classification":
-        raise SpecError("search.metric: accuracy needs task sequence-classification; use eval_loss")
-    expected_mode = "max" if s.metric == "accuracy" else "min"
-    if s.mode != expected_mode:
-        raise SpecError(f"search.mode: {s.metric} is better when it is {'higher' if expected_mode == 'max' else 'lower'}; "
-                        f"use mode {expected_mode}")
-    if s.repeats < 1:
-        raise SpecError(f"search.repeats: must be at least 1, got {s.repeats}")
-    if s.strategy == "grid" and s.early_stopping:
-        raise SpecError("search.early_stopping: the grid strategy trains every point to the full budget; "
-                        "set search.early_stopping=false")
-    if not 0 <= s.tolerance < 1:
-        raise SpecError(f"search.tolerance: must be in [0, 1), got {s.tolerance}")
-    if a.reduction_factor < 2:
-        raise SpecError(f"asha.reduction_factor: must be at least 2, got {a.reduction_factor}")
-    if a.grace_period_samples <= 0 or a.grace_period_samples % t.eval_every_samples:
-        raise SpecError(f"asha.grace_period_samples: must be a positive multiple of "
-                        f"training.eval_every_samples ({t.eval_every_samples}), got {a.grace_period_samples}")
-    if r.workers_per_trial < 1:
-        raise SpecError(f"resources.workers_per_trial: must be at least 1, got {r.workers_per_trial}")
-    if r.cpus_per_worker < 1:
-        raise SpecError(f"resources.cpus_per_worker: must be at least 1, got {r.cpus_per_worker}")
-    if r.max_concurrent_trials is not None and r.max_concurrent_trials < 1:
-        raise SpecError("resources.max_concurrent_trials: must be at least 1")
-    for b in batches:
-        if b % r.workers_per_trial:
-            raise SpecError(f"search.batch_sizes: {b} does not split over "
-                            f"resources.workers_per_trial={r.workers_per_trial} workers")
-
-
-def _check_budget(spec: SearchSpec, budget: int) -> None:
-    t, largest = spec.training, spec.batch_sizes[-1]
-    if budget < largest:
-        raise SpecError(f"training.budget_samples: {budget} is smaller than the largest batch size {largest}")
-    if budget % t.eval_every_samples:
-        raise SpecError(f"training.budget_samples: must be a multiple of training.eval_every_samples "
-                        f"({t.eval_every_samples}), got {budget}")
-    if spec.asha.grace_period_samples > budget:  # with batch_sizes: auto too, or it fails after the probe
-        raise SpecError(f"asha.grace_period_samples: {spec.asha.grace_period_samples} exceeds the budget {budget}")
 
 
 def apply_batch_grid(spec: SearchSpec, grid: list[int]) -> list[str]:

@@ -1,12 +1,18 @@
 """From reported milestones to the answer: per-trial and per-batch tables, the critical batch by the
 turning-point rule, and the Pareto front of training time vs quality. Pure pandas, no Ray: the input is
 the history of reports (one row per milestone per trial) however it was obtained.
+
+The answer is a typed ``Summary`` (one dataclass per section, as Optuna's ``FrozenTrial`` and Ray's
+``Result``): code reads its attributes, and ``summary.json`` is its serialisation (``Summary.to_json``),
+each attribute named as its key there. The tables (per batch, per trial, Pareto fronts) stay lists of
+records, one dict per row, whose keys are the columns (they depend on the metric's name).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -20,7 +26,166 @@ from .lr_schedule import warmup_steps
 from .tradeoff import TradeoffFit, fit_tradeoff, overhead_rule, samples_to_target
 from .uncertainty import accuracy_standard_error, mean_and_standard_error, turning_point_range, verdict
 
-__all__ = ["trial_table", "per_batch_table", "summarize", "write_summary", "default_target", "recommend"]
+__all__ = ["Summary", "CriticalBatch", "TurningPoint", "Uncertainty", "Verdict", "Tradeoff", "OverheadRule",
+           "NoiseScale", "Recommendation", "trial_table", "per_batch_table", "noise_scale_table", "summarize",
+           "write_summary", "default_target", "recommend"]
+
+# A field with this metadata is left out of summary.json while it is None: such keys were only ever
+# written when they had a value, and summary.json keeps its schema.
+OMIT_IF_NONE = {"omit_if_none": True}
+
+
+def _plain(value):
+    """JSON-ready: a dataclass becomes a dict in field order (its own ``to_dict`` where it has one)."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)
+                if not (f.metadata.get("omit_if_none") and getattr(value, f.name) is None)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the noise lets the tolerance be resolved (``uncertainty.verdict``)."""
+
+    resolved: bool
+    noise: float  # the largest per-batch standard error, metric units
+    tolerance_abs: float  # the tolerance in metric units
+    repeats: int  # runs per batch size so far
+    repeats_needed: Optional[int]  # runs per batch size that would resolve it; None: no count to give
+    text: str  # the verdict in one sentence, as the headline prints it
+
+
+@dataclass(frozen=True)
+class Uncertainty:
+    """The turning point under the per-batch standard errors. Without a noise estimate (one run per
+    batch size, no known evaluation error) only ``reason`` is set."""
+
+    range: Optional[list[int]]  # [low, high] batch sizes, the central ``level`` share of the redraws
+    level: Optional[float] = field(default=None, metadata=OMIT_IF_NONE)
+    share: Optional[dict[int, float]] = field(default=None, metadata=OMIT_IF_NONE)  # batch -> share of redraws
+    verdict: Optional[Verdict] = None
+    noise_se_max: Optional[float] = field(default=None, metadata=OMIT_IF_NONE)
+    reason: Optional[str] = None  # why there is no range
+
+
+@dataclass(frozen=True)
+class TurningPoint:
+    """The largest batch size whose metric at equal samples is within ``tolerance`` of the best."""
+
+    batch_size: Optional[int]  # read off the spec's ``fit``; None with a ``reason``
+    fit: str  # search.turning_point: "monotone" or "raw"
+    raw_batch_size: Optional[int]  # read off the per-batch means
+    monotone_batch_size: Optional[int]  # read off their monotone fit
+    tolerance: float  # relative
+    reason: Optional[str]
+    uncertainty: Optional[Uncertainty]  # None when no batch size completed
+
+
+@dataclass(frozen=True)
+class Tradeoff:
+    """McCandlish et al. 2018's steps/samples tradeoff, S = S_min + E_min / B, B_crit = E_min / S_min."""
+
+    b_crit: Optional[float]
+    left_out: Optional[str]  # batch sizes that reached the target by their first report, and why left out
+    ci95: Optional[list[Optional[float]]]  # bootstrap interval; an unbounded end is None (JSON has no ∞)
+    s_min: Optional[float]  # steps
+    e_min: Optional[float]  # samples
+    points: int  # batch sizes fitted
+    reason: Optional[str]  # why there is no B_crit
+
+
+@dataclass(frozen=True)
+class OverheadRule:
+    """The 20 % rule (Zhang et al. 2025): the largest batch needing at most 20 % more samples to the target
+    than the smallest."""
+
+    batch_size: Optional[int]
+    reason: Optional[str]
+    left_out: Optional[str] = field(default=None, metadata=OMIT_IF_NONE)  # as ``Tradeoff.left_out``
+
+
+@dataclass(frozen=True)
+class CriticalBatch:
+    """The three readings of the critical batch; ``batch_size`` is the headline answer (the turning point)."""
+
+    batch_size: Optional[int]
+    turning_point: TurningPoint
+    tradeoff: Tradeoff
+    overhead_20pct: OverheadRule
+    tolerance: float
+    reason: Optional[str]  # the turning point's
+
+
+@dataclass(frozen=True)
+class NoiseScale:
+    """B_simple over every trial (McCandlish et al. 2018), or ``note`` saying why it was not measured."""
+
+    early: Optional[float]  # each trial's first finite report
+    mean: Optional[float]  # over training: ratio of the mean |G|² and the mean tr Σ
+    note: Optional[str]
+    reports: Optional[int] = field(default=None, metadata=OMIT_IF_NONE)  # reports that carried both estimates
+    reports_left_out: Optional[int] = field(default=None, metadata=OMIT_IF_NONE)  # of them, not positive
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The fastest configuration on the projected-time Pareto front within tolerance of the best."""
+
+    batch_size: int
+    alpha: float
+    peak_lr: float
+    warmup_fraction: float
+    warmup_steps: int
+    budget_samples: int
+    optimizer_steps: int
+    metric: str  # the metric's name: summary.json has its value under this key
+    metric_value: float
+    projected_time_s: float
+    trial_id: str
+
+    def to_dict(self) -> dict:
+        out = {}
+        for f in fields(self):
+            if f.name != "metric":
+                out[self.metric if f.name == "metric_value" else f.name] = getattr(self, f.name)
+        return out
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Everything the report says about one experiment; ``to_json`` is summary.json. The tables are
+    records (one dict per row; NaN is None). ``experiment_path``, ``name`` and ``spec`` are set by
+    ``report.analyze``, None for a summary of a bare history."""
+
+    metric: str
+    mode: str
+    budget_samples: int
+    target: Optional[float]  # the level the tradeoff and the 20 % rule measure steps to
+    target_source: str
+    critical_batch: CriticalBatch
+    noise_scale: NoiseScale
+    recommendation: Optional[Recommendation]
+    per_batch: list[dict]
+    pareto: list[dict]  # (measured wall time, metric)
+    pareto_projected: list[dict]  # (projected time = budget / samples per second, metric)
+    trials: list[dict]
+    experiment_path: Optional[str] = None
+    name: Optional[str] = None
+    spec: Optional[dict] = None
+
+    def to_dict(self) -> dict:
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+    def to_json(self) -> str:
+        """summary.json's text: strict JSON (an infinity or NaN raises)."""
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
+
 
 TRIAL_COLUMNS = ["trial_id", "batch_size", "alpha", "warmup_fraction", "peak_lr"]
 
@@ -147,23 +312,24 @@ def _repeated_mean(done: pd.DataFrame, repeats: pd.DataFrame, *, metric: str, be
     return {"runs": len([r for r in runs if not math.isnan(r)]), f"mean_{metric}": mean, f"se_{metric}": se}
 
 
-def _uncertainty(per_batch: pd.DataFrame, *, metric: str, mode: str, tolerance: float, monotone: bool) -> dict:
+def _uncertainty(per_batch: pd.DataFrame, *, metric: str, mode: str, tolerance: float,
+                 monotone: bool) -> Uncertainty:
     """Range of the turning point under the per-batch standard errors, and the verdict. Batch sizes with no
     completed run stay in the redraws as gaps (NaN), where the walk stops as it does for the headline."""
     rows = per_batch.dropna(subset=[f"mean_{metric}"])
     se = rows[f"se_{metric}"].astype(float)
     if se.isna().any():
-        return {"range": None, "verdict": None, "reason": f"no noise estimate for {metric} from one run per "
-                "batch size: set search.repeats >= 2"}
+        return Uncertainty(range=None, verdict=None, reason=f"no noise estimate for {metric} from one run per "
+                           "batch size: set search.repeats >= 2")
     repeats = int(rows["runs"].max())
     run_sd = float((se * np.sqrt(rows["runs"])).max())
     spread = turning_point_range(per_batch["batch_size"].tolist(), per_batch[f"mean_{metric}"].astype(float).tolist(),
                                  per_batch[f"se_{metric}"].astype(float).tolist(), mode=mode, tolerance=tolerance,
                                  monotone=monotone)
-    return {"range": [spread["low"], spread["high"]], "level": spread["level"], "share": spread["share"],
-            "verdict": verdict(rows[f"mean_{metric}"].tolist(), se.tolist(), mode=mode, tolerance=tolerance,
-                               run_sd=run_sd, repeats=repeats),
-            "noise_se_max": float(se.max()), "reason": None}
+    return Uncertainty(range=[spread["low"], spread["high"]], level=spread["level"], share=spread["share"],
+                       verdict=Verdict(**verdict(rows[f"mean_{metric}"].tolist(), se.tolist(), mode=mode,
+                                                 tolerance=tolerance, run_sd=run_sd, repeats=repeats)),
+                       noise_se_max=float(se.max()), reason=None)
 
 
 def default_target(per_batch: pd.DataFrame, *, metric: str, mode: str) -> float:
@@ -173,7 +339,7 @@ def default_target(per_batch: pd.DataFrame, *, metric: str, mode: str) -> float:
 
 
 def recommend(done: pd.DataFrame, front: list[int], *, metric: str, mode: str, tolerance: float,
-              budget_samples: int) -> Optional[dict]:
+              budget_samples: int) -> Optional[Recommendation]:
     """The fastest configuration on the (projected-time) Pareto front whose metric is within
     ``tolerance`` (relative) of the best completed trial."""
     if not front:
@@ -183,122 +349,141 @@ def recommend(done: pd.DataFrame, front: list[int], *, metric: str, mode: str, t
         row = done.loc[i]
         if within_tolerance(float(row[metric]), float(best), mode=mode, tolerance=tolerance):
             steps = budget_samples // int(row["batch_size"])
-            return {"batch_size": int(row["batch_size"]), "alpha": float(row["alpha"]),
-                    "peak_lr": float(row["peak_lr"]), "warmup_fraction": float(row["warmup_fraction"]),
-                    "warmup_steps": warmup_steps(float(row["warmup_fraction"]), steps),
-                    "budget_samples": budget_samples, "optimizer_steps": steps, metric: float(row[metric]),
-                    "projected_time_s": float(row["projected_time_s"]), "trial_id": row["trial_id"]}
+            return Recommendation(
+                batch_size=int(row["batch_size"]), alpha=float(row["alpha"]), peak_lr=float(row["peak_lr"]),
+                warmup_fraction=float(row["warmup_fraction"]),
+                warmup_steps=warmup_steps(float(row["warmup_fraction"]), steps), budget_samples=budget_samples,
+                optimizer_steps=steps, metric=metric, metric_value=float(row[metric]),
+                projected_time_s=float(row["projected_time_s"]), trial_id=row["trial_id"])
     return None
 
 
+def _turning_point(per_batch: pd.DataFrame, measured: pd.DataFrame, *, metric: str, mode: str, tolerance: float,
+                   turning_fit: str) -> tuple[TurningPoint, dict]:
+    """The turning point read both ways (the spec's ``turning_fit`` is the answer), and the monotone fit
+    per batch size ({} when no batch size completed)."""
+    if len(measured) == 0:
+        return TurningPoint(None, turning_fit, None, None, tolerance, reason="no batch size has a trial that "
+                            "reached the full budget", uncertainty=None), {}
+    # A batch size with no completed trial (diverged, stopped, still running) counts as NaN: the walk
+    # up from the best batch stops there rather than jumping over a batch nobody measured.
+    # On the mean over repeats (the best run itself when repeats = 1).
+    batches, means = per_batch["batch_size"].tolist(), per_batch[f"mean_{metric}"].astype(float).tolist()
+    fitted = dict(zip(batches, monotone_fit(batches, means, mode=mode)))
+    raw = turning_point(batches, means, mode=mode, tolerance=tolerance)
+    monotone = turning_point(batches, list(fitted.values()), mode=mode, tolerance=tolerance)
+    answer = monotone if turning_fit == "monotone" else raw
+    reason = None
+    # Name a batch size with no completed trial only where it ended the walk: right above the answer.
+    above = [b for b in sorted(per_batch["batch_size"]) if b > answer]
+    if len(measured) == 1:
+        reason = "only one batch size completed: nothing to compare it with"
+    elif above and above[0] not in set(measured["batch_size"]):
+        reason = f"batch size {int(above[0])} has no completed trial and ends the walk"
+    uncertainty = _uncertainty(per_batch, metric=metric, mode=mode, tolerance=tolerance,
+                               monotone=turning_fit == "monotone")
+    return TurningPoint(answer, turning_fit, raw, monotone, tolerance, reason, uncertainty), fitted
+
+
+def _tradeoff(fit: TradeoffFit, *, left_out: Optional[str], reason: Optional[str]) -> Tradeoff:
+    # An unbounded end (B_crit = ∞ in enough resamples) is None: JSON has no infinity.
+    return Tradeoff(b_crit=fit.b_crit, left_out=left_out,
+                    ci95=[v if math.isfinite(v) else None for v in fit.ci] if fit.ci else None,
+                    s_min=fit.s_min, e_min=fit.e_min, points=fit.points, reason=reason)
+
+
+def _target_rules(history: pd.DataFrame, trials: pd.DataFrame, *, metric: str, mode: str,
+                  target: float) -> tuple[pd.DataFrame, pd.DataFrame, Tradeoff, OverheadRule]:
+    """Steps to ``target`` per trial and per batch size (the tables gain those columns), and the two rules
+    that read them: the steps/samples tradeoff and the 20 % rule."""
+    trials = trials.merge(_steps_to_target(history, metric=metric, mode=mode, target=target),
+                          left_on="trial_id", right_index=True, how="left")
+    per_batch = per_batch_table(trials, metric=metric, mode=mode)
+    reached = per_batch.dropna(subset=["steps_to_target"])
+    # A batch that reached the target by its first report has only an upper bound on its steps: fitting
+    # it as exact reads a steps ∝ 1/B line (perfect scaling) into what may be reporting too rarely.
+    early = reached["target_at_first_report"].astype(bool)
+    left_out = [int(b) for b in reached.loc[early, "batch_size"]]
+    reached = reached[~early]
+    fit = fit_tradeoff(reached["batch_size"].tolist(), reached["steps_to_target"].tolist())
+    b20 = overhead_rule(reached["batch_size"].tolist(), reached["steps_to_target"].tolist())
+    fit_reason = fit.reason
+    b20_reason = None if b20 is not None else f"no batch size reached the target {target:.4g}"
+    if b20 is not None and len(reached) == 1:
+        b20_reason = "only one batch size reached the target"
+    if fit.b_crit is None and not len(reached):
+        fit_reason = f"no batch size reached the target {target:.4g}"
+    note = None  # batch sizes both rules left out, and why
+    if left_out:
+        note = (f"B={', '.join(map(str, left_out))} reached the target {target:.4g} by the first report, so "
+                f"their steps to it are only upper bounds: left out (report more often, "
+                f"training.eval_every_samples, or raise the target)")
+        if not len(reached):
+            fit_reason = b20_reason = note
+            note = None
+    return (trials, per_batch, _tradeoff(fit, left_out=note, reason=fit_reason),
+            OverheadRule(b20, b20_reason, left_out=note))
+
+
+def _with_noise_scale(history: pd.DataFrame, per_batch: pd.DataFrame, trials: pd.DataFrame,
+                      noise_rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The tables with B_simple early and over training, per batch size and per trial."""
+    per_batch = per_batch.merge(noise_rows, on="batch_size", how="left")
+    measured = history.dropna(subset=["b_simple"]).sort_values("samples_seen")
+    per_trial = pd.DataFrame(
+        [{"trial_id": t, "b_simple_early": _ratio_of_means(g.head(1)), "b_simple_mean": _ratio_of_means(g)}
+         for t, g in measured.groupby("trial_id")])
+    return per_batch, trials.merge(per_trial, on="trial_id", how="left")
+
+
+FRONT_COLUMNS = ["trial_id", "batch_size", "alpha", "warmup_fraction", "peak_lr", "wall_time_s",
+                  "projected_time_s"]  # then the metric
+
+
 def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: int,
-              tolerance: float = 0.01, target: Optional[float] = None, turning_fit: str = "monotone") -> dict:
-    """Everything ``summary.json`` holds, as plain Python values (NaN becomes None). ``turning_fit``:
+              tolerance: float = 0.01, target: Optional[float] = None, turning_fit: str = "monotone") -> Summary:
+    """Everything ``summary.json`` holds, typed (NaN becomes None; ``Summary.to_json`` writes it). ``turning_fit``:
     ``monotone`` reads the turning point off the per-batch means' monotone fit, ``raw`` off the means
     (``search.turning_point``); the other reading is kept as ``raw_batch_size`` / ``monotone_batch_size``."""
     if turning_fit not in ("monotone", "raw"):
         raise ValueError(f"turning_fit must be 'monotone' or 'raw', got {turning_fit!r}")
-    monotone = turning_fit == "monotone"
     trials = trial_table(history, metric=metric, budget_samples=budget_samples)
     per_batch = per_batch_table(trials, metric=metric, mode=mode) if len(trials) else pd.DataFrame()
     measured = per_batch.dropna(subset=[f"best_{metric}"]) if len(per_batch) else per_batch
-    fitted = {}
-    turning = {"batch_size": None, "fit": turning_fit, "raw_batch_size": None, "monotone_batch_size": None,
-               "tolerance": tolerance, "reason": None, "uncertainty": None}
-    if len(measured) == 0:
-        turning["reason"] = "no batch size has a trial that reached the full budget"
-    else:
-        # A batch size with no completed trial (diverged, stopped, still running) counts as NaN: the walk
-        # up from the best batch stops there rather than jumping over a batch nobody measured.
-        # On the mean over repeats (the best run itself when repeats = 1).
-        batches, means = per_batch["batch_size"].tolist(), per_batch[f"mean_{metric}"].astype(float).tolist()
-        fitted = dict(zip(batches, monotone_fit(batches, means, mode=mode)))
-        for fit, values in (("raw", means), ("monotone", list(fitted.values()))):
-            turning[f"{fit}_batch_size"] = turning_point(batches, values, mode=mode, tolerance=tolerance)
-        turning["batch_size"] = turning[f"{turning_fit}_batch_size"]
-        turning["uncertainty"] = _uncertainty(per_batch, metric=metric, mode=mode, tolerance=tolerance,
-                                              monotone=monotone)
-        # Name a batch size with no completed trial only where it ended the walk: right above the answer.
-        above = [b for b in sorted(per_batch["batch_size"]) if b > turning["batch_size"]]
-        if len(measured) == 1:
-            turning["reason"] = "only one batch size completed: nothing to compare it with"
-        elif above and above[0] not in set(measured["batch_size"]):
-            turning["reason"] = f"batch size {int(above[0])} has no completed trial and ends the walk"
+    turning, fitted = _turning_point(per_batch, measured, metric=metric, mode=mode, tolerance=tolerance,
+                                     turning_fit=turning_fit)
 
     target_source = "user" if target is not None else "default: worst per-batch best"
     if target is None and len(measured):
         target = default_target(measured, metric=metric, mode=mode)
-    tradeoff = TradeoffFit(None, None, None, reason="no completed trial to take a target from")
-    overhead = {"batch_size": None, "reason": "no completed trial to take a target from"}
-    left_out_note = None  # batch sizes both rules left out, and why
+    no_target = "no completed trial to take a target from"
+    tradeoff = _tradeoff(TradeoffFit(None, None, None), left_out=None, reason=no_target)
+    overhead = OverheadRule(None, no_target)
     if target is not None and len(trials):
-        trials = trials.merge(_steps_to_target(history, metric=metric, mode=mode, target=target),
-                              left_on="trial_id", right_index=True, how="left")
-        per_batch = per_batch_table(trials, metric=metric, mode=mode)
-        reached = per_batch.dropna(subset=["steps_to_target"])
-        # A batch that reached the target by its first report has only an upper bound on its steps: fitting
-        # it as exact reads a steps ∝ 1/B line (perfect scaling) into what may be reporting too rarely.
-        early = reached["target_at_first_report"].astype(bool)
-        left_out = [int(b) for b in reached.loc[early, "batch_size"]]
-        reached = reached[~early]
-        tradeoff = fit_tradeoff(reached["batch_size"].tolist(), reached["steps_to_target"].tolist())
-        b20 = overhead_rule(reached["batch_size"].tolist(), reached["steps_to_target"].tolist())
-        overhead = {"batch_size": b20, "reason": None if b20 is not None else
-                    f"no batch size reached the target {target:.4g}"}
-        if b20 is not None and len(reached) == 1:
-            overhead["reason"] = "only one batch size reached the target"
-        if tradeoff.b_crit is None and not len(reached):
-            tradeoff.reason = f"no batch size reached the target {target:.4g}"
-        if left_out:
-            note = (f"B={', '.join(map(str, left_out))} reached the target {target:.4g} by the first report, so "
-                    f"their steps to it are only upper bounds: left out (report more often, "
-                    f"training.eval_every_samples, or raise the target)")
-            if not len(reached):
-                tradeoff.reason = overhead["reason"] = note
-            else:
-                overhead["left_out"] = left_out_note = note
-
+        trials, per_batch, tradeoff, overhead = _target_rules(history, trials, metric=metric, mode=mode,
+                                                              target=target)
     if fitted:
         per_batch[f"fit_{metric}"] = per_batch["batch_size"].map(fitted)
     noise_rows, noise = noise_scale_table(history)
     if len(noise_rows):
-        per_batch = per_batch.merge(noise_rows, on="batch_size", how="left")
-        measured_noise = history.dropna(subset=["b_simple"]).sort_values("samples_seen")
-        per_trial = pd.DataFrame(
-            [{"trial_id": t, "b_simple_early": _ratio_of_means(g.head(1)), "b_simple_mean": _ratio_of_means(g)}
-             for t, g in measured_noise.groupby("trial_id")])
-        trials = trials.merge(per_trial, on="trial_id", how="left")
+        per_batch, trials = _with_noise_scale(history, per_batch, trials, noise_rows)
+
     done = trials[trials["status"] == "completed"].reset_index(drop=True)
     done["projected_time_s"] = budget_samples / done["samples_per_s"]
-    columns = ["trial_id", "batch_size", "alpha", "warmup_fraction", "peak_lr", "wall_time_s",
-               "projected_time_s", metric]
+    columns = FRONT_COLUMNS + [metric]
     front_wall = pareto_front(done["wall_time_s"].tolist(), done[metric].tolist(), mode=mode) if len(done) else []
     front_projected = (pareto_front(done["projected_time_s"].tolist(), done[metric].tolist(), mode=mode)
                        if len(done) else [])
-    return {
-        "metric": metric, "mode": mode, "budget_samples": budget_samples, "target": target,
-        "target_source": target_source,
-        "critical_batch": {
-            "batch_size": turning["batch_size"],  # the turning point, the headline answer
-            "turning_point": turning,
-            # An unbounded end (B_crit = ∞ in enough resamples) is null: JSON has no infinity.
-            "tradeoff": {"b_crit": tradeoff.b_crit, "left_out": left_out_note,
-                         "ci95": [v if math.isfinite(v) else None for v in tradeoff.ci] if tradeoff.ci else None,
-                         "s_min": tradeoff.s_min, "e_min": tradeoff.e_min, "points": tradeoff.points,
-                         "reason": tradeoff.reason},
-            "overhead_20pct": overhead,
-            "tolerance": tolerance,
-            "reason": turning["reason"],
-        },
-        "noise_scale": {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                        for k, v in noise.items()},
-        "recommendation": recommend(done, front_projected, metric=metric, mode=mode, tolerance=tolerance,
-                                    budget_samples=budget_samples),
-        "per_batch": _records(per_batch),
-        "pareto": _records(done.loc[front_wall, columns]),
-        "pareto_projected": _records(done.loc[front_projected, columns]),
-        "trials": _records(trials),
-    }
+    return Summary(
+        metric=metric, mode=mode, budget_samples=budget_samples, target=target, target_source=target_source,
+        critical_batch=CriticalBatch(batch_size=turning.batch_size, turning_point=turning, tradeoff=tradeoff,
+                                     overhead_20pct=overhead, tolerance=tolerance, reason=turning.reason),
+        noise_scale=NoiseScale(**{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                                  for k, v in noise.items()}),
+        recommendation=recommend(done, front_projected, metric=metric, mode=mode, tolerance=tolerance,
+                                 budget_samples=budget_samples),
+        per_batch=_records(per_batch), pareto=_records(done.loc[front_wall, columns]),
+        pareto_projected=_records(done.loc[front_projected, columns]), trials=_records(trials))
 
 
 def _records(frame: pd.DataFrame) -> list[dict]:
@@ -311,11 +496,11 @@ def _records(frame: pd.DataFrame) -> list[dict]:
     return [{k: clean(v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
-def write_summary(summary: dict, history: pd.DataFrame, directory: str | Path) -> Path:
+def write_summary(summary: Summary, history: pd.DataFrame, directory: str | Path) -> Path:
     """Write ``summary.json`` (strict JSON) and ``trials.csv`` (one row per trial) to ``directory``."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
-    pd.DataFrame(summary["trials"]).to_csv(directory / "trials.csv", index=False)
+    (directory / "summary.json").write_text(summary.to_json())
+    pd.DataFrame(summary.trials).to_csv(directory / "trials.csv", index=False)
     history.to_csv(directory / "history.csv", index=False)
     return directory

@@ -4,21 +4,116 @@ Multi-worker and GPU trials build a Ray Train ``TorchTrainer`` (the Train V2 pat
 trainable launches the Train run and ``TuneReportCallback`` forwards rank 0's metrics to Tune). A trial
 with a single CPU worker runs the very same ``train_loop`` in-process, skipping the Train controller and
 worker start-up that would otherwise dominate short CPU trials.
+
+What a trial trains is one ``TrialConfig``: the validated spec, which the loop reads by section
+(``cfg.spec.training.precision``), and the few values that are this trial's own. A new training option is
+a field of the spec and its use in the loop; nothing here copies it.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
+from .budget import optimizer_steps
+from .lr_schedule import scaled_lr, warmup_steps
+from .sessions import LocalSession, TrainSession, quiet_per_report_logs
 from .spec import SearchSpec, dataloader_workers
-from .train_loop import LocalSession, TrialSetup, quiet_per_report_logs, train_loop, train_worker
+from .train_loop import train_loop
 
-__all__ = ["make_setup", "run_trial", "trial_resources", "batch_size_of", "in_process"]
+__all__ = ["TrialConfig", "run_trial", "train_worker", "trial_resources", "batch_size_of", "in_process"]
 
 
 def batch_size_of(config: dict) -> int:
     """Trials sample log2 of the batch size (an ordered integer for TPE); this is the batch itself."""
     return 2 ** int(config["log2_batch"])
+
+
+@dataclass(frozen=True)
+class TrialConfig:
+    """Everything one trial's loop needs: the spec, plus what Tune chose for this trial and what the
+    driver resolved. Built in the trial (``from_tune``), pickled to each of its workers."""
+
+    spec: SearchSpec
+    """The validated search spec; the loop reads its sections (``training``, ``resources``, ``data``)."""
+    batch_size: int
+    """The effective batch B of one optimizer step, over all workers and micro-batches."""
+    alpha: float
+    """LR-scaling exponent: peak LR = base_lr · (B / base_batch) ** alpha."""
+    warmup_fraction: float
+    """Warmup as a fraction of this trial's optimizer steps."""
+    seed: int
+    """Model initialisation and data order: the search's seed plus the trial's offset (a repeat's)."""
+    budget_samples: int
+    """Samples to train on (the resolved equal-sample budget)."""
+    model_config: Any
+    """The Hugging Face config object built in the driver (vocabulary, labels, padding resolved)."""
+    trial_id: str = ""
+    """The Tune trial's id (tags the trial's gauges in Ray's metrics); empty outside Tune."""
+    started_at: float = field(default_factory=time.time)
+    """When the trial started (epoch seconds), reported as ``trial_started_at``."""
+
+    @classmethod
+    def from_tune(cls, spec: SearchSpec, config: dict, *, budget_samples: int, model_config,
+                  trial_id: str = "") -> TrialConfig:
+        """From Tune's config: ``log2_batch``, ``alpha``, ``warmup_fraction`` and, for a repeat,
+        ``seed_offset``."""
+        return cls(spec=spec, batch_size=batch_size_of(config), alpha=float(config["alpha"]),
+                   warmup_fraction=float(config["warmup_fraction"]),
+                   seed=spec.search.seed + int(config.get("seed_offset", 0)), budget_samples=budget_samples,
+                   model_config=model_config, trial_id=trial_id, started_at=time.time())
+
+    # ---- derived values ------------------------------------------------------------------------------
+    @property
+    def task(self) -> str:
+        return self.spec.task
+
+    @property
+    def metric(self) -> str:
+        return self.spec.search.metric
+
+    @property
+    def model(self) -> dict:
+        """What ``build_model`` and the probe cache key take: the pretrained name or the config keys."""
+        return {"name": self.spec.model.name, "config": self.spec.model.config}
+
+    @property
+    def use_gpu(self) -> bool:
+        return self.spec.resources.use_gpu
+
+    @property
+    def threads(self) -> int:
+        """torch's thread count in each worker: its CPUs."""
+        return self.spec.resources.cpus_per_worker
+
+    @property
+    def dataloader_workers(self) -> int:
+        return dataloader_workers(self.spec.training, self.use_gpu)
+
+    @property
+    def peak_lr(self) -> float:
+        t = self.spec.training
+        return scaled_lr(t.base_lr, self.batch_size, t.base_batch, self.alpha)
+
+    @property
+    def total_steps(self) -> int:
+        return optimizer_steps(self.budget_samples, self.batch_size)
+
+    @property
+    def warmup_steps(self) -> int:
+        return warmup_steps(self.warmup_fraction, self.total_steps)
+
+    @property
+    def probe_limit(self) -> int:
+        """Largest micro-batch the probe tries: the search's largest batch per worker, so one probe (and
+        its cache entry) serves every batch size of the search."""
+        return max(self.spec.batch_sizes) // self.spec.resources.workers_per_trial
+
+    @property
+    def probe_seq_len(self) -> Optional[int]:
+        """The sequence length the probe measures at: the data's padded length."""
+        return self.spec.data.max_seq_length
 
 
 def in_process(spec: SearchSpec) -> bool:
@@ -35,37 +130,21 @@ def trial_resources(spec: SearchSpec) -> dict:
     return {"CPU": 0, "memory": 1_000_000}
 
 
-def make_setup(spec: SearchSpec, config: dict, *, budget_samples: int, model_config) -> TrialSetup:
-    t = spec.training
-    return TrialSetup(
-        batch_size=batch_size_of(config), alpha=float(config["alpha"]),
-        warmup_fraction=float(config["warmup_fraction"]), budget_samples=budget_samples,
-        eval_every_samples=t.eval_every_samples, base_lr=t.base_lr, base_batch=t.base_batch,
-        lr_decay=t.lr_decay, optimizer=t.optimizer, weight_decay=t.weight_decay,
-        label_smoothing=t.label_smoothing, layer_lr_decay=t.layer_lr_decay, precision=t.precision,
-        gradient_checkpointing=t.gradient_checkpointing, compile=t.compile, compile_mode=t.compile_mode,
-        dataloader_workers=dataloader_workers(t, spec.resources.use_gpu), pin_memory=t.pin_memory,
-        persistent_workers=t.persistent_workers,
-        divergence_factor=t.divergence_factor, probe_micro_batch=t.probe_micro_batch,
-        memory_limit_gb=t.memory_limit_gb, eval_batch_size=t.eval_batch_size,
-        probe_seq_len=spec.data.max_seq_length,
-        probe_limit=max(spec.batch_sizes) // spec.resources.workers_per_trial,
-        grad_clip_norm=t.grad_clip_norm, micro_batch_size=t.micro_batch_size, task=spec.task,
-        metric=spec.search.metric, model={"name": spec.model.name, "config": spec.model.config},
-        model_config=model_config, threads=spec.resources.cpus_per_worker,
-        seed=spec.search.seed + int(config.get("seed_offset", 0)), use_gpu=spec.resources.use_gpu, noise_scale=t.noise_scale,
-        started_at=time.time())
+def train_worker(config: dict) -> None:
+    """Entry point of a Ray Train worker (``TorchTrainer(train_loop_per_worker=train_worker)``)."""
+    quiet_per_report_logs()
+    train_loop(config["trial"], config["data"], TrainSession())
 
 
 def run_trial(config: dict, *, spec: SearchSpec, data, budget_samples: int, model_config) -> None:
     """The Tune function trainable (bound to spec and data with ``tune.with_parameters``)."""
     from ray import tune
 
-    setup = make_setup(spec, config, budget_samples=budget_samples, model_config=model_config)
-    setup.trial_id = tune.get_context().get_trial_id() or ""
+    trial = TrialConfig.from_tune(spec, config, budget_samples=budget_samples, model_config=model_config,
+                                  trial_id=tune.get_context().get_trial_id() or "")
     quiet_per_report_logs()
     if in_process(spec):
-        train_loop(setup, data, LocalSession())
+        train_loop(trial, data, LocalSession())
         return
 
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
@@ -75,7 +154,7 @@ def run_trial(config: dict, *, spec: SearchSpec, data, budget_samples: int, mode
     r = spec.resources
     trainer = TorchTrainer(
         train_worker,
-        train_loop_config={"setup": setup, "data": data},
+        train_loop_config={"trial": trial, "data": data},
         torch_config=TorchConfig(backend="nccl" if r.use_gpu else "gloo"),
         scaling_config=ScalingConfig(num_workers=r.workers_per_trial, use_gpu=r.use_gpu,
                                      resources_per_worker={"CPU": r.cpus_per_worker}),

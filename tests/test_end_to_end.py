@@ -41,9 +41,9 @@ def test_noise_scale_measured_online_on_two_gloo_workers(ddp_search):
     finite = history.dropna(subset=["b_simple"])
     assert set(finite["trial_id"]) == set(history["trial_id"])
     assert (finite["b_simple"] > 0).all() and (finite["trace_sigma"] > 0).all()
-    noise = ddp_search.summary["noise_scale"]
-    assert noise["mean"] > 0 and noise["early"] > 0
-    assert all(r["b_simple_mean"] > 0 for r in ddp_search.summary["per_batch"])
+    noise = ddp_search.summary.noise_scale
+    assert noise.mean > 0 and noise.early > 0
+    assert all(r["b_simple_mean"] > 0 for r in ddp_search.summary.per_batch)
 
 
 def test_asha_stopped_a_trial_early_and_every_batch_size_completed(ddp_search):
@@ -103,7 +103,7 @@ def test_search_ends_with_a_full_report(ddp_search):
     for name in ("report.html", "report.md", "metric_vs_batch.png", "steps_vs_samples.png", "pareto.png",
                  "lr_vs_batch.png", "noise_scale.png"):
         assert (out / name).is_file(), name
-    assert ddp_search.summary["recommendation"]["batch_size"] in (8, 16)
+    assert ddp_search.summary.recommendation.batch_size in (8, 16)
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 5
 
@@ -127,8 +127,8 @@ def test_report_cli_on_the_experiment_and_on_a_partial_copy(ddp_search, tmp_path
     for progress in partial.glob("*/progress.csv"):
         progress.write_text("\n".join(progress.read_text().splitlines()[:2]) + "\n")
     report = analyze(partial)
-    assert report.critical_batch["batch_size"] is None
-    assert "no batch size has a trial that reached the full budget" in report.critical_batch["reason"]
+    assert report.critical_batch.batch_size is None
+    assert "no batch size has a trial that reached the full budget" in report.critical_batch.reason
     assert report.recommendation is None
     assert report.write(tmp_path / "partial_out").is_file()
 
@@ -153,8 +153,8 @@ def test_diverging_trials_do_not_take_the_search_down(tmp_path):
                                    f"storage_path={tmp_path / 'rr'}", f"output_dir={tmp_path / 'out'}"])
     result = run_search(spec, verbose=0)
     assert set(result.trials["status"]) == {"diverged"}
-    assert [r["diverged"] for r in result.summary["per_batch"]] == [1, 1]
-    assert result.critical_batch is None and "no batch size" in result.summary["critical_batch"]["reason"]
+    assert [r["diverged"] for r in result.summary.per_batch] == [1, 1]
+    assert result.critical_batch is None and "no batch size" in result.summary.critical_batch.reason
     assert (result.output_dir / "report.html").is_file()
 
 

@@ -10,8 +10,11 @@ import torch
 
 from cbs_ray.search import prepare
 from cbs_ray.spec import load_spec
-from cbs_ray.train_loop import LocalSession, STATE_FILE, items_in, layer_lr_scale, make_optimizer, train_loop
-from cbs_ray.trial import make_setup
+from cbs_ray.checkpoint import STATE_FILE
+from cbs_ray.optimizer import layer_lr_scale, make_optimizer
+from cbs_ray.sessions import LocalSession
+from cbs_ray.train_loop import items_in, train_loop
+from cbs_ray.trial import TrialConfig
 
 ONE_STEP = ["data.builtin_train_examples=512", "data.builtin_eval_examples=64", "training.budget_samples=64",
             "training.eval_every_samples=64", "asha.grace_period_samples=64", "search.batch_sizes=[64]",
@@ -36,8 +39,8 @@ class Capture(LocalSession):
 def run(overrides, batch=64, *, base=ONE_STEP, session_class=Capture):
     spec = load_spec(None, list(base) + list(overrides))
     data, budget, config = prepare(spec)
-    setup = make_setup(spec, {"log2_batch": batch.bit_length() - 1, "alpha": 1.0, "warmup_fraction": 0.0},
-                       budget_samples=budget, model_config=config)
+    setup = TrialConfig.from_tune(spec, {"log2_batch": batch.bit_length() - 1, "alpha": 1.0, "warmup_fraction": 0.0},
+                                  budget_samples=budget, model_config=config)
     session = session_class()
     train_loop(setup, data, session)
     return session
@@ -89,17 +92,29 @@ def test_lamb_first_step_is_the_trust_ratio_times_the_adam_direction():
     """One LAMB step on w = [3, 4] (|w| = 5) with gradient [1, -2], lr 0.1, no weight decay: Adam's first
     direction m / (sqrt(v) + eps) is sign(g) × 0.1 / sqrt(0.001) (undebiased), the trust ratio scales the
     step to lr × |w| = 0.5, so w moves by 0.5 × [1, -1] / sqrt(2). AdamW would move each weight by lr."""
-    from types import SimpleNamespace
+    from cbs_ray.spec import TrainingSpec
 
     model = torch.nn.Linear(2, 1, bias=False)
     with torch.no_grad():
         model.weight.copy_(torch.tensor([[3.0, 4.0]]))
-    setup = SimpleNamespace(optimizer="lamb", model_config=None, layer_lr_decay=1.0, weight_decay=0.0)
-    optimizer = make_optimizer(model, setup, lr=0.1)
+    training = TrainingSpec(optimizer="lamb", layer_lr_decay=1.0, weight_decay=0.0)
+    optimizer = make_optimizer(model, training, lr=0.1)
     model.weight.grad = torch.tensor([[1.0, -2.0]])
     optimizer.step()
     moved = 0.5 / math.sqrt(2)
     assert torch.allclose(model.weight, torch.tensor([[3.0 - moved, 4.0 + moved]]), atol=1e-5)
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "lamb"])
+def test_adam_betas_come_from_the_spec(optimizer):
+    """training.adam_beta1/adam_beta2 reach AdamW and LAMB; the defaults are 0.9/0.999."""
+    from cbs_ray.spec import TrainingSpec
+
+    model = torch.nn.Linear(2, 1, bias=False)
+    training = TrainingSpec(optimizer=optimizer, adam_beta1=0.8, adam_beta2=0.99)
+    optimizer_ = make_optimizer(model, training, lr=0.1)
+    assert all(group["betas"] == (0.8, 0.99) for group in optimizer_.param_groups)
+    assert make_optimizer(model, TrainingSpec(optimizer=optimizer), lr=0.1).param_groups[0]["betas"] == (0.9, 0.999)
 
 
 def test_layer_lr_scale_by_name():
@@ -196,7 +211,7 @@ def _agree_on_a_micro_batch(rank: int, port: int, out: str) -> None:
 
     import torch.distributed as dist
 
-    from cbs_ray.train_loop import TrainSession
+    from cbs_ray.sessions import TrainSession
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2)
@@ -238,8 +253,8 @@ def test_noise_probe_reads_the_first_micro_batch_and_the_whole_step(task, monkey
     monkeypatch.setattr(NoiseScaleMeter, "add", lambda self, small, big: seen.append((small, big)))
     spec = load_spec(None, ONE_STEP + task + ["training.micro_batch_size=16"])
     data, budget, config = prepare(spec)
-    setup = make_setup(spec, {"log2_batch": 6, "alpha": 1.0, "warmup_fraction": 0.0}, budget_samples=budget,
-                       model_config=config)
+    setup = TrialConfig.from_tune(spec, {"log2_batch": 6, "alpha": 1.0, "warmup_fraction": 0.0},
+                                  budget_samples=budget, model_config=config)
     train_loop(setup, data, Capture())
 
     torch.manual_seed(setup.seed)
@@ -273,8 +288,8 @@ def _noise_probe_on_two_gloo_workers(rank: int, port: int, out: str, task: list)
     spec = load_spec(None, ONE_STEP + task + ["training.micro_batch_size=32", "resources.workers_per_trial=2",
                                               "search.seed=7"])
     data, budget, config = prepare(spec)
-    setup = make_setup(spec, {"log2_batch": 6, "alpha": 1.0, "warmup_fraction": 0.0}, budget_samples=budget,
-                       model_config=config)
+    setup = TrialConfig.from_tune(spec, {"log2_batch": 6, "alpha": 1.0, "warmup_fraction": 0.0},
+                                  budget_samples=budget, model_config=config)
     session = GlooCapture()
     train_loop(setup, data, session)
     assert session.loader.sampler.seed == 7

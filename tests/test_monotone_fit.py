@@ -52,10 +52,10 @@ def test_summary_reads_the_spec_s_fit_and_keeps_the_other_reading():
     history = _history({16: 0.80, 32: 0.78, 64: 0.80, 128: 0.60})
     # raw: 32's .78 < .784 ends the walk at 16; fit: 32 and 64 pooled to .79 -> 64
     monotone = summarize(history, metric="accuracy", mode="max", budget_samples=4096, tolerance=0.02)
-    tp = monotone["critical_batch"]["turning_point"]
-    assert (monotone["critical_batch"]["batch_size"], tp["raw_batch_size"], tp["monotone_batch_size"]) == (64, 16, 64)
-    assert [r["fit_accuracy"] for r in monotone["per_batch"]] == pytest.approx([0.80, 0.79, 0.79, 0.60])
+    tp = monotone.critical_batch.turning_point
+    assert (monotone.critical_batch.batch_size, tp.raw_batch_size, tp.monotone_batch_size) == (64, 16, 64)
+    assert [r["fit_accuracy"] for r in monotone.per_batch] == pytest.approx([0.80, 0.79, 0.79, 0.60])
     assert "monotone fit): 64 (read off the raw bests: 16)" in headline(monotone)[0]
     raw = summarize(history, metric="accuracy", mode="max", budget_samples=4096, tolerance=0.02, turning_fit="raw")
-    assert raw["critical_batch"]["batch_size"] == 16
+    assert raw.critical_batch.batch_size == 16
     assert "raw bests): 16 (read off the monotone fit: 64)" in headline(raw)[0]

@@ -43,6 +43,22 @@ def test_worse_trial_of_the_same_batch_is_stopped_at_the_rung():
     assert s.on_trial_result(None, third, result(3072, 0.10)) == TrialScheduler.CONTINUE
 
 
+def test_the_first_trial_of_a_batch_size_runs_to_the_budget_even_behind_a_concurrent_one():
+    """ASHA alone exempts only the first trial to reach a rung. Here the seeded trial (the first added
+    for B=16) reaches the 2048 rung after a concurrent B=16 trial set it at 0.80: plain ASHA stops it
+    (0.50 < 0.80), PerBatchASHA lets it go on; its result still counts at the rung, so a third trial at
+    0.60 is stopped (cutoff: the median of 0.80 and 0.50 is 0.65)."""
+    s = scheduler()
+    seeded, concurrent, third = trial("seed", 4), trial("b", 4), trial("c", 4)
+    for t in (seeded, concurrent, third):
+        s.on_trial_add(None, t)
+    assert s.on_trial_result(None, concurrent, result(2048, 0.80)) == TrialScheduler.CONTINUE
+    assert s.on_trial_result(None, seeded, result(2048, 0.50)) == TrialScheduler.CONTINUE
+    assert s.on_trial_result(None, third, result(2048, 0.60)) == TrialScheduler.STOP
+    assert s.on_trial_result(None, seeded, result(4096, 0.10)) == TrialScheduler.CONTINUE
+    assert s.on_trial_result(None, seeded, result(8192, 0.10)) == TrialScheduler.STOP  # the budget: done
+
+
 def test_budget_reached_stops_and_completion_and_removal_are_routed():
     s = scheduler()
     t = trial("a", 5)

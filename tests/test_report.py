@@ -2,13 +2,14 @@
 
 import base64
 import json
+from dataclasses import replace
 
 import pandas as pd
 import pytest
 
 from cbs_ray.cli import report_main as main
 from cbs_ray.report import headline, render_html, render_markdown
-from cbs_ray.summary import summarize
+from cbs_ray.summary import NoiseScale, summarize
 from cbs_ray.plots import all_plots
 
 BUDGET = 65536  # every batch reaches 0.8 (at 100·B + 12800 samples) and the 0.9 cap within it
@@ -31,44 +32,44 @@ def history(batches=(16, 32, 64, 128, 256), target_steps=None):
 
 def test_three_ways_on_a_known_hyperbola():
     s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
-    cb = s["critical_batch"]
+    cb = s.critical_batch
     # Samples to 0.8 per batch = 100·B + 12800: interpolation is exact because accuracy is linear.
-    steps = {r["batch_size"]: r["steps_to_target"] for r in s["per_batch"]}
+    steps = {r["batch_size"]: r["steps_to_target"] for r in s.per_batch}
     assert steps[16] == pytest.approx(900) and steps[256] == pytest.approx(150)
-    assert cb["tradeoff"]["b_crit"] == pytest.approx(128, rel=1e-6)
-    assert cb["tradeoff"]["s_min"] == pytest.approx(100, rel=1e-6)
+    assert cb.tradeoff.b_crit == pytest.approx(128, rel=1e-6)
+    assert cb.tradeoff.s_min == pytest.approx(100, rel=1e-6)
     # 20 % rule from B0=16 (14400 samples): E <= 17280 -> 100·B + 12800 <= 17280 -> B <= 44.8 -> 32
-    assert cb["overhead_20pct"]["batch_size"] == 32
+    assert cb.overhead_20pct.batch_size == 32
     # Every batch ends at the 0.9 cap: all within tolerance, the turning point is the largest batch.
-    assert cb["turning_point"]["batch_size"] == 256
+    assert cb.turning_point.batch_size == 256
 
 
 def test_default_target_and_recommendation_snippet():
     s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET)
-    assert s["target"] == pytest.approx(0.9) and s["target_source"].startswith("default")
-    rec = s["recommendation"]
+    assert s.target == pytest.approx(0.9) and s.target_source.startswith("default")
+    rec = s.recommendation
     # All reach 0.9; the fastest projected time is the largest batch (samples/s grows with sqrt(B)).
-    assert rec["batch_size"] == 256 and rec["optimizer_steps"] == BUDGET // 256
-    assert rec["warmup_steps"] == 26  # 0.1 × 256 steps, rounded
+    assert rec.batch_size == 256 and rec.optimizer_steps == BUDGET // 256
+    assert rec.warmup_steps == 26  # 0.1 × 256 steps, rounded
 
 
 def test_target_never_reached_and_single_batch_are_reported_not_invented():
     s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.99)
-    assert s["critical_batch"]["tradeoff"]["b_crit"] is None
-    assert "no batch size reached the target" in s["critical_batch"]["tradeoff"]["reason"]
-    assert s["critical_batch"]["overhead_20pct"]["batch_size"] is None
+    assert s.critical_batch.tradeoff.b_crit is None
+    assert "no batch size reached the target" in s.critical_batch.tradeoff.reason
+    assert s.critical_batch.overhead_20pct.batch_size is None
     one = summarize(history(batches=(32,)), metric="accuracy", mode="max", budget_samples=BUDGET)
-    assert "only one batch size" in one["critical_batch"]["turning_point"]["reason"]
-    assert "at least 3" in one["critical_batch"]["tradeoff"]["reason"]
+    assert "only one batch size" in one.critical_batch.turning_point.reason
+    assert "at least 3" in one.critical_batch.tradeoff.reason
 
 
 def test_nan_metrics_do_not_break_the_report():
     h = history()
     h.loc[h["trial_id"] == "t64", "accuracy"] = float("nan")
     s = summarize(h, metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
-    assert s["critical_batch"]["turning_point"]["batch_size"] == 32  # the NaN batch ends the walk
-    assert s["critical_batch"]["turning_point"]["reason"] == "batch size 64 has no completed trial and ends the walk"
-    json.dumps(s, allow_nan=False)
+    assert s.critical_batch.turning_point.batch_size == 32  # the NaN batch ends the walk
+    assert s.critical_batch.turning_point.reason == "batch size 64 has no completed trial and ends the walk"
+    s.to_json()  # strict JSON: a NaN would raise
 
 
 def test_html_embeds_every_plot_and_markdown_links_them(tmp_path):
@@ -98,7 +99,7 @@ def test_report_cli_bad_inputs(tmp_path, capsys):
 
 
 def test_report_cli_on_a_damaged_spec_file_is_one_line(tmp_path, capsys):
-    from cbs_ray.report import META_FILE
+    from cbs_ray.tune_storage import META_FILE
 
     (tmp_path / META_FILE).write_text("{trunc")
     assert main([str(tmp_path)]) == 2
@@ -110,8 +111,8 @@ def test_the_headline_says_how_many_noise_reports_it_left_out():
     s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
 
     def noise_line(**noise):
-        s["noise_scale"] = {"early": 40.0, "mean": 32.0, "note": None, **noise}
-        return next(x for x in headline(s) if x.startswith("Gradient noise scale"))
+        with_noise = replace(s, noise_scale=NoiseScale(early=40.0, mean=32.0, note=None, **noise))
+        return next(x for x in headline(with_noise) if x.startswith("Gradient noise scale"))
 
     assert noise_line(reports=2, reports_left_out=0).endswith("40 early in training, 32 averaged over training")
     assert noise_line(reports=26, reports_left_out=8).endswith(
@@ -123,13 +124,13 @@ def test_a_batch_that_reached_the_target_by_its_first_report_is_left_out_of_the_
     """Target 0.52: B=16 is at 0.5213 at its first report (1024 samples), so its 64 steps are only an upper
     bound (the truth is 60). Left out, the other four give the exact hyperbola back: B_crit = 128."""
     s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.52)
-    per_batch = {r["batch_size"]: r for r in s["per_batch"]}
+    per_batch = {r["batch_size"]: r for r in s.per_batch}
     assert per_batch[16]["target_at_first_report"] and not per_batch[32]["target_at_first_report"]
-    tradeoff = s["critical_batch"]["tradeoff"]
-    assert tradeoff["b_crit"] == pytest.approx(128, rel=1e-6)
-    assert tradeoff["left_out"].startswith("B=16 reached the target 0.52 by the first report")
-    assert s["critical_batch"]["overhead_20pct"]["left_out"] == tradeoff["left_out"]
-    assert f"  {tradeoff['left_out']}" in headline(s)
+    tradeoff = s.critical_batch.tradeoff
+    assert tradeoff.b_crit == pytest.approx(128, rel=1e-6)
+    assert tradeoff.left_out.startswith("B=16 reached the target 0.52 by the first report")
+    assert s.critical_batch.overhead_20pct.left_out == tradeoff.left_out
+    assert f"  {tradeoff.left_out}" in headline(s)
     import matplotlib.pyplot as plt
 
     from cbs_ray.plots import steps_vs_samples
@@ -140,14 +141,15 @@ def test_a_batch_that_reached_the_target_by_its_first_report_is_left_out_of_the_
     assert "B=16 ≤ (left out)" in texts and "B=32" in texts  # the upper bound drawn as such
     # Every batch there by its first report: nothing left to fit, and both rules say why.
     low = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.505)
-    assert low["critical_batch"]["tradeoff"]["b_crit"] is None
-    assert low["critical_batch"]["tradeoff"]["reason"].startswith("B=16, 32, 64, 128, 256 reached the target")
-    assert low["critical_batch"]["overhead_20pct"]["batch_size"] is None
+    assert low.critical_batch.tradeoff.b_crit is None
+    assert low.critical_batch.tradeoff.reason.startswith("B=16, 32, 64, 128, 256 reached the target")
+    assert low.critical_batch.overhead_20pct.batch_size is None
 
 
 def test_an_unbounded_interval_is_said_in_the_headline():
     s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
-    s["critical_batch"]["tradeoff"]["ci95"] = [451.0, None]
+    unbounded = replace(s.critical_batch.tradeoff, ci95=[451.0, None])
+    s = replace(s, critical_batch=replace(s.critical_batch, tradeoff=unbounded))
     line = next(x for x in headline(s) if x.startswith("Critical batch, steps/samples tradeoff"))
     assert "95% CI 451–unbounded (some resamples scale perfectly)" in line
 
@@ -168,9 +170,9 @@ def test_an_unbounded_interval_is_null_in_summary_json(tmp_path):
              "diverged": False}
             for bb, st in zip(b, steps) for s, acc in ((1, 0.0), (2 * st * bb - 1, 1.0))]
     s = summarize(pd.DataFrame(rows), metric="accuracy", mode="max", budget_samples=10 ** 7, target=0.5)
-    tradeoff = s["critical_batch"]["tradeoff"]
-    assert tradeoff["b_crit"] == pytest.approx(624, rel=0.01) and tradeoff["ci95"][1] is None
-    assert math.isfinite(tradeoff["ci95"][0])
+    tradeoff = s.critical_batch.tradeoff
+    assert tradeoff.b_crit == pytest.approx(624, rel=0.01) and tradeoff.ci95[1] is None
+    assert math.isfinite(tradeoff.ci95[0])
     write_summary(s, pd.DataFrame(rows), tmp_path)  # allow_nan=False: an infinity would raise here
     assert json.loads((tmp_path / "summary.json").read_text())["critical_batch"]["tradeoff"]["ci95"][1] is None
 
@@ -184,5 +186,5 @@ def test_a_batch_size_without_a_completed_trial_below_the_answer_is_not_blamed()
         h.loc[(h["batch_size"] == b) & (h["samples_seen"] == BUDGET), "accuracy"] = acc
     h = h[(h["batch_size"] != 8) | (h["samples_seen"] < BUDGET // 2)]
     s = summarize(h, metric="accuracy", mode="max", budget_samples=BUDGET, tolerance=0.01)
-    turning = s["critical_batch"]["turning_point"]
-    assert turning["raw_batch_size"] == 32 and turning["reason"] is None
+    turning = s.critical_batch.turning_point
+    assert turning.raw_batch_size == 32 and turning.reason is None

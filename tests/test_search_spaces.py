@@ -30,7 +30,6 @@ def test_search_space_validates_and_plans(path, capsys):
     assert " micro × " in out and " steps" in out
 
 
-
 def test_concurrent_trials_follow_the_spec_on_an_autoscaling_cluster():
     """cluster.yaml starts as a CPU-only head: derived from that, the cap would be 1 trial (and the
     autoscaler would add one GPU node); the shipped cluster spec sets 8, which wins."""

@@ -1,5 +1,6 @@
 """Spec validation: every bad input is one line naming the field, exit code 2, before Ray starts."""
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,8 @@ def test_budget_epochs_resolve_to_whole_report_intervals():
 
 BAD = [
     (["bogus=1"], "bogus: unknown key"),
+    (["training.adam_beta1=1.0"], "training.adam_beta1: must be in [0, 1), got 1.0"),
+    (["training.adam_beta2=-0.1"], "training.adam_beta2: must be in [0, 1), got -0.1"),
     (["search.turning_point=smooth"], "search.turning_point:"),
     (["training.budget_sample=1"], "training.budget_sample: unknown key"),
     (["training.budget_samples=abc"], "training.budget_samples: expected an integer"),
@@ -90,6 +93,41 @@ BAD = [
      "training.base_batch (the probe's batch with search.batch_sizes: auto): 16 does not split over"),
     (["search.batch_sizes=auto", "training.base_batch=4096"],
      "training.eval_every_samples: must be a positive multiple of training.base_batch"),
+    # One row per check declared beside its field (test_every_declared_check_has_a_bad_row).
+    (["name=a b"], "name: must be a non-empty name without spaces or slashes, got 'a b'"),
+    (["name=runs/a"], "name: must be a non-empty name without spaces or slashes, got 'runs/a'"),
+    (["model.config={hidden_size: 64}"], "model.config: must contain model_type (e.g. bert, gpt2)"),
+    (["model.vocab_size=9"], "model.vocab_size: must be at least 10, got 9"),
+    (["data.builtin_train_examples=0"], "data.builtin_train_examples: must be positive"),
+    (["data.builtin_eval_examples=-1"], "data.builtin_eval_examples: must be positive"),
+    (["data.max_seq_length=3"], "data.max_seq_length: must be at least 4, got 3"),
+    (["data.max_train_examples=0"], "data.max_train_examples: must be positive"),
+    (["data.max_eval_examples=0"], "data.max_eval_examples: must be positive"),
+    (["data.holdout_examples=0"], "data.holdout_examples: must be positive"),
+    (["training.budget_samples=null", "training.budget_epochs=0"], "training.budget_epochs: must be positive, got 0.0"),
+    (["training.base_lr=0"], "training.base_lr: must be a positive number, got 0.0"),
+    (["training.base_batch=0"], "training.base_batch: must be positive, got 0"),
+    (["training.label_smoothing=1"], "training.label_smoothing: must be in [0, 1), got 1.0"),
+    (["training.layer_lr_decay=0"], "training.layer_lr_decay: must be in (0, 1], got 0.0"),
+    (["training.dataloader_workers=-1"], "training.dataloader_workers: must be >= 0, got -1"),
+    (["training.weight_decay=-0.1"], "training.weight_decay: must be >= 0, got -0.1"),
+    (["training.grad_clip_norm=0"], "training.grad_clip_norm: must be positive or null, got 0.0"),
+    (["training.divergence_factor=1"], "training.divergence_factor: must be greater than 1, got 1.0"),
+    (["training.micro_batch_size=0"], "training.micro_batch_size: must be positive, got 0"),
+    (["search.alpha_range=[0.5]"], "search.alpha_range: expected [low, high], got [0.5]"),
+    (["search.warmup_fraction_range=[0.2, 0.1]"], "search.warmup_fraction_range: must satisfy 0.0 <= low <= high"),
+    (["search.warmup_fraction_range=[low, high]"], "search.warmup_fraction_range: expected [low, high], got"),
+    (["search.tolerance=-0.01"], "search.tolerance: must be in [0, 1), got -0.01"),
+    (["search.repeats=0"], "search.repeats: must be at least 1, got 0"),
+    (["resources.workers_per_trial=0"], "resources.workers_per_trial: must be at least 1, got 0"),
+    (["resources.cpus_per_worker=0"], "resources.cpus_per_worker: must be at least 1, got 0"),
+    (["resources.max_failures=-1"], "resources.max_failures: must be >= 0, got -1"),
+    (["resources.max_concurrent_trials=0"], "resources.max_concurrent_trials: must be at least 1"),
+    # Was a ZeroDivisionError: each field's own checks come before the rules that relate fields.
+    (["search.batch_sizes=auto", "resources.workers_per_trial=0"],
+     "resources.workers_per_trial: must be at least 1, got 0"),
+    # A value that should not be set at all is told so before its own range is checked.
+    (["training.budget_epochs=0"], "training: set exactly one of budget_samples and budget_epochs"),
 ]
 
 
@@ -107,6 +145,26 @@ def test_cli_bad_input_is_one_line_and_exit_2(overrides, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and message in err and "\n" not in err
+
+
+def test_every_declared_check_has_a_bad_row():
+    """Each check declared beside a field (``metadata=check(...)``) is exercised by a row of BAD."""
+    def declared(section, where):
+        for f in dataclasses.fields(section):
+            value, path = getattr(section, f.name), f"{where}{f.name}"
+            if dataclasses.is_dataclass(value):
+                yield from declared(value, path + ".")
+            for check in f.metadata.get("checks", ()):
+                yield f"{path}: {check.says.split('{')[0]}"
+
+    raised = []
+    for overrides, _ in BAD:
+        with pytest.raises(SpecError) as info:
+            load_spec(None, overrides)
+        raised.append(str(info.value))
+    heads = list(declared(SearchSpec(), ""))
+    assert len(heads) >= 30
+    assert [head for head in heads if not any(message.startswith(head) for message in raised)] == []
 
 
 def write(path: Path, text: str) -> Path:
@@ -182,6 +240,34 @@ def test_missing_space_file_and_invalid_yaml(tmp_path, capsys):
     bad = write(tmp_path / "bad.yaml", "search: [unclosed\n")
     assert main(["--space", str(bad)]) == 2
     assert "is not valid YAML" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["", "\n  \n", "# every key commented out\n# search:\n#   seed: 1\n", "---\n"])
+def test_an_empty_space_file_is_an_error_not_the_defaults(text, tmp_path, capsys):
+    empty = write(tmp_path / "empty.yaml", text)
+    assert main(["--space", str(empty), "--dry-run"]) == 2
+    assert capsys.readouterr().err == f"error: {empty} is empty\n"
+
+
+def test_a_null_document_still_runs_the_defaults(tmp_path):
+    # Not empty: the user wrote a value, YAML's "nothing here".
+    assert load_spec(write(tmp_path / "null.yaml", "null\n")).name == SearchSpec().name
+
+
+@pytest.mark.parametrize("text", ["[]\n", "0\n", "false\n", "''\n", "- search\n"])
+def test_a_top_level_that_is_not_a_mapping_is_one_line_and_exit_2(text, tmp_path, capsys):
+    space = write(tmp_path / "space.yaml", text)
+    assert main(["--space", str(space), "--dry-run"]) == 2
+    assert capsys.readouterr().err == f"error: --space: {space} must hold a mapping at the top level\n"
+
+
+@pytest.mark.parametrize("content", [b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "name: caf\u00e9\n".encode("latin-1"),
+                                     b"name: x\n\x00\x00"])
+def test_a_binary_or_non_utf8_space_file_is_one_line_and_exit_2(content, tmp_path, capsys):
+    binary = tmp_path / "space.yaml"
+    binary.write_bytes(content)
+    assert main(["--space", str(binary), "--dry-run"]) == 2
+    assert capsys.readouterr().err == f"error: {binary}: not a UTF-8 text file\n"
 
 
 def test_unsafe_yaml_tags_are_refused(tmp_path, capsys):

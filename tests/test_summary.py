@@ -38,13 +38,13 @@ def test_trial_table_status():
 
 def test_summary_answers():
     s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, tolerance=0.01)
-    per_batch = {r["batch_size"]: r for r in s["per_batch"]}
+    per_batch = {r["batch_size"]: r for r in s.per_batch}
     assert per_batch[16]["best_accuracy"] == 0.82 and per_batch[16]["alpha"] == 1.0
     assert (per_batch[32]["trials"], per_batch[32]["completed"], per_batch[32]["stopped"]) == (2, 1, 1)
     assert per_batch[64]["diverged"] == 1
-    assert s["critical_batch"]["batch_size"] == 32
+    assert s.critical_batch.batch_size == 32
     # Fastest completed: e (8 s, 0.79), then c (12 s, 0.815), then b (22 s, 0.82); a is dominated by c.
-    assert [p["trial_id"] for p in s["pareto"]] == ["e", "c", "b"]
+    assert [p["trial_id"] for p in s.pareto] == ["e", "c", "b"]
 
 
 def test_diverged_trials_are_listed_with_their_lr_and_failed_trials_are_named():
@@ -53,7 +53,7 @@ def test_diverged_trials_are_listed_with_their_lr_and_failed_trials_are_named():
     trials = trial_table(h, metric="accuracy", budget_samples=BUDGET).set_index("trial_id")
     assert trials.loc["d", "status"] == "failed" and trials.loc["f", "status"] == "diverged"
     s = summarize(h, metric="accuracy", mode="max", budget_samples=BUDGET, tolerance=0.01)
-    per_batch = {r["batch_size"]: r for r in s["per_batch"]}
+    per_batch = {r["batch_size"]: r for r in s.per_batch}
     assert per_batch[64]["diverged_peak_lrs"] == [0.064]  # f: 1e-3 × alpha 1.0 × B 64
     assert (per_batch[32]["stopped"], per_batch[32]["failed"]) == (0, 1)
     from cbs_ray.report import headline
@@ -66,9 +66,9 @@ def test_nothing_completed_gives_a_reason_not_a_number():
     h = history()
     h = h[h["samples_seen"] < BUDGET]
     s = summarize(h, metric="accuracy", mode="max", budget_samples=BUDGET)
-    assert s["critical_batch"]["batch_size"] is None
-    assert "no batch size" in s["critical_batch"]["reason"]
-    assert s["pareto"] == []
+    assert s.critical_batch.batch_size is None
+    assert "no batch size" in s.critical_batch.reason
+    assert s.pareto == []
 
 
 def test_written_summary_is_strict_json(tmp_path):
@@ -89,21 +89,21 @@ def test_noise_scale_early_and_over_training():
                        "accuracy": 0.5, "wall_time_s": 1.0, "samples_per_s": 100.0, "diverged": False}
                       for t, b, s, g, tr in rows])
     s = summarize(h, metric="accuracy", mode="max", budget_samples=BUDGET)
-    per_batch = {r["batch_size"]: r for r in s["per_batch"]}
+    per_batch = {r["batch_size"]: r for r in s.per_batch}
     assert per_batch[16]["b_simple_early"] == 10.0
     assert per_batch[16]["b_simple_mean"] == pytest.approx(25.0 / 1.5)   # ratio of means, not mean of ratios
     assert per_batch[32]["b_simple_mean"] == 20.0
-    assert s["noise_scale"]["early"] == pytest.approx(15.0)              # (10+20)/2 ÷ (1+1)/2
-    per_trial = {t["trial_id"]: t for t in s["trials"]}
+    assert s.noise_scale.early == pytest.approx(15.0)              # (10+20)/2 ÷ (1+1)/2
+    per_trial = {t["trial_id"]: t for t in s.trials}
     assert per_trial["a"]["b_simple_early"] == 10.0 and per_trial["a"]["b_simple_mean"] == pytest.approx(25 / 1.5)
-    assert s["noise_scale"]["mean"] == pytest.approx(22.5 / 1.25)
+    assert s.noise_scale.mean == pytest.approx(22.5 / 1.25)
 
 
 def test_noise_scale_not_measurable_is_said():
     h = history().assign(b_simple=math.nan, grad_sq=math.nan, trace_sigma=math.nan,
                          noise_scale_note="off or not measurable: one worker")
     s = summarize(h, metric="accuracy", mode="max", budget_samples=BUDGET)
-    assert s["noise_scale"]["mean"] is None and "not measurable" in s["noise_scale"]["note"]
+    assert s.noise_scale.mean is None and "not measurable" in s.noise_scale.note
 
 
 def test_repeats_give_a_mean_a_standard_error_and_a_verdict():
@@ -118,21 +118,21 @@ def test_repeats_give_a_mean_a_standard_error_and_a_verdict():
                           "samples_per_s": 400.0, "diverged": False, "eval_examples": 1000, "repeat": True})
     h = pd.concat([h.assign(repeat=False), pd.DataFrame(extra)], ignore_index=True)
     s = summarize(h, metric="accuracy", mode="max", budget_samples=BUDGET, tolerance=0.01)
-    per_batch = {r["batch_size"]: r for r in s["per_batch"]}
+    per_batch = {r["batch_size"]: r for r in s.per_batch}
     # B=16: best search trial 0.82 plus repeats 0.80, 0.81 -> mean 0.81, sd 0.01, se = max(0.01, eval se) / √3
     assert per_batch[16]["runs"] == 3 and per_batch[16]["mean_accuracy"] == pytest.approx(0.81)
     eval_se = math.sqrt(0.82 * 0.18 / 1000)
     assert per_batch[16]["se_accuracy"] == pytest.approx(max(0.01, eval_se) / math.sqrt(3))
     assert per_batch[16]["best_accuracy"] == 0.82                     # repeats never pick the best config
-    unc = s["critical_batch"]["turning_point"]["uncertainty"]
-    assert unc["verdict"]["resolved"] is False and unc["range"][0] <= unc["range"][1]
-    assert "repeats" in unc["verdict"]["text"]
+    unc = s.critical_batch.turning_point.uncertainty
+    assert unc.verdict.resolved is False and unc.range[0] <= unc.range[1]
+    assert "repeats" in unc.verdict.text
 
 
 def test_one_run_of_eval_loss_has_no_noise_estimate():
     h = history().assign(eval_loss=lambda d: 1 - d["accuracy"])
     s = summarize(h, metric="eval_loss", mode="min", budget_samples=BUDGET)
-    assert "set search.repeats >= 2" in s["critical_batch"]["turning_point"]["uncertainty"]["reason"]
+    assert "set search.repeats >= 2" in s.critical_batch.turning_point.uncertainty.reason
 
 
 def _run(trial_id, batch, accuracies, *, budget=1024, diverged=False, eval_examples=100_000):
@@ -147,9 +147,9 @@ def test_the_turning_point_range_stops_at_a_batch_size_nobody_measured_as_the_he
     # B=8 and B=32 both reach 0.80 on 100 000 examples (standard error 0.0013); B=16 diverged. The walk
     # up from 8 stops at the gap, so the answer is 8, and the redraws must not jump the gap to 32.
     h = pd.DataFrame(_run("a", 8, [0.80, 0.80]) + _run("b", 16, [0.0], diverged=True) + _run("c", 32, [0.80, 0.80]))
-    turning = summarize(h, metric="accuracy", mode="max", budget_samples=1024)["critical_batch"]["turning_point"]
-    assert turning["batch_size"] == 8
-    assert turning["uncertainty"]["range"] == [8, 8]
+    turning = summarize(h, metric="accuracy", mode="max", budget_samples=1024).critical_batch.turning_point
+    assert turning.batch_size == 8
+    assert turning.uncertainty.range == [8, 8]
 
 
 def test_one_accuracy_run_without_its_evaluation_set_size_has_no_noise_estimate():
@@ -157,11 +157,105 @@ def test_one_accuracy_run_without_its_evaluation_set_size_has_no_noise_estimate(
     # standard error (not 0, which would make any difference look resolved).
     h = pd.DataFrame(_run("a", 8, [0.80, 0.80]) + _run("c", 32, [0.79, 0.79])).drop(columns=["eval_examples"])
     s = summarize(h, metric="accuracy", mode="max", budget_samples=1024)
-    assert [row["se_accuracy"] for row in s["per_batch"]] == [None, None]  # NaN, written as null
-    uncertainty = s["critical_batch"]["turning_point"]["uncertainty"]
-    assert uncertainty["verdict"] is None and "search.repeats >= 2" in uncertainty["reason"]
+    assert [row["se_accuracy"] for row in s.per_batch] == [None, None]  # NaN, written as null
+    uncertainty = s.critical_batch.turning_point.uncertainty
+    assert uncertainty.verdict is None and "search.repeats >= 2" in uncertainty.reason
 
 
 def test_an_empty_history_summarizes_to_no_answer():
     s = summarize(pd.DataFrame(), metric="accuracy", mode="max", budget_samples=64)
-    assert s["critical_batch"]["turning_point"]["reason"] == "no batch size has a trial that reached the full budget"
+    assert s.critical_batch.turning_point.reason == "no batch size has a trial that reached the full budget"
+
+
+# ---- summary.json's schema -----------------------------------------------------------------------------
+# The key tree of summary.json as the dict-building summarize() of commit 1baada0 wrote it (captured by
+# running that code on the two histories below), plus experiment_path, name and spec, which report.analyze
+# added before writing it. 'a.b' is a key of an object, 'a[].b' a column of a table. The schema may only be
+# extended: add keys here, never take one away.
+
+def _under(prefix: str, names: str) -> set[str]:
+    return {f"{prefix}.{n}" if prefix else n for n in names.split()}
+
+
+TOP = _under("", "metric mode budget_samples target target_source critical_batch noise_scale recommendation "
+                 "per_batch pareto pareto_projected trials experiment_path name spec")
+CRITICAL_BATCH = _under("critical_batch", "batch_size turning_point tradeoff overhead_20pct tolerance reason")
+TURNING_POINT = _under("critical_batch.turning_point",
+                       "batch_size fit raw_batch_size monotone_batch_size tolerance reason uncertainty")
+UNCERTAINTY = (_under("critical_batch.turning_point.uncertainty", "range level share verdict noise_se_max reason")
+               | _under("critical_batch.turning_point.uncertainty.verdict",
+                        "resolved noise tolerance_abs repeats repeats_needed text"))
+TRADEOFF = _under("critical_batch.tradeoff", "b_crit left_out ci95 s_min e_min points reason")
+OVERHEAD = _under("critical_batch.overhead_20pct", "batch_size reason")
+NOISE = _under("noise_scale", "early mean note")
+RECOMMENDATION = _under("recommendation", "batch_size alpha peak_lr warmup_fraction warmup_steps budget_samples "
+                                          "optimizer_steps accuracy projected_time_s trial_id")
+FRONT_ROW = "trial_id batch_size alpha warmup_fraction peak_lr wall_time_s projected_time_s accuracy"
+PER_BATCH_ROW = "batch_size trials completed stopped diverged failed diverged_peak_lrs best_accuracy runs " \
+                "mean_accuracy se_accuracy"
+TRIAL_ROW = "trial_id batch_size alpha warmup_fraction peak_lr samples_seen accuracy wall_time_s samples_per_s " \
+            "repeat status"
+
+# No trial completed: no uncertainty, no recommendation, no fronts, no target.
+KEYS_NOTHING_COMPLETED = (TOP | CRITICAL_BATCH | TURNING_POINT | TRADEOFF | OVERHEAD | NOISE
+                          | _under("per_batch[]", PER_BATCH_ROW) | _under("trials[]", TRIAL_ROW))
+# Every section filled, and every key that is only written when it has a value.
+KEYS_EVERYTHING = (KEYS_NOTHING_COMPLETED | UNCERTAINTY | RECOMMENDATION
+                   | {"critical_batch.overhead_20pct.left_out", "noise_scale.reports", "noise_scale.reports_left_out"}
+                   | _under("pareto[]", FRONT_ROW) | _under("pareto_projected[]", FRONT_ROW)
+                   | _under("per_batch[]", "alpha warmup_fraction peak_lr wall_time_s samples_per_s trial_id "
+                                           "dev_accuracy steps_to_target samples_to_target target_at_first_report "
+                                           "fit_accuracy b_simple_early b_simple_mean")
+                   | _under("trials[]", "eval_examples dev_accuracy steps_to_target target_at_first_report "
+                                        "b_simple_early b_simple_mean"))
+
+
+def key_tree(value, path: str = "") -> set[str]:
+    """Every key path in a JSON value. The turning-point range's ``share`` is keyed by batch size: data,
+    not schema, so its keys are not listed."""
+    if isinstance(value, list):
+        return set().union(*(key_tree(v, path + "[]") for v in value))
+    if not isinstance(value, dict):
+        return set()
+    paths = set()
+    for key, v in value.items():
+        p = f"{path}.{key}" if path else key
+        paths |= {p} | (key_tree(v, p) if not p.endswith(".share") else set())
+    return paths
+
+
+def everything_history() -> pd.DataFrame:
+    """history() with a dev set, repeats, the noise-scale estimates and reports that failed nothing."""
+    h = history().assign(failed=False, eval_examples=1000)
+    h["dev_accuracy"] = h["accuracy"] - 0.01
+    repeats = [{"trial_id": tid, "batch_size": b, "alpha": 1.0, "warmup_fraction": 0.1, "peak_lr": 1e-3,
+                "samples_seen": 2048 * i, "accuracy": acc, "wall_time_s": 10.0 * i, "samples_per_s": 400.0,
+                "diverged": False, "failed": False, "eval_examples": 1000, "dev_accuracy": acc, "repeat": True}
+               for tid, b, final in (("r16", 16, 0.80), ("r32", 32, 0.80), ("r64", 64, 0.78))
+               for i, acc in enumerate((0.6, final), start=1)]
+    h = pd.concat([h.assign(repeat=False), pd.DataFrame(repeats)], ignore_index=True)
+    return h.assign(grad_sq=1.0, trace_sigma=h["batch_size"].astype(float), b_simple=h["batch_size"].astype(float))
+
+
+def test_summary_json_keeps_its_schema(tmp_path):
+    # Target 0.65: B=16 and 32 reach it by their first report (left out of both rules), B=64 later.
+    s = summarize(everything_history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.65)
+    write_summary(s, everything_history(), tmp_path)
+    assert key_tree(json.loads((tmp_path / "summary.json").read_text())) == KEYS_EVERYTHING
+    h = history()
+    nothing = summarize(h[h["samples_seen"] < BUDGET], metric="accuracy", mode="max", budget_samples=BUDGET)
+    assert key_tree(json.loads(nothing.to_json())) == KEYS_NOTHING_COMPLETED
+
+
+def test_summary_json_is_the_typed_summary_s_serialisation():
+    s = summarize(everything_history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.65)
+    loaded = json.loads(s.to_json())
+    cb = loaded["critical_batch"]
+    assert cb["batch_size"] == s.critical_batch.batch_size == s.critical_batch.turning_point.batch_size
+    uncertainty = s.critical_batch.turning_point.uncertainty
+    assert cb["turning_point"]["uncertainty"]["verdict"]["text"] == uncertainty.verdict.text
+    assert cb["overhead_20pct"]["left_out"] == s.critical_batch.tradeoff.left_out is not None
+    # The recommendation's metric is written under the metric's own name.
+    assert loaded["recommendation"]["accuracy"] == s.recommendation.metric_value
+    assert "metric_value" not in loaded["recommendation"] and "metric" not in loaded["recommendation"]
+    assert loaded["per_batch"] == s.per_batch and loaded["noise_scale"]["reports"] == s.noise_scale.reports

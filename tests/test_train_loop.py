@@ -9,8 +9,10 @@ import torch
 
 from cbs_ray.search import prepare
 from cbs_ray.spec import load_spec
-from cbs_ray.train_loop import LocalSession, make_optimizer, train_loop
-from cbs_ray.trial import make_setup
+from cbs_ray.optimizer import make_optimizer
+from cbs_ray.sessions import LocalSession
+from cbs_ray.train_loop import train_loop
+from cbs_ray.trial import TrialConfig
 
 SMALL = ["data.builtin_train_examples=512", "data.builtin_eval_examples=128", "training.budget_samples=256",
          "training.eval_every_samples=128", "asha.grace_period_samples=128", "search.batch_sizes=[16, 32]"]
@@ -31,8 +33,8 @@ class Recorder(LocalSession):
 def run(overrides=(), batch=16, alpha=1.0, warmup=0.25):
     spec = load_spec(None, SMALL + list(overrides))
     data, budget, config = prepare(spec)
-    setup = make_setup(spec, {"log2_batch": batch.bit_length() - 1, "alpha": alpha, "warmup_fraction": warmup},
-                       budget_samples=budget, model_config=config)
+    tune_config = {"log2_batch": batch.bit_length() - 1, "alpha": alpha, "warmup_fraction": warmup}
+    setup = TrialConfig.from_tune(spec, tune_config, budget_samples=budget, model_config=config)
     session = Recorder()
     train_loop(setup, data, session)
     return session.reports, setup
@@ -70,10 +72,10 @@ def test_causal_lm_reports_eval_loss():
 def test_weight_decay_skips_biases_and_norms():
     spec = load_spec(None, SMALL)
     _, budget, config = prepare(spec)
-    setup = make_setup(spec, {"log2_batch": 4, "alpha": 1.0, "warmup_fraction": 0.0}, budget_samples=budget,
-                       model_config=config)
+    setup = TrialConfig.from_tune(spec, {"log2_batch": 4, "alpha": 1.0, "warmup_fraction": 0.0},
+                                  budget_samples=budget, model_config=config)
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
-    groups = make_optimizer(model, setup, 1e-3).param_groups
+    groups = make_optimizer(model, setup.spec.training, 1e-3, model_config=setup.model_config).param_groups
     assert [len(g["params"]) for g in groups] == [1, 3] and groups[1]["weight_decay"] == 0.0
 
 
@@ -189,8 +191,8 @@ def test_a_restarted_trial_continues_from_its_checkpoint(tmp_path):
     next milestone, with its clocks, and says where it resumed from."""
     spec = load_spec(None, SMALL)
     data, budget, config = prepare(spec)
-    setup = make_setup(spec, {"log2_batch": 4, "alpha": 1.0, "warmup_fraction": 0.25}, budget_samples=budget,
-                       model_config=config)
+    setup = TrialConfig.from_tune(spec, {"log2_batch": 4, "alpha": 1.0, "warmup_fraction": 0.25},
+                                  budget_samples=budget, model_config=config)
     first, again = train_and_restart(setup, data, tmp_path / "first", from_report=1)
     assert [r["samples_seen"] for r in first.reports] == [128, 256]
     assert [r["samples_seen"] for r in again.reports] == [256]  # not from zero
@@ -225,8 +227,8 @@ def test_a_restarted_trial_ends_where_an_uninterrupted_one_does(tmp_path, monkey
         monkeypatch.setattr(loop, "summed_loss", first_call_overflows)
     spec = load_spec(None, overrides)
     data, budget, config = prepare(spec)
-    setup = make_setup(spec, {"log2_batch": 5, "alpha": 1.0, "warmup_fraction": 0.25}, budget_samples=budget,
-                       model_config=config)
+    setup = TrialConfig.from_tune(spec, {"log2_batch": 5, "alpha": 1.0, "warmup_fraction": 0.25},
+                                  budget_samples=budget, model_config=config)
     whole, again = train_and_restart(setup, data, tmp_path / "second", from_report=2)
     if fp16_overflow:
         assert whole.reports[-1]["steps"] == 40 and len(calls) == 2 * 41 + 2 * 24  # one step was skipped
@@ -265,7 +267,7 @@ def test_ray_per_report_log_lines_are_quietened():
     import ray.train.v2._internal.execution.context as train_context
     import ray.train.v2._internal.execution.storage as train_storage
 
-    from cbs_ray.train_loop import per_report_loggers, quiet_per_report_logs
+    from cbs_ray.sessions import per_report_loggers, quiet_per_report_logs
 
     modules = (tune_storage, train_storage, train_context)
     assert sorted(per_report_loggers()) == sorted(m.logger.name for m in modules)
@@ -305,8 +307,8 @@ def test_evaluation_runs_in_the_training_precision(precision, autocast):
 
     spec = load_spec(None, SMALL + [f"training.precision={precision}"])
     data, budget, config = prepare(spec)
-    setup = make_setup(spec, {"log2_batch": 4, "alpha": 1.0, "warmup_fraction": 0.0}, budget_samples=budget,
-                       model_config=config)
+    setup = TrialConfig.from_tune(spec, {"log2_batch": 4, "alpha": 1.0, "warmup_fraction": 0.0},
+                                  budget_samples=budget, model_config=config)
     seen = []
 
     class Recording(torch.nn.Module):
