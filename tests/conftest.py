@@ -1,6 +1,13 @@
 import os
 
-import pytest
+import torch
+
+from cbs_ray.checkpoint import STATE_FILE
+from cbs_ray.experiment import prepare
+from cbs_ray.sessions import LocalSession
+from cbs_ray.spec import load_spec
+from cbs_ray.train_loop import train_loop
+from cbs_ray.trial import TrialConfig
 
 # Tests never reach a model hub: an unknown model name must fail at once, not after retries.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -19,3 +26,35 @@ def pytest_collection_modifyitems(config, items):
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = [item for item in items if item not in deselected]
+
+
+# ---- one trial's loop, in-process (imported by the loop's tests: ``from conftest import ...``) --------
+
+class RecordingSession(LocalSession):
+    """An in-process session that stands in for Tune/Train reporting: keeps each report's metrics, its
+    checkpoint directory (gone once the report returns) and the weights that checkpoint held."""
+
+    def __init__(self):
+        self.reports, self.checkpoints, self.weights = [], [], []
+
+    def report(self, metrics, checkpoint_dir):
+        self.reports.append(metrics)
+        self.checkpoints.append(checkpoint_dir)
+        if checkpoint_dir:
+            self.weights.append(torch.load(os.path.join(checkpoint_dir, STATE_FILE), weights_only=True)["model"])
+
+    def get_checkpoint(self):
+        return None
+
+
+def train_in_process(overrides, *, base, batch: int, alpha: float = 1.0, warmup: float = 0.0,
+                     session_class=RecordingSession):
+    """Train one configuration of the spec ``base`` + ``overrides`` with the real loop and a recording
+    session; returns (session, trial config)."""
+    spec = load_spec(None, list(base) + list(overrides))
+    data, budget, config = prepare(spec)
+    tune_config = {"log2_batch": batch.bit_length() - 1, "alpha": alpha, "warmup_fraction": warmup}
+    cfg = TrialConfig.from_tune(spec, tune_config, budget_samples=budget, model_config=config)
+    session = session_class()
+    train_loop(cfg, data, session)
+    return session, cfg

@@ -12,38 +12,20 @@ from cbs_ray.search import prepare
 from cbs_ray.spec import load_spec
 from cbs_ray.checkpoint import STATE_FILE
 from cbs_ray.optimizer import layer_lr_scale, make_optimizer
-from cbs_ray.sessions import LocalSession
 from cbs_ray.train_loop import items_in, train_loop
 from cbs_ray.trial import TrialConfig
+from conftest import RecordingSession, train_in_process  # tests/ is on sys.path under pytest
 
 ONE_STEP = ["data.builtin_train_examples=512", "data.builtin_eval_examples=64", "training.budget_samples=64",
             "training.eval_every_samples=64", "asha.grace_period_samples=64", "search.batch_sizes=[64]",
             "search.num_trials=1", "training.grad_clip_norm=null"]
 
 
-class Capture(LocalSession):
-    """Keeps the weights of every checkpoint and the reported metrics."""
-
-    def __init__(self):
-        self.reports, self.weights = [], []
-
-    def report(self, metrics, checkpoint_dir):
-        self.reports.append(metrics)
-        if checkpoint_dir:
-            self.weights.append(torch.load(os.path.join(checkpoint_dir, STATE_FILE), weights_only=True)["model"])
-
-    def get_checkpoint(self):
-        return None
+Capture = RecordingSession  # keeps the reports and every checkpoint's weights
 
 
 def run(overrides, batch=64, *, base=ONE_STEP, session_class=Capture):
-    spec = load_spec(None, list(base) + list(overrides))
-    data, budget, config = prepare(spec)
-    setup = TrialConfig.from_tune(spec, {"log2_batch": batch.bit_length() - 1, "alpha": 1.0, "warmup_fraction": 0.0},
-                                  budget_samples=budget, model_config=config)
-    session = session_class()
-    train_loop(setup, data, session)
-    return session
+    return train_in_process(overrides, base=base, batch=batch, session_class=session_class)[0]
 
 
 # A causal LM's micro-batches hold different numbers of target tokens (the built-in sentences are 6 to 17

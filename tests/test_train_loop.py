@@ -13,30 +13,14 @@ from cbs_ray.optimizer import make_optimizer
 from cbs_ray.sessions import LocalSession
 from cbs_ray.train_loop import train_loop
 from cbs_ray.trial import TrialConfig
+from conftest import RecordingSession, train_in_process  # tests/ is on sys.path under pytest
 
 SMALL = ["data.builtin_train_examples=512", "data.builtin_eval_examples=128", "training.budget_samples=256",
          "training.eval_every_samples=128", "asha.grace_period_samples=128", "search.batch_sizes=[16, 32]"]
 
 
-class Recorder(LocalSession):
-    def __init__(self):
-        self.reports, self.checkpoints = [], []
-
-    def report(self, metrics, checkpoint_dir):
-        self.reports.append(metrics)
-        self.checkpoints.append(checkpoint_dir)
-
-    def get_checkpoint(self):
-        return None
-
-
 def run(overrides=(), batch=16, alpha=1.0, warmup=0.25):
-    spec = load_spec(None, SMALL + list(overrides))
-    data, budget, config = prepare(spec)
-    tune_config = {"log2_batch": batch.bit_length() - 1, "alpha": alpha, "warmup_fraction": warmup}
-    setup = TrialConfig.from_tune(spec, tune_config, budget_samples=budget, model_config=config)
-    session = Recorder()
-    train_loop(setup, data, session)
+    session, setup = train_in_process(overrides, base=SMALL, batch=batch, alpha=alpha, warmup=warmup)
     return session.reports, setup
 
 
@@ -170,13 +154,13 @@ def train_and_restart(setup, data, directory, *, from_report: int):
     again as a restart hands it that checkpoint. Returns both sessions (whole run, restarted run)."""
     from ray.train import Checkpoint
 
-    class Keeping(Recorder):
+    class Keeping(RecordingSession):
         def report(self, metrics, checkpoint_dir):
             super().report(metrics, checkpoint_dir)
             if len(self.reports) == from_report:
                 shutil.copytree(checkpoint_dir, directory)
 
-    class Restarted(Recorder):
+    class Restarted(RecordingSession):
         def get_checkpoint(self):
             return Checkpoint.from_directory(str(directory))
 
