@@ -10,14 +10,20 @@ an equal-sample budget the quality reachable does not improve with batch size. E
 best is that quality plus noise (evaluation set, seed, how well its LR was tuned); ``monotone_fit`` is the
 least-squares fit that respects that shape (isotonic regression by pool-adjacent-violators), and reading
 the turning point off it lets one lucky or unlucky batch size no longer decide the answer alone.
+
+A reading at the edge of the grid is a bound, not a value (``edge_bound``): at the largest batch measured
+the drop was not reached (the critical batch is that or larger); at the smallest, with the drop right after
+it, the plateau may lie below the grid (that or smaller). ``next_batch_range`` proposes where to search
+next, and ``agree_within`` compares two readings, bounds included, within one grid step.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Optional, Sequence
 
-__all__ = ["monotone_fit", "turning_point", "within_tolerance"]
+__all__ = ["monotone_fit", "turning_point", "within_tolerance", "edge_bound", "next_batch_range",
+           "bound_interval", "agree_within", "LOWER", "UPPER"]
 
 
 def within_tolerance(value: float, best: float, *, mode: str = "max", tolerance: float = 0.01,
@@ -90,3 +96,62 @@ def monotone_fit(batch_sizes: Sequence[int], metrics: Sequence[float], *, mode: 
         for i in members:
             fitted[i] = sign * total / count
     return fitted
+
+
+LOWER, UPPER = "lower", "upper"  # a reading's ``bound``: the critical batch is at least / at most the reading
+
+
+def edge_bound(reading: Optional[int], batch_sizes: Sequence[int]) -> Optional[str]:
+    """Whether a reading walked up over ``batch_sizes`` (those it could compare: measured, below any gap
+    that ended the walk) is a bound. At the largest, ``"lower"``: the walk never met a drop, so the critical
+    batch is that or larger. At the smallest, with a batch measured above it, ``"upper"``: the drop comes
+    right after it, and a smaller batch might be better still, moving the best and the turning point down.
+    None otherwise, and when fewer than two batch sizes were compared (nothing to compare with).
+
+    >>> edge_bound(128, [8, 16, 32, 64, 128]), edge_bound(8, [8, 16, 32]), edge_bound(16, [8, 16, 32])
+    ('lower', 'upper', None)
+    """
+    sizes = sorted(set(batch_sizes))
+    if reading is None or len(sizes) < 2 or reading not in sizes:
+        return None
+    return LOWER if reading == sizes[-1] else UPPER if reading == sizes[0] else None
+
+
+def next_batch_range(reading: int, bound: Optional[str], grid: Sequence[int], *, min_batch: int = 1,
+                     doublings: int = 3) -> Optional[list[int]]:
+    """The batch range to search next around a bound at the edge of ``grid`` (the batch sizes searched):
+    keep two known points (the bound and its neighbour in the grid) and extend ``doublings`` doublings
+    past the edge. A lower bound at 128 on 8…128 gives [64, 1024]; an upper bound at 8 gives [1, 16].
+    Downward it stops at ``min_batch`` (the workers per trial: each needs an example), rounded up to a
+    multiple of it; None for no bound, or an upper bound already at ``min_batch``.
+
+    >>> next_batch_range(128, "lower", [8, 16, 32, 64, 128]), next_batch_range(8, "upper", [8, 16, 32])
+    ([64, 1024], [1, 16])
+    """
+    sizes = sorted(set(int(b) for b in grid) | {int(reading)})
+    if bound == LOWER:
+        below = [b for b in sizes if b < reading]
+        return [below[-1] if below else reading, reading * 2 ** doublings]
+    if bound == UPPER and reading > min_batch:
+        above = [b for b in sizes if b > reading]
+        low = max(min_batch, math.ceil(reading / 2 ** doublings / min_batch) * min_batch)
+        return [low, above[0] if above else reading]
+    return None
+
+
+def bound_interval(value: Optional[float], bound: Optional[str]) -> Optional[tuple[float, float]]:
+    """The batch sizes a reading allows: [v, v], [v, ∞) for a lower bound, (0, v] for an upper one."""
+    if value is None:
+        return None
+    return (value, math.inf) if bound == LOWER else (0.0, value) if bound == UPPER else (value, value)
+
+
+def agree_within(a: tuple[float, float], b: tuple[float, float], *, factor: float = 2.0) -> bool:
+    """Whether two readings (``bound_interval``s) agree within ``factor`` (one grid step of a doubling
+    grid): some batch in one is within ``factor`` of some batch in the other. 64 and 128 agree, 32 and
+    128 do not; "≥ 128" agrees with 64 and with 1000, "≤ 8" with 16 but not with 32.
+
+    >>> agree_within((64, 64), (128, 128)), agree_within((32, 32), (128, 128)), agree_within((128, math.inf), (64, 64))
+    (True, False, True)
+    """
+    return max(a[0], b[0]) <= factor * min(a[1], b[1]) * (1 + 1e-9)

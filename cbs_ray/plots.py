@@ -5,14 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (backend first)
 import numpy as np  # noqa: E402
 
-from .summary import Summary  # noqa: E402
+from .critical_batch import LOWER, UPPER  # noqa: E402
+from .summary import Summary, bound_text  # noqa: E402
 
 __all__ = ["metric_vs_batch", "steps_vs_samples", "pareto_plot", "lr_vs_batch", "noise_scale_plot", "all_plots"]
+
+
+def _batch_axis(ax) -> None:
+    """Batch sizes on a log-2 axis, labelled 16, 32, … rather than 2⁴, 2⁵."""
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
 
 
 def _save(fig, path: Path) -> Path:
@@ -37,15 +45,42 @@ def metric_vs_batch(summary: Summary, path: Path) -> Path:
     if fitted and summary.critical_batch.turning_point.fit == "monotone":
         ax.plot([r["batch_size"] for r in fitted], [r[f"fit_{metric}"] for r in fitted], color="tab:orange",
                 ls=":", label="monotone fit (the turning point's)")
+    _batch_axis(ax)
     critical = summary.critical_batch.batch_size
     if critical is not None:
-        ax.axvline(critical, color="tab:red", ls="--", label=f"turning point B={critical}")
-    ax.set_xscale("log", base=2)
+        ax.axvline(critical, color="tab:red", ls="--", label=_turning_label(summary))
+        _bound_arrow(ax, summary)
     ax.set_xlabel("batch size")
     ax.set_ylabel(f"{metric} at {summary.budget_samples} samples")
     ax.set_title("Quality at equal samples vs batch size")
     ax.legend(fontsize=8)
     return _save(fig, path)
+
+
+def _turning_label(summary: Summary) -> str:
+    """ "turning point B=64", or as a bound, "turning point B ≥ 128"."""
+    tp = summary.critical_batch.turning_point
+    return f"turning point B {bound_text(tp.batch_size, tp.bound)}" if tp.bound else f"turning point B={tp.batch_size}"
+
+
+def _bound_arrow(ax, summary: Summary) -> None:
+    """A turning point that is a bound: an arrow from it toward where the critical batch lies, annotated
+    "≥ 128 (drop not reached)" or "≤ 8 (drop right after it)", the axis widened to show the direction."""
+    tp = summary.critical_batch.turning_point
+    critical, bound = tp.batch_size, tp.bound
+    if bound not in (LOWER, UPPER):
+        return
+    why = ("drop not reached" if not tp.reason else "next batch not measured") if bound == LOWER \
+        else "drop right after it"
+    step = 2.0 if bound == LOWER else 0.5
+    left, right = ax.get_xlim()
+    ax.set_xlim(min(left, critical * step * 0.8), max(right, critical * step * 1.25))
+    where = ("data", "axes fraction")
+    ax.annotate("", xy=(critical * step, 0.9), xytext=(critical, 0.9), xycoords=where, textcoords=where,
+                arrowprops=dict(arrowstyle="->", color="tab:red", lw=1.5))
+    ax.annotate(f"{bound_text(critical, bound)} ({why})", xy=(critical, 0.93), xycoords=where, color="tab:red",
+                fontsize=8, ha="left" if bound == LOWER else "right", xytext=(3 if bound == LOWER else -3, 0),
+                textcoords="offset points")
 
 
 def steps_vs_samples(summary: Summary, path: Path) -> Path:
@@ -69,6 +104,9 @@ def steps_vs_samples(summary: Summary, path: Path) -> Path:
                 label=f"S = {s_min:.3g} + {e_min:.3g}/B,  B_crit = {fit.b_crit:.3g}")
         ax.plot(2 * e_min, 2 * s_min, "*", ms=12, color="tab:red", label="B_crit (2·E_min, 2·S_min)")
         ax.legend(fontsize=8)
+    elif fit.bound:  # no B_crit: it lies past the measured range
+        ax.text(0.02, 0.02, f"B_crit {bound_text(fit.b_crit_bound, fit.bound, '{:.3g}')} (past the batch sizes "
+                "measured: no fit shown)", transform=ax.transAxes, fontsize=8, color="tab:red")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(f"samples to reach {summary.metric} {summary.target:.4g}" if summary.target is not None
@@ -112,7 +150,7 @@ def lr_vs_batch(summary: Summary, path: Path) -> Path:
         ax.plot(grid, lr0 * grid / b0, "--", color="0.5", label="linear rule (alpha=1)")
         ax.plot(grid, lr0 * np.sqrt(grid / b0), ":", color="0.3", label="sqrt rule (alpha=0.5)")
         ax.legend(fontsize=8)
-    ax.set_xscale("log", base=2)
+    _batch_axis(ax)
     ax.set_yscale("log")
     ax.set_xlabel("batch size")
     ax.set_ylabel("peak learning rate")
@@ -133,7 +171,7 @@ def noise_scale_plot(summary: Summary, history, path: Path) -> Path:
     critical = summary.critical_batch.batch_size
     if critical is not None:
         ax.axhline(critical, color="tab:red", ls="--", lw=1)
-        ax.annotate(f"turning point B={critical}", (0.02, critical), xycoords=("axes fraction", "data"),
+        ax.annotate(_turning_label(summary), (0.02, critical), xycoords=("axes fraction", "data"),
                     fontsize=7, color="tab:red")
     ax.set_xlabel("samples seen")
     ax.set_ylabel("B_simple = tr(Σ) / |G|²")

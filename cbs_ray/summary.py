@@ -6,6 +6,11 @@ The answer is a typed ``Summary`` (one dataclass per section, as Optuna's ``Froz
 ``Result``): code reads its attributes, and ``summary.json`` is its serialisation (``Summary.to_json``),
 each attribute named as its key there. The tables (per batch, per trial, Pareto fronts) stay lists of
 records, one dict per row, whose keys are the columns (they depend on the metric's name).
+
+``Summary.answer`` is the one critical batch the report stands behind (``answer``): the turning point (on
+the monotone fit by default), how sure the noise lets it be (the verdict), whether it is a bound at the edge
+of the grid and where to search next, and whether the tradeoff and the 20 % rule agree with it within one
+grid step. The recommendation is capped at it (``recommend``).
 """
 
 from __future__ import annotations
@@ -14,21 +19,22 @@ import json
 import math
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
-from .critical_batch import monotone_fit, turning_point, within_tolerance
+from .critical_batch import (LOWER, UPPER, agree_within, bound_interval, edge_bound, monotone_fit, next_batch_range,
+                             turning_point, within_tolerance)
 from .noise_scale import b_simple
 from .pareto import pareto_front
 from .lr_schedule import warmup_steps
 from .tradeoff import TradeoffFit, fit_tradeoff, overhead_rule, samples_to_target
 from .uncertainty import accuracy_standard_error, mean_and_standard_error, turning_point_range, verdict
 
-__all__ = ["Summary", "CriticalBatch", "TurningPoint", "Uncertainty", "Verdict", "Tradeoff", "OverheadRule",
+__all__ = ["Summary", "Answer", "CriticalBatch", "TurningPoint", "Uncertainty", "Verdict", "Tradeoff", "OverheadRule",
            "NoiseScale", "Recommendation", "trial_table", "per_batch_table", "noise_scale_table", "summarize",
-           "write_summary", "default_target", "recommend"]
+           "write_summary", "default_target", "recommend", "unequal_effort", "bound_text"]
 
 # A field with this metadata is left out of summary.json while it is None: such keys were only ever
 # written when they had a value, and summary.json keeps its schema.
@@ -85,6 +91,9 @@ class TurningPoint:
     tolerance: float  # relative
     reason: Optional[str]
     uncertainty: Optional[Uncertainty]  # None when no batch size completed
+    bound: Optional[str] = None  # "lower": ≥ batch_size (no drop seen above it), "upper": ≤ (drop right after
+    # the smallest batch measured), None: a value (``critical_batch.edge_bound``)
+    unequal_effort: Optional[str] = None  # the best or the answer rests on more trials than a neighbour's
 
 
 @dataclass(frozen=True)
@@ -98,6 +107,8 @@ class Tradeoff:
     e_min: Optional[float]  # samples
     points: int  # batch sizes fitted
     reason: Optional[str]  # why there is no B_crit
+    bound: Optional[str] = None  # where B_crit lies past the measured range: "lower" (≥ b_crit_bound) or "upper"
+    b_crit_bound: Optional[float] = None  # 4× the largest batch measured, or ¼ of the smallest
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,8 @@ class OverheadRule:
     batch_size: Optional[int]
     reason: Optional[str]
     left_out: Optional[str] = field(default=None, metadata=OMIT_IF_NONE)  # as ``Tradeoff.left_out``
+    bound: Optional[str] = None  # "lower": the largest batch that reached the target never crossed 1.2×;
+    # "upper": the smallest did, right after it (``critical_batch.edge_bound``)
 
 
 @dataclass(frozen=True)
@@ -148,6 +161,7 @@ class Recommendation:
     metric_value: float
     projected_time_s: float
     trial_id: str
+    note: Optional[str] = None  # why it is not the fastest within tolerance: that one is past the critical batch
 
     def to_dict(self) -> dict:
         out = {}
@@ -158,11 +172,28 @@ class Recommendation:
 
 
 @dataclass(frozen=True)
+class Answer:
+    """The one critical batch the report stands behind: the turning point (``reading``), as a value or a
+    bound, how sure the noise lets it be, and the other readings as cross-checks."""
+
+    batch_size: Optional[int]  # the turning point; None with the reason in ``text``
+    bound: Optional[str]  # "lower" (≥), "upper" (≤) or None, as ``TurningPoint.bound``
+    reading: str  # which reading it is, e.g. "turning point, monotone fit"
+    resolved: Optional[bool]  # the verdict; None without a noise estimate
+    cross_checks_agree: Optional[bool]  # tradeoff and 20 % rule within one grid step; None: neither determined
+    cross_checks: str  # the line saying so, or why they differ
+    next_batch_range: Optional[list[int]]  # [low, high] to search next where the answer is a bound at the edge
+    notes: list[str]  # what else weakens it (unequal search effort)
+    text: str  # the headline's first line
+
+
+@dataclass(frozen=True)
 class Summary:
     """Everything the report says about one experiment; ``to_json`` is summary.json. The tables are
     records (one dict per row; NaN is None). ``experiment_path``, ``name`` and ``spec`` are set by
     ``report.analyze``, None for a summary of a bare history."""
 
+    answer: Answer
     metric: str
     mode: str
     budget_samples: int
@@ -338,23 +369,73 @@ def default_target(per_batch: pd.DataFrame, *, metric: str, mode: str) -> float:
     return float(values.min() if mode == "max" else values.max())
 
 
+def _recommendation(row, *, metric: str, budget_samples: int, note: Optional[str] = None) -> Recommendation:
+    steps = budget_samples // int(row["batch_size"])
+    return Recommendation(
+        batch_size=int(row["batch_size"]), alpha=float(row["alpha"]), peak_lr=float(row["peak_lr"]),
+        warmup_fraction=float(row["warmup_fraction"]), warmup_steps=warmup_steps(float(row["warmup_fraction"]), steps),
+        budget_samples=budget_samples, optimizer_steps=steps, metric=metric, metric_value=float(row[metric]),
+        projected_time_s=float(row["projected_time_s"]), trial_id=row["trial_id"], note=note)
+
+
 def recommend(done: pd.DataFrame, front: list[int], *, metric: str, mode: str, tolerance: float,
-              budget_samples: int) -> Optional[Recommendation]:
+              budget_samples: int, cap: Optional[int] = None, cap_text: Optional[str] = None,
+              resolved: Optional[bool] = None) -> Optional[Recommendation]:
     """The fastest configuration on the (projected-time) Pareto front whose metric is within
-    ``tolerance`` (relative) of the best completed trial."""
+    ``tolerance`` (relative) of the best completed trial.
+
+    ``cap``: the critical batch the report stands behind (``Answer.batch_size``; ``cap_text`` as the
+    headline writes it, e.g. "≥ 64"). The recommendation never goes past it silently: where the fastest
+    within tolerance is a larger batch, it is past the drop or only within tolerance by noise, so the
+    fastest trial within tolerance at or below the cap is recommended instead, with a ``note`` naming the
+    faster one (and saying the turning point is not resolved, where ``resolved`` is False). Where no trial
+    at or below the cap is within tolerance, the fastest stays, with a note saying so."""
     if not front:
         return None
     best = done[metric].max() if mode == "max" else done[metric].min()
-    for i in front:  # ordered by time: the first within tolerance is the fastest
-        row = done.loc[i]
-        if within_tolerance(float(row[metric]), float(best), mode=mode, tolerance=tolerance):
-            steps = budget_samples // int(row["batch_size"])
-            return Recommendation(
-                batch_size=int(row["batch_size"]), alpha=float(row["alpha"]), peak_lr=float(row["peak_lr"]),
-                warmup_fraction=float(row["warmup_fraction"]),
-                warmup_steps=warmup_steps(float(row["warmup_fraction"]), steps), budget_samples=budget_samples,
-                optimizer_steps=steps, metric=metric, metric_value=float(row[metric]),
-                projected_time_s=float(row["projected_time_s"]), trial_id=row["trial_id"])
+    ok = [i for i in done.sort_values("projected_time_s", kind="stable").index
+          if within_tolerance(float(done.loc[i, metric]), float(best), mode=mode, tolerance=tolerance)]
+    # The front is ordered by time: its first point within tolerance is the fastest within tolerance.
+    fastest = next((i for i in front if i in set(ok)), None)
+    if fastest is None:
+        return None
+    row = done.loc[fastest]
+    if cap is None or int(row["batch_size"]) <= cap:
+        return _recommendation(row, metric=metric, budget_samples=budget_samples)
+    past = (f"B={int(row['batch_size'])} (trial {row['trial_id']}) is the fastest within tolerance of the best, "
+            f"but past the critical batch {cap_text or cap}"
+            + (", which is not resolved" if resolved is False else ""))
+    below = next((i for i in ok if int(done.loc[i, "batch_size"]) <= cap), None)
+    if below is None:
+        return _recommendation(row, metric=metric, budget_samples=budget_samples,
+                               note=past + ": no trial at or below it is within tolerance, so it stays")
+    return _recommendation(done.loc[below], metric=metric, budget_samples=budget_samples,
+                           note=past + ": recommended instead the fastest at or below it")
+
+
+def unequal_effort(batch_sizes: Sequence[int], completed: Sequence[int], *, check: Sequence[int],
+                   factor: float = 2.0) -> Optional[str]:
+    """A note where the per-batch best of a batch size in ``check`` (the best batch, the answer) is the best
+    of at least ``factor``× the completed trials of a neighbour (the next batch size measured either
+    side). TPE puts more trials where the metric looks best, and the best of more trials is biased upward,
+    so that batch size can win the comparison the turning point rests on by effort, not quality. None
+    when effort is even enough.
+
+    >>> unequal_effort([8, 16, 32], [1, 4, 1], check=[16])[:62]
+    "B=16's best is the best of 4 completed trials, its neighbours'"
+    """
+    counts = {int(b): int(c) for b, c in zip(batch_sizes, completed) if c and c > 0}
+    order = sorted(counts)
+    for b in (b for b in dict.fromkeys(int(x) for x in check) if b in counts):
+        i = order.index(b)
+        neighbours = [order[j] for j in (i - 1, i + 1) if 0 <= j < len(order)]
+        if not any(counts[b] >= factor * counts[n] for n in neighbours):
+            continue
+        same = len({counts[n] for n in neighbours}) == 1
+        theirs = f"{counts[neighbours[0]]}" if same else " and ".join(f"{counts[n]} (B={n})" for n in neighbours)
+        whose = "its neighbours'" if len(neighbours) > 1 else "its neighbour's"
+        return (f"B={b}'s best is the best of {counts[b]} completed trials, {whose} of {theirs}: the best of more "
+                f"trials is biased upward; use search.balance_batches: true or the grid's reading")
     return None
 
 
@@ -374,22 +455,29 @@ def _turning_point(per_batch: pd.DataFrame, measured: pd.DataFrame, *, metric: s
     monotone = turning_point(batches, list(fitted.values()), mode=mode, tolerance=tolerance)
     answer = monotone if turning_fit == "monotone" else raw
     reason = None
-    # Name a batch size with no completed trial only where it ended the walk: right above the answer.
+    # Name a batch size with no completed trial only where it ended the walk: right above the answer. The
+    # walk stopped there, not at a drop, so the answer is a lower bound; else a bound only at the grid's edge.
     above = [b for b in sorted(per_batch["batch_size"]) if b > answer]
+    bound = edge_bound(answer, measured["batch_size"].tolist())
     if len(measured) == 1:
         reason = "only one batch size completed: nothing to compare it with"
     elif above and above[0] not in set(measured["batch_size"]):
-        reason = f"batch size {int(above[0])} has no completed trial and ends the walk"
+        reason, bound = f"batch size {int(above[0])} has no completed trial and ends the walk", LOWER
     uncertainty = _uncertainty(per_batch, metric=metric, mode=mode, tolerance=tolerance,
                                monotone=turning_fit == "monotone")
-    return TurningPoint(answer, turning_fit, raw, monotone, tolerance, reason, uncertainty), fitted
+    best = int(measured.loc[measured[f"best_{metric}"].astype(float).idxmax() if mode == "max"
+                            else measured[f"best_{metric}"].astype(float).idxmin(), "batch_size"])
+    effort = unequal_effort(per_batch["batch_size"].tolist(), per_batch["completed"].tolist(), check=[best, answer])
+    return TurningPoint(answer, turning_fit, raw, monotone, tolerance, reason, uncertainty, bound=bound,
+                        unequal_effort=effort), fitted
 
 
 def _tradeoff(fit: TradeoffFit, *, left_out: Optional[str], reason: Optional[str]) -> Tradeoff:
     # An unbounded end (B_crit = ∞ in enough resamples) is None: JSON has no infinity.
     return Tradeoff(b_crit=fit.b_crit, left_out=left_out,
                     ci95=[v if math.isfinite(v) else None for v in fit.ci] if fit.ci else None,
-                    s_min=fit.s_min, e_min=fit.e_min, points=fit.points, reason=reason)
+                    s_min=fit.s_min, e_min=fit.e_min, points=fit.points, reason=reason, bound=fit.bound,
+                    b_crit_bound=fit.bound_at)
 
 
 def _target_rules(history: pd.DataFrame, trials: pd.DataFrame, *, metric: str, mode: str,
@@ -422,7 +510,7 @@ def _target_rules(history: pd.DataFrame, trials: pd.DataFrame, *, metric: str, m
             fit_reason = b20_reason = note
             note = None
     return (trials, per_batch, _tradeoff(fit, left_out=note, reason=fit_reason),
-            OverheadRule(b20, b20_reason, left_out=note))
+            OverheadRule(b20, b20_reason, left_out=note, bound=edge_bound(b20, reached["batch_size"].tolist())))
 
 
 def _with_noise_scale(history: pd.DataFrame, per_batch: pd.DataFrame, trials: pd.DataFrame,
@@ -435,16 +523,112 @@ def _with_noise_scale(history: pd.DataFrame, per_batch: pd.DataFrame, trials: pd
          for t, g in measured.groupby("trial_id")])
     return per_batch, trials.merge(per_trial, on="trial_id", how="left")
 
+# ---- the one answer ---------------------------------------------------------------------------------
+
+READINGS = {"monotone": "monotone fit", "raw": "raw bests"}  # search.turning_point
+NEXT_DOUBLINGS = 3  # a bound at the grid's edge: search this many doublings past it next
+THIN_DATA = 4  # fewer batch sizes reaching the target after their first report: the rules rest on thin data
+# The answer line's short forms of the cross-check line and the notes that follow it in the headline.
+CROSS_CHECKS = {True: "cross-checks agree within one grid step", False: "a cross-check differs (below)",
+                None: "no cross-check determined"}
+EFFORT_MARK = "unequal search effort (below)"
+
+
+def bound_text(value, bound: Optional[str], fmt: str = "{}") -> str:
+    """A reading as the report writes it: "64", "≥ 128", "≤ 8", or "not determined"."""
+    if value is None:
+        return "not determined"
+    return {LOWER: "≥ ", UPPER: "≤ "}.get(bound, "") + fmt.format(value)
+
+
+def _sureness(turning: TurningPoint) -> tuple[Optional[bool], Optional[str]]:
+    """The verdict in a few words: resolved, not resolved (and what would resolve it), or no estimate."""
+    unc = turning.uncertainty
+    if unc is None:
+        return None, None
+    if unc.verdict is None:
+        return None, "no noise estimate (one run per batch size: set search.repeats >= 2)"
+    v = unc.verdict
+    if v.resolved:
+        return True, "resolved"
+    return False, ("not resolved: use " + (f"≥ {v.repeats_needed} repeats, " if v.repeats_needed else "")
+                   + "a larger evaluation set or a smoother metric")
+
+
+def _bound_phrase(turning: TurningPoint, next_range: Optional[list[int]], min_batch: int) -> Optional[str]:
+    """Why the answer is a bound, and where to search next."""
+    if turning.bound == LOWER:
+        if turning.reason:  # the walk ended at a batch size with no completed trial
+            return turning.reason
+        return "the drop was not reached" + (f"; search {next_range[0]}…{next_range[1]} next" if next_range else "")
+    if turning.bound == UPPER:
+        phrase = "the drop comes right after the smallest batch measured"
+        if next_range is None:
+            return phrase + f"; no smaller batch to search ({min_batch} is the workers per trial)"
+        floor = (f" (not below {min_batch}, the workers per trial)"
+                 if next_range[0] == min_batch and turning.batch_size / 2 ** NEXT_DOUBLINGS < min_batch else "")
+        return phrase + f"; search {next_range[0]}…{next_range[1]} next{floor}"
+    return turning.reason
+
+
+def _cross_checks(turning: TurningPoint, tradeoff: Tradeoff, overhead: OverheadRule) -> tuple[Optional[bool], str]:
+    """The tradeoff and the 20 % rule against the turning point: within one grid step (a factor of 2,
+    bounds as the ranges they allow: ``critical_batch.agree_within``), or why they differ."""
+    anchor = bound_interval(turning.batch_size, turning.bound)
+    plural = tradeoff.points != 1
+    thin = (f" (thin data: {tradeoff.points} batch size{'s' if plural else ''} reached the target after "
+            f"{'their' if plural else 'its'} first report)" if tradeoff.points < THIN_DATA else "")
+    parts, agreed, reasons = [], [], []
+    b_crit = tradeoff.b_crit if tradeoff.b_crit is not None else tradeoff.b_crit_bound
+    for name, value, bound, reason, fmt in (("tradeoff B_crit", b_crit, tradeoff.bound, tradeoff.reason, "{:.3g}"),
+                                            ("20% rule", overhead.batch_size, overhead.bound, overhead.reason, "{}")):
+        text = f"{name} {bound_text(value, bound, fmt)}"
+        if value is None:
+            parts.append(f"{text} ({'the same reason' if reason in reasons else reason})")
+            reasons.append(reason)
+        elif anchor is not None:
+            agreed.append(agree_within(anchor, bound_interval(value, bound)))
+            parts.append(text + (" agrees within one grid step" if agreed[-1] else
+                                 f" differs from {bound_text(turning.batch_size, turning.bound)} by more than one "
+                                 f"grid step{thin}"))
+        else:
+            parts.append(text)
+    return (all(agreed) if agreed else None), "Cross-checks: " + "; ".join(parts)
+
+
+def _answer(turning: TurningPoint, tradeoff: Tradeoff, overhead: OverheadRule, grid: list[int], *,
+            min_batch: int) -> Answer:
+    """The headline's answer: the turning point, as the spec reads it (``search.turning_point``), is the
+    critical batch; the verdict says how sure; the tradeoff and the 20 % rule are cross-checks."""
+    reading = f"turning point, {READINGS[turning.fit]}"
+    next_range = (next_batch_range(turning.batch_size, turning.bound, grid, min_batch=min_batch,
+                                   doublings=NEXT_DOUBLINGS)
+                  if turning.batch_size is not None and not (turning.bound == LOWER and turning.reason) else None)
+    resolved, sure = _sureness(turning)
+    agree, cross = _cross_checks(turning, tradeoff, overhead)
+    notes = [n for n in (turning.unequal_effort,) if n]
+    if turning.batch_size is None:
+        text = f"Critical batch: not determined ({turning.reason})"
+    else:
+        phrase = _bound_phrase(turning, next_range, min_batch)
+        bits = [reading + (f": {phrase}" if phrase else ""), sure, CROSS_CHECKS[agree], EFFORT_MARK if notes else None]
+        text = (f"Critical batch: {bound_text(turning.batch_size, turning.bound)} ("
+                + "; ".join(b for b in bits if b) + ")")
+    return Answer(batch_size=turning.batch_size, bound=turning.bound, reading=reading, resolved=resolved,
+                  cross_checks_agree=agree, cross_checks=cross, next_batch_range=next_range, notes=notes, text=text)
+
 
 FRONT_COLUMNS = ["trial_id", "batch_size", "alpha", "warmup_fraction", "peak_lr", "wall_time_s",
                   "projected_time_s"]  # then the metric
 
 
 def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: int,
-              tolerance: float = 0.01, target: Optional[float] = None, turning_fit: str = "monotone") -> Summary:
+              tolerance: float = 0.01, target: Optional[float] = None, turning_fit: str = "monotone",
+              min_batch_size: int = 1) -> Summary:
     """Everything ``summary.json`` holds, typed (NaN becomes None; ``Summary.to_json`` writes it). ``turning_fit``:
     ``monotone`` reads the turning point off the per-batch means' monotone fit, ``raw`` off the means
-    (``search.turning_point``); the other reading is kept as ``raw_batch_size`` / ``monotone_batch_size``."""
+    (``search.turning_point``); the other reading is kept as ``raw_batch_size`` / ``monotone_batch_size``.
+    ``min_batch_size``: the smallest batch a next search may propose (the workers per trial)."""
     if turning_fit not in ("monotone", "raw"):
         raise ValueError(f"turning_fit must be 'monotone' or 'raw', got {turning_fit!r}")
     trials = trial_table(history, metric=metric, budget_samples=budget_samples)
@@ -468,6 +652,8 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
     if len(noise_rows):
         per_batch, trials = _with_noise_scale(history, per_batch, trials, noise_rows)
 
+    answer = _answer(turning, tradeoff, overhead, [int(b) for b in per_batch.get("batch_size", [])],
+                     min_batch=min_batch_size)
     done = trials[trials["status"] == "completed"].reset_index(drop=True)
     done["projected_time_s"] = budget_samples / done["samples_per_s"]
     columns = FRONT_COLUMNS + [metric]
@@ -475,13 +661,15 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
     front_projected = (pareto_front(done["projected_time_s"].tolist(), done[metric].tolist(), mode=mode)
                        if len(done) else [])
     return Summary(
-        metric=metric, mode=mode, budget_samples=budget_samples, target=target, target_source=target_source,
+        answer=answer, metric=metric, mode=mode, budget_samples=budget_samples, target=target,
+        target_source=target_source,
         critical_batch=CriticalBatch(batch_size=turning.batch_size, turning_point=turning, tradeoff=tradeoff,
                                      overhead_20pct=overhead, tolerance=tolerance, reason=turning.reason),
         noise_scale=NoiseScale(**{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
                                   for k, v in noise.items()}),
         recommendation=recommend(done, front_projected, metric=metric, mode=mode, tolerance=tolerance,
-                                 budget_samples=budget_samples),
+                                 budget_samples=budget_samples, cap=answer.batch_size, resolved=answer.resolved,
+                                 cap_text=bound_text(answer.batch_size, answer.bound)),
         per_batch=_records(per_batch), pareto=_records(done.loc[front_wall, columns]),
         pareto_projected=_records(done.loc[front_projected, columns]), trials=_records(trials))
 

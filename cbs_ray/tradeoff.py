@@ -42,7 +42,9 @@ def samples_to_target(samples: Sequence[float], metrics: Sequence[float], target
 @dataclass
 class TradeoffFit:
     """Fit of S(B) = s_min + e_min / B. ``b_crit`` = e_min / s_min; None with a ``reason`` when the data
-    cannot support it. ``ci`` is the bootstrap 95 % interval of b_crit (None when not computable)."""
+    cannot support it. ``ci`` is the bootstrap 95 % interval of b_crit (None when not computable).
+    ``bound``: where b_crit is None because it lies past the measured range, ``"lower"`` (B_crit ≥
+    ``bound_at`` = 4× the largest batch measured) or ``"upper"`` (B_crit ≤ ``bound_at`` = ¼ of the smallest)."""
 
     s_min: Optional[float]
     e_min: Optional[float]
@@ -52,6 +54,8 @@ class TradeoffFit:
     reason: Optional[str] = None
     batch_sizes: list = field(default_factory=list)
     steps: list = field(default_factory=list)
+    bound: Optional[str] = None
+    bound_at: Optional[float] = None
 
 
 EXTRAPOLATION_LIMIT = 4  # a B_crit further than this beyond the largest measured batch is not reported
@@ -88,11 +92,12 @@ def fit_tradeoff(batch_sizes: Sequence[float], steps_to_target: Sequence[float],
     if s_min > 0 and e_min / s_min < b.min() / EXTRAPOLATION_LIMIT:  # e.g. equal steps, E_min ≈ 0 in floats
         return TradeoffFit(s_min, e_min, None, reason=f"steps barely fall with batch size: B_crit lies below "
                            f"1/{EXTRAPOLATION_LIMIT} of the smallest batch measured ({int(b.min())}); measure "
-                           f"smaller batches", **base)
+                           f"smaller batches", bound="upper", bound_at=float(b.min()) / EXTRAPOLATION_LIMIT, **base)
     if s_min <= 0 or e_min / s_min > EXTRAPOLATION_LIMIT * b.max():
         return TradeoffFit(s_min, e_min, None, reason=f"steps fall almost in proportion to batch size over the "
                            f"whole range (near-perfect scaling): B_crit lies beyond {EXTRAPOLATION_LIMIT}× the "
-                           f"largest batch measured ({int(b.max())}); measure larger batches", **base)
+                           f"largest batch measured ({int(b.max())}); measure larger batches", bound="lower",
+                           bound_at=float(b.max()) * EXTRAPOLATION_LIMIT, **base)
     rng = np.random.default_rng(seed)
     estimates = []
     for _ in range(bootstrap):

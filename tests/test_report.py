@@ -188,3 +188,54 @@ def test_a_batch_size_without_a_completed_trial_below_the_answer_is_not_blamed()
     s = summarize(h, metric="accuracy", mode="max", budget_samples=BUDGET, tolerance=0.01)
     turning = s.critical_batch.turning_point
     assert turning.raw_batch_size == 32 and turning.reason is None
+
+
+# ---- issue 17: the answer on top, bounds shown, the page's order ------------------------------------------------
+
+def test_the_headline_opens_with_the_answer_then_its_cross_checks_then_the_readings_with_bounds():
+    # Every batch ends at the 0.9 cap: no drop on 16…256, the turning point is "≥ 256".
+    s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
+    lines = headline(s)
+    assert lines[0] == ("Critical batch: ≥ 256 (turning point, monotone fit: the drop was not reached; search "
+                        "128…2048 next; no noise estimate (one run per batch size: set search.repeats >= 2); "
+                        "a cross-check differs (below))")
+    assert lines[1] == ("Cross-checks: tradeoff B_crit 128 agrees within one grid step; 20% rule 32 differs from "
+                        "≥ 256 by more than one grid step")
+    assert lines[2] == "Critical batch, turning point (equal samples, tolerance 1.0%, monotone fit): ≥ 256"
+    assert s.answer.next_batch_range == [128, 2048]
+
+
+def test_a_tradeoff_bound_is_written_as_one():
+    s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
+    beyond = replace(s.critical_batch.tradeoff, b_crit=None, bound="lower", b_crit_bound=1024.0, reason="near-perfect")
+    s = replace(s, critical_batch=replace(s.critical_batch, tradeoff=beyond))
+    line = next(x for x in headline(s) if x.startswith("Critical batch, steps/samples tradeoff"))
+    assert line == "Critical batch, steps/samples tradeoff (McCandlish 2018): B_crit ≥ 1.02e+03 [near-perfect]"
+
+
+def test_the_page_leads_with_the_answer_then_the_metric_plot_then_the_tables(tmp_path):
+    s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
+    plots = all_plots(s, tmp_path)
+    html = render_html(s, plots)
+    order = [html.index(marker) for marker in ('class="answer', "Critical batch: ≥ 256", "search 128…2048 next",
+                                               "Recommended config", 'alt="metric_vs_batch"', "<h2>Readings",
+                                               "<h2>Per batch size", 'alt="steps_vs_samples"')]
+    assert order == sorted(order)
+    # The wide tables fold: the per-batch table's key columns first, every column under <details>.
+    assert html.count("<details>") == 2 and html.count('src="data:image/png;base64,') == 5
+    md = render_markdown(s, plots)
+    assert md.index("> **Critical batch: ≥ 256**") < md.index("![metric_vs_batch]") < md.index("## Per batch size")
+
+
+def test_the_metric_plot_marks_a_bound(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from cbs_ray.plots import metric_vs_batch
+
+    s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
+    texts, close = [], plt.close
+    monkeypatch.setattr(plt, "close", lambda fig: texts.extend(
+        [t.get_text() for t in fig.axes[0].texts] + [t.get_text() for t in fig.axes[0].get_legend().get_texts()])
+        or close(fig))
+    metric_vs_batch(s, tmp_path / "m.png")
+    assert "≥ 256 (drop not reached)" in texts and "turning point B ≥ 256" in texts

@@ -196,11 +196,17 @@ PER_BATCH_ROW = "batch_size trials completed stopped diverged failed diverged_pe
 TRIAL_ROW = "trial_id batch_size alpha warmup_fraction peak_lr samples_seen accuracy wall_time_s samples_per_s " \
             "repeat status"
 
+# Added by issue 17: the one answer on top, and a bound on each reading (keys always written, null when none).
+ANSWER = _under("", "answer") | _under("answer", "batch_size bound reading resolved cross_checks_agree cross_checks "
+                                                 "next_batch_range notes text")
+BOUNDS = (_under("critical_batch.turning_point", "bound unequal_effort")
+          | _under("critical_batch.tradeoff", "bound b_crit_bound") | _under("critical_batch.overhead_20pct", "bound"))
+
 # No trial completed: no uncertainty, no recommendation, no fronts, no target.
-KEYS_NOTHING_COMPLETED = (TOP | CRITICAL_BATCH | TURNING_POINT | TRADEOFF | OVERHEAD | NOISE
+KEYS_NOTHING_COMPLETED = (TOP | CRITICAL_BATCH | TURNING_POINT | TRADEOFF | OVERHEAD | NOISE | ANSWER | BOUNDS
                           | _under("per_batch[]", PER_BATCH_ROW) | _under("trials[]", TRIAL_ROW))
 # Every section filled, and every key that is only written when it has a value.
-KEYS_EVERYTHING = (KEYS_NOTHING_COMPLETED | UNCERTAINTY | RECOMMENDATION
+KEYS_EVERYTHING = (KEYS_NOTHING_COMPLETED | UNCERTAINTY | RECOMMENDATION | {"recommendation.note"}
                    | {"critical_batch.overhead_20pct.left_out", "noise_scale.reports", "noise_scale.reports_left_out"}
                    | _under("pareto[]", FRONT_ROW) | _under("pareto_projected[]", FRONT_ROW)
                    | _under("per_batch[]", "alpha warmup_fraction peak_lr wall_time_s samples_per_s trial_id "
@@ -259,3 +265,122 @@ def test_summary_json_is_the_typed_summary_s_serialisation():
     assert loaded["recommendation"]["accuracy"] == s.recommendation.metric_value
     assert "metric_value" not in loaded["recommendation"] and "metric" not in loaded["recommendation"]
     assert loaded["per_batch"] == s.per_batch and loaded["noise_scale"]["reports"] == s.noise_scale.reports
+
+
+# ---- issue 17: bounds, the one answer, unequal effort, the capped recommendation -----------------------------
+
+def _final(accuracies: dict, *, trials_per_batch: dict | None = None, eval_examples: int = 100_000) -> pd.DataFrame:
+    """One trial per batch size (or ``trials_per_batch[b]``, the extra ones 0.05 worse): reports at 512 and
+    1024 samples, the first at 90 % of the final accuracy. Wall time 1024/B s: larger batches are faster."""
+    rows = []
+    for b, acc in accuracies.items():
+        for k in range((trials_per_batch or {}).get(b, 1)):
+            final = acc - 0.05 * (k > 0)
+            rows += [{"trial_id": f"t{b}_{k}", "batch_size": b, "alpha": 1.0, "warmup_fraction": 0.1, "peak_lr": 1e-3,
+                      "samples_seen": s, "accuracy": a, "eval_examples": eval_examples, "diverged": False,
+                      "wall_time_s": 1024 / b, "samples_per_s": float(b)}
+                     for s, a in ((512, 0.9 * final), (1024, final))]
+    return pd.DataFrame(rows)
+
+
+def test_a_turning_point_at_the_largest_batch_is_a_lower_bound_with_a_next_range():
+    # Every batch at 0.80: no drop on 8…128, so "≥ 128"; the tradeoff and the 20 % rule see perfect scaling
+    # (equal samples to the target), a lower bound each, and agree.
+    s = summarize(_final({b: 0.80 for b in (8, 16, 32, 64, 128)}), metric="accuracy", mode="max", budget_samples=1024)
+    cb, answer = s.critical_batch, s.answer
+    assert (cb.turning_point.batch_size, cb.turning_point.bound) == (128, "lower")
+    assert (cb.tradeoff.b_crit, cb.tradeoff.bound, cb.tradeoff.b_crit_bound) == (None, "lower", 512.0)
+    assert (cb.overhead_20pct.batch_size, cb.overhead_20pct.bound) == (128, "lower")
+    assert answer.next_batch_range == [64, 1024] and answer.cross_checks_agree is True
+    assert answer.text == ("Critical batch: ≥ 128 (turning point, monotone fit: the drop was not reached; "
+                           "search 64…1024 next; resolved; cross-checks agree within one grid step)")
+    assert answer.cross_checks == ("Cross-checks: tradeoff B_crit ≥ 512 agrees within one grid step; "
+                                   "20% rule ≥ 128 agrees within one grid step")
+    loaded = json.loads(s.to_json())
+    assert loaded["answer"]["bound"] == loaded["critical_batch"]["turning_point"]["bound"] == "lower"
+    assert loaded["answer"]["next_batch_range"] == [64, 1024]
+
+
+def test_a_turning_point_at_the_smallest_batch_with_the_drop_right_after_is_an_upper_bound():
+    s = summarize(_final({8: 0.80, 16: 0.70, 32: 0.65}), metric="accuracy", mode="max", budget_samples=1024)
+    assert s.critical_batch.turning_point.bound == "upper" and s.answer.next_batch_range == [1, 16]
+    assert s.answer.text.startswith("Critical batch: ≤ 8 (turning point, monotone fit: the drop comes right after "
+                                    "the smallest batch measured; search 1…16 next; resolved;")
+    # With 4 workers per trial the next range stops at 4, and says so.
+    four = summarize(_final({8: 0.80, 16: 0.70, 32: 0.65}), metric="accuracy", mode="max", budget_samples=1024,
+                     min_batch_size=4)
+    assert four.answer.next_batch_range == [4, 16]
+    assert "search 4…16 next (not below 4, the workers per trial)" in four.answer.text
+    at_floor = summarize(_final({8: 0.80, 16: 0.70}), metric="accuracy", mode="max", budget_samples=1024,
+                         min_batch_size=8)
+    assert at_floor.answer.next_batch_range is None
+    assert "no smaller batch to search (8 is the workers per trial)" in at_floor.answer.text
+
+
+def test_a_walk_ended_by_a_batch_nobody_measured_is_a_lower_bound_without_a_next_range():
+    h = pd.DataFrame(_run("a", 8, [0.80, 0.80]) + _run("b", 16, [0.0], diverged=True) + _run("c", 32, [0.80, 0.80]))
+    s = summarize(h, metric="accuracy", mode="max", budget_samples=1024)
+    assert (s.answer.batch_size, s.answer.bound, s.answer.next_batch_range) == (8, "lower", None)
+    assert s.answer.text.startswith("Critical batch: ≥ 8 (turning point, monotone fit: batch size 16 has no "
+                                    "completed trial and ends the walk; resolved; no cross-check determined")
+
+
+def test_a_value_inside_the_grid_is_no_bound_and_a_thin_cross_check_says_so():
+    # Plateau 8…32, drop at 64: 32. Target 0.60 (the worst best): only B=128 reaches it after its first report.
+    s = summarize(_final({8: 0.80, 16: 0.80, 32: 0.799, 64: 0.70, 128: 0.60}), metric="accuracy", mode="max",
+                  budget_samples=1024)
+    assert (s.answer.batch_size, s.answer.bound, s.answer.resolved) == (32, None, True)
+    assert s.answer.text == "Critical batch: 32 (turning point, monotone fit; resolved; a cross-check differs (below))"
+    assert s.answer.cross_checks_agree is False
+    assert s.answer.cross_checks.endswith("20% rule 128 differs from 32 by more than one grid step (thin data: "
+                                          "1 batch size reached the target after its first report)")
+
+
+def test_nothing_completed_has_an_answer_that_says_why():
+    h = history()
+    s = summarize(h[h["samples_seen"] < BUDGET], metric="accuracy", mode="max", budget_samples=BUDGET)
+    assert s.answer.text == ("Critical batch: not determined (no batch size has a trial that reached the full "
+                             "budget)")
+    assert (s.answer.batch_size, s.answer.bound, s.answer.resolved, s.answer.next_batch_range) == (None,) * 4
+
+
+def test_unequal_search_effort_is_flagged():
+    from cbs_ray.report import headline
+    from cbs_ray.summary import unequal_effort
+
+    # B=16 is the best of 4 completed trials, 8 and 32 of 1 each (the held-out causal-LM run of issue 17).
+    h = _final({8: 0.80, 16: 0.81, 32: 0.80, 64: 0.70}, trials_per_batch={16: 4})
+    s = summarize(h, metric="accuracy", mode="max", budget_samples=1024)
+    note = ("B=16's best is the best of 4 completed trials, its neighbours' of 1: the best of more trials is "
+            "biased upward; use search.balance_batches: true or the grid's reading")
+    assert s.critical_batch.turning_point.unequal_effort == note and s.answer.notes == [note]
+    assert s.answer.text.endswith("; unequal search effort (below))")
+    assert headline(s)[2] == f"Unequal search effort: {note}"
+    # Even effort, or less than 2× a neighbour's: no note.
+    assert summarize(_final({8: 0.80, 16: 0.81, 32: 0.80}), metric="accuracy", mode="max",
+                     budget_samples=1024).answer.notes == []
+    assert unequal_effort([8, 16, 32], [2, 3, 2], check=[16]) is None
+    # Neighbours with different counts are named; a batch size with none completed is not a neighbour.
+    assert unequal_effort([8, 16, 32, 64], [1, 6, 0, 3], check=[16]).startswith(
+        "B=16's best is the best of 6 completed trials, its neighbours' of 1 (B=8) and 3 (B=64):")
+    assert unequal_effort([8, 16], [1, 2], check=[8, 16]).startswith("B=16's best is the best of 2 completed "
+                                                                        "trials, its neighbour's of 1:")
+
+
+def test_the_recommendation_never_passes_the_critical_batch_silently():
+    # Raw walk: 32's 0.78 < 0.784 (2 % of 0.80) ends it at 16, an upper bound. B=64 is faster and as good as
+    # the best, but past it: the recommendation stays at 16 and says why.
+    h = _final({16: 0.80, 32: 0.78, 64: 0.80, 128: 0.60})
+    raw = summarize(h, metric="accuracy", mode="max", budget_samples=1024, tolerance=0.02, turning_fit="raw")
+    assert raw.answer.batch_size == 16 and raw.recommendation.batch_size == 16
+    assert raw.recommendation.note == ("B=64 (trial t64_0) is the fastest within tolerance of the best, but past "
+                                       "the critical batch ≤ 16: recommended instead the fastest at or below it")
+    assert json.loads(raw.to_json())["recommendation"]["note"] == raw.recommendation.note
+    # On 1000 evaluation examples the noise is larger than the tolerance: the note says so.
+    noisy = summarize(_final({16: 0.80, 32: 0.78, 64: 0.80, 128: 0.60}, eval_examples=1000), metric="accuracy",
+                      mode="max", budget_samples=1024, tolerance=0.02, turning_fit="raw")
+    assert "past the critical batch ≤ 16, which is not resolved: recommended instead" in noisy.recommendation.note
+    # The monotone fit pools 32 and 64 (0.79): the critical batch is 64, and so is the recommendation.
+    monotone = summarize(h, metric="accuracy", mode="max", budget_samples=1024, tolerance=0.02)
+    assert (monotone.answer.batch_size, monotone.recommendation.batch_size, monotone.recommendation.note) == \
+        (64, 64, None)

@@ -75,3 +75,15 @@ def test_overhead_rule():
     assert overhead_rule([16, 32], [NAN, 400]) == 32   # smallest batch that reached it is the reference
     # B=16 needs 1.75× B=8's samples: the walk ends at 8, though 32 and 64 are back under the line.
     assert overhead_rule([8, 16, 32, 64], [100, 70, 20, 12]) == 8
+
+
+def test_a_b_crit_past_the_measured_range_is_a_bound():
+    # S ∝ 1/B over 16…128: B_crit lies beyond 4 × 128, a lower bound at 512 (issue 17).
+    perfect = fit_tradeoff([16, 32, 64, 128], [800, 400, 200, 100])
+    assert (perfect.b_crit, perfect.bound, perfect.bound_at) == (None, "lower", 512.0)
+    # Equal steps over 8…64: B_crit lies below 8 / 4, an upper bound at 2.
+    equal = fit_tradeoff([8, 16, 32, 64], [100, 100, 100, 100])
+    assert (equal.b_crit, equal.bound, equal.bound_at) == (None, "upper", 2.0)
+    # A fitted B_crit, or too few points, is no bound.
+    assert fit_tradeoff([16, 32, 64, 128], [900, 500, 300, 200]).bound is None
+    assert fit_tradeoff([16, 32], [100, 50]).bound is None
