@@ -75,18 +75,27 @@ def _filler_words(count: int, rng: random.Random) -> list[str]:
     return sorted(words)
 
 
-def builtin_sentiment(examples: int, *, seed: int, label_noise: float = 0.05) -> tuple[list[str], list[int]]:
-    """Generate ``examples`` sentences and their 0/1 labels, deterministically from ``seed``."""
+def builtin_sentiment(examples: int, *, seed: int, label_noise: float = 0.05, negation: float = 0.0,
+                      counts: tuple[int, ...] = (1, 1, 3)) -> tuple[list[str], list[int]]:
+    """Generate ``examples`` sentences and their 0/1 labels, deterministically from ``seed``.
+
+    Each sentence is 3-10 filler words with a number of sentiment words drawn from ``counts`` (an odd
+    number: no ties) inserted at random places; the label is whether positive words outnumber negative
+    ones, then flipped with probability ``label_noise``. ``negation`` is the chance that a sentiment word
+    is preceded by "not", which flips it. The default has no negation: with it, a tiny model learns the
+    flip as a sudden jump after a plateau whose length varies from seed to seed by more than a factor 2
+    of optimizer steps, which made the default search's critical batch a coin toss; without it, accuracy
+    rises smoothly with steps and reaches the ~0.95 ceiling the label noise leaves."""
     rng = random.Random(seed)
     filler = _filler_words(60, random.Random(0))
     texts, labels = [], []
     for _ in range(examples):
         words = [rng.choice(filler) for _ in range(rng.randint(3, 10))]
         score = 0
-        for _ in range(rng.choice((1, 1, 3))):
+        for _ in range(rng.choice(counts)):
             positive = rng.random() < 0.5
             word = rng.choice(POSITIVE if positive else NEGATIVE)
-            negated = rng.random() < 0.2
+            negated = negation > 0 and rng.random() < negation
             polarity = (1 if positive else -1) * (-1 if negated else 1)
             score += polarity
             at = rng.randint(0, len(words))
@@ -187,8 +196,8 @@ def load_texts(spec: SearchSpec) -> tuple[Texts, Texts, Texts | None]:
     d = spec.data
     needs_labels = spec.task == "sequence-classification"
     if d.source == "builtin":
-        train = builtin_sentiment(d.builtin_train_examples, seed=1)
-        evaluation = builtin_sentiment(d.builtin_eval_examples, seed=2)
+        train = builtin_sentiment(d.builtin_train_examples, seed=1, negation=d.builtin_negation)
+        evaluation = builtin_sentiment(d.builtin_eval_examples, seed=2, negation=d.builtin_negation)
     elif d.source == "hub":
         import datasets
 

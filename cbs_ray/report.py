@@ -277,7 +277,7 @@ line-height:1.4}h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.15em;margin
 .answer .note{font-size:.88em;color:#7a4d00;margin:.25em 0}.answer .cols{display:flex;flex-wrap:wrap;gap:1.2em}
 .answer .main{flex:3 1 420px}.answer .rec{flex:1 1 220px;font-size:.9em;border-left:1px solid #ddd;padding-left:1em}
 .answer pre{background:#fff;border:1px solid #ddd;padding:.4em .7em;font-size:.82em;margin:.4em 0 0;
-display:inline-block}ul.readings{font-size:.86em;padding-left:1.2em}ul.readings li{margin:.15em 0}
+display:block;overflow-x:auto}ul.readings{font-size:.86em;padding-left:1.2em}ul.readings li{margin:.15em 0}
 table{border-collapse:collapse;font-size:.8em;margin:.3em 0}td,th{border:1px solid #ccc;padding:2px 6px;
 text-align:right}th{background:#f1f1f1}.wide{overflow-x:auto;max-width:100%}
 details{margin:.5em 0}summary{cursor:pointer;color:#1f4e8c;font-size:.9em}

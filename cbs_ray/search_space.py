@@ -21,7 +21,7 @@ def plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
     repeats = (f" + up to {len(spec.batch_sizes) * (s.repeats - 1)} repeat trials (each batch size's best, "
                f"{s.repeats - 1} more seed{'s' if s.repeats > 2 else ''})" if s.repeats > 1 else "")
     lines = [f"{spec.name}: {len(spec.batch_sizes)} batch sizes, {num_trials(spec)} trials{repeats} ({s.strategy}"
-             f"{', balanced over batch sizes' if s.balance_batches else ''}"
+             f"{', balanced over batch sizes' if s.balance_batches and s.strategy != 'grid' else ''}"
              f"{', ASHA early stopping' if s.early_stopping else ', no early stopping'}), "
              f"{budget_samples} samples each (equal-sample budget), report every {t.eval_every_samples} "
              f"samples, metric {s.metric} ({s.mode}), alpha in {s.alpha_range}, warmup fraction in "

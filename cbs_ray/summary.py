@@ -413,18 +413,20 @@ def recommend(done: pd.DataFrame, front: list[int], *, metric: str, mode: str, t
                            note=past + ": recommended instead the fastest at or below it")
 
 
-def unequal_effort(batch_sizes: Sequence[int], completed: Sequence[int], *, check: Sequence[int],
+def unequal_effort(batch_sizes: Sequence[int], trials: Sequence[int], *, check: Sequence[int],
                    factor: float = 2.0) -> Optional[str]:
     """A note where the per-batch best of a batch size in ``check`` (the best batch, the answer) is the best
-    of at least ``factor``× the completed trials of a neighbour (the next batch size measured either
-    side). TPE puts more trials where the metric looks best, and the best of more trials is biased upward,
-    so that batch size can win the comparison the turning point rests on by effort, not quality. None
-    when effort is even enough.
+    of at least ``factor``× the trials of a neighbour (the next batch size measured either side). TPE puts
+    more trials where the metric looks best, and the best of more trials is biased upward, so that batch
+    size can win the comparison the turning point rests on by effort, not quality. ``trials`` counts every
+    configuration tried at that batch size, those ASHA stopped included: stopping is part of how the
+    search picked the best, so a balanced search (3 trials each, one completed here, two there) is even
+    effort. None when effort is even enough.
 
-    >>> unequal_effort([8, 16, 32], [1, 4, 1], check=[16])[:62]
-    "B=16's best is the best of 4 completed trials, its neighbours'"
+    >>> unequal_effort([8, 16, 32], [1, 4, 1], check=[16])[:52]
+    "B=16's best is the best of 4 trials, its neighbours'"
     """
-    counts = {int(b): int(c) for b, c in zip(batch_sizes, completed) if c and c > 0}
+    counts = {int(b): int(c) for b, c in zip(batch_sizes, trials) if c and c > 0}
     order = sorted(counts)
     for b in (b for b in dict.fromkeys(int(x) for x in check) if b in counts):
         i = order.index(b)
@@ -434,7 +436,7 @@ def unequal_effort(batch_sizes: Sequence[int], completed: Sequence[int], *, chec
         same = len({counts[n] for n in neighbours}) == 1
         theirs = f"{counts[neighbours[0]]}" if same else " and ".join(f"{counts[n]} (B={n})" for n in neighbours)
         whose = "its neighbours'" if len(neighbours) > 1 else "its neighbour's"
-        return (f"B={b}'s best is the best of {counts[b]} completed trials, {whose} of {theirs}: the best of more "
+        return (f"B={b}'s best is the best of {counts[b]} trials, {whose} of {theirs}: the best of more "
                 f"trials is biased upward; use search.balance_batches: true or the grid's reading")
     return None
 
@@ -467,7 +469,7 @@ def _turning_point(per_batch: pd.DataFrame, measured: pd.DataFrame, *, metric: s
                                monotone=turning_fit == "monotone")
     best = int(measured.loc[measured[f"best_{metric}"].astype(float).idxmax() if mode == "max"
                             else measured[f"best_{metric}"].astype(float).idxmin(), "batch_size"])
-    effort = unequal_effort(per_batch["batch_size"].tolist(), per_batch["completed"].tolist(), check=[best, answer])
+    effort = unequal_effort(per_batch["batch_size"].tolist(), per_batch["trials"].tolist(), check=[best, answer])
     return TurningPoint(answer, turning_fit, raw, monotone, tolerance, reason, uncertainty, bound=bound,
                         unequal_effort=effort), fitted
 

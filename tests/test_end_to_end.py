@@ -8,10 +8,11 @@ import pytest
 
 from cbs_ray import run_search
 from cbs_ray.spec import load_spec
+from conftest import EARLIER_DEFAULT  # tests/ is on sys.path under pytest
 
 pytestmark = pytest.mark.e2e  # a real local Ray cluster
 
-TINY = ["data.builtin_train_examples=2048", "data.builtin_eval_examples=512", "training.budget_samples=4096",
+TINY = EARLIER_DEFAULT + ["data.builtin_train_examples=2048", "data.builtin_eval_examples=512", "training.budget_samples=4096",
         "training.eval_every_samples=2048", "asha.grace_period_samples=2048", "search.batch_sizes=[8, 16]"]
 
 

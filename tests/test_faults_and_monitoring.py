@@ -16,10 +16,11 @@ import pytest
 
 from cbs_ray.search import ray_session, run_search
 from cbs_ray.spec import load_spec
+from conftest import EARLIER_DEFAULT  # tests/ is on sys.path under pytest
 
 pytestmark = pytest.mark.e2e  # a real local Ray cluster
 
-TINY = ["data.builtin_train_examples=2048", "data.builtin_eval_examples=512", "training.eval_every_samples=2048",
+TINY = EARLIER_DEFAULT + ["data.builtin_train_examples=2048", "data.builtin_eval_examples=512", "training.eval_every_samples=2048",
         "asha.grace_period_samples=2048"]
 
 

@@ -6,11 +6,12 @@ import torch
 
 from cbs_ray.memory_planner import ProbeCache
 from test_large_batch import Capture, run as run_loop  # tests/ is on sys.path under pytest
+from conftest import EARLIER_DEFAULT  # tests/ is on sys.path under pytest
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
-SMALL = ["data.builtin_train_examples=2048", "data.builtin_eval_examples=256", "training.budget_samples=1024",
+SMALL = EARLIER_DEFAULT + ["data.builtin_train_examples=2048", "data.builtin_eval_examples=256", "training.budget_samples=1024",
          "training.eval_every_samples=512", "asha.grace_period_samples=512", "search.num_trials=1",
          "resources.use_gpu=true", "training.dataloader_workers=0"]
 

@@ -14,14 +14,14 @@ from cbs_ray.checkpoint import STATE_FILE
 from cbs_ray.optimizer import layer_lr_scale, make_optimizer
 from cbs_ray.train_loop import items_in, train_loop
 from cbs_ray.trial import TrialConfig
-from conftest import RecordingSession, train_in_process  # tests/ is on sys.path under pytest
+from conftest import EARLIER_DEFAULT, RecordingSession, train_in_process  # tests/ is on sys.path under pytest
 
-ONE_STEP = ["data.builtin_train_examples=512", "data.builtin_eval_examples=64", "training.budget_samples=64",
+ONE_STEP = EARLIER_DEFAULT + ["data.builtin_train_examples=512", "data.builtin_eval_examples=64", "training.budget_samples=64",
             "training.eval_every_samples=64", "asha.grace_period_samples=64", "search.batch_sizes=[64]",
             "search.num_trials=1", "training.grad_clip_norm=null"]
 
 
-Capture = RecordingSession  # keeps the reports and every checkpoint's weights
+Capture = RecordingSession # keeps the reports and every checkpoint's weights
 
 
 def run(overrides, batch=64, *, base=ONE_STEP, session_class=Capture):
@@ -66,8 +66,8 @@ def test_option_trains_to_finite_metrics(overrides):
 def test_items_a_step_averages_over():
     ids = torch.zeros(2, 4, dtype=torch.long)
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
-    assert items_in((ids, mask, None), "sequence-classification") == 2   # examples
-    assert items_in((ids, mask, None), "causal-lm") == 2 + 1             # tokens after the first, not padding
+    assert items_in((ids, mask, None), "sequence-classification") == 2  # examples
+    assert items_in((ids, mask, None), "causal-lm") == 2 + 1            # tokens after the first, not padding
 
 
 def test_lamb_first_step_is_the_trust_ratio_times_the_adam_direction():
@@ -100,12 +100,12 @@ def test_adam_betas_come_from_the_spec(optimizer):
 
 
 def test_layer_lr_scale_by_name():
-    # 2 encoder layers, decay 0.5: layer 1 -> 0.5, layer 0 -> 0.25, embeddings -> 0.125, head -> 1
+   # 2 encoder layers, decay 0.5: layer 1 -> 0.5, layer 0 -> 0.25, embeddings -> 0.125, head -> 1
     assert layer_lr_scale("bert.encoder.layer.1.attention.self.query.weight", 2, 0.5) == 0.5
     assert layer_lr_scale("bert.encoder.layer.0.output.dense.weight", 2, 0.5) == 0.25
     assert layer_lr_scale("bert.embeddings.word_embeddings.weight", 2, 0.5) == 0.125
     assert layer_lr_scale("classifier.weight", 2, 0.5) == 1.0
-    assert layer_lr_scale("transformer.h.0.attn.c_attn.weight", 2, 0.5) == 0.25     # GPT-2 naming
+    assert layer_lr_scale("transformer.h.0.attn.c_attn.weight", 2, 0.5) == 0.25    # GPT-2 naming
     assert layer_lr_scale("transformer.wte.weight", 2, 0.5) == 0.125
     assert layer_lr_scale("bert.encoder.layer.0.output.dense.weight", 2, 1.0) == 1.0
 
@@ -197,7 +197,7 @@ def _agree_on_a_micro_batch(rank: int, port: int, out: str) -> None:
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2)
-    worker = SimpleNamespace(world_size=2, device=torch.device("cpu"))  # what a Ray Train worker's session holds
+    worker = SimpleNamespace(world_size=2, device=torch.device("cpu")) # what a Ray Train worker's session holds
     agreed = TrainSession.all_reduce_min(worker, [64, 48][rank])
     torch.save(agreed, f"{out}.{rank}")
     dist.destroy_process_group()
@@ -245,13 +245,13 @@ def test_noise_probe_reads_the_first_micro_batch_and_the_whole_step(task, monkey
                                                                          data.train_labels)))
     sampler = torch.utils.data.DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True, seed=setup.seed)
     loader = torch.utils.data.DataLoader(dataset, batch_size=64, drop_last=True, sampler=sampler)
-    ids, mask, labels = next(iter(loader))  # the loop's 4 micro-batches of 16 are these 64, in order
+    ids, mask, labels = next(iter(loader)) # the loop's 4 micro-batches of 16 are these 64, in order
 
     (small, big), = seen
     first, whole = (tuple(t[:rows] for t in (ids, mask, labels)) for rows in (16, 64))
     assert small == pytest.approx(_squared_norm_of_mean_gradient(model, setup, *first), rel=1e-4)
     assert big == pytest.approx(_squared_norm_of_mean_gradient(model, setup, *whole), rel=1e-4)
-    assert small > 1.2 * big  # a quarter of the batch is noisier: the test tells the two apart
+    assert small > 1.2 * big # a quarter of the batch is noisier: the test tells the two apart
 
 
 def _noise_probe_on_two_gloo_workers(rank: int, port: int, out: str, task: list) -> None:
@@ -266,7 +266,7 @@ def _noise_probe_on_two_gloo_workers(rank: int, port: int, out: str, task: list)
     _join_gloo(rank, port)
     seen = []
     NoiseScaleMeter.add = lambda self, small, big: seen.append((small, big))
-    # Seed 7: the data order must be the trial's own, not the seed-0 order Ray's sampler would give.
+   # Seed 7: the data order must be the trial's own, not the seed-0 order Ray's sampler would give.
     spec = load_spec(None, ONE_STEP + task + ["training.micro_batch_size=32", "resources.workers_per_trial=2",
                                               "search.seed=7"])
     data, budget, config = prepare(spec)
@@ -310,11 +310,11 @@ class LoaderCapture(Capture):
 
 
 @pytest.mark.parametrize("overrides,expected", [
-    ([], (0, False, False)),  # a CPU: no workers, nothing pinned
-    (["training.dataloader_workers=1"], (1, False, True)),  # workers persist when there are any
+    ([], (0, False, False)), # a CPU: no workers, nothing pinned
+    (["training.dataloader_workers=1"], (1, False, True)), # workers persist when there are any
     (["training.dataloader_workers=1", "training.persistent_workers=false", "training.pin_memory=true"], (1, True, False)),
 ])
-@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")  # no GPU here to pin for
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true") # no GPU here to pin for
 def test_data_loader_settings_reach_the_loader(overrides, expected):
     session = run(overrides, session_class=LoaderCapture)
     loader = session.loader
@@ -338,7 +338,7 @@ class StateCapture(Capture):
 
 def test_an_fp16_checkpoint_keeps_the_loss_scale_and_an_fp32_one_has_none():
     fp16 = run(["training.precision=fp16"], session_class=StateCapture).state["scaler"]
-    assert fp16["scale"] == 2.0 ** 16 and fp16["_growth_tracker"] == 1  # one step taken at the initial scale
+    assert fp16["scale"] == 2.0 ** 16 and fp16["_growth_tracker"] == 1 # one step taken at the initial scale
     assert run([], session_class=StateCapture).state["scaler"] == {}
 
 
@@ -369,7 +369,7 @@ def test_an_fp16_gradient_that_stays_non_finite_ends_as_diverged_after_the_scale
     session = run(["training.precision=fp16", "training.micro_batch_size=16"])
     (report,) = session.reports
     assert report["diverged"] and report["samples_seen"] == 0
-    # Skipped steps at scales 2^16 … 2^0 (17), then the 18th non-finite gradient, at 0.5, ends the trial.
+   # Skipped steps at scales 2^16 … 2^0 (17), then the 18th non-finite gradient, at 0.5, ends the trial.
     assert len(calls) == 18 * 4
 
 

@@ -39,7 +39,8 @@ def test_balanced_batches_fix_every_trials_batch_and_keep_alpha_per_batch():
 
     from cbs_ray.search import per_batch_space
 
-    spec = load_spec(None, ["search.batch_sizes=[16, 64, 256]", "search.num_trials=8", "search.balance_batches=true"])
+    spec = load_spec(None, ["search.batch_sizes=[16, 64, 256]", "search.num_trials=8", "search.balance_batches=true",
+                            "search.alpha_range=[0.5, 1.0]"])
     space, points = per_batch_space(spec)
     assert [p["log2_batch"] for p in points] == [4, 6, 8, 4, 6, 8, 4, 6]  # seeds, then round robin
     assert points[2] == {"log2_batch": 8, "alpha_B256": 0.75, "warmup_fraction_B256": 0.2}

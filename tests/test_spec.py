@@ -13,8 +13,8 @@ from cbs_ray.spec import SearchSpec, SpecError, load_spec, resolve_budget, spec_
 
 def test_default_spec_is_valid_and_expands_batch_range():
     spec = load_spec()
-    assert spec.batch_sizes == [8, 16, 32, 64, 128]
-    assert spec.training.budget_samples == 16384
+    assert spec.batch_sizes == [16, 32, 64, 128, 256, 512]
+    assert spec.training.budget_samples == 7168
     assert SearchSpec().name == spec.name
 
 
@@ -28,7 +28,7 @@ def test_an_override_sets_one_key_of_a_mapping_left_at_its_default(tmp_path):
     # Without --space the model config and the batch range are the defaults: one key changes, the rest stay.
     spec = load_spec(None, ["model.config.num_hidden_layers=4", "search.batch_sizes.max=256"])
     assert spec.model.config["num_hidden_layers"] == 4 and spec.model.config["model_type"] == "bert"
-    assert spec.batch_sizes == [8, 16, 32, 64, 128, 256]
+    assert spec.batch_sizes == [16, 32, 64, 128, 256]
     # A section left empty in a YAML file (its keys commented out) takes an override like a missing one.
     space = tmp_path / "space.yaml"
     space.write_text("name: x\ndata:\n  # max_seq_length: 16\n")
@@ -37,13 +37,14 @@ def test_an_override_sets_one_key_of_a_mapping_left_at_its_default(tmp_path):
 
 def test_budget_epochs_resolve_to_whole_report_intervals():
     spec = load_spec(None, ["training.budget_samples=null", "training.budget_epochs=1.5"])
-    # 1.5 × 8192 = 12288, a multiple of 2048
+    # 1.5 × 8192 = 12288, a multiple of 1024 (eval_every_samples)
     assert resolve_budget(spec, 8192) == 12288
-    assert resolve_budget(spec, 8000) == 10240  # 12000 rounded down to a multiple of 2048
+    assert resolve_budget(spec, 8000) == 11264  # 12000 rounded down to a multiple of 1024
 
 
 BAD = [
     (["bogus=1"], "bogus: unknown key"),
+    (["data.builtin_negation=1.5"], "data.builtin_negation: must be in [0, 1], got 1.5"),
     (["training.adam_beta1=1.0"], "training.adam_beta1: must be in [0, 1), got 1.0"),
     (["training.adam_beta2=-0.1"], "training.adam_beta2: must be in [0, 1), got -0.1"),
     (["search.turning_point=smooth"], "search.turning_point:"),
@@ -57,14 +58,14 @@ BAD = [
     (["search.alpha_range=[0.5, 1.5]"], "search.alpha_range: must satisfy"),
     (["search.alpha_range=[-0.1, 1.0]"], "search.alpha_range: must satisfy"),
     (["search.warmup_fraction_range=[0.0, 2.0]"], "search.warmup_fraction_range: must satisfy"),
-    (["training.budget_samples=64"], "training.budget_samples: 64 is smaller than the largest batch size 128"),
+    (["training.budget_samples=64"], "training.budget_samples: 64 is smaller than the largest batch size 512"),
     (["training.budget_samples=3000"], "training.budget_samples: must be a multiple"),
     (["training.eval_every_samples=1000"], "training.eval_every_samples: must be a positive multiple of the largest"),
     (["search.num_trials=3"], "search.num_trials: must be at least the number of batch sizes"),
     (["search.metric=accuracy", "task=causal-lm", "model.config={model_type: gpt2}"], "search.metric: accuracy needs"),
     (["search.metric=eval_loss"], "search.mode: eval_loss is better when it is lower"),
     (["resources.use_gpu=yes please"], "resources.use_gpu: expected true/false"),
-    (["resources.workers_per_trial=3"], "search.batch_sizes: 8 does not split over"),
+    (["resources.workers_per_trial=3"], "search.batch_sizes: 16 does not split over"),
     (["task=translation"], "task: must be one of"),
     (["model.name=bert-base-uncased"], "model: set exactly one of"),
     (["data.source=files", "data.train_file=/no/such/train.csv", "data.eval_file=/no/such/dev.csv"],
@@ -74,7 +75,7 @@ BAD = [
     (["asha.reduction_factor=1"], "asha.reduction_factor: must be at least 2"),
     (["training.persistent_workers=true"], "training.persistent_workers: needs DataLoader workers"),
     (["search.batch_sizes=auto", "asha.grace_period_samples=32768"],
-     "asha.grace_period_samples: 32768 exceeds the budget 16384"),  # caught before the probe runs
+     "asha.grace_period_samples: 32768 exceeds the budget 7168"),  # caught before the probe runs
     (["training.grad_clip_norm=.nan"], "training.grad_clip_norm: expected a finite number, got nan"),
     (["training.weight_decay=.inf"], "training.weight_decay: expected a finite number, got inf"),
     (["training.budget_samples=null", "training.budget_epochs=.nan"], "training.budget_epochs: expected a finite"),
@@ -195,11 +196,11 @@ def test_resume_of_a_directory_without_tune_state(tmp_path, capsys):
 def test_batch_larger_than_the_dataset(capsys):
     argv = ["--dry-run", "--set", "data.builtin_train_examples=100"]
     assert main(argv) == 2
-    assert "search.batch_sizes: largest batch 128 exceeds the 100 training examples" in capsys.readouterr().err
+    assert "search.batch_sizes: largest batch 512 exceeds the 100 training examples" in capsys.readouterr().err
 
 
 def test_missing_column_in_local_file(tmp_path, capsys):
-    train = write(tmp_path / "train.csv", "text,label\n" + "good film,1\nbad film,0\n" * 200)
+    train = write(tmp_path / "train.csv", "text,label\n" + "good film,1\nbad film,0\n" * 300)
     dev = write(tmp_path / "dev.csv", "text,label\ngood,1\nbad,0\n")
     argv = ["--dry-run", "--set", "data.source=files", "--set", f"data.train_file={train}",
             "--set", f"data.eval_file={dev}"]
@@ -209,7 +210,7 @@ def test_missing_column_in_local_file(tmp_path, capsys):
 
 
 def test_eval_text_column_reads_a_differently_named_dev_column(tmp_path, capsys):
-    train = write(tmp_path / "train.tsv", "label\tsentence\n" + "1\tgood film\n0\tbad film\n" * 200)
+    train = write(tmp_path / "train.tsv", "label\tsentence\n" + "1\tgood film\n0\tbad film\n" * 300)
     dev = write(tmp_path / "dev.tsv", "label\tcontent\n1\tgood\n0\tbad\n")
     argv = ["--dry-run", "--set", "data.source=files", "--set", f"data.train_file={train}",
             "--set", f"data.eval_file={dev}"]
@@ -220,7 +221,7 @@ def test_eval_text_column_reads_a_differently_named_dev_column(tmp_path, capsys)
 
 def test_local_tsv_file_and_relative_paths_in_a_spec(tmp_path, capsys):
     (tmp_path / "data").mkdir()
-    write(tmp_path / "data" / "train.tsv", "sentence\tlabel\n" + 'a "quoted film\t1\nbad film\t0\n' * 200)
+    write(tmp_path / "data" / "train.tsv", "sentence\tlabel\n" + 'a "quoted film\t1\nbad film\t0\n' * 300)
     write(tmp_path / "data" / "dev.tsv", "sentence\tlabel\ngood\t1\nbad\t0\n")
     spec = write(tmp_path / "space.yaml",
                  "data: {source: files, train_file: data/train.tsv, eval_file: data/dev.tsv}\n")
@@ -310,7 +311,8 @@ def test_auto_batch_sizes_dry_run_shows_the_probe(capsys):
 def test_apply_batch_grid_fits_the_cadence_to_the_grid():
     from cbs_ray.spec import apply_batch_grid
 
-    spec = load_spec(None, ["search.batch_sizes=auto"])
+    spec = load_spec(None, ["search.batch_sizes=auto", "training.budget_samples=16384", "training.eval_every_samples=2048",
+                            "asha.grace_period_samples=4096", "search.num_trials=12"])
     changes = apply_batch_grid(spec, [64, 128, 256, 512, 1024, 2048, 4096])
     assert spec.batch_sizes[-1] == 4096 and spec.training.eval_every_samples == 4096
     assert spec.training.budget_samples == 16384 and spec.asha.grace_period_samples == 4096
@@ -326,7 +328,7 @@ def _files_argv(train, dev, *extra):
 def test_label_names_become_class_ids_in_the_training_labels_order(tmp_path, capsys):
     from cbs_ray.data import prepare_data
 
-    train = write(tmp_path / "train.csv", "text,label\n" + "good film,pos\nbad film,neg\n" * 200)
+    train = write(tmp_path / "train.csv", "text,label\n" + "good film,pos\nbad film,neg\n" * 300)
     dev = write(tmp_path / "dev.csv", "text,label\ngood,pos\nbad,neg\n")
     assert main(_files_argv(train, dev)) == 0
     spec = load_spec(None, ["data.source=files", f"data.train_file={train}", f"data.eval_file={dev}",
@@ -359,7 +361,7 @@ def test_bad_labels_and_empty_texts_in_local_files(tmp_path, capsys):
 
 
 def test_an_unreadable_eval_file_is_named_and_home_paths_load(tmp_path, capsys, monkeypatch):
-    train = write(tmp_path / "train.csv", "text,label\n" + "good film,1\nbad film,0\n" * 200)
+    train = write(tmp_path / "train.csv", "text,label\n" + "good film,1\nbad film,0\n" * 300)
     broken = write(tmp_path / "broken.json", "{not json")
     assert main(_files_argv(train, broken)) == 2
     assert "data.eval_file: cannot read" in capsys.readouterr().err
@@ -400,6 +402,6 @@ def test_the_plan_counts_the_repeat_trials():
     from cbs_ray.search import plan_lines
 
     first = plan_lines(load_spec(None, ["search.repeats=3"]), 16384)[0]
-    assert first.startswith("tiny-bert-sentiment: 5 batch sizes, 12 trials + up to 10 repeat trials (each batch "
+    assert first.startswith("tiny-bert-sentiment: 6 batch sizes, 18 trials + up to 12 repeat trials (each batch "
                             "size's best, 2 more seeds) (tpe")
     assert "repeat" not in plan_lines(load_spec(None, []), 16384)[0]

@@ -348,10 +348,10 @@ def test_unequal_search_effort_is_flagged():
     from cbs_ray.report import headline
     from cbs_ray.summary import unequal_effort
 
-    # B=16 is the best of 4 completed trials, 8 and 32 of 1 each (the held-out causal-LM run of issue 17).
+    # B=16 is the best of 4 trials, 8 and 32 of 1 each (the held-out causal-LM run of issue 17).
     h = _final({8: 0.80, 16: 0.81, 32: 0.80, 64: 0.70}, trials_per_batch={16: 4})
     s = summarize(h, metric="accuracy", mode="max", budget_samples=1024)
-    note = ("B=16's best is the best of 4 completed trials, its neighbours' of 1: the best of more trials is "
+    note = ("B=16's best is the best of 4 trials, its neighbours' of 1: the best of more trials is "
             "biased upward; use search.balance_batches: true or the grid's reading")
     assert s.critical_batch.turning_point.unequal_effort == note and s.answer.notes == [note]
     assert s.answer.text.endswith("; unequal search effort (below))")
@@ -362,9 +362,15 @@ def test_unequal_search_effort_is_flagged():
     assert unequal_effort([8, 16, 32], [2, 3, 2], check=[16]) is None
     # Neighbours with different counts are named; a batch size with none completed is not a neighbour.
     assert unequal_effort([8, 16, 32, 64], [1, 6, 0, 3], check=[16]).startswith(
-        "B=16's best is the best of 6 completed trials, its neighbours' of 1 (B=8) and 3 (B=64):")
-    assert unequal_effort([8, 16], [1, 2], check=[8, 16]).startswith("B=16's best is the best of 2 completed "
-                                                                        "trials, its neighbour's of 1:")
+        "B=16's best is the best of 6 trials, its neighbours' of 1 (B=8) and 3 (B=64):")
+    assert unequal_effort([8, 16], [1, 2], check=[8, 16]).startswith("B=16's best is the best of 2 trials, its "
+                                                                        "neighbour's of 1:")
+    # A balanced search whose trials ASHA stopped unevenly is even effort: 2 trials per batch size, B=8's and
+    # B=32's second stopped at the first report, so B=16 has 2 completed trials and its neighbours 1.
+    balanced = _final({8: 0.80, 16: 0.81, 32: 0.80}, trials_per_batch={8: 2, 16: 2, 32: 2})
+    balanced = balanced[~(balanced["trial_id"].isin(["t8_1", "t32_1"]) & (balanced["samples_seen"] == 1024))]
+    s_balanced = summarize(balanced, metric="accuracy", mode="max", budget_samples=1024)
+    assert [r["completed"] for r in s_balanced.per_batch] == [1, 2, 1] and s_balanced.answer.notes == []
 
 
 def test_the_recommendation_never_passes_the_critical_batch_silently():

@@ -13,9 +13,9 @@ from cbs_ray.optimizer import make_optimizer
 from cbs_ray.sessions import LocalSession
 from cbs_ray.train_loop import train_loop
 from cbs_ray.trial import TrialConfig
-from conftest import RecordingSession, train_in_process  # tests/ is on sys.path under pytest
+from conftest import EARLIER_DEFAULT, RecordingSession, train_in_process  # tests/ is on sys.path under pytest
 
-SMALL = ["data.builtin_train_examples=512", "data.builtin_eval_examples=128", "training.budget_samples=256",
+SMALL = EARLIER_DEFAULT + ["data.builtin_train_examples=512", "data.builtin_eval_examples=128", "training.budget_samples=256",
          "training.eval_every_samples=128", "asha.grace_period_samples=128", "search.batch_sizes=[16, 32]"]
 
 
@@ -29,7 +29,7 @@ def test_reports_land_on_exact_sample_milestones():
     assert [r["samples_seen"] for r in reports] == [128, 256]
     assert [r["steps"] for r in reports] == [4, 8]
     last = reports[-1]
-    assert last["peak_lr"] == pytest.approx(2e-3 * 32 / 16)  # linear rule from B0=16
+    assert last["peak_lr"] == pytest.approx(2e-3 * 32 / 16) # linear rule from B0=16
     assert last["warmup_steps"] == 2 and last["micro_batch"] == 32 and last["accumulation"] == 1
     assert 0.0 <= last["accuracy"] <= 1.0 and last["samples_per_s"] > 0 and not last["diverged"]
 
@@ -43,7 +43,7 @@ def test_micro_batch_cap_accumulates_to_the_same_effective_batch():
 def test_huge_lr_diverges_and_says_so():
     reports, _ = run(["training.base_lr=1e6", "training.grad_clip_norm=null", "training.weight_decay=0.0"])
     assert len(reports) == 1 and reports[0]["diverged"] is True
-    assert reports[0]["accuracy"] == 0.0 and reports[0]["samples_seen"] < 128  # worst metric, stopped early
+    assert reports[0]["accuracy"] == 0.0 and reports[0]["samples_seen"] < 128 # worst metric, stopped early
 
 
 def test_causal_lm_reports_eval_loss():
@@ -64,7 +64,7 @@ def test_weight_decay_skips_biases_and_norms():
 
 
 def test_noise_scale_from_accumulation_on_one_worker():
-    # B=128 as 8 micro-batches of 16, 4096 samples (32 steps): micro-batch vs accumulated gradient.
+   # B=128 as 8 micro-batches of 16, 4096 samples (32 steps): micro-batch vs accumulated gradient.
     reports, _ = run(["training.micro_batch_size=16", "training.budget_samples=4096", "training.eval_every_samples=512",
                       "asha.grace_period_samples=512", "data.builtin_train_examples=4096",
                       "search.batch_sizes=[16, 128]"], batch=128)
@@ -80,7 +80,7 @@ def test_noise_scale_not_measurable_with_one_worker_and_no_accumulation():
 
 
 def test_exploding_but_finite_loss_counts_as_diverged():
-    # lr × 1000 with AdamW: the loss goes to ~15 (chance is 0.69) without a NaN ever appearing.
+   # lr × 1000 with AdamW: the loss goes to ~15 (chance is 0.69) without a NaN ever appearing.
     reports, _ = run(["training.base_lr=2.0", "training.grad_clip_norm=null"], batch=16)
     assert len(reports) == 1 and reports[0]["diverged"] is True and reports[0]["accuracy"] == 0.0
     assert math.isfinite(reports[0]["train_loss"]) and reports[0]["train_loss"] > 10 * 0.69
@@ -101,21 +101,21 @@ def test_cpu_probe_within_a_memory_limit_plans_and_trains_as_an_unprobed_trial(c
     from cbs_ray.memory_planner import ProbeCache
     from cbs_ray.spec import TINY_BERT
 
-    monkeypatch.setenv("HOME", str(tmp_path))  # a fresh probe cache
-    # With dropout, training draws from the RNG the probe's random batches also draw from.
+    monkeypatch.setenv("HOME", str(tmp_path)) # a fresh probe cache
+   # With dropout, training draws from the RNG the probe's random batches also draw from.
     dropout = ["model.config=" + json.dumps({**TINY_BERT, "hidden_dropout_prob": 0.1})]
     probed, _ = run(dropout + ["training.probe_micro_batch=true", "training.micro_batch_size=null",
                                "training.memory_limit_gb=64"], batch=32)
     out = capsys.readouterr().out
     assert "micro-batch probe: micro-batch 2: peak" in out and "micro-batch probe: micro-batch 36: peak" in out
-    assert "trial: B=32 = 32 micro × 1 accum × 1 workers" in out  # everything fits: up to the search's largest
-    # Evaluation is not trusted beyond what the probe saw fit (a causal LM's fp32 logits grow with it).
+    assert "trial: B=32 = 32 micro × 1 accum × 1 workers" in out # everything fits: up to the search's largest
+   # Evaluation is not trusted beyond what the probe saw fit (a causal LM's fp32 logits grow with it).
     assert "eval batch 32 (memory)" in out
     (key,) = ProbeCache(tmp_path / ".cache" / "cbs_ray" / "micro_batch.json")._load()
-    assert "cpu<=64.0GiB" in key and key.endswith("|adamw")  # the optimizer's state is part of a step's memory
+    assert "cpu<=64.0GiB" in key and key.endswith("|adamw") # the optimizer's state is part of a step's memory
     by_hand, _ = run(dropout + ["training.micro_batch_size=32"], batch=32)
     assert [r["train_loss"] for r in probed] == [r["train_loss"] for r in by_hand]
-    # The same sums in batches of 32 instead of 256.
+   # The same sums in batches of 32 instead of 256.
     assert [r["eval_loss"] for r in probed] == pytest.approx([r["eval_loss"] for r in by_hand], rel=1e-5)
     assert [r["accuracy"] for r in probed] == [r["accuracy"] for r in by_hand]
 
@@ -126,8 +126,8 @@ def test_where_memory_bounds_the_probe_training_accumulates_and_evaluation_batch
 
     monkeypatch.setenv("HOME", str(tmp_path))
     gib = 2 ** 30
-    # Baseline 0.5 GiB; steps at 2, 3, 5, 9 peak at 0.55, 0.6, 0.7, 0.9 GiB. 18 is expected at
-    # 0.5 + 0.4 * 18 / 9 = 1.3 GiB > 1 GiB: not run. Plan 8 (9 fits), below the probe's upper limit 32.
+   # Baseline 0.5 GiB; steps at 2, 3, 5, 9 peak at 0.55, 0.6, 0.7, 0.9 GiB. 18 is expected at
+   # 0.5 + 0.4 * 18 / 9 = 1.3 GiB > 1 GiB: not run. Plan 8 (9 fits), below the probe's upper limit 32.
     script = ScriptedMemory([int(f * gib) for f in (0.5, 0.55, 0.6, 0.7, 0.9)])
     monkeypatch.setattr("cbs_ray.memory_planner.PeakResidentMemory", lambda: script)
     bounded, _ = run(["training.probe_micro_batch=true", "training.micro_batch_size=null",
@@ -135,11 +135,11 @@ def test_where_memory_bounds_the_probe_training_accumulates_and_evaluation_batch
     out = capsys.readouterr().out
     assert "micro-batch 18: 1331 MiB expected, over the 1024 MiB limit; not run" in out
     assert "trial: B=32 = 8 micro × 4 accum × 1 workers" in out and "eval batch 8 (memory)" in out
-    unbounded, _ = run(["training.micro_batch_size=8"], batch=32)  # same plan, evaluated in batches of 256
+    unbounded, _ = run(["training.micro_batch_size=8"], batch=32) # same plan, evaluated in batches of 256
     assert "eval batch" not in capsys.readouterr().out
     for a, b in zip(bounded, unbounded):
         assert a["train_loss"] == b["train_loss"]
-        assert a["eval_loss"] == pytest.approx(b["eval_loss"], rel=1e-5)  # the same sums, batched differently
+        assert a["eval_loss"] == pytest.approx(b["eval_loss"], rel=1e-5) # the same sums, batched differently
         assert a["accuracy"] == b["accuracy"]
 
 
@@ -179,10 +179,10 @@ def test_a_restarted_trial_continues_from_its_checkpoint(tmp_path):
                                   budget_samples=budget, model_config=config)
     first, again = train_and_restart(setup, data, tmp_path / "first", from_report=1)
     assert [r["samples_seen"] for r in first.reports] == [128, 256]
-    assert [r["samples_seen"] for r in again.reports] == [256]  # not from zero
+    assert [r["samples_seen"] for r in again.reports] == [256] # not from zero
     assert again.reports[0]["resumed_from_samples"] == 128 and first.reports[0]["resumed_from_samples"] == 0
     assert again.reports[0]["steps"] == 16
-    assert again.reports[0]["wall_time_s"] >= first.reports[0]["wall_time_s"]  # the clock continues
+    assert again.reports[0]["wall_time_s"] >= first.reports[0]["wall_time_s"] # the clock continues
 
 
 @pytest.mark.parametrize("micro, fp16_overflow", [(16, False), (32, False), (16, True)])
@@ -204,7 +204,7 @@ def test_a_restarted_trial_ends_where_an_uninterrupted_one_does(tmp_path, monkey
 
         real, calls = loop.summed_loss, []
 
-        def first_call_overflows(*args):  # a finite loss, an infinite gradient: what an fp16 overflow is
+        def first_call_overflows(*args): # a finite loss, an infinite gradient: what an fp16 overflow is
             calls.append(1)
             return _NonFiniteGradient.apply(real(*args)) if len(calls) == 1 else real(*args)
 
@@ -215,7 +215,7 @@ def test_a_restarted_trial_ends_where_an_uninterrupted_one_does(tmp_path, monkey
                                   budget_samples=budget, model_config=config)
     whole, again = train_and_restart(setup, data, tmp_path / "second", from_report=2)
     if fp16_overflow:
-        assert whole.reports[-1]["steps"] == 40 and len(calls) == 2 * 41 + 2 * 24  # one step was skipped
+        assert whole.reports[-1]["steps"] == 40 and len(calls) == 2 * 41 + 2 * 24 # one step was skipped
     assert [r["samples_seen"] for r in again.reports] == [768, 1024, 1280]
     assert again.reports[0]["resumed_from_samples"] == 512 and again.reports[0]["micro_batch"] == micro
     for ours, theirs in zip(again.reports, whole.reports[2:]):
@@ -232,10 +232,10 @@ def test_compiled_model_trains_as_the_eager_one():
     eager, _ = run(batch=32)
     assert not counters["stats"]["unique_graphs"]
     compiled, _ = run(["training.compile=true"], batch=32)
-    # The forward passes went through torch.compile: one graph for training, one for evaluation (no
-    # grad), and no recompilation after the first step (the config's problem_type is set up front).
+   # The forward passes went through torch.compile: one graph for training, one for evaluation (no
+   # grad), and no recompilation after the first step (the config's problem_type is set up front).
     assert counters["stats"]["unique_graphs"] == 2
-    # The default tiny model has no dropout, so the two differ only by kernel fusion's rounding.
+   # The default tiny model has no dropout, so the two differ only by kernel fusion's rounding.
     for a, b in zip(eager, compiled):
         assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-3)
         assert b["eval_loss"] == pytest.approx(a["eval_loss"], rel=1e-3)
@@ -269,7 +269,7 @@ def test_the_probe_measures_a_model_in_training_mode_even_if_it_came_in_eval_mod
 
     monkeypatch.setenv("HOME", str(tmp_path))
     built = model_module.build_model
-    monkeypatch.setattr(model_module, "build_model", lambda *args: built(*args).eval())  # as from_pretrained
+    monkeypatch.setattr(model_module, "build_model", lambda *args: built(*args).eval()) # as from_pretrained
     real_step, modes = planner._probe_step, []
 
     def recording_step(model, *args, **kwargs):
