@@ -16,6 +16,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from .critical_batch import LOWER, UPPER
+
 __all__ = ["samples_to_target", "TradeoffFit", "fit_tradeoff", "overhead_rule"]
 
 
@@ -92,11 +94,11 @@ def fit_tradeoff(batch_sizes: Sequence[float], steps_to_target: Sequence[float],
     if s_min > 0 and e_min / s_min < b.min() / EXTRAPOLATION_LIMIT:  # e.g. equal steps, E_min ≈ 0 in floats
         return TradeoffFit(s_min, e_min, None, reason=f"steps barely fall with batch size: B_crit lies below "
                            f"1/{EXTRAPOLATION_LIMIT} of the smallest batch measured ({int(b.min())}); measure "
-                           f"smaller batches", bound="upper", bound_at=float(b.min()) / EXTRAPOLATION_LIMIT, **base)
+                           f"smaller batches", bound=UPPER, bound_at=float(b.min()) / EXTRAPOLATION_LIMIT, **base)
     if s_min <= 0 or e_min / s_min > EXTRAPOLATION_LIMIT * b.max():
         return TradeoffFit(s_min, e_min, None, reason=f"steps fall almost in proportion to batch size over the "
                            f"whole range (near-perfect scaling): B_crit lies beyond {EXTRAPOLATION_LIMIT}× the "
-                           f"largest batch measured ({int(b.max())}); measure larger batches", bound="lower",
+                           f"largest batch measured ({int(b.max())}); measure larger batches", bound=LOWER,
                            bound_at=float(b.max()) * EXTRAPOLATION_LIMIT, **base)
     rng = np.random.default_rng(seed)
     estimates = []

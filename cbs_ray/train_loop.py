@@ -314,13 +314,13 @@ def _probe_micro_batch(model, cfg: TrialConfig, session, amp_dtype) -> tuple[Opt
         if session.rank == 0:
             print("micro-batch probe skipped: not on a GPU and no training.memory_limit_gb", flush=True)
         return t.micro_batch_size, None
-    seq_len = int(cfg.model_config.max_position_embeddings if cfg.probe_seq_len is None else cfg.probe_seq_len)
+    seq_len = cfg.probe_seq_len
     device_name = torch.cuda.get_device_name(session.device) if on_gpu else f"cpu<={t.memory_limit_gb}GiB"
     # What else sets a step's memory: the optimizer's state, checkpointing, and DDP's gradient buckets.
     training = "+".join([t.optimizer] + (["checkpointing"] if t.gradient_checkpointing else [])
                         + (["ddp"] if session.world_size > 1 else []))
     key = probe_key(cfg.model, seq_len, t.precision, device_name, training=training)
-    limit = cfg.probe_limit or cfg.batch_size // session.world_size
+    limit = cfg.probe_limit
     cache = ProbeCache()
     found = cache.get(key, limit)
     if found is None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from .budget import optimizer_steps
 from .lr_schedule import scaled_lr, warmup_steps
@@ -111,7 +111,7 @@ class TrialConfig:
         return max(self.spec.batch_sizes) // self.spec.resources.workers_per_trial
 
     @property
-    def probe_seq_len(self) -> Optional[int]:
+    def probe_seq_len(self) -> int:
         """The sequence length the probe measures at: the data's padded length."""
         return self.spec.data.max_seq_length
 
