@@ -59,8 +59,8 @@ def search_main(argv: list[str] | None = None) -> int:
         args = parse_search_args(argv)
     except SystemExit as e:  # argparse already printed its one-line usage error
         return 2 if e.code else 0
-    from .experiment import (DoesNotFit, SearchInterrupted, prepare, probe_spec, ray_session, resume_search,
-                             run_probe, run_search)
+    from .experiment import (DoesNotFit, SearchInterrupted, on_the_cluster, prepare, probe_spec, ray_session,
+                             resume_search, run_probe, run_search)
     from .search_space import plan_lines
     from .spec import SpecError, load_spec
     from .tune_storage import ReportError
@@ -84,13 +84,14 @@ def search_main(argv: list[str] | None = None) -> int:
         if args.probe:
             probe = probe_spec(spec)
             prepared = prepare(probe)
-            with ray_session(args.address):
+            with ray_session(args.address) as context:
+                on_the_cluster(probe, context)
                 _, grid = run_probe(probe, prepared)
             print(f"use it: --set 'search.batch_sizes={grid}', or search.batch_sizes: auto in the spec")
             return 0
         run_search(spec, address=args.address, output_dir=args.output)
         return 0
-    except SpecError as e:
+    except SpecError as e:  # placement.NeverPlaced too: resources no node of the cluster can ever hold
         print(f"error: {e}", file=sys.stderr)
         return 2
     except (DoesNotFit, ReportError) as e:  # ran, but nothing to report (every trial failed, say why)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import logging
 import os
 import time
@@ -52,9 +53,17 @@ class SearchResult:
         return pd.DataFrame(self.summary.pareto)
 
 
-def prepare(spec: SearchSpec):
+def prepare(spec: SearchSpec, objects=None):
     """Everything that can fail on bad input, done before Ray starts: the model's config (a named model
-    first, so an unknown name is reported as such), the tokenized data, the budget in samples."""
+    first, so an unknown name is reported as such), the tokenized data, the budget in samples. With the
+    user's ``objects`` (``user_objects.UserObjects``), their checks instead (one micro-batch through the
+    model on the driver, ``user_objects.check_objects``): then the data are the objects themselves and the
+    config is the model's own (None for a plain torch module)."""
+    if objects is not None:
+        from .user_objects import check_objects
+
+        config = check_objects(spec, objects)
+        return objects, resolve_budget(spec, objects.train_examples), config
     from .data import prepare_data
     from .model import check_buildable, model_config
 
@@ -87,6 +96,17 @@ def ray_session(address: str | None = None):
     finally:
         if started_here:
             ray.shutdown()
+
+
+def on_the_cluster(spec: SearchSpec, context=None) -> None:
+    """Once Ray is up, before Tune starts: print where to watch the search (the dashboard, how to sign in)
+    and end it at once if no node can ever hold one trial (``placement.NeverPlaced``)."""
+    from .dashboard import monitoring_lines
+    from .placement import check_placeable
+
+    for line in monitoring_lines(context):
+        print(line, flush=True)
+    check_placeable(spec)
 
 
 def probe_spec(spec: SearchSpec) -> SearchSpec:
@@ -130,27 +150,40 @@ def run_probe(probe: SearchSpec, prepared, *, verbose: int = 0) -> tuple[float, 
     return noise["mean"], grid
 
 
-def run_search(spec: SearchSpec, *, address: str | None = None, output_dir: str | None = None,
+def run_search(spec: SearchSpec, *, model_init=None, train_dataset=None, eval_dataset=None, data_collator=None,
+               compute_metrics=None, address: str | None = None, output_dir: str | None = None,
                verbose: int = 1) -> SearchResult:
     """Run the search the spec describes and write its report; the Python API behind the CLI.
 
     Data are loaded and tokenized and the model config is built first, so a bad spec fails before Ray
     starts. With ``batch_sizes: auto`` a probe run measures the noise scale first and the grid is
     centred on it. A local Ray instance started here (dashboard on 127.0.0.1) is shut down at the end.
+
+    A pipeline's own model, data and metric go in under HF Trainer's names: ``model_init`` (returns a
+    fresh ``torch.nn.Module`` whose ``model(**batch)`` gives ``loss`` and ``logits``), ``train_dataset``
+    and ``eval_dataset`` (map-style), optionally ``data_collator`` and ``compute_metrics`` (see
+    ``cbs_ray.user_objects`` for the contract). Then the spec's model and data sections stay unset, and
+    one micro-batch runs through the model on the driver before Ray starts.
     """
+    from .user_objects import user_objects
+
+    objects = user_objects(model_init=model_init, train_dataset=train_dataset, eval_dataset=eval_dataset,
+                           data_collator=data_collator, compute_metrics=compute_metrics)
     # Fail fast on bad input, before Ray starts; with auto batch sizes the search's own data are
     # prepared only once the probe has chosen the grid.
     probe = probe_spec(spec) if spec.auto_batch_sizes else None
-    prepared = prepare(probe or spec)
+    check_trackers_and_study(spec)
+    prepared = prepare(probe or spec, objects)
     out = _output_dir(spec, output_dir)
-    with ray_session(address):
+    with ray_session(address) as context:
+        on_the_cluster(spec, context)
         if probe is not None:
             from .spec import apply_batch_grid
 
             _, grid = run_probe(probe, prepared)
             for change in apply_batch_grid(spec, grid):
                 print(f"auto batch sizes: {change}", flush=True)
-            prepared = prepare(spec)
+            prepared = prepare(spec, objects)
         data, budget, config = prepared
         for line in plan_lines(spec, budget):
             print(line, flush=True)
@@ -160,38 +193,67 @@ def run_search(spec: SearchSpec, *, address: str | None = None, output_dir: str 
     return summarize_experiment(spec, experiment_path, budget, out)
 
 
+def check_trackers_and_study(spec: SearchSpec, *, resuming: bool = False) -> None:
+    """Before Ray starts: every tracker the spec names is installed, and the study storage opens and
+    can hold this search's study."""
+    from .tracking import check_installed
+
+    check_installed(spec.tracking)
+    s = spec.search
+    if s.study_storage is not None:
+        from .study import check_study, open_storage
+
+        storage = open_storage(s.study_storage)
+        if s.study_name is not None and not resuming:
+            held = check_study(storage, s.study_name, metric=s.metric, mode=s.mode)
+            if held:
+                print(f"study {s.study_name!r} already holds {held} trials: this search continues it "
+                      f"(TPE learns from them too)", flush=True)
+
+
 def _output_dir(spec: SearchSpec, output_dir: str | None) -> Path:
     return Path(output_dir).expanduser().resolve() if output_dir else spec.results_dir
 
 
-def resume_search(experiment_path: str, *, address: str | None = None, output_dir: str | None = None,
-                  verbose: int = 1) -> SearchResult:
+def resume_search(experiment_path: str, *, model_init=None, train_dataset=None, eval_dataset=None,
+                  data_collator=None, compute_metrics=None, address: str | None = None,
+                  output_dir: str | None = None, verbose: int = 1) -> SearchResult:
     """Continue a killed or interrupted search from its experiment directory (``Tuner.restore``).
 
     The spec is the one the experiment was started with (read back from its ``cbs_spec.json``). Finished
     trials are kept as they are, unfinished and errored ones continue from their last checkpoint, the
     searcher (Optuna's state) picks up where it stopped, and the repeats run if they had not. Ray warns
     that restoring unpickles the experiment's state: resume only experiment directories you wrote.
+
+    An experiment run with objects (``run_search(spec, model_init=…, …)``) resumes only with the same
+    objects passed again, and one run from its spec only without them; the command line cannot resume
+    an objects experiment and says so.
     """
     from ray import tune
 
     from .tune_storage import read_meta
     from .spec import spec_from_dict
+    from .user_objects import check_resume, user_objects
 
+    objects = user_objects(model_init=model_init, train_dataset=train_dataset, eval_dataset=eval_dataset,
+                           data_collator=data_collator, compute_metrics=compute_metrics)
     path = experiment_path if "://" in experiment_path else str(Path(experiment_path).expanduser().resolve())
     try:
         meta = read_meta(path)
     except ReportError as e:
         raise SpecError(f"--resume: {e}") from None
+    check_resume(meta, objects, path)
     if not tune.Tuner.can_restore(path):
         raise SpecError(f"--resume: {path}: Tune has no experiment state to restore there")
     spec = spec_from_dict(meta["spec"])
-    data, budget, config = prepare(spec)
+    check_trackers_and_study(spec, resuming=True)
+    data, budget, config = prepare(spec, objects)
     if budget != meta["budget_samples"]:
         raise SpecError(f"--resume: the data changed: the budget is now {budget} samples, the experiment "
                         f"used {meta['budget_samples']}")
     out = _output_dir(spec, output_dir)
-    with ray_session(address):
+    with ray_session(address) as context:
+        on_the_cluster(spec, context)
         print(f"resuming {path}", flush=True)
         _run_tuner(spec, data, budget, config, verbose=verbose, restore=path)
         repeats = meta.get("repeats_experiment")  # recorded before the repeats start
@@ -223,15 +285,19 @@ def _repeat_best(spec: SearchSpec, data, budget: int, config, experiment_path: s
     meta = read_meta(experiment_path)  # recorded first, so that a killed run's repeats can be resumed
     meta["repeats_experiment"] = f"{spec.storage_uri.rstrip('/')}/{name}"
     write_meta(experiment_path, meta)
-    _run_tuner(spec, data, budget, config, name=name, verbose=verbose, **_points_config(points))
+    _run_tuner(spec, data, budget, config, name=name, verbose=verbose,
+               callbacks=_tracker_callbacks(spec, budget, meta), **_points_config(points))
 
 
 def _fit(spec: SearchSpec, data, budget: int, config, verbose: int) -> str:
     from .tune_storage import write_meta
     from .per_batch_asha import PerBatchASHA
     from .trial import batch_size_of
+    from .user_objects import objects_meta
 
     s = spec.search
+    name = f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    path = f"{spec.storage_uri.rstrip('/')}/{name}"
     if s.strategy == "grid":
         tune_config = _points_config(grid_points(spec))
     else:
@@ -244,25 +310,49 @@ def _fit(spec: SearchSpec, data, budget: int, config, verbose: int) -> str:
         sampler = optuna.samplers.TPESampler(seed=s.seed, multivariate=True, group=s.balance_batches,
                                              n_startup_trials=len(spec.batch_sizes)) \
             if s.strategy == "tpe" else optuna.samplers.RandomSampler(seed=s.seed)
+        searcher, make_searcher = {"metric": s.metric, "mode": s.mode, "sampler": sampler}, OptunaSearch
+        if s.study_storage is not None:  # the study in a database or journal file, exact about each trial
+            from .study import PersistentStudySearch, open_storage
+
+            make_searcher = functools.partial(PersistentStudySearch, budget_samples=budget)
+            searcher.update(storage=open_storage(s.study_storage), study_name=s.study_name or name)
         if s.balance_batches:
             space, points = per_batch_space(spec)
-            tune_config = {"num_samples": s.num_trials, "search_alg": OptunaSearch(
-                space=space, metric=s.metric, mode=s.mode, points_to_evaluate=points, sampler=sampler)}
+            tune_config = {"num_samples": s.num_trials, "search_alg": make_searcher(
+                space=space, points_to_evaluate=points, **searcher)}
         else:
             space, seeds = tune_space(spec)
-            tune_config = {"param_space": space, "num_samples": s.num_trials, "search_alg": OptunaSearch(
-                metric=s.metric, mode=s.mode, points_to_evaluate=seeds, sampler=sampler)}
+            tune_config = {"param_space": space, "num_samples": s.num_trials, "search_alg": make_searcher(
+                points_to_evaluate=seeds, **searcher)}
     if s.early_stopping:
         tune_config["scheduler"] = PerBatchASHA(
             batch_size_of, time_attr="samples_seen", max_t=budget, grace_period=spec.asha.grace_period_samples,
             reduction_factor=spec.asha.reduction_factor, metric=s.metric, mode=s.mode)
-    name = f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    path = f"{spec.storage_uri.rstrip('/')}/{name}"
-    write_meta(path, {"name": spec.name, "metric": s.metric, "mode": s.mode, "budget_samples": budget,
-                      "tolerance": s.tolerance, "spec": spec_to_dict(spec)})
-    print(f"experiment: {path}\n  if this run is killed, continue it with: "
-          f"python -m cbs_ray.search --resume {path}", flush=True)
-    return _run_tuner(spec, data, budget, config, name=name, verbose=verbose, **tune_config)
+    meta = {"name": spec.name, "metric": s.metric, "mode": s.mode, "budget_samples": budget,
+            "tolerance": s.tolerance, "spec": spec_to_dict(spec)}
+    if spec.tracking.mlflow is not None:
+        from .tracking import start_mlflow_parent
+
+        meta["mlflow_parent_run_id"] = start_mlflow_parent(spec, path)
+    if s.study_storage is not None:
+        meta["study"] = {"storage": s.study_storage, "name": s.study_name or name}
+    meta.update(objects_meta(data))  # so that --resume can say it cannot rebuild the user's objects
+    write_meta(path, meta)
+    print(f"experiment: {path}\n  if this run is killed, continue it with: " + (
+        f"resume_search({path!r}, model_init=..., train_dataset=..., ...) in Python" if "user_objects" in meta
+        else f"python -m cbs_ray.search --resume {path}"), flush=True)
+    return _run_tuner(spec, data, budget, config, name=name, verbose=verbose,
+                      callbacks=_tracker_callbacks(spec, budget, meta), **tune_config)
+
+
+def _tracker_callbacks(spec: SearchSpec, budget: int, meta: dict) -> list:
+    from .tracking import enabled
+
+    if not enabled(spec.tracking):
+        return []
+    from .tracker_callbacks import tracking_callbacks  # imports the trackers' packages
+
+    return tracking_callbacks(spec, budget, meta)
 
 
 def _points_config(points: list[dict]) -> dict:
@@ -276,7 +366,8 @@ def _points_config(points: list[dict]) -> dict:
 
 
 def _run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, name: str | None = None,
-               param_space: dict | None = None, restore: str | None = None, **tune_config) -> str:
+               param_space: dict | None = None, restore: str | None = None, callbacks: list = (),
+               **tune_config) -> str:
     """One Tune experiment of ``run_trial`` (the search, or the repeats), new or restored from the
     experiment path ``restore``; returns its path."""
     import ray
@@ -311,7 +402,7 @@ def _run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, nam
         param_space=param_space,
         run_config=tune.RunConfig(
             name=name, storage_path=spec.storage_uri, verbose=verbose,
-            stop=nothing_fits, callbacks=[NothingFitsWatch(nothing_fits)],
+            stop=nothing_fits, callbacks=[NothingFitsWatch(nothing_fits), *callbacks],
             checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
             # An in-process trial whose process dies restarts from its last checkpoint; a TorchTrainer
             # trial restarts its workers itself (trial.py), so Tune does not restart it again.
@@ -378,4 +469,22 @@ def summarize_experiment(spec: SearchSpec, experiment_path: str, budget: int, ou
     print(per_batch[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     print("\n".join(headline(summary)))
     print(f"Report: {html}\nSummary: {out / 'summary.json'}  (experiment: {experiment_path})")
+    _attach_to_trackers(spec, experiment_path, out, summary)
     return result
+
+
+def _attach_to_trackers(spec: SearchSpec, experiment_path: str, out: Path, summary: Summary) -> None:
+    """The report's files to each tracker's search run; a tracker that fails here costs nothing already
+    written (the report is on disk), so it is one printed line."""
+    from .report import headline
+    from .tracking import attach_report, enabled
+    from .tune_storage import read_meta
+
+    if not enabled(spec.tracking):
+        return
+    try:
+        lines = attach_report(spec, experiment_path, read_meta(experiment_path), out,
+                              summary.to_dict().get("answer") or {}, headline(summary))
+    except Exception as e:
+        lines = [f"tracking: the report was written but not attached to the trackers: {type(e).__name__}: {e}"]
+    print("\n".join(lines), flush=True)

@@ -18,6 +18,7 @@ from typing import Optional
 
 import pandas as pd
 
+from .importance import MIN_TRIALS, MIN_TRIALS_PER_BATCH, PARAMS, TOP_QUANTILE
 from .summary import (CROSS_CHECKS, EFFORT_MARK, READINGS, CriticalBatch, NoiseScale, Recommendation, Summary,
                       Tradeoff, bound_text, summarize, write_summary)
 # ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as
@@ -226,6 +227,23 @@ def _columns(names: list[str], metric: str) -> list[str]:
     return [c.format(metric=metric) for c in names]
 
 
+IMPORTANCE_COLUMNS = ["over", "trials", *PARAMS, "note"]  # a parameter's share as a percentage
+
+
+def _importance(summary: Summary) -> tuple[str, list[dict]]:
+    """The "What mattered" section: the line saying how to read it, and its table (over all trials, then per
+    batch size; "–" where a parameter did not vary, or was not read at all)."""
+    imp = summary.importance
+    intro = (f"Each parameter's share of the importance ({imp.evaluator}, Optuna: how differently its values "
+             f"spread among the top {TOP_QUANTILE:.0%} of completed trials by {summary.metric} than among all of "
+             f"them). Within a batch size only alpha and warmup vary. A reading needs {MIN_TRIALS} completed "
+             f"trials overall, {MIN_TRIALS_PER_BATCH} per batch size.")
+    rows = [{"over": "all trials" if r.batch_size is None else f"B={r.batch_size}", "trials": r.trials,
+             **{p: f"{v:.0%}" for p, v in (r.params or {}).items() if v is not None}, "note": r.note}
+            for r in [imp.overall, *imp.per_batch_size]]
+    return intro, rows
+
+
 def _answer_parts(summary: Summary) -> tuple[str, str]:
     """The answer's value ("≥ 128") and the rest of its line (reading, bound, how sure, cross-checks)."""
     answer = summary.answer
@@ -247,6 +265,7 @@ def render_markdown(summary: Summary, plots: dict[str, Path]) -> str:
     metric, answer = summary.metric, summary.answer
     pcols = _columns(PARETO_COLUMNS, metric)
     value, rest = _answer_parts(summary)
+    importance_intro, importance_rows = _importance(summary)
     box = [f"**Critical batch: {value}**" + (f" ({rest})" if rest else ""), answer.cross_checks]
     box += [f"Unequal search effort: {note}" for note in answer.notes]
     box += _recommendation_line(summary.recommendation, metric).split("\n")
@@ -261,6 +280,7 @@ def render_markdown(summary: Summary, plots: dict[str, Path]) -> str:
     parts += ["## Readings\n", "\n".join(f"- {line}" for line in _readings(summary)) + "\n",
               "## Per batch size\n", _table(summary.per_batch, _columns(KEY_COLUMNS, metric)),
               "\nAll columns:\n", _table(summary.per_batch, _columns(PER_BATCH_COLUMNS, metric)),
+              "\n## What mattered\n", importance_intro + "\n", _table(importance_rows, IMPORTANCE_COLUMNS),
               "\n## Pareto front (projected time = budget ÷ measured samples/s)\n",
               _table(summary.pareto_projected, pcols),
               "\n## Pareto front (measured wall time)\n", _table(summary.pareto, pcols)]
@@ -337,6 +357,7 @@ def render_html(summary: Summary, plots: dict[str, Path]) -> str:
     lead = figure(FIRST_PLOT, plots[FIRST_PLOT]) if FIRST_PLOT in plots else ""
     others = "".join(figure(name, path) for name, path in plots.items() if name != FIRST_PLOT)
     readings = "".join(f"<li>{html.escape(line.strip())}</li>" for line in _readings(summary))
+    importance_intro, importance_rows = _importance(summary)
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Critical batch report: {html.escape(str(summary.name or ''))}</title><style>{STYLE}</style></head><body>
@@ -348,6 +369,7 @@ def render_html(summary: Summary, plots: dict[str, Path]) -> str:
 <h2>Readings</h2><ul class="readings">{readings}</ul>
 <h2>Per batch size</h2>{table(summary.per_batch, _columns(KEY_COLUMNS, metric))}
 <details><summary>All columns</summary>{table(summary.per_batch, _columns(PER_BATCH_COLUMNS, metric))}</details>
+<h2>What mattered</h2><p class="meta">{html.escape(importance_intro)}</p>{table(importance_rows, IMPORTANCE_COLUMNS)}
 <h2>Pareto front (projected time = budget ÷ measured samples/s)</h2>{table(summary.pareto_projected, pcols)}
 <details><summary>Pareto front on measured wall time</summary>{table(summary.pareto, pcols)}</details>
 <h2>Other plots</h2><div class="plots">{others}</div>

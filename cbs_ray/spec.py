@@ -301,6 +301,14 @@ class SearchParams:
     """Runs per batch size of its finally selected configuration (the best at the full budget): with k > 1
     the best is re-trained k - 1 more times with other seeds, and the report uses the mean with its
     standard error, a range for the turning point and a verdict on whether the noise allows an answer."""
+    study_storage: Optional[str] = None
+    """Where the Optuna study is kept while the search runs, for ``optuna-dashboard`` and for later
+    analysis: a database URL (``sqlite:///cbs.db``, ``postgresql://…``) or the path of a journal file
+    (``cbs.journal``; safe on NFS). Relative paths are taken from where the search starts. Default: in
+    memory (and in Tune's own snapshot)."""
+    study_name: Optional[str] = None
+    """The study's name in ``study_storage``; default: the experiment's name (``<name>-<date>-<time>``).
+    An existing study is continued (TPE learns from its trials) if its metric and direction match."""
 
 
 @dataclass
@@ -329,6 +337,38 @@ class ResourcesSpec:
 
 
 @dataclass
+class MlflowSpec:
+    tracking_uri: Optional[str] = None
+    """MLflow tracking URI: ``file:./mlruns``, ``sqlite:///mlflow.db`` or a server's ``http://…``;
+    default: MLflow's own (``MLFLOW_TRACKING_URI``)."""
+    experiment_name: Optional[str] = None
+    """MLflow experiment the runs go to; default: the spec's ``name``."""
+
+
+@dataclass
+class WandbSpec:
+    project: Optional[str] = None
+    """W&B project; default: the spec's ``name``."""
+    mode: Literal["online", "offline", "disabled"] = "online"
+    """``offline`` writes each run's directory (``wandb sync`` uploads it later), with no network."""
+
+
+@dataclass
+class TrackingSpec:
+    """Experiment trackers, each through Ray Tune's own logger callback: one run per trial (batch size,
+    alpha, warmup fraction, peak LR and seed as parameters; every milestone's metrics at step
+    ``samples_seen``) and one run that holds the report's files."""
+
+    mlflow: Optional[MlflowSpec] = None
+    """Log to MLflow (``pip install "cbs-ray[mlflow]"``); trial runs are children of one parent run."""
+    tensorboard: bool = False
+    """TensorBoard event files in each trial's directory, stepped by ``samples_seen``
+    (``tensorboard --logdir <experiment>``)."""
+    wandb: Optional[WandbSpec] = None
+    """Log to Weights & Biases (``pip install "cbs-ray[wandb]"``)."""
+
+
+@dataclass
 class SearchSpec:
     name: str = field(default="tiny-bert-sentiment", metadata=check(DIRECTORY_NAME))
     """Experiment name: the results directory and the Tune experiment are named after it."""
@@ -340,6 +380,7 @@ class SearchSpec:
     search: SearchParams = field(default_factory=SearchParams)
     asha: AshaSpec = field(default_factory=AshaSpec)
     resources: ResourcesSpec = field(default_factory=ResourcesSpec)
+    tracking: TrackingSpec = field(default_factory=TrackingSpec)
     storage_path: str = "~/ray_results"
     """Where Tune persists the experiment (a local path, shared filesystem or s3:// / gs:// URI)."""
     output_dir: Optional[str] = None
@@ -444,8 +485,16 @@ def _section_class(cls, name: str):
     """The dataclass of section ``name`` of ``cls`` (None: not a section, or ``cls`` is not one)."""
     if cls is None or not dataclasses.is_dataclass(cls):
         return None
-    hint = typing.get_type_hints(cls).get(name)
-    return hint if dataclasses.is_dataclass(hint) else None
+    return _section_of(typing.get_type_hints(cls).get(name))
+
+
+def _section_of(hint: Any):
+    """The dataclass a field's type hint names, also when the section is optional (``Optional[MlflowSpec]``:
+    absent or null turns it off, a mapping, even an empty one, turns it on); None for a plain field."""
+    if dataclasses.is_dataclass(hint):
+        return hint
+    inner = [a for a in typing.get_args(hint) if a is not type(None)] if _admits_none(hint) else []
+    return inner[0] if len(inner) == 1 and dataclasses.is_dataclass(inner[0]) else None
 
 
 def _default_mapping(cls, name: str) -> dict:
@@ -481,8 +530,11 @@ def _build(cls, raw: Any, where: str):
     for key, value in raw.items():
         path = _join(where, key)
         hint = hints[key]
-        if dataclasses.is_dataclass(hint):
-            values[key] = _build(hint, value, path)
+        section = _section_of(hint)
+        if section is not None and value is None and _admits_none(hint):
+            values[key] = None
+        elif section is not None:
+            values[key] = _build(section, value, path)
         else:
             values[key] = _check_type(value, hint, path)
     return cls(**values)
@@ -739,11 +791,20 @@ def _batch_sizes_split_over_workers(spec: SearchSpec) -> None:
                             f"resources.workers_per_trial={workers} workers")
 
 
+def _study_needs_optuna(spec: SearchSpec) -> None:
+    if spec.search.study_storage is not None and spec.search.strategy == "grid":
+        raise SpecError("search.study_storage: the grid strategy does not use Optuna; set search.strategy to "
+                        "tpe or random, or drop the study storage")
+    if spec.search.study_name is not None and spec.search.study_storage is None:
+        raise SpecError("search.study_name: names a study in search.study_storage, which is not set")
+
+
 CROSS_FIELD_RULES: tuple[Callable[[SearchSpec], None], ...] = (
     _hub_source_names_a_dataset, _local_files_exist, _probe_batch_splits_over_workers,
     _reports_land_on_whole_batches, _budget_samples_fit, _persistent_workers_need_workers,
     _every_batch_size_is_trained, _accuracy_needs_classification, _mode_matches_metric,
     _grid_trains_to_the_full_budget, _grace_period_is_whole_report_intervals, _batch_sizes_split_over_workers,
+    _study_needs_optuna,
 )
 """The rules that relate fields, in the order ``validate`` applies them; the first that fails is the error.
 A rule comes after those it relies on: ``_reports_land_on_whole_batches`` makes ``eval_every_samples`` a

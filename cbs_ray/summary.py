@@ -26,6 +26,7 @@ import pandas as pd
 
 from .critical_batch import (LOWER, UPPER, agree_within, bound_interval, edge_bound, monotone_fit, next_batch_range,
                              turning_point, within_tolerance)
+from .importance import EVALUATOR, ImportanceReading, param_importance
 from .noise_scale import b_simple
 from .pareto import pareto_front
 from .lr_schedule import warmup_steps
@@ -33,8 +34,9 @@ from .tradeoff import TradeoffFit, fit_tradeoff, overhead_rule, samples_to_targe
 from .uncertainty import accuracy_standard_error, mean_and_standard_error, turning_point_range, verdict
 
 __all__ = ["Summary", "Answer", "CriticalBatch", "TurningPoint", "Uncertainty", "Verdict", "Tradeoff", "OverheadRule",
-           "NoiseScale", "Recommendation", "trial_table", "per_batch_table", "noise_scale_table", "summarize",
-           "write_summary", "default_target", "recommend", "unequal_effort", "bound_text"]
+           "NoiseScale", "Importance", "ImportanceReading", "Recommendation", "trial_table", "per_batch_table",
+           "noise_scale_table", "summarize", "write_summary", "default_target", "recommend", "unequal_effort",
+           "bound_text", "restarts"]
 
 # A field with this metadata is left out of summary.json while it is None: such keys were only ever
 # written when they had a value, and summary.json keeps its schema.
@@ -147,6 +149,23 @@ class NoiseScale:
 
 
 @dataclass(frozen=True)
+class Importance:
+    """What mattered (``importance.param_importance``): each parameter's share of the importance, by
+    ``evaluator`` (Optuna's), over all completed trials and per batch size, or a note ("too few trials")."""
+
+    evaluator: str  # Optuna's evaluator class, e.g. "PedAnovaImportanceEvaluator"
+    overall: ImportanceReading  # batch_size, alpha, warmup_fraction over every completed trial
+    per_batch_size: list[ImportanceReading]  # alpha, warmup_fraction within each batch size, in order
+
+    def to_dict(self) -> dict:
+        def reading(r: ImportanceReading) -> dict:
+            head = {} if r.batch_size is None else {"batch_size": r.batch_size}
+            return head | {"trials": r.trials, "params": r.params, "note": r.note}
+        return {"evaluator": self.evaluator, "overall": reading(self.overall),
+                "per_batch_size": [reading(r) for r in self.per_batch_size]}
+
+
+@dataclass(frozen=True)
 class Recommendation:
     """The fastest configuration on the projected-time Pareto front within tolerance of the best."""
 
@@ -206,6 +225,7 @@ class Summary:
     pareto: list[dict]  # (measured wall time, metric)
     pareto_projected: list[dict]  # (projected time = budget / samples per second, metric)
     trials: list[dict]
+    importance: Importance  # how much batch size, alpha and warmup mattered
     experiment_path: Optional[str] = None
     name: Optional[str] = None
     spec: Optional[dict] = None
@@ -229,7 +249,7 @@ def trial_table(history: pd.DataFrame, *, metric: str, budget_samples: int) -> p
     early by ASHA, or still running)."""
     if history.empty:
         return pd.DataFrame(columns=TRIAL_COLUMNS + ["samples_seen", metric, "wall_time_s", "samples_per_s", "repeat",
-                                                     "status"])
+                                                     "restarts", "status"])
     history = history.sort_values(["trial_id", "samples_seen"])
     last = history.groupby("trial_id", sort=False).tail(1).set_index("trial_id")
     diverged = history.groupby("trial_id")["diverged"].any() if "diverged" in history else False
@@ -242,8 +262,12 @@ def trial_table(history: pd.DataFrame, *, metric: str, budget_samples: int) -> p
         if "samples_per_s" in history else np.nan,
     })
     rows["repeat"] = history.groupby("trial_id")["repeat"].any() if "repeat" in history else False
+    rows["restarts"] = (history.groupby("trial_id")["resumed_from_samples"].agg(restarts).astype(int)
+                        if "resumed_from_samples" in history else 0)
     if "eval_examples" in history:
         rows["eval_examples"] = last["eval_examples"]
+    if "node_id" in history:  # where its last report came from (rank 0's Ray node); "" outside Ray
+        rows["node_id"] = last["node_id"].fillna("").astype(str)
     for column in (c for c in last.columns if c.startswith("dev_")):  # data.holdout_examples: the dev set
         rows[column] = last[column]
     failed = history.groupby("trial_id")["failed"].any() if "failed" in history else False
@@ -251,6 +275,18 @@ def trial_table(history: pd.DataFrame, *, metric: str, budget_samples: int) -> p
                               np.where(rows["samples_seen"] >= budget_samples, "completed",
                                        np.where(failed, "failed", "stopped")))
     return rows.reset_index().sort_values(["batch_size", "trial_id"]).reset_index(drop=True)
+
+
+def restarts(resumed_from_samples: Sequence) -> int:
+    """How often a trial continued from a checkpoint (a dead worker or node, a resumed search), from its
+    reports' ``resumed_from_samples`` in order: each change to a new positive value is one restart. A run
+    that died again before its next checkpoint resumes from the same one and is not told apart."""
+    count, previous = 0, 0.0
+    for value in resumed_from_samples:
+        value = 0.0 if value is None or value != value else float(value)  # NaN: a report from before the field
+        count += value > 0 and value != previous
+        previous = value
+    return count
 
 
 def _steps_to_target(history: pd.DataFrame, *, metric: str, mode: str, target: float) -> pd.DataFrame:
@@ -673,7 +709,8 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
                                  budget_samples=budget_samples, cap=answer.batch_size, resolved=answer.resolved,
                                  cap_text=bound_text(answer.batch_size, answer.bound)),
         per_batch=_records(per_batch), pareto=_records(done.loc[front_wall, columns]),
-        pareto_projected=_records(done.loc[front_projected, columns]), trials=_records(trials))
+        pareto_projected=_records(done.loc[front_projected, columns]), trials=_records(trials),
+        importance=Importance(EVALUATOR, *param_importance(trials, metric=metric, mode=mode)))
 
 
 def _records(frame: pd.DataFrame) -> list[dict]:

@@ -15,6 +15,8 @@ In stages, after torchtune's recipes and Levanter's trainer: building (``_setup_
 ``_setup_optimizer``, ``_restore``, ``_setup_data``), one optimizer step that returns its readings
 (``_optimizer_step``), and what happens every ``eval_every_samples`` (``_at_milestone``). Every report is
 one ``TrialReport``. The trial's options are read from its spec's sections (``cfg.spec.training``).
+What the model and data are is one question the stages ask their ``source``: ``BuiltinSource`` (the
+spec's HF model and the driver's tokenized arrays) or the user's own objects (``user_objects.UserObjects``).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from .optimizer import make_optimizer
 if TYPE_CHECKING:
     from .trial import TrialConfig
 
-__all__ = ["TrialReport", "StepReadings", "train_loop", "evaluate", "WORST_METRIC"]
+__all__ = ["TrialReport", "StepReadings", "train_loop", "evaluate", "WORST_METRIC", "BuiltinSource", "loop_source"]
 
 WORST_METRIC = {"accuracy": 0.0, "eval_loss": float("inf"), "perplexity": float("inf")}
 
@@ -95,6 +97,9 @@ class TrialReport:
     diverged: bool
     resumed_from_samples: Optional[int] = None
     """The checkpoint's samples this run continued from (0: from the start)."""
+    node_id: str = ""
+    """The Ray node ID of the worker that reported (rank 0's is the one Tune keeps; an in-process trial's
+    its own); empty outside Ray. Node IPs are alike when several raylets share one host, their IDs not."""
 
     def to_dict(self) -> dict:
         """What is reported to Tune: the evaluation's metrics, then every field that is set."""
@@ -142,6 +147,8 @@ class _Parts:
     is_ddp: bool
     noise: Optional[NoiseScaleMeter]
     local_sqnorm: Optional[Callable[[], torch.Tensor]]
+    source: Any
+    """Where the model and data come from: ``BuiltinSource`` (the spec's) or ``user_objects.UserObjects``."""
 
 
 @dataclass
@@ -201,6 +208,49 @@ def _inputs(batch, task: str, device) -> dict:
     if task == "causal-lm":
         labels = ids.masked_fill(mask == 0, -100)
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+class BuiltinSource:
+    """The spec path's model and data: the HF model built from ``cfg.model_config``, the driver's tokenized
+    arrays (``data.PreparedData``) as (ids, mask, labels) micro-batches, and this module's loss, item count
+    and evaluation. ``user_objects.UserObjects`` answers the same questions for the user's own model and
+    data; ``_setup`` picks one and the stages ask it."""
+
+    def __init__(self, data, task: str):
+        self.data, self.task = data, task
+        self.items_vary = task == "causal-lm"  # a causal LM's target tokens; else examples, known per step
+        self.has_dev = data.dev_ids is not None
+
+    def build_model(self, cfg: TrialConfig) -> torch.nn.Module:
+        from .model import build_model
+
+        return build_model(cfg.model, cfg.task, cfg.model_config)
+
+    def training_data(self):
+        """(the training set, its collator: None for torch's default)."""
+        d = self.data
+        return torch.utils.data.TensorDataset(
+            torch.tensor(d.train_ids), torch.tensor(d.train_mask), torch.tensor(d.train_labels)), None
+
+    def items_in(self, batch) -> int:
+        return items_in(batch, self.task)
+
+    def inputs(self, batch, device) -> dict:
+        return _inputs(batch, self.task, device)
+
+    def summed_loss(self, forward, inputs: dict, cfg: TrialConfig, items: int) -> torch.Tensor:
+        return summed_loss(forward, inputs, cfg)
+
+    def evaluate(self, model, session, cfg: TrialConfig, **kwargs) -> dict:
+        return evaluate(model, session, self.data, cfg, **kwargs)
+
+
+def loop_source(data, task: str):
+    """What the loop trains on: the user's objects as they are, the spec path's arrays through
+    ``BuiltinSource``."""
+    from .user_objects import UserObjects
+
+    return data if isinstance(data, UserObjects) else BuiltinSource(data, task)
 
 
 class _ResumableSampler(torch.utils.data.DistributedSampler):
@@ -365,13 +415,11 @@ def _probe_micro_batch(model, cfg: TrialConfig, session, amp_dtype) -> tuple[Opt
 
 # ---- building -------------------------------------------------------------------------------------
 
-def _setup_model(cfg: TrialConfig, session, amp_dtype) -> tuple[torch.nn.Module, BatchPlan, int]:
-    """The model (gradient checkpointing on, micro-batch probed where asked), its batch plan and
-    evaluation batch, placed on the device and prepared by the session (DDP)."""
-    from .model import build_model
-
+def _setup_model(cfg: TrialConfig, session, amp_dtype, source) -> tuple[torch.nn.Module, BatchPlan, int]:
+    """The model (``source``'s: gradient checkpointing on, micro-batch probed where asked), its batch plan
+    and evaluation batch, placed on the device and prepared by the session (DDP)."""
     training = cfg.spec.training
-    model = build_model(cfg.model, cfg.task, cfg.model_config)
+    model = source.build_model(cfg)
     if training.gradient_checkpointing:
         # The HF model's own switch (renamed in transformers 5), before DDP wraps the model.
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
@@ -413,12 +461,11 @@ def _restore(cfg: TrialConfig, session, model, optimizer, scheduler, scaler) -> 
     return step, saved
 
 
-def _setup_data(cfg: TrialConfig, data, session, plan: BatchPlan, drawn: int):
-    """The endless micro-batches of this rank's share of the training set, after the ``drawn`` examples
-    a checkpoint says were taken."""
+def _setup_data(cfg: TrialConfig, source, session, plan: BatchPlan, drawn: int):
+    """The endless micro-batches of this rank's share of ``source``'s training set, after the ``drawn``
+    examples a checkpoint says were taken."""
     training = cfg.spec.training
-    dataset = torch.utils.data.TensorDataset(
-        torch.tensor(data.train_ids), torch.tensor(data.train_mask), torch.tensor(data.train_labels))
+    dataset, collate = source.training_data()
     workers = cfg.dataloader_workers
     # The loop's own DistributedSampler, seeded by the trial, one worker included: its shuffle is a function
     # of (seed, epoch), which a restart can replay. Ray's prepare_data_loader leaves it in place; without it,
@@ -427,7 +474,7 @@ def _setup_data(cfg: TrialConfig, data, session, plan: BatchPlan, drawn: int):
     sampler = _ResumableSampler(dataset, num_replicas=session.world_size, rank=session.rank, shuffle=True,
                                 seed=cfg.seed, drop_last=True)
     loader = session.prepare_data_loader(torch.utils.data.DataLoader(
-        dataset, batch_size=plan.micro_batch, sampler=sampler, drop_last=True,
+        dataset, batch_size=plan.micro_batch, sampler=sampler, drop_last=True, collate_fn=collate,
         generator=torch.Generator().manual_seed(cfg.seed), num_workers=workers,
         pin_memory=cfg.use_gpu if training.pin_memory is None else training.pin_memory,
         persistent_workers=workers > 0 if training.persistent_workers is None else training.persistent_workers))
@@ -438,7 +485,8 @@ def _setup(cfg: TrialConfig, data, session) -> tuple[_Parts, _Progress]:
     """Everything the steps need, in order: model, optimizer and schedule, restore, data, noise probe."""
     training = cfg.spec.training
     amp_dtype = autocast_dtype(training.precision, session.device)
-    model, plan, eval_batch = _setup_model(cfg, session, amp_dtype)
+    source = loop_source(data, cfg.task)
+    model, plan, eval_batch = _setup_model(cfg, session, amp_dtype, source)
     optimizer, scheduler, scaler = _setup_optimizer(cfg, model, session, amp_dtype)
     step, saved = _restore(cfg, session, model, optimizer, scheduler, scaler)
     # The compiled module runs the forward passes; the (DDP-wrapped) model keeps no_sync, the parameters
@@ -446,14 +494,14 @@ def _setup(cfg: TrialConfig, data, session) -> tuple[_Parts, _Progress]:
     forward = torch.compile(model, mode=None if training.compile_mode == "default" else training.compile_mode) \
         if training.compile else model
     drawn = saved.get("samples_drawn", step * plan.accumulation * plan.micro_batch)
-    micro_batches = _setup_data(cfg, data, session, plan, drawn)
+    micro_batches = _setup_data(cfg, source, session, plan, drawn)
     params = [p for p in model.parameters() if p.requires_grad]
     noise, local_sqnorm = _attach_noise_probe(model, params, plan) if training.noise_scale else (None, None)
     parts = _Parts(model=model, forward=forward, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
                    amp_dtype=amp_dtype, plan=plan, eval_batch=eval_batch, micro_batches=micro_batches,
                    params=params, is_ddp=hasattr(model, "no_sync"),
                    clip=training.grad_clip_norm if training.grad_clip_norm is not None else float("inf"),
-                   noise=noise, local_sqnorm=local_sqnorm)
+                   noise=noise, local_sqnorm=local_sqnorm, source=source)
     progress = _Progress(step=step, drawn=drawn, resumed_from_samples=step * cfg.batch_size,
                          loop_start=time.perf_counter() - saved.get("wall_time_s", 0.0),
                          train_time=saved.get("train_time_s", 0.0), first_loss=saved.get("first_loss"))
@@ -543,24 +591,25 @@ def _accumulate_gradients(cfg: TrialConfig, session, parts: _Parts, batches: lis
     """Forward and backward over the step's host micro-batches. Returns the step's loss (a device tensor,
     read with the norm), the noise probe's first-micro-batch squared norm (or None), the loss factor
     ``to_mean`` and each micro-batch's items."""
-    task, device, amp_dtype = cfg.task, session.device, parts.amp_dtype
+    source, device, amp_dtype = parts.source, session.device, parts.amp_dtype
     step_loss = torch.zeros((), dtype=torch.float64, device=device)  # read once per step, by the caller
     small = None
-    local_items = [items_in(batch, task) for batch in batches]
-    # Examples per step are known; a causal LM's target tokens are summed over the workers (one scalar).
-    step_items = sum(local_items) if task == "causal-lm" else cfg.batch_size
-    if task == "causal-lm" and session.world_size > 1:
+    local_items = [source.items_in(batch) for batch in batches]
+    # Examples per step are known; a causal LM's target tokens (or a user collator's num_items_in_batch)
+    # are summed over the workers (one scalar).
+    step_items = sum(local_items) if source.items_vary else cfg.batch_size
+    if source.items_vary and session.world_size > 1:
         step_items = int(session.all_reduce(torch.tensor(step_items, device=device)))
     # Each micro-batch's summed loss over the step's items is its share of the step's mean; DDP averages
     # the workers' gradients, hence × world size. (Each micro-batch's mean ÷ accumulation would weight a
     # short micro-batch's tokens more than a long one's: a mean of means, which one step of B is not.)
     to_mean = session.world_size / max(step_items, 1)
     last = len(batches) - 1
-    for k, batch in enumerate(_inputs(b, task, device) for b in batches):
+    for k, batch in enumerate(source.inputs(b, device) for b in batches):
         sync = contextlib.nullcontext() if (k == last or not parts.is_ddp) else parts.model.no_sync()
         with sync:
             with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                loss = summed_loss(parts.forward, batch, cfg) * to_mean
+                loss = source.summed_loss(parts.forward, batch, cfg, local_items[k]) * to_mean
             parts.scaler.scale(loss).backward()
         step_loss += loss.detach()
         if k == 0 and parts.noise is not None and parts.local_sqnorm is None:
@@ -577,9 +626,9 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: _Parts, progress: _Pro
     """Evaluate (and at the full budget the dev set), check the interval for divergence, report, and
     checkpoint (rank 0). False when the trial diverged (reported as such) and must stop."""
     samples = progress.step * cfg.batch_size
-    evaluation = evaluate(parts.forward, session, data, cfg, batch_size=parts.eval_batch)
-    if samples == cfg.budget_samples and data.dev_ids is not None:
-        dev = evaluate(parts.forward, session, data, cfg, on_dev=True, batch_size=parts.eval_batch)
+    evaluation = parts.source.evaluate(parts.forward, session, cfg, batch_size=parts.eval_batch)
+    if samples == cfg.budget_samples and parts.source.has_dev:
+        dev = parts.source.evaluate(parts.forward, session, cfg, on_dev=True, batch_size=parts.eval_batch)
         evaluation.update({f"dev_{key}": dev[key] for key in ("accuracy", "eval_loss", "eval_examples") if key in dev})
     noise = _noise_metrics(parts.noise, session)
     # Mean training loss over the interval and the first step's loss, averaged over workers: every
@@ -615,7 +664,19 @@ def _trial_report(cfg: TrialConfig, plan: BatchPlan, progress: _Progress, readin
         samples_seen=progress.step * cfg.batch_size, steps=progress.step, batch_size=cfg.batch_size,
         alpha=cfg.alpha, warmup_fraction=cfg.warmup_fraction, peak_lr=cfg.peak_lr, lr=readings.lr,
         train_loss=train_loss, grad_norm=readings.grad_norm, wall_time_s=time.perf_counter() - progress.loop_start,
-        micro_batch=plan.micro_batch, accumulation=plan.accumulation, workers=plan.workers, **fields_of_this_report)
+        micro_batch=plan.micro_batch, accumulation=plan.accumulation, workers=plan.workers, node_id=ray_node_id(),
+        **fields_of_this_report)
+
+
+def ray_node_id() -> str:
+    """The Ray node this process runs on, or "" outside a Ray worker or driver (the in-process tests).
+    Ray is not imported here for the asking: a process that never imported it is not in Ray."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return ""
+    return ray.get_runtime_context().get_node_id() or ""
 
 
 def _report_divergence(session, cfg: TrialConfig, plan: BatchPlan, progress: _Progress, readings: StepReadings,

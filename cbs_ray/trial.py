@@ -22,7 +22,8 @@ from .sessions import LocalSession, TrainSession, quiet_per_report_logs
 from .spec import SearchSpec, dataloader_workers
 from .train_loop import train_loop
 
-__all__ = ["TrialConfig", "run_trial", "train_worker", "trial_resources", "batch_size_of", "in_process"]
+__all__ = ["TrialConfig", "run_trial", "train_worker", "trial_resources", "worker_resources", "train_workers",
+           "batch_size_of", "in_process"]
 
 
 def batch_size_of(config: dict) -> int:
@@ -130,6 +131,19 @@ def trial_resources(spec: SearchSpec) -> dict:
     return {"CPU": 0, "memory": 1_000_000}
 
 
+def worker_resources(spec: SearchSpec) -> dict:
+    """What each of a trial's Ray Train workers holds: its CPUs, and one GPU with ``use_gpu`` (what
+    ``ScalingConfig(use_gpu=…, resources_per_worker=…)`` reserves). The Train controller holds none and
+    runs on the trial's node."""
+    r = spec.resources
+    return {"CPU": r.cpus_per_worker, **({"GPU": 1} if r.use_gpu else {})}
+
+
+def train_workers(spec: SearchSpec) -> int:
+    """Ray Train workers a trial starts beside its own actor: none for an in-process trial."""
+    return 0 if in_process(spec) else spec.resources.workers_per_trial
+
+
 def train_worker(config: dict) -> None:
     """Entry point of a Ray Train worker (``TorchTrainer(train_loop_per_worker=train_worker)``)."""
     quiet_per_report_logs()
@@ -157,7 +171,7 @@ def run_trial(config: dict, *, spec: SearchSpec, data, budget_samples: int, mode
         train_loop_config={"trial": trial, "data": data},
         torch_config=TorchConfig(backend="nccl" if r.use_gpu else "gloo"),
         scaling_config=ScalingConfig(num_workers=r.workers_per_trial, use_gpu=r.use_gpu,
-                                     resources_per_worker={"CPU": r.cpus_per_worker}),
+                                     resources_per_worker=worker_resources(spec)),
         run_config=RunConfig(
             name=tune.get_context().get_trial_id(),
             storage_path=f"{spec.storage_uri.rstrip('/')}/{spec.name}_train_runs",

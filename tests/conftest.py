@@ -19,8 +19,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 EARLIER_DEFAULT = ["data.builtin_negation=0.2", "data.max_seq_length=32", "training.base_lr=0.002",
                    "search.alpha_range=[0.5, 1.0]", "search.balance_batches=false"]
 
-OPT_IN_MARKERS = ("slow", "gpu")
-"""Run only when a -m expression names them (pytest -m slow, pytest -m gpu): excluded from plain
+OPT_IN_MARKERS = ("slow", "gpu", "cluster")
+"""Run only when a -m expression names them (pytest -m slow, pytest -m gpu, pytest -m cluster; .ci/run runs
+the cluster tier as its own step): excluded from plain
 ``pytest`` and from the quick tier ``pytest -m "not e2e and not multiproc"`` alike, which a -m in
 addopts could not do (the command line's -m replaces it)."""
 

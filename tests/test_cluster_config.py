@@ -23,3 +23,10 @@ def test_cluster_pins_the_projects_ray_and_keeps_the_dashboard_local():
     assert config["docker"]["image"].startswith(f"rayproject/ray:{ray.__version__}-")
     head = " ".join(config["head_start_ray_commands"])
     assert "--dashboard-host=127.0.0.1" in head
+
+
+def test_every_node_gets_the_callers_auth_token():
+    # `ray start` on each node finds it and turns token authentication on; README's `RAY_AUTH_MODE=token ray
+    # job submit` and the dashboard use the same token (issue 20).
+    config = yaml.safe_load(CLUSTER.read_text())
+    assert config["file_mounts"]["/home/ray/.ray/auth_token"] == "~/.ray/auth_token"

@@ -176,11 +176,11 @@ def _kill_session(session_id: int) -> None:
 BUDGET = 16384
 
 
-def _start_search(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+def _start_search(tmp_path: Path, *more: str) -> tuple[subprocess.Popen, Path]:
     """The CLI in its own process session: 6 in-process trials of 16384 samples, no early stopping."""
     argv = [sys.executable, "-m", "cbs_ray.search", "--output", str(tmp_path / "out")]
     for override in TINY + ["search.batch_sizes=[8, 16]", "search.num_trials=6", "search.early_stopping=false",
-                            f"training.budget_samples={BUDGET}", f"storage_path={tmp_path / 'ray_results'}"]:
+                            f"training.budget_samples={BUDGET}", f"storage_path={tmp_path / 'ray_results'}", *more]:
         argv += ["--set", override]
     log = tmp_path / "driver.log"
     # Tune snapshots the experiment every second here (default: every 10 s or more), so a kill lands
@@ -244,7 +244,8 @@ def test_ctrl_c_stops_the_search_and_prints_the_resume_command(tmp_path):
 
 def test_a_killed_driver_resumes_with_every_finished_trial_once(tmp_path):
     budget = BUDGET
-    driver, log = _start_search(tmp_path)
+    study_storage = f"sqlite:///{tmp_path / 'cbs.db'}"  # the Optuna study must stay consistent too
+    driver, log = _start_search(tmp_path, f"search.study_storage={study_storage}")
     try:
         experiment, saved = _wait_until_one_finished_and_one_checkpointed(driver, log)
     finally:
@@ -273,3 +274,14 @@ def test_a_killed_driver_resumes_with_every_finished_trial_once(tmp_path):
         first = resumed_rows[0]
         assert first["samples_seen"] > first["resumed_from_samples"] >= samples, \
             f"{trial_id} did not continue from its checkpoint at {samples} samples: {first}"
+    # The study: each Tune trial exactly once, complete with its final value; a trial the killed driver
+    # had asked for after Tune's last snapshot never ran and is marked failed and orphaned.
+    import optuna
+
+    study = optuna.load_study(study_name=experiment.name, storage=study_storage)
+    told = [t for t in study.trials if t.state != optuna.trial.TrialState.FAIL]
+    assert sorted(t.user_attrs["tune_trial_id"] for t in told) == sorted(ids)
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in told)
+    final = {t["trial_id"]: t["accuracy"] for t in trials}  # a trial rerun after the resume keeps its first value
+    assert all(t.value == final[t.user_attrs["tune_trial_id"]] for t in told if t.user_attrs["tune_trial_id"] in finished)
+    assert all("orphaned" in t.user_attrs for t in study.trials if t.state == optuna.trial.TrialState.FAIL)

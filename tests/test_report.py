@@ -239,3 +239,27 @@ def test_the_metric_plot_marks_a_bound(tmp_path, monkeypatch):
         or close(fig))
     metric_vs_batch(s, tmp_path / "m.png")
     assert "≥ 256 (drop not reached)" in texts and "turning point B ≥ 256" in texts
+
+
+def test_the_report_says_what_mattered_or_that_there_were_too_few_trials():
+    few = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
+    md = render_markdown(few, {})
+    assert md.index("## Per batch size") < md.index("## What mattered") < md.index("## Pareto front")
+    assert "| all trials | 5 | too few trials (5 < 8) |" in md and "| B=16 | 1 | too few trials (1 < 6) |" in md
+    # 3 alphas × 2 warmups at B=16 and B=32: every trial ends at the 0.9 cap less (1 - alpha) / 10, so only
+    # alpha matters, over all 12 trials and within each batch size's 6.
+    runs = pd.concat([history(batches=(16, 32)).assign(trial_id=lambda d, a=a, w=w: d["trial_id"] + f"-{a}-{w}",
+                                                       alpha=a, warmup_fraction=w,
+                                                       accuracy=lambda d, a=a: d["accuracy"] - (1 - a) / 10)
+                      for a in (0.5, 0.75, 1.0) for w in (0.0, 0.1)], ignore_index=True)
+    s = summarize(runs, metric="accuracy", mode="max", budget_samples=BUDGET)
+    md = render_markdown(s, {})
+    header = next(line for line in md.splitlines() if line.startswith("| over |"))
+    assert header == "| over | trials | batch_size | alpha | warmup_fraction | note |"
+    for over in ("all trials", "B=16", "B=32"):
+        cells = next(line for line in md.splitlines() if line.startswith(f"| {over} |")).split(" | ")
+        shares = {name: float(cell.rstrip("%")) if cell != "–" else None
+                  for name, cell in zip(("batch_size", "alpha", "warmup_fraction"), cells[2:5])}
+        assert shares["alpha"] > 80 and (shares["batch_size"] is None) == (over != "all trials"), (over, shares)
+    html = render_html(s, {})
+    assert "<h2>What mattered</h2>" in html and "PedAnovaImportanceEvaluator" in html

@@ -44,6 +44,12 @@ def test_budget_epochs_resolve_to_whole_report_intervals():
 
 BAD = [
     (["bogus=1"], "bogus: unknown key"),
+    (["tracking.mlflow.bogus=1"], "tracking.mlflow.bogus: unknown key"),
+    (["tracking.wandb.mode=online2"], "tracking.wandb.mode: must be one of online, offline, disabled"),
+    (["tracking.tensorboard=1"], "tracking.tensorboard: expected true/false"),
+    (["search.study_name=cbs"], "search.study_name: names a study in search.study_storage, which is not set"),
+    (["search.study_storage=cbs.journal", "search.strategy=grid", "search.early_stopping=false"],
+     "search.study_storage: the grid strategy does not use Optuna"),
     (["data.builtin_negation=1.5"], "data.builtin_negation: must be in [0, 1], got 1.5"),
     (["training.adam_beta1=1.0"], "training.adam_beta1: must be in [0, 1), got 1.0"),
     (["training.adam_beta2=-0.1"], "training.adam_beta2: must be in [0, 1), got -0.1"),

@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from cbs_ray.summary import summarize, trial_table, write_summary
+from cbs_ray.summary import restarts, summarize, trial_table, write_summary
 
 BUDGET = 4096
 
@@ -34,6 +34,32 @@ def test_trial_table_status():
     trials = trial_table(history(), metric="accuracy", budget_samples=BUDGET).set_index("trial_id")
     assert trials["status"].to_dict() == {"a": "completed", "b": "completed", "c": "completed",
                                           "d": "stopped", "e": "completed", "f": "diverged"}
+
+
+def test_each_trial_records_the_node_of_its_last_report():
+    # Issue 20: b restarted on another node (its last report wins); c's reports predate node_id (NaN once
+    # read back from Tune's CSV): "", as outside Ray.
+    h = history()
+    h["node_id"] = h["trial_id"].map({"a": "n1", "b": "n1", "d": "n2", "e": "n2", "f": "n1"})
+    h.loc[(h["trial_id"] == "b") & (h["samples_seen"] == BUDGET), "node_id"] = "n2"
+    trials = trial_table(h, metric="accuracy", budget_samples=BUDGET).set_index("trial_id")
+    assert trials["node_id"].to_dict() == {"a": "n1", "b": "n2", "c": "", "d": "n2", "e": "n2", "f": "n1"}
+
+
+def test_restarts_count_each_continuation_from_a_new_checkpoint():
+    # Issue 20. b: its node lost after the 2048 checkpoint (a restart), then after 4096 twice in a row, the
+    # second time before its next checkpoint (4096 again: one restart, not two): 2. a: never. c: its first
+    # report predates the field (NaN in Tune's CSV), then no restart: 0.
+    resumed = {"a": [0, 0, 0, 0], "b": [0, 2048, 4096, 4096], "c": [None, 0, 0, 0]}
+    h = pd.DataFrame([{"trial_id": tid, "batch_size": 16, "alpha": 1.0, "warmup_fraction": 0.1, "peak_lr": 1e-3,
+                       "samples_seen": 2048 * (i + 1), "accuracy": 0.8, "wall_time_s": 1.0, "samples_per_s": 100.0,
+                       "diverged": False, "resumed_from_samples": r}
+                      for tid, values in resumed.items() for i, r in enumerate(values)])
+    trials = trial_table(h, metric="accuracy", budget_samples=4 * 2048).set_index("trial_id")
+    assert trials["restarts"].to_dict() == {"a": 0, "b": 2, "c": 0}
+    assert restarts([0, 2048, 2048, 4096]) == 2 and restarts([None, float("nan"), 0]) == 0
+    # A history without the field (from before it): 0 for every trial, the column still there.
+    assert trial_table(history(), metric="accuracy", budget_samples=BUDGET)["restarts"].eq(0).all()
 
 
 def test_summary_answers():
@@ -194,17 +220,24 @@ FRONT_ROW = "trial_id batch_size alpha warmup_fraction peak_lr wall_time_s proje
 PER_BATCH_ROW = "batch_size trials completed stopped diverged failed diverged_peak_lrs best_accuracy runs " \
                 "mean_accuracy se_accuracy"
 TRIAL_ROW = "trial_id batch_size alpha warmup_fraction peak_lr samples_seen accuracy wall_time_s samples_per_s " \
-            "repeat status"
+            "repeat restarts status"  # restarts: issue 20, continued from a checkpoint (a node lost)
 
 # Added by issue 17: the one answer on top, and a bound on each reading (keys always written, null when none).
 ANSWER = _under("", "answer") | _under("answer", "batch_size bound reading resolved cross_checks_agree cross_checks "
                                                  "next_batch_range notes text")
 BOUNDS = (_under("critical_batch.turning_point", "bound unequal_effort")
           | _under("critical_batch.tradeoff", "bound b_crit_bound") | _under("critical_batch.overhead_20pct", "bound"))
+# Added by issue 18: parameter importance (always written; ``params`` null where there are too few trials).
+IMPORTANCE = (_under("", "importance") | _under("importance", "evaluator overall per_batch_size")
+              | _under("importance.overall", "trials params note")
+              | _under("importance.per_batch_size[]", "batch_size trials params note"))
+# ... and where there are enough: each parameter's share.
+IMPORTANCE_PARAMS = (_under("importance.overall.params", "batch_size alpha warmup_fraction")
+                     | _under("importance.per_batch_size[].params", "alpha warmup_fraction"))
 
 # No trial completed: no uncertainty, no recommendation, no fronts, no target.
 KEYS_NOTHING_COMPLETED = (TOP | CRITICAL_BATCH | TURNING_POINT | TRADEOFF | OVERHEAD | NOISE | ANSWER | BOUNDS
-                          | _under("per_batch[]", PER_BATCH_ROW) | _under("trials[]", TRIAL_ROW))
+                          | IMPORTANCE | _under("per_batch[]", PER_BATCH_ROW) | _under("trials[]", TRIAL_ROW))
 # Every section filled, and every key that is only written when it has a value.
 KEYS_EVERYTHING = (KEYS_NOTHING_COMPLETED | UNCERTAINTY | RECOMMENDATION | {"recommendation.note"}
                    | {"critical_batch.overhead_20pct.left_out", "noise_scale.reports", "noise_scale.reports_left_out"}
@@ -213,7 +246,8 @@ KEYS_EVERYTHING = (KEYS_NOTHING_COMPLETED | UNCERTAINTY | RECOMMENDATION | {"rec
                                            "dev_accuracy steps_to_target samples_to_target target_at_first_report "
                                            "fit_accuracy b_simple_early b_simple_mean")
                    | _under("trials[]", "eval_examples dev_accuracy steps_to_target target_at_first_report "
-                                        "b_simple_early b_simple_mean"))
+                                        "b_simple_early b_simple_mean")
+                   | _under("trials[]", "node_id"))  # issue 20: the Ray node of the trial's (rank 0) worker
 
 
 def key_tree(value, path: str = "") -> set[str]:
@@ -240,7 +274,8 @@ def everything_history() -> pd.DataFrame:
                for tid, b, final in (("r16", 16, 0.80), ("r32", 32, 0.80), ("r64", 64, 0.78))
                for i, acc in enumerate((0.6, final), start=1)]
     h = pd.concat([h.assign(repeat=False), pd.DataFrame(repeats)], ignore_index=True)
-    return h.assign(grad_sq=1.0, trace_sigma=h["batch_size"].astype(float), b_simple=h["batch_size"].astype(float))
+    return h.assign(grad_sq=1.0, trace_sigma=h["batch_size"].astype(float), b_simple=h["batch_size"].astype(float),
+                    node_id=h["batch_size"].map(lambda b: "node-a" if b <= 32 else "node-b"))
 
 
 def test_summary_json_keeps_its_schema(tmp_path):
@@ -251,6 +286,13 @@ def test_summary_json_keeps_its_schema(tmp_path):
     h = history()
     nothing = summarize(h[h["samples_seen"] < BUDGET], metric="accuracy", mode="max", budget_samples=BUDGET)
     assert key_tree(json.loads(nothing.to_json())) == KEYS_NOTHING_COMPLETED
+    # Enough completed trials for every importance reading: 2 batch sizes × 3 alphas × 3 warmups.
+    grid = pd.DataFrame([{"trial_id": f"{b}-{a}-{w}", "batch_size": b, "alpha": a, "warmup_fraction": w,
+                          "peak_lr": 1e-3, "samples_seen": BUDGET, "accuracy": 0.5 + a / 4 + w, "wall_time_s": 1.0,
+                          "samples_per_s": 100.0, "diverged": False}
+                         for b in (16, 32) for a in (0.5, 0.75, 1.0) for w in (0.0, 0.1, 0.2)])
+    filled = key_tree(json.loads(summarize(grid, metric="accuracy", mode="max", budget_samples=BUDGET).to_json()))
+    assert {k for k in filled if k.startswith("importance")} == IMPORTANCE | IMPORTANCE_PARAMS
 
 
 def test_summary_json_is_the_typed_summary_s_serialisation():

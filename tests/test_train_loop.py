@@ -32,6 +32,7 @@ def test_reports_land_on_exact_sample_milestones():
     assert last["peak_lr"] == pytest.approx(2e-3 * 32 / 16) # linear rule from B0=16
     assert last["warmup_steps"] == 2 and last["micro_batch"] == 32 and last["accumulation"] == 1
     assert 0.0 <= last["accuracy"] <= 1.0 and last["samples_per_s"] > 0 and not last["diverged"]
+    assert last["node_id"] == ""  # outside Ray: no node, and no crash asking for one
 
 
 def test_micro_batch_cap_accumulates_to_the_same_effective_batch():
