@@ -5,14 +5,20 @@ with a token has it). A search is submitted as a Ray Job exactly as README's "On
 storage on a directory every node sees. Every process is stopped by its process ID at the end, its children
 included; nothing is written to /tmp/ray, and no ``ray stop``.
 
+While the search runs, headless Chromium (Debian's ``chromium``; skipped where absent) opens the dashboard's
+Jobs and Actors pages as a signed-in user would, through a local proxy that adds the token, and screenshots them
+(docs/dashboard_jobs.png and docs/dashboard_actors.png are such a pair).
+
 Last, a worker node is killed mid-search (node loss): its trials continue from their checkpoints on the other.
 
 Run: ``pytest -m cluster`` (opt-in, like slow and gpu: .ci/run runs it as its own step after ``pytest``;
-≈ 4 min on 2 cores).
+≈ 5½ min on 2 cores).
 """
 
+import http.client
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -20,8 +26,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Optional
 
@@ -166,6 +174,67 @@ def cluster():
         local.stop()
 
 
+CHROMIUM = shutil.which("chromium")
+# Ray's dashboard opens this dialog when an API call is refused for want of a token.
+SIGN_IN_DIALOG = "Authentication Token Required"
+
+
+def _signed_in_proxy(cluster: LocalCluster) -> ThreadingHTTPServer:
+    """A browser's way in with the token: each request forwarded to the dashboard with ``Authorization:
+    Bearer <token>`` added, as the cookie the sign-in dialog sets would send it (a Chromium command line can
+    set neither). Served from a thread; ``shutdown()`` it."""
+
+    class Forward(BaseHTTPRequestHandler):
+        def _forward(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection", "keep-alive")}
+            headers["Authorization"] = f"Bearer {cluster.token}"
+            upstream = http.client.HTTPConnection("127.0.0.1", cluster.dashboard_port, timeout=30)
+            try:
+                upstream.request(self.command, self.path, body=body or None, headers=headers)
+                response = upstream.getresponse()
+                data = response.read()
+            finally:
+                upstream.close()
+            self.send_response(response.status, response.reason)
+            for k, v in response.getheaders():
+                if k.lower() not in ("transfer-encoding", "connection", "keep-alive", "content-length"):
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _forward
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _screenshot_dashboard(cluster: LocalCluster, out: Path) -> dict[str, tuple[Path, str]]:
+    """The Jobs and Actors pages as headless Chromium renders them (1280×800): page -> (PNG, DOM)."""
+    out.mkdir(parents=True, exist_ok=True)
+    proxy = _signed_in_proxy(cluster)
+    pages = {}
+    try:
+        for page in ("jobs", "actors"):
+            png = out / f"dashboard_{page}.png"
+            dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                                  f"--user-data-dir={out / 'profile'}", "--window-size=1280,800",
+                                  "--virtual-time-budget=10000", f"--screenshot={png}", "--dump-dom",
+                                  f"http://127.0.0.1:{proxy.server_address[1]}/#/{page}"],
+                                 capture_output=True, text=True, timeout=90).stdout
+            pages[page] = (png, dom)
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    return pages
+
+
 def _run(cluster: LocalCluster, args: list[str], timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run(args, cwd=REPO, env=cluster.env, capture_output=True, text=True, timeout=timeout)
 
@@ -173,14 +242,37 @@ def _run(cluster: LocalCluster, args: list[str], timeout: float) -> subprocess.C
 @pytest.fixture(scope="module")
 def submitted(cluster, tmp_path_factory):
     """README's command: ``ray job submit --address <dashboard> --working-dir . -- python -m cbs_ray.search
-    --address auto --set storage_path=… --output …``, from the checkout, waiting for the job to end."""
+    --address auto --set storage_path=… --output …``, from the checkout, waiting for the job to end. Once
+    a trial runs, the dashboard's Jobs and Actors pages are screenshotted (where Chromium is installed)."""
     root = tmp_path_factory.mktemp("submitted")
     started = time.monotonic()
-    job = _run(cluster, ["ray", "job", "submit", "--address", cluster.dashboard, "--working-dir", ".", "--",
-                         "python", "-m", "cbs_ray.search", "--address", "auto",
-                         *[arg for setting in SEARCH for arg in ("--set", setting)],
-                         "--set", f"storage_path={root / 'storage'}", "--output", str(root / "out")], timeout=420)
-    return {"job": job, "root": root, "seconds": time.monotonic() - started}
+    args = ["ray", "job", "submit", "--address", cluster.dashboard, "--working-dir", ".", "--",
+            "python", "-m", "cbs_ray.search", "--address", "auto",
+            *[arg for setting in SEARCH for arg in ("--set", setting)],
+            "--set", f"storage_path={root / 'storage'}", "--output", str(root / "out")]
+    pages, trials_seen = {}, False
+    with open(root / "submit.out", "w") as stdout, open(root / "submit.err", "w") as stderr:
+        process = subprocess.Popen(args, cwd=REPO, env=cluster.env, stdout=stdout, stderr=stderr)
+        try:
+            while CHROMIUM and process.poll() is None and time.monotonic() - started < 300:
+                try:
+                    actors = cluster.api("/api/v0/actors?limit=1000")["data"]["result"]["result"]
+                except OSError:  # a slow answer on a busy machine: ask again
+                    actors = []
+                if any("ImplicitFunc" in a["class_name"] and a["state"] == "ALIVE" for a in actors):
+                    trials_seen = True
+                    pages = _screenshot_dashboard(cluster, root / "dashboard")
+                    break
+                time.sleep(1)
+            process.wait(timeout=max(1.0, 420 - (time.monotonic() - started)))
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    job = subprocess.CompletedProcess(args, process.returncode, (root / "submit.out").read_text(),
+                                      (root / "submit.err").read_text())
+    return {"job": job, "root": root, "seconds": time.monotonic() - started, "pages": pages,
+            "trials_seen": trials_seen}
 
 
 def test_the_submitted_search_succeeds_and_writes_its_report(cluster, submitted):
@@ -193,6 +285,19 @@ def test_the_submitted_search_succeeds_and_writes_its_report(cluster, submitted)
     assert f"dashboard: http://127.0.0.1:{cluster.dashboard_port} on the cluster's head" in job.stdout
     assert "sign in with the token the cluster was started with" in job.stdout
     assert f"Jobs: this search, {jobs[0]['submission_id']}" in job.stdout
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium)")
+def test_the_dashboard_shows_the_job_and_its_trials_to_a_signed_in_browser(cluster, submitted):
+    """Issue 20, as a user sees it: with the token, the Jobs page lists the submitted search and the Actors
+    page its trials (Tune's function trainables, class ImplicitFunc), mid-search; no sign-in dialog."""
+    assert submitted["trials_seen"], "no trial actor came up while the job ran"
+    (submission_id,) = [j["submission_id"] for j in cluster.api("/api/jobs/")]
+    for page, shown in (("jobs", submission_id), ("actors", "ImplicitFunc")):
+        png, dom = submitted["pages"][page]
+        assert SIGN_IN_DIALOG not in dom and shown in dom, f"{page}: {dom[-3000:]}"
+        image = png.read_bytes()
+        assert image.startswith(b"\x89PNG") and len(image) > 20_000, (png, len(image))
 
 
 def test_trials_ran_on_both_worker_nodes(cluster, submitted):
@@ -228,6 +333,97 @@ def test_resources_no_node_can_hold_end_with_one_line(cluster, setting, field, a
     assert errors == [errors[0]] and errors[0].startswith(f"error: {field}: a trial asks for {asked}")
     assert "{CPU: 0" in errors[0] and "no autoscaler" in errors[0]
     assert time.monotonic() - started < 60
+
+
+# One trial of two gloo workers (a TorchTrainer, 1 CPU each): one per worker node.
+TRAIN = SEARCH + ["search.batch_sizes=[8]", "search.num_trials=1", "resources.workers_per_trial=2",
+                  "training.budget_samples=2048"]
+WAITING = ("DEPENDENCIES_UNREADY", "PENDING_CREATION", "RESTARTING")
+
+
+def _asked(required: dict) -> dict:
+    """An actor's ``required_resources`` as it asked them: a placement group rewrites ``CPU: 1`` as
+    ``CPU_group_<i>_<pg>`` and ``CPU_group_<pg>`` and adds ``bundle_group_…``; those become ``CPU: 1, pg: 1``."""
+    asked = {}
+    for key, value in sorted(required.items()):
+        name, _, group = key.partition("_group_")
+        if group and re.fullmatch(r"(\d+_)?[0-9a-f]{20,}", group):
+            asked["pg" if name == "bundle" else name] = 1 if name == "bundle" else value
+        else:
+            asked[key] = value
+    return asked
+
+
+def test_a_cpu_0_head_leaves_no_actor_of_a_train_trial_waiting(cluster, tmp_path):
+    """Issue 20, cluster.yaml's ``CPU: 0`` head: which resources each actor of a 2-worker TorchTrainer trial
+    asks for (``required_resources``, placement-group names folded back to the resource asked), and where it
+    runs. Measured on this cluster (head CPU 0, two 1-CPU workers; "pg": in a placement group's bundle):
+
+    - ``JobSupervisor`` (Ray Jobs; entrypoint_num_cpus 0): nothing; head.
+    - ``ImplicitFunc`` (the Tune trial, ``trial_resources``): ``{memory: 1 MB}``, pg; head.
+    - ``TrainController``, ``SynchronizationActor`` (Ray Train; num_cpus=0, pinned to the trial's node) and
+      Tune's ``_QueueActor``, ``PreemptionWatcher``: nothing, in the trial's pg; head.
+    - ``RayTrainWorker`` × 2 (``worker_resources``): ``{CPU: 1}`` each, in the Train run's pg; one per worker node.
+    - ``PlacementGroupCleaner`` (``node:__internal_head__``), ``DatasetManager``, ``_AutoscalingCoordinatorActor``:
+      nothing; head.
+
+    Every actor on the head asks for no CPU, so none waits for one; each was created within seconds."""
+    known = {a["actor_id"] for a in cluster.api("/api/v0/actors?limit=1000")["data"]["result"]["result"]}
+    names = {n["node_id"]: "head" if not n["resources_total"].get("CPU") else
+             "worker1" if n["resources_total"].get("fake_gpu") else "worker2" for n in cluster.nodes()}
+    log = open(tmp_path / "job.log", "w")
+    started = time.monotonic()
+    job = subprocess.Popen(["ray", "job", "submit", "--address", cluster.dashboard, "--working-dir", ".",
+                            "--submission-id", "cbs-train-actors", "--", "python", "-m", "cbs_ray.search",
+                            "--address", "auto", *[arg for setting in TRAIN for arg in ("--set", setting)],
+                            "--set", f"storage_path={tmp_path / 'storage'}", "--output", str(tmp_path / "out")],
+                           cwd=REPO, env=cluster.env, stdout=log, stderr=subprocess.STDOUT)
+    actors, waiting_since, waited = {}, {}, {}
+    try:
+        while job.poll() is None and time.monotonic() - started < 240:
+            try:
+                seen = cluster.api("/api/v0/actors?limit=1000&detail=true")["data"]["result"]["result"]
+            except OSError:  # a slow answer on a busy machine: ask again
+                seen = []
+            now = time.monotonic()
+            for actor in seen:
+                if actor["actor_id"] in known:
+                    continue
+                actors[actor["actor_id"]] = actor
+                if actor["state"] in WAITING:
+                    waiting_since.setdefault(actor["actor_id"], now)
+                    waited[actor["actor_id"]] = now - waiting_since[actor["actor_id"]]
+                else:
+                    waiting_since.pop(actor["actor_id"], None)
+            time.sleep(0.5)
+        job.wait(timeout=max(1.0, 240 - (time.monotonic() - started)))
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+        log.close()
+    seconds = time.monotonic() - started
+    rows = sorted(((a["class_name"], a["state"], json.dumps(_asked(a.get("required_resources") or {})),
+                    names.get(a["node_id"], a["node_id"]), waited.get(i, 0.0)) for i, a in actors.items()))
+    print(f"\nactors of a 2-worker TorchTrainer trial, job {seconds:.0f} s:")
+    print(f"{'class':<29} {'state':<6} {'required_resources':<32} {'node':<8} waited")
+    for row in rows:
+        print(f"{row[0]:<29} {row[1]:<6} {row[2]:<32} {row[3]:<8} {row[4]:.1f} s")
+
+    assert job.returncode == 0, (tmp_path / "job.log").read_text()[-4000:]
+    statuses = {j.get("submission_id"): j["status"] for j in cluster.api("/api/jobs/")}
+    assert statuses["cbs-train-actors"] == "SUCCEEDED"
+    by_class = {}
+    for cls, _, resources, node, _ in rows:
+        by_class.setdefault(cls, []).append((json.loads(resources), node))
+    for cls in ("JobSupervisor", "ImplicitFunc", "TrainController", "RayTrainWorker"):
+        assert any(cls in c for c in by_class), (cls, rows)
+    workers = [node for c, found in by_class.items() if "RayTrainWorker" in c for _, node in found]
+    assert sorted(workers) == ["worker1", "worker2"], rows
+    assert all(not resources.get("CPU") for found in by_class.values() for resources, node in found
+               if node == "head"), rows
+    assert max(waited.values(), default=0.0) < 20, rows
+    assert not [row for row in rows if row[1] in WAITING], rows
 
 
 # Eight milestones per trial and no early stopping, so a driver or a node is killed between a trial's
