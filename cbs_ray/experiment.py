@@ -298,6 +298,7 @@ def _fit(spec: SearchSpec, data, budget: int, config, verbose: int) -> str:
     s = spec.search
     name = f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     path = f"{spec.storage_uri.rstrip('/')}/{name}"
+    study_name = s.study_name or name  # with search.study_storage
     if s.strategy == "grid":
         tune_config = _points_config(grid_points(spec))
     else:
@@ -315,7 +316,7 @@ def _fit(spec: SearchSpec, data, budget: int, config, verbose: int) -> str:
             from .study import PersistentStudySearch, open_storage
 
             make_searcher = functools.partial(PersistentStudySearch, budget_samples=budget)
-            searcher.update(storage=open_storage(s.study_storage), study_name=s.study_name or name)
+            searcher.update(storage=open_storage(s.study_storage), study_name=study_name)
         if s.balance_batches:
             space, points = per_batch_space(spec)
             tune_config = {"num_samples": s.num_trials, "search_alg": make_searcher(
@@ -335,7 +336,7 @@ def _fit(spec: SearchSpec, data, budget: int, config, verbose: int) -> str:
 
         meta["mlflow_parent_run_id"] = start_mlflow_parent(spec, path)
     if s.study_storage is not None:
-        meta["study"] = {"storage": s.study_storage, "name": s.study_name or name}
+        meta["study"] = {"storage": s.study_storage, "name": study_name}
     meta.update(objects_meta(data))  # so that --resume can say it cannot rebuild the user's objects
     write_meta(path, meta)
     print(f"experiment: {path}\n  if this run is killed, continue it with: " + (

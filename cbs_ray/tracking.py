@@ -52,12 +52,13 @@ def mlflow_uri(tracking_uri: str | None) -> str | None:
     ``MLFLOW_ALLOW_FILE_STORE`` is set; a spec that names one gets it."""
     if tracking_uri is None:
         return None
-    if tracking_uri.startswith("file:") or "://" not in tracking_uri and ":" not in tracking_uri[1:2]:
-        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-        path = tracking_uri[len("file://"):] if tracking_uri.startswith("file://") else \
-            tracking_uri[len("file:"):] if tracking_uri.startswith("file:") else tracking_uri
-        return Path(path).expanduser().resolve().as_uri()
-    return tracking_uri
+    from mlflow.utils.file_utils import local_file_uri_to_path
+    from mlflow.utils.uri import is_local_uri
+
+    if not is_local_uri(tracking_uri):  # a database, a server, "databricks"
+        return tracking_uri
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    return Path(local_file_uri_to_path(tracking_uri)).expanduser().resolve().as_uri()
 
 
 def start_mlflow_parent(spec: SearchSpec, experiment_path: str) -> str:

@@ -35,6 +35,7 @@ def test_a_relative_file_store_is_made_absolute(tmp_path, monkeypatch):
     assert mlflow_uri("mlruns") == (tmp_path / "mlruns").as_uri()
     assert mlflow_uri("sqlite:///mlflow.db") == "sqlite:///mlflow.db"  # MLflow resolves its own databases
     assert mlflow_uri("http://mlflow:5000") == "http://mlflow:5000" and mlflow_uri(None) is None
+    assert mlflow_uri("databricks") == "databricks"  # a bare scheme MLflow knows, not a directory
 
 
 @pytest.mark.parametrize("override,message", [
