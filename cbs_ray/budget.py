@@ -4,13 +4,21 @@ Every candidate batch size trains on the same number of samples (``budget_sample
 takes ``budget_samples / B`` optimizer steps. Reports land on exact sample milestones, multiples of
 ``eval_every_samples``, which is a multiple of the largest batch so every batch size hits every
 milestone exactly (a batch of 128 cannot stop at sample 1000).
+
+A causal LM's budget can be given in tokens (``training.budget_tokens``): its texts are then packed into
+blocks of ``max_seq_length`` tokens, so every sample holds the same tokens and equal samples are equal tokens.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-__all__ = ["BatchPlan", "plan_batch", "optimizer_steps", "milestones"]
+if TYPE_CHECKING:
+    from .spec import SearchSpec
+
+__all__ = ["BatchPlan", "plan_batch", "optimizer_steps", "milestones", "packing_on", "tokens_per_sample",
+           "samples_for_tokens"]
 
 
 @dataclass(frozen=True)
@@ -62,3 +70,32 @@ def milestones(budget_samples: int, eval_every_samples: int) -> list[int]:
     if budget_samples % eval_every_samples:
         raise ValueError("budget_samples must be a multiple of eval_every_samples")
     return list(range(eval_every_samples, budget_samples + 1, eval_every_samples))
+
+
+# ---- budgets in tokens (causal LMs with packed data) -------------------------------------------------
+
+def packing_on(spec: SearchSpec) -> bool:
+    """Whether the spec's texts are packed into full blocks (``data.packing``; None: on with a token budget).
+    Only a causal LM's texts are packed."""
+    packing = spec.data.packing
+    if packing is None:
+        packing = spec.training.budget_tokens is not None
+    return packing and spec.task == "causal-lm"
+
+
+def tokens_per_sample(spec: SearchSpec) -> int | None:
+    """Tokens in every training sample when the texts are packed (``data.max_seq_length``), else None: padded
+    samples hold as many tokens as their text, and ``samples_seen`` says nothing exact about tokens."""
+    return spec.data.max_seq_length if packing_on(spec) else None
+
+
+def samples_for_tokens(budget_tokens: int, tokens_per_sample: int, eval_every_samples: int) -> tuple[int, str]:
+    """(the equal-sample budget a token budget makes, a line saying how): whole samples of
+    ``tokens_per_sample`` tokens, rounded down to a whole number of report intervals. 0 samples when the
+    tokens do not fill one report interval (the caller says that is too few)."""
+    blocks = budget_tokens // tokens_per_sample
+    samples = blocks // eval_every_samples * eval_every_samples
+    line = (f"budget: {budget_tokens} tokens = {blocks} samples of {tokens_per_sample} tokens"
+            + (f", rounded down to {samples} samples (a multiple of training.eval_every_samples, "
+               f"{eval_every_samples}) = {samples * tokens_per_sample} tokens" if samples != blocks else ""))
+    return samples, line

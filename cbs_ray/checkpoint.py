@@ -2,17 +2,29 @@
 
 Rank 0 writes one ``state.pt`` at every milestone into the directory it reports to Tune/Train; a restart
 is handed the last one by its session's ``get_checkpoint()``.
+
+Branch mode (``branch_plan``) shares state between runs as well: the trunk publishes the same ``state.pt`` at
+each branch point into a directory of its own (``publish_state``: written aside and renamed, so a reader never
+sees half a file) and marks its end with ``TRUNK_DONE``; a branch waits for its point (``wait_for_trunk``) and
+starts from it (``load_branch_start``: the weights and the optimizer's state, not the LR schedule).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+import time
 
 import torch
 
-__all__ = ["STATE_FILE", "save_state", "load_state"]
+__all__ = ["STATE_FILE", "TRUNK_DONE", "save_state", "load_state", "publish_state", "wait_for_trunk",
+           "load_branch_start"]
 
 STATE_FILE = "state.pt"
+TRUNK_DONE = "trunk_done"
+"""The marker a branch-mode trunk writes into its checkpoint directory when it ends (finished or diverged): a
+branch waiting for a checkpoint that is still not there then fails at once instead of waiting forever."""
 
 
 def save_state(directory: str, model, optimizer, scheduler, scaler, step: int, progress: dict) -> None:
@@ -28,16 +40,17 @@ def save_state(directory: str, model, optimizer, scheduler, scaler, step: int, p
                 "rng": rng, "progress": progress}, os.path.join(directory, STATE_FILE))
 
 
-def load_state(checkpoint, model, optimizer, scheduler, scaler) -> tuple[int, dict]:
-    """Restore what ``save_state`` wrote from a Tune/Train ``Checkpoint``; returns (step, progress)."""
-    with checkpoint.as_directory() as directory:
-        # On the CPU first (never unpickling code): saved from rank 0's GPU, the tensors would otherwise all
-        # land on that GPU, on every rank of the node; loading the state dicts copies them where they belong.
-        state = torch.load(os.path.join(directory, STATE_FILE), weights_only=True, map_location="cpu")
+def _read(directory: str) -> dict:
+    # On the CPU first (never unpickling code): saved from rank 0's GPU, the tensors would otherwise all
+    # land on that GPU, on every rank of the node; loading the state dicts copies them where they belong.
+    return torch.load(os.path.join(directory, STATE_FILE), weights_only=True, map_location="cpu")
+
+
+def _restore_into(state: dict, model, optimizer, scaler) -> None:
+    """Weights, optimizer, fp16 loss scale and the random stream of ``state`` into the trial's objects."""
     raw = model.module if hasattr(model, "module") else model
     raw.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
     if state.get("scaler"):
         scaler.load_state_dict(state["scaler"])  # fp16: the loss scale found so far, not 65536 again
     # Rank 0's random stream, restored on every rank: all ranks start from one seed. Deterministic either way.
@@ -47,4 +60,63 @@ def load_state(checkpoint, model, optimizer, scheduler, scaler) -> tuple[int, di
     device = next(raw.parameters()).device
     if "cuda" in rng and device.type == "cuda":
         torch.cuda.set_rng_state(rng["cuda"], device)
+
+
+def load_state(checkpoint, model, optimizer, scheduler, scaler) -> tuple[int, dict]:
+    """Restore what ``save_state`` wrote from a Tune/Train ``Checkpoint``; returns (step, progress)."""
+    with checkpoint.as_directory() as directory:
+        state = _read(directory)
+    _restore_into(state, model, optimizer, scaler)
+    scheduler.load_state_dict(state["scheduler"])
     return int(state["step"]), state.get("progress", {})
+
+
+def publish_state(path: str, model, optimizer, scheduler, scaler, step: int, progress: dict) -> bool:
+    """``save_state`` into the directory ``path`` (created, parents included), for other runs to read: written
+    into a temporary directory beside it and renamed into place, so a reader that sees ``path/state.pt`` sees
+    all of it. False, writing nothing, where it is already there (a restarted trunk passing the point again
+    would write the same state)."""
+    if os.path.exists(os.path.join(path, STATE_FILE)):
+        return False
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    temporary = tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(path))}.writing-", dir=parent)
+    try:
+        save_state(temporary, model, optimizer, scheduler, scaler, step, progress)
+        os.rename(temporary, path)  # atomic on one filesystem; replaces an empty directory of that name
+    except OSError:
+        shutil.rmtree(temporary, ignore_errors=True)
+        if os.path.exists(os.path.join(path, STATE_FILE)):
+            return False  # another writer got there first
+        raise
+    return True
+
+
+def wait_for_trunk(path: str, checkpoint_dir: str, *, poll_s: float = 2.0, log=None) -> None:
+    """Block until the trunk's checkpoint ``path/state.pt`` exists. A ``RuntimeError`` once the trunk has
+    ended (``TRUNK_DONE`` in ``checkpoint_dir``) without writing it: it diverged before, or never reached, that
+    point."""
+    state = os.path.join(path, STATE_FILE)
+    done = os.path.join(checkpoint_dir, TRUNK_DONE)
+    waited = False
+    while not os.path.exists(state):
+        if os.path.exists(done):
+            if os.path.exists(state):  # written just before the marker
+                break
+            raise RuntimeError(f"branch: the trunk ended without its checkpoint {state} (it diverged or stopped "
+                               f"before that point); this branch has nothing to start from")
+        if not waited and log is not None:
+            log(f"branch: waiting for the trunk's checkpoint {state}")
+        waited = True
+        time.sleep(poll_s)
+
+
+def load_branch_start(path: str, model, optimizer, scaler) -> dict:
+    """Start a branch from the trunk's checkpoint in ``path``: the weights and the optimizer's state (Adam's
+    moments and step count: they estimate per-example gradient statistics, which do not depend on the batch;
+    fresh moments would add a warm-up transient that has nothing to do with the batch), the fp16 loss scale and
+    the random stream. Not the LR schedule: the branch's plan sets its LR. Returns the trunk's progress
+    (``samples_drawn``: where the branch continues the trunk's data order)."""
+    state = _read(path)
+    _restore_into(state, model, optimizer, scaler)
+    return state.get("progress", {})

@@ -51,6 +51,10 @@ def parse_search_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--probe", action="store_true",
                         help="one short run at a single batch size: print the gradient noise scale B_simple "
                              "and a batch-size grid centred on it (use it with search.batch_sizes=auto)")
+    parser.add_argument("--validate-schedule", action="store_true",
+                        help="branch mode (search.method=branch): train the recommended batch-size schedule "
+                             "against the trunk's fixed small batch and report the steps saved and the loss "
+                             "difference (sets branch.validate_schedule)")
     return parser.parse_args(argv)
 
 
@@ -68,12 +72,21 @@ def search_main(argv: list[str] | None = None) -> int:
     try:
         if args.resume:
             clashes = [flag for flag, given in (("--space", args.space), ("--set", args.overrides),
-                                                ("--dry-run", args.dry_run), ("--probe", args.probe)) if given]
+                                                ("--dry-run", args.dry_run), ("--probe", args.probe),
+                                                ("--validate-schedule", args.validate_schedule)) if given]
             if clashes:
                 raise SpecError(f"--resume: continues the experiment's own spec; drop {', '.join(clashes)}")
             resume_search(args.resume, address=args.address, output_dir=args.output)
             return 0
-        spec = load_spec(args.space, args.overrides)
+        spec = load_spec(args.space, args.overrides + (["branch.validate_schedule=true"]
+                                                        if args.validate_schedule else []))
+        if args.dry_run and spec.search.method == "branch":
+            from .branch_plan import resolve_branching
+            from .branch_search import branch_plan_lines, branch_tokens_per_sample
+
+            _, budget, _ = prepare(spec)
+            print("\n".join(branch_plan_lines(spec, resolve_branching(spec, budget, branch_tokens_per_sample(spec)))))
+            return 0
         if args.dry_run:
             if spec.auto_batch_sizes:
                 print("batch sizes: auto — a probe run measures B_simple first; the probe:")
@@ -124,8 +137,18 @@ def report_main(argv: list[str] | None = None) -> int:
         print(f"error: --tolerance: must be in [0, 1), got {args.tolerance}", file=sys.stderr)
         return 2
     from .report import ReportError, analyze, headline
+    from .tune_storage import read_meta
 
     try:
+        try:
+            method = read_meta(args.experiment_dir).get("method")
+        except ReportError:
+            method = None  # analyze says why
+        if method == "branch":  # branch mode's own report; it prints its answer and where it went
+            from .branch_search import report_branch_experiment
+
+            report_branch_experiment(args.experiment_dir, output_dir=args.output, tolerance=args.tolerance)
+            return 0
         report = analyze(args.experiment_dir, tolerance=args.tolerance, target=args.target,
                          turning_fit=args.turning_point)
         out = Path(args.output or Path("cbs_results") / (report.summary.name or "report"))

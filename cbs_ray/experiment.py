@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .budget import packing_on, tokens_per_sample
 from .search_space import grid_points, max_concurrent, per_batch_space, plan_lines, tune_space
 from .spec import SearchSpec, SpecError, resolve_budget, spec_to_dict
 from .summary import Summary
@@ -64,6 +65,11 @@ def prepare(spec: SearchSpec, objects=None):
 
         config = check_objects(spec, objects)
         return objects, resolve_budget(spec, objects.train_examples), config
+    from .spec import BUILTIN_METRICS
+
+    if spec.search.metric not in BUILTIN_METRICS:
+        raise SpecError(f"search.metric: {spec.search.metric} is not one the spec's model and data report "
+                        f"({', '.join(BUILTIN_METRICS)}); another metric needs run_search(..., compute_metrics=...)")
     from .data import prepare_data
     from .model import check_buildable, model_config
 
@@ -120,7 +126,11 @@ def probe_spec(spec: SearchSpec) -> SearchSpec:
     probe.search.batch_sizes, probe.search.num_trials = [batch], 1
     # One trial whatever the search's strategy (a grid would train every alpha × warmup point) and repeats.
     probe.search.strategy, probe.search.early_stopping, probe.search.repeats = "random", False, 1
+    probe.search.method = "scratch"  # a branch search's probe too is one plain trial
+    probe.branch = type(spec.branch)()
     probe.training.budget_samples, probe.training.budget_epochs = spec.asha.grace_period_samples, None
+    # A token budget's packed texts stay packed in the probe, which trains a sample budget.
+    probe.training.budget_tokens, probe.data.packing = None, packing_on(spec)
     probe.training.noise_scale = True
     if spec.resources.workers_per_trial == 1 and batch >= 4:
         probe.training.micro_batch_size = min(spec.training.micro_batch_size or batch, batch // 4)
@@ -164,6 +174,9 @@ def run_search(spec: SearchSpec, *, model_init=None, train_dataset=None, eval_da
     and ``eval_dataset`` (map-style), optionally ``data_collator`` and ``compute_metrics`` (see
     ``cbs_ray.user_objects`` for the contract). Then the spec's model and data sections stay unset, and
     one micro-batch runs through the model on the driver before Ray starts.
+
+    With ``search.method: branch`` the search is ``branch_search.run_branch_search`` (the critical batch over
+    training), which returns a ``branch_search.BranchResult``.
     """
     from .user_objects import user_objects
 
@@ -175,6 +188,12 @@ def run_search(spec: SearchSpec, *, model_init=None, train_dataset=None, eval_da
     check_trackers_and_study(spec)
     prepared = prepare(probe or spec, objects)
     out = _output_dir(spec, output_dir)
+    if spec.search.method == "branch":  # the critical batch over training: cbs_ray.branch_search
+        from .branch_search import check_no_objects, run_branch_search
+
+        check_no_objects(objects)
+        data, budget, config = prepared
+        return run_branch_search(spec, data, budget, config, out=out, verbose=verbose, address=address)
     with ray_session(address) as context:
         on_the_cluster(spec, context)
         if probe is not None:
@@ -227,7 +246,8 @@ def resume_search(experiment_path: str, *, model_init=None, train_dataset=None, 
 
     An experiment run with objects (``run_search(spec, model_init=…, …)``) resumes only with the same
     objects passed again, and one run from its spec only without them; the command line cannot resume
-    an objects experiment and says so.
+    an objects experiment and says so. A branch search (``search.method: branch``) resumes its trunk and
+    branches, then its schedule run, and returns a ``branch_search.BranchResult``.
     """
     from ray import tune
 
@@ -252,6 +272,11 @@ def resume_search(experiment_path: str, *, model_init=None, train_dataset=None, 
         raise SpecError(f"--resume: the data changed: the budget is now {budget} samples, the experiment "
                         f"used {meta['budget_samples']}")
     out = _output_dir(spec, output_dir)
+    if meta.get("method") == "branch":
+        from .branch_search import resume_branch_search
+
+        return resume_branch_search(spec, path, meta, data, budget, config, out=out, verbose=verbose,
+                                    address=address)
     with ray_session(address) as context:
         on_the_cluster(spec, context)
         print(f"resuming {path}", flush=True)
@@ -330,7 +355,7 @@ def _fit(spec: SearchSpec, data, budget: int, config, verbose: int) -> str:
             batch_size_of, time_attr="samples_seen", max_t=budget, grace_period=spec.asha.grace_period_samples,
             reduction_factor=spec.asha.reduction_factor, metric=s.metric, mode=s.mode)
     meta = {"name": spec.name, "metric": s.metric, "mode": s.mode, "budget_samples": budget,
-            "tolerance": s.tolerance, "spec": spec_to_dict(spec)}
+            "tolerance": s.tolerance, "tokens_per_sample": tokens_per_sample(spec), "spec": spec_to_dict(spec)}
     if spec.tracking.mlflow is not None:
         from .tracking import start_mlflow_parent
 
@@ -362,23 +387,36 @@ def _points_config(points: list[dict]) -> dict:
     from ray import tune
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
-    return {"param_space": {key: tune.choice([points[0][key]]) for key in points[0]},
+    def values(key):  # every value the points give ``key`` (lists too), so Tune warns of none
+        return list({repr(p[key]): p[key] for p in points if key in p}.values())
+
+    return {"param_space": {key: tune.choice(values(key)) for key in points[0]},
             "search_alg": BasicVariantGenerator(points_to_evaluate=points), "num_samples": len(points)}
 
 
 def _run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, name: str | None = None,
                param_space: dict | None = None, restore: str | None = None, callbacks: list = (),
-               **tune_config) -> str:
+               tokens_per_sample: int | None = None, **tune_config) -> str:
     """One Tune experiment of ``run_trial`` (the search, or the repeats), new or restored from the
-    experiment path ``restore``; returns its path."""
+    experiment path ``restore``; returns its path.
+
+    The data (the spec path's arrays or the user's objects) go into Ray's object store once, here; every
+    trial and each of its Ray Train workers gets their ``DataRef`` and fetches them where the loop runs
+    (zero-copy for numpy arrays), instead of a multi-worker trial pickling them into its Train run. A
+    restored experiment puts them afresh. ``tokens_per_sample`` (branch mode with a token budget) goes to
+    every trial, whose plan reads the ``branch:`` section's whole numbers as tokens."""
     import ray
     from ray import tune
 
     from .nothing_fits import NothingFitsStopper, NothingFitsWatch, nothing_fits_in_experiment
-    from .trial import in_process, run_trial, trial_resources
+    from .trial import DataRef, in_process, run_trial, trial_resources
 
+    # Held until this function returns, i.e. until Tune has run every trial: the data stay in the object
+    # store that long (with_parameters keeps only the small DataRef).
+    data_ref = DataRef.put(data)
     trainable = tune.with_resources(
-        tune.with_parameters(run_trial, spec=spec, data=data, budget_samples=budget, model_config=config),
+        tune.with_parameters(run_trial, spec=spec, data_ref=data_ref, budget_samples=budget, model_config=config,
+                             **({"tokens_per_sample": tokens_per_sample} if tokens_per_sample else {})),
         trial_resources(spec))
     # Every report checkpoints; keeping two per trial forces an experiment snapshot now and then,
     # which is cheap here and is what makes a killed search resumable.
@@ -451,7 +489,13 @@ def _finished(grid, *, expected_trials: int) -> str:
 def _trial_name(trial) -> str:
     from .trial import batch_size_of
 
-    return f"B{batch_size_of(trial.config)}_{trial.trial_id}"
+    config = trial.config
+    role, batch = config.get("role"), batch_size_of(config)
+    if role == "branch":  # branch mode: which checkpoint, batch and alpha
+        return f"branch_B{batch}_from{config['start_samples']}_a{config['alpha']:g}_{trial.trial_id}"
+    if role:
+        return f"{role}_B{batch}_{trial.trial_id}"
+    return f"B{batch}_{trial.trial_id}"
 
 
 def summarize_experiment(spec: SearchSpec, experiment_path: str, budget: int, out: Path) -> SearchResult:

@@ -86,19 +86,25 @@ class ProbeCache:
         tmp.replace(self.path)  # atomic: concurrent trials never read half a file
 
 
-def _probe_step(model, optimizer, m: int, *, seq_len: int, vocab_size: int, task: str, dtype) -> None:
-    """Two training steps (forward + backward + optimizer step) on random tokens at micro-batch m, on the
-    model's device, under autocast ``dtype`` (None: full precision). The first allocates the optimizer's
-    state (Adam: two numbers per parameter); the second's forward and backward run beside it, as every
-    training step after the first does."""
+def _probe_step(model, optimizer, m: int, *, seq_len: int, vocab_size: int, task: str, dtype,
+                batch_of: Callable[[int], dict] | None = None) -> None:
+    """Two training steps (forward + backward + optimizer step) at micro-batch m, on the model's device,
+    under autocast ``dtype`` (None: full precision): on random tokens, or on ``batch_of(m)`` (the model's
+    inputs, on its device: a user's model and data, ``user_objects.UserObjects.probe_workload``). The first
+    allocates the optimizer's state (Adam: two numbers per parameter); the second's forward and backward run
+    beside it, as every training step after the first does."""
     import torch
 
     device = next(model.parameters()).device
-    ids = torch.randint(0, vocab_size, (m, seq_len), device=device)
-    labels = ids if task == "causal-lm" else torch.zeros(m, dtype=torch.long, device=device)
+    if batch_of is not None:
+        inputs = batch_of(m)
+    else:
+        ids = torch.randint(0, vocab_size, (m, seq_len), device=device)
+        labels = ids if task == "causal-lm" else torch.zeros(m, dtype=torch.long, device=device)
+        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
     for _ in range(2):
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            loss = model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels).loss
+            loss = model(**inputs)["loss"]
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -109,7 +115,8 @@ OUT_OF_MEMORY_SIGNS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STA
 """What a RuntimeError says when a library under torch ran out of GPU memory."""
 
 
-def cuda_fits(model, make_optimizer, *, seq_len: int, vocab_size: int, task: str, dtype) -> Callable[[int], bool]:
+def cuda_fits(model, make_optimizer, *, seq_len: int, vocab_size: int, task: str, dtype,
+              batch_of: Callable[[int], dict] | None = None) -> Callable[[int], bool]:
     """``fits(m)`` for a CUDA model: two training steps on random tokens at micro-batch m under autocast
     ``dtype`` (``_probe_step``); False on out-of-memory. Gradients and optimizer state are dropped after."""
     import torch
@@ -117,7 +124,8 @@ def cuda_fits(model, make_optimizer, *, seq_len: int, vocab_size: int, task: str
     def fits(m: int) -> bool:
         optimizer = make_optimizer()
         try:
-            _probe_step(model, optimizer, m, seq_len=seq_len, vocab_size=vocab_size, task=task, dtype=dtype)
+            _probe_step(model, optimizer, m, seq_len=seq_len, vocab_size=vocab_size, task=task, dtype=dtype,
+                        batch_of=batch_of)
             torch.cuda.synchronize()
             return True
         except torch.cuda.OutOfMemoryError:
@@ -171,7 +179,7 @@ def extrapolated_peak(baseline: int, runs: list[tuple[int, int]], m: int) -> int
 
 def cpu_fits(model, make_optimizer, *, seq_len: int, vocab_size: int, task: str, dtype, limit_bytes: int,
              memory: PeakResidentMemory | None = None, log: Callable[[str], None] = lambda _: None,
-             ) -> Callable[[int], bool]:
+             batch_of: Callable[[int], dict] | None = None) -> Callable[[int], bool]:
     """``fits(m)`` on a CPU: the process's peak resident memory during two training steps at micro-batch m
     (``_probe_step``) stays within ``limit_bytes``. A size whose extrapolated peak exceeds the limit
     is refused without running it."""
@@ -189,7 +197,8 @@ def cpu_fits(model, make_optimizer, *, seq_len: int, vocab_size: int, task: str,
         optimizer = make_optimizer()
         memory.reset()
         try:
-            _probe_step(model, optimizer, m, seq_len=seq_len, vocab_size=vocab_size, task=task, dtype=dtype)
+            _probe_step(model, optimizer, m, seq_len=seq_len, vocab_size=vocab_size, task=task, dtype=dtype,
+                        batch_of=batch_of)
             peak = memory.bytes()
         finally:
             optimizer.zero_grad(set_to_none=True)

@@ -8,9 +8,10 @@ __all__ = ["build_model", "check_buildable", "model_config"]
 
 
 def _auto_class(task: str):
-    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoModelForSequenceClassification
 
-    return AutoModelForSequenceClassification if task == "sequence-classification" else AutoModelForCausalLM
+    return {"sequence-classification": AutoModelForSequenceClassification,
+            "seq2seq": AutoModelForSeq2SeqLM}.get(task, AutoModelForCausalLM)
 
 
 def model_config(model: dict, task: str, *, vocab_size: int, num_labels: int, pad_id: int, max_seq_length: int):
@@ -39,6 +40,9 @@ def model_config(model: dict, task: str, *, vocab_size: int, num_labels: int, pa
         raise SpecError(f"model.config: cannot build a {model_type!r} config: {reason}") from None
     config.vocab_size = vocab_size
     config.pad_token_id = pad_id
+    if task == "seq2seq":
+        # T5's convention, which its loss and generation follow: the decoder starts from the padding token.
+        config.decoder_start_token_id = pad_id
     for key, value in extra.items():
         setattr(config, key, value)
     positions = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)

@@ -7,7 +7,7 @@ makes alpha and warmup parameters of their batch size; the ``grid`` strategy lis
 
 from __future__ import annotations
 
-from .budget import plan_batch
+from .budget import plan_batch, samples_for_tokens
 from .lr_schedule import scaled_lr, warmup_steps
 from .spec import SearchSpec
 
@@ -26,6 +26,8 @@ def plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
              f"{budget_samples} samples each (equal-sample budget), report every {t.eval_every_samples} "
              f"samples, metric {s.metric} ({s.mode}), alpha in {s.alpha_range}, warmup fraction in "
              f"{s.warmup_fraction_range}"]
+    if t.budget_tokens is not None:  # how the token budget became samples (rounded to report intervals)
+        lines.append("  " + samples_for_tokens(t.budget_tokens, spec.data.max_seq_length, t.eval_every_samples)[1])
     for b in spec.batch_sizes:
         plan = plan_batch(b, r.workers_per_trial, t.micro_batch_size)
         steps = budget_samples // b

@@ -27,7 +27,7 @@ from typing import Any, Callable, Literal, Optional
 import yaml
 
 __all__ = ["SpecError", "SearchSpec", "ModelSpec", "DataSpec", "TrainingSpec", "SearchParams",
-           "AshaSpec", "ResourcesSpec", "load_spec", "spec_from_dict", "spec_to_dict", "apply_overrides"]
+           "GenerationSpec", "AshaSpec", "BranchSpec", "ResourcesSpec", "load_spec", "spec_from_dict", "spec_to_dict", "apply_overrides"]
 
 
 class SpecError(ValueError):
@@ -109,6 +109,11 @@ def ordered_within(low: float, high: float) -> Check:
 DIRECTORY_NAME = Check(lambda v: bool(v) and not any(c in v for c in "/\\ "),
                        "must be a non-empty name without spaces or slashes, got {value!r}")
 HAS_MODEL_TYPE = Check(lambda c: "model_type" in c, "must contain model_type (e.g. bert, gpt2)")
+BUILTIN_METRICS = ("accuracy", "eval_loss", "perplexity", "bleu")
+"""The metrics the spec path computes; ``search.metric`` may name another only with ``compute_metrics``."""
+METRIC_NAME = Check(lambda v: bool(v) and v.replace("_", "").replace("-", "").isalnum(),
+                    "must be a metric's name (accuracy, eval_loss, perplexity, bleu, or a key compute_metrics "
+                    "returns), got {value!r}")
 POSITIVE_NUMBER = Check(lambda v: v > 0 and math.isfinite(v), "must be a positive number, got {value}")
 
 
@@ -130,9 +135,11 @@ class ModelSpec:
 class DataSpec:
     source: Literal["builtin", "hub", "files"] = "builtin"
     """Where the text comes from: the built-in offline task, ``load_dataset`` from the hub, or local files."""
-    builtin_task: Literal["sentiment"] = "sentiment"
-    """The built-in task: generated sentences whose label is whether positive words outnumber negative
-    ones, with 5 % label noise (no download; see ``cbs_ray.data``)."""
+    builtin_task: Literal["sentiment", "translation"] = "sentiment"
+    """The built-in task: ``sentiment``, generated sentences whose label is whether positive words outnumber
+    negative ones, with 5 % label noise; or ``translation`` (``task: seq2seq`` only), word sequences mapped
+    to a made-up language through a fixed dictionary, each adjective moved behind its noun (no download;
+    see ``cbs_ray.data``)."""
     builtin_negation: float = field(default=0.0, metadata=check(within(0, 1, ends="[]")))
     """The built-in task's chance that a sentiment word is negated by "not" (which flips it). 0 by default:
     a tiny model learns negation as a sudden jump whose timing varies from seed to seed by more than a
@@ -161,9 +168,14 @@ class DataSpec:
     """Column holding the text in the evaluation set, where it is named differently (None: ``text_column``)."""
     label_column: str = "label"
     """Column holding integer class labels (sequence-classification only)."""
+    target_column: str = "target"
+    """Column holding the target text (seq2seq only): what the decoder learns to write for ``text_column``."""
     max_seq_length: int = field(default=16, metadata=check(at_least(4)))
     """Tokens per example after truncation/padding (the built-in task's longest sentence is 13 words:
-    16 holds it with [CLS] and [SEP])."""
+    16 holds it with [CLS] and [SEP]). For seq2seq: the source's tokens."""
+    max_target_length: int = field(default=16, metadata=check(at_least(2)))
+    """Seq2seq only: target tokens per example after truncation/padding, the end-of-sequence token
+    included (the built-in translation's longest target is 7 words)."""
     max_train_examples: Optional[int] = field(default=None, metadata=check(positive(show_value=False)))
     """Use only the first N training examples (None: all)."""
     max_eval_examples: Optional[int] = field(default=None, metadata=check(positive(show_value=False)))
@@ -175,6 +187,12 @@ class DataSpec:
     reported as ``dev_<metric>``. For dev sets whose sampling noise is as large as the differences between
     batch sizes (SST-2's 872 sentences: about 1.4 accuracy points of standard error). None: select on the
     eval file/split."""
+    packing: Optional[bool] = None
+    """Causal LM only: concatenate the tokenized texts (each followed by the tokenizer's EOS, or ending in the
+    word-level tokenizer's [SEP]) and cut the stream into blocks of exactly ``max_seq_length`` tokens, as
+    pretraining does; the last partial block is dropped. No padding is trained on and every sample is
+    ``max_seq_length`` tokens, so an equal-sample budget is an equal-token budget. The training set's size is
+    then its number of blocks. None: on with ``training.budget_tokens``, else off."""
 
 
 @dataclass
@@ -186,6 +204,12 @@ class TrainingSpec:
     budget_epochs: Optional[float] = field(default=None, metadata=check(positive()))
     """Alternative to ``budget_samples``: epochs over the training set, rounded down to a whole number of
     ``eval_every_samples``. Set ``budget_samples: null`` to use it."""
+    budget_tokens: Optional[int] = field(default=None, metadata=check(positive()))
+    """Alternative to ``budget_samples`` for ``task: causal-lm``: every trial trains on this many tokens, as
+    pretraining budgets are counted. The texts are packed (``data.packing``), so every sample is
+    ``data.max_seq_length`` tokens and the budget is ``budget_tokens // max_seq_length`` samples, rounded down
+    to a whole number of ``eval_every_samples`` (the plan prints the tokens actually trained). Set
+    ``budget_samples: null`` to use it."""
     base_lr: float = field(default=5.0e-4, metadata=check(POSITIVE_NUMBER))
     """Learning rate tuned at ``base_batch`` (B0); trials use base_lr · (B / B0) ** alpha."""
     base_batch: int = field(default=16, metadata=check(positive()))
@@ -269,10 +293,13 @@ class SearchParams:
     """Trials in total. At least one per batch size: each batch size is seeded (the middle alpha, and a
     warmup that grows with the batch from the low end of the range at the smallest batch to the high end
     at the largest) so its curve point always exists."""
-    metric: Literal["accuracy", "eval_loss", "perplexity"] = "accuracy"
-    """Validation metric to compare (accuracy: sequence-classification only)."""
+    metric: str = field(default="accuracy", metadata=check(METRIC_NAME))
+    """Validation metric to compare: one the spec path computes (``BUILTIN_METRICS``: accuracy, for
+    sequence-classification only; eval_loss; perplexity; bleu, seq2seq only, corpus BLEU of the generated eval
+    targets through ``sacrebleu``, see the ``generation`` section), or, with ``run_search``'s
+    ``compute_metrics``, any key its dict returns (``f1``, ``worst_class_recall``; set ``mode`` to match)."""
     mode: Literal["max", "min"] = "max"
-    """Whether a larger metric is better."""
+    """Whether a larger metric is better (checked for the loop's metrics; a ``compute_metrics`` key's is yours)."""
     tolerance: float = field(default=0.01, metadata=check(within(0, 1, ends="[)")))
     """Turning-point tolerance: a batch is as good as the best while within this (relative) margin."""
     turning_point: Literal["monotone", "raw"] = "monotone"
@@ -309,6 +336,48 @@ class SearchParams:
     study_name: Optional[str] = None
     """The study's name in ``study_storage``; default: the experiment's name (``<name>-<date>-<time>``).
     An existing study is continued (TPE learns from its trials) if its metric and direction match."""
+    method: Literal["scratch", "branch"] = "scratch"
+    """``scratch``: every candidate batch trains from initialisation to the full budget (the critical batch at
+    the end of the budget). ``branch``: one trunk run at a small batch saves checkpoints, and from each, branches
+    at larger batches train for a window (the ``branch:`` section): the critical batch over the course of
+    training, CBS(t) (Merrill et al. 2025), and a batch-size schedule that follows it."""
+
+
+@dataclass
+class BranchSpec:
+    """Branch mode (``search.method: branch``; see ``cbs_ray.branch_plan``). Points are a fraction of the budget
+    (a number in (0, 1)) or whole samples (tokens with ``training.budget_tokens``), rounded down to whole
+    batches of the largest branch batch."""
+
+    trunk_batch_size: Optional[int] = None
+    """The trunk's (small) batch. Default: the smallest of ``search.batch_sizes``."""
+    checkpoints: list = field(default_factory=lambda: [0.125, 0.25, 0.5])
+    """Where the trunk saves a checkpoint that branches start from."""
+    window: Any = 0.125
+    """How long each branch trains from its checkpoint; CBS(t) compares its loss with the trunk's at the end."""
+    batch_sizes: Optional[list] = None
+    """The branches' batches, each larger than the trunk's. Default: ``search.batch_sizes`` above the trunk's."""
+    alphas: Optional[list] = None
+    """LR-scaling exponents each branch tries (its best counts, as the paper takes the best LR per batch).
+    Default: the two ends of ``search.alpha_range``."""
+    tolerance: Optional[float] = field(default=None, metadata=check(within(0, 1, ends="[)")))
+    """Relative loss tolerance: a branch reaches the trunk when its eval loss is at most the trunk's × (1 + this).
+    Default: ``search.tolerance``."""
+    validate_schedule: bool = False
+    """After the branches: train the recommended batch-size schedule for the whole budget (the trunk's seed and
+    data) and compare it with the trunk's fixed small batch: optimizer steps saved, final loss difference
+    (``--validate-schedule`` sets it)."""
+
+
+@dataclass
+class GenerationSpec:
+    """How a seq2seq model writes its evaluation targets for ``search.metric: bleu`` (not used otherwise):
+    greedy by default, as cheap as BLEU gets, and the same for every batch size."""
+
+    max_new_tokens: Optional[int] = field(default=None, metadata=check(positive()))
+    """Tokens the decoder may write per example, end-of-sequence included (None: ``data.max_target_length``)."""
+    num_beams: int = field(default=1, metadata=check(at_least(1)))
+    """Beam search width (1: greedy). Each beam multiplies evaluation's decoding cost."""
 
 
 @dataclass
@@ -372,13 +441,16 @@ class TrackingSpec:
 class SearchSpec:
     name: str = field(default="tiny-bert-sentiment", metadata=check(DIRECTORY_NAME))
     """Experiment name: the results directory and the Tune experiment are named after it."""
-    task: Literal["sequence-classification", "causal-lm"] = "sequence-classification"
-    """What the model learns."""
+    task: Literal["sequence-classification", "causal-lm", "seq2seq"] = "sequence-classification"
+    """What the model learns. ``seq2seq``: an encoder-decoder (``AutoModelForSeq2SeqLM``, e.g. T5) writes
+    ``data.target_column`` from ``data.text_column``."""
     model: ModelSpec = field(default_factory=ModelSpec)
     data: DataSpec = field(default_factory=DataSpec)
     training: TrainingSpec = field(default_factory=TrainingSpec)
     search: SearchParams = field(default_factory=SearchParams)
+    generation: GenerationSpec = field(default_factory=GenerationSpec)
     asha: AshaSpec = field(default_factory=AshaSpec)
+    branch: BranchSpec = field(default_factory=BranchSpec)
     resources: ResourcesSpec = field(default_factory=ResourcesSpec)
     tracking: TrackingSpec = field(default_factory=TrackingSpec)
     storage_path: str = "~/ray_results"
@@ -675,8 +747,10 @@ def _one_model_source(spec: SearchSpec) -> None:
 
 
 def _one_budget(spec: SearchSpec) -> None:
-    if (spec.training.budget_samples is None) == (spec.training.budget_epochs is None):
-        raise SpecError("training: set exactly one of budget_samples and budget_epochs")
+    t = spec.training
+    if sum(x is not None for x in (t.budget_samples, t.budget_epochs, t.budget_tokens)) != 1:
+        raise SpecError("training: set exactly one of budget_samples, budget_epochs and budget_tokens (the others "
+                        "null; budget_samples has a default)")
 
 
 def _hub_source_names_a_dataset(spec: SearchSpec) -> None:
@@ -722,6 +796,37 @@ def _budget_samples_fit(spec: SearchSpec) -> None:
         _check_budget(spec, spec.training.budget_samples)
 
 
+def _tokens_need_a_causal_lm(spec: SearchSpec) -> None:
+    """A token budget and packing are a causal LM's (a classifier's or seq2seq model's example is a unit, not
+    a run of tokens), and a token budget needs packed texts: only then is every sample the same tokens."""
+    if spec.task != "causal-lm":
+        if spec.training.budget_tokens is not None:
+            raise SpecError(f"training.budget_tokens: a token budget needs task causal-lm (the task is "
+                            f"{spec.task}); use training.budget_samples or training.budget_epochs")
+        if spec.data.packing:
+            raise SpecError(f"data.packing: only a causal LM's texts are packed (the task is {spec.task}); "
+                            "drop data.packing")
+    elif spec.training.budget_tokens is not None and spec.data.packing is False:
+        raise SpecError("data.packing: a token budget (training.budget_tokens) needs packed texts, every sample "
+                        "data.max_seq_length tokens; drop data.packing: false or use training.budget_samples")
+
+
+def _budget_tokens_fit(spec: SearchSpec) -> None:
+    """The budget ``budget_tokens`` makes (``budget.samples_for_tokens``) fills a report interval and obeys
+    the budget rules."""
+    from .budget import samples_for_tokens
+
+    t = spec.training
+    if t.budget_tokens is None:
+        return
+    samples, _ = samples_for_tokens(t.budget_tokens, spec.data.max_seq_length, t.eval_every_samples)
+    if samples <= 0:
+        raise SpecError(f"training.budget_tokens: {t.budget_tokens} tokens is less than one report interval "
+                        f"({t.eval_every_samples} samples of {spec.data.max_seq_length} tokens = "
+                        f"{t.eval_every_samples * spec.data.max_seq_length} tokens)")
+    _check_budget(spec, samples)
+
+
 def _check_budget(spec: SearchSpec, budget: int) -> None:
     """The budget rules, for ``budget_samples`` or the budget ``budget_epochs`` resolves to."""
     _budget_fits_the_cadence(spec, budget)
@@ -762,9 +867,36 @@ def _accuracy_needs_classification(spec: SearchSpec) -> None:
         raise SpecError("search.metric: accuracy needs task sequence-classification; use eval_loss")
 
 
+def _bleu_needs_seq2seq(spec: SearchSpec) -> None:
+    if spec.search.metric == "bleu" and spec.task != "seq2seq":
+        raise SpecError(f"search.metric: bleu needs task seq2seq (the task is {spec.task}); use eval_loss")
+
+
+def _translation_is_seq2seq(spec: SearchSpec) -> None:
+    """The built-in translation task is a seq2seq task's. (A seq2seq task on the built-in sentiment data is
+    refused where the data are loaded: with the objects path's own data the data section stays at its
+    default, which names the sentiment task.)"""
+    d = spec.data
+    if d.source == "builtin" and d.builtin_task == "translation" and spec.task != "seq2seq":
+        raise SpecError(f"data.builtin_task: translation is a seq2seq task; set task: seq2seq (got {spec.task})")
+
+
+def _seq2seq_has_no_probe(spec: SearchSpec) -> None:
+    if spec.task == "seq2seq" and spec.training.probe_micro_batch:
+        raise SpecError("training.probe_micro_batch: not available with task seq2seq yet (the probe trains on "
+                        "random single sequences, not source-target pairs); set training.micro_batch_size")
+
+
+def _generation_needs_seq2seq(spec: SearchSpec) -> None:
+    if spec.generation != GenerationSpec() and spec.task != "seq2seq":
+        raise SpecError(f"generation: only a seq2seq task generates (the task is {spec.task}); drop the section")
+
+
 def _mode_matches_metric(spec: SearchSpec) -> None:
     s = spec.search
-    expected = "max" if s.metric == "accuracy" else "min"
+    if s.metric not in BUILTIN_METRICS:
+        return  # a compute_metrics key: its direction is the user's to say
+    expected = "max" if s.metric in ("accuracy", "bleu") else "min"
     if s.mode != expected:
         better = "higher" if expected == "max" else "lower"
         raise SpecError(f"search.mode: {s.metric} is better when it is {better}; use mode {expected}")
@@ -799,12 +931,98 @@ def _study_needs_optuna(spec: SearchSpec) -> None:
         raise SpecError("search.study_name: names a study in search.study_storage, which is not set")
 
 
+# ---- branch mode (search.method: branch; cbs_ray.branch_plan resolves the section against the budget) --
+
+def _branch_mode_stands_alone(spec: SearchSpec) -> None:
+    """What branch mode cannot combine with: a probe-chosen grid (the branches need their batches before
+    anything trains), an Optuna study (branch mode trains a fixed grid: each checkpoint × batch × alpha),
+    trackers (not wired to branch mode's runs yet). ``search.repeats``, ``num_trials``, ``strategy`` and the
+    ``asha`` section are a from-scratch search's and are ignored; the schedule switch needs branch mode."""
+    s = spec.search
+    if s.method != "branch":
+        if spec.branch.validate_schedule:
+            raise SpecError("branch.validate_schedule: validates the schedule a branch search recommends; "
+                            "set search.method=branch (--validate-schedule)")
+        return
+    if spec.auto_batch_sizes:
+        raise SpecError("search.batch_sizes: auto is not available with search.method branch (the branches need "
+                        "their batches before anything trains); list the batch sizes")
+    if s.study_storage is not None:
+        raise SpecError("search.study_storage: search.method branch trains a fixed grid (checkpoint × batch × "
+                        "alpha), not an Optuna study; drop the study storage")
+    if spec.tracking != TrackingSpec():
+        raise SpecError("tracking: not available with search.method branch yet; drop the tracking section")
+    if "://" in spec.storage_path:
+        raise SpecError(f"storage_path: search.method branch writes the trunk's checkpoints to a directory every "
+                        f"trial reads (a local or shared filesystem), not a URI; got {spec.storage_path}")
+
+
+def _branch_batches_are_larger_than_the_trunks(spec: SearchSpec) -> None:
+    """The trunk's batch and the branches' are powers of two that split over the workers, every branch
+    batch is larger than the trunk's, and every report lands on whole batches of the largest."""
+    b, workers = spec.branch, spec.resources.workers_per_trial
+    if spec.search.method != "branch":
+        return
+    if b.trunk_batch_size is not None:
+        _check_power_of_two(b.trunk_batch_size, "branch.trunk_batch_size")
+    trunk = b.trunk_batch_size or spec.batch_sizes[0]
+    if b.batch_sizes is not None:
+        if not b.batch_sizes:
+            raise SpecError("branch.batch_sizes: empty list")
+        for x in b.batch_sizes:
+            _check_power_of_two(x, "branch.batch_sizes")
+        if len(set(b.batch_sizes)) != len(b.batch_sizes):
+            raise SpecError("branch.batch_sizes: duplicate batch size")
+    branches = sorted(b.batch_sizes) if b.batch_sizes is not None else [x for x in spec.batch_sizes if x > trunk]
+    if not branches:
+        raise SpecError(f"branch.batch_sizes: no batch size larger than the trunk's ({trunk}) to branch at; "
+                        f"list some in search.batch_sizes or branch.batch_sizes")
+    if branches[0] <= trunk:
+        raise SpecError(f"branch.batch_sizes: a branch's batch must be larger than the trunk's "
+                        f"(branch.trunk_batch_size {trunk}), got {branches[0]}")
+    for key, x in (("branch.trunk_batch_size", trunk), *(("branch.batch_sizes", x) for x in branches)):
+        if x % workers:
+            raise SpecError(f"{key}: {x} does not split over resources.workers_per_trial={workers} workers")
+    every = spec.training.eval_every_samples
+    if every % branches[-1]:
+        raise SpecError(f"training.eval_every_samples: must be a multiple of the largest branch batch "
+                        f"{branches[-1]}, got {every}")
+    alphas = b.alphas
+    if alphas is not None and (not alphas or any(isinstance(a, bool) or not isinstance(a, (int, float))
+                                                  or not math.isfinite(a) for a in alphas)):
+        raise SpecError(f"branch.alphas: expected a non-empty list of numbers, got {alphas!r}")
+
+
+def _branch_points_fit_the_budget(spec: SearchSpec) -> None:
+    """Checkpoints and the window are fractions in (0, 1) of the budget or whole samples (tokens with a
+    token budget); with the budget known here (``training.budget_samples``), the window fits after the last
+    checkpoint. Otherwise ``resolve_branching`` checks the same once the budget is resolved, before Ray."""
+    b = spec.branch
+    if spec.search.method != "branch":
+        return
+    if not b.checkpoints:
+        raise SpecError("branch.checkpoints: expected a non-empty list of fractions in (0, 1) or whole samples")
+    for key, value in [*(("branch.checkpoints", p) for p in b.checkpoints), ("branch.window", b.window)]:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SpecError(f"{key}: expected a fraction in (0, 1) or a whole number of samples, got {value!r}")
+        if isinstance(value, float) and not 0.0 < value < 1.0:
+            raise SpecError(f"{key}: a fraction of the budget must be in (0, 1), got {value}")
+        if isinstance(value, int) and value < 1:
+            raise SpecError(f"{key}: must be a positive number of samples, got {value}")
+    if spec.training.budget_samples is not None and getattr(spec.training, "budget_tokens", None) is None:
+        from .branch_plan import resolve_branching
+
+        resolve_branching(spec, spec.training.budget_samples)
+
+
 CROSS_FIELD_RULES: tuple[Callable[[SearchSpec], None], ...] = (
     _hub_source_names_a_dataset, _local_files_exist, _probe_batch_splits_over_workers,
-    _reports_land_on_whole_batches, _budget_samples_fit, _persistent_workers_need_workers,
-    _every_batch_size_is_trained, _accuracy_needs_classification, _mode_matches_metric,
+    _reports_land_on_whole_batches, _budget_samples_fit, _tokens_need_a_causal_lm, _budget_tokens_fit,
+    _persistent_workers_need_workers, _every_batch_size_is_trained, _accuracy_needs_classification, _bleu_needs_seq2seq, _translation_is_seq2seq,
+    _seq2seq_has_no_probe, _generation_needs_seq2seq, _mode_matches_metric,
     _grid_trains_to_the_full_budget, _grace_period_is_whole_report_intervals, _batch_sizes_split_over_workers,
-    _study_needs_optuna,
+    _study_needs_optuna, _branch_mode_stands_alone, _branch_batches_are_larger_than_the_trunks,
+    _branch_points_fit_the_budget,
 )
 """The rules that relate fields, in the order ``validate`` applies them; the first that fails is the error.
 A rule comes after those it relies on: ``_reports_land_on_whole_batches`` makes ``eval_every_samples`` a
@@ -846,8 +1064,11 @@ def apply_batch_grid(spec: SearchSpec, grid: list[int]) -> list[str]:
 
 
 def resolve_budget(spec: SearchSpec, train_examples: int) -> int:
-    """The equal-sample budget in samples, resolving ``budget_epochs`` against the training set size,
-    and checking batch sizes against the data."""
+    """The equal-sample budget in samples, resolving ``budget_epochs`` against the training set size (with
+    packed texts, its number of blocks) and ``budget_tokens`` into whole samples of ``max_seq_length``
+    tokens, and checking batch sizes against the data."""
+    from .budget import samples_for_tokens
+
     largest = spec.batch_sizes[-1]
     if largest > train_examples:
         raise SpecError(f"search.batch_sizes: largest batch {largest} exceeds the {train_examples} "
@@ -855,6 +1076,8 @@ def resolve_budget(spec: SearchSpec, train_examples: int) -> int:
     t = spec.training
     if t.budget_samples is not None:
         return t.budget_samples
+    if t.budget_tokens is not None:  # validated: a whole number of report intervals within the budget rules
+        return samples_for_tokens(t.budget_tokens, spec.data.max_seq_length, t.eval_every_samples)[0]
     samples = int(t.budget_epochs * train_examples) // t.eval_every_samples * t.eval_every_samples
     if samples <= 0:
         raise SpecError(f"training.budget_epochs: {t.budget_epochs} epochs of {train_examples} examples is "

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import os
 import tempfile
 import time
 from dataclasses import dataclass, fields
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 import torch
 
 from .budget import BatchPlan, milestones, plan_batch
-from .checkpoint import load_state, save_state
+from .checkpoint import TRUNK_DONE, load_branch_start, load_state, publish_state, save_state, wait_for_trunk
 from .lr_schedule import lr_multiplier
 from .metrics import TrialGauges
 from .noise_scale import NOT_MEASURABLE, NoiseScaleMeter, b_simple
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = ["TrialReport", "StepReadings", "train_loop", "evaluate", "WORST_METRIC", "BuiltinSource", "loop_source"]
 
-WORST_METRIC = {"accuracy": 0.0, "eval_loss": float("inf"), "perplexity": float("inf")}
+WORST_METRIC = {"accuracy": 0.0, "eval_loss": float("inf"), "perplexity": float("inf"), "bleu": 0.0}
+_METRICS_OF_EVERY_TASK = ("eval_loss", "perplexity")
 
 
 @dataclass(kw_only=True)
@@ -100,6 +102,12 @@ class TrialReport:
     node_id: str = ""
     """The Ray node ID of the worker that reported (rank 0's is the one Tune keeps; an in-process trial's
     its own); empty outside Ray. Node IPs are alike when several raylets share one host, their IDs not."""
+    role: Optional[str] = None
+    """Branch mode: the run's role (``branch_plan.ROLES``: trunk, branch, schedule); None from scratch."""
+    start_samples: Optional[int] = None
+    """Branch mode: the trunk checkpoint a branch started from (0 for the trunk and the schedule run)."""
+    tokens_seen: Optional[int] = None
+    """With packed data (every sample the same tokens): ``samples_seen`` in tokens."""
 
     def to_dict(self) -> dict:
         """What is reported to Tune: the evaluation's metrics, then every field that is set."""
@@ -165,9 +173,12 @@ class _Progress:
     train_time: float
     first_loss: Optional[float]
     first_step_at: Optional[float] = None
+    samples: int = 0
+    """Samples seen (absolute: a branch counts from the trunk's checkpoint it started at)."""
     interval_time: float = 0.0
     interval_loss: float = 0.0
     interval_steps: int = 0
+    interval_samples: int = 0
 
 
 # ---- pieces of the loop ----------------------------------------------------------------------------
@@ -247,10 +258,16 @@ class BuiltinSource:
 
 def loop_source(data, task: str):
     """What the loop trains on: the user's objects as they are, the spec path's arrays through
-    ``BuiltinSource``."""
+    ``BuiltinSource`` (a seq2seq task's through ``seq2seq.Seq2SeqSource``)."""
     from .user_objects import UserObjects
 
-    return data if isinstance(data, UserObjects) else BuiltinSource(data, task)
+    if isinstance(data, UserObjects):
+        return data
+    if task == "seq2seq":
+        from .seq2seq import Seq2SeqSource
+
+        return Seq2SeqSource(data, task)
+    return BuiltinSource(data, task)
 
 
 class _ResumableSampler(torch.utils.data.DistributedSampler):
@@ -350,7 +367,7 @@ def _attach_noise_probe(model, params, plan: BatchPlan):
     return None, None
 
 
-def _probe_micro_batch(model, cfg: TrialConfig, session, amp_dtype) -> tuple[Optional[int], Optional[int]]:
+def _probe_micro_batch(model, cfg: TrialConfig, session, amp_dtype, source=None) -> tuple[Optional[int], Optional[int]]:
     """On CUDA: the largest micro-batch that fits (memory_planner), cached per model, sequence length,
     precision and device, agreed across ranks by taking the minimum. On a CPU the same within
     ``memory_limit_gb`` of peak resident memory, and skipped without one. Returns the micro-batch cap and
@@ -364,18 +381,23 @@ def _probe_micro_batch(model, cfg: TrialConfig, session, amp_dtype) -> tuple[Opt
         if session.rank == 0:
             print("micro-batch probe skipped: not on a GPU and no training.memory_limit_gb", flush=True)
         return t.micro_batch_size, None
-    seq_len = cfg.probe_seq_len
+    # The spec's model trains on random tokens of the data's padded length; the user's objects on their own
+    # longest items (user_objects.UserObjects.probe_workload).
+    workload = getattr(source, "probe_workload", None)
+    described, seq_len, batch_of = workload(model.to(session.device), session.device) if workload else (
+        cfg.model, cfg.probe_seq_len, None)
     device_name = torch.cuda.get_device_name(session.device) if on_gpu else f"cpu<={t.memory_limit_gb}GiB"
     # What else sets a step's memory: the optimizer's state, checkpointing, and DDP's gradient buckets.
     training = "+".join([t.optimizer] + (["checkpointing"] if t.gradient_checkpointing else [])
                         + (["ddp"] if session.world_size > 1 else []))
-    key = probe_key(cfg.model, seq_len, t.precision, device_name, training=training)
+    key = probe_key(described, seq_len, t.precision, device_name, training=training)
     limit = cfg.probe_limit
     cache = ProbeCache()
     found = cache.get(key, limit)
     if found is None:
         model.to(session.device)
-        step_args = dict(seq_len=seq_len, vocab_size=cfg.model_config.vocab_size, task=cfg.task, dtype=amp_dtype)
+        step_args = dict(seq_len=seq_len, vocab_size=getattr(cfg.model_config, "vocab_size", 0), task=cfg.task,
+                         dtype=amp_dtype, batch_of=batch_of)
 
         def new_optimizer():
             return make_optimizer(model, t, cfg.peak_lr, model_config=cfg.model_config)
@@ -423,19 +445,48 @@ def _setup_model(cfg: TrialConfig, session, amp_dtype, source) -> tuple[torch.nn
     if training.gradient_checkpointing:
         # The HF model's own switch (renamed in transformers 5), before DDP wraps the model.
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
-    micro_cap, fits_up_to = _probe_micro_batch(model, cfg, session, amp_dtype) if training.probe_micro_batch \
+    micro_cap, fits_up_to = _probe_micro_batch(model, cfg, session, amp_dtype, source) if training.probe_micro_batch \
         else (training.micro_batch_size, None)
     # A forward without gradients needs less memory than a training step of the same size: evaluating in
     # batches no larger than the probed size cannot run out where training did not. Larger could: a
     # causal LM's logits over a large vocabulary, in fp32, grow with the batch whatever the probe's limit.
     eval_batch = min(training.eval_batch_size, fits_up_to) if fits_up_to else training.eval_batch_size
-    plan: BatchPlan = plan_batch(cfg.batch_size, session.world_size, micro_cap)
+    plan: BatchPlan = _first_batch_plan(cfg, session.world_size, micro_cap)
     if session.rank == 0:
-        print(f"trial: {plan}, peak lr {cfg.peak_lr:.3g} (alpha {cfg.alpha:.3g}), {cfg.total_steps} steps, "
+        run = cfg.plan
+        print((f"trial ({run.role}, samples {run.start_samples} to {run.stop_samples}, batches "
+               f"{[b for _, b in run.batch_schedule]}): " if run else "trial: ")
+              + f"{plan}, peak lr {cfg.peak_lr:.3g} (alpha {cfg.alpha:.3g}), {cfg.total_steps} steps, "
               f"{cfg.warmup_steps} warmup steps" + (f", eval batch {eval_batch} (memory)"
                                                     if eval_batch < training.eval_batch_size else ""), flush=True)
     model = session.prepare_model(model.to(session.device))  # Ray's prepare_model moves it too; a local run needs it
     return model, plan, eval_batch
+
+
+def _first_batch_plan(cfg: TrialConfig, workers: int, micro_cap: Optional[int]) -> BatchPlan:
+    """How the first step's batch is made. From scratch: the trial's one batch, micro-batches of at most
+    ``micro_cap``. Branch mode: the micro-batch is fixed for the run, planned for the smallest batch of its
+    schedule; a larger batch accumulates more micro-batches (``_batch_plan_for``). A run at the trunk's batch
+    with the noise scale on, on a single worker, takes micro-batches of half that batch: the trunk's B_simple
+    is measured (the probe needs accumulation ≥ 2), and the schedule run trains exactly as the trunk while
+    their batches agree."""
+    run = cfg.plan
+    if run is None:
+        return plan_batch(cfg.batch_size, workers, micro_cap)
+    if (cfg.spec.training.noise_scale and workers == 1 and run.batch_schedule[0][1] == run.trunk_batch
+            and run.trunk_batch >= 2):
+        micro_cap = min(micro_cap or run.trunk_batch, run.trunk_batch // 2)
+    micro = plan_batch(min(b for _, b in run.batch_schedule), workers, micro_cap).micro_batch
+    return _batch_plan_for(cfg.batch_size, micro, workers)
+
+
+def _batch_plan_for(batch: int, micro: int, workers: int) -> BatchPlan:
+    """``batch`` in micro-batches of ``micro`` on each of ``workers`` (branch mode: the run's micro-batch at
+    the batch of the step)."""
+    per_worker, rest = divmod(batch, workers)
+    if rest or per_worker % micro:
+        raise ValueError(f"batch {batch} is not a whole number of micro-batches of {micro} on {workers} workers")
+    return BatchPlan(batch, micro, per_worker // micro, workers)
 
 
 def _setup_optimizer(cfg: TrialConfig, model, session, amp_dtype):
@@ -445,10 +496,26 @@ def _setup_optimizer(cfg: TrialConfig, model, session, amp_dtype):
     optimizer = make_optimizer(model, training, cfg.peak_lr, model_config=cfg.model_config)
     # fp16 needs loss scaling; bf16 has fp32's exponent range and does not.
     scaler = torch.amp.GradScaler(session.device.type, enabled=amp_dtype == torch.float16)
+    if cfg.plan is not None:
+        return optimizer, _planned_lr(cfg, optimizer), scaler
     warmup, total_steps, decay = cfg.warmup_steps, cfg.total_steps, training.lr_decay
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_multiplier(step, warmup, total_steps, decay=decay))
     return optimizer, scheduler, scaler
+
+
+def _planned_lr(cfg: TrialConfig, optimizer) -> torch.optim.lr_scheduler.LambdaLR:
+    """Branch mode's schedule: this run's k-th optimizer step at ``plan.lr_at`` of the samples it starts at
+    and its batch, as a factor of the LR the optimizer was built at (``cfg.peak_lr``), so layer-wise LR decay's
+    groups keep their ratios. Counted in steps taken, as the scratch schedule is: a restart's scheduler state
+    is the step it resumes at."""
+    run, reference = cfg.plan, cfg.peak_lr
+    steps = run.steps()
+
+    def factor(step: int) -> float:
+        return run.lr_at(*steps[min(step, len(steps) - 1)]) / reference
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 def _restore(cfg: TrialConfig, session, model, optimizer, scheduler, scaler) -> tuple[int, dict]:
@@ -457,8 +524,34 @@ def _restore(cfg: TrialConfig, session, model, optimizer, scheduler, scaler) -> 
     # A restarted trial (dead worker, resumed experiment) continues from its last milestone, clocks included.
     step, saved = load_state(checkpoint, model, optimizer, scheduler, scaler) if checkpoint else (0, {})
     if step and session.rank == 0:
-        print(f"trial: resumed from its checkpoint at {step * cfg.batch_size} samples", flush=True)
+        print(f"trial: resumed from its checkpoint at {_samples_after(cfg, step)} samples", flush=True)
+    if not checkpoint and cfg.plan is not None and cfg.plan.role == "branch":
+        return 0, _start_branch(cfg, session, model, optimizer, scheduler, scaler)
     return step, saved
+
+
+def _start_branch(cfg: TrialConfig, session, model, optimizer, scheduler, scaler) -> dict:
+    """A branch's start: wait for the trunk's checkpoint at ``start_samples``, take its weights and optimizer
+    state (``checkpoint.load_branch_start``), set the LR back to the branch's own (the loaded state carries
+    the trunk's), and return what the branch continues from the trunk: its data position and first loss (the
+    divergence test's reference), not its clocks."""
+    run = cfg.plan
+    path = run.checkpoint_path(run.start_samples)
+    wait_for_trunk(path, run.checkpoint_dir, log=lambda line: print(line, flush=True) if session.rank == 0 else None)
+    trunk = load_branch_start(path, model, optimizer, scaler)
+    for group, lr in zip(optimizer.param_groups, scheduler.get_last_lr()):
+        group["lr"] = lr
+    if session.rank == 0:
+        print(f"branch: started from the trunk's checkpoint at {run.start_samples} samples", flush=True)
+    return {"samples_drawn": trunk["samples_drawn"], "first_loss": trunk.get("first_loss")}
+
+
+def _samples_after(cfg: TrialConfig, step: int) -> int:
+    """Samples seen after ``step`` optimizer steps of this run (absolute in branch mode)."""
+    if cfg.plan is None:
+        return step * cfg.batch_size
+    steps = cfg.plan.steps()
+    return cfg.plan.stop_samples if step >= len(steps) else steps[step][0]
 
 
 def _setup_data(cfg: TrialConfig, source, session, plan: BatchPlan, drawn: int):
@@ -466,6 +559,8 @@ def _setup_data(cfg: TrialConfig, source, session, plan: BatchPlan, drawn: int):
     examples a checkpoint says were taken."""
     training = cfg.spec.training
     dataset, collate = source.training_data()
+    if cfg.plan is not None and cfg.plan.largest_batch:
+        dataset = _whole_batches(dataset, cfg.plan.largest_batch)
     workers = cfg.dataloader_workers
     # The loop's own DistributedSampler, seeded by the trial, one worker included: its shuffle is a function
     # of (seed, epoch), which a restart can replay. Ray's prepare_data_loader leaves it in place; without it,
@@ -479,6 +574,16 @@ def _setup_data(cfg: TrialConfig, source, session, plan: BatchPlan, drawn: int):
         pin_memory=cfg.use_gpu if training.pin_memory is None else training.pin_memory,
         persistent_workers=workers > 0 if training.persistent_workers is None else training.persistent_workers))
     return _endless_micro_batches(loader, drawn=drawn // plan.micro_batch)
+
+
+def _whole_batches(dataset, batch: int):
+    """The first whole number of ``batch`` examples of ``dataset`` (branch mode: ``BranchPlan.largest_batch``):
+    every run's epoch is then a whole number of its micro-batches, so runs with different micro-batches walk
+    the same data order with the same epoch boundaries."""
+    usable = len(dataset) // batch * batch
+    if not usable:
+        raise ValueError(f"branch mode: the training set ({len(dataset)} examples) holds no whole batch of {batch}")
+    return dataset if usable == len(dataset) else torch.utils.data.Subset(dataset, range(usable))
 
 
 def _setup(cfg: TrialConfig, data, session) -> tuple[_Parts, _Progress]:
@@ -496,15 +601,19 @@ def _setup(cfg: TrialConfig, data, session) -> tuple[_Parts, _Progress]:
     drawn = saved.get("samples_drawn", step * plan.accumulation * plan.micro_batch)
     micro_batches = _setup_data(cfg, source, session, plan, drawn)
     params = [p for p in model.parameters() if p.requires_grad]
-    noise, local_sqnorm = _attach_noise_probe(model, params, plan) if training.noise_scale else (None, None)
+    # Branch mode measures the noise scale on the trunk only: its B_simple is what the branch summary plots.
+    measured = training.noise_scale and (cfg.plan is None or cfg.plan.role == "trunk")
+    noise, local_sqnorm = _attach_noise_probe(model, params, plan) if measured else (None, None)
     parts = _Parts(model=model, forward=forward, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
                    amp_dtype=amp_dtype, plan=plan, eval_batch=eval_batch, micro_batches=micro_batches,
                    params=params, is_ddp=hasattr(model, "no_sync"),
                    clip=training.grad_clip_norm if training.grad_clip_norm is not None else float("inf"),
                    noise=noise, local_sqnorm=local_sqnorm, source=source)
-    progress = _Progress(step=step, drawn=drawn, resumed_from_samples=step * cfg.batch_size,
+    samples = _samples_after(cfg, step)
+    progress = _Progress(step=step, drawn=drawn, resumed_from_samples=samples if step else 0,
                          loop_start=time.perf_counter() - saved.get("wall_time_s", 0.0),
-                         train_time=saved.get("train_time_s", 0.0), first_loss=saved.get("first_loss"))
+                         train_time=saved.get("train_time_s", 0.0), first_loss=saved.get("first_loss"),
+                         samples=samples)
     return parts, progress
 
 
@@ -514,25 +623,34 @@ def train_loop(cfg: TrialConfig, data, session) -> None:
     """Train one (batch size, alpha, warmup) configuration to the equal-sample budget, reporting at
     every milestone. Stops early, reporting ``diverged=True`` and the worst metric, on a non-finite loss
     or gradient norm, or when a report interval's mean loss exceeds ``divergence_factor`` × the first
-    step's loss (Adam at a far too high LR blows the loss up without ever producing a NaN)."""
+    step's loss (Adam at a far too high LR blows the loss up without ever producing a NaN).
+
+    Branch mode (``cfg.plan``, see ``branch_plan``): the same loop in samples, from the plan's start to its
+    stop, each step at the plan's batch and LR, reporting at the plan's points. The trunk publishes its state
+    at each branch point for the branches (``checkpoint.publish_state``) and marks its end (``TRUNK_DONE``);
+    a branch starts from the trunk's state at its point (``_start_branch``)."""
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank (DDP also broadcasts)
-    total_steps = cfg.total_steps
-    report_at = set(milestones(cfg.budget_samples, cfg.spec.training.eval_every_samples))
+    run = cfg.plan
+    stop = run.stop_samples if run else cfg.total_steps * cfg.batch_size
+    report_at = set(run.report_at if run else milestones(cfg.budget_samples, cfg.spec.training.eval_every_samples))
+    save_at = set(run.save_at) if run and run.role == "trunk" else set()
     parts, progress = _setup(cfg, data, session)
     gauges = TrialGauges(cfg.trial_id, cfg.batch_size, cfg.metric) if cfg.trial_id and session.rank == 0 else None
-    drawn_per_step = parts.plan.accumulation * parts.plan.micro_batch
     parts.model.train()
-    while progress.step < total_steps:
+    while progress.samples < stop:
+        if run is not None:  # the batch of this step; the micro-batch stays the run's
+            parts.plan = _batch_plan_for(run.batch_at(progress.samples), parts.plan.micro_batch, parts.plan.workers)
         t0 = time.perf_counter()
         readings = _optimizer_step(cfg, session, parts)
-        progress.drawn += drawn_per_step
+        progress.drawn += parts.plan.accumulation * parts.plan.micro_batch
         if readings.skipped:
             continue
         if readings.diverged:
             _report_divergence(session, cfg, parts.plan, progress, readings, readings.loss)
-            return
+            break
         progress.step += 1
+        progress.samples += parts.plan.batch_size
         if progress.first_step_at is None:
             progress.first_step_at = time.time()
             progress.first_loss = readings.loss if progress.first_loss is None else progress.first_loss
@@ -541,9 +659,32 @@ def train_loop(cfg: TrialConfig, data, session) -> None:
         progress.train_time += elapsed
         progress.interval_loss += readings.loss
         progress.interval_steps += 1
-        if progress.step * cfg.batch_size in report_at and not _at_milestone(cfg, data, session, parts, progress,
-                                                                             readings, gauges):
-            return
+        progress.interval_samples += parts.plan.batch_size
+        if progress.samples in report_at and not _at_milestone(cfg, data, session, parts, progress, readings,
+                                                               gauges):
+            break
+        if progress.samples in save_at and session.rank == 0:
+            _publish_for_branches(cfg, parts, progress)
+    if run is not None and run.role == "trunk" and session.rank == 0:
+        _mark_trunk_done(run.checkpoint_dir, progress)
+
+
+def _publish_for_branches(cfg: TrialConfig, parts: _Parts, progress: _Progress) -> None:
+    """The trunk's state at a branch point, where the branches from it read it: everything a restart would
+    take, and the data position a branch continues the trunk's data order from."""
+    path = cfg.plan.checkpoint_path(progress.samples)
+    if publish_state(path, parts.model, parts.optimizer, parts.scheduler, parts.scaler, progress.step, {
+            "samples_drawn": progress.drawn, "first_loss": progress.first_loss, "samples_seen": progress.samples,
+            "micro_batch": parts.plan.micro_batch}):
+        print(f"trunk: checkpoint for the branches at {progress.samples} samples: {path}", flush=True)
+
+
+def _mark_trunk_done(checkpoint_dir: str, progress: _Progress) -> None:
+    """``TRUNK_DONE`` in the trunk's checkpoint directory: the trunk has ended (finished or diverged) and will
+    write no more checkpoints, so a branch still waiting for one can stop waiting."""
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    with open(os.path.join(checkpoint_dir, TRUNK_DONE), "w") as marker:
+        marker.write(f"{progress.samples}\n")
 
 
 def _optimizer_step(cfg: TrialConfig, session, parts: _Parts) -> StepReadings:
@@ -575,7 +716,7 @@ def _optimizer_step(cfg: TrialConfig, session, parts: _Parts) -> StepReadings:
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
         return StepReadings(step_loss, grad_norm, math.nan, skipped=True, diverged=False)
-    lr = parts.scheduler.get_last_lr()[0]
+    lr = optimizer.param_groups[0]["lr"]  # what the step is taken at (the scheduler's last LR, or a branch's own)
     # The clipped norm is of the all-reduced gradient, so every rank takes the same branch here; a
     # local loss can only be trusted alone when there is a single rank.
     if not math.isfinite(grad_norm) or (session.world_size == 1 and not math.isfinite(step_loss)):
@@ -597,7 +738,7 @@ def _accumulate_gradients(cfg: TrialConfig, session, parts: _Parts, batches: lis
     local_items = [source.items_in(batch) for batch in batches]
     # Examples per step are known; a causal LM's target tokens (or a user collator's num_items_in_batch)
     # are summed over the workers (one scalar).
-    step_items = sum(local_items) if source.items_vary else cfg.batch_size
+    step_items = sum(local_items) if source.items_vary else parts.plan.batch_size  # this step's batch
     if source.items_vary and session.world_size > 1:
         step_items = int(session.all_reduce(torch.tensor(step_items, device=device)))
     # Each micro-batch's summed loss over the step's items is its share of the step's mean; DDP averages
@@ -625,12 +766,14 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: _Parts, progress: _Pro
                   gauges: Optional[TrialGauges]) -> bool:
     """Evaluate (and at the full budget the dev set), check the interval for divergence, report, and
     checkpoint (rank 0). False when the trial diverged (reported as such) and must stop."""
-    samples = progress.step * cfg.batch_size
+    samples = progress.samples
     evaluation = parts.source.evaluate(parts.forward, session, cfg, batch_size=parts.eval_batch)
     if samples == cfg.budget_samples and parts.source.has_dev:
         dev = parts.source.evaluate(parts.forward, session, cfg, on_dev=True, batch_size=parts.eval_batch)
-        evaluation.update({f"dev_{key}": dev[key] for key in ("accuracy", "eval_loss", "eval_examples") if key in dev})
+        evaluation.update({f"dev_{key}": dev[key] for key in ("accuracy", "bleu", "eval_loss", "eval_examples") if key in dev})
     noise = _noise_metrics(parts.noise, session)
+    if cfg.plan is not None and cfg.plan.role != "trunk":
+        noise["noise_scale_note"] = f"not measured on a branch-mode {cfg.plan.role} run (the trunk's is plotted)"
     # Mean training loss over the interval and the first step's loss, averaged over workers: every
     # rank sees the same numbers and takes the same branch.
     train_loss, initial_loss = (session.all_reduce(torch.tensor(
@@ -641,10 +784,11 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: _Parts, progress: _Pro
         return False
     report = _trial_report(
         cfg, parts.plan, progress, readings, train_loss, evaluation=evaluation, **noise,
-        warmup_steps=cfg.warmup_steps, samples_per_s=progress.interval_steps * cfg.batch_size / progress.interval_time,
+        warmup_steps=cfg.warmup_steps, samples_per_s=progress.interval_samples / progress.interval_time,
         train_time_s=progress.train_time, first_step_at=progress.first_step_at, trial_started_at=cfg.started_at,
         reported_at=time.time(), diverged=False, resumed_from_samples=progress.resumed_from_samples)
     progress.interval_time, progress.interval_loss, progress.interval_steps = 0.0, 0.0, 0
+    progress.interval_samples = 0
     metrics = report.to_dict()
     if gauges is not None:
         gauges.publish(metrics)
@@ -659,12 +803,17 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: _Parts, progress: _Pro
 
 def _trial_report(cfg: TrialConfig, plan: BatchPlan, progress: _Progress, readings: StepReadings,
                   train_loss: float, **fields_of_this_report) -> TrialReport:
-    """The report at the trial's current step: what every report has, plus this one's own fields."""
+    """The report at the trial's current step: what every report has, plus this one's own fields. ``plan``
+    is the batch in use (branch mode: the last step's, with its peak LR by the alpha rule)."""
+    run = cfg.plan
     return TrialReport(
-        samples_seen=progress.step * cfg.batch_size, steps=progress.step, batch_size=cfg.batch_size,
-        alpha=cfg.alpha, warmup_fraction=cfg.warmup_fraction, peak_lr=cfg.peak_lr, lr=readings.lr,
+        samples_seen=progress.samples, steps=progress.step, batch_size=plan.batch_size,
+        alpha=cfg.alpha, warmup_fraction=cfg.warmup_fraction,
+        peak_lr=run.peak_lr(plan.batch_size) if run else cfg.peak_lr, lr=readings.lr,
         train_loss=train_loss, grad_norm=readings.grad_norm, wall_time_s=time.perf_counter() - progress.loop_start,
         micro_batch=plan.micro_batch, accumulation=plan.accumulation, workers=plan.workers, node_id=ray_node_id(),
+        role=run.role if run else None, start_samples=run.start_samples if run else None,
+        tokens_seen=progress.samples * cfg.tokens_per_sample if cfg.tokens_per_sample else None,
         **fields_of_this_report)
 
 
@@ -682,8 +831,10 @@ def ray_node_id() -> str:
 def _report_divergence(session, cfg: TrialConfig, plan: BatchPlan, progress: _Progress, readings: StepReadings,
                        train_loss: float) -> None:
     """Report a diverged trial: the worst metric for its task, no checkpoint."""
-    worst = {name: value for name, value in WORST_METRIC.items()
-             if cfg.task == "sequence-classification" or name != "accuracy"}
+    worst = {name: value for name, value in WORST_METRIC.items() if name in _METRICS_OF_EVERY_TASK
+             or (name, cfg.task) in (("accuracy", "sequence-classification"), ("bleu", "seq2seq"))}
+    if cfg.metric not in worst:  # a compute_metrics key: the worst its direction allows
+        worst[cfg.metric] = -math.inf if cfg.spec.search.mode == "max" else math.inf
     report = _trial_report(cfg, plan, progress, readings, train_loss, evaluation=worst, diverged=True)
     session.report(report.to_dict(), None)
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["ReportError", "META_FILE", "write_meta", "read_meta", "load_history", "error_lines", "failed_trials",
-           "first_error"]
+__all__ = ["ReportError", "META_FILE", "write_meta", "read_meta", "load_history", "with_tokens_seen", "error_lines",
+           "failed_trials", "first_error"]
 
 META_FILE = "cbs_spec.json"  # metric, mode, budget, the spec: what the report needs beyond Tune's results
 
@@ -51,7 +51,8 @@ def read_meta(experiment_uri: str) -> dict:
 
 
 def load_history(experiment_uri: str) -> pd.DataFrame:
-    """Every milestone every trial reported, from Tune's persisted results."""
+    """Every milestone every trial reported, from Tune's persisted results; with packed texts (the metadata's
+    ``tokens_per_sample``) also ``tokens_seen`` (``with_tokens_seen``)."""
     from ray.tune import ExperimentAnalysis
 
     try:
@@ -64,7 +65,24 @@ def load_history(experiment_uri: str) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame()
     # A trial restarted from a checkpoint older than its last report reports that milestone again.
-    return pd.concat(frames, ignore_index=True).drop_duplicates(["trial_id", "samples_seen"], keep="last")
+    history = pd.concat(frames, ignore_index=True).drop_duplicates(["trial_id", "samples_seen"], keep="last")
+    try:
+        tokens = read_meta(experiment_uri).get("tokens_per_sample")
+    except ReportError:  # an experiment without cbs-ray's metadata (the probe's): samples only
+        tokens = None
+    return with_tokens_seen(history, tokens)
+
+
+def with_tokens_seen(history: pd.DataFrame, tokens_per_sample: int | None) -> pd.DataFrame:
+    """``history`` with a ``tokens_seen`` column, ``samples_seen × tokens_per_sample``, where the texts were
+    packed (``budget.tokens_per_sample``: every sample the same tokens); rows that reported it keep theirs.
+    Unchanged without packing (None), where samples hold different numbers of tokens."""
+    if not tokens_per_sample or history.empty or "samples_seen" not in history:
+        return history
+    computed = history["samples_seen"] * int(tokens_per_sample)
+    history = history.copy()
+    history["tokens_seen"] = history["tokens_seen"].fillna(computed) if "tokens_seen" in history else computed
+    return history
 
 
 def error_lines(trial) -> list[str]:

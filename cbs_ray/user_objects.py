@@ -33,9 +33,10 @@ The budget still counts examples (``samples_seen``) either way.
 How the loop uses the bundle: ``UserObjects`` answers the same questions as the built-in path's
 ``train_loop.BuiltinSource`` (build the model, the training set and its collator, the items of a batch,
 a batch's inputs, its summed loss, the evaluation), and the loop asks whichever one it was given. It
-travels as the ``data`` of ``experiment.prepare``'s result: ``tune.with_parameters`` puts it in Ray's
-object store once per experiment, not in any trial's config, and a multi-worker trial hands it to its
-Ray Train workers.
+travels as the ``data`` of ``experiment.prepare``'s result: the driver puts it in Ray's object store once
+per Tune experiment, and trials and their Ray Train workers carry only its ``trial.DataRef`` and fetch it
+where the loop runs (numpy arrays zero-copy; torch tensors are copied into each process unless Ray's
+``RAY_ENABLE_ZERO_COPY_TORCH_TENSORS=1``), never in any trial's config.
 
 The noise scale needs nothing of the model beyond its gradients: more than one worker (DDP's
 communication hook) or gradient accumulation on one. Bad input is found on the driver, before any Ray
@@ -50,6 +51,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Optional
 
+import numpy as np
 import torch
 
 from .spec import DataSpec, ModelSpec, SearchSpec, SpecError
@@ -61,6 +63,9 @@ ARGUMENTS = ("model_init", "train_dataset", "eval_dataset", "data_collator", "co
 """``run_search``'s and ``resume_search``'s keyword arguments for the objects, HF Trainer's names."""
 
 _REQUIRED = ARGUMENTS[:3]
+
+PROBE_ITEMS = 512
+"""How many of the first training items the micro-batch probe looks through for the longest."""
 
 LOOP_METRICS = ("eval_loss", "perplexity")
 """What the loop computes itself from the model's loss; any other ``search.metric`` needs compute_metrics."""
@@ -119,6 +124,23 @@ class UserObjects:
 
     def evaluate(self, model, session, cfg, *, on_dev: bool = False, batch_size: Optional[int] = None) -> dict:
         return evaluate(self, model, session, cfg, batch_size=batch_size)
+
+    def probe_workload(self, model: torch.nn.Module, device) -> tuple[dict, int, Callable[[int], dict]]:
+        """What the micro-batch probe (``training.probe_micro_batch``) trains on instead of random tokens:
+        (the probe cache's model key, the items' length, ``batch_of(m)``). ``batch_of(m)`` collates ``m``
+        copies of the longest of the first ``PROBE_ITEMS`` training items, on ``device``: the largest batch the
+        collator makes from them, so a size that fits the probe fits the training steps drawn from the
+        same data. The key names the model's class, its parameter count and that length."""
+        sample = [self.train_dataset[i] for i in range(min(PROBE_ITEMS, len(self.train_dataset)))]
+        longest = max(sample, key=_item_size)
+        size = _item_size(longest)
+        params = sum(p.numel() for p in model.parameters())
+        key = {"name": f"model_init:{type(model).__module__}.{type(model).__name__}:{params}-params"}
+
+        def batch_of(m: int) -> dict:
+            return model_inputs(self.collate([longest] * m), device)
+
+        return key, size, batch_of
 
 
 def user_objects(**given) -> Optional[UserObjects]:
@@ -280,9 +302,15 @@ def _options_the_objects_cannot_take(spec: SearchSpec) -> None:
     if t.label_smoothing:
         raise SpecError("training.label_smoothing: the model from model_init computes its own loss; smooth the "
                         "labels there")
-    if t.probe_micro_batch:
-        raise SpecError("training.probe_micro_batch: not available with model_init yet (the probe trains on "
-                        "random token ids); set training.micro_batch_size")
+    if t.budget_tokens is not None:
+        raise SpecError("training.budget_tokens: counts the tokens of the spec's own packed texts; your "
+                        "train_dataset is used as given: set training.budget_samples (samples × your tokens per sample)")
+
+
+def _item_size(item) -> int:
+    """An item's size as the collator sees it: the elements of its tensors, arrays and lists."""
+    values = item.values() if isinstance(item, Mapping) else item if isinstance(item, (tuple, list)) else [item]
+    return sum(v.numel() if torch.is_tensor(v) else int(np.size(v)) for v in values)
 
 
 def _length(dataset, name: str) -> int:

@@ -52,6 +52,9 @@ BAD = [
      "search.study_storage: the grid strategy does not use Optuna"),
     (["data.builtin_negation=1.5"], "data.builtin_negation: must be in [0, 1], got 1.5"),
     (["training.adam_beta1=1.0"], "training.adam_beta1: must be in [0, 1), got 1.0"),
+    (["search.metric=f1 score"], "search.metric: must be a metric's name (accuracy, eval_loss, perplexity, bleu, "
+                                 "or a key compute_metrics returns), got 'f1 score'"),
+    (["branch.tolerance=1.0"], "branch.tolerance: must be in [0, 1), got 1.0"),
     (["training.adam_beta2=-0.1"], "training.adam_beta2: must be in [0, 1), got -0.1"),
     (["search.turning_point=smooth"], "search.turning_point:"),
     (["training.budget_sample=1"], "training.budget_sample: unknown key"),
@@ -130,11 +133,15 @@ BAD = [
     (["resources.cpus_per_worker=0"], "resources.cpus_per_worker: must be at least 1, got 0"),
     (["resources.max_failures=-1"], "resources.max_failures: must be >= 0, got -1"),
     (["resources.max_concurrent_trials=0"], "resources.max_concurrent_trials: must be at least 1"),
+    (["data.max_target_length=1"], "data.max_target_length: must be at least 2, got 1"),
+    (["generation.max_new_tokens=0"], "generation.max_new_tokens: must be positive, got 0"),
+    (["generation.num_beams=0"], "generation.num_beams: must be at least 1, got 0"),
     # Was a ZeroDivisionError: each field's own checks come before the rules that relate fields.
     (["search.batch_sizes=auto", "resources.workers_per_trial=0"],
      "resources.workers_per_trial: must be at least 1, got 0"),
     # A value that should not be set at all is told so before its own range is checked.
-    (["training.budget_epochs=0"], "training: set exactly one of budget_samples and budget_epochs"),
+    (["training.budget_epochs=0"], "training: set exactly one of budget_samples, budget_epochs and budget_tokens"),
+    (["training.budget_samples=null", "training.budget_tokens=0"], "training.budget_tokens: must be positive, got 0"),
 ]
 
 

@@ -222,6 +222,18 @@ def test_the_plain_example_trains_and_reports_its_own_metrics():
     assert last["accuracy"] > 0.5  # four classes: learned something in 256 samples
 
 
+def test_search_metric_may_be_any_key_compute_metrics_returns_and_only_then():
+    reports = train_objects(plain.objects(train_examples=512, eval_examples=101),
+                            ["search.metric=worst_class_recall", "search.mode=max"]).reports
+    assert 0.0 <= reports[-1]["worst_class_recall"] <= 1.0
+    # The spec's own model and data report only the loop's metrics: another name is one line naming the fix.
+    with pytest.raises(SpecError, match="^search.metric: f1 is not one the spec's model and data report .*"
+                                        "compute_metrics"):
+        prepare(load_spec(None, ["search.metric=f1"]))
+    with pytest.raises(SpecError, match="^search.metric: must be a metric's name"):
+        load_spec(None, ["search.metric='f1 score'"])
+
+
 def test_four_micro_batches_update_like_one_batch_of_the_users_model():
     objects = plain.objects(train_examples=256, eval_examples=64)
     whole = train_objects(objects, ["training.micro_batch_size=32", "training.optimizer=sgd"])
@@ -229,6 +241,39 @@ def test_four_micro_batches_update_like_one_batch_of_the_users_model():
     assert (whole.reports[0]["accumulation"], split.reports[0]["accumulation"]) == (1, 4)
     for name, value in whole.weights[-1].items():
         assert torch.allclose(value, split.weights[-1][name], atol=2e-6), name
+
+
+def test_the_micro_batch_probe_trains_on_copies_of_the_users_longest_item(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # the probe cache (~/.cache/cbs_ray) starts empty, in tmp_path
+    batches = []
+
+    class Longest(torch.utils.data.Dataset):
+        """Blobs whose item 5 is its longest: 8 zeros after its features (which the collator drops)."""
+
+        def __init__(self, size):
+            self.blobs = plain.Blobs(size, seed=1)
+
+        def __len__(self):
+            return len(self.blobs)
+
+        def __getitem__(self, i):
+            x, y = self.blobs[i]
+            return (torch.nn.functional.pad(x, (0, 8)) if i == 5 else x), y
+
+    def padding_collate(items):
+        batches.append(items)
+        return plain.collate([(x[:plain.DIM], y) for x, y in items])
+
+    objects = {**plain.objects(train_examples=256, eval_examples=64), "train_dataset": Longest(256),
+               "data_collator": padding_collate}
+    reports = train_objects(objects, ["training.probe_micro_batch=true", "training.memory_limit_gb=64"]).reports
+    longest = Longest(256)[5][0]
+    probed = [len(items) for items in batches if all(torch.equal(x, longest) for x, _ in items)]
+    # Powers of two up to the probe's limit (the largest batch, 32), each with the 10 % margin: ceil(p / 0.9).
+    assert probed == [2, 3, 5, 9, 18, 36]
+    assert reports[0]["micro_batch"] == 32
+    key, = json.loads((tmp_path / ".cache" / "cbs_ray" / "micro_batch.json").read_text())
+    assert key.startswith("model_init:cbs_example_plain_torch.MLP:") and "|seq=" in key
 
 
 class Tokens(torch.utils.data.Dataset):

@@ -1,0 +1,257 @@
+"""Branch mode (search.method: branch) from the outside: its bad input is one line and exit code 2 before Ray
+starts; what it costs and which alpha the schedule run follows, on hand-built inputs; and end to end on a
+real local Ray (marked e2e): the trunk and branches as Tune trials, summary.json's keys, the schedule run."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from cbs_ray.branch_plan import resolve_branching
+from cbs_ray.branch_search import branch_search_samples, schedule_alpha, scratch_search_samples
+from cbs_ray.search import main
+from cbs_ray.spec import SpecError, load_spec
+
+LM = "search_spaces/tiny_causal_lm.yaml"
+BRANCH = ["search.method=branch"]
+
+
+def _sets(overrides):
+    return [a for o in overrides for a in ("--set", o)]
+
+
+# The issue's four bad inputs (and the rules around them), each one line naming its key, exit code 2.
+BAD = [
+    (["branch.window=0.75", "branch.checkpoints=[0.5]"],
+     "branch.window: 6144 samples from the checkpoint at 4096 run past the budget (8192); only 4096 remain"),
+    (["branch.trunk_batch_size=32", "branch.batch_sizes=[16, 64]"],
+     "branch.batch_sizes: a branch's batch must be larger than the trunk's (branch.trunk_batch_size 32), got 16"),
+    (["branch.trunk_batch_size=64", "branch.batch_sizes=null"],
+     "branch.batch_sizes: no batch size larger than the trunk's (64) to branch at"),
+    (["branch.checkpoints=[0.25, 1.5]"], "branch.checkpoints: a fraction of the budget must be in (0, 1), got 1.5"),
+    (["branch.checkpoints=[0.0]"], "branch.checkpoints: a fraction of the budget must be in (0, 1), got 0.0"),
+    (["branch.window=1.0"], "branch.window: a fraction of the budget must be in (0, 1), got 1.0"),
+    (["branch.checkpoints=[0]"], "branch.checkpoints: must be a positive number of samples, got 0"),
+    (["branch.trunk_batch_size=12"], "branch.trunk_batch_size: batch size must be a power of two, got 12"),
+    (["branch.batch_sizes=[16, 4096]"],
+     "training.eval_every_samples: must be a multiple of the largest branch batch 4096, got 2048"),
+    (["search.batch_sizes=[16, 32]", "branch.trunk_batch_size=8", "resources.workers_per_trial=16"],
+     "branch.trunk_batch_size: 8 does not split over resources.workers_per_trial=16 workers"),
+    (["branch.alphas=[]"], "branch.alphas: expected a non-empty list of numbers"),
+    (["search.batch_sizes=auto"], "search.batch_sizes: auto is not available with search.method branch"),
+    (["search.strategy=tpe", "search.study_storage=sqlite:///x.db"],
+     "search.study_storage: search.method branch trains a fixed grid"),
+    (["tracking.tensorboard=true"], "tracking: not available with search.method branch yet"),
+    (["storage_path=s3://bucket/runs"], "storage_path: search.method branch writes the trunk's checkpoints"),
+]
+
+
+@pytest.mark.parametrize("overrides,message", BAD, ids=[b[1].split(":")[0] + str(i) for i, b in enumerate(BAD)])
+def test_bad_branch_spec_is_one_line_and_exit_2_before_ray(overrides, message, capsys):
+    import ray
+
+    assert main(["--space", LM, "--dry-run", *_sets(BRANCH + overrides)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err
+    # The same without --dry-run: the error comes before Ray starts.
+    assert main(["--space", LM, *_sets(BRANCH + overrides)]) == 2
+    assert message in capsys.readouterr().err
+    assert not ray.is_initialized()
+
+
+def test_token_budget_for_a_classification_task_is_one_line_and_exit_2(capsys):
+    # The issue's fourth bad input; the rule is the token budget's (training.budget_tokens, causal-lm only).
+    assert main(["--dry-run", *_sets(BRANCH + ["training.budget_samples=null", "training.budget_tokens=65536"])]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: training.budget_tokens: ") and "unknown key" not in err and "\n" not in err
+
+
+def test_window_past_the_budget_once_the_budget_resolves_from_epochs(capsys):
+    # The budget in epochs is known only once the data are: 0.5 epochs of 16384 sentences = 8192 samples,
+    # whose last checkpoint (6144) leaves 2048 samples, less than the 4096-sample window.
+    overrides = BRANCH + ["training.budget_samples=null", "training.budget_epochs=0.5",
+                          "data.builtin_train_examples=16384", "branch.checkpoints=[6144]", "branch.window=4096"]
+    load_spec(LM, overrides)  # valid as far as the spec alone can tell
+    assert main(["--space", LM, *_sets(overrides)]) == 2
+    assert "branch.window: 4096 samples from the checkpoint at 6144 run past the budget (8192); only 2048 remain" \
+        in capsys.readouterr().err
+
+
+def test_validate_schedule_needs_branch_mode(capsys):
+    assert main(["--space", LM, "--dry-run", "--validate-schedule"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: branch.validate_schedule: validates the schedule a branch search recommends; set "
+                   "search.method=branch (--validate-schedule)")
+    assert main(["--resume", "/tmp", "--validate-schedule"]) == 2
+    assert "drop --validate-schedule" in capsys.readouterr().err
+
+
+def test_a_branch_section_is_ignored_by_the_scratch_method():
+    spec = load_spec(LM, ["branch.checkpoints=[0.5]", "branch.batch_sizes=[4096]"])
+    assert spec.search.method == "scratch"
+
+
+def test_dry_run_prints_the_branch_plan_and_its_cost(capsys):
+    assert main(["--space", LM, "--dry-run", "--validate-schedule", *_sets(BRANCH)]) == 0
+    out = capsys.readouterr().out
+    # tiny_causal_lm.yaml: budget 8192, trunk B=8 (the smallest batch), branches at 16..256, alphas [0.5, 1.0];
+    # default checkpoints 1/8, 1/4, 1/2 of the budget, window 1/8: 3 x 5 x 2 = 30 branches of 1024 samples.
+    assert "trunk: B=8" in out
+    assert "checkpoints at 1024, 2048, 4096 samples; window 1024 samples" in out
+    assert "branches: B in [16, 32, 64, 128, 256] x alpha in [0.5, 1.0] from each checkpoint = 30 trials" in out
+    # 8192 (trunk) + 30 x 1024 + 8192 (schedule run) = 47104; from scratch: 8192 x (1 + 5 x 2) = 90112.
+    assert "samples trained: 47104 (trunk 8192 + branches 30720 + schedule run 8192)" in out
+    assert "90112 (0.52 of it)" in out
+
+
+def test_samples_of_branch_and_scratch_searches():
+    br = resolve_branching(load_spec(LM, BRANCH + ["branch.batch_sizes=null"]), 8192)  # 16, 32, 64
+    assert branch_search_samples(br) == 8192 + 3 * 3 * 2 * 1024 == 26624
+    assert branch_search_samples(br, validate_schedule=True) == 26624 + 8192
+    assert scratch_search_samples(br) == 8192 * (1 + 3 * 2) == 57344
+
+
+def _report(role, samples, loss, *, start=0, batch=8, alpha=0.75):
+    return {"role": role, "samples_seen": samples, "start_samples": start, "batch_size": batch, "alpha": alpha,
+            "eval_loss": loss}
+
+
+def test_schedule_alpha_is_the_one_that_won_most_passing_branches():
+    br = resolve_branching(load_spec(LM, BRANCH + ["branch.checkpoints=[1024, 2048]", "branch.tolerance=0.01"]), 8192)
+    assert (br.window_samples, br.tolerance, br.trunk_alpha) == (1024, 0.01, 0.75)
+    rows = [_report("trunk", 2048, 3.00), _report("trunk", 3072, 2.50)]
+    # From 1024 (trunk 3.00 at 2048; passing means <= 3.03): B=16's best alpha 1.0 (2.98) passes; B=32's best
+    # alpha 0.5 (3.02) passes; B=64's best (3.50) fails, so its alpha 1.0 does not count.
+    rows += [_report("branch", 2048, loss, start=1024, batch=b, alpha=a) for b, a, loss in [
+        (16, 0.5, 3.01), (16, 1.0, 2.98), (32, 0.5, 3.02), (32, 1.0, 3.10), (64, 0.5, 3.60), (64, 1.0, 3.50)]]
+    # From 2048 (trunk 2.50 at 3072; passing <= 2.525): B=16's best alpha 1.0 (2.49) passes.
+    rows += [_report("branch", 3072, loss, start=2048, batch=b, alpha=a) for b, a, loss in [
+        (16, 0.5, 2.60), (16, 1.0, 2.49), (32, 1.0, 2.90), (64, 1.0, 3.0)]]
+    # A branch's report inside its window does not count (only the window's end does).
+    rows += [_report("branch", 1536, 1.0, start=1024, batch=64, alpha=0.5)]
+    assert schedule_alpha(pd.DataFrame(rows), br) == 1.0  # alpha 1.0 won twice, 0.5 once
+
+
+def test_schedule_alpha_on_a_tie_and_when_nothing_passes():
+    br = resolve_branching(load_spec(LM, BRANCH + ["branch.checkpoints=[1024]", "branch.tolerance=0.01"]), 8192)
+    tie = [_report("trunk", 2048, 3.0), _report("branch", 2048, 2.9, start=1024, batch=16, alpha=1.0),
+           _report("branch", 2048, 2.9, start=1024, batch=32, alpha=0.5)]
+    assert schedule_alpha(pd.DataFrame(tie), br) == 0.5  # one win each: the gentler LR
+    fail = [_report("trunk", 2048, 3.0), _report("branch", 2048, 3.2, start=1024, batch=16, alpha=1.0)]
+    assert schedule_alpha(pd.DataFrame(fail), br) == 0.75  # none passed: the trunk's alpha
+    assert schedule_alpha(pd.DataFrame(), br) == 0.75
+
+
+def test_trial_names_say_role_batch_and_checkpoint():
+    from types import SimpleNamespace
+
+    from cbs_ray.experiment import _trial_name
+
+    def name(config):
+        return _trial_name(SimpleNamespace(config=config, trial_id="abc_00001"))
+
+    assert name({"log2_batch": 4}) == "B16_abc_00001"
+    assert name({"role": "trunk", "log2_batch": 3}) == "trunk_B8_abc_00001"
+    assert name({"role": "branch", "log2_batch": 6, "start_samples": 2048, "alpha": 0.5}) == \
+        "branch_B64_from2048_a0.5_abc_00001"
+    assert name({"role": "schedule", "log2_batch": 3}) == "schedule_B8_abc_00001"
+
+
+def test_probe_of_a_branch_spec_is_a_plain_trial():
+    from cbs_ray.experiment import probe_spec
+
+    probe = probe_spec(load_spec(LM, BRANCH + ["branch.validate_schedule=true"]))
+    assert probe.search.method == "scratch" and not probe.branch.validate_schedule
+
+
+def test_run_search_refuses_objects_in_branch_mode():
+    from cbs_ray.branch_search import check_no_objects
+
+    with pytest.raises(SpecError, match="^search.method: branch runs on the spec's model and data"):
+        check_no_objects(object())
+    check_no_objects(None)
+
+
+# ---- end to end on a real local Ray ------------------------------------------------------------------
+
+# The tiny causal LM, shrunk: 4096 samples, reports every 1024; trunk B=8, branches at 16 and 32 from 1024
+# and 2048 for 1024 samples, two alphas each (8 branch trials); a small eval set.
+SMALL = BRANCH + ["training.budget_samples=4096", "training.eval_every_samples=1024",
+                  "asha.grace_period_samples=1024", "search.batch_sizes=[8, 16, 32]", "data.builtin_eval_examples=512",
+                  "data.builtin_train_examples=4096", "branch.checkpoints=[0.25, 0.5]", "branch.window=0.25",
+                  "branch.batch_sizes=[16, 32]", "branch.tolerance=0.01", "search.repeats=1"]
+
+
+@pytest.fixture(scope="module")
+def branch_search(tmp_path_factory):
+    from cbs_ray import run_search
+
+    root = tmp_path_factory.mktemp("branch")
+    spec = load_spec(LM, SMALL + ["branch.validate_schedule=true", f"storage_path={root / 'ray_results'}",
+                                  f"output_dir={root / 'out'}"])
+    return run_search(spec, verbose=0)
+
+
+@pytest.mark.e2e
+def test_trunk_and_branches_are_trials_of_one_tune_experiment(branch_search):
+    from ray.tune import ExperimentAnalysis
+
+    trials = ExperimentAnalysis(branch_search.experiment_path).trials
+    roles = sorted(t.config["role"] for t in trials)
+    assert roles == ["branch"] * 8 + ["trunk"]
+    assert all(t.status == "TERMINATED" for t in trials)
+    names = {str(t) for t in trials}
+    assert any(n.startswith("trunk_B8_") for n in names) and any(n.startswith("branch_B32_from2048_a1_")
+                                                                    for n in names)
+    history = branch_search.history
+    branches = history[history["role"] == "branch"]
+    # Each branch reports at its window's end, in absolute samples.
+    ends = branches.groupby("trial_id")["samples_seen"].max()
+    starts = branches.groupby("trial_id")["start_samples"].first()
+    assert ((ends - starts) == 1024).all() and set(starts) == {1024, 2048}
+
+
+@pytest.mark.e2e
+def test_summary_json_has_the_critical_batch_over_training_and_a_schedule(branch_search):
+    summary = json.loads((branch_search.output_dir / "summary.json").read_text())
+    points = summary["critical_batch_over_training"]
+    assert [p["samples_seen"] for p in points] == [1024, 2048]
+    assert all(p["batch_size"] in (8, 16, 32) for p in points)
+    schedule = summary["batch_size_schedule"]
+    assert schedule[0] == [0, 8] and all(b in (8, 16, 32) for _, b in schedule)
+    assert [b for _, b in schedule] == sorted(b for _, b in schedule)  # the batch never shrinks
+    assert (branch_search.output_dir / "report.html").is_file()
+
+
+@pytest.mark.e2e
+def test_validate_schedule_compares_the_schedule_run_with_the_trunk(branch_search):
+    summary = json.loads((branch_search.output_dir / "summary.json").read_text())
+    if len(summary["batch_size_schedule"]) < 2:  # the schedule kept the trunk's batch: no run to compare
+        assert summary["schedule_validation"] is None and branch_search.schedule_experiment_path is None
+        return
+    assert branch_search.schedule_experiment_path
+    assert (branch_search.history["role"] == "schedule").any()
+    assert summary["schedule_validation"] is not None
+
+
+@pytest.mark.e2e
+def test_the_report_command_rebuilds_a_branch_report(branch_search, tmp_path, capsys):
+    from cbs_ray.cli import report_main
+
+    assert report_main([branch_search.experiment_path, "--output", str(tmp_path / "again")]) == 0
+    again = json.loads((tmp_path / "again" / "summary.json").read_text())
+    first = json.loads((branch_search.output_dir / "summary.json").read_text())
+    assert again["critical_batch_over_training"] == first["critical_batch_over_training"]
+    assert again["batch_size_schedule"] == first["batch_size_schedule"]
+    assert "Report:" in capsys.readouterr().out
+
+
+@pytest.mark.e2e
+def test_resume_of_a_finished_branch_search_reports_it_again(branch_search, tmp_path):
+    from cbs_ray.experiment import resume_search
+
+    result = resume_search(branch_search.experiment_path, output_dir=str(tmp_path / "resumed"), verbose=0)
+    assert result.experiment_path == branch_search.experiment_path
+    assert result.schedule_experiment_path == branch_search.schedule_experiment_path
+    assert result.batch_size_schedule == branch_search.batch_size_schedule
+    assert len(result.history) == len(branch_search.history)  # nothing trained again
