@@ -30,8 +30,8 @@ from .lr_schedule import lr_multiplier, scaled_lr, warmup_steps
 if TYPE_CHECKING:
     from .spec import SearchSpec
 
-__all__ = ["Branching", "BranchPlan", "ROLES", "resolve_branching", "plan_from_config", "trunk_config",
-           "branch_configs", "schedule_config"]
+__all__ = ["Branching", "BranchPlan", "ROLES", "resolve_branching", "check_point", "scratch_grid_samples",
+           "plan_from_config", "trunk_config", "branch_configs", "schedule_config"]
 
 ROLES = ("trunk", "branch", "schedule")
 """The runs of a branch search: the trunk (which is also the fixed small batch the schedule is validated
@@ -85,37 +85,44 @@ class Branching:
                 "budget_samples": self.budget_samples, "tokens_per_sample": self.tokens_per_sample}
 
 
-def _point_in_samples(value, *, key: str, budget: int, unit: int, tokens_per_sample: Optional[int]) -> int:
-    """A checkpoint or window as samples: a float in (0, 1) is a fraction of the budget, an integer ≥ 1 is
-    samples (tokens with a token budget); rounded down to a whole number of ``unit`` samples (the largest
-    branch batch, so that every batch lands on it exactly), and at least one ``unit``."""
+def check_point(value, *, key: str, whole: str = "samples") -> None:
+    """A checkpoint or window as the spec may give it: a float in (0, 1) (a fraction of the budget) or a whole
+    number ≥ 1 of ``whole`` (samples, or tokens with a token budget); else a ``SpecError`` naming ``key``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _spec_error(f"{key}: expected a fraction in (0, 1) or a whole number of samples, got {value!r}")
+    if isinstance(value, float) and not 0.0 < value < 1.0:
+        raise _spec_error(f"{key}: a fraction of the budget must be in (0, 1), got {value}")
+    if isinstance(value, int) and value < 1:
+        raise _spec_error(f"{key}: must be a positive number of {whole}, got {value}")
+
+
+def _point_in_samples(value, *, key: str, budget: int, unit: int, tokens_per_sample: Optional[int]) -> int:
+    """A checkpoint or window (``check_point``) as samples: a fraction of the budget, or samples (tokens with
+    a token budget); rounded down to a whole number of ``unit`` samples (the largest branch batch, so that
+    every batch lands on it exactly), and at least one ``unit``."""
+    check_point(value, key=key, whole="tokens" if tokens_per_sample else "samples")
     if isinstance(value, float):
-        if not 0.0 < value < 1.0:
-            raise _spec_error(f"{key}: a fraction of the budget must be in (0, 1), got {value}")
         samples = int(value * budget)
     else:
-        if value < 1:
-            raise _spec_error(f"{key}: must be a positive number of {'tokens' if tokens_per_sample else 'samples'}, "
-                              f"got {value}")
         samples = value // tokens_per_sample if tokens_per_sample else value
     return max(unit, samples // unit * unit)
 
 
+def scratch_grid_samples(budget_samples: int, branch_batches, alphas) -> int:
+    """Samples a from-scratch search over the same batch sizes and alphas trains: the trunk's batch once and
+    every branch batch at every alpha, each for the whole budget (no early stopping): what branch mode's
+    cost is measured against."""
+    return budget_samples * (1 + len(branch_batches) * len(alphas))
+
+
 def resolve_branching(spec: SearchSpec, budget_samples: int, tokens_per_sample: Optional[int] = None) -> Branching:
     """The spec's ``branch:`` section in samples against the resolved budget; a ``SpecError`` naming the key
-    for a checkpoint fraction outside (0, 1), branch batches not larger than the trunk's, or a window longer
-    than what remains after a checkpoint."""
+    for a checkpoint that is no fraction in (0, 1) or whole number, two checkpoints on one sample, or a window
+    longer than what remains after a checkpoint. The batches were checked when the spec was validated
+    (``spec._branch_batches_are_larger_than_the_trunks``)."""
     b, s, t = spec.branch, spec.search, spec.training
     trunk = b.trunk_batch_size or min(spec.batch_sizes)
     batches = tuple(sorted(b.batch_sizes)) if b.batch_sizes else tuple(x for x in spec.batch_sizes if x > trunk)
-    if not batches:
-        raise _spec_error(f"branch.batch_sizes: no batch size larger than the trunk's ({trunk}) to branch at")
-    smaller = [x for x in batches if x <= trunk]
-    if smaller:
-        raise _spec_error(f"branch.batch_sizes: branches must be larger than the trunk's batch {trunk}, got "
-                          f"{smaller[0]}")
     unit = max(batches)
     if not isinstance(b.checkpoints, list) or not b.checkpoints:
         raise _spec_error(f"branch.checkpoints: expected a non-empty list, got {b.checkpoints!r}")

@@ -22,7 +22,8 @@ from typing import Optional
 
 import pandas as pd
 
-from .branch_plan import Branching, branch_configs, resolve_branching, schedule_config, trunk_config
+from .branch_plan import (Branching, branch_configs, resolve_branching, schedule_config, scratch_grid_samples,
+                          trunk_config)
 from .spec import SearchSpec, SpecError, spec_to_dict
 
 __all__ = ["BranchResult", "run_branch_search", "resume_branch_search", "branch_tokens_per_sample",
@@ -54,13 +55,9 @@ class BranchResult:
 def branch_tokens_per_sample(spec: SearchSpec) -> Optional[int]:
     """Tokens per sample where the budget is in tokens (``training.budget_tokens``: packed blocks of
     ``data.max_seq_length``), else None: then the ``branch:`` section's whole numbers are samples."""
-    if getattr(spec.training, "budget_tokens", None) is None:
-        return None
-    try:
-        from .budget import tokens_per_sample
-    except ImportError:
-        from .data import tokens_per_sample
-    return tokens_per_sample(spec)
+    from .budget import tokens_per_sample
+
+    return None if spec.training.budget_tokens is None else tokens_per_sample(spec)
 
 
 def branch_search_samples(br: Branching, *, validate_schedule: bool = False) -> int:
@@ -71,9 +68,9 @@ def branch_search_samples(br: Branching, *, validate_schedule: bool = False) -> 
 
 
 def scratch_search_samples(br: Branching) -> int:
-    """Samples a from-scratch search over the same batch sizes and alphas trains: the trunk's batch once
-    and every branch batch at every alpha, each for the whole budget (no early stopping)."""
-    return br.budget_samples * (1 + len(br.branch_batches) * len(br.alphas))
+    """Samples a from-scratch search over the same batch sizes and alphas trains
+    (``branch_plan.scratch_grid_samples``)."""
+    return scratch_grid_samples(br.budget_samples, br.branch_batches, br.alphas)
 
 
 def branch_plan_lines(spec: SearchSpec, br: Branching) -> list[str]:

@@ -60,6 +60,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from .branch_plan import scratch_grid_samples
 from .critical_batch import LOWER, UPPER
 
 __all__ = ["BranchOutcome", "CbsPoint", "Decrease", "Trend", "ScheduleValidation", "BranchSummary",
@@ -594,7 +595,7 @@ def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
     by_role = samples_trained(history)
     alphas = meta.get("alphas") or sorted(_role(history, "branch")["alpha"].dropna().unique().tolist()
                                           if "alpha" in history else [])
-    scratch = budget * (len(batches) * len(alphas) + 1) if alphas else None
+    scratch = scratch_grid_samples(budget, batches, alphas) if alphas else None
     searched = by_role.get("trunk", 0) + by_role.get("branch", 0)
     return BranchSummary(
         critical_batch_over_training=tuple(points), batch_size_schedule=schedule,

@@ -18,8 +18,8 @@ import time
 
 import torch
 
-__all__ = ["STATE_FILE", "TRUNK_DONE", "save_state", "load_state", "publish_state", "wait_for_trunk",
-           "load_branch_start"]
+__all__ = ["STATE_FILE", "TRUNK_DONE", "save_state", "load_state", "publish_state", "mark_trunk_done",
+           "wait_for_trunk", "load_branch_start"]
 
 STATE_FILE = "state.pt"
 TRUNK_DONE = "trunk_done"
@@ -90,6 +90,15 @@ def publish_state(path: str, model, optimizer, scheduler, scaler, step: int, pro
             return False  # another writer got there first
         raise
     return True
+
+
+def mark_trunk_done(checkpoint_dir: str, how: str) -> None:
+    """``TRUNK_DONE`` in the trunk's checkpoint directory, holding ``how`` it ended (the samples it reached,
+    or ``failed``): the trunk will write no more checkpoints, so a branch still waiting for one stops waiting.
+    Written by the trunk when it finishes or diverges, by the driver (``trunk_watch``) when it fails for good."""
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    with open(os.path.join(checkpoint_dir, TRUNK_DONE), "w") as marker:
+        marker.write(f"{how}\n")
 
 
 def wait_for_trunk(path: str, checkpoint_dir: str, *, poll_s: float = 2.0, log=None) -> None:

@@ -720,14 +720,20 @@ def _expand_batch_sizes(value: Any) -> list[int]:
             raise SpecError("search.batch_sizes: min is larger than max")
         return [2 ** k for k in range(low.bit_length() - 1, high.bit_length())]
     if isinstance(value, list):
-        if not value:
-            raise SpecError("search.batch_sizes: empty list")
-        for b in value:
-            _check_power_of_two(b, "search.batch_sizes")
-        if len(set(value)) != len(value):
-            raise SpecError("search.batch_sizes: duplicate batch size")
-        return sorted(value)
+        return _batch_list(value, "search.batch_sizes")
     raise SpecError(f"search.batch_sizes: expected a list or {{min, max}}, got {value!r}")
+
+
+def _batch_list(values: list, path: str) -> list[int]:
+    """A listed grid of batch sizes (``search.batch_sizes``, ``branch.batch_sizes``): non-empty, powers of two,
+    no duplicate; sorted."""
+    if not values:
+        raise SpecError(f"{path}: empty list")
+    for b in values:
+        _check_power_of_two(b, path)
+    if len(set(values)) != len(values):
+        raise SpecError(f"{path}: duplicate batch size")
+    return sorted(values)
 
 
 def _check_power_of_two(b: Any, path: str) -> None:
@@ -966,14 +972,8 @@ def _branch_batches_are_larger_than_the_trunks(spec: SearchSpec) -> None:
     if b.trunk_batch_size is not None:
         _check_power_of_two(b.trunk_batch_size, "branch.trunk_batch_size")
     trunk = b.trunk_batch_size or spec.batch_sizes[0]
-    if b.batch_sizes is not None:
-        if not b.batch_sizes:
-            raise SpecError("branch.batch_sizes: empty list")
-        for x in b.batch_sizes:
-            _check_power_of_two(x, "branch.batch_sizes")
-        if len(set(b.batch_sizes)) != len(b.batch_sizes):
-            raise SpecError("branch.batch_sizes: duplicate batch size")
-    branches = sorted(b.batch_sizes) if b.batch_sizes is not None else [x for x in spec.batch_sizes if x > trunk]
+    branches = _batch_list(b.batch_sizes, "branch.batch_sizes") if b.batch_sizes is not None else \
+        [x for x in spec.batch_sizes if x > trunk]
     if not branches:
         raise SpecError(f"branch.batch_sizes: no batch size larger than the trunk's ({trunk}) to branch at; "
                         f"list some in search.batch_sizes or branch.batch_sizes")
@@ -1002,16 +1002,12 @@ def _branch_points_fit_the_budget(spec: SearchSpec) -> None:
         return
     if not b.checkpoints:
         raise SpecError("branch.checkpoints: expected a non-empty list of fractions in (0, 1) or whole samples")
-    for key, value in [*(("branch.checkpoints", p) for p in b.checkpoints), ("branch.window", b.window)]:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise SpecError(f"{key}: expected a fraction in (0, 1) or a whole number of samples, got {value!r}")
-        if isinstance(value, float) and not 0.0 < value < 1.0:
-            raise SpecError(f"{key}: a fraction of the budget must be in (0, 1), got {value}")
-        if isinstance(value, int) and value < 1:
-            raise SpecError(f"{key}: must be a positive number of samples, got {value}")
-    if spec.training.budget_samples is not None and getattr(spec.training, "budget_tokens", None) is None:
-        from .branch_plan import resolve_branching
+    from .branch_plan import check_point, resolve_branching
 
+    whole = "tokens" if spec.training.budget_tokens is not None else "samples"
+    for key, value in [*(("branch.checkpoints", p) for p in b.checkpoints), ("branch.window", b.window)]:
+        check_point(value, key=key, whole=whole)
+    if spec.training.budget_samples is not None:
         resolve_branching(spec, spec.training.budget_samples)
 
 

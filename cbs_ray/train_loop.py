@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
-import os
 import tempfile
 import time
 from dataclasses import dataclass, fields
@@ -33,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 import torch
 
 from .budget import BatchPlan, milestones, plan_batch
-from .checkpoint import TRUNK_DONE, load_branch_start, load_state, publish_state, save_state, wait_for_trunk
+from .checkpoint import load_branch_start, load_state, mark_trunk_done, publish_state, save_state, wait_for_trunk
 from .lr_schedule import lr_multiplier
 from .metrics import TrialGauges
 from .noise_scale import NOT_MEASURABLE, NoiseScaleMeter, b_simple
@@ -666,7 +665,7 @@ def train_loop(cfg: TrialConfig, data, session) -> None:
         if progress.samples in save_at and session.rank == 0:
             _publish_for_branches(cfg, parts, progress)
     if run is not None and run.role == "trunk" and session.rank == 0:
-        _mark_trunk_done(run.checkpoint_dir, progress)
+        mark_trunk_done(run.checkpoint_dir, str(progress.samples))
 
 
 def _publish_for_branches(cfg: TrialConfig, parts: _Parts, progress: _Progress) -> None:
@@ -677,14 +676,6 @@ def _publish_for_branches(cfg: TrialConfig, parts: _Parts, progress: _Progress) 
             "samples_drawn": progress.drawn, "first_loss": progress.first_loss, "samples_seen": progress.samples,
             "micro_batch": parts.plan.micro_batch}):
         print(f"trunk: checkpoint for the branches at {progress.samples} samples: {path}", flush=True)
-
-
-def _mark_trunk_done(checkpoint_dir: str, progress: _Progress) -> None:
-    """``TRUNK_DONE`` in the trunk's checkpoint directory: the trunk has ended (finished or diverged) and will
-    write no more checkpoints, so a branch still waiting for one can stop waiting."""
-    os.makedirs(checkpoint_dir, exist_ok=True)
-    with open(os.path.join(checkpoint_dir, TRUNK_DONE), "w") as marker:
-        marker.write(f"{progress.samples}\n")
 
 
 def _optimizer_step(cfg: TrialConfig, session, parts: _Parts) -> StepReadings:

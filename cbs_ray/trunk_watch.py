@@ -5,11 +5,9 @@ waiting for its checkpoints would wait forever. Tune tells the driver; this writ
 
 from __future__ import annotations
 
-import os
-
 from ray.tune import Callback
 
-from .checkpoint import TRUNK_DONE
+from .checkpoint import mark_trunk_done
 
 __all__ = ["TrunkWatch"]
 
@@ -24,6 +22,4 @@ class TrunkWatch(Callback):
     def on_trial_error(self, iteration: int, trials: list, trial, **info) -> None:
         if trial.config.get("role") != "trunk":
             return
-        os.makedirs(self.checkpoint_dir, exist_ok=True)
-        with open(os.path.join(self.checkpoint_dir, TRUNK_DONE), "w") as marker:
-            marker.write("failed\n")
+        mark_trunk_done(self.checkpoint_dir, "failed")
