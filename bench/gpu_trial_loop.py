@@ -20,12 +20,13 @@ import statistics
 
 import torch
 
-import cbs_ray.train_loop
-from cbs_ray.model import build_model
-from cbs_ray.search import prepare
-from cbs_ray.spec import TINY_BERT, load_spec
-from cbs_ray.train_loop import train_loop
-from cbs_ray.trial import TrialConfig
+import cbs_ray.train.loop
+from cbs_ray.sources.model import build_model
+from cbs_ray.tune.api import prepare
+from cbs_ray.spec.load import load_spec
+from cbs_ray.spec.schema import TINY_BERT
+from cbs_ray.train.loop import train_loop
+from cbs_ray.train.config import TrialConfig
 from gpu_bert_base import palm_flops_per_token  # bench/ is on sys.path when a bench script runs
 from loop_throughput import Quiet
 
@@ -83,7 +84,7 @@ def main() -> None:
         assert torch.cuda.is_available(), "needs a CUDA GPU (or --smoke)"
         torch.backends.cuda.matmul.allow_tf32 = True
     device = torch.device("cuda" if not args.smoke else "cpu")
-    cbs_ray.train_loop.save_state = lambda *args, **kwargs: None  # no checkpoints (see the docstring)
+    cbs_ray.train.loop.save_state = lambda *args, **kwargs: None  # no checkpoints (see the docstring)
     setup, prepared = trial(args.micro, args.micro, args, device)
     per_token = palm_flops_per_token(build_model(setup.model, setup.task, setup.model_config), args.seq)
     batch, runs = args.micro, {1: [], 4: []}

@@ -17,14 +17,15 @@ import time
 
 import torch
 
-from cbs_ray.model import build_model
-from cbs_ray.lr_schedule import lr_multiplier
-from cbs_ray.search import prepare
-from cbs_ray.spec import load_spec
-from cbs_ray.optimizer import make_optimizer
-from cbs_ray.sessions import LocalSession
-from cbs_ray.train_loop import evaluate, train_loop
-from cbs_ray.trial import TrialConfig
+from cbs_ray.sources.model import build_model
+from cbs_ray.maths.lr_schedule import lr_multiplier
+from cbs_ray.tune.api import prepare
+from cbs_ray.spec.load import load_spec
+from cbs_ray.train.optimizer import make_optimizer
+from cbs_ray.train.sessions import LocalSession
+from cbs_ray.sources.builtin import evaluate
+from cbs_ray.train.loop import train_loop
+from cbs_ray.train.config import TrialConfig
 
 
 class Quiet(LocalSession):

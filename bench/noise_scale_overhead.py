@@ -16,10 +16,11 @@ import statistics
 import tempfile
 import time
 
-from cbs_ray.experiment import _fit, prepare
-from cbs_ray.spec import load_spec
-from cbs_ray.train_loop import train_loop
-from cbs_ray.trial import TrialConfig
+from cbs_ray.tune.api import prepare
+from cbs_ray.tune.scratch import _fit
+from cbs_ray.spec.load import load_spec
+from cbs_ray.train.loop import train_loop
+from cbs_ray.train.config import TrialConfig
 from loop_throughput import Quiet  # bench/ is on sys.path when a bench script runs
 
 SHAPE = ["search.batch_sizes=[32]", "search.num_trials=1", "training.budget_samples=8192",
@@ -39,7 +40,7 @@ def in_process(noise: bool) -> float:
 
 
 def two_workers(noise: bool, storage: str) -> float:
-    from cbs_ray.tune_storage import load_history
+    from cbs_ray.records.storage import load_history
 
     spec = load_spec(None, SHAPE + ["resources.workers_per_trial=2", f"storage_path={storage}",
                                     f"training.noise_scale={str(noise).lower()}",

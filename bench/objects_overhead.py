@@ -37,11 +37,12 @@ import ray
 import psutil  # Ray's own copy (ray/thirdparty_files), on the path once ray is imported
 import torch
 
-from cbs_ray.experiment import _fit, prepare
-from cbs_ray.model import build_model
-from cbs_ray.spec import load_spec
-from cbs_ray.tune_storage import load_history
-from cbs_ray.user_objects import user_objects
+from cbs_ray.tune.api import prepare
+from cbs_ray.tune.scratch import _fit
+from cbs_ray.sources.model import build_model
+from cbs_ray.spec.load import load_spec
+from cbs_ray.records.storage import load_history
+from cbs_ray.sources.user_objects import user_objects
 
 SHAPE = ["search.batch_sizes=[32, 64]", "training.budget_samples=2048", "training.eval_every_samples=1024",
          "asha.grace_period_samples=2048", "resources.max_concurrent_trials=1",

@@ -22,9 +22,10 @@ import time
 
 import ray
 
-from cbs_ray.experiment import _fit, prepare
-from cbs_ray.spec import load_spec
-from cbs_ray.tune_storage import load_history
+from cbs_ray.tune.api import prepare
+from cbs_ray.tune.scratch import _fit
+from cbs_ray.spec.load import load_spec
+from cbs_ray.records.storage import load_history
 
 SHAPE = ["search.batch_sizes=[16, 32, 64]", "search.num_trials=3", "training.budget_samples=2048",
          "training.eval_every_samples=2048", "asha.grace_period_samples=2048",

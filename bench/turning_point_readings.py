@@ -13,7 +13,7 @@ import argparse
 import json
 import math
 
-from cbs_ray.critical_batch import turning_point
+from cbs_ray.maths.critical_batch import turning_point
 from search_cost import within_one_step  # bench/ is on sys.path when a bench script runs
 
 

@@ -10,6 +10,18 @@ import os
 import sys
 from pathlib import Path
 
+from cbs_ray.records.storage import ReportError, read_meta
+from cbs_ray.report.scratch import analyze
+from cbs_ray.report.text import headline
+from cbs_ray.spec.branch_section import resolve_branching
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.load import load_spec
+from cbs_ray.tune.api import prepare, resume_search, run_search
+from cbs_ray.tune.branch import branch_plan_lines, branch_tokens_per_sample, report_branch_experiment
+from cbs_ray.tune.probe import probe_spec, run_probe
+from cbs_ray.tune.runner import DoesNotFit, SearchInterrupted, on_the_cluster, ray_session
+from cbs_ray.tune.search_space import plan_lines
+
 __all__ = ["OneLineParser", "unforeseen_error", "search_main", "report_main"]
 
 SEARCH_DESCRIPTION = "Run a critical-batch search: python -m cbs_ray.search [--space FILE] [--set key=value ...]"
@@ -63,11 +75,6 @@ def search_main(argv: list[str] | None = None) -> int:
         args = parse_search_args(argv)
     except SystemExit as e:  # argparse already printed its one-line usage error
         return 2 if e.code else 0
-    from .experiment import (DoesNotFit, SearchInterrupted, on_the_cluster, prepare, probe_spec, ray_session,
-                             resume_search, run_probe, run_search)
-    from .search_space import plan_lines
-    from .spec import SpecError, load_spec
-    from .tune_storage import ReportError
 
     try:
         if args.resume:
@@ -81,8 +88,6 @@ def search_main(argv: list[str] | None = None) -> int:
         spec = load_spec(args.space, args.overrides + (["branch.validate_schedule=true"]
                                                         if args.validate_schedule else []))
         if args.dry_run and spec.search.method == "branch":
-            from .branch_plan import resolve_branching
-            from .branch_search import branch_plan_lines, branch_tokens_per_sample
 
             _, budget, _ = prepare(spec)
             print("\n".join(branch_plan_lines(spec, resolve_branching(spec, budget, branch_tokens_per_sample(spec)))))
@@ -136,8 +141,6 @@ def report_main(argv: list[str] | None = None) -> int:
     if args.tolerance is not None and not 0 <= args.tolerance < 1:
         print(f"error: --tolerance: must be in [0, 1), got {args.tolerance}", file=sys.stderr)
         return 2
-    from .report import ReportError, analyze, headline
-    from .tune_storage import read_meta
 
     try:
         try:
@@ -145,7 +148,6 @@ def report_main(argv: list[str] | None = None) -> int:
         except ReportError:
             method = None  # analyze says why
         if method == "branch":  # branch mode's own report; it prints its answer and where it went
-            from .branch_search import report_branch_experiment
 
             report_branch_experiment(args.experiment_dir, output_dir=args.output, tolerance=args.tolerance)
             return 0

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import sys
 
-from .cli import search_main as main
-from .experiment import (DoesNotFit, SearchInterrupted, SearchResult, prepare, probe_spec, ray_session,
-                         resume_search, run_probe, run_search)
-from .search_space import grid_points, max_concurrent, num_trials, per_batch_space, plan_lines, seed_warmup
+from cbs_ray.cli import search_main as main
+from cbs_ray.tune.api import SearchResult, prepare, resume_search, run_search
+from cbs_ray.tune.probe import probe_spec, run_probe
+from cbs_ray.tune.runner import DoesNotFit, SearchInterrupted, ray_session
+from cbs_ray.tune.search_space import grid_points, max_concurrent, num_trials, per_batch_space, plan_lines, seed_warmup
 
 __all__ = ["main", "run_search", "resume_search", "SearchResult", "DoesNotFit", "SearchInterrupted", "prepare",
            "probe_spec", "ray_session", "run_probe", "plan_lines", "grid_points", "num_trials", "max_concurrent",

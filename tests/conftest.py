@@ -2,12 +2,12 @@ import os
 
 import torch
 
-from cbs_ray.checkpoint import STATE_FILE
-from cbs_ray.experiment import prepare
-from cbs_ray.sessions import LocalSession
-from cbs_ray.spec import load_spec
-from cbs_ray.train_loop import train_loop
-from cbs_ray.trial import TrialConfig
+from cbs_ray.train.checkpoint import STATE_FILE
+from cbs_ray.tune.api import prepare
+from cbs_ray.train.sessions import LocalSession
+from cbs_ray.spec.load import load_spec
+from cbs_ray.train.loop import train_loop
+from cbs_ray.train.config import TrialConfig
 
 # Tests never reach a model hub: an unknown model name must fail at once, not after retries.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -14,12 +14,13 @@ import shutil
 
 import pytest
 
-from cbs_ray.branch_plan import branch_configs, resolve_branching, schedule_config, trunk_config
-from cbs_ray.checkpoint import STATE_FILE, TRUNK_DONE
-from cbs_ray.experiment import prepare
-from cbs_ray.spec import load_spec
-from cbs_ray.train_loop import train_loop
-from cbs_ray.trial import TrialConfig
+from cbs_ray.spec.branch_section import resolve_branching
+from cbs_ray.train.run_plan import branch_configs, schedule_config, trunk_config
+from cbs_ray.train.checkpoint import STATE_FILE, TRUNK_DONE
+from cbs_ray.tune.api import prepare
+from cbs_ray.spec.load import load_spec
+from cbs_ray.train.loop import train_loop
+from cbs_ray.train.config import TrialConfig
 from conftest import RecordingSession  # tests/ is on sys.path under pytest
 
 SPACE = os.path.join(os.path.dirname(__file__), "..", "search_spaces", "tiny_causal_lm.yaml")
@@ -216,7 +217,7 @@ def test_a_branch_waits_for_its_checkpoint_until_the_trunk_writes_it(tmp_path):
 
     import torch
 
-    from cbs_ray.checkpoint import publish_state, wait_for_trunk
+    from cbs_ray.train.checkpoint import publish_state, wait_for_trunk
 
     model = torch.nn.Linear(2, 2)
     optimizer = torch.optim.AdamW(model.parameters())
@@ -235,8 +236,8 @@ def test_a_branch_waits_for_its_checkpoint_until_the_trunk_writes_it(tmp_path):
 def test_a_trunk_that_fails_for_good_releases_its_branches_from_the_driver(tmp_path):
     import types
 
-    from cbs_ray.checkpoint import wait_for_trunk
-    from cbs_ray.trunk_watch import TrunkWatch
+    from cbs_ray.train.checkpoint import wait_for_trunk
+    from cbs_ray.tune.trunk_watch import TrunkWatch
 
     watch, checkpoints = TrunkWatch(str(tmp_path / "trunk")), tmp_path / "trunk"
     branch = types.SimpleNamespace(config={"role": "branch", "start_samples": 128})

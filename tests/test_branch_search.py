@@ -7,10 +7,11 @@ import json
 import pandas as pd
 import pytest
 
-from cbs_ray.branch_plan import resolve_branching
-from cbs_ray.branch_search import branch_search_samples, schedule_alpha, scratch_search_samples
+from cbs_ray.spec.branch_section import resolve_branching
+from cbs_ray.tune.branch import branch_search_samples, schedule_alpha, scratch_search_samples
 from cbs_ray.search import main
-from cbs_ray.spec import SpecError, load_spec
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.load import load_spec
 
 LM = "search_spaces/tiny_causal_lm.yaml"
 BRANCH = ["search.method=branch"]
@@ -145,7 +146,7 @@ def test_schedule_alpha_on_a_tie_and_when_nothing_passes():
 def test_trial_names_say_role_batch_and_checkpoint():
     from types import SimpleNamespace
 
-    from cbs_ray.experiment import _trial_name
+    from cbs_ray.tune.runner import _trial_name
 
     def name(config):
         return _trial_name(SimpleNamespace(config=config, trial_id="abc_00001"))
@@ -158,14 +159,14 @@ def test_trial_names_say_role_batch_and_checkpoint():
 
 
 def test_probe_of_a_branch_spec_is_a_plain_trial():
-    from cbs_ray.experiment import probe_spec
+    from cbs_ray.tune.probe import probe_spec
 
     probe = probe_spec(load_spec(LM, BRANCH + ["branch.validate_schedule=true"]))
     assert probe.search.method == "scratch" and not probe.branch.validate_schedule
 
 
 def test_run_search_refuses_objects_in_branch_mode():
-    from cbs_ray.branch_search import check_no_objects
+    from cbs_ray.tune.branch import check_no_objects
 
     with pytest.raises(SpecError, match="^search.method: branch runs on the spec's model and data"):
         check_no_objects(object())
@@ -248,7 +249,7 @@ def test_the_report_command_rebuilds_a_branch_report(branch_search, tmp_path, ca
 
 @pytest.mark.e2e
 def test_resume_of_a_finished_branch_search_reports_it_again(branch_search, tmp_path):
-    from cbs_ray.experiment import resume_search
+    from cbs_ray.tune.api import resume_search
 
     result = resume_search(branch_search.experiment_path, output_dir=str(tmp_path / "resumed"), verbose=0)
     assert result.experiment_path == branch_search.experiment_path

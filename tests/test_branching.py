@@ -8,10 +8,11 @@ import math
 import pandas as pd
 import pytest
 
-from cbs_ray.branch_report import headline, trainer_snippets, write_branch_report
-from cbs_ray.branching import (b_simple_over_training, critical_batch_over_training, recommend_schedule,
-                               samples_trained, schedule_in_tokens, schedule_steps, schedule_total_steps,
-                               summarize_branches, trend, validate_schedule)
+from cbs_ray.report.branch import headline, trainer_snippets, write_branch_report
+from cbs_ray.analysis.branch_points import critical_batch_over_training
+from cbs_ray.analysis.branch_schedule import recommend_schedule, samples_trained, schedule_in_tokens, schedule_steps, schedule_total_steps, validate_schedule
+from cbs_ray.analysis.branch_summary import summarize_branches
+from cbs_ray.analysis.branch_trend import b_simple_over_training, trend
 
 TRUNK, BUDGET, WINDOW, TOL = 16, 8192, 1024, 0.01
 CHECKPOINTS = (1024, 2048, 4096)

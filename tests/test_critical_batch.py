@@ -3,7 +3,7 @@ import math
 import pytest
 
 from cbs_ray import turning_point
-from cbs_ray.critical_batch import within_tolerance
+from cbs_ray.maths.critical_batch import within_tolerance
 
 NAN = math.nan
 
@@ -65,7 +65,7 @@ def test_within_tolerance_edges():
 
 # ---- bounds at the edge of the grid, the next range, agreement (issue 17) ----------------------------------
 
-from cbs_ray.critical_batch import agree_within, bound_interval, edge_bound, next_batch_range  # noqa: E402
+from cbs_ray.maths.critical_batch import agree_within, bound_interval, edge_bound, next_batch_range  # noqa: E402
 
 INF = math.inf
 

@@ -1,6 +1,6 @@
 """What a search prints about the dashboard when it starts (issue 20): no Ray."""
 
-from cbs_ray.dashboard import dashboard_lines
+from cbs_ray.tune.dashboard import dashboard_lines
 
 
 def test_a_local_search_names_the_dashboard_and_the_command_that_prints_its_token():

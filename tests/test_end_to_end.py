@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from cbs_ray import run_search
-from cbs_ray.spec import load_spec
+from cbs_ray.spec.load import load_spec
 from conftest import EARLIER_DEFAULT  # tests/ is on sys.path under pytest
 
 pytestmark = pytest.mark.e2e  # a real local Ray cluster
@@ -73,7 +73,7 @@ def test_results_reload_with_rays_own_tools(ddp_search):
     finals = {t.trial_id: t.last_result["samples_seen"] for t in analysis.trials}
     assert max(finals.values()) == 4096 and min(finals.values()) < 4096
 
-    from cbs_ray.trial import run_trial
+    from cbs_ray.train.trial import run_trial
 
     grid = tune.Tuner.restore(ddp_search.experiment_path, trainable=run_trial).get_results()
     assert len(grid) == 5 and not grid.errors
@@ -112,7 +112,7 @@ def test_search_ends_with_a_full_report(ddp_search):
 def test_report_cli_on_the_experiment_and_on_a_partial_copy(ddp_search, tmp_path):
     import shutil
 
-    from cbs_ray.report import analyze
+    from cbs_ray.report.scratch import analyze
     from cbs_ray.cli import report_main
 
     assert report_main([ddp_search.experiment_path, "--output", str(tmp_path / "full"), "--tolerance", "0.5"]) == 0

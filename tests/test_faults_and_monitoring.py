@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from cbs_ray.search import ray_session, run_search
-from cbs_ray.spec import load_spec
+from cbs_ray.tune.api import run_search
+from cbs_ray.tune.runner import ray_session
+from cbs_ray.spec.load import load_spec
 from conftest import EARLIER_DEFAULT  # tests/ is on sys.path under pytest
 
 pytestmark = pytest.mark.e2e  # a real local Ray cluster

@@ -4,7 +4,7 @@ and accumulation equivalence on the device. Excluded by default; runs without Ra
 import pytest
 import torch
 
-from cbs_ray.memory_planner import ProbeCache
+from cbs_ray.train.memory_planner import ProbeCache
 from test_large_batch import Capture, run as run_loop  # tests/ is on sys.path under pytest
 from conftest import EARLIER_DEFAULT  # tests/ is on sys.path under pytest
 

@@ -3,10 +3,11 @@
 import pandas as pd
 import pytest
 
-from cbs_ray.data import hold_out, load_texts
+from cbs_ray.data.files import hold_out, load_texts
 from cbs_ray.search import main
-from cbs_ray.spec import SpecError, load_spec
-from cbs_ray.summary import per_batch_table, trial_table
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.load import load_spec
+from cbs_ray.analysis.tables import per_batch_table, trial_table
 from test_train_loop import run
 
 

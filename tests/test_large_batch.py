@@ -8,12 +8,13 @@ import os
 import pytest
 import torch
 
-from cbs_ray.search import prepare
-from cbs_ray.spec import load_spec
-from cbs_ray.checkpoint import STATE_FILE
-from cbs_ray.optimizer import layer_lr_scale, make_optimizer
-from cbs_ray.train_loop import items_in, train_loop
-from cbs_ray.trial import TrialConfig
+from cbs_ray.tune.api import prepare
+from cbs_ray.spec.load import load_spec
+from cbs_ray.train.checkpoint import STATE_FILE
+from cbs_ray.train.optimizer import layer_lr_scale, make_optimizer
+from cbs_ray.sources.builtin import items_in
+from cbs_ray.train.loop import train_loop
+from cbs_ray.train.config import TrialConfig
 from conftest import EARLIER_DEFAULT, RecordingSession, train_in_process  # tests/ is on sys.path under pytest
 
 ONE_STEP = EARLIER_DEFAULT + ["data.builtin_train_examples=512", "data.builtin_eval_examples=64", "training.budget_samples=64",
@@ -74,7 +75,7 @@ def test_lamb_first_step_is_the_trust_ratio_times_the_adam_direction():
     """One LAMB step on w = [3, 4] (|w| = 5) with gradient [1, -2], lr 0.1, no weight decay: Adam's first
     direction m / (sqrt(v) + eps) is sign(g) × 0.1 / sqrt(0.001) (undebiased), the trust ratio scales the
     step to lr × |w| = 0.5, so w moves by 0.5 × [1, -1] / sqrt(2). AdamW would move each weight by lr."""
-    from cbs_ray.spec import TrainingSpec
+    from cbs_ray.spec.schema import TrainingSpec
 
     model = torch.nn.Linear(2, 1, bias=False)
     with torch.no_grad():
@@ -90,7 +91,7 @@ def test_lamb_first_step_is_the_trust_ratio_times_the_adam_direction():
 @pytest.mark.parametrize("optimizer", ["adamw", "lamb"])
 def test_adam_betas_come_from_the_spec(optimizer):
     """training.adam_beta1/adam_beta2 reach AdamW and LAMB; the defaults are 0.9/0.999."""
-    from cbs_ray.spec import TrainingSpec
+    from cbs_ray.spec.schema import TrainingSpec
 
     model = torch.nn.Linear(2, 1, bias=False)
     training = TrainingSpec(optimizer=optimizer, adam_beta1=0.8, adam_beta2=0.99)
@@ -193,7 +194,7 @@ def _agree_on_a_micro_batch(rank: int, port: int, out: str) -> None:
 
     import torch.distributed as dist
 
-    from cbs_ray.sessions import TrainSession
+    from cbs_ray.train.sessions import TrainSession
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2)
@@ -214,7 +215,7 @@ def test_workers_agree_on_the_smallest_probed_micro_batch(tmp_path):
 def _squared_norm_of_mean_gradient(model, setup, ids, mask, labels) -> float:
     """|gradient of the mean loss over these examples|², by hand: a causal LM's mean is over its target
     tokens (each token after the first that is not padding)."""
-    from cbs_ray.train_loop import _inputs, summed_loss
+    from cbs_ray.sources.builtin import _inputs, summed_loss
 
     model.zero_grad()
     items = len(ids) if setup.task != "causal-lm" else int(mask[:, 1:].sum())
@@ -228,8 +229,8 @@ def test_noise_probe_reads_the_first_micro_batch_and_the_whole_step(task, monkey
     mean loss|² and its large-batch norm |gradient of the step's mean loss|², both recomputed here by hand
     from the same initial weights and the same first 64 shuffled examples (a causal LM's means are over
     tokens, so the first micro-batch's share of the step is not 1/4)."""
-    from cbs_ray.model import build_model
-    from cbs_ray.noise_scale import NoiseScaleMeter
+    from cbs_ray.sources.model import build_model
+    from cbs_ray.maths.noise_scale import NoiseScaleMeter
 
     seen = []
     monkeypatch.setattr(NoiseScaleMeter, "add", lambda self, small, big: seen.append((small, big)))
@@ -260,8 +261,8 @@ def _noise_probe_on_two_gloo_workers(rank: int, port: int, out: str, task: list)
     import torch.distributed as dist
     from torch.utils.data import DataLoader, DistributedSampler
 
-    from cbs_ray.model import build_model
-    from cbs_ray.noise_scale import NoiseScaleMeter
+    from cbs_ray.sources.model import build_model
+    from cbs_ray.maths.noise_scale import NoiseScaleMeter
 
     _join_gloo(rank, port)
     seen = []
@@ -323,7 +324,7 @@ def test_data_loader_settings_reach_the_loader(overrides, expected):
 
 
 def test_a_gpu_trial_prepares_batches_in_two_workers_unless_told_otherwise():
-    from cbs_ray.spec import TrainingSpec, dataloader_workers
+    from cbs_ray.spec.schema import TrainingSpec, dataloader_workers
 
     assert dataloader_workers(TrainingSpec(), use_gpu=True) == 2
     assert dataloader_workers(TrainingSpec(), use_gpu=False) == 0
@@ -356,7 +357,7 @@ class _NonFiniteGradient(torch.autograd.Function):
 
 
 def test_an_fp16_gradient_that_stays_non_finite_ends_as_diverged_after_the_scale_falls_below_one(monkeypatch):
-    import cbs_ray.train_loop as loop
+    import cbs_ray.sources.builtin as loop  # the built-in source's summed loss
 
     real = loop.summed_loss
     calls = []
@@ -377,7 +378,7 @@ def _one_rank_overflows_once(rank: int, port: int, out: str) -> None:
     """Two gloo ranks in fp16; rank 1's loss is infinite on its first micro-batch only."""
     import torch.distributed as dist
 
-    import cbs_ray.train_loop as loop
+    import cbs_ray.sources.builtin as loop  # the built-in source's summed loss
 
     _join_gloo(rank, port)
     real, calls = loop.summed_loss, []

@@ -2,7 +2,7 @@
 
 import pytest
 
-from cbs_ray.memory_planner import ProbeCache, _probe_step, cpu_fits, extrapolated_peak, plan_micro_batch, probe_key
+from cbs_ray.train.memory_planner import ProbeCache, _probe_step, cpu_fits, extrapolated_peak, plan_micro_batch, probe_key
 
 
 def memory(limit_samples):
@@ -61,8 +61,8 @@ def test_extrapolated_peak_scales_the_largest_runs_memory_above_the_baseline():
 
 def tiny_model():
     """The default tiny BERT with a 100-word vocabulary, for probe steps at sequence length 16."""
-    from cbs_ray.model import build_model, model_config
-    from cbs_ray.spec import TINY_BERT
+    from cbs_ray.sources.model import build_model, model_config
+    from cbs_ray.spec.schema import TINY_BERT
 
     config = model_config({"config": TINY_BERT}, "sequence-classification", vocab_size=100, num_labels=2,
                           pad_id=0, max_seq_length=16)
@@ -123,7 +123,7 @@ def test_a_probe_step_runs_its_second_forward_beside_the_optimizers_state():
 
 
 def test_the_nothing_fits_message_is_found_in_a_trials_error_text():
-    from cbs_ray.nothing_fits import nothing_fits_in
+    from cbs_ray.tune.nothing_fits import nothing_fits_in
 
     error = ("Failure # 1 (occurred at 2026-11-30_06-16-45)\nTraceback (most recent call last):\n  File ...\n"
              "MemoryError: not even a micro-batch of 1 fits in memory (cpu<=0.001GiB, sequence length 32, fp32)\n")
@@ -139,7 +139,7 @@ def test_the_nothing_fits_message_is_found_in_a_trials_error_text():
      "use GPUs with more free memory (another process may hold some), shorten data.max_seq_length"),
 ])
 def test_the_nothing_fits_error_says_what_to_change_on_that_device(reason, advice):
-    from cbs_ray.experiment import DoesNotFit, _raise_if_nothing_fits
+    from cbs_ray.tune.runner import DoesNotFit, _raise_if_nothing_fits
 
     _raise_if_nothing_fits(None, "/x")  # nothing to say
     with pytest.raises(DoesNotFit) as info:
@@ -157,7 +157,7 @@ def test_the_cuda_probe_reads_an_out_of_memory_runtime_error_as_does_not_fit(mon
     "does not fit" too; any other error is a real one and propagates."""
     import torch
 
-    import cbs_ray.memory_planner as planner
+    import cbs_ray.train.memory_planner as planner
 
     def failing_step(*args, **kwargs):
         raise error

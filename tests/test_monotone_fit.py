@@ -5,9 +5,9 @@ import math
 import pandas as pd
 import pytest
 
-from cbs_ray.critical_batch import monotone_fit, turning_point
-from cbs_ray.report import headline
-from cbs_ray.summary import summarize
+from cbs_ray.maths.critical_batch import monotone_fit, turning_point
+from cbs_ray.report.text import headline
+from cbs_ray.analysis.summary import summarize
 
 NAN = math.nan
 

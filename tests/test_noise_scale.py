@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cbs_ray import noise_scale
-from cbs_ray.noise_scale import NoiseScaleMeter
-from cbs_ray.summary import noise_scale_table
+from cbs_ray.maths.noise_scale import noise_scale
+from cbs_ray.maths.noise_scale import NoiseScaleMeter
+from cbs_ray.analysis.tables import noise_scale_table
 
 
 def test_recovers_b_simple_from_two_batch_sizes():
@@ -62,7 +62,7 @@ def test_meter_follows_a_change_within_its_window():
 
 
 def test_proposed_grid_is_centred_on_b_simple_and_clipped():
-    from cbs_ray.noise_scale import proposed_grid
+    from cbs_ray.maths.noise_scale import proposed_grid
 
     assert proposed_grid(100.0) == [16, 32, 64, 128, 256, 512, 1024]       # nearest power: 128
     assert proposed_grid(3.0) == [2, 4, 8, 16, 32]                            # clipped below at 2

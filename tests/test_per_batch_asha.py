@@ -4,8 +4,8 @@ from types import SimpleNamespace
 
 from ray.tune.schedulers import TrialScheduler
 
-from cbs_ray.per_batch_asha import PerBatchASHA
-from cbs_ray.trial import batch_size_of
+from cbs_ray.tune.per_batch_asha import PerBatchASHA
+from cbs_ray.train.config import batch_size_of
 
 
 def trial(trial_id, log2_batch):

@@ -8,9 +8,11 @@ import pandas as pd
 import pytest
 
 from cbs_ray.cli import report_main as main
-from cbs_ray.report import headline, render_html, render_markdown
-from cbs_ray.summary import NoiseScale, summarize
-from cbs_ray.plots import all_plots
+from cbs_ray.report.page import render_html, render_markdown
+from cbs_ray.report.text import headline
+from cbs_ray.analysis.summary import summarize
+from cbs_ray.analysis.summary_record import NoiseScale
+from cbs_ray.report.plots import all_plots
 
 BUDGET = 65536  # every batch reaches 0.8 (at 100·B + 12800 samples) and the 0.9 cap within it
 
@@ -99,7 +101,7 @@ def test_report_cli_bad_inputs(tmp_path, capsys):
 
 
 def test_report_cli_on_a_damaged_spec_file_is_one_line(tmp_path, capsys):
-    from cbs_ray.tune_storage import META_FILE
+    from cbs_ray.records.storage import META_FILE
 
     (tmp_path / META_FILE).write_text("{trunc")
     assert main([str(tmp_path)]) == 2
@@ -133,7 +135,7 @@ def test_a_batch_that_reached_the_target_by_its_first_report_is_left_out_of_the_
     assert f"  {tradeoff.left_out}" in headline(s)
     import matplotlib.pyplot as plt
 
-    from cbs_ray.plots import steps_vs_samples
+    from cbs_ray.report.plots import steps_vs_samples
 
     texts, close = [], plt.close
     monkeypatch.setattr(plt, "close", lambda fig: texts.extend(t.get_text() for t in fig.axes[0].texts) or close(fig))
@@ -161,7 +163,7 @@ def test_an_unbounded_interval_is_null_in_summary_json(tmp_path):
 
     import numpy as np
 
-    from cbs_ray.summary import write_summary
+    from cbs_ray.analysis.summary import write_summary
 
     b = np.array([8, 16, 32, 64, 128, 256.0])
     steps = (40 + 16384 / b) * np.exp(np.random.default_rng(11).normal(0, 0.1, len(b)))
@@ -230,7 +232,7 @@ def test_the_page_leads_with_the_answer_then_the_metric_plot_then_the_tables(tmp
 def test_the_metric_plot_marks_a_bound(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
-    from cbs_ray.plots import metric_vs_batch
+    from cbs_ray.report.plots import metric_vs_batch
 
     s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
     texts, close = [], plt.close

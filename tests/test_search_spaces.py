@@ -19,7 +19,7 @@ def test_search_space_validates_and_plans(path, capsys):
     text = path.read_text()
     assert text.startswith("#") and "python -m cbs_ray.search --space search_spaces/" + path.name in text
     if "source: hub" in text:  # hub specs need the network for data; validate the spec alone
-        from cbs_ray.spec import load_spec
+        from cbs_ray.spec.load import load_spec
 
         load_spec(path)
         return
@@ -35,8 +35,8 @@ def test_concurrent_trials_follow_the_spec_on_an_autoscaling_cluster():
     autoscaler would add one GPU node); the shipped cluster spec sets 8, which wins."""
     import yaml
 
-    from cbs_ray.search import max_concurrent
-    from cbs_ray.spec import load_spec
+    from cbs_ray.tune.search_space import max_concurrent
+    from cbs_ray.spec.load import load_spec
 
     cluster_spec = Path(__file__).parent.parent / "search_spaces" / "sst2_bert_base.yaml"
     resources = yaml.safe_load(cluster_spec.read_text())["resources"]

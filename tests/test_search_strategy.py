@@ -1,7 +1,7 @@
 """The search strategies' configurations (pure: no Ray)."""
 
-from cbs_ray.search import grid_points, num_trials, plan_lines
-from cbs_ray.spec import load_spec
+from cbs_ray.tune.search_space import grid_points, num_trials, plan_lines
+from cbs_ray.spec.load import load_spec
 
 
 def test_grid_is_every_batch_by_evenly_spaced_alphas_and_warmups():
@@ -27,7 +27,7 @@ def test_tpe_and_random_use_num_trials():
 
 
 def test_seeded_warmup_grows_with_the_batch_across_the_range():
-    from cbs_ray.search import seed_warmup
+    from cbs_ray.tune.search_space import seed_warmup
 
     # 5 batch sizes over warmup [0, 0.2]: the smallest gets 0, the largest 0.2, evenly in log2 B between.
     assert [seed_warmup([0.0, 0.2], i, 5) for i in range(5)] == [0.0, 0.05, 0.1, 0.15, 0.2]
@@ -37,7 +37,7 @@ def test_seeded_warmup_grows_with_the_batch_across_the_range():
 def test_balanced_batches_fix_every_trials_batch_and_keep_alpha_per_batch():
     import optuna
 
-    from cbs_ray.search import per_batch_space
+    from cbs_ray.tune.search_space import per_batch_space
 
     spec = load_spec(None, ["search.batch_sizes=[16, 64, 256]", "search.num_trials=8", "search.balance_batches=true",
                             "search.alpha_range=[0.5, 1.0]"])

@@ -12,15 +12,18 @@ import numpy as np
 import pytest
 import torch
 
-from cbs_ray.data import (ADJECTIVES, NOUNS, builtin_translation, prepare_data, target_labels, translate,
-                          translation_dictionary)
-from cbs_ray.experiment import prepare
-from cbs_ray.seq2seq import Seq2SeqSource, bleu_from_statistics, bleu_statistics, evaluate_seq2seq, summed_target_loss
-from cbs_ray.sessions import LocalSession
-from cbs_ray.spec import SpecError, load_spec
-from cbs_ray.train_loop import loop_source, train_loop
-from cbs_ray.trial import TrialConfig
-from cbs_ray.user_objects import user_objects
+from cbs_ray.data.builtin import ADJECTIVES, NOUNS, builtin_translation, translate, translation_dictionary
+from cbs_ray.data.prepare import prepare_data
+from cbs_ray.data.seq2seq_pairs import target_labels
+from cbs_ray.tune.api import prepare
+from cbs_ray.sources.seq2seq import Seq2SeqSource, bleu_from_statistics, bleu_statistics, evaluate_seq2seq, summed_target_loss
+from cbs_ray.train.sessions import LocalSession
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.load import load_spec
+from cbs_ray.sources.choose import loop_source
+from cbs_ray.train.loop import train_loop
+from cbs_ray.train.config import TrialConfig
+from cbs_ray.sources.user_objects import user_objects
 from conftest import RecordingSession  # tests/ is on sys.path under pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -172,7 +175,7 @@ def test_evaluation_sums_each_ranks_bleu_statistics_and_equals_one_rank_on_the_w
     data, budget, config = prepare(spec)
     cfg = TrialConfig.from_tune(spec, {"log2_batch": 3, "alpha": 1.0, "warmup_fraction": 0.0},
                                 budget_samples=budget, model_config=config)
-    from cbs_ray.model import build_model
+    from cbs_ray.sources.model import build_model
 
     torch.manual_seed(0)
     model = build_model(cfg.model, "seq2seq", config)

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 from cbs_ray.search import main
-from cbs_ray.spec import SearchSpec, SpecError, load_spec, resolve_budget, spec_from_dict
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.load import load_spec, spec_from_dict
+from cbs_ray.spec.resolve import resolve_budget
+from cbs_ray.spec.schema import SearchSpec
 
 
 def test_default_spec_is_valid_and_expands_batch_range():
@@ -199,7 +202,7 @@ def test_cli_bad_resume_and_space_are_one_line_and_exit_2(argv, message, capsys)
 
 
 def test_resume_of_a_directory_without_tune_state(tmp_path, capsys):
-    from cbs_ray.report import write_meta
+    from cbs_ray.records.storage import write_meta
 
     write_meta(str(tmp_path), {"spec": {}, "budget_samples": 1})
     assert main(["--resume", str(tmp_path)]) == 2
@@ -307,7 +310,8 @@ def test_spec_from_dict_rejects_non_mapping_sections():
 
 
 def test_the_probe_is_one_trial_whatever_the_strategy_and_repeats():
-    from cbs_ray.search import num_trials, probe_spec
+    from cbs_ray.tune.probe import probe_spec
+    from cbs_ray.tune.search_space import num_trials
 
     spec = load_spec(None, ["search.batch_sizes=auto", "search.strategy=grid", "search.early_stopping=false",
                             "search.repeats=2"])
@@ -322,7 +326,7 @@ def test_auto_batch_sizes_dry_run_shows_the_probe(capsys):
 
 
 def test_apply_batch_grid_fits_the_cadence_to_the_grid():
-    from cbs_ray.spec import apply_batch_grid
+    from cbs_ray.spec.resolve import apply_batch_grid
 
     spec = load_spec(None, ["search.batch_sizes=auto", "training.budget_samples=16384", "training.eval_every_samples=2048",
                             "asha.grace_period_samples=4096", "search.num_trials=12"])
@@ -339,7 +343,7 @@ def _files_argv(train, dev, *extra):
 
 
 def test_label_names_become_class_ids_in_the_training_labels_order(tmp_path, capsys):
-    from cbs_ray.data import prepare_data
+    from cbs_ray.data.prepare import prepare_data
 
     train = write(tmp_path / "train.csv", "text,label\n" + "good film,pos\nbad film,neg\n" * 300)
     dev = write(tmp_path / "dev.csv", "text,label\ngood,pos\nbad,neg\n")
@@ -355,7 +359,7 @@ def test_label_names_become_class_ids_in_the_training_labels_order(tmp_path, cap
 
 
 def test_bad_labels_and_empty_texts_in_local_files(tmp_path, capsys):
-    from cbs_ray.data import load_texts
+    from cbs_ray.data.files import load_texts
 
     train = write(tmp_path / "train.csv", "text,label\n" + "good film,1\nbad film,0\n,1\n" * 100)
     negative = write(tmp_path / "negative.csv", "text,label\ngood,1\nbad,-1\n")
@@ -384,15 +388,16 @@ def test_an_unreadable_eval_file_is_named_and_home_paths_load(tmp_path, capsys, 
 
 @pytest.mark.parametrize("error", ["ReportError", "DoesNotFit"])
 def test_a_search_that_ran_but_has_nothing_to_report_is_one_line_and_exit_1(error, capsys, monkeypatch):
-    import cbs_ray.experiment as experiment
-    from cbs_ray.report import ReportError
+    import cbs_ray.cli as cli
+    from cbs_ray.records.storage import ReportError
+    from cbs_ray.tune.runner import DoesNotFit
 
-    raised = {"ReportError": ReportError, "DoesNotFit": experiment.DoesNotFit}[error]
+    raised = {"ReportError": ReportError, "DoesNotFit": DoesNotFit}[error]
 
     def fails(*args, **kwargs):
         raise raised("/x/exp: no trial has reported a result yet; 2 of 2 trials failed, the first with: E")
 
-    monkeypatch.setattr(experiment, "run_search", fails)
+    monkeypatch.setattr(cli, "run_search", fails)
     assert main([]) == 1
     assert capsys.readouterr().err == \
         "error: /x/exp: no trial has reported a result yet; 2 of 2 trials failed, the first with: E\n"
@@ -412,7 +417,7 @@ def test_a_model_that_cannot_be_built_is_a_one_line_error_before_ray(override, l
 
 
 def test_the_plan_counts_the_repeat_trials():
-    from cbs_ray.search import plan_lines
+    from cbs_ray.tune.search_space import plan_lines
 
     first = plan_lines(load_spec(None, ["search.repeats=3"]), 16384)[0]
     assert first.startswith("tiny-bert-sentiment: 6 batch sizes, 18 trials + up to 12 repeat trials (each batch "

@@ -9,8 +9,8 @@ import pytest
 from optuna.trial import TrialState
 from ray import tune
 
-from cbs_ray.spec import SpecError
-from cbs_ray.study import ORPHANED, PersistentStudySearch, check_study, fail_orphans, open_storage, trial_outcome
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.tune.study import ORPHANED, PersistentStudySearch, check_study, fail_orphans, open_storage, trial_outcome
 
 BUDGET = 4096
 

@@ -8,11 +8,16 @@ import pandas as pd
 import pytest
 import torch
 
-from cbs_ray.budget import packing_on, samples_for_tokens, tokens_per_sample
-from cbs_ray.data import blocks, load_texts, pack, prepare_data, token_stream
-from cbs_ray.spec import SpecError, load_spec, resolve_budget
-from cbs_ray.train_loop import items_in
-from cbs_ray.tune_storage import with_tokens_seen
+from cbs_ray.maths.budget import samples_for_tokens
+from cbs_ray.spec.resolve import packing_on, tokens_per_sample
+from cbs_ray.data.files import load_texts
+from cbs_ray.data.prepare import prepare_data
+from cbs_ray.data.tokenize import blocks, pack, token_stream
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.load import load_spec
+from cbs_ray.spec.resolve import resolve_budget
+from cbs_ray.sources.builtin import items_in
+from cbs_ray.records.storage import with_tokens_seen
 
 SPACE = Path(__file__).resolve().parent.parent / "search_spaces" / "tiny_causal_lm.yaml"
 TOKENS = ["training.budget_samples=null"]  # then a token budget is the only budget
@@ -70,7 +75,7 @@ def test_prepared_causal_lm_data_are_full_blocks_of_every_token():
 
 
 def test_texts_too_short_for_one_block_are_a_one_line_error():
-    from cbs_ray.data import _pack_texts
+    from cbs_ray.data.tokenize import _pack_texts
 
     def documents(texts):  # one token per word, then EOS (0)
         return [[1] * len(t.split()) + [0] for t in texts]
@@ -143,7 +148,7 @@ def test_tokens_per_sample_only_with_packed_texts():
 
 
 def test_the_probe_of_a_token_budget_trains_samples_of_the_same_packed_data():
-    from cbs_ray.experiment import probe_spec
+    from cbs_ray.tune.probe import probe_spec
 
     probe = probe_spec(causal(*TOKENS, "training.budget_tokens=300000"))
     assert probe.training.budget_tokens is None and probe.training.budget_samples == 2048
@@ -197,7 +202,7 @@ def test_tokens_seen_is_samples_times_tokens_per_sample():
 def test_load_history_adds_tokens_seen_from_the_experiment_meta(tmp_path, monkeypatch):
     import ray.tune
 
-    from cbs_ray.tune_storage import load_history, write_meta
+    from cbs_ray.records.storage import load_history, write_meta
 
     class Analysis:  # what load_history reads of Tune's ExperimentAnalysis
         def __init__(self, path):
@@ -212,7 +217,7 @@ def test_load_history_adds_tokens_seen_from_the_experiment_meta(tmp_path, monkey
 
 def test_a_token_budget_needs_the_spec_s_own_texts():
     # With model_init and datasets of the user's own, cbs-ray packs nothing: it cannot know the tokens per sample.
-    from cbs_ray.user_objects import _options_the_objects_cannot_take
+    from cbs_ray.sources.user_objects import _options_the_objects_cannot_take
 
     spec = load_spec(None, ["task=causal-lm", "search.metric=eval_loss", "search.mode=min", *TOKENS,
                             "training.budget_tokens=1048576"])

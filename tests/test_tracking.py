@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cbs_ray.spec import SpecError, load_spec
-from cbs_ray.tracking import check_installed, mlflow_uri, trial_params
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.load import load_spec
+from cbs_ray.tune.tracking import check_installed, mlflow_uri, trial_params
 from conftest import EARLIER_DEFAULT
 
 TINY = EARLIER_DEFAULT + ["data.builtin_train_examples=2048", "data.builtin_eval_examples=512",

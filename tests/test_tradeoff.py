@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cbs_ray import fit_tradeoff
-from cbs_ray.tradeoff import overhead_rule, samples_to_target
+from cbs_ray.maths.tradeoff import overhead_rule, samples_to_target
 
 NAN = math.nan
 

@@ -7,12 +7,12 @@ import shutil
 import pytest
 import torch
 
-from cbs_ray.search import prepare
-from cbs_ray.spec import load_spec
-from cbs_ray.optimizer import make_optimizer
-from cbs_ray.sessions import LocalSession
-from cbs_ray.train_loop import train_loop
-from cbs_ray.trial import TrialConfig
+from cbs_ray.tune.api import prepare
+from cbs_ray.spec.load import load_spec
+from cbs_ray.train.optimizer import make_optimizer
+from cbs_ray.train.sessions import LocalSession
+from cbs_ray.train.loop import train_loop
+from cbs_ray.train.config import TrialConfig
 from conftest import EARLIER_DEFAULT, RecordingSession, train_in_process  # tests/ is on sys.path under pytest
 
 SMALL = EARLIER_DEFAULT + ["data.builtin_train_examples=512", "data.builtin_eval_examples=128", "training.budget_samples=256",
@@ -99,8 +99,8 @@ def test_micro_batch_probe_is_skipped_on_cpu_without_a_memory_limit(capsys):
 def test_cpu_probe_within_a_memory_limit_plans_and_trains_as_an_unprobed_trial(capsys, tmp_path, monkeypatch):
     """The probe really steps the model on the CPU (peaks measured, plan cached); its steps and random
     batches are undone, so the trial trains exactly as the same plan given by hand."""
-    from cbs_ray.memory_planner import ProbeCache
-    from cbs_ray.spec import TINY_BERT
+    from cbs_ray.train.memory_planner import ProbeCache
+    from cbs_ray.spec.schema import TINY_BERT
 
     monkeypatch.setenv("HOME", str(tmp_path)) # a fresh probe cache
    # With dropout, training draws from the RNG the probe's random batches also draw from.
@@ -130,7 +130,7 @@ def test_where_memory_bounds_the_probe_training_accumulates_and_evaluation_batch
    # Baseline 0.5 GiB; steps at 2, 3, 5, 9 peak at 0.55, 0.6, 0.7, 0.9 GiB. 18 is expected at
    # 0.5 + 0.4 * 18 / 9 = 1.3 GiB > 1 GiB: not run. Plan 8 (9 fits), below the probe's upper limit 32.
     script = ScriptedMemory([int(f * gib) for f in (0.5, 0.55, 0.6, 0.7, 0.9)])
-    monkeypatch.setattr("cbs_ray.memory_planner.PeakResidentMemory", lambda: script)
+    monkeypatch.setattr("cbs_ray.train.memory_planner.PeakResidentMemory", lambda: script)
     bounded, _ = run(["training.probe_micro_batch=true", "training.micro_batch_size=null",
                       "training.memory_limit_gb=1"], batch=32)
     out = capsys.readouterr().out
@@ -193,7 +193,7 @@ def test_a_restarted_trial_ends_where_an_uninterrupted_one_does(tmp_path, monkey
     examples: 35 micro-batches of 16 per epoch (B=32 as 2 × 16, so step 18 straddles the epoch boundary)
     or 17 of 32; the checkpoint at 512 samples (step 16) sits mid-epoch either way. In fp16, the first
     step overflows and is skipped: its two micro-batches were drawn without a step being taken."""
-    import cbs_ray.train_loop as loop
+    import cbs_ray.sources.builtin as loop  # the built-in source's summed loss
 
     overrides = ["data.builtin_train_examples=560", "data.builtin_eval_examples=128",
                  "training.budget_samples=1280", "training.eval_every_samples=256",
@@ -252,7 +252,7 @@ def test_ray_per_report_log_lines_are_quietened():
     import ray.train.v2._internal.execution.context as train_context
     import ray.train.v2._internal.execution.storage as train_storage
 
-    from cbs_ray.sessions import per_report_loggers, quiet_per_report_logs
+    from cbs_ray.train.sessions import per_report_loggers, quiet_per_report_logs
 
     modules = (tune_storage, train_storage, train_context)
     assert sorted(per_report_loggers()) == sorted(m.logger.name for m in modules)
@@ -265,8 +265,8 @@ def test_ray_per_report_log_lines_are_quietened():
 def test_the_probe_measures_a_model_in_training_mode_even_if_it_came_in_eval_mode(tmp_path, monkeypatch):
     """A pretrained model comes in eval mode (no dropout, and no gradient checkpointing in transformers):
     the probe must measure the model as it will train."""
-    import cbs_ray.memory_planner as planner
-    import cbs_ray.model as model_module
+    import cbs_ray.train.memory_planner as planner
+    import cbs_ray.sources.model as model_module
 
     monkeypatch.setenv("HOME", str(tmp_path))
     built = model_module.build_model
@@ -288,7 +288,7 @@ def test_evaluation_runs_in_the_training_precision(precision, autocast):
     the model that trains)."""
     from types import SimpleNamespace
 
-    from cbs_ray.train_loop import evaluate
+    from cbs_ray.sources.builtin import evaluate
 
     spec = load_spec(None, SMALL + [f"training.precision={precision}"])
     data, budget, config = prepare(spec)

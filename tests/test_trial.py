@@ -7,9 +7,10 @@ import pickle
 import numpy as np
 import pytest
 
-import cbs_ray.trial as trial_module
-from cbs_ray.spec import load_spec
-from cbs_ray.trial import DataRef, TrialConfig, run_trial, train_worker
+import cbs_ray.train.trial as trial_module
+from cbs_ray.spec.load import load_spec
+from cbs_ray.train.config import TrialConfig
+from cbs_ray.train.trial import DataRef, run_trial, train_worker
 
 TUNE_CONFIG = {"log2_batch": 5, "alpha": 0.5, "warmup_fraction": 0.1}
 

@@ -5,8 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from cbs_ray.uncertainty import (accuracy_standard_error, mean_and_standard_error, turning_point_range,
-                                 verdict)
+from cbs_ray.maths.uncertainty import accuracy_standard_error, mean_and_standard_error, turning_point_range, verdict
 
 BATCHES = [16, 32, 64, 128, 256, 512, 1024]
 # True curve: flat 0.80 up to 128, then clear drops -> true turning point 128 at 1 % tolerance.

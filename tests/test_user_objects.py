@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from cbs_ray.experiment import prepare, resume_search, run_search
-from cbs_ray.spec import SpecError, load_spec, spec_to_dict
-from cbs_ray.train_loop import train_loop
-from cbs_ray.trial import TrialConfig
-from cbs_ray.tune_storage import read_meta, write_meta
-from cbs_ray.user_objects import user_objects
+from cbs_ray.tune.api import prepare, resume_search, run_search
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.load import load_spec, spec_to_dict
+from cbs_ray.train.loop import train_loop
+from cbs_ray.train.config import TrialConfig
+from cbs_ray.records.storage import read_meta, write_meta
+from cbs_ray.sources.user_objects import user_objects
 from conftest import RecordingSession  # tests/ is on sys.path under pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,7 +138,7 @@ def no_ray(monkeypatch):
     """Fails the test if the search gets as far as starting Ray."""
     import ray
 
-    import cbs_ray.experiment as experiment
+    import cbs_ray.tune.api as experiment
 
     def refuse(*_, **__):
         raise AssertionError("Ray would start")
@@ -181,7 +182,7 @@ def test_the_command_line_cannot_resume_an_objects_experiment_and_says_so_in_one
     import ray
 
     from cbs_ray.cli import search_main
-    from cbs_ray.user_objects import objects_meta
+    from cbs_ray.sources.user_objects import objects_meta
 
     spec = plain.search_spec(SMALL)
     write_meta(str(tmp_path), {"name": spec.name, "metric": "accuracy", "mode": "max", "budget_samples": 256,

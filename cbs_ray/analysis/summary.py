@@ -1,0 +1,107 @@
+"""From reported milestones to the answer: ``summarize`` builds the tables (``analysis.tables``), the
+readings (``analysis.readings``) and the answer (``analysis.answer``) into one ``Summary``; ``write_summary``
+writes ``summary.json``. Pure pandas, no Ray.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from cbs_ray.analysis.answer import _answer, bound_text
+from cbs_ray.analysis.readings import (
+    _target_rules,
+    _tradeoff,
+    _turning_point,
+    _with_noise_scale,
+    default_target,
+    recommend,
+)
+from cbs_ray.analysis.summary_record import CriticalBatch, Importance, NoiseScale, OverheadRule, Summary
+from cbs_ray.analysis.tables import noise_scale_table, per_batch_table, trial_table
+from cbs_ray.maths.importance import EVALUATOR, param_importance
+from cbs_ray.maths.pareto import pareto_front
+from cbs_ray.maths.tradeoff import TradeoffFit
+
+__all__ = ["summarize", "write_summary"]
+
+
+FRONT_COLUMNS = ["trial_id", "batch_size", "alpha", "warmup_fraction", "peak_lr", "wall_time_s",
+                  "projected_time_s"]  # then the metric
+
+
+def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: int,
+              tolerance: float = 0.01, target: Optional[float] = None, turning_fit: str = "monotone",
+              min_batch_size: int = 1) -> Summary:
+    """Everything ``summary.json`` holds, typed (NaN becomes None; ``Summary.to_json`` writes it). ``turning_fit``:
+    ``monotone`` reads the turning point off the per-batch means' monotone fit, ``raw`` off the means
+    (``search.turning_point``); the other reading is kept as ``raw_batch_size`` / ``monotone_batch_size``.
+    ``min_batch_size``: the smallest batch a next search may propose (the workers per trial)."""
+    if turning_fit not in ("monotone", "raw"):
+        raise ValueError(f"turning_fit must be 'monotone' or 'raw', got {turning_fit!r}")
+    trials = trial_table(history, metric=metric, budget_samples=budget_samples)
+    per_batch = per_batch_table(trials, metric=metric, mode=mode) if len(trials) else pd.DataFrame()
+    measured = per_batch.dropna(subset=[f"best_{metric}"]) if len(per_batch) else per_batch
+    turning, fitted = _turning_point(per_batch, measured, metric=metric, mode=mode, tolerance=tolerance,
+                                     turning_fit=turning_fit)
+
+    target_source = "user" if target is not None else "default: worst per-batch best"
+    if target is None and len(measured):
+        target = default_target(measured, metric=metric, mode=mode)
+    no_target = "no completed trial to take a target from"
+    tradeoff = _tradeoff(TradeoffFit(None, None, None), left_out=None, reason=no_target)
+    overhead = OverheadRule(None, no_target)
+    if target is not None and len(trials):
+        trials, per_batch, tradeoff, overhead = _target_rules(history, trials, metric=metric, mode=mode,
+                                                              target=target)
+    if fitted:
+        per_batch[f"fit_{metric}"] = per_batch["batch_size"].map(fitted)
+    noise_rows, noise = noise_scale_table(history)
+    if len(noise_rows):
+        per_batch, trials = _with_noise_scale(history, per_batch, trials, noise_rows)
+
+    answer = _answer(turning, tradeoff, overhead, [int(b) for b in per_batch.get("batch_size", [])],
+                     min_batch=min_batch_size)
+    done = trials[trials["status"] == "completed"].reset_index(drop=True)
+    done["projected_time_s"] = budget_samples / done["samples_per_s"]
+    columns = FRONT_COLUMNS + [metric]
+    front_wall = pareto_front(done["wall_time_s"].tolist(), done[metric].tolist(), mode=mode) if len(done) else []
+    front_projected = (pareto_front(done["projected_time_s"].tolist(), done[metric].tolist(), mode=mode)
+                       if len(done) else [])
+    return Summary(
+        answer=answer, metric=metric, mode=mode, budget_samples=budget_samples, target=target,
+        target_source=target_source,
+        critical_batch=CriticalBatch(batch_size=turning.batch_size, turning_point=turning, tradeoff=tradeoff,
+                                     overhead_20pct=overhead, tolerance=tolerance, reason=turning.reason),
+        noise_scale=NoiseScale(**{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                                  for k, v in noise.items()}),
+        recommendation=recommend(done, front_projected, metric=metric, mode=mode, tolerance=tolerance,
+                                 budget_samples=budget_samples, cap=answer.batch_size, resolved=answer.resolved,
+                                 cap_text=bound_text(answer.batch_size, answer.bound)),
+        per_batch=_records(per_batch), pareto=_records(done.loc[front_wall, columns]),
+        pareto_projected=_records(done.loc[front_projected, columns]), trials=_records(trials),
+        importance=Importance(EVALUATOR, *param_importance(trials, metric=metric, mode=mode)))
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    def clean(v):
+        if isinstance(v, (np.integer,)):
+            return int(v)
+        if isinstance(v, (float, np.floating)):
+            return None if not math.isfinite(v) else float(v)
+        return v
+    return [{k: clean(v) for k, v in row.items()} for row in frame.to_dict("records")]
+
+
+def write_summary(summary: Summary, history: pd.DataFrame, directory: str | Path) -> Path:
+    """Write ``summary.json`` (strict JSON) and ``trials.csv`` (one row per trial) to ``directory``."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "summary.json").write_text(summary.to_json())
+    pd.DataFrame(summary.trials).to_csv(directory / "trials.csv", index=False)
+    history.to_csv(directory / "history.csv", index=False)
+    return directory

@@ -1,0 +1,187 @@
+"""From reported milestones to tables: one row per trial (``trial_table``), one per batch size
+(``per_batch_table``), the noise scale over the reports (``noise_scale_table``). Pure pandas, no Ray: the
+input is the history of reports (one row per milestone per trial) however it was obtained.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from cbs_ray.maths.noise_scale import b_simple
+from cbs_ray.maths.tradeoff import samples_to_target
+from cbs_ray.maths.uncertainty import accuracy_standard_error, mean_and_standard_error
+
+__all__ = ["trial_table", "per_batch_table", "noise_scale_table", "unequal_effort", "restarts"]
+
+
+TRIAL_COLUMNS = ["trial_id", "batch_size", "alpha", "warmup_fraction", "peak_lr"]
+
+
+def trial_table(history: pd.DataFrame, *, metric: str, budget_samples: int) -> pd.DataFrame:
+    """One row per trial: its configuration, how far it got, its last metric, its time at the end.
+
+    ``status``: ``completed`` (reached the budget), ``diverged`` (non-finite loss or gradient), ``failed``
+    (its workers died more often than ``max_failures``), or ``stopped`` (ended before the budget: stopped
+    early by ASHA, or still running)."""
+    if history.empty:
+        return pd.DataFrame(columns=TRIAL_COLUMNS + ["samples_seen", metric, "wall_time_s", "samples_per_s", "repeat",
+                                                     "restarts", "status"])
+    history = history.sort_values(["trial_id", "samples_seen"])
+    last = history.groupby("trial_id", sort=False).tail(1).set_index("trial_id")
+    diverged = history.groupby("trial_id")["diverged"].any() if "diverged" in history else False
+    rows = pd.DataFrame({
+        "batch_size": last["batch_size"].astype(int),
+        "alpha": last["alpha"], "warmup_fraction": last["warmup_fraction"], "peak_lr": last["peak_lr"],
+        "samples_seen": last["samples_seen"].astype(int), metric: last[metric].astype(float),
+        "wall_time_s": last.get("wall_time_s", np.nan),
+        "samples_per_s": history.groupby("trial_id")["samples_per_s"].mean()
+        if "samples_per_s" in history else np.nan,
+    })
+    rows["repeat"] = history.groupby("trial_id")["repeat"].any() if "repeat" in history else False
+    rows["restarts"] = (history.groupby("trial_id")["resumed_from_samples"].agg(restarts).astype(int)
+                        if "resumed_from_samples" in history else 0)
+    if "eval_examples" in history:
+        rows["eval_examples"] = last["eval_examples"]
+    if "node_id" in history:  # where its last report came from (rank 0's Ray node); "" outside Ray
+        rows["node_id"] = last["node_id"].fillna("").astype(str)
+    for column in (c for c in last.columns if c.startswith("dev_")):  # data.holdout_examples: the dev set
+        rows[column] = last[column]
+    failed = history.groupby("trial_id")["failed"].any() if "failed" in history else False
+    rows["status"] = np.where(diverged, "diverged",
+                              np.where(rows["samples_seen"] >= budget_samples, "completed",
+                                       np.where(failed, "failed", "stopped")))
+    return rows.reset_index().sort_values(["batch_size", "trial_id"]).reset_index(drop=True)
+
+
+def restarts(resumed_from_samples: Sequence) -> int:
+    """How often a trial continued from a checkpoint (a dead worker or node, a resumed search), from its
+    reports' ``resumed_from_samples`` in order: each change to a new positive value is one restart. A run
+    that died again before its next checkpoint resumes from the same one and is not told apart."""
+    count, previous = 0, 0.0
+    for value in resumed_from_samples:
+        value = 0.0 if value is None or value != value else float(value)  # NaN: a report from before the field
+        count += value > 0 and value != previous
+        previous = value
+    return count
+
+
+def _steps_to_target(history: pd.DataFrame, *, metric: str, mode: str, target: float) -> pd.DataFrame:
+    """Per trial: optimizer steps to first reach ``target`` (interpolated), NaN if never, and
+    ``target_at_first_report``: reached by the first report already, so the steps are only an upper bound
+    (nothing says how much earlier)."""
+    rows = {}
+    for trial_id, h in history.groupby("trial_id"):
+        samples = samples_to_target(h["samples_seen"].tolist(), h[metric].astype(float).tolist(), target, mode=mode)
+        rows[trial_id] = {"steps_to_target": samples / float(h["batch_size"].iloc[0]),
+                          "target_at_first_report": bool(samples == h["samples_seen"].min())}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["steps_to_target", "target_at_first_report"])
+
+
+def _ratio_of_means(frame: pd.DataFrame) -> float:
+    ok = frame[["grad_sq", "trace_sigma"]].dropna()
+    return float(b_simple(ok["grad_sq"].mean(), ok["trace_sigma"].mean())) if len(ok) else math.nan
+
+
+def noise_scale_table(history: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """B_simple per batch size early in training (each trial's first finite report, averaged) and over
+    training (ratio of the mean |G|² and mean tr Σ over the reports, as McCandlish et al.'s Table 1),
+    plus the same two figures over every trial. Only reports whose moving averages give a positive B_simple
+    count: early reports whose tr Σ estimate is still negative are left out of both means."""
+    if "b_simple" not in history or history["b_simple"].notna().sum() == 0:
+        note = (history["noise_scale_note"].dropna().iloc[0] if "noise_scale_note" in history
+                and history["noise_scale_note"].notna().any() else "not reported")
+        return pd.DataFrame(), {"early": None, "mean": None, "note": note or "not measurable"}
+    measured = history.dropna(subset=["b_simple"]).sort_values("samples_seen")
+    first = measured.groupby("trial_id").head(1)
+    rows = [{"batch_size": int(b), "b_simple_early": _ratio_of_means(first[first["batch_size"] == b]),
+             "b_simple_mean": _ratio_of_means(group)} for b, group in measured.groupby("batch_size")]
+    # How many reports carried both estimates, and how many of them the rule above left out: the reader's
+    # measure of how settled the figure is.
+    estimated = int(history[["grad_sq", "trace_sigma"]].apply(np.isfinite).all(axis=1).sum()) \
+        if {"grad_sq", "trace_sigma"} <= set(history) else len(measured)
+    return pd.DataFrame(rows), {"early": _ratio_of_means(first), "mean": _ratio_of_means(measured), "note": None,
+                                "reports": estimated, "reports_left_out": estimated - len(measured)}
+
+
+def per_batch_table(trials: pd.DataFrame, *, metric: str, mode: str) -> pd.DataFrame:
+    """Per batch size: trials run / completed / stopped / diverged / failed, the peak LRs the diverged trials
+    used (lowest first: the stability limit at that batch), the best completed trial's metric and
+    configuration (NaN where no trial reached the budget), and — when ``trials`` has a
+    ``steps_to_target`` column — the fewest steps and samples any trial of that batch needed to reach
+    the target."""
+    out = []
+    for batch, group in trials.groupby("batch_size"):
+        repeats = group[group["repeat"]] if "repeat" in group else group.iloc[:0]
+        group = group[~group["repeat"]] if "repeat" in group else group
+        done = group[(group["status"] == "completed") & group[metric].notna()]
+        row = {"batch_size": int(batch), "trials": len(group), "completed": len(done),
+               "stopped": int((group["status"] == "stopped").sum()),
+               "diverged": int((group["status"] == "diverged").sum()),
+               "failed": int((group["status"] == "failed").sum()),
+               "diverged_peak_lrs": sorted(float(lr) for lr in group.loc[group["status"] == "diverged", "peak_lr"])}
+        if len(done):
+            best = done.loc[done[metric].idxmax() if mode == "max" else done[metric].idxmin()]
+            row.update({f"best_{metric}": float(best[metric]), "alpha": float(best["alpha"]),
+                        "warmup_fraction": float(best["warmup_fraction"]), "peak_lr": float(best["peak_lr"]),
+                        "wall_time_s": float(best["wall_time_s"]), "samples_per_s": float(best["samples_per_s"]),
+                        "trial_id": best["trial_id"]})
+            if f"dev_{metric}" in best:  # the selected trial's figure on the dev set, not the dev set's best
+                row[f"dev_{metric}"] = float(best[f"dev_{metric}"])
+        else:
+            row.update({f"best_{metric}": math.nan})
+        if "steps_to_target" in group:
+            steps = group["steps_to_target"].min()
+            row.update({"steps_to_target": steps, "samples_to_target": steps * batch})
+            if "target_at_first_report" in group:  # then the fewest steps are that trial's upper bound
+                row["target_at_first_report"] = bool(group["target_at_first_report"].fillna(False).astype(bool).any())
+        row.update(_repeated_mean(done, repeats, metric=metric, best=row.get(f"best_{metric}", math.nan)))
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def _repeated_mean(done: pd.DataFrame, repeats: pd.DataFrame, *, metric: str, best: float) -> dict:
+    """The best configuration's metric over its runs (the search's trial plus completed repeats): mean,
+    standard error (from the runs' spread and, for accuracy, the evaluation set's size), run count."""
+    runs = [best] + repeats.loc[repeats["status"] == "completed", metric].dropna().tolist()
+    eval_se = 0.0
+    # An accuracy's evaluation error is known from the evaluation set's size, where the reports carry it.
+    eval_error_known = (metric == "accuracy" and "eval_examples" in done and done["eval_examples"].notna().any()
+                        and not math.isnan(best))
+    if eval_error_known:
+        eval_se = accuracy_standard_error(min(max(best, 0.0), 1.0), int(done["eval_examples"].max()))
+    mean, se = mean_and_standard_error(runs, eval_se=eval_se)
+    if not eval_error_known and len([r for r in runs if not math.isnan(r)]) < 2:
+        se = math.nan  # one run and no known evaluation error: no noise estimate (not a noise of 0)
+    return {"runs": len([r for r in runs if not math.isnan(r)]), f"mean_{metric}": mean, f"se_{metric}": se}
+
+
+def unequal_effort(batch_sizes: Sequence[int], trials: Sequence[int], *, check: Sequence[int],
+                   factor: float = 2.0) -> Optional[str]:
+    """A note where the per-batch best of a batch size in ``check`` (the best batch, the answer) is the best
+    of at least ``factor``× the trials of a neighbour (the next batch size measured either side). TPE puts
+    more trials where the metric looks best, and the best of more trials is biased upward, so that batch
+    size can win the comparison the turning point rests on by effort, not quality. ``trials`` counts every
+    configuration tried at that batch size, those ASHA stopped included: stopping is part of how the
+    search picked the best, so a balanced search (3 trials each, one completed here, two there) is even
+    effort. None when effort is even enough.
+
+    >>> unequal_effort([8, 16, 32], [1, 4, 1], check=[16])[:52]
+    "B=16's best is the best of 4 trials, its neighbours'"
+    """
+    counts = {int(b): int(c) for b, c in zip(batch_sizes, trials) if c and c > 0}
+    order = sorted(counts)
+    for b in (b for b in dict.fromkeys(int(x) for x in check) if b in counts):
+        i = order.index(b)
+        neighbours = [order[j] for j in (i - 1, i + 1) if 0 <= j < len(order)]
+        if not any(counts[b] >= factor * counts[n] for n in neighbours):
+            continue
+        same = len({counts[n] for n in neighbours}) == 1
+        theirs = f"{counts[neighbours[0]]}" if same else " and ".join(f"{counts[n]} (B={n})" for n in neighbours)
+        whose = "its neighbours'" if len(neighbours) > 1 else "its neighbour's"
+        return (f"B={b}'s best is the best of {counts[b]} trials, {whose} of {theirs}: the best of more "
+                f"trials is biased upward; use search.balance_batches: true or the grid's reading")
+    return None

@@ -1,0 +1,56 @@
+"""Training and evaluation data: loaded, tokenized once in the driver, handed to trials as arrays
+(``data.arrays.PreparedData``). Three sources (``data.source``): ``builtin`` (``data.builtin``), ``hub`` and ``files``
+(``data.files``); tokenization and packing in ``data.tokenize``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from cbs_ray.data.arrays import PreparedData
+from cbs_ray.data.files import load_texts
+from cbs_ray.data.seq2seq_pairs import prepare_seq2seq_data
+from cbs_ray.data.tokenize import _pack_texts, _pretrained_tokenizer, _train_word_tokenizer
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.resolve import packing_on
+from cbs_ray.spec.schema import SearchSpec
+
+__all__ = ["prepare_data"]
+
+
+def prepare_data(spec: SearchSpec) -> PreparedData:
+    """Load and tokenize the spec's data. Raises SpecError for missing files, columns or splits."""
+    if spec.task == "seq2seq":
+        return prepare_seq2seq_data(spec)
+    (train_texts, train_labels), (eval_texts, eval_labels), dev = load_texts(spec)
+    max_len = spec.data.max_seq_length
+    tokenizer_name = spec.model.tokenizer or spec.model.name
+    if tokenizer_name:
+        encode, documents, vocab_size, pad_id = _pretrained_tokenizer(tokenizer_name, max_len)
+    else:
+        encode, documents, vocab_size, pad_id = _train_word_tokenizer(train_texts, spec.model.vocab_size, max_len)
+    if packing_on(spec):  # a causal LM's texts as one stream cut into full blocks (the labels are unused)
+        encode = functools.partial(_pack_texts, documents, block_length=max_len)
+    train_ids, train_mask = encode(train_texts)
+    eval_ids, eval_mask = encode(eval_texts)
+    if packing_on(spec):
+        train_labels, eval_labels = [0] * len(train_ids), [0] * len(eval_ids)
+        print(f"packing: {len(train_ids)} training samples of {max_len} tokens ({len(train_ids) * max_len} tokens, "
+              f"the last partial block dropped), {len(eval_ids)} evaluation samples", flush=True)
+    labels = np.array(train_labels, dtype=np.int64)  # class ids (label_ids): non-negative
+    dev_labels = dev[1] if dev else []
+    num_labels = (int(max(labels.max(), max(eval_labels), max(dev_labels, default=0))) + 1
+                  if spec.task == "sequence-classification" else 0)
+    if spec.task == "sequence-classification" and len(set(labels.tolist())) < 2:
+        raise SpecError(f"data.label_column: the training labels hold one class ({int(labels[0])}); "
+                        "classification needs at least two")
+    prepared = PreparedData(train_ids, train_mask, labels, eval_ids, eval_mask,
+                            np.array(eval_labels, dtype=np.int64), vocab_size, num_labels, pad_id)
+    if dev:
+        prepared.dev_ids, prepared.dev_mask = encode(dev[0])
+        prepared.dev_labels = np.array(dev_labels, dtype=np.int64)
+        if packing_on(spec):
+            prepared.dev_labels = np.zeros(len(prepared.dev_ids), dtype=np.int64)
+    return prepared

@@ -1,0 +1,135 @@
+"""Steps/samples tradeoff (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training", §2.2
+and Appendix D) and the 20 % overhead rule (Zhang et al. 2025, "How Does Critical Batch Size Scale in
+Pre-training?").
+
+To reach a fixed target, a batch of B needs S(B) optimizer steps and E(B) = B·S(B) samples. McCandlish
+et al. find (S/S_min − 1)(E/E_min − 1) = 1, i.e. S(B) = S_min + E_min / B: small batches are
+sample-efficient (E → E_min), large batches step-efficient (S → S_min), and the critical batch
+B_crit = E_min / S_min is where both cost twice their minimum.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+
+from cbs_ray.maths.critical_batch import LOWER, UPPER
+
+__all__ = ["samples_to_target", "TradeoffFit", "fit_tradeoff", "overhead_rule"]
+
+
+def samples_to_target(samples: Sequence[float], metrics: Sequence[float], target: float, *,
+                      mode: str = "max") -> float:
+    """Samples at which a trial first reaches ``target``, interpolated linearly between the two reported
+    milestones that bracket the crossing. NaN if never reached; the first milestone itself if it is
+    already reached there (nothing was reported before it)."""
+    sign = 1.0 if mode == "max" else -1.0
+    previous = None
+    for s, m in sorted(zip(samples, metrics)):
+        if math.isnan(m):
+            previous = None
+            continue
+        if sign * m >= sign * target:
+            if previous is None:
+                return float(s)
+            s0, m0 = previous
+            return float(s0 + (s - s0) * (sign * (target - m0)) / (sign * (m - m0)))
+        previous = (s, m)
+    return math.nan
+
+
+@dataclass
+class TradeoffFit:
+    """Fit of S(B) = s_min + e_min / B. ``b_crit`` = e_min / s_min; None with a ``reason`` when the data
+    cannot support it. ``ci`` is the bootstrap 95 % interval of b_crit (None when not computable).
+    ``bound``: where b_crit is None because it lies past the measured range, ``"lower"`` (B_crit ≥
+    ``bound_at`` = 4× the largest batch measured) or ``"upper"`` (B_crit ≤ ``bound_at`` = ¼ of the smallest)."""
+
+    s_min: Optional[float]
+    e_min: Optional[float]
+    b_crit: Optional[float]
+    ci: Optional[tuple[float, float]] = None
+    points: int = 0
+    reason: Optional[str] = None
+    batch_sizes: list = field(default_factory=list)
+    steps: list = field(default_factory=list)
+    bound: Optional[str] = None
+    bound_at: Optional[float] = None
+
+
+EXTRAPOLATION_LIMIT = 4  # a B_crit further than this beyond the largest measured batch is not reported
+
+
+def _weighted_fit(b: np.ndarray, s: np.ndarray) -> tuple[float, float]:
+    # Least squares on relative errors: steps span orders of magnitude across batch sizes.
+    design = np.stack([np.ones_like(b), 1.0 / b], axis=1) / s[:, None]
+    (s_min, e_min), *_ = np.linalg.lstsq(design, np.ones_like(s), rcond=None)
+    return float(s_min), float(e_min)
+
+
+def fit_tradeoff(batch_sizes: Sequence[float], steps_to_target: Sequence[float], *, bootstrap: int = 1000,
+                 seed: int = 0) -> TradeoffFit:
+    """Fit S(B) = S_min + E_min / B to steps-to-target per batch size (NaN entries are dropped).
+
+    Needs at least three batch sizes that reached the target. The 95 % interval resamples the
+    (B, S) pairs with replacement (resamples with fewer than three distinct batch sizes are skipped). A
+    resample whose S_min is not positive scales perfectly, B_crit = ∞, and one whose E_min is not positive
+    has no tradeoff, B_crit = 0: both count, so the upper end is ∞ (unbounded) when more than 2.5 % of the
+    resamples scale perfectly. The bounds are the order statistics at or beyond each percentile."""
+    b = np.asarray(batch_sizes, dtype=float)
+    s = np.asarray(steps_to_target, dtype=float)
+    keep = ~np.isnan(s) & ~np.isnan(b) & (s > 0) & (b > 0)
+    b, s = b[keep], s[keep]
+    base = dict(batch_sizes=b.tolist(), steps=s.tolist(), points=int(len(b)))
+    if len(np.unique(b)) < 3:
+        return TradeoffFit(None, None, None, reason=f"needs steps-to-target for at least 3 batch sizes, "
+                                                     f"got {len(np.unique(b))}", **base)
+    s_min, e_min = _weighted_fit(b, s)
+    # Equal steps fit E_min = 0 up to rounding, whose sign depends on the BLAS (2e-13 on one machine, -3e-13
+    # on another): below this it is zero, read as "barely falls" (an upper bound), not as "does not fall".
+    rounding = 1e-9 * abs(s_min) * float(b.max())
+    if e_min <= 0 and not (s_min > 0 and abs(e_min) <= rounding):
+        return TradeoffFit(s_min, e_min, None, reason="steps do not fall with batch size: no tradeoff to fit",
+                           **base)
+    if s_min > 0 and e_min / s_min < b.min() / EXTRAPOLATION_LIMIT:  # e.g. equal steps, E_min ≈ 0 in floats
+        return TradeoffFit(s_min, e_min, None, reason=f"steps barely fall with batch size: B_crit lies below "
+                           f"1/{EXTRAPOLATION_LIMIT} of the smallest batch measured ({int(b.min())}); measure "
+                           f"smaller batches", bound=UPPER, bound_at=float(b.min()) / EXTRAPOLATION_LIMIT, **base)
+    if s_min <= 0 or e_min / s_min > EXTRAPOLATION_LIMIT * b.max():
+        return TradeoffFit(s_min, e_min, None, reason=f"steps fall almost in proportion to batch size over the "
+                           f"whole range (near-perfect scaling): B_crit lies beyond {EXTRAPOLATION_LIMIT}× the "
+                           f"largest batch measured ({int(b.max())}); measure larger batches", bound=LOWER,
+                           bound_at=float(b.max()) * EXTRAPOLATION_LIMIT, **base)
+    rng = np.random.default_rng(seed)
+    estimates = []
+    for _ in range(bootstrap):
+        pick = rng.integers(0, len(b), len(b))
+        if len(np.unique(b[pick])) < 3:
+            continue
+        bs_s, bs_e = _weighted_fit(b[pick], s[pick])
+        estimates.append(0.0 if bs_e <= 0 else math.inf if bs_s <= 0 else bs_e / bs_s)
+    ci = (float(np.percentile(estimates, 2.5, method="lower")), float(np.percentile(estimates, 97.5, method="higher"))) \
+        if estimates and len(estimates) >= bootstrap // 2 else None
+    return TradeoffFit(s_min, e_min, e_min / s_min, ci=ci, **base)
+
+
+def overhead_rule(batch_sizes: Sequence[int], steps_to_target: Sequence[float], *, overhead: float = 0.2
+                  ) -> Optional[int]:
+    """Largest B whose steps-to-target are within (1 + overhead) × perfect linear scaling from the
+    smallest batch that reached the target: S(B) ≤ 1.2 · S(B_0) · B_0 / B, i.e. at most 20 % more
+    samples than B_0 needed. Walking up from B_0, the first batch over the line ends the walk (as for the
+    turning point): a larger batch back under it is noise, not a reason to skip the one that failed.
+    None if no batch reached the target."""
+    pairs = sorted((b, st) for b, st in zip(batch_sizes, steps_to_target) if not math.isnan(st))
+    if not pairs:
+        return None
+    b0, s0 = pairs[0]
+    largest = b0
+    for b, st in pairs[1:]:
+        if st > (1 + overhead) * s0 * b0 / b + 1e-9:
+            break
+        largest = b
+    return largest

@@ -1,0 +1,1 @@
+"""Reports: the headline, the Markdown and HTML pages, plots, one module per search method."""

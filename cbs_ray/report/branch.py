@@ -1,0 +1,366 @@
+"""Branch mode's report: ``summary.json``, ``history.csv``, the plot ``cbs_over_training.png``, ``report.md``
+and a self-contained ``report.html`` (the plot embedded), from a ``branching.BranchSummary`` and the history.
+
+What it shows: CBS(t) per checkpoint (a table and the plot, the trunk's B_simple over the same axis), the
+shape of CBS(t) in one sentence (a decrease said, never smoothed), the recommended batch-size schedule and the
+same schedule for three trainers (OLMo-core's ``BatchSizeSchedulerCallback``, Levanter's
+``train_batch_size`` schedule, Megatron-LM's ``--rampup-batch-size``), the schedule's validation run against
+the fixed small batch, and the cost of the whole branch search. Like ``report``, it needs no cluster.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+from typing import Optional
+
+import matplotlib
+import matplotlib.pyplot as plt  # noqa: E402  (after the backend)
+import matplotlib.ticker
+import pandas as pd
+
+from cbs_ray.analysis.branch_points import CbsPoint
+from cbs_ray.analysis.branch_schedule import schedule_in_tokens, schedule_steps, schedule_total_steps
+from cbs_ray.analysis.branch_summary import BranchSummary
+from cbs_ray.maths.critical_batch import LOWER, UPPER
+from cbs_ray.report.page import STYLE
+from cbs_ray.report.plots import _save  # (sets matplotlib's Agg backend)
+from cbs_ray.report.text import _fmt, _table
+
+__all__ = ["write_branch_report", "headline", "render_markdown", "render_html", "cbs_over_training_plot",
+           "trainer_snippets", "PLOT"]
+
+PLOT = "cbs_over_training"
+
+
+def _bound(batch, bound: Optional[str]) -> str:
+    return {LOWER: "≥ ", UPPER: "≤ "}.get(bound, "") + str(batch)
+
+
+def _x(samples: int, summary: BranchSummary) -> int:
+    """Samples on the report's axis: tokens when the budget is in tokens."""
+    return samples * summary.tokens_per_sample if summary.tokens_per_sample else samples
+
+
+def _axis_name(summary: BranchSummary) -> str:
+    return "tokens" if summary.tokens_per_sample else "samples"
+
+
+# ---- the terminal lines ---------------------------------------------------------------------------------
+
+def _point_line(p: CbsPoint, summary: BranchSummary) -> str:
+    at = f"{_x(p.samples_seen, summary)} {_axis_name(summary)}"
+    if p.trunk_loss is None:
+        return f"  at {at}: not determined ({p.note})"
+    parts = []
+    for o in p.branches:
+        if o.excess is None:
+            parts.append(f"B={o.batch_size} {o.status}")
+        else:
+            parts.append(f"B={o.batch_size} {o.excess:+.2%}" + ("" if o.recovers else " (fails)"))
+    extra = []
+    if p.close_call:
+        extra.append(f"close call: a deciding branch is {p.margin:.2%} from the line")
+    if p.note:
+        extra.append(p.note)
+    return (f"  at {at}: CBS {_bound(p.batch_size, p.bound)} (trunk eval_loss {p.trunk_loss:.4g} at "
+            f"+{_x(p.window_samples, summary)}; " + ", ".join(parts) + ")"
+            + (f"  [{'; '.join(extra)}]" if extra else ""))
+
+
+def _schedule_text(summary: BranchSummary) -> str:
+    unit = _axis_name(summary)
+    pairs = summary.batch_size_schedule_tokens or summary.batch_size_schedule
+    text = ", then ".join(f"{b} from {s}" for s, b in pairs)
+    if summary.tokens_per_sample:
+        text += f" {unit} (batch in tokens; in sequences: " + ", ".join(
+            str(b) for _, b in summary.batch_size_schedule) + ")"
+    else:
+        text += f" {unit}"
+    return text
+
+
+def _cost_line(summary: BranchSummary) -> str:
+    roles = ", ".join(f"{role} {n}" for role, n in summary.samples_by_role.items())
+    line = f"Cost: {summary.total_samples} samples trained ({roles})"
+    if summary.cost_ratio is not None:
+        line += (f"; trunk + branches are {summary.cost_ratio:.2f} of a from-scratch search over the same batches "
+                 f"and alphas ({summary.scratch_samples} samples; target ≤ 0.5)")
+    return line
+
+
+def _b_simple_line(summary: BranchSummary) -> str:
+    pairs = summary.b_simple_over_training
+    if not pairs:
+        return "Gradient noise scale B_simple on the trunk: not measured"
+    unit = _axis_name(summary)
+    return (f"Gradient noise scale B_simple on the trunk (McCandlish 2018): {pairs[0][1]:.3g} at "
+            f"{_x(int(pairs[0][0]), summary)} {unit}, {pairs[-1][1]:.3g} at {_x(int(pairs[-1][0]), summary)} {unit} "
+            f"({len(pairs)} reports)")
+
+
+def headline(summary: BranchSummary) -> list[str]:
+    """The lines the search prints at the end: CBS(t) per checkpoint, the shape, the schedule, its
+    validation, the noise scale beside it, the cost."""
+    lines = [f"Critical batch over training (branches from the trunk at B={summary.trunk['batch_size']}, window "
+             f"{_x(summary.window_samples, summary)} {_axis_name(summary)}, tolerance {summary.tolerance:.1%} on "
+             f"eval_loss; Merrill et al. 2025):"]
+    lines += [_point_line(p, summary) for p in summary.critical_batch_over_training] or ["  no branch reported"]
+    lines.append(f"Shape: {summary.trend.text}")
+    lines.append(f"Recommended batch-size schedule: {_schedule_text(summary)}")
+    sv = summary.schedule_validation
+    lines.append(f"Schedule validation: {sv.text}" if sv else
+                 "Schedule validation: not run (--validate-schedule trains the schedule against the fixed small batch)")
+    lines.append(_b_simple_line(summary))
+    lines.append(_cost_line(summary))
+    return lines
+
+
+# ---- trainer snippets -------------------------------------------------------------------------------------
+
+def _olmo_core(summary: BranchSummary) -> str:
+    if summary.tokens_per_sample:
+        pairs = schedule_in_tokens(summary.batch_size_schedule, summary.tokens_per_sample)
+        sizes = ", ".join(str(b) for _, b in pairs)
+        starts = ", ".join(f"Duration.tokens({s})" for s, _ in pairs)
+    else:
+        sizes = ", ".join(f"{b} * SEQUENCE_LENGTH" for _, b in summary.batch_size_schedule)
+        starts = ", ".join(f"Duration.tokens({s} * SEQUENCE_LENGTH)" if s else "Duration.tokens(0)"
+                           for s, _ in summary.batch_size_schedule)
+    return ("from olmo_core.train import Duration\n"
+            "from olmo_core.train.callbacks import BatchSizeSchedulerCallback\n\n"
+            "# global batch sizes in tokens; OLMo-core multiplies the LR by sqrt(new / old) at each change\n"
+            "# (the alpha = 0.5 rule)\n"
+            "trainer_config = trainer_config.with_callback(\n"
+            "    \"batchwup\",\n"
+            "    BatchSizeSchedulerCallback(\n"
+            f"        batch_sizes=[{sizes}],\n"
+            f"        schedule=[{starts}],\n"
+            "    ),\n)\n")
+
+
+def _levanter(summary: BranchSummary) -> str:
+    steps = schedule_steps(summary.batch_size_schedule)
+    total = schedule_total_steps(summary.batch_size_schedule, summary.budget_samples)
+    lines = ["trainer:", f"  num_train_steps: {total}  # the budget, {summary.budget_samples} sequences, under this "
+             "schedule", "  train_batch_size:"]
+    for (step, batch), (samples, _) in zip(steps, summary.batch_size_schedule):
+        lines += [f"    - start: {step}  # optimizer step; {samples} sequences seen", f"      value: {batch}"]
+    return "\n".join(lines) + "\n"
+
+
+def _megatron(summary: BranchSummary) -> tuple[str, str]:
+    """The flags and what they approximate. Megatron-LM ramps linearly: from the start batch it adds
+    ``increment`` every ``ramp / increments`` samples up to ``--global-batch-size``. The ramp here starts at the
+    trunk's batch, steps by it, and is the fastest one that never runs a batch above the schedule (above CBS(t)):
+    the sample interval per increment is the largest that any switch point asks for."""
+    schedule, budget = summary.batch_size_schedule, summary.budget_samples
+    first, last = schedule[0][1], schedule[-1][1]
+    if len(schedule) == 1:
+        return f"--global-batch-size {first} --train-samples {budget}\n", "The schedule keeps one batch: no ramp."
+    increments = (last - first) // first
+    # Until the i-th switch point the ramp may have added at most (b_i / first - 1) increments.
+    per = max(-(-int(next_start) // (batch // first)) for (_, batch), (next_start, _) in zip(schedule, schedule[1:]))
+    ramp = per * increments
+    flags = f"--rampup-batch-size {first} {first} {ramp} --global-batch-size {last} --train-samples {budget}\n"
+    note = (f"Megatron-LM grows the batch linearly: {increments} increments of {first}, one every {per} samples, "
+            f"from {first} to {last} by sample {ramp}. The doublings cannot be written exactly; this ramp never runs "
+            f"a batch above the schedule (so never above CBS(t)) and reaches {last} at {ramp} samples where the "
+            f"schedule does at {schedule[-1][0]}: more optimizer steps than the schedule"
+            + (", and past the budget: it never reaches the last batch" if ramp >= budget else "")
+            + ". Megatron does not rescale the LR with the batch.")
+    return flags, note
+
+
+def trainer_snippets(summary: BranchSummary) -> dict[str, tuple[str, str, str]]:
+    """{trainer: (language, snippet, note)} for the recommended schedule."""
+    flags, note = _megatron(summary)
+    tokens = summary.tokens_per_sample
+    return {
+        "OLMo-core (BatchSizeSchedulerCallback)": (
+            "python", _olmo_core(summary),
+            "Batch sizes and switch points in tokens" + (f" ({tokens} tokens a sequence)." if tokens else
+                                                         ": set SEQUENCE_LENGTH to your sequence length.")
+            + " Each change must be an integer factor (a doubling is)."),
+        "Levanter (trainer.train_batch_size)": (
+            "yaml", _levanter(summary),
+            "Levanter's schedule is in optimizer steps: each start is the step at which the schedule has seen the "
+            "switch point's sequences. Scale the learning rate yourself if it should follow the batch."),
+        "Megatron-LM (--rampup-batch-size)": ("bash", flags, note),
+    }
+
+
+# ---- the plot ------------------------------------------------------------------------------------------
+
+def cbs_over_training_plot(summary: BranchSummary, path: Path) -> Path:
+    """CBS(t) against samples (tokens) seen on a log-2 batch axis: a measured point filled, a bound hollow
+    with an arrow toward where CBS lies; the trunk's B_simple over the same axis; the schedule as a step line."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    unit = _axis_name(summary)
+    budget_x = _x(summary.budget_samples, summary)
+    schedule = summary.batch_size_schedule
+    xs = [_x(s, summary) for s, _ in schedule] + [budget_x]
+    ax.step(xs, [b for _, b in schedule] + [schedule[-1][1]], where="post", color="tab:green", lw=1.5,
+            label="recommended schedule")
+    pts = [p for p in summary.critical_batch_over_training if p.trunk_loss is not None]
+    exact = [p for p in pts if p.bound is None]
+    ax.plot([_x(p.samples_seen, summary) for p in exact], [p.batch_size for p in exact], "o", color="tab:blue",
+            label="CBS(t)")
+    for bound, arrow, label in ((LOWER, 2.0, "CBS(t) ≥ (largest branch recovered)"),
+                                (UPPER, 0.5, "CBS(t) ≤ (smallest branch failed)")):
+        edge = [p for p in pts if p.bound == bound]
+        if not edge:
+            continue
+        ax.plot([_x(p.samples_seen, summary) for p in edge], [p.batch_size for p in edge], "o", mfc="none",
+                color="tab:blue", label=label)
+        for p in edge:
+            ax.annotate("", xy=(_x(p.samples_seen, summary), p.batch_size * arrow ** 0.6),
+                        xytext=(_x(p.samples_seen, summary), p.batch_size),
+                        arrowprops=dict(arrowstyle="->", color="tab:blue", lw=1.2))
+    if len(pts) > 1:
+        ax.plot([_x(p.samples_seen, summary) for p in pts], [p.batch_size for p in pts], ":", color="tab:blue", lw=0.8)
+    for d in summary.trend.decreases:  # said on the plot too, never smoothed away
+        ax.annotate("decrease" + (" (within noise)" if d.within_noise else ""), (_x(d.to_samples, summary), d.to_batch),
+                    xytext=(4, -10), textcoords="offset points", fontsize=7,
+                    color="0.4" if d.within_noise else "tab:red")
+    noise = summary.b_simple_over_training
+    if noise:
+        ax.plot([_x(int(s), summary) for s, _ in noise], [b for _, b in noise], ".-", color="tab:orange", lw=0.8,
+                ms=3, label="trunk B_simple")
+    ax.set_yscale("log", base=2)
+    # Room for the bounds' arrows (an annotation outside the axes is not drawn).
+    ys = [b for _, b in schedule] + [p.batch_size for p in pts] + [b for _, b in noise]
+    ys += [p.batch_size * {LOWER: 2.0, UPPER: 0.5}[p.bound] ** 0.6 for p in pts if p.bound]
+    ax.set_ylim(min(ys) / 1.25, max(ys) * 1.25)
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _: f"{y:g}"))
+    ax.set_xlim(0, budget_x * 1.02)
+    ax.set_xlabel(f"{unit} seen")
+    ax.set_ylabel("batch size" + (" (sequences)" if summary.tokens_per_sample else ""))
+    ax.set_title("Critical batch over training (branches from the trunk)")
+    ax.legend(fontsize=7, loc="best")
+    return _save(fig, path)
+
+
+# ---- tables and pages ------------------------------------------------------------------------------------
+
+def _point_rows(summary: BranchSummary) -> tuple[list[dict], list[str]]:
+    unit = _axis_name(summary)
+    rows = []
+    for p in summary.critical_batch_over_training:
+        row = {f"{unit}_seen": _x(p.samples_seen, summary), "cbs": _bound(p.batch_size, p.bound)
+               if p.trunk_loss is not None else "–", "trunk_loss": p.trunk_loss, "threshold": p.threshold}
+        for o in p.branches:
+            row[f"B={o.batch_size}"] = (f"{o.loss:.4g} ({o.excess:+.2%}, α {o.alpha:g})" if o.loss is not None
+                                        else o.status)
+        row["margin"] = f"{p.margin:.2%}" if p.margin is not None else None
+        row["close_call"] = "yes" if p.close_call else ""
+        row["note"] = p.note
+        rows.append(row)
+    batches = [f"B={b}" for b in summary.branch_batches]
+    return rows, [f"{unit}_seen", "cbs", "trunk_loss", "threshold", *batches, "margin", "close_call", "note"]
+
+
+BRANCH_COLUMNS = ["start_samples", "batch_size", "alpha", "peak_lr", "eval_loss", "diverged", "samples_seen", "steps"]
+VALIDATION_COLUMNS = ["schedule_steps", "trunk_steps", "steps_saved", "schedule_loss", "trunk_loss",
+                      "loss_difference", "target_met"]
+
+
+def _definition(summary: BranchSummary) -> str:
+    return (f"CBS(t) is the largest branch batch B such that B and every smaller branch batch, started from the "
+            f"trunk's checkpoint at t with the trunk's weights and Adam state, reach the trunk's eval loss at "
+            f"t + {_x(summary.window_samples, summary)} {_axis_name(summary)} within {summary.tolerance:.1%} (best "
+            f"alpha per batch; a diverged branch fails). Merrill et al. 2025, arXiv 2505.23971. A margin under half "
+            f"the tolerance is a close call: noise could move CBS(t).")
+
+
+def render_markdown(summary: BranchSummary, plot: Optional[Path]) -> str:
+    rows, columns = _point_rows(summary)
+    lines = headline(summary)
+    parts = [f"# Critical batch over training: {summary.name or ''}\n",
+             (f"Experiment: `{summary.experiment_path}`; " if summary.experiment_path else "")
+             + f"branch mode, budget {summary.budget_samples} samples"
+             + (f" ({summary.budget_tokens} tokens)" if summary.budget_tokens else "")
+             + f", trunk batch {summary.trunk['batch_size']}, branches at "
+             + ", ".join(map(str, summary.branch_batches)) + ".\n",
+             "\n>\n".join(f"> {line.strip()}" for line in lines) + "\n"]
+    if plot is not None:
+        parts.append(f"![{PLOT}]({plot.name})\n")
+    parts += ["## Critical batch over training\n", _definition(summary) + "\n", _table(rows, columns),
+              f"\nShape: {summary.trend.text}\n",
+              "## Recommended batch-size schedule\n", f"{_schedule_text(summary)}\n",
+              "```json\n" + str(summary.batch_size_schedule) + "\n```\n"]
+    for trainer, (language, snippet, note) in trainer_snippets(summary).items():
+        parts += [f"### {trainer}\n", f"```{language}\n{snippet}```\n", note + "\n"]
+    sv = summary.schedule_validation
+    parts += ["## Schedule validation\n", (sv.text + "\n\n" + _table([sv.to_dict()], VALIDATION_COLUMNS)) if sv
+              else "Not run: `--validate-schedule` trains the schedule against the fixed small batch.\n",
+              "## Branches\n", _table(summary.branches, BRANCH_COLUMNS),
+              "\n## Gradient noise scale on the trunk\n", _b_simple_line(summary) + "\n",
+              "\n## Cost\n", _cost_line(summary) + "\n"]
+    return "\n".join(parts)
+
+
+def _html_table(records: list[dict], columns: list[str]) -> str:
+    columns = [c for c in columns if any(c in r for r in records)]
+    if not records or not columns:
+        return "<p><em>none</em></p>"
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(c)))}</td>" for c in columns) + "</tr>"
+                   for r in records)
+    return f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>'
+
+
+def render_html(summary: BranchSummary, plot: Optional[Path]) -> str:
+    """report.html, self-contained (the plot embedded)."""
+    esc = html.escape
+    rows, columns = _point_rows(summary)
+    lines = headline(summary)
+    sure = summary.trend.holds is not False
+    figure = ""
+    if plot is not None:
+        data = base64.b64encode(plot.read_bytes()).decode()
+        figure = (f'<figure class="lead"><img alt="{PLOT}" src="data:image/png;base64,{data}"><figcaption>CBS(t) '
+                  f"against {_axis_name(summary)} seen, the trunk's B_simple and the recommended schedule</figcaption>"
+                  "</figure>")
+    snippets = "".join(f"<h3>{esc(trainer)}</h3><pre>{esc(snippet)}</pre><p class=\"meta\">{esc(note)}</p>"
+                       for trainer, (_, snippet, note) in trainer_snippets(summary).items())
+    sv = summary.schedule_validation
+    validation = (f"<p>{esc(sv.text)}</p>" + _html_table([sv.to_dict()], VALIDATION_COLUMNS) if sv else
+                  "<p>Not run: <code>--validate-schedule</code> trains the schedule against the fixed small batch.</p>")
+    title = f"Critical batch over training: {esc(str(summary.name or ''))}"
+    experiment = f"Experiment <code>{esc(summary.experiment_path)}</code>; " if summary.experiment_path else ""
+    tokens = f" ({summary.budget_tokens} tokens)" if summary.budget_tokens else ""
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title><style>{STYLE}</style></head><body>
+<h1>{title}</h1>
+<p class="meta">{experiment}branch mode, budget {summary.budget_samples} samples{tokens},
+trunk batch {summary.trunk['batch_size']}, branches at {esc(', '.join(map(str, summary.branch_batches)))}.</p>
+<div class="answer{'' if sure else ' unsure'}"><div class="how"><b>{esc(lines[0])}</b></div>
+{''.join(f'<div class="small">{esc(line.strip())}</div>' for line in lines[1:])}</div>
+{figure}
+<h2>Critical batch over training</h2><p class="meta">{esc(_definition(summary))}</p>{_html_table(rows, columns)}
+<p>Shape: {esc(summary.trend.text)}</p>
+<h2>Recommended batch-size schedule</h2><p>{esc(_schedule_text(summary))}</p>
+<pre>{esc(str(summary.batch_size_schedule))}</pre>{snippets}
+<h2>Schedule validation</h2>{validation}
+<h2>Branches</h2>{_html_table(summary.branches, BRANCH_COLUMNS)}
+<h2>Gradient noise scale on the trunk</h2><p>{esc(_b_simple_line(summary))}</p>
+<h2>Cost</h2><p>{esc(_cost_line(summary))}</p>
+</body></html>
+"""
+
+
+def write_branch_report(summary: BranchSummary, history: pd.DataFrame, directory) -> Path:
+    """Write ``summary.json``, ``history.csv``, ``cbs_over_training.png``, ``report.md`` and ``report.html`` into
+    ``directory``; returns the path of report.html."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "summary.json").write_text(summary.to_json())
+    history.to_csv(directory / "history.csv", index=False)
+    plot = cbs_over_training_plot(summary, directory / f"{PLOT}.png")
+    (directory / "report.md").write_text(render_markdown(summary, plot))
+    page = directory / "report.html"
+    page.write_text(render_html(summary, plot))
+    return page

@@ -1,0 +1,185 @@
+"""The report's pages: ``report.md`` and a self-contained ``report.html`` (plots embedded).
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pandas as pd
+
+from cbs_ray.analysis.answer import CROSS_CHECKS, EFFORT_MARK, bound_text
+from cbs_ray.analysis.summary_record import Summary
+from cbs_ray.maths.importance import MIN_TRIALS, MIN_TRIALS_PER_BATCH, PARAMS, TOP_QUANTILE
+
+# ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as
+# they were this module's before.
+from cbs_ray.report.text import _fmt, _recommendation_line, _snippet, _table, headline
+
+__all__ = ["render_markdown", "render_html"]
+
+
+PER_BATCH_COLUMNS = ["batch_size", "trials", "completed", "stopped", "diverged", "diverged_peak_lrs", "failed",
+                     "best_{metric}", "fit_{metric}", "dev_{metric}", "runs",
+                     "mean_{metric}", "se_{metric}", "alpha",
+                     "warmup_fraction", "peak_lr", "steps_to_target", "samples_to_target", "wall_time_s",
+                     "samples_per_s", "b_simple_early", "b_simple_mean"]
+# The per-batch columns the page shows first (the rest fold under "all columns"): what the answer rests on.
+KEY_COLUMNS = ["batch_size", "trials", "completed", "best_{metric}", "mean_{metric}", "se_{metric}", "fit_{metric}",
+               "peak_lr", "steps_to_target"]
+PARETO_COLUMNS = ["batch_size", "alpha", "warmup_fraction", "peak_lr", "projected_time_s", "wall_time_s", "{metric}"]
+FIRST_PLOT = "metric_vs_batch"  # shown right under the answer; the others after the tables
+
+
+def _columns(names: list[str], metric: str) -> list[str]:
+    return [c.format(metric=metric) for c in names]
+
+
+IMPORTANCE_COLUMNS = ["over", "trials", *PARAMS, "note"]  # a parameter's share as a percentage
+
+
+def _importance(summary: Summary) -> tuple[str, list[dict]]:
+    """The "What mattered" section: the line saying how to read it, and its table (over all trials, then per
+    batch size; "–" where a parameter did not vary, or was not read at all)."""
+    imp = summary.importance
+    intro = (f"Each parameter's share of the importance ({imp.evaluator}, Optuna: how differently its values "
+             f"spread among the top {TOP_QUANTILE:.0%} of completed trials by {summary.metric} than among all of "
+             f"them). Within a batch size only alpha and warmup vary. A reading needs {MIN_TRIALS} completed "
+             f"trials overall, {MIN_TRIALS_PER_BATCH} per batch size.")
+    rows = [{"over": "all trials" if r.batch_size is None else f"B={r.batch_size}", "trials": r.trials,
+             **{p: f"{v:.0%}" for p, v in (r.params or {}).items() if v is not None}, "note": r.note}
+            for r in [imp.overall, *imp.per_batch_size]]
+    return intro, rows
+
+
+def _answer_parts(summary: Summary) -> tuple[str, str]:
+    """The answer's value ("≥ 128") and the rest of its line (reading, bound, how sure, cross-checks)."""
+    answer = summary.answer
+    value = bound_text(answer.batch_size, answer.bound)
+    rest = answer.text.split(f"Critical batch: {value}", 1)[-1].strip()
+    return value, rest[1:-1] if rest.startswith("(") and rest.endswith(")") else rest
+
+
+def _readings(summary: Summary) -> list[str]:
+    """The headline after the answer, its cross-checks and notes, up to the recommendation: every reading
+    in full (the answer box says the rest)."""
+    lines = headline(summary)[2 + len(summary.answer.notes):]
+    return lines[:next((i for i, line in enumerate(lines) if line.startswith("Recommendation:")), len(lines))]
+
+
+def render_markdown(summary: Summary, plots: dict[str, Path]) -> str:
+    """report.md: the answer on top (a quote block), the metric-vs-batch plot, every reading, the tables
+    (key columns, then all), the other plots."""
+    metric, answer = summary.metric, summary.answer
+    pcols = _columns(PARETO_COLUMNS, metric)
+    value, rest = _answer_parts(summary)
+    importance_intro, importance_rows = _importance(summary)
+    box = [f"**Critical batch: {value}**" + (f" ({rest})" if rest else ""), answer.cross_checks]
+    box += [f"Unequal search effort: {note}" for note in answer.notes]
+    box += _recommendation_line(summary.recommendation, metric).split("\n")
+    parts = [f"# Critical batch report: {summary.name or ''}\n",
+             f"Experiment: `{summary.experiment_path}`; metric **{metric}** ({summary.mode}), "
+             f"equal-sample budget {summary.budget_samples} samples per trial.\n",
+             "\n>\n".join(f"> {line.strip()}" for line in box) + "\n"]
+    if summary.recommendation:
+        parts.append("Paste into a training config:\n\n```yaml\n" + _snippet(summary) + "```\n")
+    if FIRST_PLOT in plots:
+        parts.append(f"![{FIRST_PLOT}]({plots[FIRST_PLOT].name})\n")
+    parts += ["## Readings\n", "\n".join(f"- {line}" for line in _readings(summary)) + "\n",
+              "## Per batch size\n", _table(summary.per_batch, _columns(KEY_COLUMNS, metric)),
+              "\nAll columns:\n", _table(summary.per_batch, _columns(PER_BATCH_COLUMNS, metric)),
+              "\n## What mattered\n", importance_intro + "\n", _table(importance_rows, IMPORTANCE_COLUMNS),
+              "\n## Pareto front (projected time = budget ÷ measured samples/s)\n",
+              _table(summary.pareto_projected, pcols),
+              "\n## Pareto front (measured wall time)\n", _table(summary.pareto, pcols)]
+    parts += [f"\n![{name}]({path.name})\n" for name, path in plots.items() if name != FIRST_PLOT]
+    return "\n".join(parts)
+
+
+STYLE = """body{font-family:system-ui,sans-serif;max-width:980px;margin:1.5em auto;padding:0 1em;color:#222;
+line-height:1.4}h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.15em;margin:1.4em 0 .4em}
+.meta{color:#555;font-size:.9em;margin-top:0}
+.answer{border:2px solid #2a7a3f;border-radius:8px;background:#f2faf4;padding:.8em 1.2em;margin:1em 0}
+.answer.unsure{border-color:#c98a00;background:#fff9ec}.answer .cb{font-size:1.9em;font-weight:600}
+.answer .how{font-size:1.02em;margin:.1em 0}.answer .small{font-size:.88em;color:#333;margin:.5em 0 .25em}
+.answer .note{font-size:.88em;color:#7a4d00;margin:.25em 0}.answer .cols{display:flex;flex-wrap:wrap;gap:1.2em}
+.answer .main{flex:3 1 420px}.answer .rec{flex:1 1 220px;font-size:.9em;border-left:1px solid #ddd;padding-left:1em}
+.answer pre{background:#fff;border:1px solid #ddd;padding:.4em .7em;font-size:.82em;margin:.4em 0 0;
+display:block;overflow-x:auto}ul.readings{font-size:.86em;padding-left:1.2em}ul.readings li{margin:.15em 0}
+table{border-collapse:collapse;font-size:.8em;margin:.3em 0}td,th{border:1px solid #ccc;padding:2px 6px;
+text-align:right}th{background:#f1f1f1}.wide{overflow-x:auto;max-width:100%}
+details{margin:.5em 0}summary{cursor:pointer;color:#1f4e8c;font-size:.9em}
+figure{margin:.5em 0}img{max-width:100%;height:auto}figcaption{font-size:.8em;color:#666}
+.lead img{max-width:640px;width:100%}.plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));
+gap:1em}"""
+CAPTIONS = {"metric_vs_batch": "Quality at equal samples vs batch size: the turning point",
+            "steps_vs_samples": "Steps vs samples to the target: the tradeoff and the 20% rule",
+            "pareto": "Training time vs quality: the Pareto front and the recommendation",
+            "lr_vs_batch": "Best peak learning rate vs batch size",
+            "noise_scale": "Gradient noise scale during training"}
+
+
+def _answer_box(summary: Summary) -> str:
+    """The page's first block: the critical batch, how sure, cross-checks, notes, the recommended config."""
+    import html
+
+    answer, esc = summary.answer, html.escape
+    value, rest = _answer_parts(summary)
+    sure = answer.resolved is True and answer.bound is None and answer.cross_checks_agree is not False
+    rec_lines = _recommendation_line(summary.recommendation, summary.metric).split("\n")
+    notes = [f"Unequal search effort: {n}" for n in answer.notes] + [line.strip() for line in rec_lines[1:]]
+    snippet = _snippet(summary)
+    # One row per part of the answer line; its short cross-check and note marks give way to the full lines.
+    rows = [part for part in rest.split("; ") if part not in set(CROSS_CHECKS.values()) | {EFFORT_MARK}]
+    return (f'<div class="answer{"" if sure else " unsure"}"><div class="cols"><div class="main">'
+            f'<div class="cb">Critical batch: {esc(value)}</div>'
+            + "".join(f'<div class="how">{esc(row)}</div>' for row in rows)
+            + f'<div class="small">{esc(answer.cross_checks)}</div>'
+            + "".join(f'<div class="note">{esc(n)}</div>' for n in notes)
+            + f'</div><div class="rec"><b>Recommended config</b><br>{esc(rec_lines[0].split(": ", 1)[-1])}'
+            + (f"<pre>{esc(snippet)}</pre>" if snippet else "") + "</div></div></div>")
+
+
+def render_html(summary: Summary, plots: dict[str, Path]) -> str:
+    """report.html, self-contained (images embedded): the answer in a box, the metric-vs-batch plot, every
+    reading, the tables fitting the page (key columns; the rest folded under <details>), the other plots."""
+    import html
+
+    metric = summary.metric
+    pcols = _columns(PARETO_COLUMNS, metric)
+
+    def table(records, columns):
+        frame = pd.DataFrame(records)
+        if frame.empty:
+            return "<p><em>none</em></p>"
+        # Cells as the markdown writes them (None, NaN, lists); headers may wrap after an underscore.
+        frame = frame[[c for c in columns if c in frame]].map(lambda v: html.escape(_fmt(v)))
+        frame.columns = [html.escape(c).replace("_", "_<wbr>") for c in frame.columns]
+        return '<div class="wide">' + frame.to_html(index=False, border=0, escape=False) + "</div>"
+
+    def figure(name, path):
+        data = base64.b64encode(path.read_bytes()).decode()
+        return (f'<figure><img alt="{name}" src="data:image/png;base64,{data}">'
+                f"<figcaption>{html.escape(CAPTIONS.get(name, name))}</figcaption></figure>")
+
+    lead = figure(FIRST_PLOT, plots[FIRST_PLOT]) if FIRST_PLOT in plots else ""
+    others = "".join(figure(name, path) for name, path in plots.items() if name != FIRST_PLOT)
+    readings = "".join(f"<li>{html.escape(line.strip())}</li>" for line in _readings(summary))
+    importance_intro, importance_rows = _importance(summary)
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Critical batch report: {html.escape(str(summary.name or ''))}</title><style>{STYLE}</style></head><body>
+<h1>Critical batch report: {html.escape(str(summary.name or ''))}</h1>
+<p class="meta">Experiment <code>{html.escape(str(summary.experiment_path))}</code>; metric <b>{metric}</b>
+({summary.mode}), equal-sample budget {summary.budget_samples} samples per trial.</p>
+{_answer_box(summary)}
+<div class="lead">{lead}</div>
+<h2>Readings</h2><ul class="readings">{readings}</ul>
+<h2>Per batch size</h2>{table(summary.per_batch, _columns(KEY_COLUMNS, metric))}
+<details><summary>All columns</summary>{table(summary.per_batch, _columns(PER_BATCH_COLUMNS, metric))}</details>
+<h2>What mattered</h2><p class="meta">{html.escape(importance_intro)}</p>{table(importance_rows, IMPORTANCE_COLUMNS)}
+<h2>Pareto front (projected time = budget ÷ measured samples/s)</h2>{table(summary.pareto_projected, pcols)}
+<details><summary>Pareto front on measured wall time</summary>{table(summary.pareto, pcols)}</details>
+<h2>Other plots</h2><div class="plots">{others}</div>
+</body></html>
+"""

@@ -1,0 +1,97 @@
+"""The report of a from-scratch search: ``python -m cbs_ray.report EXPERIMENT_DIR [--output DIR]
+[--tolerance 0.01] [--target VALUE]``.
+
+Reads only what Tune persisted (through ``records.storage``; no cluster needed), so it works on finished,
+partially finished, still running and resumed experiments; the search runs it at the end. Writes
+``summary.json``, ``trials.csv``, ``history.csv``, the PNG plots, ``report.md`` and a self-contained
+``report.html`` (images embedded).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+
+from cbs_ray.analysis.summary import summarize, write_summary
+from cbs_ray.analysis.summary_record import CriticalBatch, Recommendation, Summary, Tradeoff
+
+# ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as
+# they were this module's before.
+from cbs_ray.records.storage import ReportError, first_error, load_history, read_meta
+from cbs_ray.report.page import render_html, render_markdown
+from cbs_ray.report.plots import all_plots
+
+__all__ = ["Report", "analyze"]
+
+
+@dataclass
+class Report:
+    """The analysed experiment. ``summary`` is the typed answer (summary.json is its ``to_json``); the
+    properties are views of it."""
+
+    summary: Summary
+    history: pd.DataFrame
+    experiment_path: str
+
+    @property
+    def per_batch(self) -> pd.DataFrame:
+        return pd.DataFrame(self.summary.per_batch)
+
+    @property
+    def critical_batch(self) -> CriticalBatch:
+        return self.summary.critical_batch
+
+    @property
+    def tradeoff(self) -> Tradeoff:
+        return self.summary.critical_batch.tradeoff
+
+    @property
+    def pareto(self) -> pd.DataFrame:
+        return pd.DataFrame(self.summary.pareto)
+
+    @property
+    def recommendation(self) -> Optional[Recommendation]:
+        return self.summary.recommendation
+
+    def write(self, directory: str | os.PathLike) -> Path:
+        """Write every output into ``directory``; returns the path of report.html."""
+
+        directory = Path(directory)
+        write_summary(self.summary, self.history, directory)
+        plots = all_plots(self.summary, directory, self.history) if self.summary.trials else {}
+        (directory / "report.md").write_text(render_markdown(self.summary, plots))
+        html = directory / "report.html"
+        html.write_text(render_html(self.summary, plots))
+        return html
+
+
+def analyze(source, *, tolerance: Optional[float] = None, target: Optional[float] = None,
+            turning_fit: Optional[str] = None) -> Report:
+    """Analyse an experiment directory (path or URI) or a ``ray.tune.ResultGrid`` of a cbs-ray search.
+    ``tolerance`` and ``turning_fit`` default to the spec's ``search.tolerance`` and ``search.turning_point``."""
+    experiment = getattr(source, "experiment_path", None) or str(source)
+    if "://" not in experiment and not Path(experiment).expanduser().is_dir():
+        raise ReportError(f"{experiment}: no such experiment directory")
+    meta = read_meta(experiment)
+    history = load_history(experiment)
+    if meta.get("repeats_experiment") and not history.empty:
+        try:
+            repeats = load_history(meta["repeats_experiment"])
+        except ReportError:  # the repeats were killed before Tune saved anything: report the search alone
+            repeats = pd.DataFrame()
+        if not repeats.empty:
+            history = pd.concat([history.assign(repeat=False), repeats.assign(repeat=True)], ignore_index=True)
+    if history.empty:
+        raise ReportError(f"{experiment}: no trial has reported a result yet" + first_error(experiment))
+    spec = meta.get("spec") or {}
+    summary = summarize(history, metric=meta["metric"], mode=meta["mode"], budget_samples=meta["budget_samples"],
+                        tolerance=meta["tolerance"] if tolerance is None else tolerance, target=target,
+                        turning_fit=turning_fit or spec.get("search", {}).get("turning_point", "monotone"),
+                        # a next search never proposes a batch smaller than the workers it splits over
+                        min_batch_size=int(spec.get("resources", {}).get("workers_per_trial") or 1))
+    summary = replace(summary, experiment_path=experiment, name=meta.get("name"), spec=meta.get("spec"))
+    return Report(summary, history, experiment)

@@ -1,0 +1,127 @@
+"""The report's text: the headline (the answer first, then the readings) and the snippet to paste.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from cbs_ray.analysis.answer import READINGS, bound_text
+from cbs_ray.analysis.summary_record import CriticalBatch, NoiseScale, Recommendation, Summary, Tradeoff
+
+# ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as
+# they were this module's before.
+
+__all__ = ["headline"]
+
+
+# ---- rendering -------------------------------------------------------------------------------------
+
+def _fmt(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, list):
+        return ", ".join(_fmt(x) for x in v) or "–"
+    return str(v)
+
+
+def _table(records: list[dict], columns: list[str]) -> str:
+    columns = [c for c in columns if any(c in r for r in records)]
+    if not records or not columns:
+        return "_none_\n"
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_fmt(r.get(c)) for c in columns) + " |" for r in records]
+    return "\n".join(lines) + "\n"
+
+
+def _turning_point_lines(cb: CriticalBatch, metric: str) -> list[str]:
+    """The turning point (and the other reading where it differs), then its noise."""
+    tp = cb.turning_point
+    other = "raw" if tp.fit == "monotone" else "monotone"
+    other_batch = tp.raw_batch_size if other == "raw" else tp.monotone_batch_size
+    lines = [f"Critical batch, turning point (equal samples, tolerance {cb.tolerance:.1%}, "
+             f"{READINGS[tp.fit]}): "
+             + bound_text(tp.batch_size, tp.bound)
+             + (f" (read off the {READINGS[other]}: {other_batch})"
+                if other_batch not in (None, tp.batch_size) else "")
+             + (f"  [{tp.reason}]" if tp.reason else "")]
+    unc = tp.uncertainty
+    if unc and unc.verdict:
+        v = unc.verdict
+        lines.append(f"  noise: largest standard error {unc.noise_se_max:.3g} vs tolerance {v.tolerance_abs:.3g} "
+                     f"({metric}); turning point range at {unc.level:.0%}: {unc.range[0]}–{unc.range[1]}; "
+                     f"{v.text}")
+    elif unc:
+        lines.append(f"  noise: {unc.reason}")
+    return lines
+
+
+def _tradeoff_line(tr: Tradeoff) -> str:
+    if tr.b_crit is None:
+        return ("Critical batch, steps/samples tradeoff (McCandlish 2018): "
+                + (f"B_crit {bound_text(tr.b_crit_bound, tr.bound, '{:.3g}')}" if tr.bound else "not determined")
+                + f" [{tr.reason}]")
+    ci = (f", 95% CI {tr.ci95[0]:.3g}–" + (f"{tr.ci95[1]:.3g}" if tr.ci95[1] is not None else
+                                          "unbounded (some resamples scale perfectly)")
+          if tr.ci95 else ", no CI (too few points)")
+    return (f"Critical batch, steps/samples tradeoff (McCandlish 2018): B_crit = {tr.b_crit:.3g}{ci} "
+            f"(S_min {tr.s_min:.3g} steps, E_min {tr.e_min:.3g} samples)")
+
+
+def _noise_scale_line(noise: NoiseScale) -> str:
+    if noise.mean is None:
+        return f"Gradient noise scale B_simple: {noise.note or 'not measured'}"
+    early = f"{noise.early:.3g}" if noise.early is not None else "–"
+    return (f"Gradient noise scale B_simple (McCandlish 2018, a predictor of the critical batch): "
+            f"{early} early in training, {noise.mean:.3g} averaged over training"
+            + (f" ({noise.reports_left_out} of {noise.reports} reports left out: their |G|² or "
+               f"tr Σ estimate was not positive, the noise not yet averaged out)"
+               if noise.reports_left_out else ""))
+
+
+def _recommendation_line(rec: Optional[Recommendation], metric: str) -> str:
+    if not rec:
+        return "Recommendation: none (no trial reached the full budget)"
+    return (f"Recommendation: batch {rec.batch_size}, alpha {rec.alpha:.3g}, peak lr "
+            f"{rec.peak_lr:.3g}, warmup {rec.warmup_fraction:.3g} of the steps "
+            f"({rec.warmup_steps} steps) -> {metric} {rec.metric_value:.4g}, "
+            f"{rec.projected_time_s:.1f} s projected" + (f"\n  {rec.note}" if rec.note else ""))
+
+
+def headline(summary: Summary) -> list[str]:
+    """The one answer (``Summary.answer``), its cross-checks and notes, then the three critical-batch figures
+    and the recommendation, one line each (a reading at the edge of the grid written as a bound, "≥ 128")."""
+    cb, metric = summary.critical_batch, summary.metric
+    oh = cb.overhead_20pct
+    lines = [summary.answer.text, summary.answer.cross_checks]
+    lines += [f"Unequal search effort: {note}" for note in summary.answer.notes]
+    lines += _turning_point_lines(cb, metric)
+    lines.append(_tradeoff_line(cb.tradeoff))
+    lines.append("Critical batch, 20% overhead rule (Zhang 2025): " + bound_text(oh.batch_size, oh.bound)
+                 + (f"  [{oh.reason}]" if oh.reason else ""))
+    if summary.target is not None:
+        lines.append(f"Target for the tradeoff and the 20% rule: {metric} {summary.target:.4g} "
+                     f"({summary.target_source})")
+        if cb.tradeoff.left_out:
+            lines.append(f"  {cb.tradeoff.left_out}")
+    lines.append(_noise_scale_line(summary.noise_scale))
+    unstable = [r for r in summary.per_batch if r.get("diverged")]
+    if unstable:
+        lines.append("Diverged (non-finite or exploding loss; worst metric recorded): " + "; ".join(
+            f"B={r['batch_size']}: {r['diverged']} trial(s), peak lr "
+            + ", ".join(f"{lr:.3g}" for lr in r.get("diverged_peak_lrs", [])) for r in unstable))
+    lines += _recommendation_line(summary.recommendation, metric).split("\n")
+    return lines
+
+
+SNIPPET_KEYS = ["batch_size", "alpha", "peak_lr", "warmup_fraction", "warmup_steps", "budget_samples",
+                "optimizer_steps"]  # the recommendation's lines to paste into a training config
+
+
+def _snippet(summary: Summary) -> str:
+    rec = summary.recommendation
+    if not rec:
+        return ""
+    return "\n".join(f"{k}: {getattr(rec, k)}" for k in SNIPPET_KEYS) + "\n"

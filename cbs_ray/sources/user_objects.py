@@ -1,0 +1,484 @@
+"""The user's own model, data and metric, under HF ``Trainer``'s names: ``run_search(spec, model_init=…,
+train_dataset=…, eval_dataset=…, data_collator=…, compute_metrics=…)``.
+
+The contract, as in HF Trainer:
+
+* ``model_init()`` returns a fresh ``torch.nn.Module``. Each worker of each trial calls it once, after
+  seeding torch with the trial's seed (so every worker starts from the same weights); the driver calls it
+  once more to check it.
+* ``model(**batch)`` returns a mapping or ``ModelOutput`` holding ``loss``, the mean over the batch's
+  items, and ``logits``.
+* ``train_dataset`` / ``eval_dataset``: a ``datasets.Dataset`` (in torch format, or any whose rows the
+  collator batches) or any map-style ``torch.utils.data.Dataset``. The equal-sample budget counts the
+  training set's items; it is sharded by the loop's own DistributedSampler, as the built-in data are.
+* ``data_collator(list_of_items) -> dict`` (optional): default ``transformers.default_data_collator``,
+  which stacks tensors and renames ``label`` to ``labels``.
+* ``compute_metrics(EvalPrediction) -> dict`` (optional): called at every report on
+  ``EvalPrediction(predictions=logits, label_ids=labels)`` of the whole eval set, gathered over the
+  workers and in the eval set's order (logits of different lengths padded with -100, as HF's Trainer
+  does). Its dict must hold the spec's ``search.metric``, unless that is ``eval_loss`` or ``perplexity``,
+  which the loop computes itself and always reports (a ``compute_metrics`` value of the same name is
+  overridden).
+
+Accumulation stays exact: a micro-batch adds its loss × its items to the step, and the step divides by
+the items of the whole effective batch (summed over micro-batches and workers), so the gradient is the
+mean over the effective batch as one step of B computes it. A micro-batch's items are the collator's
+``num_items_in_batch`` where it gives one (removed from the batch before the model sees it), else the
+batch's first dimension. A loss that is a mean over *tokens* (a causal LM's) is exact only when the
+collator returns ``num_items_in_batch`` = the batch's target tokens (labels other than -100 after the
+shift): with the first dimension the step is a mean of the micro-batches' token means weighted by their
+examples, which differs from one step of B whenever micro-batches hold different numbers of tokens.
+The budget still counts examples (``samples_seen``) either way.
+
+How the loop uses the bundle: ``UserObjects`` answers the same questions as the built-in path's
+``train_loop.BuiltinSource`` (build the model, the training set and its collator, the items of a batch,
+a batch's inputs, its summed loss, the evaluation), and the loop asks whichever one it was given. It
+travels as the ``data`` of ``experiment.prepare``'s result: the driver puts it in Ray's object store once
+per Tune experiment, and trials and their Ray Train workers carry only its ``trial.DataRef`` and fetch it
+where the loop runs (numpy arrays zero-copy; torch tensors are copied into each process unless Ray's
+``RAY_ENABLE_ZERO_COPY_TORCH_TENSORS=1``), never in any trial's config.
+
+The noise scale needs nothing of the model beyond its gradients: more than one worker (DDP's
+communication hook) or gradient accumulation on one. Bad input is found on the driver, before any Ray
+process starts (``check_objects``): one micro-batch of the smallest batch size runs through a fresh model
+on the CPU, and one through ``compute_metrics``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Optional
+
+import numpy as np
+import torch
+
+from cbs_ray.maths.budget import plan_batch
+from cbs_ray.sources.amp import autocast_dtype
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.schema import DataSpec, ModelSpec, SearchSpec
+
+__all__ = ["UserObjects", "ARGUMENTS", "user_objects", "check_objects", "check_resume", "objects_meta",
+           "items_in", "model_inputs", "evaluate"]
+
+ARGUMENTS = ("model_init", "train_dataset", "eval_dataset", "data_collator", "compute_metrics")
+"""``run_search``'s and ``resume_search``'s keyword arguments for the objects, HF Trainer's names."""
+
+_REQUIRED = ARGUMENTS[:3]
+
+PROBE_ITEMS = 512
+"""How many of the first training items the micro-batch probe looks through for the longest."""
+
+LOOP_METRICS = ("eval_loss", "perplexity")
+"""What the loop computes itself from the model's loss; any other ``search.metric`` needs compute_metrics."""
+
+
+@dataclass(frozen=True)
+class UserObjects:
+    """The user's model, data and metric, and the loop's questions about them (the interface of
+    ``train_loop.BuiltinSource``)."""
+
+    model_init: Callable[[], torch.nn.Module]
+    """Returns a fresh model; called once in each worker of each trial."""
+    train_dataset: Any
+    """Map-style: ``len`` and ``dataset[i]``; the budget counts its items."""
+    eval_dataset: Any
+    """Map-style; evaluated whole at every report, each worker its exact shard (rank::workers)."""
+    data_collator: Optional[Callable[[list], Mapping]] = None
+    """Items → a dict of tensors (default ``transformers.default_data_collator``)."""
+    compute_metrics: Optional[Callable[[Any], Mapping]] = None
+    """``EvalPrediction`` → a dict holding ``search.metric`` (not needed for eval_loss or perplexity)."""
+
+    items_vary: ClassVar[bool] = True
+    """A batch's items may be a collator's ``num_items_in_batch``: the step sums them over the workers."""
+    has_dev: ClassVar[bool] = False
+    """No dev set beside the eval set (``data.holdout_examples`` is the spec path's)."""
+
+    @property
+    def collate(self) -> Callable[[list], Mapping]:
+        if self.data_collator is not None:
+            return self.data_collator
+        from transformers import default_data_collator
+
+        return default_data_collator
+
+    @property
+    def train_examples(self) -> int:
+        return len(self.train_dataset)
+
+    # ---- what the loop asks (train_loop.BuiltinSource has the same) -------------------------------
+    def build_model(self, cfg) -> torch.nn.Module:
+        return self.model_init()
+
+    def training_data(self):
+        """(the training set, its collator) for the loop's DataLoader."""
+        return self.train_dataset, self.collate
+
+    def items_in(self, batch: Mapping) -> int:
+        return items_in(batch)
+
+    def inputs(self, batch: Mapping, device) -> dict:
+        return model_inputs(batch, device)
+
+    def summed_loss(self, forward, inputs: dict, cfg, items: int) -> torch.Tensor:
+        """The micro-batch's loss summed over its items: the model's mean × ``items`` (see the module)."""
+        return forward(**inputs)["loss"] * items
+
+    def evaluate(self, model, session, cfg, *, on_dev: bool = False, batch_size: Optional[int] = None) -> dict:
+        return evaluate(self, model, session, cfg, batch_size=batch_size)
+
+    def probe_workload(self, model: torch.nn.Module, device) -> tuple[dict, int, Callable[[int], dict]]:
+        """What the micro-batch probe (``training.probe_micro_batch``) trains on instead of random tokens:
+        (the probe cache's model key, the items' length, ``batch_of(m)``). ``batch_of(m)`` collates ``m``
+        copies of the longest of the first ``PROBE_ITEMS`` training items, on ``device``: the largest batch the
+        collator makes from them, so a size that fits the probe fits the training steps drawn from the
+        same data. The key names the model's class, its parameter count and that length."""
+        sample = [self.train_dataset[i] for i in range(min(PROBE_ITEMS, len(self.train_dataset)))]
+        longest = max(sample, key=_item_size)
+        size = _item_size(longest)
+        params = sum(p.numel() for p in model.parameters())
+        key = {"name": f"model_init:{type(model).__module__}.{type(model).__name__}:{params}-params"}
+
+        def batch_of(m: int) -> dict:
+            return model_inputs(self.collate([longest] * m), device)
+
+        return key, size, batch_of
+
+
+def user_objects(**given) -> Optional[UserObjects]:
+    """The bundle of ``run_search``'s object arguments; None when none is given (the spec's own model and
+    data). ``model_init``, ``train_dataset`` and ``eval_dataset`` go together."""
+    present = [name for name in ARGUMENTS if given.get(name) is not None]
+    if not present:
+        return None
+    missing = [name for name in _REQUIRED if given.get(name) is None]
+    if missing:
+        raise SpecError(f"{missing[0]}: required with {', '.join(present)} (model_init, train_dataset and "
+                        f"eval_dataset go together)")
+    return UserObjects(**{name: given.get(name) for name in ARGUMENTS})
+
+
+# ---- in the workers --------------------------------------------------------------------------------
+
+def items_in(batch: Mapping) -> int:
+    """What the model's loss averages over in a collated batch: the collator's ``num_items_in_batch``,
+    else the batch's first dimension (of ``labels`` where there are labels)."""
+    count = batch.get("num_items_in_batch")
+    if count is not None:
+        return int(count)
+    labels = batch.get("labels")
+    first = labels if torch.is_tensor(labels) else next(v for v in batch.values() if torch.is_tensor(v))
+    return len(first)
+
+
+def model_inputs(batch: Mapping, device) -> dict:
+    """The batch as the model's keyword arguments on ``device`` (``num_items_in_batch`` is the loop's)."""
+    return {key: value.to(device, non_blocking=True) if torch.is_tensor(value) else value
+            for key, value in batch.items() if key != "num_items_in_batch"}
+
+
+@torch.no_grad()
+def evaluate(objects: UserObjects, model, session, cfg, *, batch_size: Optional[int] = None) -> dict:
+    """eval_loss (the mean over the eval set's items, summed per rank over its exact shard rank::workers,
+    all-reduced), perplexity and eval_examples; with ``compute_metrics`` its metrics, computed once on the
+    logits and labels gathered from every rank (rank 0 computes, the others receive the result)."""
+    from transformers.trainer_pt_utils import nested_concat
+
+
+    model.eval()
+    dataset = objects.eval_dataset
+    shard = torch.utils.data.Subset(dataset, range(session.rank, len(dataset), session.world_size))
+    size = batch_size or cfg.spec.training.eval_batch_size
+    loader = torch.utils.data.DataLoader(shard, batch_size=size, shuffle=False, collate_fn=objects.collate)
+    amp_dtype = autocast_dtype(cfg.spec.training.precision, session.device)  # the model is evaluated as it trains
+    sums = torch.zeros(3, dtype=torch.float64)  # loss × items, items, examples
+    keep = objects.compute_metrics is not None
+    logits = labels = None
+    for batch in loader:
+        items = items_in(batch)
+        inputs = model_inputs(batch, session.device)
+        with torch.autocast(session.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            out = model(**inputs)
+        examples = len(next(v for v in inputs.values() if torch.is_tensor(v)))
+        sums += torch.tensor([float(out["loss"].float()) * items, items, examples], dtype=torch.float64)
+        if keep:
+            batch_logits = _to_host(out["logits"])
+            logits = batch_logits if logits is None else nested_concat(logits, batch_logits, padding_index=-100)
+            if torch.is_tensor(batch.get("labels")):
+                batch_labels = batch["labels"].cpu()
+                labels = batch_labels if labels is None else nested_concat(labels, batch_labels, padding_index=-100)
+    sums = session.all_reduce(sums.to(session.device)).cpu()
+    eval_loss = float(sums[0] / sums[1])
+    metrics = {}
+    if keep:
+        metrics = _metrics_over_all_ranks(objects.compute_metrics, logits, labels, session, len(dataset))
+    model.train()
+    return {**metrics, "eval_loss": eval_loss, "perplexity": math.exp(min(eval_loss, 700.0)),
+            "eval_examples": int(sums[2])}
+
+
+def _to_host(x):
+    """Logits (a tensor, or a tuple/list of them) as float32 CPU tensors."""
+    if isinstance(x, (tuple, list)):
+        return type(x)(_to_host(t) for t in x)
+    return x.detach().float().cpu()
+
+
+def _take(x, order):
+    """``x[order]`` along the first dimension, through tuples and lists."""
+    if isinstance(x, (tuple, list)):
+        return type(x)(_take(t, order) for t in x)
+    return x[order]
+
+
+def _metrics_over_all_ranks(compute_metrics, logits, labels, session, examples: int) -> dict:
+    """compute_metrics on the whole eval set's predictions, in the eval set's order: each rank holds items
+    rank, rank + W, …; rank 0 gathers, restores the order, computes, and sends the result to the others."""
+    from transformers import EvalPrediction
+    from transformers.trainer_pt_utils import nested_concat, nested_numpify
+
+    if session.world_size == 1:
+        return _numbers(compute_metrics(EvalPrediction(predictions=nested_numpify(logits),
+                                                       label_ids=None if labels is None else labels.numpy())))
+    import torch.distributed as dist
+
+    shards = [None] * session.world_size if session.rank == 0 else None
+    dist.gather_object((logits, labels), shards, dst=0)
+    result = [None]
+    if session.rank == 0:
+        held = [(rank, shard) for rank, shard in enumerate(shards) if shard[0] is not None]
+        all_logits, all_labels = held[0][1]
+        for _, (more_logits, more_labels) in held[1:]:
+            all_logits = nested_concat(all_logits, more_logits, padding_index=-100)
+            if all_labels is not None and more_labels is not None:
+                all_labels = nested_concat(all_labels, more_labels, padding_index=-100)
+        # Position in the concatenation -> index in the eval set; argsort puts the eval set's order back.
+        where = torch.cat([torch.arange(rank, examples, session.world_size) for rank, _ in held])
+        order = torch.argsort(where)
+        prediction = EvalPrediction(predictions=nested_numpify(_take(all_logits, order)),
+                                    label_ids=None if all_labels is None else all_labels[order].numpy())
+        result = [_numbers(compute_metrics(prediction))]
+    dist.broadcast_object_list(result, src=0)
+    return result[0]
+
+
+def _numbers(metrics) -> dict:
+    """compute_metrics' dict with its numeric values as floats (what Tune and the report read)."""
+    if not isinstance(metrics, Mapping):
+        raise TypeError(f"compute_metrics must return a dict, returned a {type(metrics).__name__}")
+    return {str(k): float(v) for k, v in metrics.items()
+            if isinstance(v, (int, float)) or (hasattr(v, "dtype") and getattr(v, "ndim", 1) == 0)}
+
+
+# ---- on the driver, before Ray starts ----------------------------------------------------------------
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def _set_fields(section, default) -> str:
+    """The fields of a spec section that differ from its default, as ``model.name=bert-base-uncased``."""
+    from dataclasses import fields
+
+    name = "model" if isinstance(section, ModelSpec) else "data"
+    return ", ".join(f"{name}.{f.name}={getattr(section, f.name)!r}" for f in fields(section)
+                     if getattr(section, f.name) != getattr(default, f.name))
+
+
+def _no_clash_with_the_spec(spec: SearchSpec) -> None:
+    """The spec's model and data sections are the objects' to fill: a spec that sets either (anything but
+    its default) names the same thing twice. A section written out with the default values cannot be
+    told from one left out, and is not an error."""
+    if spec.model != ModelSpec():
+        raise SpecError(f"model_init: the spec names a model too ({_set_fields(spec.model, ModelSpec())}); "
+                        f"drop the spec's model section or model_init")
+    if spec.data != DataSpec():
+        raise SpecError(f"train_dataset/eval_dataset: the spec names data too ({_set_fields(spec.data, DataSpec())}); "
+                        f"drop the spec's data section or the datasets")
+
+
+def _options_the_objects_cannot_take(spec: SearchSpec) -> None:
+    t = spec.training
+    if t.label_smoothing:
+        raise SpecError("training.label_smoothing: the model from model_init computes its own loss; smooth the "
+                        "labels there")
+    if t.budget_tokens is not None:
+        raise SpecError("training.budget_tokens: counts the tokens of the spec's own packed texts; your "
+                        "train_dataset is used as given: set training.budget_samples (samples × your tokens per sample)")
+
+
+def _item_size(item) -> int:
+    """An item's size as the collator sees it: the elements of its tensors, arrays and lists."""
+    values = item.values() if isinstance(item, Mapping) else item if isinstance(item, (tuple, list)) else [item]
+    return sum(v.numel() if torch.is_tensor(v) else int(np.size(v)) for v in values)
+
+
+def _length(dataset, name: str) -> int:
+    kind = type(dataset).__name__
+    if kind == "DatasetDict":
+        raise SpecError(f"{name}: got a DatasetDict ({', '.join(dataset)}); pass one split, e.g. dataset['train']")
+    if isinstance(dataset, torch.utils.data.IterableDataset) or not (
+            hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
+        raise SpecError(f"{name}: must be a map-style dataset (a datasets.Dataset, or a torch Dataset with "
+                        f"__len__ and __getitem__), got {kind}")
+    size = len(dataset)
+    if size == 0:
+        raise SpecError(f"{name}: is empty")
+    return size
+
+
+def _fresh_model(objects: UserObjects) -> torch.nn.Module:
+    if isinstance(objects.model_init, torch.nn.Module) or not callable(objects.model_init):
+        raise SpecError(f"model_init: must be a function that returns a fresh torch.nn.Module, got a "
+                        f"{type(objects.model_init).__name__} (pass the function that builds the model)")
+    try:
+        model = objects.model_init()
+    except Exception as e:
+        raise SpecError(f"model_init: raised {_one_line(e)}") from None
+    if not isinstance(model, torch.nn.Module):
+        raise SpecError(f"model_init: must return a torch.nn.Module, returned a {type(model).__name__}")
+    return model
+
+
+def _batch_of(objects: UserObjects, name: str, size: int) -> Mapping:
+    """The first ``size`` items of the dataset ``name``, collated."""
+    dataset = getattr(objects, name)
+    try:
+        items = [dataset[i] for i in range(size)]
+    except Exception as e:
+        raise SpecError(f"{name}: cannot read its items: {_one_line(e)}") from None
+    try:
+        batch = objects.collate(items)
+    except Exception as e:
+        who = "data_collator" if objects.data_collator is not None else \
+            f"{name} (the default collator, transformers.default_data_collator; pass a data_collator)"
+        raise SpecError(f"{who}: cannot batch {size} items of {name} ({type(items[0]).__name__}): "
+                        f"{_one_line(e)}") from None
+    if not isinstance(batch, Mapping) or not any(torch.is_tensor(v) for v in batch.values()):
+        raise SpecError(f"data_collator: must return a dict of tensors, returned a {type(batch).__name__}")
+    return batch
+
+
+def _output_of(model, batch: Mapping, name: str):
+    columns = ", ".join(k for k in batch if k != "num_items_in_batch")
+    try:
+        out = model(**model_inputs(batch, "cpu"))
+    except Exception as e:
+        raise SpecError(f"{name}: the model rejects a batch with columns {columns}: {_one_line(e)}") from None
+    if not isinstance(out, Mapping):
+        raise SpecError(f"model_init: model(**batch) must return a dict or ModelOutput with loss and logits, "
+                        f"returned a {type(out).__name__}")
+    loss = out.get("loss")
+    if loss is None:
+        raise SpecError(f"model_init: the model's output has no loss on a batch of {name} with columns {columns} "
+                        f"(a Hugging Face model computes it when the batch holds labels)")
+    if not torch.is_tensor(loss) or loss.ndim != 0:
+        raise SpecError(f"model_init: the model's loss must be a scalar tensor (the mean over the batch's items), "
+                        f"got {tuple(loss.shape) if torch.is_tensor(loss) else type(loss).__name__}")
+    return out
+
+
+def _check_metrics(spec: SearchSpec, objects: UserObjects, out, batch: Mapping) -> None:
+    from transformers import EvalPrediction
+    from transformers.trainer_pt_utils import nested_numpify
+
+    metric = spec.search.metric
+    if objects.compute_metrics is None:
+        if metric not in LOOP_METRICS:
+            raise SpecError(f"compute_metrics: required for search.metric {metric} (without it the loop reports "
+                            f"only {' and '.join(LOOP_METRICS)})")
+        return
+    if out.get("logits") is None:
+        raise SpecError("model_init: the model's output has no logits, which compute_metrics needs")
+    labels = batch.get("labels")
+    prediction = EvalPrediction(predictions=nested_numpify(_to_host(out["logits"])),
+                                label_ids=labels.cpu().numpy() if torch.is_tensor(labels) else None)
+    try:
+        metrics = objects.compute_metrics(prediction)
+    except Exception as e:
+        raise SpecError(f"compute_metrics: raised {_one_line(e)} (on one batch of eval_dataset)") from None
+    if not isinstance(metrics, Mapping):
+        raise SpecError(f"compute_metrics: must return a dict, returned a {type(metrics).__name__}")
+    if metric not in LOOP_METRICS:
+        if metric not in metrics:
+            raise SpecError(f"compute_metrics: returned no {metric!r} (search.metric); it returned "
+                            f"{', '.join(map(repr, metrics)) or 'an empty dict'}")
+        if metric not in _numbers(metrics):
+            raise SpecError(f"compute_metrics: {metric!r} must be a number, got {metrics[metric]!r}")
+
+
+def check_objects(spec: SearchSpec, objects: UserObjects):
+    """Everything about the objects that can fail on bad input, on the driver, before any Ray process
+    starts; each error is one ``SpecError`` naming the argument. One micro-batch of the smallest batch size
+    (as a worker of its trials would draw it) goes through a fresh model on the CPU, and one batch of the
+    eval set through the model and ``compute_metrics``. Returns the model's HF config (None for a plain
+    module), which layer-wise LR decay counts the layers of."""
+
+    _no_clash_with_the_spec(spec)
+    _options_the_objects_cannot_take(spec)
+    train_size = _length(objects.train_dataset, "train_dataset")
+    eval_size = _length(objects.eval_dataset, "eval_dataset")
+    largest = spec.batch_sizes[-1]
+    if train_size < largest:
+        raise SpecError(f"train_dataset: {train_size} items, fewer than the largest batch size {largest} "
+                        f"(search.batch_sizes)")
+    for name in ("data_collator", "compute_metrics"):
+        if getattr(objects, name) is not None and not callable(getattr(objects, name)):
+            raise SpecError(f"{name}: must be a function, got a {type(getattr(objects, name)).__name__}")
+    model = _fresh_model(objects)
+    t = spec.training
+    if t.gradient_checkpointing and not (hasattr(model, "gradient_checkpointing_enable")
+                                         or hasattr(model, "activation_checkpointing_enable")):
+        raise SpecError(f"training.gradient_checkpointing: the {type(model).__name__} from model_init has no "
+                        f"gradient_checkpointing_enable() (a Hugging Face model's switch)")
+    config = getattr(model, "config", None)
+    if t.layer_lr_decay != 1.0 and not (getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", None)):
+        raise SpecError(f"training.layer_lr_decay: needs a model whose config counts its layers (a Hugging Face "
+                        f"model's num_hidden_layers); the {type(model).__name__} from model_init has none")
+    micro = plan_batch(spec.batch_sizes[0], spec.resources.workers_per_trial, t.micro_batch_size).micro_batch
+    model.train()
+    out = _output_of(model, _batch_of(objects, "train_dataset", micro), "train_dataset")
+    if not out["loss"].requires_grad:
+        raise SpecError("model_init: the model's loss does not depend on any trainable parameter")
+    model.eval()
+    eval_batch = _batch_of(objects, "eval_dataset", min(micro, eval_size))
+    with torch.no_grad():
+        out = _output_of(model, eval_batch, "eval_dataset")
+    _check_metrics(spec, objects, out, eval_batch)
+    return config
+
+
+# ---- the experiment's record -------------------------------------------------------------------------
+
+def _describe(x) -> Optional[str]:
+    if x is None:
+        return None
+    func = getattr(x, "func", x)  # a functools.partial: the function it calls
+    if callable(func) and hasattr(func, "__qualname__"):
+        return f"{getattr(func, '__module__', '?')}.{func.__qualname__}"
+    try:
+        return f"{type(x).__name__} of {len(x)} items"
+    except TypeError:
+        return type(x).__name__
+
+
+def objects_meta(data) -> dict:
+    """What the experiment's ``cbs_spec.json`` records of the objects ({} on the spec path): that they were
+    used (so that ``--resume`` can say it cannot rebuild them) and what they were, for the reader."""
+    if not isinstance(data, UserObjects):
+        return {}
+    return {"user_objects": {name: _describe(getattr(data, name)) for name in ARGUMENTS}}
+
+
+def check_resume(meta: dict, objects: Optional[UserObjects], path: str) -> None:
+    """An experiment run with objects resumes only with objects (in Python), one run from its spec only
+    without them."""
+    recorded = meta.get("user_objects")
+    if recorded and objects is None:
+        raise SpecError(f"--resume: {path} was run with Python objects ({recorded.get('model_init')}, ...), which "
+                        f"the command line cannot rebuild; resume it in Python: resume_search(path, "
+                        f"model_init=..., train_dataset=..., eval_dataset=..., ...)")
+    if objects is not None and not recorded:
+        raise SpecError(f"model_init: {path} was run on its spec's own model and data; resume it without objects")

@@ -1,0 +1,117 @@
+"""Branch mode's ``branch:`` section resolved against the budget (``search.method: branch``; Merrill
+et al. 2025, "Critical Batch Size Revisited", arXiv 2505.23971): the trunk's batch and LR schedule, the
+checkpoints, the window, the branch batches and alphas, all in samples (``Branching``), and the check of one
+branch point. Pure: what one run trains is ``train.run_plan``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.schema import SearchSpec
+
+__all__ = ["Branching", "resolve_branching", "check_point"]
+
+
+def _spec_error(message: str):
+
+    return SpecError(message)
+
+
+@dataclass(frozen=True)
+class Branching:
+    """The ``branch:`` section resolved against the budget: every value in samples."""
+
+    trunk_batch: int
+    checkpoints: tuple[int, ...]
+    """Samples at which the trunk saves a checkpoint that branches start from (ascending)."""
+    window_samples: int
+    branch_batches: tuple[int, ...]
+    alphas: tuple[float, ...]
+    tolerance: float
+    trunk_alpha: float
+    """The trunk's alpha (the middle of ``search.alpha_range``; it sets the trunk's LR only where
+    ``trunk_batch`` is not ``training.base_batch``)."""
+    warmup_fraction: float
+    """The trunk's warmup, a fraction of its steps (the middle of ``search.warmup_fraction_range``)."""
+    trunk_peak_lr: float
+    budget_samples: int
+    tokens_per_sample: Optional[int] = None
+
+    @property
+    def trunk_total_steps(self) -> int:
+        return self.budget_samples // self.trunk_batch
+
+    @property
+    def trunk_warmup_steps(self) -> int:
+        return warmup_steps(self.warmup_fraction, self.trunk_total_steps)
+
+    @property
+    def largest_batch(self) -> int:
+        return max(self.branch_batches)
+
+    def to_meta(self) -> dict:
+        """What the experiment's metadata records (and the branch summary reads)."""
+        return {"trunk_batch": self.trunk_batch, "checkpoints": list(self.checkpoints),
+                "window_samples": self.window_samples, "branch_batches": list(self.branch_batches),
+                "alphas": list(self.alphas), "tolerance": self.tolerance, "trunk_alpha": self.trunk_alpha,
+                "warmup_fraction": self.warmup_fraction, "trunk_peak_lr": self.trunk_peak_lr,
+                "budget_samples": self.budget_samples, "tokens_per_sample": self.tokens_per_sample}
+
+
+def check_point(value, *, key: str, whole: str = "samples") -> None:
+    """A checkpoint or window as the spec may give it: a float in (0, 1) (a fraction of the budget) or a whole
+    number ≥ 1 of ``whole`` (samples, or tokens with a token budget); else a ``SpecError`` naming ``key``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _spec_error(f"{key}: expected a fraction in (0, 1) or a whole number of samples, got {value!r}")
+    if isinstance(value, float) and not 0.0 < value < 1.0:
+        raise _spec_error(f"{key}: a fraction of the budget must be in (0, 1), got {value}")
+    if isinstance(value, int) and value < 1:
+        raise _spec_error(f"{key}: must be a positive number of {whole}, got {value}")
+
+
+def _point_in_samples(value, *, key: str, budget: int, unit: int, tokens_per_sample: Optional[int]) -> int:
+    """A checkpoint or window (``check_point``) as samples: a fraction of the budget, or samples (tokens with
+    a token budget); rounded down to a whole number of ``unit`` samples (the largest branch batch, so that
+    every batch lands on it exactly), and at least one ``unit``."""
+    check_point(value, key=key, whole="tokens" if tokens_per_sample else "samples")
+    if isinstance(value, float):
+        samples = int(value * budget)
+    else:
+        samples = value // tokens_per_sample if tokens_per_sample else value
+    return max(unit, samples // unit * unit)
+
+
+def resolve_branching(spec: SearchSpec, budget_samples: int, tokens_per_sample: Optional[int] = None) -> Branching:
+    """The spec's ``branch:`` section in samples against the resolved budget; a ``SpecError`` naming the key
+    for a checkpoint that is no fraction in (0, 1) or whole number, two checkpoints on one sample, or a window
+    longer than what remains after a checkpoint. The batches were checked when the spec was validated
+    (``spec._branch_batches_are_larger_than_the_trunks``)."""
+    b, s, t = spec.branch, spec.search, spec.training
+    trunk = b.trunk_batch_size or min(spec.batch_sizes)
+    batches = tuple(sorted(b.batch_sizes)) if b.batch_sizes else tuple(x for x in spec.batch_sizes if x > trunk)
+    unit = max(batches)
+    if not isinstance(b.checkpoints, list) or not b.checkpoints:
+        raise _spec_error(f"branch.checkpoints: expected a non-empty list, got {b.checkpoints!r}")
+    points = [_point_in_samples(p, key="branch.checkpoints", budget=budget_samples, unit=unit,
+                                tokens_per_sample=tokens_per_sample) for p in b.checkpoints]
+    if len(set(points)) != len(points):
+        raise _spec_error(f"branch.checkpoints: two checkpoints land on the same sample ({sorted(points)}, "
+                          f"whole batches of {unit})")
+    window = _point_in_samples(b.window, key="branch.window", budget=budget_samples, unit=unit,
+                               tokens_per_sample=tokens_per_sample)
+    last = max(points)
+    if last + window > budget_samples:
+        raise _spec_error(f"branch.window: {window} samples from the checkpoint at {last} run past the budget "
+                          f"({budget_samples}); only {budget_samples - last} remain")
+    alphas = tuple(b.alphas) if b.alphas else tuple(dict.fromkeys(s.alpha_range))
+    trunk_alpha = sum(s.alpha_range) / 2
+    return Branching(trunk_batch=trunk, checkpoints=tuple(sorted(points)), window_samples=window,
+                     branch_batches=batches, alphas=tuple(float(a) for a in alphas),
+                     tolerance=s.tolerance if b.tolerance is None else b.tolerance, trunk_alpha=trunk_alpha,
+                     warmup_fraction=sum(s.warmup_fraction_range) / 2,
+                     trunk_peak_lr=scaled_lr(t.base_lr, trunk, t.base_batch, trunk_alpha),
+                     budget_samples=budget_samples, tokens_per_sample=tokens_per_sample)

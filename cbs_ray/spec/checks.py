@@ -1,0 +1,134 @@
+"""A field's own checks, declared beside the field (``vocab_size: int = field(default=2000,
+metadata=check(at_least(10)))``): each ``Check`` is a predicate and the message that names what it wants.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from cbs_ray.spec.errors import SpecError
+
+# ---- single-field checks, declared beside their fields ---------------------------------------------
+
+@dataclass(frozen=True)
+class Check:
+    """A rule on one field's own value, declared beside the field as ``field(..., metadata=check(...))``
+    and applied by ``validate``. ``says`` is the message after ``<field>: ``, formatted with ``value``.
+    A None in an Optional field is never checked (None means "not set")."""
+    ok: Callable[[Any], bool]
+    says: str
+
+    def __call__(self, value: Any, path: str) -> None:
+        if not self.ok(value):
+            raise SpecError(f"{path}: {self.says.format(value=value)}")
+
+
+def check(*checks: Check) -> dict:
+    """Field metadata declaring ``checks``, applied in order; the first that fails is the error."""
+    return {"checks": checks}
+
+
+def _got(show_value: bool) -> str:
+    return ", got {value}" if show_value else ""
+
+
+def positive(says: str = "must be positive", *, show_value: bool = True) -> Check:
+    return Check(lambda v: v > 0, says + _got(show_value))
+
+
+def at_least(low: int, *, show_value: bool = True) -> Check:
+    return Check(lambda v: v >= low, f"must be at least {low}" + _got(show_value))
+
+
+def non_negative() -> Check:
+    return Check(lambda v: v >= 0, "must be >= 0, got {value}")
+
+
+def greater_than(low: float) -> Check:
+    return Check(lambda v: v > low, f"must be greater than {low}, got {{value}}")
+
+
+def within(low: float, high: float, *, ends: str) -> Check:
+    """``low``..``high`` with ``ends`` as written in the message: ``"[)"`` includes low and excludes high."""
+    above = (lambda v: v >= low) if ends[0] == "[" else (lambda v: v > low)
+    below = (lambda v: v <= high) if ends[1] == "]" else (lambda v: v < high)
+    return Check(lambda v: above(v) and below(v), f"must be in {ends[0]}{low}, {high}{ends[1]}, got {{value}}")
+
+
+def low_high_pair() -> Check:
+    """A ``[low, high]`` list of two numbers."""
+    def ok(v):
+        return len(v) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+    return Check(ok, "expected [low, high], got {value!r}")
+
+
+def ordered_within(low: float, high: float) -> Check:
+    """A ``[low, high]`` pair (see ``low_high_pair``) with low <= high, both within [``low``, ``high``]."""
+    return Check(lambda v: low <= v[0] <= v[1] <= high,
+                 f"must satisfy {low} <= low <= high <= {high}, got {{value!r}}")
+
+
+DIRECTORY_NAME = Check(lambda v: bool(v) and not any(c in v for c in "/\\ "),
+                       "must be a non-empty name without spaces or slashes, got {value!r}")
+HAS_MODEL_TYPE = Check(lambda c: "model_type" in c, "must contain model_type (e.g. bert, gpt2)")
+BUILTIN_METRICS = ("accuracy", "eval_loss", "perplexity", "bleu")
+"""The metrics the spec path computes; ``search.metric`` may name another only with ``compute_metrics``."""
+METRIC_NAME = Check(lambda v: bool(v) and v.replace("_", "").replace("-", "").isalnum(),
+                    "must be a metric's name (accuracy, eval_loss, perplexity, bleu, or a key compute_metrics "
+                    "returns), got {value!r}")
+POSITIVE_NUMBER = Check(lambda v: v > 0 and math.isfinite(v), "must be a positive number, got {value}")
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+@functools.cache
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def _admits_none(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+
+
+def _expand_batch_sizes(value: Any) -> list[int]:
+    if isinstance(value, dict):
+        unknown = set(value) - {"min", "max"}
+        if unknown or not {"min", "max"} <= set(value):
+            raise SpecError("search.batch_sizes: expected {min: B, max: B} or a list of powers of two")
+        low, high = value["min"], value["max"]
+        for name, b in (("min", low), ("max", high)):
+            _check_power_of_two(b, f"search.batch_sizes.{name}")
+        if low > high:
+            raise SpecError("search.batch_sizes: min is larger than max")
+        return [2 ** k for k in range(low.bit_length() - 1, high.bit_length())]
+    if isinstance(value, list):
+        return _batch_list(value, "search.batch_sizes")
+    raise SpecError(f"search.batch_sizes: expected a list or {{min, max}}, got {value!r}")
+
+
+def _batch_list(values: list, path: str) -> list[int]:
+    """A listed grid of batch sizes (``search.batch_sizes``, ``branch.batch_sizes``): non-empty, powers of two,
+    no duplicate; sorted."""
+    if not values:
+        raise SpecError(f"{path}: empty list")
+    for b in values:
+        _check_power_of_two(b, path)
+    if len(set(values)) != len(values):
+        raise SpecError(f"{path}: duplicate batch size")
+    return sorted(values)
+
+
+def _check_power_of_two(b: Any, path: str) -> None:
+    if isinstance(b, bool) or not isinstance(b, int):
+        raise SpecError(f"{path}: expected integer batch sizes, got {b!r}")
+    if b <= 0:
+        raise SpecError(f"{path}: batch size must be positive, got {b}")
+    if b & (b - 1):
+        raise SpecError(f"{path}: batch size must be a power of two, got {b}")

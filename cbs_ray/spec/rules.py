@@ -1,0 +1,341 @@
+"""Validation: every field's own checks, then the rules that relate fields, as named functions
+(``_one_budget``, ``_grace_period_fits_budget``, ...) that ``validate`` applies in order
+(``CROSS_FIELD_RULES``). A bad spec raises ``SpecError`` naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+from cbs_ray.maths.budget import samples_for_tokens
+from cbs_ray.spec.branch_section import check_point, resolve_branching
+from cbs_ray.spec.checks import (
+    BUILTIN_METRICS,
+    _admits_none,
+    _batch_list,
+    _check_power_of_two,
+    _expand_batch_sizes,
+    _hints,
+    _join,
+)
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.schema import GenerationSpec, SearchSpec, TrackingSpec, dataloader_workers
+
+# ---- validation ------------------------------------------------------------------------------------
+
+def validate(spec: SearchSpec) -> None:
+    """Check a built spec, raising ``SpecError`` at the first problem. First the batch grid, which the other
+    rules measure against, and the either-or choices (a value that is wrong *and* should not be set at all
+    gets the latter message); then every field's own checks, declared beside the field; then the rules that
+    relate fields, in ``CROSS_FIELD_RULES`` order. Checks against the data (the largest batch against the
+    training set, columns, labels) happen once it is loaded: ``resolve_budget`` and ``cbs_ray.data``."""
+    _batch_grid_is_well_formed(spec)
+    _one_model_source(spec)
+    _one_budget(spec)
+    _check_fields(spec, "")
+    for rule in CROSS_FIELD_RULES:
+        rule(spec)
+
+
+def _check_fields(section: Any, where: str) -> None:
+    """Apply the checks declared in each field's metadata, section by section in field order."""
+    hints = _hints(type(section))
+    for f in dataclasses.fields(section):
+        value, path = getattr(section, f.name), _join(where, f.name)
+        if dataclasses.is_dataclass(value):
+            _check_fields(value, path)
+        elif value is not None or not _admits_none(hints[f.name]):
+            for rule in f.metadata.get("checks", ()):
+                rule(value, path)
+
+
+# The probe of ``search.batch_sizes: auto`` trains at training.base_batch: its errors name that field.
+_PROBE_BATCH = "training.base_batch (the probe's batch with search.batch_sizes: auto)"
+
+
+def _batch_grid_is_well_formed(spec: SearchSpec) -> None:
+    if spec.auto_batch_sizes:
+        _check_power_of_two(spec.training.base_batch, _PROBE_BATCH)
+    else:
+        _expand_batch_sizes(spec.search.batch_sizes)
+
+
+# ---- cross-field rules: each names the field it blames ----------------------------------------------
+
+def _one_model_source(spec: SearchSpec) -> None:
+    if (spec.model.name is None) == (spec.model.config is None):
+        raise SpecError("model: set exactly one of model.name (pretrained) and model.config (from scratch)")
+
+
+def _one_budget(spec: SearchSpec) -> None:
+    t = spec.training
+    if sum(x is not None for x in (t.budget_samples, t.budget_epochs, t.budget_tokens)) != 1:
+        raise SpecError("training: set exactly one of budget_samples, budget_epochs and budget_tokens (the others "
+                        "null; budget_samples has a default)")
+
+
+def _hub_source_names_a_dataset(spec: SearchSpec) -> None:
+    if spec.data.source == "hub" and not spec.data.hub_name:
+        raise SpecError("data.hub_name: required when data.source is hub")
+
+
+def _local_files_exist(spec: SearchSpec) -> None:
+    if spec.data.source != "files":
+        return
+    for key in ("train_file", "eval_file"):
+        value = getattr(spec.data, key)
+        if not value:
+            raise SpecError(f"data.{key}: required when data.source is files")
+        if not Path(value).expanduser().is_file():
+            raise SpecError(f"data.{key}: no such file: {value}")
+        if Path(value).suffix.lower() not in (".csv", ".tsv", ".json", ".jsonl", ".parquet"):
+            raise SpecError(f"data.{key}: unsupported format {Path(value).suffix!r} "
+                            "(csv, tsv, json, jsonl, parquet)")
+
+
+def _probe_batch_splits_over_workers(spec: SearchSpec) -> None:
+    t, workers = spec.training, spec.resources.workers_per_trial
+    if spec.auto_batch_sizes and t.base_batch % workers:
+        raise SpecError(f"{_PROBE_BATCH}: {t.base_batch} does not split over resources.workers_per_trial="
+                        f"{workers} workers")
+
+
+def _reports_land_on_whole_batches(spec: SearchSpec) -> None:
+    """Every report lands on an exact sample milestone of every batch size (with auto: of the probe's)."""
+    t, largest = spec.training, spec.batch_sizes[-1]
+    if t.eval_every_samples > 0 and not t.eval_every_samples % largest:
+        return
+    if spec.auto_batch_sizes:
+        raise SpecError(f"training.eval_every_samples: must be a positive multiple of {_PROBE_BATCH}, "
+                        f"{t.base_batch}, got {t.eval_every_samples}")
+    raise SpecError(f"training.eval_every_samples: must be a positive multiple of the largest batch "
+                    f"size {largest}, got {t.eval_every_samples}")
+
+
+def _budget_samples_fit(spec: SearchSpec) -> None:
+    if spec.training.budget_samples is not None:
+        _check_budget(spec, spec.training.budget_samples)
+
+
+def _tokens_need_a_causal_lm(spec: SearchSpec) -> None:
+    """A token budget and packing are a causal LM's (a classifier's or seq2seq model's example is a unit, not
+    a run of tokens), and a token budget needs packed texts: only then is every sample the same tokens."""
+    if spec.task != "causal-lm":
+        if spec.training.budget_tokens is not None:
+            raise SpecError(f"training.budget_tokens: a token budget needs task causal-lm (the task is "
+                            f"{spec.task}); use training.budget_samples or training.budget_epochs")
+        if spec.data.packing:
+            raise SpecError(f"data.packing: only a causal LM's texts are packed (the task is {spec.task}); "
+                            "drop data.packing")
+    elif spec.training.budget_tokens is not None and spec.data.packing is False:
+        raise SpecError("data.packing: a token budget (training.budget_tokens) needs packed texts, every sample "
+                        "data.max_seq_length tokens; drop data.packing: false or use training.budget_samples")
+
+
+def _budget_tokens_fit(spec: SearchSpec) -> None:
+    """The budget ``budget_tokens`` makes (``budget.samples_for_tokens``) fills a report interval and obeys
+    the budget rules."""
+
+    t = spec.training
+    if t.budget_tokens is None:
+        return
+    samples, _ = samples_for_tokens(t.budget_tokens, spec.data.max_seq_length, t.eval_every_samples)
+    if samples <= 0:
+        raise SpecError(f"training.budget_tokens: {t.budget_tokens} tokens is less than one report interval "
+                        f"({t.eval_every_samples} samples of {spec.data.max_seq_length} tokens = "
+                        f"{t.eval_every_samples * spec.data.max_seq_length} tokens)")
+    _check_budget(spec, samples)
+
+
+def _check_budget(spec: SearchSpec, budget: int) -> None:
+    """The budget rules, for ``budget_samples`` or the budget ``budget_epochs`` resolves to."""
+    _budget_fits_the_cadence(spec, budget)
+    _grace_period_fits_budget(spec, budget)
+
+
+def _budget_fits_the_cadence(spec: SearchSpec, budget: int) -> None:
+    t, largest = spec.training, spec.batch_sizes[-1]
+    if budget < largest:
+        raise SpecError(f"training.budget_samples: {budget} is smaller than the largest batch size {largest}")
+    if budget % t.eval_every_samples:
+        raise SpecError(f"training.budget_samples: must be a multiple of training.eval_every_samples "
+                        f"({t.eval_every_samples}), got {budget}")
+
+
+def _grace_period_fits_budget(spec: SearchSpec, budget: int) -> None:
+    # Checked with batch_sizes: auto too, or the search would fail only after the probe.
+    if spec.asha.grace_period_samples > budget:
+        raise SpecError(f"asha.grace_period_samples: {spec.asha.grace_period_samples} exceeds the budget {budget}")
+
+
+def _persistent_workers_need_workers(spec: SearchSpec) -> None:
+    t = spec.training
+    if t.persistent_workers and dataloader_workers(t, spec.resources.use_gpu) == 0:
+        raise SpecError("training.persistent_workers: needs DataLoader workers; set training.dataloader_workers "
+                        "above 0 (it is 0 on a CPU unless set)")
+
+
+def _every_batch_size_is_trained(spec: SearchSpec) -> None:
+    s, count = spec.search, len(spec.batch_sizes)
+    if s.num_trials < count and s.strategy != "grid":
+        raise SpecError(f"search.num_trials: must be at least the number of batch sizes ({count}) "
+                        f"so every batch size is trained, got {s.num_trials}")
+
+
+def _accuracy_needs_classification(spec: SearchSpec) -> None:
+    if spec.search.metric == "accuracy" and spec.task != "sequence-classification":
+        raise SpecError("search.metric: accuracy needs task sequence-classification; use eval_loss")
+
+
+def _bleu_needs_seq2seq(spec: SearchSpec) -> None:
+    if spec.search.metric == "bleu" and spec.task != "seq2seq":
+        raise SpecError(f"search.metric: bleu needs task seq2seq (the task is {spec.task}); use eval_loss")
+
+
+def _translation_is_seq2seq(spec: SearchSpec) -> None:
+    """The built-in translation task is a seq2seq task's. (A seq2seq task on the built-in sentiment data is
+    refused where the data are loaded: with the objects path's own data the data section stays at its
+    default, which names the sentiment task.)"""
+    d = spec.data
+    if d.source == "builtin" and d.builtin_task == "translation" and spec.task != "seq2seq":
+        raise SpecError(f"data.builtin_task: translation is a seq2seq task; set task: seq2seq (got {spec.task})")
+
+
+def _seq2seq_has_no_probe(spec: SearchSpec) -> None:
+    if spec.task == "seq2seq" and spec.training.probe_micro_batch:
+        raise SpecError("training.probe_micro_batch: not available with task seq2seq yet (the probe trains on "
+                        "random single sequences, not source-target pairs); set training.micro_batch_size")
+
+
+def _generation_needs_seq2seq(spec: SearchSpec) -> None:
+    if spec.generation != GenerationSpec() and spec.task != "seq2seq":
+        raise SpecError(f"generation: only a seq2seq task generates (the task is {spec.task}); drop the section")
+
+
+def _mode_matches_metric(spec: SearchSpec) -> None:
+    s = spec.search
+    if s.metric not in BUILTIN_METRICS:
+        return  # a compute_metrics key: its direction is the user's to say
+    expected = "max" if s.metric in ("accuracy", "bleu") else "min"
+    if s.mode != expected:
+        better = "higher" if expected == "max" else "lower"
+        raise SpecError(f"search.mode: {s.metric} is better when it is {better}; use mode {expected}")
+
+
+def _grid_trains_to_the_full_budget(spec: SearchSpec) -> None:
+    if spec.search.strategy == "grid" and spec.search.early_stopping:
+        raise SpecError("search.early_stopping: the grid strategy trains every point to the full budget; "
+                        "set search.early_stopping=false")
+
+
+def _grace_period_is_whole_report_intervals(spec: SearchSpec) -> None:
+    grace, every = spec.asha.grace_period_samples, spec.training.eval_every_samples
+    if grace <= 0 or grace % every:
+        raise SpecError(f"asha.grace_period_samples: must be a positive multiple of "
+                        f"training.eval_every_samples ({every}), got {grace}")
+
+
+def _batch_sizes_split_over_workers(spec: SearchSpec) -> None:
+    workers = spec.resources.workers_per_trial
+    for b in spec.batch_sizes:
+        if b % workers:
+            raise SpecError(f"search.batch_sizes: {b} does not split over "
+                            f"resources.workers_per_trial={workers} workers")
+
+
+def _study_needs_optuna(spec: SearchSpec) -> None:
+    if spec.search.study_storage is not None and spec.search.strategy == "grid":
+        raise SpecError("search.study_storage: the grid strategy does not use Optuna; set search.strategy to "
+                        "tpe or random, or drop the study storage")
+    if spec.search.study_name is not None and spec.search.study_storage is None:
+        raise SpecError("search.study_name: names a study in search.study_storage, which is not set")
+
+
+# ---- branch mode (search.method: branch; cbs_ray.branch_plan resolves the section against the budget) --
+
+def _branch_mode_stands_alone(spec: SearchSpec) -> None:
+    """What branch mode cannot combine with: a probe-chosen grid (the branches need their batches before
+    anything trains), an Optuna study (branch mode trains a fixed grid: each checkpoint × batch × alpha),
+    trackers (not wired to branch mode's runs yet). ``search.repeats``, ``num_trials``, ``strategy`` and the
+    ``asha`` section are a from-scratch search's and are ignored; the schedule switch needs branch mode."""
+    s = spec.search
+    if s.method != "branch":
+        if spec.branch.validate_schedule:
+            raise SpecError("branch.validate_schedule: validates the schedule a branch search recommends; "
+                            "set search.method=branch (--validate-schedule)")
+        return
+    if spec.auto_batch_sizes:
+        raise SpecError("search.batch_sizes: auto is not available with search.method branch (the branches need "
+                        "their batches before anything trains); list the batch sizes")
+    if s.study_storage is not None:
+        raise SpecError("search.study_storage: search.method branch trains a fixed grid (checkpoint × batch × "
+                        "alpha), not an Optuna study; drop the study storage")
+    if spec.tracking != TrackingSpec():
+        raise SpecError("tracking: not available with search.method branch yet; drop the tracking section")
+    if "://" in spec.storage_path:
+        raise SpecError(f"storage_path: search.method branch writes the trunk's checkpoints to a directory every "
+                        f"trial reads (a local or shared filesystem), not a URI; got {spec.storage_path}")
+
+
+def _branch_batches_are_larger_than_the_trunks(spec: SearchSpec) -> None:
+    """The trunk's batch and the branches' are powers of two that split over the workers, every branch
+    batch is larger than the trunk's, and every report lands on whole batches of the largest."""
+    b, workers = spec.branch, spec.resources.workers_per_trial
+    if spec.search.method != "branch":
+        return
+    if b.trunk_batch_size is not None:
+        _check_power_of_two(b.trunk_batch_size, "branch.trunk_batch_size")
+    trunk = b.trunk_batch_size or spec.batch_sizes[0]
+    branches = _batch_list(b.batch_sizes, "branch.batch_sizes") if b.batch_sizes is not None else \
+        [x for x in spec.batch_sizes if x > trunk]
+    if not branches:
+        raise SpecError(f"branch.batch_sizes: no batch size larger than the trunk's ({trunk}) to branch at; "
+                        f"list some in search.batch_sizes or branch.batch_sizes")
+    if branches[0] <= trunk:
+        raise SpecError(f"branch.batch_sizes: a branch's batch must be larger than the trunk's "
+                        f"(branch.trunk_batch_size {trunk}), got {branches[0]}")
+    for key, x in (("branch.trunk_batch_size", trunk), *(("branch.batch_sizes", x) for x in branches)):
+        if x % workers:
+            raise SpecError(f"{key}: {x} does not split over resources.workers_per_trial={workers} workers")
+    every = spec.training.eval_every_samples
+    if every % branches[-1]:
+        raise SpecError(f"training.eval_every_samples: must be a multiple of the largest branch batch "
+                        f"{branches[-1]}, got {every}")
+    alphas = b.alphas
+    if alphas is not None and (not alphas or any(isinstance(a, bool) or not isinstance(a, (int, float))
+                                                  or not math.isfinite(a) for a in alphas)):
+        raise SpecError(f"branch.alphas: expected a non-empty list of numbers, got {alphas!r}")
+
+
+def _branch_points_fit_the_budget(spec: SearchSpec) -> None:
+    """Checkpoints and the window are fractions in (0, 1) of the budget or whole samples (tokens with a
+    token budget); with the budget known here (``training.budget_samples``), the window fits after the last
+    checkpoint. Otherwise ``resolve_branching`` checks the same once the budget is resolved, before Ray."""
+    b = spec.branch
+    if spec.search.method != "branch":
+        return
+    if not b.checkpoints:
+        raise SpecError("branch.checkpoints: expected a non-empty list of fractions in (0, 1) or whole samples")
+
+    whole = "tokens" if spec.training.budget_tokens is not None else "samples"
+    for key, value in [*(("branch.checkpoints", p) for p in b.checkpoints), ("branch.window", b.window)]:
+        check_point(value, key=key, whole=whole)
+    if spec.training.budget_samples is not None:
+        resolve_branching(spec, spec.training.budget_samples)
+
+
+CROSS_FIELD_RULES: tuple[Callable[[SearchSpec], None], ...] = (
+    _hub_source_names_a_dataset, _local_files_exist, _probe_batch_splits_over_workers,
+    _reports_land_on_whole_batches, _budget_samples_fit, _tokens_need_a_causal_lm, _budget_tokens_fit,
+    _persistent_workers_need_workers, _every_batch_size_is_trained, _accuracy_needs_classification, _bleu_needs_seq2seq, _translation_is_seq2seq,
+    _seq2seq_has_no_probe, _generation_needs_seq2seq, _mode_matches_metric,
+    _grid_trains_to_the_full_budget, _grace_period_is_whole_report_intervals, _batch_sizes_split_over_workers,
+    _study_needs_optuna, _branch_mode_stands_alone, _branch_batches_are_larger_than_the_trunks,
+    _branch_points_fit_the_budget,
+)
+"""The rules that relate fields, in the order ``validate`` applies them; the first that fails is the error.
+A rule comes after those it relies on: ``_reports_land_on_whole_batches`` makes ``eval_every_samples`` a
+positive divisor before the budget and grace-period rules divide by it."""

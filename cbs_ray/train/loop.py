@@ -1,0 +1,280 @@
+"""The per-worker training loop of one trial: the same code runs in a Ray Train worker (multi-worker or
+GPU trials) and in-process inside the Tune trial (single-CPU-worker trials). Only the ``Session``
+(``train.sessions``) differs.
+
+Per optimizer step: ``accumulation`` micro-batches, each micro-batch's summed loss divided by the items
+in the whole step (examples; for a causal LM the target tokens, counted over all micro-batches and
+workers), so the accumulated gradient is the mean over the effective batch exactly as one step of B
+would compute it; DDP's all-reduce only on the last micro-step (``no_sync``), global-norm clipping, then
+one optimizer and one scheduler step. Samples are counted in samples (B per step), the LR schedule in
+optimizer steps. At every ``eval_every_samples`` milestone the validation metric is summed over each
+worker's exact shard of the eval set, all-reduced, reported and (rank 0) checkpointed.
+
+Set-up is ``train.setup``; one optimizer step returns its readings (``_optimizer_step``), and what happens
+every ``eval_every_samples`` is ``_at_milestone``. Every report is one ``TrialReport``. What the model and
+data are is one question the stages ask their ``source`` (``sources``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import tempfile
+import time
+from typing import NamedTuple, Optional
+
+import torch
+
+from cbs_ray.maths.budget import BatchPlan, milestones
+from cbs_ray.maths.noise_scale import NOT_MEASURABLE, b_simple
+from cbs_ray.records.trial_report import TrialReport
+from cbs_ray.sources.builtin import _METRICS_OF_EVERY_TASK, WORST_METRIC
+from cbs_ray.train.checkpoint import mark_trunk_done, publish_state, save_state
+from cbs_ray.train.config import TrialConfig
+from cbs_ray.train.gauges import TrialGauges
+from cbs_ray.train.noise_probe import _sqnorm
+from cbs_ray.train.setup import _batch_plan_for, _Parts, _Progress, _setup
+
+__all__ = ["StepReadings", "train_loop"]
+
+
+class StepReadings(NamedTuple):
+    """What one optimizer step read back from the device (its one wait), and what became of the step."""
+
+    loss: float
+    """This rank's training loss of the step (the mean over the effective batch, its share of it)."""
+    grad_norm: float
+    """The global gradient norm before clipping (of the all-reduced gradient: the same on every rank)."""
+    lr: float
+    """The LR the step was taken at (NaN for a skipped step)."""
+    skipped: bool
+    """An fp16 overflow: the scaler skipped the step and lowered its scale."""
+    diverged: bool
+    """A non-finite gradient norm (or a lone rank's loss) no loss scale can mend: no step was taken."""
+
+
+# ---- the loop --------------------------------------------------------------------------------------
+
+def train_loop(cfg: TrialConfig, data, session) -> None:
+    """Train one (batch size, alpha, warmup) configuration to the equal-sample budget, reporting at
+    every milestone. Stops early, reporting ``diverged=True`` and the worst metric, on a non-finite loss
+    or gradient norm, or when a report interval's mean loss exceeds ``divergence_factor`` × the first
+    step's loss (Adam at a far too high LR blows the loss up without ever producing a NaN).
+
+    Branch mode (``cfg.plan``, see ``branch_plan``): the same loop in samples, from the plan's start to its
+    stop, each step at the plan's batch and LR, reporting at the plan's points. The trunk publishes its state
+    at each branch point for the branches (``checkpoint.publish_state``) and marks its end (``TRUNK_DONE``);
+    a branch starts from the trunk's state at its point (``_start_branch``)."""
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)  # identical initial weights on every rank (DDP also broadcasts)
+    run = cfg.plan
+    stop = run.stop_samples if run else cfg.total_steps * cfg.batch_size
+    report_at = set(run.report_at if run else milestones(cfg.budget_samples, cfg.spec.training.eval_every_samples))
+    save_at = set(run.save_at) if run and run.role == "trunk" else set()
+    parts, progress = _setup(cfg, data, session)
+    gauges = TrialGauges(cfg.trial_id, cfg.batch_size, cfg.metric) if cfg.trial_id and session.rank == 0 else None
+    parts.model.train()
+    while progress.samples < stop:
+        if run is not None:  # the batch of this step; the micro-batch stays the run's
+            parts.plan = _batch_plan_for(run.batch_at(progress.samples), parts.plan.micro_batch, parts.plan.workers)
+        t0 = time.perf_counter()
+        readings = _optimizer_step(cfg, session, parts)
+        progress.drawn += parts.plan.accumulation * parts.plan.micro_batch
+        if readings.skipped:
+            continue
+        if readings.diverged:
+            _report_divergence(session, cfg, parts.plan, progress, readings, readings.loss)
+            break
+        progress.step += 1
+        progress.samples += parts.plan.batch_size
+        if progress.first_step_at is None:
+            progress.first_step_at = time.time()
+            progress.first_loss = readings.loss if progress.first_loss is None else progress.first_loss
+        elapsed = time.perf_counter() - t0
+        progress.interval_time += elapsed
+        progress.train_time += elapsed
+        progress.interval_loss += readings.loss
+        progress.interval_steps += 1
+        progress.interval_samples += parts.plan.batch_size
+        if progress.samples in report_at and not _at_milestone(cfg, data, session, parts, progress, readings,
+                                                               gauges):
+            break
+        if progress.samples in save_at and session.rank == 0:
+            _publish_for_branches(cfg, parts, progress)
+    if run is not None and run.role == "trunk" and session.rank == 0:
+        mark_trunk_done(run.checkpoint_dir, str(progress.samples))
+
+
+def _publish_for_branches(cfg: TrialConfig, parts: _Parts, progress: _Progress) -> None:
+    """The trunk's state at a branch point, where the branches from it read it: everything a restart would
+    take, and the data position a branch continues the trunk's data order from."""
+    path = cfg.plan.checkpoint_path(progress.samples)
+    if publish_state(path, parts.model, parts.optimizer, parts.scheduler, parts.scaler, progress.step, {
+            "samples_drawn": progress.drawn, "first_loss": progress.first_loss, "samples_seen": progress.samples,
+            "micro_batch": parts.plan.micro_batch}):
+        print(f"trunk: checkpoint for the branches at {progress.samples} samples: {path}", flush=True)
+
+
+def _optimizer_step(cfg: TrialConfig, session, parts: _Parts) -> StepReadings:
+    """One optimizer step over the plan's micro-batches: forward and backward each, unscale and clip, one
+    read of the device, then the step taken, skipped (fp16 overflow) or refused (diverged)."""
+    plan, scaler, optimizer = parts.plan, parts.scaler, parts.optimizer
+    batches = [next(parts.micro_batches) for _ in range(plan.accumulation)]
+    step_loss, small, to_mean, local_items = _accumulate_gradients(cfg, session, parts, batches)
+    scale = scaler.get_scale() if scaler.is_enabled() else 1.0
+    scaler.unscale_(optimizer)  # true gradients for clipping, the norm and the noise scale
+    norm = torch.nn.utils.clip_grad_norm_(parts.params, parts.clip)  # norm before clipping
+    if parts.local_sqnorm is not None:
+        # The DDP hook saw this worker's summed gradient × to_mean, not ÷ its own items (the same for
+        # equal micro-batches of examples).
+        small = parts.local_sqnorm() / (to_mean * max(sum(local_items), 1)) ** 2
+    # The step's one wait for the device: loss, norm and the noise probe's norm come back together.
+    readings = torch.stack([step_loss, norm.double()] + ([small.double()] if small is not None else [])).tolist()
+    step_loss, grad_norm = readings[0], readings[1]
+    if small is not None:
+        parts.noise.add(readings[2] / scale ** 2, grad_norm ** 2)
+    # fp16 overflow, not divergence: the scaler skips the step and halves the scale. Decided on what all
+    # ranks share (the all-reduced gradient's norm and the scale; a rank's own loss only when it is the
+    # only rank), and only while the scale is at least 1: a gradient still non-finite at a scale below 1
+    # is non-finite unscaled, which no smaller scale mends, so the trial has diverged (else: skips forever).
+    overflow = scaler.is_enabled() and not math.isfinite(grad_norm) and scale >= 1.0 and (
+        session.world_size > 1 or math.isfinite(step_loss))
+    if overflow:
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        return StepReadings(step_loss, grad_norm, math.nan, skipped=True, diverged=False)
+    lr = optimizer.param_groups[0]["lr"]  # what the step is taken at (the scheduler's last LR, or a branch's own)
+    # The clipped norm is of the all-reduced gradient, so every rank takes the same branch here; a
+    # local loss can only be trusted alone when there is a single rank.
+    if not math.isfinite(grad_norm) or (session.world_size == 1 and not math.isfinite(step_loss)):
+        return StepReadings(step_loss, grad_norm, lr, skipped=False, diverged=True)
+    scaler.step(optimizer)
+    scaler.update()
+    parts.scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return StepReadings(step_loss, grad_norm, lr, skipped=False, diverged=False)
+
+
+def _accumulate_gradients(cfg: TrialConfig, session, parts: _Parts, batches: list):
+    """Forward and backward over the step's host micro-batches. Returns the step's loss (a device tensor,
+    read with the norm), the noise probe's first-micro-batch squared norm (or None), the loss factor
+    ``to_mean`` and each micro-batch's items."""
+    source, device, amp_dtype = parts.source, session.device, parts.amp_dtype
+    step_loss = torch.zeros((), dtype=torch.float64, device=device)  # read once per step, by the caller
+    small = None
+    local_items = [source.items_in(batch) for batch in batches]
+    # Examples per step are known; a causal LM's target tokens (or a user collator's num_items_in_batch)
+    # are summed over the workers (one scalar).
+    step_items = sum(local_items) if source.items_vary else parts.plan.batch_size  # this step's batch
+    if source.items_vary and session.world_size > 1:
+        step_items = int(session.all_reduce(torch.tensor(step_items, device=device)))
+    # Each micro-batch's summed loss over the step's items is its share of the step's mean; DDP averages
+    # the workers' gradients, hence × world size. (Each micro-batch's mean ÷ accumulation would weight a
+    # short micro-batch's tokens more than a long one's: a mean of means, which one step of B is not.)
+    to_mean = session.world_size / max(step_items, 1)
+    last = len(batches) - 1
+    for k, batch in enumerate(source.inputs(b, device) for b in batches):
+        sync = contextlib.nullcontext() if (k == last or not parts.is_ddp) else parts.model.no_sync()
+        with sync:
+            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                loss = source.summed_loss(parts.forward, batch, cfg, local_items[k]) * to_mean
+            parts.scaler.scale(loss).backward()
+        step_loss += loss.detach()
+        if k == 0 and parts.noise is not None and parts.local_sqnorm is None:
+            # The first micro-batch's own mean gradient: its mean loss carried to_mean × its items
+            # (1 / accumulation for equal micro-batches of examples).
+            small = _sqnorm(parts.params) / (to_mean * max(local_items[0], 1)) ** 2
+    return step_loss, small, to_mean, local_items
+
+
+# ---- at a milestone -------------------------------------------------------------------------------
+
+def _at_milestone(cfg: TrialConfig, data, session, parts: _Parts, progress: _Progress, readings: StepReadings,
+                  gauges: Optional[TrialGauges]) -> bool:
+    """Evaluate (and at the full budget the dev set), check the interval for divergence, report, and
+    checkpoint (rank 0). False when the trial diverged (reported as such) and must stop."""
+    samples = progress.samples
+    evaluation = parts.source.evaluate(parts.forward, session, cfg, batch_size=parts.eval_batch)
+    if samples == cfg.budget_samples and parts.source.has_dev:
+        dev = parts.source.evaluate(parts.forward, session, cfg, on_dev=True, batch_size=parts.eval_batch)
+        evaluation.update({f"dev_{key}": dev[key] for key in ("accuracy", "bleu", "eval_loss", "eval_examples") if key in dev})
+    noise = _noise_metrics(parts.noise, session)
+    if cfg.plan is not None and cfg.plan.role != "trunk":
+        noise["noise_scale_note"] = f"not measured on a branch-mode {cfg.plan.role} run (the trunk's is plotted)"
+    # Mean training loss over the interval and the first step's loss, averaged over workers: every
+    # rank sees the same numbers and takes the same branch.
+    train_loss, initial_loss = (session.all_reduce(torch.tensor(
+        [progress.interval_loss / progress.interval_steps, progress.first_loss], dtype=torch.float64,
+        device=session.device)) / session.world_size).tolist()
+    if train_loss > cfg.spec.training.divergence_factor * initial_loss:
+        _report_divergence(session, cfg, parts.plan, progress, readings, train_loss)
+        return False
+    report = _trial_report(
+        cfg, parts.plan, progress, readings, train_loss, evaluation=evaluation, **noise,
+        warmup_steps=cfg.warmup_steps, samples_per_s=progress.interval_samples / progress.interval_time,
+        train_time_s=progress.train_time, first_step_at=progress.first_step_at, trial_started_at=cfg.started_at,
+        reported_at=time.time(), diverged=False, resumed_from_samples=progress.resumed_from_samples)
+    progress.interval_time, progress.interval_loss, progress.interval_steps = 0.0, 0.0, 0
+    progress.interval_samples = 0
+    metrics = report.to_dict()
+    if gauges is not None:
+        gauges.publish(metrics)
+    with tempfile.TemporaryDirectory() as directory:
+        if session.rank == 0:
+            save_state(directory, parts.model, parts.optimizer, parts.scheduler, parts.scaler, progress.step, {
+                "train_time_s": progress.train_time, "wall_time_s": report.wall_time_s,
+                "first_loss": progress.first_loss, "samples_drawn": progress.drawn})
+        session.report(metrics, directory if session.rank == 0 else None)
+    return True
+
+
+def _trial_report(cfg: TrialConfig, plan: BatchPlan, progress: _Progress, readings: StepReadings,
+                  train_loss: float, **fields_of_this_report) -> TrialReport:
+    """The report at the trial's current step: what every report has, plus this one's own fields. ``plan``
+    is the batch in use (branch mode: the last step's, with its peak LR by the alpha rule)."""
+    run = cfg.plan
+    return TrialReport(
+        samples_seen=progress.samples, steps=progress.step, batch_size=plan.batch_size,
+        alpha=cfg.alpha, warmup_fraction=cfg.warmup_fraction,
+        peak_lr=run.peak_lr(plan.batch_size) if run else cfg.peak_lr, lr=readings.lr,
+        train_loss=train_loss, grad_norm=readings.grad_norm, wall_time_s=time.perf_counter() - progress.loop_start,
+        micro_batch=plan.micro_batch, accumulation=plan.accumulation, workers=plan.workers, node_id=ray_node_id(),
+        role=run.role if run else None, start_samples=run.start_samples if run else None,
+        tokens_seen=progress.samples * cfg.tokens_per_sample if cfg.tokens_per_sample else None,
+        **fields_of_this_report)
+
+
+def ray_node_id() -> str:
+    """The Ray node this process runs on, or "" outside a Ray worker or driver (the in-process tests).
+    Ray is not imported here for the asking: a process that never imported it is not in Ray."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return ""
+    return ray.get_runtime_context().get_node_id() or ""
+
+
+def _report_divergence(session, cfg: TrialConfig, plan: BatchPlan, progress: _Progress, readings: StepReadings,
+                       train_loss: float) -> None:
+    """Report a diverged trial: the worst metric for its task, no checkpoint."""
+    worst = {name: value for name, value in WORST_METRIC.items() if name in _METRICS_OF_EVERY_TASK
+             or (name, cfg.task) in (("accuracy", "sequence-classification"), ("bleu", "seq2seq"))}
+    if cfg.metric not in worst:  # a compute_metrics key: the worst its direction allows
+        worst[cfg.metric] = -math.inf if cfg.spec.search.mode == "max" else math.inf
+    report = _trial_report(cfg, plan, progress, readings, train_loss, evaluation=worst, diverged=True)
+    session.report(report.to_dict(), None)
+
+
+def _noise_metrics(noise, session) -> dict:
+    """B_simple now: each estimate's moving average, averaged over workers, then their ratio. NaN where
+    the averaged |G|² is not yet positive, and (with ``noise_scale_note``) where a single batch size was
+    all there was."""
+    if noise is None:
+        return {"grad_sq": math.nan, "trace_sigma": math.nan, "b_simple": math.nan,
+                "b_small": math.nan, "noise_scale_note": "off or " + NOT_MEASURABLE}
+    local = torch.tensor(noise.averages(), dtype=torch.float64, device=session.device)
+    grad_sq, trace = (session.all_reduce(local) / session.world_size).cpu().tolist()
+    return {"grad_sq": grad_sq, "trace_sigma": trace, "b_simple": b_simple(grad_sq, trace), "b_small": noise.b_small,
+            "noise_scale_note": ""}

@@ -1,0 +1,80 @@
+"""The micro-batch probe inside a trial: the largest micro-batch that fits (``memory_planner``),
+agreed by every worker, cached per model and device.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from cbs_ray.train.config import TrialConfig
+from cbs_ray.train.memory_planner import ProbeCache, cpu_fits, cuda_fits, plan_micro_batch, probe_key
+from cbs_ray.train.optimizer import make_optimizer
+
+
+def _probe_micro_batch(model, cfg: TrialConfig, session, amp_dtype, source=None) -> tuple[Optional[int], Optional[int]]:
+    """On CUDA: the largest micro-batch that fits (memory_planner), cached per model, sequence length,
+    precision and device, agreed across ranks by taking the minimum. On a CPU the same within
+    ``memory_limit_gb`` of peak resident memory, and skipped without one. Returns the micro-batch cap and
+    the largest size known to fit (the agreed probe result, a training step's worth of memory), None
+    where the probe was skipped."""
+
+    t = cfg.spec.training
+    on_gpu = session.device.type == "cuda"
+    if not on_gpu and not t.memory_limit_gb:
+        if session.rank == 0:
+            print("micro-batch probe skipped: not on a GPU and no training.memory_limit_gb", flush=True)
+        return t.micro_batch_size, None
+    # The spec's model trains on random tokens of the data's padded length; the user's objects on their own
+    # longest items (user_objects.UserObjects.probe_workload).
+    workload = getattr(source, "probe_workload", None)
+    described, seq_len, batch_of = workload(model.to(session.device), session.device) if workload else (
+        cfg.model, cfg.probe_seq_len, None)
+    device_name = torch.cuda.get_device_name(session.device) if on_gpu else f"cpu<={t.memory_limit_gb}GiB"
+    # What else sets a step's memory: the optimizer's state, checkpointing, and DDP's gradient buckets.
+    training = "+".join([t.optimizer] + (["checkpointing"] if t.gradient_checkpointing else [])
+                        + (["ddp"] if session.world_size > 1 else []))
+    key = probe_key(described, seq_len, t.precision, device_name, training=training)
+    limit = cfg.probe_limit
+    cache = ProbeCache()
+    found = cache.get(key, limit)
+    if found is None:
+        model.to(session.device)
+        step_args = dict(seq_len=seq_len, vocab_size=getattr(cfg.model_config, "vocab_size", 0), task=cfg.task,
+                         dtype=amp_dtype, batch_of=batch_of)
+
+        def new_optimizer():
+            return make_optimizer(model, t, cfg.peak_lr, model_config=cfg.model_config)
+
+        def log(line: str) -> None:
+            if session.rank == 0:
+                print(f"micro-batch probe: {line}", flush=True)
+
+        # The probe's optimizer steps move the weights and its random batches draw from the RNG: both are
+        # put back, so a trial trains the same whether its plan was probed or read from the cache.
+        initial = {name: value.detach().to("cpu", copy=True) for name, value in model.state_dict().items()}
+        # Measured as it will train: a pretrained model comes in eval mode, without dropout and (in
+        # transformers) without gradient checkpointing. DDP will keep a second copy of the gradients in
+        # its all-reduce buckets; the probe runs before DDP wraps the model, so it holds as much aside.
+        model.train()
+        buckets = torch.zeros(sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad),
+                              dtype=torch.uint8, device=session.device) if session.world_size > 1 else None
+        with torch.random.fork_rng(devices=[session.device] if on_gpu else []):
+            if on_gpu:
+                fits = cuda_fits(model, new_optimizer, **step_args)
+            else:
+                fits = cpu_fits(model, new_optimizer, limit_bytes=int(t.memory_limit_gb * 2 ** 30), log=log,
+                                **step_args)
+            try:
+                found = plan_micro_batch(fits, upper=limit)  # for the search's largest share; capped below
+            except MemoryError as e:
+                raise MemoryError(f"{e} ({device_name}, sequence length {seq_len}, {t.precision})") from None
+        del buckets
+        model.load_state_dict(initial)
+        model.zero_grad(set_to_none=True)
+        if session.rank == 0:
+            cache.put(key, found, limit)
+    largest_fitting = session.all_reduce_min(found)
+    agreed = min(largest_fitting, cfg.batch_size // session.world_size)
+    return (min(agreed, t.micro_batch_size) if t.micro_batch_size else agreed), largest_fitting

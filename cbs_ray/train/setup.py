@@ -1,0 +1,253 @@
+"""A trial's set-up, in stages after torchtune's recipes and Levanter's trainer: the model
+(``_setup_model``), the optimizer and LR schedule (``_setup_optimizer``), a restore from a checkpoint or a
+branch's start (``_restore``), the data (``_setup_data``); ``_setup`` runs them in order.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import torch
+
+from cbs_ray.maths.budget import BatchPlan, plan_batch
+from cbs_ray.maths.lr_schedule import lr_multiplier
+from cbs_ray.maths.noise_scale import NoiseScaleMeter
+from cbs_ray.sources.amp import autocast_dtype
+from cbs_ray.sources.choose import loop_source
+from cbs_ray.train.checkpoint import load_branch_start, load_state, wait_for_trunk
+from cbs_ray.train.config import TrialConfig
+from cbs_ray.train.data_order import _endless_micro_batches, _ResumableSampler
+from cbs_ray.train.microbatch_probe import _probe_micro_batch
+from cbs_ray.train.noise_probe import _attach_noise_probe
+from cbs_ray.train.optimizer import make_optimizer
+
+
+@dataclass
+class _Parts:
+    """What building makes and the step and the milestones use."""
+
+    model: torch.nn.Module
+    """DDP-wrapped where there are workers: no_sync, the parameters and the state dict."""
+    forward: Callable
+    """What runs the forward passes: the compiled module with ``training.compile``, else ``model``."""
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    scaler: torch.amp.GradScaler
+    amp_dtype: Optional[torch.dtype]
+    plan: BatchPlan
+    eval_batch: int
+    micro_batches: Any
+    """The endless iterator of host micro-batches, continuing where a checkpoint left it."""
+    params: list
+    clip: float
+    is_ddp: bool
+    noise: Optional[NoiseScaleMeter]
+    local_sqnorm: Optional[Callable[[], torch.Tensor]]
+    source: Any
+    """Where the model and data come from: ``BuiltinSource`` (the spec's) or ``user_objects.UserObjects``."""
+
+
+@dataclass
+class _Progress:
+    """Where the trial stands: the step, the examples drawn and the clocks a checkpoint saves, and the
+    current report interval."""
+
+    step: int
+    drawn: int
+    """Examples this rank has drawn: a skipped fp16 step draws its micro-batches without a step, and a
+    restart may plan another micro-batch size (then the position is the nearest micro-batch)."""
+    resumed_from_samples: int
+    loop_start: float
+    train_time: float
+    first_loss: Optional[float]
+    first_step_at: Optional[float] = None
+    samples: int = 0
+    """Samples seen (absolute: a branch counts from the trunk's checkpoint it started at)."""
+    interval_time: float = 0.0
+    interval_loss: float = 0.0
+    interval_steps: int = 0
+    interval_samples: int = 0
+
+
+# ---- building -------------------------------------------------------------------------------------
+
+def _setup_model(cfg: TrialConfig, session, amp_dtype, source) -> tuple[torch.nn.Module, BatchPlan, int]:
+    """The model (``source``'s: gradient checkpointing on, micro-batch probed where asked), its batch plan
+    and evaluation batch, placed on the device and prepared by the session (DDP)."""
+    training = cfg.spec.training
+    model = source.build_model(cfg)
+    if training.gradient_checkpointing:
+        # The HF model's own switch (renamed in transformers 5), before DDP wraps the model.
+        (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
+    micro_cap, fits_up_to = _probe_micro_batch(model, cfg, session, amp_dtype, source) if training.probe_micro_batch \
+        else (training.micro_batch_size, None)
+    # A forward without gradients needs less memory than a training step of the same size: evaluating in
+    # batches no larger than the probed size cannot run out where training did not. Larger could: a
+    # causal LM's logits over a large vocabulary, in fp32, grow with the batch whatever the probe's limit.
+    eval_batch = min(training.eval_batch_size, fits_up_to) if fits_up_to else training.eval_batch_size
+    plan: BatchPlan = _first_batch_plan(cfg, session.world_size, micro_cap)
+    if session.rank == 0:
+        run = cfg.plan
+        print((f"trial ({run.role}, samples {run.start_samples} to {run.stop_samples}, batches "
+               f"{[b for _, b in run.batch_schedule]}): " if run else "trial: ")
+              + f"{plan}, peak lr {cfg.peak_lr:.3g} (alpha {cfg.alpha:.3g}), {cfg.total_steps} steps, "
+              f"{cfg.warmup_steps} warmup steps" + (f", eval batch {eval_batch} (memory)"
+                                                    if eval_batch < training.eval_batch_size else ""), flush=True)
+    model = session.prepare_model(model.to(session.device))  # Ray's prepare_model moves it too; a local run needs it
+    return model, plan, eval_batch
+
+
+def _first_batch_plan(cfg: TrialConfig, workers: int, micro_cap: Optional[int]) -> BatchPlan:
+    """How the first step's batch is made. From scratch: the trial's one batch, micro-batches of at most
+    ``micro_cap``. Branch mode: the micro-batch is fixed for the run, planned for the smallest batch of its
+    schedule; a larger batch accumulates more micro-batches (``_batch_plan_for``). A run at the trunk's batch
+    with the noise scale on, on a single worker, takes micro-batches of half that batch: the trunk's B_simple
+    is measured (the probe needs accumulation ≥ 2), and the schedule run trains exactly as the trunk while
+    their batches agree."""
+    run = cfg.plan
+    if run is None:
+        return plan_batch(cfg.batch_size, workers, micro_cap)
+    if (cfg.spec.training.noise_scale and workers == 1 and run.batch_schedule[0][1] == run.trunk_batch
+            and run.trunk_batch >= 2):
+        micro_cap = min(micro_cap or run.trunk_batch, run.trunk_batch // 2)
+    micro = plan_batch(min(b for _, b in run.batch_schedule), workers, micro_cap).micro_batch
+    return _batch_plan_for(cfg.batch_size, micro, workers)
+
+
+def _batch_plan_for(batch: int, micro: int, workers: int) -> BatchPlan:
+    """``batch`` in micro-batches of ``micro`` on each of ``workers`` (branch mode: the run's micro-batch at
+    the batch of the step)."""
+    per_worker, rest = divmod(batch, workers)
+    if rest or per_worker % micro:
+        raise ValueError(f"batch {batch} is not a whole number of micro-batches of {micro} on {workers} workers")
+    return BatchPlan(batch, micro, per_worker // micro, workers)
+
+
+def _setup_optimizer(cfg: TrialConfig, model, session, amp_dtype):
+    """The optimizer at the trial's peak LR, its LR schedule (warmup, then decay, in optimizer steps) and
+    the fp16 gradient scaler (disabled otherwise)."""
+    training = cfg.spec.training
+    optimizer = make_optimizer(model, training, cfg.peak_lr, model_config=cfg.model_config)
+    # fp16 needs loss scaling; bf16 has fp32's exponent range and does not.
+    scaler = torch.amp.GradScaler(session.device.type, enabled=amp_dtype == torch.float16)
+    if cfg.plan is not None:
+        return optimizer, _planned_lr(cfg, optimizer), scaler
+    warmup, total_steps, decay = cfg.warmup_steps, cfg.total_steps, training.lr_decay
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_multiplier(step, warmup, total_steps, decay=decay))
+    return optimizer, scheduler, scaler
+
+
+def _planned_lr(cfg: TrialConfig, optimizer) -> torch.optim.lr_scheduler.LambdaLR:
+    """Branch mode's schedule: this run's k-th optimizer step at ``plan.lr_at`` of the samples it starts at
+    and its batch, as a factor of the LR the optimizer was built at (``cfg.peak_lr``), so layer-wise LR decay's
+    groups keep their ratios. Counted in steps taken, as the scratch schedule is: a restart's scheduler state
+    is the step it resumes at."""
+    run, reference = cfg.plan, cfg.peak_lr
+    steps = run.steps()
+
+    def factor(step: int) -> float:
+        return run.lr_at(*steps[min(step, len(steps) - 1)]) / reference
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def _restore(cfg: TrialConfig, session, model, optimizer, scheduler, scaler) -> tuple[int, dict]:
+    """(step, saved progress) of the session's checkpoint; (0, {}) for a trial starting afresh."""
+    checkpoint = session.get_checkpoint()
+    # A restarted trial (dead worker, resumed experiment) continues from its last milestone, clocks included.
+    step, saved = load_state(checkpoint, model, optimizer, scheduler, scaler) if checkpoint else (0, {})
+    if step and session.rank == 0:
+        print(f"trial: resumed from its checkpoint at {_samples_after(cfg, step)} samples", flush=True)
+    if not checkpoint and cfg.plan is not None and cfg.plan.role == "branch":
+        return 0, _start_branch(cfg, session, model, optimizer, scheduler, scaler)
+    return step, saved
+
+
+def _start_branch(cfg: TrialConfig, session, model, optimizer, scheduler, scaler) -> dict:
+    """A branch's start: wait for the trunk's checkpoint at ``start_samples``, take its weights and optimizer
+    state (``checkpoint.load_branch_start``), set the LR back to the branch's own (the loaded state carries
+    the trunk's), and return what the branch continues from the trunk: its data position and first loss (the
+    divergence test's reference), not its clocks."""
+    run = cfg.plan
+    path = run.checkpoint_path(run.start_samples)
+    wait_for_trunk(path, run.checkpoint_dir, log=lambda line: print(line, flush=True) if session.rank == 0 else None)
+    trunk = load_branch_start(path, model, optimizer, scaler)
+    for group, lr in zip(optimizer.param_groups, scheduler.get_last_lr()):
+        group["lr"] = lr
+    if session.rank == 0:
+        print(f"branch: started from the trunk's checkpoint at {run.start_samples} samples", flush=True)
+    return {"samples_drawn": trunk["samples_drawn"], "first_loss": trunk.get("first_loss")}
+
+
+def _samples_after(cfg: TrialConfig, step: int) -> int:
+    """Samples seen after ``step`` optimizer steps of this run (absolute in branch mode)."""
+    if cfg.plan is None:
+        return step * cfg.batch_size
+    steps = cfg.plan.steps()
+    return cfg.plan.stop_samples if step >= len(steps) else steps[step][0]
+
+
+def _setup_data(cfg: TrialConfig, source, session, plan: BatchPlan, drawn: int):
+    """The endless micro-batches of this rank's share of ``source``'s training set, after the ``drawn``
+    examples a checkpoint says were taken."""
+    training = cfg.spec.training
+    dataset, collate = source.training_data()
+    if cfg.plan is not None and cfg.plan.largest_batch:
+        dataset = _whole_batches(dataset, cfg.plan.largest_batch)
+    workers = cfg.dataloader_workers
+    # The loop's own DistributedSampler, seeded by the trial, one worker included: its shuffle is a function
+    # of (seed, epoch), which a restart can replay. Ray's prepare_data_loader leaves it in place; without it,
+    # it adds one with seed 0 (the same data order for every seed, so repeats would differ only in their
+    # initial weights) and rebuilds the loader without persistent_workers.
+    sampler = _ResumableSampler(dataset, num_replicas=session.world_size, rank=session.rank, shuffle=True,
+                                seed=cfg.seed, drop_last=True)
+    loader = session.prepare_data_loader(torch.utils.data.DataLoader(
+        dataset, batch_size=plan.micro_batch, sampler=sampler, drop_last=True, collate_fn=collate,
+        generator=torch.Generator().manual_seed(cfg.seed), num_workers=workers,
+        pin_memory=cfg.use_gpu if training.pin_memory is None else training.pin_memory,
+        persistent_workers=workers > 0 if training.persistent_workers is None else training.persistent_workers))
+    return _endless_micro_batches(loader, drawn=drawn // plan.micro_batch)
+
+
+def _whole_batches(dataset, batch: int):
+    """The first whole number of ``batch`` examples of ``dataset`` (branch mode: ``BranchPlan.largest_batch``):
+    every run's epoch is then a whole number of its micro-batches, so runs with different micro-batches walk
+    the same data order with the same epoch boundaries."""
+    usable = len(dataset) // batch * batch
+    if not usable:
+        raise ValueError(f"branch mode: the training set ({len(dataset)} examples) holds no whole batch of {batch}")
+    return dataset if usable == len(dataset) else torch.utils.data.Subset(dataset, range(usable))
+
+
+def _setup(cfg: TrialConfig, data, session) -> tuple[_Parts, _Progress]:
+    """Everything the steps need, in order: model, optimizer and schedule, restore, data, noise probe."""
+    training = cfg.spec.training
+    amp_dtype = autocast_dtype(training.precision, session.device)
+    source = loop_source(data, cfg.task)
+    model, plan, eval_batch = _setup_model(cfg, session, amp_dtype, source)
+    optimizer, scheduler, scaler = _setup_optimizer(cfg, model, session, amp_dtype)
+    step, saved = _restore(cfg, session, model, optimizer, scheduler, scaler)
+    # The compiled module runs the forward passes; the (DDP-wrapped) model keeps no_sync, the parameters
+    # and the state dict, so checkpoints and the noise probe see the same objects either way.
+    forward = torch.compile(model, mode=None if training.compile_mode == "default" else training.compile_mode) \
+        if training.compile else model
+    drawn = saved.get("samples_drawn", step * plan.accumulation * plan.micro_batch)
+    micro_batches = _setup_data(cfg, source, session, plan, drawn)
+    params = [p for p in model.parameters() if p.requires_grad]
+    # Branch mode measures the noise scale on the trunk only: its B_simple is what the branch summary plots.
+    measured = training.noise_scale and (cfg.plan is None or cfg.plan.role == "trunk")
+    noise, local_sqnorm = _attach_noise_probe(model, params, plan) if measured else (None, None)
+    parts = _Parts(model=model, forward=forward, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
+                   amp_dtype=amp_dtype, plan=plan, eval_batch=eval_batch, micro_batches=micro_batches,
+                   params=params, is_ddp=hasattr(model, "no_sync"),
+                   clip=training.grad_clip_norm if training.grad_clip_norm is not None else float("inf"),
+                   noise=noise, local_sqnorm=local_sqnorm, source=source)
+    samples = _samples_after(cfg, step)
+    progress = _Progress(step=step, drawn=drawn, resumed_from_samples=samples if step else 0,
+                         loop_start=time.perf_counter() - saved.get("wall_time_s", 0.0),
+                         train_time=saved.get("train_time_s", 0.0), first_loss=saved.get("first_loss"),
+                         samples=samples)
+    return parts, progress

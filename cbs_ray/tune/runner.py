@@ -1,0 +1,172 @@
+"""The generic runner every search method calls: the Ray session, one Tune experiment of
+``run_trial`` (new or restored), the points config of a fixed list of trials, the trials' names, and what
+ends a search early (nothing fits, Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+
+from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.train.config import batch_size_of
+from cbs_ray.train.trial import DataRef, in_process, run_trial, trial_resources
+from cbs_ray.tune.dashboard import monitoring_lines
+from cbs_ray.tune.nothing_fits import NothingFitsStopper, NothingFitsWatch, nothing_fits_in_experiment
+from cbs_ray.tune.placement import check_placeable
+from cbs_ray.tune.search_space import max_concurrent
+from cbs_ray.tune.tracker_callbacks import tracking_callbacks
+from cbs_ray.tune.tracking import enabled
+
+__all__ = ["ray_session", "DoesNotFit", "SearchInterrupted"]
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None = None):
+    """Connect to ``address`` (or RAY_ADDRESS), or start a local Ray with its dashboard on 127.0.0.1
+    only; yields the RayContext (None when Ray was already up) and shuts down whatever was started here."""
+    import ray
+
+    started_here, context = not ray.is_initialized(), None
+    if started_here:
+        if address or os.environ.get("RAY_ADDRESS"):
+            context = ray.init(address=address, logging_level=logging.WARNING)
+        else:
+            context = ray.init(include_dashboard=True, dashboard_host="127.0.0.1", logging_level=logging.WARNING)
+    try:
+        yield context
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def on_the_cluster(spec: SearchSpec, context=None) -> None:
+    """Once Ray is up, before Tune starts: print where to watch the search (the dashboard, how to sign in)
+    and end it at once if no node can ever hold one trial (``placement.NeverPlaced``)."""
+
+    for line in monitoring_lines(context):
+        print(line, flush=True)
+    check_placeable(spec)
+
+
+def _tracker_callbacks(spec: SearchSpec, budget: int, meta: dict) -> list:
+
+    if not enabled(spec.tracking):
+        return []
+
+    return tracking_callbacks(spec, budget, meta)
+
+
+def _points_config(points: list[dict]) -> dict:
+    """Tune settings that run exactly ``points``, one trial each, in order (the space only names the
+    keys for Tune; every trial takes its values from a point)."""
+    from ray import tune
+    from ray.tune.search.basic_variant import BasicVariantGenerator
+
+    def values(key):  # every value the points give ``key`` (lists too), so Tune warns of none
+        return list({repr(p[key]): p[key] for p in points if key in p}.values())
+
+    return {"param_space": {key: tune.choice(values(key)) for key in points[0]},
+            "search_alg": BasicVariantGenerator(points_to_evaluate=points), "num_samples": len(points)}
+
+
+def _run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, name: str | None = None,
+               param_space: dict | None = None, restore: str | None = None, callbacks: list = (),
+               tokens_per_sample: int | None = None, **tune_config) -> str:
+    """One Tune experiment of ``run_trial`` (the search, or the repeats), new or restored from the
+    experiment path ``restore``; returns its path.
+
+    The data (the spec path's arrays or the user's objects) go into Ray's object store once, here; every
+    trial and each of its Ray Train workers gets their ``DataRef`` and fetches them where the loop runs
+    (zero-copy for numpy arrays), instead of a multi-worker trial pickling them into its Train run. A
+    restored experiment puts them afresh. ``tokens_per_sample`` (branch mode with a token budget) goes to
+    every trial, whose plan reads the ``branch:`` section's whole numbers as tokens."""
+    import ray
+    from ray import tune
+
+
+    # Held until this function returns, i.e. until Tune has run every trial: the data stay in the object
+    # store that long (with_parameters keeps only the small DataRef).
+    data_ref = DataRef.put(data)
+    trainable = tune.with_resources(
+        tune.with_parameters(run_trial, spec=spec, data_ref=data_ref, budget_samples=budget, model_config=config,
+                             **({"tokens_per_sample": tokens_per_sample} if tokens_per_sample else {})),
+        trial_resources(spec))
+    # Every report checkpoints; keeping two per trial forces an experiment snapshot now and then,
+    # which is cheap here and is what makes a killed search resumable.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    if restore:
+        # Tune restores the experiment's own stopper and callbacks (pickled with it): read the reason back
+        # from the error files.
+        tuner = tune.Tuner.restore(restore, trainable=trainable, resume_unfinished=True, resume_errored=True)
+        grid = tuner.fit()
+        _raise_if_nothing_fits(nothing_fits_in_experiment(grid.experiment_path), grid.experiment_path)
+        return _finished(grid, expected_trials=0)
+    nothing_fits = NothingFitsStopper()
+    tuner = tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent(spec, ray.cluster_resources()),
+                                    # A finished in-process trial's process (torch and transformers
+                                    # imported) runs the next trial: seconds saved per trial. Tune
+                                    # cannot reset a trial that ran a TorchTrainer, so not for those.
+                                    reuse_actors=in_process(spec),
+                                    trial_name_creator=_trial_name, trial_dirname_creator=_trial_name,
+                                    **tune_config),
+        param_space=param_space,
+        run_config=tune.RunConfig(
+            name=name, storage_path=spec.storage_uri, verbose=verbose,
+            stop=nothing_fits, callbacks=[NothingFitsWatch(nothing_fits), *callbacks],
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+            # An in-process trial whose process dies restarts from its last checkpoint; a TorchTrainer
+            # trial restarts its workers itself (trial.py), so Tune does not restart it again.
+            failure_config=tune.FailureConfig(max_failures=spec.resources.max_failures if in_process(spec) else 0)),
+    )
+    grid = tuner.fit()
+    _raise_if_nothing_fits(nothing_fits.reason, grid.experiment_path)
+    return _finished(grid, expected_trials=tune_config.get("num_samples", 1))
+
+
+class DoesNotFit(RuntimeError):
+    """A trial's micro-batch probe found that not even one example fits in memory: no trial can train."""
+
+
+def _raise_if_nothing_fits(reason: str | None, experiment_path: str) -> None:
+    if reason:
+        memory = "raise training.memory_limit_gb" if "(cpu<=" in reason else \
+            "use GPUs with more free memory (another process may hold some)"
+        raise DoesNotFit(f"{reason}: the search stopped at the first trial that found it, since no trial can "
+                         f"fit (the batch size and LR do not change it); {memory}, shorten data.max_seq_length, "
+                         f"train in bf16, or set training.gradient_checkpointing=true (experiment: {experiment_path})")
+
+
+class SearchInterrupted(KeyboardInterrupt):
+    """Tune stopped on Ctrl-C (SIGINT) with trials unfinished; its state is saved for ``--resume``."""
+
+    def __init__(self, experiment_path: str):
+        super().__init__(experiment_path)
+        self.experiment_path = experiment_path
+
+
+def _finished(grid, *, expected_trials: int) -> str:
+    """The experiment's path, once every trial has ended. On Ctrl-C Tune returns early without raising,
+    after saving the state with the unfinished trials still marked running (the ResultGrid shows them
+    stopped); read back, that state tells an interrupted experiment from a finished one, and nothing after
+    it (repeats, report) should run as if it had finished."""
+    from ray.tune import ExperimentAnalysis
+
+    saved = ExperimentAnalysis(grid.experiment_path).trials
+    if any(t.status not in ("TERMINATED", "ERROR") for t in saved) or len(saved) < expected_trials:
+        raise SearchInterrupted(grid.experiment_path)
+    return grid.experiment_path
+
+
+def _trial_name(trial) -> str:
+
+    config = trial.config
+    role, batch = config.get("role"), batch_size_of(config)
+    if role == "branch":  # branch mode: which checkpoint, batch and alpha
+        return f"branch_B{batch}_from{config['start_samples']}_a{config['alpha']:g}_{trial.trial_id}"
+    if role:
+        return f"{role}_B{batch}_{trial.trial_id}"
+    return f"B{batch}_{trial.trial_id}"

@@ -1,0 +1,131 @@
+"""The search space of a critical-batch search, and the plan it makes per batch size.
+
+Trials sample log2 B (an ordered integer for TPE), alpha and the warmup fraction. Every batch size is
+seeded once with the middle alpha and a warmup that grows with the batch; ``search.balance_batches``
+makes alpha and warmup parameters of their batch size; the ``grid`` strategy lists every point.
+"""
+
+from __future__ import annotations
+
+from cbs_ray.maths.budget import plan_batch, samples_for_tokens
+from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
+from cbs_ray.spec.schema import SearchSpec
+
+__all__ = ["plan_lines", "tune_space", "PerBatchSpace", "per_batch_space", "seed_warmup", "grid_points",
+           "num_trials", "max_concurrent"]
+
+
+def plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
+    """The plan a user checks first: per batch size, the LR range over alpha, how B is made, steps."""
+    t, s, r = spec.training, spec.search, spec.resources
+    repeats = (f" + up to {len(spec.batch_sizes) * (s.repeats - 1)} repeat trials (each batch size's best, "
+               f"{s.repeats - 1} more seed{'s' if s.repeats > 2 else ''})" if s.repeats > 1 else "")
+    lines = [f"{spec.name}: {len(spec.batch_sizes)} batch sizes, {num_trials(spec)} trials{repeats} ({s.strategy}"
+             f"{', balanced over batch sizes' if s.balance_batches and s.strategy != 'grid' else ''}"
+             f"{', ASHA early stopping' if s.early_stopping else ', no early stopping'}), "
+             f"{budget_samples} samples each (equal-sample budget), report every {t.eval_every_samples} "
+             f"samples, metric {s.metric} ({s.mode}), alpha in {s.alpha_range}, warmup fraction in "
+             f"{s.warmup_fraction_range}"]
+    if t.budget_tokens is not None:  # how the token budget became samples (rounded to report intervals)
+        lines.append("  " + samples_for_tokens(t.budget_tokens, spec.data.max_seq_length, t.eval_every_samples)[1])
+    for b in spec.batch_sizes:
+        plan = plan_batch(b, r.workers_per_trial, t.micro_batch_size)
+        steps = budget_samples // b
+        lrs = [scaled_lr(t.base_lr, b, t.base_batch, a) for a in s.alpha_range]
+        warm = [warmup_steps(w, steps) for w in s.warmup_fraction_range]
+        lines.append(f"  {plan}: lr {min(lrs):.3g}..{max(lrs):.3g}, {steps} steps, "
+                     f"warmup {warm[0]}..{warm[1]} steps")
+    if t.probe_micro_batch and not (r.use_gpu or t.memory_limit_gb):
+        lines.append("  micro-batches: not probed (a CPU probe needs training.memory_limit_gb)")
+    elif t.probe_micro_batch:
+        where = "on a GPU" if r.use_gpu else f"within {t.memory_limit_gb} GiB per worker"
+        lines.append(f"  micro-batches: lowered further to the largest that fits {where} (probed, cached in "
+                     f"~/.cache/cbs_ray/); each trial prints its final plan")
+    return lines
+
+
+def tune_space(spec: SearchSpec):
+    from ray import tune
+
+    s, batches = spec.search, spec.batch_sizes
+    low, high = batches[0].bit_length() - 1, batches[-1].bit_length() - 1
+    space = {
+        # log2 of the batch as an ordered integer: TPE sees that 64 lies between 32 and 128.
+        "log2_batch": tune.randint(low, high + 1) if len(batches) == high - low + 1
+        else tune.choice([b.bit_length() - 1 for b in batches]),
+        "alpha": tune.uniform(*s.alpha_range),
+        "warmup_fraction": tune.uniform(*s.warmup_fraction_range),
+    }
+    return space, [{"log2_batch": b.bit_length() - 1, "alpha": alpha, "warmup_fraction": warmup}
+                   for b, alpha, warmup in _seeds(spec)]
+
+
+def _seeds(spec: SearchSpec) -> list[tuple[int, float, float]]:
+    """(batch size, alpha, warmup fraction) of each batch size's seeded trial: the middle alpha and a
+    warmup that grows with the batch."""
+    s, batches = spec.search, spec.batch_sizes
+    return [(b, sum(s.alpha_range) / 2, seed_warmup(s.warmup_fraction_range, i, len(batches)))
+            for i, b in enumerate(batches)]
+
+
+class PerBatchSpace:
+    """Optuna define-by-run space of ``search.balance_batches``: alpha and warmup are parameters of their
+    batch size (``alpha_B512``, ``warmup_fraction_B512``); a class, not a closure, so Tune can pickle it."""
+
+    def __init__(self, batch_sizes: list[int], alpha_range: list, warmup_range: list):
+        self.log2_batches = [b.bit_length() - 1 for b in batch_sizes]
+        self.alpha_range, self.warmup_range = list(alpha_range), list(warmup_range)
+
+    def __call__(self, trial) -> dict:
+        b = 2 ** trial.suggest_categorical("log2_batch", self.log2_batches)
+        return {"alpha": trial.suggest_float(f"alpha_B{b}", *self.alpha_range),
+                "warmup_fraction": trial.suggest_float(f"warmup_fraction_B{b}", *self.warmup_range)}
+
+
+def per_batch_space(spec: SearchSpec) -> tuple[PerBatchSpace, list[dict]]:
+    """The balanced space and the points that fix the batch size of every trial: the seeds (middle
+    alpha, warmup growing with the batch), then round robin."""
+    s, batches = spec.search, spec.batch_sizes
+    seeds = [{"log2_batch": b.bit_length() - 1, f"alpha_B{b}": alpha, f"warmup_fraction_B{b}": warmup}
+             for b, alpha, warmup in _seeds(spec)]
+    rounds = [{"log2_batch": batches[i % len(batches)].bit_length() - 1}
+              for i in range(s.num_trials - len(batches))]
+    return PerBatchSpace(batches, s.alpha_range, s.warmup_fraction_range), seeds + rounds
+
+
+def seed_warmup(warmup_range: list, index: int, count: int) -> float:
+    """The warmup fraction of the ``index``-th smallest of ``count`` batch sizes' seeded trial: warmup grows
+    with the batch (the reference rule), from the low end of the range at the smallest batch to the high
+    end at the largest, evenly in log2 B; the middle of the range when there is one batch size."""
+    low, high = warmup_range
+    return (low + high) / 2 if count == 1 else _evenly(low, high, count)[index]
+
+
+def _evenly(low: float, high: float, n: int) -> list[float]:
+    """``n`` evenly spaced values from ``low`` to ``high`` (just ``low`` for n = 1)."""
+    return [low] if n == 1 else [round(low + (high - low) * i / (n - 1), 6) for i in range(n)]
+
+
+def grid_points(spec: SearchSpec) -> list[dict]:
+    """The ``grid`` strategy's configurations: every batch size × ``grid_points`` evenly spaced alphas ×
+    as many warmup fractions (the ends and the middle for 3)."""
+    s = spec.search
+    return [{"log2_batch": b.bit_length() - 1, "alpha": a, "warmup_fraction": w} for b in spec.batch_sizes
+            for a in _evenly(*s.alpha_range, s.grid_points) for w in _evenly(*s.warmup_fraction_range, s.grid_points)]
+
+
+def num_trials(spec: SearchSpec) -> int:
+    return len(grid_points(spec)) if spec.search.strategy == "grid" else spec.search.num_trials
+
+
+def max_concurrent(spec: SearchSpec, cluster: dict) -> int:
+    """How many trials run at once: ``resources.max_concurrent_trials`` when set, since an autoscaling
+    cluster's resources at the start (``cluster``, e.g. a CPU-only head and no GPU node yet) are not what
+    it grows to; otherwise as many trials as ``cluster``'s CPUs and GPUs fit side by side, at least one."""
+    r = spec.resources
+    if r.max_concurrent_trials:
+        return r.max_concurrent_trials
+    limits = [max(1, int(cluster.get("CPU", 1) // (r.workers_per_trial * r.cpus_per_worker)))]
+    if r.use_gpu:
+        limits.append(max(1, int(cluster.get("GPU", 0) // r.workers_per_trial)))
+    return min(limits)

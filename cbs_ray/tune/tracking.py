@@ -1,0 +1,120 @@
+"""Experiment trackers (the spec's ``tracking:`` section) through Ray Tune's own logger callbacks.
+
+Ray's ``MLflowLoggerCallback``, ``WandbLoggerCallback`` and ``TBXLoggerCallback`` do the logging; the
+subclasses here change only what they are given: each trial's parameters are the ones a user reads
+(batch size, alpha, warmup fraction, peak LR, seed) besides Tune's raw config, and every milestone's
+metrics are stepped by ``samples_seen`` (equal-sample curves line up across batch sizes) instead of Tune's
+iteration count (those subclasses are in ``tracker_callbacks``, which imports the trackers' packages).
+The report's files go to one run per search: the MLflow parent run of the trial runs,
+a W&B run of job type ``report`` in the trials' group, a TensorBoard text entry.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.schema import SearchSpec, TrackingSpec
+from cbs_ray.train.config import TrialConfig
+
+__all__ = ["enabled", "check_installed", "trial_params", "mlflow_uri", "start_mlflow_parent", "attach_report"]
+
+# tracker -> (module to import, pip extra)
+PACKAGES = {"mlflow": ("mlflow", "mlflow"), "wandb": ("wandb", "wandb"), "tensorboard": ("tensorboardX", "tensorboard")}
+
+
+def enabled(tracking: TrackingSpec) -> list[str]:
+    return [name for name, on in (("mlflow", tracking.mlflow is not None), ("tensorboard", tracking.tensorboard),
+                                  ("wandb", tracking.wandb is not None)) if on]
+
+
+def check_installed(tracking: TrackingSpec) -> None:
+    """A one-line error for a tracker whose package is missing (called before Ray starts)."""
+    for name in enabled(tracking):
+        module, extra = PACKAGES[name]
+        if importlib.util.find_spec(module) is None:
+            raise SpecError(f"tracking.{name}: the {module} package is not installed: "
+                            f"pip install \"cbs-ray[{extra}]\"")
+
+
+def trial_params(spec: SearchSpec, budget_samples: int, config: dict) -> dict:
+    """What a trial's run records as parameters: its batch size, alpha, warmup fraction, peak LR and seed."""
+
+    cfg = TrialConfig.from_tune(spec, config, budget_samples=budget_samples, model_config=None)
+    return {"batch_size": cfg.batch_size, "alpha": cfg.alpha, "warmup_fraction": cfg.warmup_fraction,
+            "peak_lr": cfg.peak_lr, "seed": cfg.seed}
+
+
+def mlflow_uri(tracking_uri: str | None) -> str | None:
+    """The tracking URI with a relative file store made absolute (a resumed search started elsewhere logs
+    to the same place). MLflow 3 keeps the file store in maintenance mode and refuses it unless
+    ``MLFLOW_ALLOW_FILE_STORE`` is set; a spec that names one gets it."""
+    if tracking_uri is None:
+        return None
+    from mlflow.utils.file_utils import local_file_uri_to_path
+    from mlflow.utils.uri import is_local_uri
+
+    if not is_local_uri(tracking_uri):  # a database, a server, "databricks"
+        return tracking_uri
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    return Path(local_file_uri_to_path(tracking_uri)).expanduser().resolve().as_uri()
+
+
+def start_mlflow_parent(spec: SearchSpec, experiment_path: str) -> str:
+    """Create the search's parent run (the trial runs are its children; it gets the report's files) in the
+    spec's MLflow experiment; returns its run id."""
+    from mlflow.tracking import MlflowClient
+
+    m = spec.tracking.mlflow
+    client = MlflowClient(tracking_uri=mlflow_uri(m.tracking_uri))
+    name = m.experiment_name or spec.name
+    experiment = client.get_experiment_by_name(name)
+    experiment_id = experiment.experiment_id if experiment else client.create_experiment(name)
+    run = client.create_run(experiment_id, run_name=Path(experiment_path).name,
+                            tags={"cbs_ray.experiment_path": experiment_path, "cbs_ray.role": "search"})
+    return run.info.run_id
+
+
+def attach_report(spec: SearchSpec, experiment_path: str, meta: dict, out: Path, answer: dict,
+                  headline: list[str]) -> list[str]:
+    """Give each tracker the report: its files (summary.json, report.html/md, the plots) and the answer.
+    Returns the lines to print (where to look)."""
+    t, lines = spec.tracking, []
+    files = sorted(p for p in Path(out).iterdir() if p.is_file())
+    scalars = {k: float(v) for k, v in answer.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    if t.mlflow is not None and meta.get("mlflow_parent_run_id"):
+        from mlflow.tracking import MlflowClient
+
+        uri = mlflow_uri(t.mlflow.tracking_uri)
+        client, run_id = MlflowClient(tracking_uri=uri), meta["mlflow_parent_run_id"]
+        for path in files:
+            client.log_artifact(run_id, str(path))
+        for key, value in scalars.items():
+            client.log_metric(run_id, f"answer_{key}", value)
+        client.set_tag(run_id, "cbs_ray.answer", "\n".join(headline)[:5000])
+        client.set_terminated(run_id)
+        lines.append(f"MLflow: the report is in run {run_id} of experiment "
+                     f"'{t.mlflow.experiment_name or spec.name}' (mlflow ui --backend-store-uri {uri or '<yours>'})")
+    if t.tensorboard and "://" not in experiment_path:
+        from tensorboardX import SummaryWriter
+
+        with SummaryWriter(logdir=str(Path(experiment_path) / "report")) as writer:
+            writer.add_text("answer", "\n\n".join(headline))
+        lines.append(f"TensorBoard: tensorboard --logdir {experiment_path}")
+    if t.wandb is not None:
+        import wandb
+
+        run = wandb.init(project=t.wandb.project or spec.name, mode=t.wandb.mode, job_type="report",
+                         group=Path(experiment_path).name, name=f"{Path(experiment_path).name}-report",
+                         dir=experiment_path if "://" not in experiment_path else None, reinit=True)
+        run.summary.update({f"answer_{k}": v for k, v in scalars.items()})
+        artifact = wandb.Artifact(f"{Path(experiment_path).name}-report", type="cbs-report")
+        for path in files:
+            artifact.add_file(str(path))
+        run.log_artifact(artifact)
+        run.finish()
+        lines.append(f"W&B: the report is in run {run.name} of project '{t.wandb.project or spec.name}'"
+                     + (f" (offline: wandb sync {run.dir.rsplit('/files', 1)[0]})" if t.wandb.mode == "offline" else ""))
+    return lines
