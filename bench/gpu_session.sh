@@ -28,7 +28,7 @@ if [ "$1" = compiled ]; then
   exit
 fi
 # Each mode's timeouts add up to under 600 s, one device command's limit, with room to spare.
-timeout 150 python3 -m pytest -m gpu -p no:cacheprovider -q tests/test_gpu.py 2>&1 | tee "$out/pytest_gpu.log" | tail -30
+timeout 150 python3 -m pytest -m gpu -p no:cacheprovider -q tests/train/test_gpu.py 2>&1 | tee "$out/pytest_gpu.log" | tail -30
 if [ "$1" = quick ] || [ -z "$1" ]; then
   timeout 150 python3 bench/gpu_trial_loop.py --micro "${MICRO:-2048}" 2>&1 | grep -v "^trial:" | tee "$out/gpu_trial_loop.log"
 fi

@@ -17,7 +17,7 @@ import tempfile
 import time
 
 from cbs_ray.tune.api import prepare
-from cbs_ray.tune.scratch import _fit
+from cbs_ray.tune.scratch import fit_experiment
 from cbs_ray.spec.load import load_spec
 from cbs_ray.train.loop import train_loop
 from cbs_ray.train.config import TrialConfig
@@ -46,7 +46,7 @@ def two_workers(noise: bool, storage: str) -> float:
                                     f"training.noise_scale={str(noise).lower()}",
                                     "training.eval_every_samples=2048", "asha.grace_period_samples=2048"])
     data, budget, config = prepare(spec)
-    history = load_history(_fit(spec, data, budget, config, verbose=0))
+    history = load_history(fit_experiment(spec, data, budget, config, verbose=0))
     return float(history["samples_per_s"].median())
 
 

@@ -4,7 +4,7 @@ the spec path on the very same arrays and model.
 The data: ~200 MB of random token ids (int64 ids and attention mask, [examples, 16]) and labels, held by
 the driver. The spec path trains on them as a ``data.PreparedData``; the objects path as a map-style
 torch ``Dataset`` over the same numpy arrays (``train_dataset``), with ``model_init`` building the same
-2-layer, 64-wide BERT the spec path builds from its config. Both go through ``_fit`` (the search
+2-layer, 64-wide BERT the spec path builds from its config. Both go through ``fit_experiment`` (the search
 ``run_search`` runs), which puts the data in Ray's object store once (``trial.DataRef``); every trial
 and every Ray Train worker fetches it from there (zero-copy: numpy arrays, mapped from shared memory).
 
@@ -38,7 +38,7 @@ import psutil  # Ray's own copy (ray/thirdparty_files), on the path once ray is 
 import torch
 
 from cbs_ray.tune.api import prepare
-from cbs_ray.tune.scratch import _fit
+from cbs_ray.tune.scratch import fit_experiment
 from cbs_ray.sources.model import build_model
 from cbs_ray.spec.load import load_spec
 from cbs_ray.records.storage import load_history
@@ -110,7 +110,7 @@ def experiment(path: str, workers: int, data, config, args, storage: str, rss: R
             eval_dataset=TokenIds(data.eval_ids, data.eval_mask, data.eval_labels))
         trains_on = prepare(spec, objects)
     before = psutil.Process().memory_info().rss
-    history = load_history(_fit(spec, *trains_on, verbose=0))
+    history = load_history(fit_experiment(spec, *trains_on, verbose=0))
     trials = history.groupby("trial_id").agg(started=("trial_started_at", "min"), first=("first_step_at", "min"),
                                              ended=("reported_at", "max"), train=("train_time_s", "max"))
     trials = trials.sort_values("started")

@@ -6,21 +6,20 @@ nothing to report, 130 for Ctrl-C."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
-from pathlib import Path
 
-from cbs_ray.records.storage import ReportError, read_meta
-from cbs_ray.report.scratch import analyze
-from cbs_ray.report.text import headline
-from cbs_ray.spec.branch_section import resolve_branching
+from cbs_ray.records.columns import MissingColumnError
+from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.records.storage import ReportError
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
-from cbs_ray.tune.api import prepare, resume_search, run_search
-from cbs_ray.tune.branch import branch_plan_lines, branch_tokens_per_sample, report_branch_experiment
-from cbs_ray.tune.probe import probe_spec, run_probe
+from cbs_ray.tune.api import method_named, prepare, resume_search, run_search
+from cbs_ray.tune.prepare import check_before_ray, output_dir_for
+from cbs_ray.tune.probe import probe_spec
 from cbs_ray.tune.runner import DoesNotFit, SearchInterrupted, on_the_cluster, ray_session
-from cbs_ray.tune.search_space import plan_lines
+from cbs_ray.tune.scratch import run_probe
 
 __all__ = ["OneLineParser", "unforeseen_error", "search_main", "report_main"]
 
@@ -87,17 +86,9 @@ def search_main(argv: list[str] | None = None) -> int:
             return 0
         spec = load_spec(args.space, args.overrides + (["branch.validate_schedule=true"]
                                                         if args.validate_schedule else []))
-        if args.dry_run and spec.search.method == "branch":
-
-            _, budget, _ = prepare(spec)
-            print("\n".join(branch_plan_lines(spec, resolve_branching(spec, budget, branch_tokens_per_sample(spec)))))
-            return 0
-        if args.dry_run:
-            if spec.auto_batch_sizes:
-                print("batch sizes: auto — a probe run measures B_simple first; the probe:")
-                spec = probe_spec(spec)
-            _, budget, _ = prepare(spec)
-            print("\n".join(plan_lines(spec, budget)))
+        if args.dry_run:  # every check the run makes before Ray, then the method's plan
+            check_before_ray(spec, output_dir_for(spec, args.output), dry_run=True)
+            print("\n".join(method_named(spec.search.method).plan_lines(spec)))
             return 0
         if args.probe:
             probe = probe_spec(spec)
@@ -142,24 +133,20 @@ def report_main(argv: list[str] | None = None) -> int:
         print(f"error: --tolerance: must be in [0, 1), got {args.tolerance}", file=sys.stderr)
         return 2
 
+    if args.target is not None and not math.isfinite(args.target):
+        print(f"error: --target: must be a finite number, got {args.target}", file=sys.stderr)
+        return 2
     try:
         try:
-            method = read_meta(args.experiment_dir).get("method")
+            meta = ExperimentMeta.read(args.experiment_dir)
         except ReportError:
-            method = None  # analyze says why
-        if method == "branch":  # branch mode's own report; it prints its answer and where it went
-
-            report_branch_experiment(args.experiment_dir, output_dir=args.output, tolerance=args.tolerance)
-            return 0
-        report = analyze(args.experiment_dir, tolerance=args.tolerance, target=args.target,
-                         turning_fit=args.turning_point)
-        out = Path(args.output or Path("cbs_results") / (report.summary.name or "report"))
-        html_path = report.write(out)
-    except ReportError as e:
+            meta = None  # the from-scratch report says why
+        method = method_named(meta.method if meta else "scratch")
+        method.report(args.experiment_dir, meta, output_dir=args.output, tolerance=args.tolerance, target=args.target,
+                      turning_fit=args.turning_point)
+    except (ReportError, MissingColumnError) as e:  # a history without a column the report needs names it
         print(f"error: {e}", file=sys.stderr)
         return 2
     except Exception as e:
         return unforeseen_error(e)
-    print("\n".join(headline(report.summary)))
-    print(f"Report: {html_path.resolve()}")
     return 0

@@ -63,7 +63,7 @@ def _bound_phrase(turning: TurningPoint, next_range: Optional[list[int]], min_ba
 
 def _cross_checks(turning: TurningPoint, tradeoff: Tradeoff, overhead: OverheadRule) -> tuple[Optional[bool], str]:
     """The tradeoff and the 20 % rule against the turning point: within one grid step (a factor of 2,
-    bounds as the ranges they allow: ``critical_batch.agree_within``), or why they differ."""
+    bounds as the ranges they allow: ``maths.critical_batch.agree_within``), or why they differ."""
     anchor = bound_interval(turning.batch_size, turning.bound)
     plural = tradeoff.points != 1
     thin = (f" (thin data: {tradeoff.points} batch size{'s' if plural else ''} reached the target after "

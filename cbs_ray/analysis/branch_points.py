@@ -1,7 +1,7 @@
 """The critical batch over the course of training, read off branches (``search.method: branch``).
 
 Pure pandas: the input is the history of a branch search (one row per report of every run: the trunk, the
-branches, the schedule's validation run; ``branch_plan`` says what each trains), the output a typed
+branches, the schedule's validation run; ``train.run_plan`` says what each trains), the output a typed
 ``BranchSummary`` whose ``to_json`` is ``summary.json``.
 
 **The definition** (Merrill et al. 2025, "Critical Batch Size Revisited: A Simple Empirical Approach to
@@ -28,7 +28,7 @@ search's ``search.tolerance`` by default). Where this deviates from the paper, a
 - "every smaller branch batch also recovers": a batch that recovers above one that does not is read as
   noise, not as a second plateau (the same walk the equal-sample turning point makes, ``critical_batch``);
 - the best LR per batch is the best over the ``branch.alphas`` tried (the LR follows the alpha rule from the
-  trunk's LR, ``branch_plan``), a small grid rather than the paper's sweep; a diverged branch (non-finite or
+  trunk's LR, ``train.run_plan``), a small grid rather than the paper's sweep; a diverged branch (non-finite or
   exploding loss) fails.
 
 At the edges CBS(t) is a **bound**: when even the smallest branch batch fails it is ``≤`` the trunk's batch
@@ -39,7 +39,7 @@ diverged) stops the walk with a lower bound too: CBS(t) is at least the last bat
 **Noise.** One branch per batch and alpha gives no repeat to measure its run-to-run noise, so a comparison is
 called *close* when the branch's loss lies within half the tolerance of the line (|excess − ε| < ε/2, the
 excess being L_branch / L_trunk − 1): half the tolerance is how far the eval-loss noise may move it before a
-pass would turn into a fail (the turning point's verdict uses the same half, ``uncertainty.verdict``). A
+pass would turn into a fail (the turning point's verdict uses the same half, ``maths.uncertainty.verdict``). A
 decrease of CBS(t) from B1 at t1 to B2 < B1 at t2 is *within the noise* when every batch in (B2, B1] was close
 at t1 (where it recovered) or at t2 (where it did not); otherwise the report says it decreases. ``trend``
 never smooths a decrease away.
@@ -60,6 +60,7 @@ import numpy as np
 import pandas as pd
 
 from cbs_ray.maths.critical_batch import LOWER, UPPER
+from cbs_ray.records.columns import Column, require_columns
 
 __all__ = ["BranchOutcome", "CbsPoint", "critical_batch_over_training", "LOSS_TARGET", "STEPS_TARGET", "NOISE_FRACTION"]
 
@@ -98,15 +99,16 @@ def _as_dict(obj) -> dict:
 
 
 def _role(history: pd.DataFrame, role: str) -> pd.DataFrame:
-    if history.empty or "role" not in history:
+    if history.empty or Column.role not in history:
         return history.iloc[0:0]
-    return history[history["role"] == role]
+    return history[history[Column.role] == role]
 
 
 def _diverged(row) -> bool:
     """A report that diverged (its ``diverged`` flag) or has no finite eval loss: it fails."""
-    flag = row.get("diverged", False)
-    return (isinstance(flag, (bool, np.bool_, int, np.integer)) and bool(flag)) or not _finite(row.get("eval_loss"))
+    flag = row.get(Column.diverged, False)
+    flagged = isinstance(flag, (bool, np.bool_, int, np.integer)) and bool(flag)
+    return flagged or not _finite(row.get(Column.eval_loss))
 
 
 # ---- CBS(t) ------------------------------------------------------------------------------------------
@@ -175,21 +177,25 @@ class CbsPoint:
         return record
 
 
+BRANCH_POINT_COLUMNS = [Column.start_samples, Column.samples_seen, Column.batch_size, Column.eval_loss]
+"""What CBS(t) cannot be read without, besides ``role`` (without it no run is a branch)."""
+
+
 def _last_by_samples(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per samples_seen (a resumed run may report a milestone twice: the later report counts)."""
-    return frame.drop_duplicates(subset=["samples_seen"], keep="last") if not frame.empty else frame
+    return frame.drop_duplicates(subset=[Column.samples_seen], keep="last") if not frame.empty else frame
 
 
 def _trunk_loss_at(trunk: pd.DataFrame, samples: int) -> Optional[float]:
-    rows = trunk[trunk["samples_seen"] == samples]
+    rows = trunk[trunk[Column.samples_seen] == samples]
     if rows.empty:
         return None
     row = rows.iloc[-1]
-    return None if _diverged(row) else float(row["eval_loss"])
+    return None if _diverged(row) else float(row[Column.eval_loss])
 
 
 def _run_key(frame: pd.DataFrame) -> list[str]:
-    return ["trial_id"] if "trial_id" in frame else ["batch_size", "alpha"]
+    return [Column.trial_id] if Column.trial_id in frame else [Column.batch_size, Column.alpha]
 
 
 def _outcome(batch: int, runs: pd.DataFrame, trunk_loss: float, tolerance: float) -> BranchOutcome:
@@ -200,12 +206,12 @@ def _outcome(batch: int, runs: pd.DataFrame, trunk_loss: float, tolerance: float
     diverged = len(runs) - len(ok)
     if ok.empty:
         return BranchOutcome(batch, None, None, None, False, False, len(runs), diverged, "diverged")
-    best = ok.loc[ok["eval_loss"].astype(float).idxmin()]
-    loss = float(best["eval_loss"])
+    best = ok.loc[ok[Column.eval_loss].astype(float).idxmin()]
+    loss = float(best[Column.eval_loss])
     excess = loss / trunk_loss - 1.0
     recovers = excess <= tolerance + 1e-12
     close = abs(excess - tolerance) < tolerance * NOISE_FRACTION
-    alpha = float(best["alpha"]) if "alpha" in best and _finite(best["alpha"]) else None
+    alpha = float(best[Column.alpha]) if Column.alpha in best and _finite(best[Column.alpha]) else None
     return BranchOutcome(batch, loss, alpha, excess, recovers, close, len(runs), diverged,
                          "recovers" if recovers else "fails")
 
@@ -214,7 +220,7 @@ def _point(start: int, branches: pd.DataFrame, trunk: pd.DataFrame, *, trunk_bat
            tolerance: float, tokens_per_sample: Optional[int]) -> CbsPoint:
     end = start + window_samples
     trunk_loss = _trunk_loss_at(trunk, end)
-    batches = sorted(int(b) for b in branches["batch_size"].unique())
+    batches = sorted(int(b) for b in branches[Column.batch_size].unique())
     tokens = start * tokens_per_sample if tokens_per_sample else None
     common = dict(samples_seen=start, window_samples=window_samples, trunk_loss_at_start=_trunk_loss_at(trunk, start),
                   tokens_seen=tokens)
@@ -225,10 +231,11 @@ def _point(start: int, branches: pd.DataFrame, trunk: pd.DataFrame, *, trunk_bat
                              "CBS(t) not determined", **common)
     # Each run's last report up to the window's end: at the end, or earlier where it diverged (a run stopped
     # early without diverging has not finished and is left out).
-    upto = branches[branches["samples_seen"] <= end].sort_values("samples_seen", kind="stable")
+    upto = branches[branches[Column.samples_seen] <= end].sort_values(Column.samples_seen, kind="stable")
     last = upto.drop_duplicates(subset=_run_key(branches), keep="last")
-    at_end = last[[r["samples_seen"] == end or _diverged(r) for _, r in last.iterrows()]] if not last.empty else last
-    outcomes = tuple(_outcome(b, at_end[at_end["batch_size"] == b], trunk_loss, tolerance) for b in batches)
+    at_end = (last[[r[Column.samples_seen] == end or _diverged(r) for _, r in last.iterrows()]] if not last.empty
+              else last)
+    outcomes = tuple(_outcome(b, at_end[at_end[Column.batch_size] == b], trunk_loss, tolerance) for b in batches)
     passed = 0
     for o in outcomes:
         if not o.recovers:
@@ -260,11 +267,12 @@ def critical_batch_over_training(history: pd.DataFrame, *, trunk_batch: int, win
                                  tokens_per_sample: Optional[int] = None) -> list[CbsPoint]:
     """CBS(t) at every checkpoint t some branch started from (``start_samples`` of the ``role == "branch"``
     rows), earliest first (module docstring). ``history`` needs ``role``, ``start_samples``, ``samples_seen``,
-    ``batch_size``, ``alpha`` and ``eval_loss`` (``diverged`` and ``trial_id`` where present)."""
-    trunk = _last_by_samples(_role(history, "trunk").sort_values("samples_seen", kind="stable"))
+    ``batch_size`` and ``eval_loss`` (``alpha``, ``diverged`` and ``trial_id`` where present)."""
     branches = _role(history, "branch")
     if branches.empty:
         return []
+    require_columns(history, BRANCH_POINT_COLUMNS, where="critical_batch_over_training")
+    trunk = _last_by_samples(_role(history, "trunk").sort_values(Column.samples_seen, kind="stable"))
     return [_point(int(start), group, trunk, trunk_batch=trunk_batch, window_samples=window_samples,
                    tolerance=tolerance, tokens_per_sample=tokens_per_sample)
-            for start, group in branches.groupby("start_samples", sort=True)]
+            for start, group in branches.groupby(Column.start_samples, sort=True)]

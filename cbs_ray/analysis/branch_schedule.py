@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from cbs_ray.analysis.branch_points import LOSS_TARGET, STEPS_TARGET, CbsPoint, _as_dict, _diverged, _finite, _role
+from cbs_ray.records.columns import Column, require_columns
 
 __all__ = ["ScheduleValidation", "recommend_schedule", "schedule_in_tokens", "schedule_steps", "schedule_total_steps", "validate_schedule", "samples_trained"]
 
@@ -89,7 +90,7 @@ class ScheduleValidation:
 
 
 def _final(frame: pd.DataFrame):
-    return frame.sort_values("samples_seen", kind="stable").iloc[-1] if not frame.empty else None
+    return frame.sort_values(Column.samples_seen, kind="stable").iloc[-1] if not frame.empty else None
 
 
 def validate_schedule(history: pd.DataFrame) -> Optional[ScheduleValidation]:
@@ -98,13 +99,14 @@ def validate_schedule(history: pd.DataFrame) -> Optional[ScheduleValidation]:
     run, trunk = _final(_role(history, "schedule")), _final(_role(history, "trunk"))
     if run is None or trunk is None:
         return None
-    steps, trunk_steps = int(run["steps"]), int(trunk["steps"])
+    require_columns(history, [Column.steps, Column.eval_loss], where="validate_schedule")
+    steps, trunk_steps = int(run[Column.steps]), int(trunk[Column.steps])
     saved = 1.0 - steps / trunk_steps if trunk_steps else 0.0
-    loss = None if _diverged(run) else float(run["eval_loss"])
-    trunk_loss = None if _diverged(trunk) else float(trunk["eval_loss"])
+    loss = None if _diverged(run) else float(run[Column.eval_loss])
+    trunk_loss = None if _diverged(trunk) else float(trunk[Column.eval_loss])
     diff = loss / trunk_loss - 1.0 if loss is not None and trunk_loss is not None else None
     met = diff is not None and diff <= LOSS_TARGET + 1e-12 and saved >= STEPS_TARGET - 1e-12
-    samples, trunk_samples = int(run["samples_seen"]), int(trunk["samples_seen"])
+    samples, trunk_samples = int(run[Column.samples_seen]), int(trunk[Column.samples_seen])
     if diff is None:
         text = ("the schedule's run diverged" if loss is None else "the trunk diverged") + \
             f" ({steps} vs {trunk_steps} optimizer steps)"
@@ -119,20 +121,26 @@ def validate_schedule(history: pd.DataFrame) -> Optional[ScheduleValidation]:
 
 # ---- cost ----------------------------------------------------------------------------------------------
 
+BRANCH_RUN = [Column.start_samples, Column.batch_size, Column.alpha]  # a branch run without its trial_id
+
+
 def samples_trained(history: pd.DataFrame) -> dict[str, int]:
     """Samples each role trained, from the history: per run, its last ``samples_seen`` minus its
     ``start_samples`` (a branch from 2048 that reports at 3072 trained 1024), summed per role."""
     if history.empty:
         return {}
-    if "trial_id" in history:
-        runs = history["trial_id"].astype(str)
+    require_columns(history, [Column.samples_seen], where="samples_trained")
+    if Column.trial_id in history:
+        runs = history[Column.trial_id].astype(str)
     else:  # one trunk and one schedule run; a branch is its checkpoint, batch and alpha
-        runs = history.apply(lambda r: (r.get("role"),) + ((r.get("start_samples"), r.get("batch_size"), r.get("alpha"))
-                                                           if r.get("role") == "branch" else ()), axis=1).astype(str)
+        runs = history.apply(lambda r: (r.get(Column.role),) + (tuple(r.get(c) for c in BRANCH_RUN)
+                                                                if r.get(Column.role) == "branch" else ()),
+                             axis=1).astype(str)
     out: dict[str, int] = {}
     for _, run in history.groupby(runs, sort=False):
-        last = run.sort_values("samples_seen", kind="stable").iloc[-1]
-        start = int(last["start_samples"]) if "start_samples" in last and _finite(last["start_samples"]) else 0
-        role = str(last.get("role", "trunk"))
-        out[role] = out.get(role, 0) + int(last["samples_seen"]) - start
+        last = run.sort_values(Column.samples_seen, kind="stable").iloc[-1]
+        start = last.get(Column.start_samples)
+        start = int(start) if _finite(start) else 0
+        role = str(last.get(Column.role, "trunk"))
+        out[role] = out.get(role, 0) + int(last[Column.samples_seen]) - start
     return out

@@ -29,6 +29,7 @@ from cbs_ray.analysis.branch_schedule import (
 )
 from cbs_ray.analysis.branch_trend import Trend, b_simple_over_training, trend
 from cbs_ray.maths.budget import scratch_grid_samples
+from cbs_ray.records.columns import Column
 
 __all__ = ["BranchSummary", "summarize_branches"]
 
@@ -89,17 +90,17 @@ def _branch_records(history: pd.DataFrame, window_samples: int) -> list[dict]:
         return []
     rows = []
     for _, run in branches.groupby(_run_key(branches), sort=False):
-        run = run.sort_values("samples_seen", kind="stable")
-        last, start = run.iloc[-1], int(run.iloc[-1]["start_samples"])
-        at_end = run[run["samples_seen"] == start + window_samples]
+        run = run.sort_values(Column.samples_seen, kind="stable")
+        last, start = run.iloc[-1], int(run.iloc[-1][Column.start_samples])
+        at_end = run[run[Column.samples_seen] == start + window_samples]
         end_row = at_end.iloc[-1] if not at_end.empty else None
-        rows.append({"start_samples": start, "batch_size": int(last["batch_size"]),
-                     "alpha": _clean(last.get("alpha")), "peak_lr": _clean(last.get("peak_lr")),
-                     "eval_loss": None if end_row is None or _diverged(end_row) else float(end_row["eval_loss"]),
-                     "diverged": bool(_diverged(last)), "samples_seen": int(last["samples_seen"]),
-                     "steps": _clean(last.get("steps")),
-                     **({"trial_id": str(last["trial_id"])} if "trial_id" in last else {})})
-    return sorted(rows, key=lambda r: (r["start_samples"], r["batch_size"], r["alpha"] or 0.0))
+        loss = None if end_row is None or _diverged(end_row) else float(end_row[Column.eval_loss])
+        rows.append({Column.start_samples: start, Column.batch_size: int(last[Column.batch_size]),
+                     Column.alpha: _clean(last.get(Column.alpha)), Column.peak_lr: _clean(last.get(Column.peak_lr)),
+                     Column.eval_loss: loss, Column.diverged: bool(_diverged(last)),
+                     Column.samples_seen: int(last[Column.samples_seen]), Column.steps: _clean(last.get(Column.steps)),
+                     **({Column.trial_id: str(last[Column.trial_id])} if Column.trial_id in last else {})})
+    return sorted(rows, key=lambda r: (r[Column.start_samples], r[Column.batch_size], r[Column.alpha] or 0.0))
 
 
 def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
@@ -107,8 +108,8 @@ def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
     ``trunk_batch``, ``window_samples``, ``checkpoints``, ``branch_batches``, ``tolerance``, ``budget_samples``,
     ``tokens_per_sample`` (None without packing), ``metric``; ``alphas``, ``trunk_peak_lr``, ``name``,
     ``experiment_path`` where known: ``Branching.to_meta`` writes them)."""
-    metric = meta.get("metric", "eval_loss")
-    if metric != "eval_loss":
+    metric = meta.get("metric", Column.eval_loss)
+    if metric != Column.eval_loss:
         raise ValueError(f"branch mode reads eval_loss (the loss a branch must recover), not {metric!r}")
     trunk_batch, window = int(meta["trunk_batch"]), int(meta["window_samples"])
     tokens, budget = meta.get("tokens_per_sample"), int(meta["budget_samples"])
@@ -118,14 +119,14 @@ def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
                                           tokens_per_sample=tokens)
     schedule = recommend_schedule(points, trunk_batch=trunk_batch, largest_batch=max(batches))
     final = _final(_role(history, "trunk"))
-    trunk = {"batch_size": trunk_batch,
-             "peak_lr": _clean(meta.get("trunk_peak_lr", final.get("peak_lr") if final is not None else None)),
-             "final_eval_loss": None if final is None or _diverged(final) else float(final["eval_loss"]),
-             "samples_seen": None if final is None else int(final["samples_seen"]),
-             "steps": None if final is None else _clean(final.get("steps"))}
+    final_lr = final.get(Column.peak_lr) if final is not None else None
+    trunk = {Column.batch_size: trunk_batch, Column.peak_lr: _clean(meta.get("trunk_peak_lr", final_lr)),
+             "final_eval_loss": None if final is None or _diverged(final) else float(final[Column.eval_loss]),
+             Column.samples_seen: None if final is None else int(final[Column.samples_seen]),
+             Column.steps: None if final is None else _clean(final.get(Column.steps))}
     by_role = samples_trained(history)
-    alphas = meta.get("alphas") or sorted(_role(history, "branch")["alpha"].dropna().unique().tolist()
-                                          if "alpha" in history else [])
+    alphas = meta.get("alphas") or sorted(_role(history, "branch")[Column.alpha].dropna().unique().tolist()
+                                          if Column.alpha in history else [])
     scratch = scratch_grid_samples(budget, batches, alphas) if alphas else None
     searched = by_role.get("trunk", 0) + by_role.get("branch", 0)
     return BranchSummary(

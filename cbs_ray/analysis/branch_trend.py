@@ -9,8 +9,10 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
+from cbs_ray.analysis.answer import bound_text
 from cbs_ray.analysis.branch_points import CbsPoint, _as_dict, _finite, _last_by_samples, _role
 from cbs_ray.maths.critical_batch import LOWER, UPPER
+from cbs_ray.records.columns import Column
 
 __all__ = ["Decrease", "Trend", "trend", "b_simple_over_training"]
 
@@ -47,10 +49,6 @@ class Trend:
         return _as_dict(self)
 
 
-def _bound_text(batch: int, bound: Optional[str]) -> str:
-    return {LOWER: "≥ ", UPPER: "≤ "}.get(bound, "") + str(batch)
-
-
 def _unit(samples: int, tokens_per_sample: Optional[int]) -> str:
     return f"{samples * tokens_per_sample} tokens" if tokens_per_sample else f"{samples} samples"
 
@@ -83,7 +81,7 @@ def trend(points: Sequence[CbsPoint], *, tokens_per_sample: Optional[int] = None
         if p.batch_size > peak.batch_size:
             peak = p
     u = lambda s: _unit(s, tokens_per_sample)  # noqa: E731
-    path = " → ".join(_bound_text(p.batch_size, p.bound) for p in pts)
+    path = " → ".join(bound_text(p.batch_size, p.bound) for p in pts)
     beyond = [d for d in decreases if not d.within_noise]
     if beyond:
         text = "; ".join(f"CBS(t) decreases from {d.from_batch} at {u(d.from_samples)} to {d.to_batch} at "
@@ -97,8 +95,8 @@ def trend(points: Sequence[CbsPoint], *, tokens_per_sample: Optional[int] = None
     if pts[-1].batch_size > pts[0].batch_size:
         first, last = pts[0], pts[-1]
         return Trend("increasing", f"CBS(t) does not decrease: it grows from "
-                     f"{_bound_text(first.batch_size, first.bound)} at {u(first.samples_seen)} to "
-                     f"{_bound_text(last.batch_size, last.bound)} at {u(last.samples_seen)} ({path})", True)
+                     f"{bound_text(first.batch_size, first.bound)} at {u(first.samples_seen)} to "
+                     f"{bound_text(last.batch_size, last.bound)} at {u(last.samples_seen)} ({path})", True)
     edge = {LOWER: ": the largest branch batch recovers at every checkpoint, branch at larger batches to see "
                    "where it stops", UPPER: ": even the smallest branch batch fails at every checkpoint"}
     return Trend("flat", f"CBS(t) is flat at {path.split(' → ')[0]} over the checkpoints"
@@ -112,8 +110,8 @@ def b_simple_over_training(history: pd.DataFrame) -> list[list[float]]:
     """The trunk's B_simple (McCandlish et al. 2018) per report: ``[samples_seen, b_simple]`` pairs, NaN
     (not measurable yet) left out."""
     trunk = _role(history, "trunk")
-    if trunk.empty or "b_simple" not in trunk:
+    if trunk.empty or Column.b_simple not in trunk:
         return []
-    trunk = _last_by_samples(trunk.sort_values("samples_seen", kind="stable"))
-    return [[int(r["samples_seen"]), float(r["b_simple"])] for _, r in trunk.iterrows() if _finite(r["b_simple"])
-            and float(r["b_simple"]) > 0]
+    trunk = _last_by_samples(trunk.sort_values(Column.samples_seen, kind="stable"))
+    return [[int(r[Column.samples_seen]), float(r[Column.b_simple])] for _, r in trunk.iterrows()
+            if _finite(r[Column.b_simple]) and float(r[Column.b_simple]) > 0]

@@ -16,6 +16,7 @@ from cbs_ray.maths.critical_batch import LOWER, edge_bound, monotone_fit, turnin
 from cbs_ray.maths.lr_schedule import warmup_steps
 from cbs_ray.maths.tradeoff import TradeoffFit, fit_tradeoff, overhead_rule
 from cbs_ray.maths.uncertainty import turning_point_range, verdict
+from cbs_ray.records.columns import Column
 
 __all__ = ["default_target", "recommend"]
 
@@ -29,9 +30,10 @@ def _uncertainty(per_batch: pd.DataFrame, *, metric: str, mode: str, tolerance: 
     if se.isna().any():
         return Uncertainty(range=None, verdict=None, reason=f"no noise estimate for {metric} from one run per "
                            "batch size: set search.repeats >= 2")
-    repeats = int(rows["runs"].max())
-    run_sd = float((se * np.sqrt(rows["runs"])).max())
-    spread = turning_point_range(per_batch["batch_size"].tolist(), per_batch[f"mean_{metric}"].astype(float).tolist(),
+    repeats = int(rows[Column.runs].max())
+    run_sd = float((se * np.sqrt(rows[Column.runs])).max())
+    spread = turning_point_range(per_batch[Column.batch_size].tolist(),
+                                 per_batch[f"mean_{metric}"].astype(float).tolist(),
                                  per_batch[f"se_{metric}"].astype(float).tolist(), mode=mode, tolerance=tolerance,
                                  monotone=monotone)
     return Uncertainty(range=[spread["low"], spread["high"]], level=spread["level"], share=spread["share"],
@@ -47,12 +49,13 @@ def default_target(per_batch: pd.DataFrame, *, metric: str, mode: str) -> float:
 
 
 def _recommendation(row, *, metric: str, budget_samples: int, note: Optional[str] = None) -> Recommendation:
-    steps = budget_samples // int(row["batch_size"])
+    steps = budget_samples // int(row[Column.batch_size])
+    warmup = float(row[Column.warmup_fraction])
     return Recommendation(
-        batch_size=int(row["batch_size"]), alpha=float(row["alpha"]), peak_lr=float(row["peak_lr"]),
-        warmup_fraction=float(row["warmup_fraction"]), warmup_steps=warmup_steps(float(row["warmup_fraction"]), steps),
+        batch_size=int(row[Column.batch_size]), alpha=float(row[Column.alpha]), peak_lr=float(row[Column.peak_lr]),
+        warmup_fraction=warmup, warmup_steps=warmup_steps(warmup, steps),
         budget_samples=budget_samples, optimizer_steps=steps, metric=metric, metric_value=float(row[metric]),
-        projected_time_s=float(row["projected_time_s"]), trial_id=row["trial_id"], note=note)
+        projected_time_s=float(row[Column.projected_time_s]), trial_id=row[Column.trial_id], note=note)
 
 
 def recommend(done: pd.DataFrame, front: list[int], *, metric: str, mode: str, tolerance: float,
@@ -70,19 +73,19 @@ def recommend(done: pd.DataFrame, front: list[int], *, metric: str, mode: str, t
     if not front:
         return None
     best = done[metric].max() if mode == "max" else done[metric].min()
-    ok = [i for i in done.sort_values("projected_time_s", kind="stable").index
+    ok = [i for i in done.sort_values(Column.projected_time_s, kind="stable").index
           if within_tolerance(float(done.loc[i, metric]), float(best), mode=mode, tolerance=tolerance)]
     # The front is ordered by time: its first point within tolerance is the fastest within tolerance.
     fastest = next((i for i in front if i in set(ok)), None)
     if fastest is None:
         return None
     row = done.loc[fastest]
-    if cap is None or int(row["batch_size"]) <= cap:
+    if cap is None or int(row[Column.batch_size]) <= cap:
         return _recommendation(row, metric=metric, budget_samples=budget_samples)
-    past = (f"B={int(row['batch_size'])} (trial {row['trial_id']}) is the fastest within tolerance of the best, "
-            f"but past the critical batch {cap_text or cap}"
+    past = (f"B={int(row[Column.batch_size])} (trial {row[Column.trial_id]}) is the fastest within tolerance of "
+            f"the best, but past the critical batch {cap_text or cap}"
             + (", which is not resolved" if resolved is False else ""))
-    below = next((i for i in ok if int(done.loc[i, "batch_size"]) <= cap), None)
+    below = next((i for i in ok if int(done.loc[i, Column.batch_size]) <= cap), None)
     if below is None:
         return _recommendation(row, metric=metric, budget_samples=budget_samples,
                                note=past + ": no trial at or below it is within tolerance, so it stays")
@@ -100,7 +103,7 @@ def _turning_point(per_batch: pd.DataFrame, measured: pd.DataFrame, *, metric: s
     # A batch size with no completed trial (diverged, stopped, still running) counts as NaN: the walk
     # up from the best batch stops there rather than jumping over a batch nobody measured.
     # On the mean over repeats (the best run itself when repeats = 1).
-    batches, means = per_batch["batch_size"].tolist(), per_batch[f"mean_{metric}"].astype(float).tolist()
+    batches, means = per_batch[Column.batch_size].tolist(), per_batch[f"mean_{metric}"].astype(float).tolist()
     fitted = dict(zip(batches, monotone_fit(batches, means, mode=mode)))
     raw = turning_point(batches, means, mode=mode, tolerance=tolerance)
     monotone = turning_point(batches, list(fitted.values()), mode=mode, tolerance=tolerance)
@@ -108,17 +111,18 @@ def _turning_point(per_batch: pd.DataFrame, measured: pd.DataFrame, *, metric: s
     reason = None
     # Name a batch size with no completed trial only where it ended the walk: right above the answer. The
     # walk stopped there, not at a drop, so the answer is a lower bound; else a bound only at the grid's edge.
-    above = [b for b in sorted(per_batch["batch_size"]) if b > answer]
-    bound = edge_bound(answer, measured["batch_size"].tolist())
+    above = [b for b in sorted(per_batch[Column.batch_size]) if b > answer]
+    bound = edge_bound(answer, measured[Column.batch_size].tolist())
     if len(measured) == 1:
         reason = "only one batch size completed: nothing to compare it with"
-    elif above and above[0] not in set(measured["batch_size"]):
+    elif above and above[0] not in set(measured[Column.batch_size]):
         reason, bound = f"batch size {int(above[0])} has no completed trial and ends the walk", LOWER
     uncertainty = _uncertainty(per_batch, metric=metric, mode=mode, tolerance=tolerance,
                                monotone=turning_fit == "monotone")
     best = int(measured.loc[measured[f"best_{metric}"].astype(float).idxmax() if mode == "max"
-                            else measured[f"best_{metric}"].astype(float).idxmin(), "batch_size"])
-    effort = unequal_effort(per_batch["batch_size"].tolist(), per_batch["trials"].tolist(), check=[best, answer])
+                            else measured[f"best_{metric}"].astype(float).idxmin(), Column.batch_size])
+    effort = unequal_effort(per_batch[Column.batch_size].tolist(), per_batch[Column.trials].tolist(),
+                            check=[best, answer])
     return TurningPoint(answer, turning_fit, raw, monotone, tolerance, reason, uncertainty, bound=bound,
                         unequal_effort=effort), fitted
 
@@ -136,16 +140,17 @@ def _target_rules(history: pd.DataFrame, trials: pd.DataFrame, *, metric: str, m
     """Steps to ``target`` per trial and per batch size (the tables gain those columns), and the two rules
     that read them: the steps/samples tradeoff and the 20 % rule."""
     trials = trials.merge(_steps_to_target(history, metric=metric, mode=mode, target=target),
-                          left_on="trial_id", right_index=True, how="left")
+                          left_on=Column.trial_id, right_index=True, how="left")
     per_batch = per_batch_table(trials, metric=metric, mode=mode)
-    reached = per_batch.dropna(subset=["steps_to_target"])
+    reached = per_batch.dropna(subset=[Column.steps_to_target])
     # A batch that reached the target by its first report has only an upper bound on its steps: fitting
     # it as exact reads a steps ∝ 1/B line (perfect scaling) into what may be reporting too rarely.
-    early = reached["target_at_first_report"].astype(bool)
-    left_out = [int(b) for b in reached.loc[early, "batch_size"]]
+    early = reached[Column.target_at_first_report].astype(bool)
+    left_out = [int(b) for b in reached.loc[early, Column.batch_size]]
     reached = reached[~early]
-    fit = fit_tradeoff(reached["batch_size"].tolist(), reached["steps_to_target"].tolist())
-    b20 = overhead_rule(reached["batch_size"].tolist(), reached["steps_to_target"].tolist())
+    batches, steps = reached[Column.batch_size].tolist(), reached[Column.steps_to_target].tolist()
+    fit = fit_tradeoff(batches, steps)
+    b20 = overhead_rule(batches, steps)
     fit_reason = fit.reason
     b20_reason = None if b20 is not None else f"no batch size reached the target {target:.4g}"
     if b20 is not None and len(reached) == 1:
@@ -161,15 +166,15 @@ def _target_rules(history: pd.DataFrame, trials: pd.DataFrame, *, metric: str, m
             fit_reason = b20_reason = note
             note = None
     return (trials, per_batch, _tradeoff(fit, left_out=note, reason=fit_reason),
-            OverheadRule(b20, b20_reason, left_out=note, bound=edge_bound(b20, reached["batch_size"].tolist())))
+            OverheadRule(b20, b20_reason, left_out=note, bound=edge_bound(b20, batches)))
 
 
 def _with_noise_scale(history: pd.DataFrame, per_batch: pd.DataFrame, trials: pd.DataFrame,
                       noise_rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The tables with B_simple early and over training, per batch size and per trial."""
-    per_batch = per_batch.merge(noise_rows, on="batch_size", how="left")
-    measured = history.dropna(subset=["b_simple"]).sort_values("samples_seen")
+    per_batch = per_batch.merge(noise_rows, on=Column.batch_size, how="left")
+    measured = history.dropna(subset=[Column.b_simple]).sort_values(Column.samples_seen)
     per_trial = pd.DataFrame(
-        [{"trial_id": t, "b_simple_early": _ratio_of_means(g.head(1)), "b_simple_mean": _ratio_of_means(g)}
-         for t, g in measured.groupby("trial_id")])
-    return per_batch, trials.merge(per_trial, on="trial_id", how="left")
+        [{Column.trial_id: t, Column.b_simple_early: _ratio_of_means(g.head(1)),
+          Column.b_simple_mean: _ratio_of_means(g)} for t, g in measured.groupby(Column.trial_id)])
+    return per_batch, trials.merge(per_trial, on=Column.trial_id, how="left")

@@ -26,12 +26,13 @@ from cbs_ray.analysis.tables import noise_scale_table, per_batch_table, trial_ta
 from cbs_ray.maths.importance import EVALUATOR, param_importance
 from cbs_ray.maths.pareto import pareto_front
 from cbs_ray.maths.tradeoff import TradeoffFit
+from cbs_ray.records.columns import Column
 
 __all__ = ["summarize", "write_summary"]
 
 
-FRONT_COLUMNS = ["trial_id", "batch_size", "alpha", "warmup_fraction", "peak_lr", "wall_time_s",
-                  "projected_time_s"]  # then the metric
+FRONT_COLUMNS = [Column.trial_id, Column.batch_size, Column.alpha, Column.warmup_fraction, Column.peak_lr,
+                 Column.wall_time_s, Column.projected_time_s]  # then the metric
 
 
 def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: int,
@@ -59,19 +60,19 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
         trials, per_batch, tradeoff, overhead = _target_rules(history, trials, metric=metric, mode=mode,
                                                               target=target)
     if fitted:
-        per_batch[f"fit_{metric}"] = per_batch["batch_size"].map(fitted)
+        per_batch[f"fit_{metric}"] = per_batch[Column.batch_size].map(fitted)
     noise_rows, noise = noise_scale_table(history)
     if len(noise_rows):
         per_batch, trials = _with_noise_scale(history, per_batch, trials, noise_rows)
 
-    answer = _answer(turning, tradeoff, overhead, [int(b) for b in per_batch.get("batch_size", [])],
+    answer = _answer(turning, tradeoff, overhead, [int(b) for b in per_batch.get(Column.batch_size, [])],
                      min_batch=min_batch_size)
-    done = trials[trials["status"] == "completed"].reset_index(drop=True)
-    done["projected_time_s"] = budget_samples / done["samples_per_s"]
+    done = trials[trials[Column.status] == "completed"].reset_index(drop=True)
+    done[Column.projected_time_s] = budget_samples / done[Column.samples_per_s]
     columns = FRONT_COLUMNS + [metric]
-    front_wall = pareto_front(done["wall_time_s"].tolist(), done[metric].tolist(), mode=mode) if len(done) else []
-    front_projected = (pareto_front(done["projected_time_s"].tolist(), done[metric].tolist(), mode=mode)
-                       if len(done) else [])
+    values = done[metric].tolist()
+    front_wall = pareto_front(done[Column.wall_time_s].tolist(), values, mode=mode) if len(done) else []
+    front_projected = pareto_front(done[Column.projected_time_s].tolist(), values, mode=mode) if len(done) else []
     return Summary(
         answer=answer, metric=metric, mode=mode, budget_samples=budget_samples, target=target,
         target_source=target_source,

@@ -34,7 +34,7 @@ def _plain(value):
 
 @dataclass(frozen=True)
 class Verdict:
-    """Whether the noise lets the tolerance be resolved (``uncertainty.verdict``)."""
+    """Whether the noise lets the tolerance be resolved (``maths.uncertainty.verdict``)."""
 
     resolved: bool
     noise: float  # the largest per-batch standard error, metric units
@@ -69,7 +69,7 @@ class TurningPoint:
     reason: Optional[str]
     uncertainty: Optional[Uncertainty]  # None when no batch size completed
     bound: Optional[str] = None  # "lower": ≥ batch_size (no drop seen above it), "upper": ≤ (drop right after
-    # the smallest batch measured), None: a value (``critical_batch.edge_bound``)
+    # the smallest batch measured), None: a value (``maths.critical_batch.edge_bound``)
     unequal_effort: Optional[str] = None  # the best or the answer rests on more trials than a neighbour's
 
 
@@ -97,7 +97,7 @@ class OverheadRule:
     reason: Optional[str]
     left_out: Optional[str] = field(default=None, metadata=OMIT_IF_NONE)  # as ``Tradeoff.left_out``
     bound: Optional[str] = None  # "lower": the largest batch that reached the target never crossed 1.2×;
-    # "upper": the smallest did, right after it (``critical_batch.edge_bound``)
+    # "upper": the smallest did, right after it (``maths.critical_batch.edge_bound``)
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ class NoiseScale:
 
 @dataclass(frozen=True)
 class Importance:
-    """What mattered (``importance.param_importance``): each parameter's share of the importance, by
+    """What mattered (``maths.importance.param_importance``): each parameter's share of the importance, by
     ``evaluator`` (Optuna's), over all completed trials and per batch size, or a note ("too few trials")."""
 
     evaluator: str  # Optuna's evaluator class, e.g. "PedAnovaImportanceEvaluator"

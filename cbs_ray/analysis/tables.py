@@ -14,11 +14,13 @@ import pandas as pd
 from cbs_ray.maths.noise_scale import b_simple
 from cbs_ray.maths.tradeoff import samples_to_target
 from cbs_ray.maths.uncertainty import accuracy_standard_error, mean_and_standard_error
+from cbs_ray.records.columns import DEV_PREFIX, Column, require_columns
 
 __all__ = ["trial_table", "per_batch_table", "noise_scale_table", "unequal_effort", "restarts"]
 
 
-TRIAL_COLUMNS = ["trial_id", "batch_size", "alpha", "warmup_fraction", "peak_lr"]
+TRIAL_COLUMNS = [Column.trial_id, Column.batch_size, Column.alpha, Column.warmup_fraction, Column.peak_lr]
+CONFIG_COLUMNS = [Column.alpha, Column.warmup_fraction, Column.peak_lr]  # a trial's configuration besides its batch
 
 
 def trial_table(history: pd.DataFrame, *, metric: str, budget_samples: int) -> pd.DataFrame:
@@ -28,33 +30,34 @@ def trial_table(history: pd.DataFrame, *, metric: str, budget_samples: int) -> p
     (its workers died more often than ``max_failures``), or ``stopped`` (ended before the budget: stopped
     early by ASHA, or still running)."""
     if history.empty:
-        return pd.DataFrame(columns=TRIAL_COLUMNS + ["samples_seen", metric, "wall_time_s", "samples_per_s", "repeat",
-                                                     "restarts", "status"])
-    history = history.sort_values(["trial_id", "samples_seen"])
-    last = history.groupby("trial_id", sort=False).tail(1).set_index("trial_id")
-    diverged = history.groupby("trial_id")["diverged"].any() if "diverged" in history else False
+        return pd.DataFrame(columns=TRIAL_COLUMNS + [Column.samples_seen, metric, Column.wall_time_s,
+                                                     Column.samples_per_s, Column.repeat, Column.restarts,
+                                                     Column.status])
+    require_columns(history, TRIAL_COLUMNS + [Column.samples_seen, metric], where="trial_table")
+    history = history.sort_values([Column.trial_id, Column.samples_seen])
+    by_trial = history.groupby(Column.trial_id)
+    last = history.groupby(Column.trial_id, sort=False).tail(1).set_index(Column.trial_id)
+    diverged = by_trial[Column.diverged].any() if Column.diverged in history else False
     rows = pd.DataFrame({
-        "batch_size": last["batch_size"].astype(int),
-        "alpha": last["alpha"], "warmup_fraction": last["warmup_fraction"], "peak_lr": last["peak_lr"],
-        "samples_seen": last["samples_seen"].astype(int), metric: last[metric].astype(float),
-        "wall_time_s": last.get("wall_time_s", np.nan),
-        "samples_per_s": history.groupby("trial_id")["samples_per_s"].mean()
-        if "samples_per_s" in history else np.nan,
+        Column.batch_size: last[Column.batch_size].astype(int), **{c: last[c] for c in CONFIG_COLUMNS},
+        Column.samples_seen: last[Column.samples_seen].astype(int), metric: last[metric].astype(float),
+        Column.wall_time_s: last.get(Column.wall_time_s, np.nan),
+        Column.samples_per_s: by_trial[Column.samples_per_s].mean() if Column.samples_per_s in history else np.nan,
     })
-    rows["repeat"] = history.groupby("trial_id")["repeat"].any() if "repeat" in history else False
-    rows["restarts"] = (history.groupby("trial_id")["resumed_from_samples"].agg(restarts).astype(int)
-                        if "resumed_from_samples" in history else 0)
-    if "eval_examples" in history:
-        rows["eval_examples"] = last["eval_examples"]
-    if "node_id" in history:  # where its last report came from (rank 0's Ray node); "" outside Ray
-        rows["node_id"] = last["node_id"].fillna("").astype(str)
-    for column in (c for c in last.columns if c.startswith("dev_")):  # data.holdout_examples: the dev set
+    rows[Column.repeat] = by_trial[Column.repeat].any() if Column.repeat in history else False
+    rows[Column.restarts] = (by_trial[Column.resumed_from_samples].agg(restarts).astype(int)
+                             if Column.resumed_from_samples in history else 0)
+    if Column.eval_examples in history:
+        rows[Column.eval_examples] = last[Column.eval_examples]
+    if Column.node_id in history:  # where its last report came from (rank 0's Ray node); "" outside Ray
+        rows[Column.node_id] = last[Column.node_id].fillna("").astype(str)
+    for column in (c for c in last.columns if c.startswith(DEV_PREFIX)):  # data.holdout_examples: the dev set
         rows[column] = last[column]
-    failed = history.groupby("trial_id")["failed"].any() if "failed" in history else False
-    rows["status"] = np.where(diverged, "diverged",
-                              np.where(rows["samples_seen"] >= budget_samples, "completed",
-                                       np.where(failed, "failed", "stopped")))
-    return rows.reset_index().sort_values(["batch_size", "trial_id"]).reset_index(drop=True)
+    failed = by_trial[Column.failed].any() if Column.failed in history else False
+    rows[Column.status] = np.where(diverged, "diverged",
+                                   np.where(rows[Column.samples_seen] >= budget_samples, "completed",
+                                            np.where(failed, "failed", "stopped")))
+    return rows.reset_index().sort_values([Column.batch_size, Column.trial_id]).reset_index(drop=True)
 
 
 def restarts(resumed_from_samples: Sequence) -> int:
@@ -74,16 +77,21 @@ def _steps_to_target(history: pd.DataFrame, *, metric: str, mode: str, target: f
     ``target_at_first_report``: reached by the first report already, so the steps are only an upper bound
     (nothing says how much earlier)."""
     rows = {}
-    for trial_id, h in history.groupby("trial_id"):
-        samples = samples_to_target(h["samples_seen"].tolist(), h[metric].astype(float).tolist(), target, mode=mode)
-        rows[trial_id] = {"steps_to_target": samples / float(h["batch_size"].iloc[0]),
-                          "target_at_first_report": bool(samples == h["samples_seen"].min())}
-    return pd.DataFrame.from_dict(rows, orient="index", columns=["steps_to_target", "target_at_first_report"])
+    for trial_id, h in history.groupby(Column.trial_id):
+        seen = h[Column.samples_seen]
+        samples = samples_to_target(seen.tolist(), h[metric].astype(float).tolist(), target, mode=mode)
+        rows[trial_id] = {Column.steps_to_target: samples / float(h[Column.batch_size].iloc[0]),
+                          Column.target_at_first_report: bool(samples == seen.min())}
+    return pd.DataFrame.from_dict(rows, orient="index",
+                                  columns=[Column.steps_to_target, Column.target_at_first_report])
+
+
+NOISE_COLUMNS = [Column.grad_sq, Column.trace_sigma]  # the noise scale's two estimates, B_simple their ratio
 
 
 def _ratio_of_means(frame: pd.DataFrame) -> float:
-    ok = frame[["grad_sq", "trace_sigma"]].dropna()
-    return float(b_simple(ok["grad_sq"].mean(), ok["trace_sigma"].mean())) if len(ok) else math.nan
+    ok = frame[NOISE_COLUMNS].dropna()
+    return float(b_simple(ok[Column.grad_sq].mean(), ok[Column.trace_sigma].mean())) if len(ok) else math.nan
 
 
 def noise_scale_table(history: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
@@ -91,20 +99,26 @@ def noise_scale_table(history: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     training (ratio of the mean |G|² and mean tr Σ over the reports, as McCandlish et al.'s Table 1),
     plus the same two figures over every trial. Only reports whose moving averages give a positive B_simple
     count: early reports whose tr Σ estimate is still negative are left out of both means."""
-    if "b_simple" not in history or history["b_simple"].notna().sum() == 0:
-        note = (history["noise_scale_note"].dropna().iloc[0] if "noise_scale_note" in history
-                and history["noise_scale_note"].notna().any() else "not reported")
+    if Column.b_simple not in history or history[Column.b_simple].notna().sum() == 0:
+        note = (history[Column.noise_scale_note].dropna().iloc[0] if Column.noise_scale_note in history
+                and history[Column.noise_scale_note].notna().any() else "not reported")
         return pd.DataFrame(), {"early": None, "mean": None, "note": note or "not measurable"}
-    measured = history.dropna(subset=["b_simple"]).sort_values("samples_seen")
-    first = measured.groupby("trial_id").head(1)
-    rows = [{"batch_size": int(b), "b_simple_early": _ratio_of_means(first[first["batch_size"] == b]),
-             "b_simple_mean": _ratio_of_means(group)} for b, group in measured.groupby("batch_size")]
+    require_columns(history, [Column.trial_id, Column.batch_size, Column.samples_seen, *NOISE_COLUMNS],
+                    where="noise_scale_table")
+    measured = history.dropna(subset=[Column.b_simple]).sort_values(Column.samples_seen)
+    first = measured.groupby(Column.trial_id).head(1)
+    rows = [{Column.batch_size: int(b), Column.b_simple_early: _ratio_of_means(first[first[Column.batch_size] == b]),
+             Column.b_simple_mean: _ratio_of_means(group)}
+            for b, group in measured.groupby(Column.batch_size)]
     # How many reports carried both estimates, and how many of them the rule above left out: the reader's
     # measure of how settled the figure is.
-    estimated = int(history[["grad_sq", "trace_sigma"]].apply(np.isfinite).all(axis=1).sum()) \
-        if {"grad_sq", "trace_sigma"} <= set(history) else len(measured)
+    estimated = int(history[NOISE_COLUMNS].apply(np.isfinite).all(axis=1).sum())
     return pd.DataFrame(rows), {"early": _ratio_of_means(first), "mean": _ratio_of_means(measured), "note": None,
                                 "reports": estimated, "reports_left_out": estimated - len(measured)}
+
+
+# The best completed trial's columns the per-batch table keeps, in order (then its trial_id).
+BEST_COLUMNS = [Column.alpha, Column.warmup_fraction, Column.peak_lr, Column.wall_time_s, Column.samples_per_s]
 
 
 def per_batch_table(trials: pd.DataFrame, *, metric: str, mode: str) -> pd.DataFrame:
@@ -113,31 +127,32 @@ def per_batch_table(trials: pd.DataFrame, *, metric: str, mode: str) -> pd.DataF
     configuration (NaN where no trial reached the budget), and — when ``trials`` has a
     ``steps_to_target`` column — the fewest steps and samples any trial of that batch needed to reach
     the target."""
+    require_columns(trials, [Column.batch_size, Column.status, Column.peak_lr, metric], where="per_batch_table")
     out = []
-    for batch, group in trials.groupby("batch_size"):
-        repeats = group[group["repeat"]] if "repeat" in group else group.iloc[:0]
-        group = group[~group["repeat"]] if "repeat" in group else group
-        done = group[(group["status"] == "completed") & group[metric].notna()]
-        row = {"batch_size": int(batch), "trials": len(group), "completed": len(done),
-               "stopped": int((group["status"] == "stopped").sum()),
-               "diverged": int((group["status"] == "diverged").sum()),
-               "failed": int((group["status"] == "failed").sum()),
-               "diverged_peak_lrs": sorted(float(lr) for lr in group.loc[group["status"] == "diverged", "peak_lr"])}
+    for batch, group in trials.groupby(Column.batch_size):
+        repeats = group[group[Column.repeat]] if Column.repeat in group else group.iloc[:0]
+        group = group[~group[Column.repeat]] if Column.repeat in group else group
+        status = group[Column.status]
+        done = group[(status == "completed") & group[metric].notna()]
+        row = {Column.batch_size: int(batch), Column.trials: len(group), Column.completed: len(done),
+               Column.stopped: int((status == "stopped").sum()), Column.diverged: int((status == "diverged").sum()),
+               Column.failed: int((status == "failed").sum()),
+               Column.diverged_peak_lrs: sorted(float(lr) for lr in group.loc[status == "diverged", Column.peak_lr])}
         if len(done):
             best = done.loc[done[metric].idxmax() if mode == "max" else done[metric].idxmin()]
-            row.update({f"best_{metric}": float(best[metric]), "alpha": float(best["alpha"]),
-                        "warmup_fraction": float(best["warmup_fraction"]), "peak_lr": float(best["peak_lr"]),
-                        "wall_time_s": float(best["wall_time_s"]), "samples_per_s": float(best["samples_per_s"]),
-                        "trial_id": best["trial_id"]})
-            if f"dev_{metric}" in best:  # the selected trial's figure on the dev set, not the dev set's best
-                row[f"dev_{metric}"] = float(best[f"dev_{metric}"])
+            row.update({f"best_{metric}": float(best[metric]), **{c: float(best[c]) for c in BEST_COLUMNS},
+                        Column.trial_id: best[Column.trial_id]})
+            dev = f"{DEV_PREFIX}{metric}"
+            if dev in best:  # the selected trial's figure on the dev set, not the dev set's best
+                row[dev] = float(best[dev])
         else:
             row.update({f"best_{metric}": math.nan})
-        if "steps_to_target" in group:
-            steps = group["steps_to_target"].min()
-            row.update({"steps_to_target": steps, "samples_to_target": steps * batch})
-            if "target_at_first_report" in group:  # then the fewest steps are that trial's upper bound
-                row["target_at_first_report"] = bool(group["target_at_first_report"].fillna(False).astype(bool).any())
+        if Column.steps_to_target in group:
+            steps = group[Column.steps_to_target].min()
+            row.update({Column.steps_to_target: steps, Column.samples_to_target: steps * batch})
+            if Column.target_at_first_report in group:  # then the fewest steps are that trial's upper bound
+                early = group[Column.target_at_first_report].fillna(False).astype(bool)
+                row[Column.target_at_first_report] = bool(early.any())
         row.update(_repeated_mean(done, repeats, metric=metric, best=row.get(f"best_{metric}", math.nan)))
         out.append(row)
     return pd.DataFrame(out)
@@ -146,17 +161,18 @@ def per_batch_table(trials: pd.DataFrame, *, metric: str, mode: str) -> pd.DataF
 def _repeated_mean(done: pd.DataFrame, repeats: pd.DataFrame, *, metric: str, best: float) -> dict:
     """The best configuration's metric over its runs (the search's trial plus completed repeats): mean,
     standard error (from the runs' spread and, for accuracy, the evaluation set's size), run count."""
-    runs = [best] + repeats.loc[repeats["status"] == "completed", metric].dropna().tolist()
+    runs = [best] + repeats.loc[repeats[Column.status] == "completed", metric].dropna().tolist()
     eval_se = 0.0
     # An accuracy's evaluation error is known from the evaluation set's size, where the reports carry it.
-    eval_error_known = (metric == "accuracy" and "eval_examples" in done and done["eval_examples"].notna().any()
+    examples = done.get(Column.eval_examples)
+    eval_error_known = (metric == Column.accuracy and examples is not None and examples.notna().any()
                         and not math.isnan(best))
     if eval_error_known:
-        eval_se = accuracy_standard_error(min(max(best, 0.0), 1.0), int(done["eval_examples"].max()))
+        eval_se = accuracy_standard_error(min(max(best, 0.0), 1.0), int(examples.max()))
     mean, se = mean_and_standard_error(runs, eval_se=eval_se)
     if not eval_error_known and len([r for r in runs if not math.isnan(r)]) < 2:
         se = math.nan  # one run and no known evaluation error: no noise estimate (not a noise of 0)
-    return {"runs": len([r for r in runs if not math.isnan(r)]), f"mean_{metric}": mean, f"se_{metric}": se}
+    return {Column.runs: len([r for r in runs if not math.isnan(r)]), f"mean_{metric}": mean, f"se_{metric}": se}
 
 
 def unequal_effort(batch_sizes: Sequence[int], trials: Sequence[int], *, check: Sequence[int],

@@ -4,11 +4,12 @@ the loaders return.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, fields
 
 import numpy as np
 
-__all__ = ["PreparedData"]
+__all__ = ["PreparedData", "Texts", "Pairs"]
 
 
 @dataclass
@@ -37,6 +38,22 @@ class PreparedData:
     @property
     def eval_examples(self) -> int:
         return len(self.eval_ids)
+
+    def fingerprint(self) -> str:
+        """A digest of what the trials train and evaluate on: every array's dtype, shape and bytes, and the
+        vocabulary, labels and padding (BLAKE2b, 16 bytes, hex). Two preparations of a spec agree on it
+        exactly when the trials would see the same tokens; ``--resume`` compares it with the experiment's."""
+        digest = hashlib.blake2b(digest_size=16)
+        for f in fields(PreparedData):
+            value = getattr(self, f.name)
+            digest.update(f.name.encode())
+            if isinstance(value, np.ndarray):
+                array = np.ascontiguousarray(value)
+                digest.update(f"{array.dtype.str}{array.shape}".encode())
+                digest.update(array.tobytes())
+            else:
+                digest.update(repr(value).encode())
+        return digest.hexdigest()
 
 
 Texts = tuple[list[str], list[int]]

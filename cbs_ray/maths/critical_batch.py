@@ -76,7 +76,7 @@ def turning_point(batch_sizes: Sequence[int], metrics: Sequence[float], *, mode:
 
 
 def monotone_fit(batch_sizes: Sequence[int], metrics: Sequence[float], *, mode: str = "max") -> list[float]:
-    """The least-squares fit of ``metrics`` that never gets better as the batch grows (non-increasing for
+    """The least-squares fit of ``train.gauges`` that never gets better as the batch grows (non-increasing for
     ``mode="max"``, non-decreasing for ``"min"``), in the order of ``batch_sizes``: neighbours that violate
     the order are pooled into their mean (pool-adjacent-violators, each batch size weighted equally).
     NaN metrics stay NaN and take no part in the fit."""

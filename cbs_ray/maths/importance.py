@@ -1,6 +1,6 @@
 """Parameter importance: how much the batch size, alpha (the LR-scaling exponent) and the warmup fraction
 mattered to the metric, over all trials and per batch size. Pure and Ray-free: the input is the per-trial
-table (``summary.trial_table``); the trials go into an in-memory Optuna study and Optuna's importance
+table (``analysis.tables.trial_table``); the trials go into an in-memory Optuna study and Optuna's importance
 evaluator reads it.
 
 The evaluator is PED-ANOVA (Watanabe et al. 2023, "PED-ANOVA: Efficiently Quantifying Hyperparameter

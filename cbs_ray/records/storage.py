@@ -6,12 +6,18 @@ everything above it sees a history DataFrame and plain messages.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import sys
 from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["ReportError", "META_FILE", "write_meta", "read_meta", "load_history", "with_tokens_seen", "error_lines",
+from cbs_ray.records.columns import Column
+from cbs_ray.records.legacy import old_module_names
+
+__all__ = ["ReportError", "META_FILE", "write_meta", "read_meta", "load_history", "damaged_tune_state", "with_tokens_seen", "error_lines",
            "failed_trials", "first_error"]
 
 META_FILE = "cbs_spec.json"  # metric, mode, budget, the spec: what the report needs beyond Tune's results
@@ -52,20 +58,23 @@ def read_meta(experiment_uri: str) -> dict:
 
 def load_history(experiment_uri: str) -> pd.DataFrame:
     """Every milestone every trial reported, from Tune's persisted results; with packed texts (the metadata's
-    ``tokens_per_sample``) also ``tokens_seen`` (``with_tokens_seen``)."""
-    from ray.tune import ExperimentAnalysis
+    ``tokens_per_sample``) also ``tokens_seen`` (``with_tokens_seen``).
 
-    try:
-        analysis = ExperimentAnalysis(experiment_uri)
-    except Exception as e:
-        raise ReportError(f"{experiment_uri}: cannot read the Tune experiment ({str(e).splitlines()[0]})") from None
-    failed = {t.trial_id for t in analysis.trials if t.status == "ERROR"}
-    frames = [df.assign(trial_id=trial_id, failed=trial_id in failed)
-              for trial_id, df in analysis.trial_dataframes.items() if len(df) and "samples_seen" in df]
+    Nothing on disk is dropped silently: a trial's ``result.json`` cut off mid-line (a killed writer) is read
+    up to its last complete line, and the lines lost are named on stderr, trial by trial; where Tune's
+    experiment state cannot be read, the trials are rebuilt from their own directories' result files (a
+    trial with an error file counts as failed) and a line says so."""
+    trials = _trials(experiment_uri)
+    frames = []
+    for trial_id, failed, fs, trial_dir in trials:
+        df = _results(fs, f"{trial_dir}/result.json", trial_id)
+        if len(df) and Column.samples_seen in df:
+            frames.append(df.assign(trial_id=trial_id, failed=failed))
     if not frames:
         return pd.DataFrame()
     # A trial restarted from a checkpoint older than its last report reports that milestone again.
-    history = pd.concat(frames, ignore_index=True).drop_duplicates(["trial_id", "samples_seen"], keep="last")
+    history = pd.concat(frames, ignore_index=True).drop_duplicates([Column.trial_id, Column.samples_seen],
+                                                                    keep="last")
     try:
         tokens = read_meta(experiment_uri).get("tokens_per_sample")
     except ReportError:  # an experiment without cbs-ray's metadata (the probe's): samples only
@@ -73,15 +82,109 @@ def load_history(experiment_uri: str) -> pd.DataFrame:
     return with_tokens_seen(history, tokens)
 
 
+def damaged_tune_state(experiment_uri: str) -> str | None:
+    """Why Tune's experiment state (``experiment_state-*.json``) cannot be restored, or None when it parses:
+    a resume from a damaged state would start the search afresh and drop the trials before it."""
+    import pyarrow.fs
+
+    fs, root = filesystem(experiment_uri)
+    try:
+        states = [i.path for i in fs.get_file_info(pyarrow.fs.FileSelector(root))
+                  if i.base_name.startswith("experiment_state") and i.base_name.endswith(".json")]
+        for state in states:
+            with fs.open_input_stream(state) as f:
+                json.loads(f.readall().decode("utf-8"))
+    except ValueError as e:
+        return f"{Path(state).name} is damaged ({str(e).splitlines()[0]})"
+    except OSError as e:
+        return f"it cannot be read ({e})"
+    return None
+
+
+def _trials(experiment_uri: str) -> list[tuple]:
+    """(trial id, failed, filesystem, trial directory) of every trial, from Tune's experiment state; from the
+    trial directories themselves when that state cannot be read (``ReportError`` when neither can)."""
+    from ray.tune import ExperimentAnalysis
+
+    try:
+        # Its own reading of the result files warns of a cut-off file and drops the trial; ours reads the
+        # file up to the cut (``_results``) and says what was lost.
+        with old_module_names(), _quiet(logging.getLogger("ray.tune.analysis.experiment_analysis")):
+            analysis = ExperimentAnalysis(experiment_uri)
+        return [(t.trial_id, t.status == "ERROR", t.storage.storage_filesystem, t.storage.trial_fs_path)
+                for t in analysis.trials if t.last_result is not None]
+    except Exception as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+    on_disk = _trials_on_disk(experiment_uri)
+    if not on_disk:
+        raise ReportError(f"{experiment_uri}: cannot read the Tune experiment ({reason})") from None
+    print(f"warning: {experiment_uri}: Tune's experiment state cannot be read ({reason}); the {len(on_disk)} "
+          f"trials are read from their own result files", file=sys.stderr, flush=True)
+    return on_disk
+
+
+@contextlib.contextmanager
+def _quiet(logger: logging.Logger):
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _trials_on_disk(experiment_uri: str) -> list[tuple]:
+    import pyarrow.fs
+
+    fs, root = filesystem(experiment_uri)
+    try:
+        entries = fs.get_file_info(pyarrow.fs.FileSelector(root))
+    except OSError:
+        return []
+    trials = []
+    for entry in sorted(entries, key=lambda e: e.path):
+        names = {} if entry.type != pyarrow.fs.FileType.Directory else \
+            {i.base_name for i in fs.get_file_info(pyarrow.fs.FileSelector(entry.path))}
+        if "result.json" in names:
+            first = _results(fs, f"{entry.path}/result.json", entry.base_name)
+            trial_id = str(first[Column.trial_id].iloc[0]) if Column.trial_id in first and len(first) \
+                else entry.base_name
+            trials.append((trial_id, bool(names & {"error.txt", "error.pkl"}), fs, entry.path))
+    return trials
+
+
+def _results(fs, path: str, trial_id: str) -> pd.DataFrame:
+    """One trial's ``result.json`` as Tune's ``ExperimentAnalysis`` reads it (one flattened row per line,
+    nested keys joined by ``/``), up to its last complete line; a line that does not parse and the lines after
+    it are named on stderr, never silently dropped with the trial."""
+    try:
+        with fs.open_input_stream(path) as f:
+            content = f.readall().decode("utf-8", errors="replace").rstrip("\n")
+    except (FileNotFoundError, OSError):
+        return pd.DataFrame()
+    if not content:
+        return pd.DataFrame()
+    rows, lines = [], content.split("\n")
+    for number, line in enumerate(lines, start=1):
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            print(f"warning: trial {trial_id}: {path} is cut off at line {number}: {len(lines) - number + 1} "
+                  f"line(s) lost, {len(rows)} read", file=sys.stderr, flush=True)
+            break
+    return pd.json_normalize(rows, sep="/") if rows else pd.DataFrame()
+
+
 def with_tokens_seen(history: pd.DataFrame, tokens_per_sample: int | None) -> pd.DataFrame:
     """``history`` with a ``tokens_seen`` column, ``samples_seen × tokens_per_sample``, where the texts were
-    packed (``budget.tokens_per_sample``: every sample the same tokens); rows that reported it keep theirs.
+    packed (``spec.resolve.tokens_per_sample``: every sample the same tokens); rows that reported it keep theirs.
     Unchanged without packing (None), where samples hold different numbers of tokens."""
-    if not tokens_per_sample or history.empty or "samples_seen" not in history:
+    if not tokens_per_sample or history.empty or Column.samples_seen not in history:
         return history
-    computed = history["samples_seen"] * int(tokens_per_sample)
+    computed = history[Column.samples_seen] * int(tokens_per_sample)
     history = history.copy()
-    history["tokens_seen"] = history["tokens_seen"].fillna(computed) if "tokens_seen" in history else computed
+    history[Column.tokens_seen] = history[Column.tokens_seen].fillna(computed) if Column.tokens_seen in history \
+        else computed
     return history
 
 
@@ -103,7 +206,8 @@ def failed_trials(experiment_uri: str) -> tuple[list, int]:
     from ray.tune import ExperimentAnalysis
 
     try:
-        trials = ExperimentAnalysis(experiment_uri).trials
+        with old_module_names():
+            trials = ExperimentAnalysis(experiment_uri).trials
     except Exception:
         return [], 0
     return [t for t in trials if t.status == "ERROR" or t.run_metadata.error_filename], len(trials)

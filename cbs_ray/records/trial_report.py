@@ -1,5 +1,7 @@
 """What a trial reports at each milestone: one ``TrialReport``, whose fields are the columns of
-Tune's ``result.json`` and of the history the analysis reads.
+Tune's ``result.json`` and of the history the analysis reads. The readers name those columns through
+``records.columns.Column``, which is checked against these fields at import: a field renamed here needs its
+``Column`` renamed too.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ class TrialReport:
     """The Ray node ID of the worker that reported (rank 0's is the one Tune keeps; an in-process trial's
     its own); empty outside Ray. Node IPs are alike when several raylets share one host, their IDs not."""
     role: Optional[str] = None
-    """Branch mode: the run's role (``branch_plan.ROLES``: trunk, branch, schedule); None from scratch."""
+    """Branch mode: the run's role (``train.run_plan.ROLES``: trunk, branch, schedule); None from scratch."""
     start_samples: Optional[int] = None
     """Branch mode: the trunk checkpoint a branch started from (0 for the trunk and the schedule run)."""
     tokens_seen: Optional[int] = None

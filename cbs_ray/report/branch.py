@@ -1,5 +1,5 @@
 """Branch mode's report: ``summary.json``, ``history.csv``, the plot ``cbs_over_training.png``, ``report.md``
-and a self-contained ``report.html`` (the plot embedded), from a ``branching.BranchSummary`` and the history.
+and a self-contained ``report.html`` (the plot embedded), from a ``analysis.branch_summary.BranchSummary`` and the history.
 
 What it shows: CBS(t) per checkpoint (a table and the plot, the trunk's B_simple over the same axis), the
 shape of CBS(t) in one sentence (a decrease said, never smoothed), the recommended batch-size schedule and the
@@ -20,10 +20,13 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend)
 import matplotlib.ticker
 import pandas as pd
 
+from cbs_ray.analysis.answer import bound_text
 from cbs_ray.analysis.branch_points import CbsPoint
 from cbs_ray.analysis.branch_schedule import schedule_in_tokens, schedule_steps, schedule_total_steps
 from cbs_ray.analysis.branch_summary import BranchSummary
 from cbs_ray.maths.critical_batch import LOWER, UPPER
+from cbs_ray.records.columns import Column
+from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import _save  # (sets matplotlib's Agg backend)
 from cbs_ray.report.text import _fmt, _table
@@ -32,10 +35,6 @@ __all__ = ["write_branch_report", "headline", "render_markdown", "render_html", 
            "trainer_snippets", "PLOT"]
 
 PLOT = "cbs_over_training"
-
-
-def _bound(batch, bound: Optional[str]) -> str:
-    return {LOWER: "≥ ", UPPER: "≤ "}.get(bound, "") + str(batch)
 
 
 def _x(samples: int, summary: BranchSummary) -> int:
@@ -64,7 +63,7 @@ def _point_line(p: CbsPoint, summary: BranchSummary) -> str:
         extra.append(f"close call: a deciding branch is {p.margin:.2%} from the line")
     if p.note:
         extra.append(p.note)
-    return (f"  at {at}: CBS {_bound(p.batch_size, p.bound)} (trunk eval_loss {p.trunk_loss:.4g} at "
+    return (f"  at {at}: CBS {bound_text(p.batch_size, p.bound)} (trunk eval_loss {p.trunk_loss:.4g} at "
             f"+{_x(p.window_samples, summary)}; " + ", ".join(parts) + ")"
             + (f"  [{'; '.join(extra)}]" if extra else ""))
 
@@ -103,7 +102,7 @@ def _b_simple_line(summary: BranchSummary) -> str:
 def headline(summary: BranchSummary) -> list[str]:
     """The lines the search prints at the end: CBS(t) per checkpoint, the shape, the schedule, its
     validation, the noise scale beside it, the cost."""
-    lines = [f"Critical batch over training (branches from the trunk at B={summary.trunk['batch_size']}, window "
+    lines = [f"Critical batch over training (branches from the trunk at B={summary.trunk[Column.batch_size]}, window "
              f"{_x(summary.window_samples, summary)} {_axis_name(summary)}, tolerance {summary.tolerance:.1%} on "
              f"eval_loss; Merrill et al. 2025):"]
     lines += [_point_line(p, summary) for p in summary.critical_batch_over_training] or ["  no branch reported"]
@@ -248,7 +247,7 @@ def _point_rows(summary: BranchSummary) -> tuple[list[dict], list[str]]:
     unit = _axis_name(summary)
     rows = []
     for p in summary.critical_batch_over_training:
-        row = {f"{unit}_seen": _x(p.samples_seen, summary), "cbs": _bound(p.batch_size, p.bound)
+        row = {f"{unit}_seen": _x(p.samples_seen, summary), "cbs": bound_text(p.batch_size, p.bound)
                if p.trunk_loss is not None else "–", "trunk_loss": p.trunk_loss, "threshold": p.threshold}
         for o in p.branches:
             row[f"B={o.batch_size}"] = (f"{o.loss:.4g} ({o.excess:+.2%}, α {o.alpha:g})" if o.loss is not None
@@ -261,7 +260,8 @@ def _point_rows(summary: BranchSummary) -> tuple[list[dict], list[str]]:
     return rows, [f"{unit}_seen", "cbs", "trunk_loss", "threshold", *batches, "margin", "close_call", "note"]
 
 
-BRANCH_COLUMNS = ["start_samples", "batch_size", "alpha", "peak_lr", "eval_loss", "diverged", "samples_seen", "steps"]
+BRANCH_COLUMNS = [Column.start_samples, Column.batch_size, Column.alpha, Column.peak_lr, Column.eval_loss,
+                  Column.diverged, Column.samples_seen, Column.steps]  # summary.branches' records
 VALIDATION_COLUMNS = ["schedule_steps", "trunk_steps", "steps_saved", "schedule_loss", "trunk_loss",
                       "loss_difference", "target_met"]
 
@@ -281,7 +281,7 @@ def render_markdown(summary: BranchSummary, plot: Optional[Path]) -> str:
              (f"Experiment: `{summary.experiment_path}`; " if summary.experiment_path else "")
              + f"branch mode, budget {summary.budget_samples} samples"
              + (f" ({summary.budget_tokens} tokens)" if summary.budget_tokens else "")
-             + f", trunk batch {summary.trunk['batch_size']}, branches at "
+             + f", trunk batch {summary.trunk[Column.batch_size]}, branches at "
              + ", ".join(map(str, summary.branch_batches)) + ".\n",
              "\n>\n".join(f"> {line.strip()}" for line in lines) + "\n"]
     if plot is not None:
@@ -336,7 +336,7 @@ def render_html(summary: BranchSummary, plot: Optional[Path]) -> str:
 <title>{title}</title><style>{STYLE}</style></head><body>
 <h1>{title}</h1>
 <p class="meta">{experiment}branch mode, budget {summary.budget_samples} samples{tokens},
-trunk batch {summary.trunk['batch_size']}, branches at {esc(', '.join(map(str, summary.branch_batches)))}.</p>
+trunk batch {summary.trunk[Column.batch_size]}, branches at {esc(', '.join(map(str, summary.branch_batches)))}.</p>
 <div class="answer{'' if sure else ' unsure'}"><div class="how"><b>{esc(lines[0])}</b></div>
 {''.join(f'<div class="small">{esc(line.strip())}</div>' for line in lines[1:])}</div>
 {figure}
@@ -355,12 +355,11 @@ trunk batch {summary.trunk['batch_size']}, branches at {esc(', '.join(map(str, s
 def write_branch_report(summary: BranchSummary, history: pd.DataFrame, directory) -> Path:
     """Write ``summary.json``, ``history.csv``, ``cbs_over_training.png``, ``report.md`` and ``report.html`` into
     ``directory``; returns the path of report.html."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "summary.json").write_text(summary.to_json())
-    history.to_csv(directory / "history.csv", index=False)
-    plot = cbs_over_training_plot(summary, directory / f"{PLOT}.png")
-    (directory / "report.md").write_text(render_markdown(summary, plot))
-    page = directory / "report.html"
-    page.write_text(render_html(summary, plot))
+    with report_folder(directory, summary.experiment_path) as directory:
+        (directory / "summary.json").write_text(summary.to_json())
+        history.to_csv(directory / "history.csv", index=False)
+        plot = cbs_over_training_plot(summary, directory / f"{PLOT}.png")
+        (directory / "report.md").write_text(render_markdown(summary, plot))
+        page = directory / "report.html"
+        page.write_text(render_html(summary, plot))
     return page

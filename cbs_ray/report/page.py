@@ -11,6 +11,7 @@ import pandas as pd
 from cbs_ray.analysis.answer import CROSS_CHECKS, EFFORT_MARK, bound_text
 from cbs_ray.analysis.summary_record import Summary
 from cbs_ray.maths.importance import MIN_TRIALS, MIN_TRIALS_PER_BATCH, PARAMS, TOP_QUANTILE
+from cbs_ray.records.columns import Column
 
 # ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as
 # they were this module's before.
@@ -19,15 +20,17 @@ from cbs_ray.report.text import _fmt, _recommendation_line, _snippet, _table, he
 __all__ = ["render_markdown", "render_html"]
 
 
-PER_BATCH_COLUMNS = ["batch_size", "trials", "completed", "stopped", "diverged", "diverged_peak_lrs", "failed",
-                     "best_{metric}", "fit_{metric}", "dev_{metric}", "runs",
-                     "mean_{metric}", "se_{metric}", "alpha",
-                     "warmup_fraction", "peak_lr", "steps_to_target", "samples_to_target", "wall_time_s",
-                     "samples_per_s", "b_simple_early", "b_simple_mean"]
+# The per-batch table's columns, in the page's order; "{metric}" stands for the search's metric.
+PER_BATCH_COLUMNS = [Column.batch_size, Column.trials, Column.completed, Column.stopped, Column.diverged,
+                     Column.diverged_peak_lrs, Column.failed, "best_{metric}", "fit_{metric}", "dev_{metric}",
+                     Column.runs, "mean_{metric}", "se_{metric}", Column.alpha, Column.warmup_fraction, Column.peak_lr,
+                     Column.steps_to_target, Column.samples_to_target, Column.wall_time_s, Column.samples_per_s,
+                     Column.b_simple_early, Column.b_simple_mean]
 # The per-batch columns the page shows first (the rest fold under "all columns"): what the answer rests on.
-KEY_COLUMNS = ["batch_size", "trials", "completed", "best_{metric}", "mean_{metric}", "se_{metric}", "fit_{metric}",
-               "peak_lr", "steps_to_target"]
-PARETO_COLUMNS = ["batch_size", "alpha", "warmup_fraction", "peak_lr", "projected_time_s", "wall_time_s", "{metric}"]
+KEY_COLUMNS = [Column.batch_size, Column.trials, Column.completed, "best_{metric}", "mean_{metric}", "se_{metric}",
+               "fit_{metric}", Column.peak_lr, Column.steps_to_target]
+PARETO_COLUMNS = [Column.batch_size, Column.alpha, Column.warmup_fraction, Column.peak_lr, Column.projected_time_s,
+                  Column.wall_time_s, "{metric}"]
 FIRST_PLOT = "metric_vs_batch"  # shown right under the answer; the others after the tables
 
 

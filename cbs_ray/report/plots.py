@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 from cbs_ray.analysis.answer import bound_text
 from cbs_ray.analysis.summary_record import Summary  # noqa: E402
 from cbs_ray.maths.critical_batch import LOWER, UPPER  # noqa: E402
+from cbs_ray.records.columns import Column  # noqa: E402
 
 __all__ = ["metric_vs_batch", "steps_vs_samples", "pareto_plot", "lr_vs_batch", "noise_scale_plot", "all_plots"]
 
@@ -35,17 +36,17 @@ def metric_vs_batch(summary: Summary, path: Path) -> Path:
     metric = summary.metric
     rows = [r for r in summary.per_batch if r.get(f"best_{metric}") is not None]
     fig, ax = plt.subplots(figsize=(6, 4))
-    trials = [t for t in summary.trials if t["status"] == "completed" and t.get(metric) is not None]
-    ax.scatter([t["batch_size"] for t in trials], [t[metric] for t in trials], s=14, color="0.7",
+    trials = [t for t in summary.trials if t[Column.status] == "completed" and t.get(metric) is not None]
+    ax.scatter([t[Column.batch_size] for t in trials], [t[metric] for t in trials], s=14, color="0.7",
                label="completed trials")
     means = [r.get(f"mean_{metric}", r[f"best_{metric}"]) for r in rows]
     errors = [1.96 * (r.get(f"se_{metric}") or 0.0) for r in rows]
-    ax.errorbar([r["batch_size"] for r in rows], means, yerr=errors, fmt="o-", capsize=3,
+    ax.errorbar([r[Column.batch_size] for r in rows], means, yerr=errors, fmt="o-", capsize=3,
                 label="best config per batch (mean ± 1.96 SE)")
     fitted = [r for r in rows if r.get(f"fit_{metric}") is not None]
     if fitted and summary.critical_batch.turning_point.fit == "monotone":
-        ax.plot([r["batch_size"] for r in fitted], [r[f"fit_{metric}"] for r in fitted], color="tab:orange",
-                ls=":", label="monotone fit (the turning point's)")
+        ax.plot([r[Column.batch_size] for r in fitted], [r[f"fit_{metric}"] for r in fitted],
+                color="tab:orange", ls=":", label="monotone fit (the turning point's)")
     _batch_axis(ax)
     critical = summary.critical_batch.batch_size
     if critical is not None:
@@ -86,20 +87,20 @@ def _bound_arrow(ax, summary: Summary) -> None:
 
 def steps_vs_samples(summary: Summary, path: Path) -> Path:
     fit = summary.critical_batch.tradeoff
-    rows = [r for r in summary.per_batch if r.get("steps_to_target") is not None]
+    rows = [r for r in summary.per_batch if r.get(Column.steps_to_target) is not None]
     fig, ax = plt.subplots(figsize=(6, 4))
     for r in rows:
         # Reached by the first report: an upper bound, left out of the fit (hollow, "≤").
-        bound = bool(r.get("target_at_first_report"))
-        ax.plot(r["samples_to_target"], r["steps_to_target"], "o", color="tab:blue",
+        bound = bool(r.get(Column.target_at_first_report))
+        ax.plot(r[Column.samples_to_target], r[Column.steps_to_target], "o", color="tab:blue",
                 markerfacecolor="none" if bound else "tab:blue")
-        ax.annotate(f"B={r['batch_size']}" + (" ≤ (left out)" if bound else ""),
-                    (r["samples_to_target"], r["steps_to_target"]), fontsize=7, xytext=(3, 3),
+        ax.annotate(f"B={r[Column.batch_size]}" + (" ≤ (left out)" if bound else ""),
+                    (r[Column.samples_to_target], r[Column.steps_to_target]), fontsize=7, xytext=(3, 3),
                     textcoords="offset points")
     if fit.b_crit is not None:
         s_min, e_min = fit.s_min, fit.e_min
-        b = np.logspace(np.log2(min(r["batch_size"] for r in rows)) - 1,
-                        np.log2(max(r["batch_size"] for r in rows)) + 2, 200, base=2)
+        b = np.logspace(np.log2(min(r[Column.batch_size] for r in rows)) - 1,
+                        np.log2(max(r[Column.batch_size] for r in rows)) + 2, 200, base=2)
         steps = s_min + e_min / b
         ax.plot(steps * b, steps, "-", color="tab:orange",
                 label=f"S = {s_min:.3g} + {e_min:.3g}/B,  B_crit = {fit.b_crit:.3g}")
@@ -119,16 +120,16 @@ def steps_vs_samples(summary: Summary, path: Path) -> Path:
 
 def pareto_plot(summary: Summary, path: Path) -> Path:
     metric = summary.metric
-    trials = [t for t in summary.trials if t["status"] == "completed" and t.get(metric) is not None]
+    trials = [t for t in summary.trials if t[Column.status] == "completed" and t.get(metric) is not None]
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.scatter([summary.budget_samples / t["samples_per_s"] for t in trials], [t[metric] for t in trials],
+    ax.scatter([summary.budget_samples / t[Column.samples_per_s] for t in trials], [t[metric] for t in trials],
                s=14, color="0.6", label="completed trials (projected time)")
     front = summary.pareto_projected
-    ax.plot([p["projected_time_s"] for p in front], [p[metric] for p in front], "o-", color="tab:green",
+    ax.plot([p[Column.projected_time_s] for p in front], [p[metric] for p in front], "o-", color="tab:green",
             label="Pareto front")
     for p in front:
-        ax.annotate(f"B={p['batch_size']}", (p["projected_time_s"], p[metric]), fontsize=7, xytext=(3, -9),
-                    textcoords="offset points")
+        ax.annotate(f"B={p[Column.batch_size]}", (p[Column.projected_time_s], p[metric]), fontsize=7,
+                    xytext=(3, -9), textcoords="offset points")
     rec = summary.recommendation
     if rec:
         ax.plot(rec.projected_time_s, rec.metric_value, "*", ms=14, color="tab:red", label="recommended")
@@ -140,11 +141,11 @@ def pareto_plot(summary: Summary, path: Path) -> Path:
 
 
 def lr_vs_batch(summary: Summary, path: Path) -> Path:
-    rows = [r for r in summary.per_batch if r.get("peak_lr") is not None]
+    rows = [r for r in summary.per_batch if r.get(Column.peak_lr) is not None]
     fig, ax = plt.subplots(figsize=(6, 4))
     if rows:
-        b = np.array([r["batch_size"] for r in rows], dtype=float)
-        lr = np.array([r["peak_lr"] for r in rows])
+        b = np.array([r[Column.batch_size] for r in rows], dtype=float)
+        lr = np.array([r[Column.peak_lr] for r in rows])
         ax.plot(b, lr, "o-", label="best trial's peak LR")
         b0, lr0 = b[0], lr[0]
         grid = np.logspace(np.log2(b.min()), np.log2(b.max()), 50, base=2)
@@ -161,10 +162,11 @@ def lr_vs_batch(summary: Summary, path: Path) -> Path:
 
 def noise_scale_plot(summary: Summary, history, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6, 4))
-    if history is not None and "b_simple" in history and history["b_simple"].notna().any():
-        for (batch, trial_id), h in history.dropna(subset=["b_simple"]).groupby(["batch_size", "trial_id"]):
-            h = h.sort_values("samples_seen")
-            ax.plot(h["samples_seen"], h["b_simple"], ".-", lw=0.8, label=f"B={batch}")
+    if history is not None and Column.b_simple in history and history[Column.b_simple].notna().any():
+        measured = history.dropna(subset=[Column.b_simple])
+        for (batch, trial_id), h in measured.groupby([Column.batch_size, Column.trial_id]):
+            h = h.sort_values(Column.samples_seen)
+            ax.plot(h[Column.samples_seen], h[Column.b_simple], ".-", lw=0.8, label=f"B={batch}")
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles))
         ax.legend(unique.values(), unique.keys(), fontsize=7)

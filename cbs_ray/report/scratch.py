@@ -18,10 +18,12 @@ import pandas as pd
 
 from cbs_ray.analysis.summary import summarize, write_summary
 from cbs_ray.analysis.summary_record import CriticalBatch, Recommendation, Summary, Tradeoff
+from cbs_ray.records.columns import Column
 
 # ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as
 # they were this module's before.
 from cbs_ray.records.storage import ReportError, first_error, load_history, read_meta
+from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import render_html, render_markdown
 from cbs_ray.report.plots import all_plots
 
@@ -60,12 +62,12 @@ class Report:
     def write(self, directory: str | os.PathLike) -> Path:
         """Write every output into ``directory``; returns the path of report.html."""
 
-        directory = Path(directory)
-        write_summary(self.summary, self.history, directory)
-        plots = all_plots(self.summary, directory, self.history) if self.summary.trials else {}
-        (directory / "report.md").write_text(render_markdown(self.summary, plots))
-        html = directory / "report.html"
-        html.write_text(render_html(self.summary, plots))
+        with report_folder(directory, self.summary.experiment_path) as directory:
+            write_summary(self.summary, self.history, directory)
+            plots = all_plots(self.summary, directory, self.history) if self.summary.trials else {}
+            (directory / "report.md").write_text(render_markdown(self.summary, plots))
+            html = directory / "report.html"
+            html.write_text(render_html(self.summary, plots))
         return html
 
 
@@ -84,7 +86,8 @@ def analyze(source, *, tolerance: Optional[float] = None, target: Optional[float
         except ReportError:  # the repeats were killed before Tune saved anything: report the search alone
             repeats = pd.DataFrame()
         if not repeats.empty:
-            history = pd.concat([history.assign(repeat=False), repeats.assign(repeat=True)], ignore_index=True)
+            history = pd.concat([history.assign(**{Column.repeat: False}), repeats.assign(**{Column.repeat: True})],
+                                ignore_index=True)
     if history.empty:
         raise ReportError(f"{experiment}: no trial has reported a result yet" + first_error(experiment))
     spec = meta.get("spec") or {}

@@ -8,6 +8,7 @@ from typing import Optional
 
 from cbs_ray.analysis.answer import READINGS, bound_text
 from cbs_ray.analysis.summary_record import CriticalBatch, NoiseScale, Recommendation, Summary, Tradeoff
+from cbs_ray.records.columns import Column
 
 # ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as
 # they were this module's before.
@@ -107,11 +108,11 @@ def headline(summary: Summary) -> list[str]:
         if cb.tradeoff.left_out:
             lines.append(f"  {cb.tradeoff.left_out}")
     lines.append(_noise_scale_line(summary.noise_scale))
-    unstable = [r for r in summary.per_batch if r.get("diverged")]
+    unstable = [r for r in summary.per_batch if r.get(Column.diverged)]
     if unstable:
         lines.append("Diverged (non-finite or exploding loss; worst metric recorded): " + "; ".join(
-            f"B={r['batch_size']}: {r['diverged']} trial(s), peak lr "
-            + ", ".join(f"{lr:.3g}" for lr in r.get("diverged_peak_lrs", [])) for r in unstable))
+            f"B={r[Column.batch_size]}: {r[Column.diverged]} trial(s), peak lr "
+            + ", ".join(f"{lr:.3g}" for lr in r.get(Column.diverged_peak_lrs, [])) for r in unstable))
     lines += _recommendation_line(summary.recommendation, metric).split("\n")
     return lines
 

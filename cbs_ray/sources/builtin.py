@@ -51,8 +51,8 @@ def _inputs(batch, task: str, device) -> dict:
 
 class BuiltinSource:
     """The spec path's model and data: the HF model built from ``cfg.model_config``, the driver's tokenized
-    arrays (``data.PreparedData``) as (ids, mask, labels) micro-batches, and this module's loss, item count
-    and evaluation. ``user_objects.UserObjects`` answers the same questions for the user's own model and
+    arrays (``data.arrays.PreparedData``) as (ids, mask, labels) micro-batches, and this module's loss, item count
+    and evaluation. ``sources.user_objects.UserObjects`` answers the same questions for the user's own model and
     data; ``_setup`` picks one and the stages ask it."""
 
     def __init__(self, data, task: str):
@@ -61,7 +61,6 @@ class BuiltinSource:
         self.has_dev = data.dev_ids is not None
 
     def build_model(self, cfg: TrialSettings) -> torch.nn.Module:
-
         return build_model(cfg.model, cfg.task, cfg.model_config)
 
     def training_data(self):

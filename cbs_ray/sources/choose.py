@@ -18,6 +18,5 @@ def loop_source(data, task: str):
     if isinstance(data, UserObjects):
         return data
     if task == "seq2seq":
-
         return Seq2SeqSource(data, task)
     return BuiltinSource(data, task)

@@ -31,10 +31,10 @@ examples, which differs from one step of B whenever micro-batches hold different
 The budget still counts examples (``samples_seen``) either way.
 
 How the loop uses the bundle: ``UserObjects`` answers the same questions as the built-in path's
-``train_loop.BuiltinSource`` (build the model, the training set and its collator, the items of a batch,
+``sources.builtin.BuiltinSource`` (build the model, the training set and its collator, the items of a batch,
 a batch's inputs, its summed loss, the evaluation), and the loop asks whichever one it was given. It
-travels as the ``data`` of ``experiment.prepare``'s result: the driver puts it in Ray's object store once
-per Tune experiment, and trials and their Ray Train workers carry only its ``trial.DataRef`` and fetch it
+travels as the ``data`` of ``tune.prepare.prepare``'s result: the driver puts it in Ray's object store once
+per Tune experiment, and trials and their Ray Train workers carry only its ``train.trial.DataRef`` and fetch it
 where the loop runs (numpy arrays zero-copy; torch tensors are copied into each process unless Ray's
 ``RAY_ENABLE_ZERO_COPY_TORCH_TENSORS=1``), never in any trial's config.
 
@@ -55,6 +55,7 @@ import numpy as np
 import torch
 
 from cbs_ray.maths.budget import plan_batch
+from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.sources.amp import autocast_dtype
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import DataSpec, ModelSpec, SearchSpec
@@ -77,7 +78,7 @@ LOOP_METRICS = ("eval_loss", "perplexity")
 @dataclass(frozen=True)
 class UserObjects:
     """The user's model, data and metric, and the loop's questions about them (the interface of
-    ``train_loop.BuiltinSource``)."""
+    ``sources.builtin.BuiltinSource``)."""
 
     model_init: Callable[[], torch.nn.Module]
     """Returns a fresh model; called once in each worker of each trial."""
@@ -184,7 +185,6 @@ def evaluate(objects: UserObjects, model, session, cfg, *, batch_size: Optional[
     all-reduced), perplexity and eval_examples; with ``compute_metrics`` its metrics, computed once on the
     logits and labels gathered from every rank (rank 0 computes, the others receive the result)."""
     from transformers.trainer_pt_utils import nested_concat
-
 
     model.eval()
     dataset = objects.eval_dataset
@@ -407,6 +407,9 @@ def _check_metrics(spec: SearchSpec, objects: UserObjects, out, batch: Mapping) 
                             f"{', '.join(map(repr, metrics)) or 'an empty dict'}")
         if metric not in _numbers(metrics):
             raise SpecError(f"compute_metrics: {metric!r} must be a number, got {metrics[metric]!r}")
+        if not math.isfinite(float(metrics[metric])):  # NaN would lose to every number: no trial could win
+            raise SpecError(f"compute_metrics: {metric!r} must be a finite number, got {metrics[metric]!r} "
+                            f"(on one batch of eval_dataset)")
 
 
 def check_objects(spec: SearchSpec, objects: UserObjects):
@@ -472,10 +475,10 @@ def objects_meta(data) -> dict:
     return {"user_objects": {name: _describe(getattr(data, name)) for name in ARGUMENTS}}
 
 
-def check_resume(meta: dict, objects: Optional[UserObjects], path: str) -> None:
+def check_resume(meta: ExperimentMeta, objects: Optional[UserObjects], path: str) -> None:
     """An experiment run with objects resumes only with objects (in Python), one run from its spec only
     without them."""
-    recorded = meta.get("user_objects")
+    recorded = meta.user_objects
     if recorded and objects is None:
         raise SpecError(f"--resume: {path} was run with Python objects ({recorded.get('model_init')}, ...), which "
                         f"the command line cannot rebuild; resume it in Python: resume_search(path, "

@@ -17,7 +17,6 @@ __all__ = ["Branching", "resolve_branching", "check_point"]
 
 
 def _spec_error(message: str):
-
     return SpecError(message)
 
 
@@ -89,7 +88,7 @@ def resolve_branching(spec: SearchSpec, budget_samples: int, tokens_per_sample: 
     """The spec's ``branch:`` section in samples against the resolved budget; a ``SpecError`` naming the key
     for a checkpoint that is no fraction in (0, 1) or whole number, two checkpoints on one sample, or a window
     longer than what remains after a checkpoint. The batches were checked when the spec was validated
-    (``spec._branch_batches_are_larger_than_the_trunks``)."""
+    (``spec.rules._branch_batches_are_larger_than_the_trunks``)."""
     b, s, t = spec.branch, spec.search, spec.training
     trunk = b.trunk_batch_size or min(spec.batch_sizes)
     batches = tuple(sorted(b.batch_sizes)) if b.batch_sizes else tuple(x for x in spec.batch_sizes if x > trunk)

@@ -20,6 +20,7 @@ from cbs_ray.spec.checks import _admits_none, _hints, _join
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.rules import validate
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.spec.yaml_text import MAX_SPEC_BYTES, SpecYAMLError, parse
 
 __all__ = ["load_spec", "spec_from_dict", "spec_to_dict", "apply_overrides"]
 
@@ -40,6 +41,9 @@ def _read_spec_file(path: str | os.PathLike) -> dict:
     p = Path(path)
     if not p.is_file():
         raise SpecError(f"--space: no such file: {path}")
+    if p.stat().st_size > MAX_SPEC_BYTES:  # before reading it: a spec is a few KB
+        raise SpecError(f"--space: {path} is larger than {MAX_SPEC_BYTES // 1_000_000} MB "
+                        f"({p.stat().st_size} bytes); a spec is a few KB")
     try:
         text = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
@@ -47,7 +51,9 @@ def _read_spec_file(path: str | os.PathLike) -> dict:
     if "\x00" in text:  # binary that happens to decode; YAML's own error would quote the bytes
         raise SpecError(f"{path}: not a UTF-8 text file")
     try:
-        raw = yaml.safe_load(text)
+        raw = parse(text)
+    except SpecYAMLError as e:
+        raise SpecError(f"--space: {path}: {e}") from None
     except yaml.YAMLError as e:
         raise SpecError(f"--space: {path} is not valid YAML ({str(e).splitlines()[0]})") from None
     if raw is None and not _has_content(text):  # `null` is content; comments and `---` are not
@@ -77,7 +83,9 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
             raise SpecError(f"--set {item}: expected key=value")
         key, _, text = item.partition("=")
         try:
-            value = yaml.safe_load(text)
+            value = parse(text)
+        except SpecYAMLError as e:
+            raise SpecError(f"--set {key}: {e}") from None
         except yaml.YAMLError:
             raise SpecError(f"--set {key}: cannot parse value {text!r}") from None
         node, cls = raw, SearchSpec

@@ -136,7 +136,7 @@ def _tokens_need_a_causal_lm(spec: SearchSpec) -> None:
 
 
 def _budget_tokens_fit(spec: SearchSpec) -> None:
-    """The budget ``budget_tokens`` makes (``budget.samples_for_tokens``) fills a report interval and obeys
+    """The budget ``budget_tokens`` makes (``maths.budget.samples_for_tokens``) fills a report interval and obeys
     the budget rules."""
 
     t = spec.training
@@ -254,7 +254,7 @@ def _study_needs_optuna(spec: SearchSpec) -> None:
         raise SpecError("search.study_name: names a study in search.study_storage, which is not set")
 
 
-# ---- branch mode (search.method: branch; cbs_ray.branch_plan resolves the section against the budget) --
+# ---- branch mode (search.method: branch; cbs_ray.train.run_plan resolves the section against the budget) --
 
 def _branch_mode_stands_alone(spec: SearchSpec) -> None:
     """What branch mode cannot combine with: a probe-chosen grid (the branches need their batches before
@@ -308,6 +308,11 @@ def _branch_batches_are_larger_than_the_trunks(spec: SearchSpec) -> None:
     if alphas is not None and (not alphas or any(isinstance(a, bool) or not isinstance(a, (int, float))
                                                   or not math.isfinite(a) for a in alphas)):
         raise SpecError(f"branch.alphas: expected a non-empty list of numbers, got {alphas!r}")
+    if alphas is not None and not all(0.0 <= a <= 1.0 for a in alphas):  # as search.alpha_range
+        raise SpecError(f"branch.alphas: each must be in [0, 1] (0.5 the sqrt rule, 1.0 the linear rule), "
+                        f"got {alphas!r}")
+    if alphas is not None and len(set(alphas)) < len(alphas):  # a duplicate would train its branches twice
+        raise SpecError(f"branch.alphas: {alphas!r} lists an alpha twice")
 
 
 def _branch_points_fit_the_budget(spec: SearchSpec) -> None:

@@ -26,7 +26,7 @@ from cbs_ray.spec.checks import (
     within,
 )
 
-__all__ = ["SearchSpec", "ModelSpec", "DataSpec", "TrainingSpec", "SearchParams", "GenerationSpec", "AshaSpec", "BranchSpec", "ResourcesSpec"]
+__all__ = ["SearchSpec", "ModelSpec", "DataSpec", "TrainingSpec", "SearchSection", "GenerationSpec", "AshaSpec", "BranchSpec", "ResourcesSpec"]
 
 
 TINY_BERT = {
@@ -201,7 +201,7 @@ class TrainingSpec:
 
 
 @dataclass
-class SearchParams:
+class SearchSection:
     batch_sizes: Any = field(default_factory=lambda: {"min": 16, "max": 512})
     """Candidate batch sizes: a list of powers of two, ``{min: 8, max: 128}`` for every power of two in
     between, or ``auto``: a short probe run at ``base_batch`` measures the gradient noise scale and the
@@ -269,7 +269,7 @@ class SearchParams:
 
 @dataclass
 class BranchSpec:
-    """Branch mode (``search.method: branch``; see ``cbs_ray.branch_plan``). Points are a fraction of the budget
+    """Branch mode (``search.method: branch``; see ``cbs_ray.train.run_plan``). Points are a fraction of the budget
     (a number in (0, 1)) or whole samples (tokens with ``training.budget_tokens``), rounded down to whole
     batches of the largest branch batch."""
 
@@ -371,7 +371,7 @@ class SearchSpec:
     model: ModelSpec = field(default_factory=ModelSpec)
     data: DataSpec = field(default_factory=DataSpec)
     training: TrainingSpec = field(default_factory=TrainingSpec)
-    search: SearchParams = field(default_factory=SearchParams)
+    search: SearchSection = field(default_factory=SearchSection)
     generation: GenerationSpec = field(default_factory=GenerationSpec)
     asha: AshaSpec = field(default_factory=AshaSpec)
     branch: BranchSpec = field(default_factory=BranchSpec)

@@ -3,7 +3,7 @@
 Rank 0 writes one ``state.pt`` at every milestone into the directory it reports to Tune/Train; a restart
 is handed the last one by its session's ``get_checkpoint()``.
 
-Branch mode (``branch_plan``) shares state between runs as well: the trunk publishes the same ``state.pt`` at
+Branch mode (``run_plan``) shares state between runs as well: the trunk publishes the same ``state.pt`` at
 each branch point into a directory of its own (``publish_state``: written aside and renamed, so a reader never
 sees half a file) and marks its end with ``TRUNK_DONE``; a branch waits for its point (``wait_for_trunk``) and
 starts from it (``load_branch_start``: the weights and the optimizer's state, not the LR schedule).
@@ -95,7 +95,7 @@ def publish_state(path: str, model, optimizer, scheduler, scaler, step: int, pro
 def mark_trunk_done(checkpoint_dir: str, how: str) -> None:
     """``TRUNK_DONE`` in the trunk's checkpoint directory, holding ``how`` it ended (the samples it reached,
     or ``failed``): the trunk will write no more checkpoints, so a branch still waiting for one stops waiting.
-    Written by the trunk when it finishes or diverges, by the driver (``trunk_watch``) when it fails for good."""
+    Written by the trunk when it finishes or diverges, by the driver (``tune.trunk_watch``) when it fails for good."""
     os.makedirs(checkpoint_dir, exist_ok=True)
     with open(os.path.join(checkpoint_dir, TRUNK_DONE), "w") as marker:
         marker.write(f"{how}\n")

@@ -9,10 +9,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from cbs_ray.maths.budget import optimizer_steps
-from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
+from cbs_ray.spec.branch_section import Branching
 from cbs_ray.spec.schema import SearchSpec, dataloader_workers
-from cbs_ray.train.run_plan import BranchPlan, plan_from_config
+from cbs_ray.train.run_plan import RunPlan, plan_from_config
 
 __all__ = ["TrialConfig", "batch_size_of"]
 
@@ -25,7 +24,7 @@ def batch_size_of(config: dict) -> int:
 @dataclass(frozen=True)
 class TrialConfig:
     """Everything one trial's loop needs: the spec, plus what Tune chose for this trial and what the
-    driver resolved. Built in the trial (``from_tune``), pickled to each of its workers."""
+    driver resolved, with its ``RunPlan``. Built in the trial (``from_tune``), pickled to each of its workers."""
 
     spec: SearchSpec
     """The validated search spec; the loop reads its sections (``training``, ``resources``, ``data``)."""
@@ -41,27 +40,31 @@ class TrialConfig:
     """Samples to train on (the resolved equal-sample budget)."""
     model_config: Any
     """The Hugging Face config object built in the driver (vocabulary, labels, padding resolved)."""
+    plan: RunPlan
+    """What this trial trains, in samples: its batch schedule, start, stop, reports, saves and LR; a from-scratch
+    trial's (role None), or one run's of a branch search (``search.method: branch``: trunk, branch, schedule)."""
     trial_id: str = ""
     """The Tune trial's id (tags the trial's gauges in Ray's metrics); empty outside Tune."""
     started_at: float = field(default_factory=time.time)
     """When the trial started (epoch seconds), reported as ``trial_started_at``."""
-    plan: Optional[BranchPlan] = None
-    """Branch mode (``search.method: branch``): what this run of the branch search trains, in samples (its
-    role, batch schedule, start, stop, reports, saves and LR). None: a from-scratch trial."""
     tokens_per_sample: Optional[int] = None
     """Tokens in every training sample with packed data (reported as ``tokens_seen``); None otherwise."""
 
     @classmethod
     def from_tune(cls, spec: SearchSpec, config: dict, *, budget_samples: int, model_config,
-                  trial_id: str = "", tokens_per_sample: Optional[int] = None) -> TrialConfig:
+                  trial_id: str = "", tokens_per_sample: Optional[int] = None,
+                  branching: Optional[Branching] = None) -> TrialConfig:
         """From Tune's config: ``log2_batch``, ``alpha``, ``warmup_fraction`` and, for a repeat,
-        ``seed_offset``. A branch-mode run's config also has ``role`` (``branch_plan.trunk_config`` and its
-        kin): its plan is built here, and its batch is the plan's first; its seed is the search's, the trunk's."""
-        plan = plan_from_config(spec, config, budget_samples, tokens_per_sample) if "role" in config else None
-        return cls(spec=spec, batch_size=plan.batch_schedule[0][1] if plan else batch_size_of(config),
+        ``seed_offset``; a branch search's run's config also has ``role`` (``run_plan.trunk_config`` and its
+        kin). The trial's plan is built here (``run_plan.plan_from_config``: from scratch without ``role``), and
+        its batch is the plan's first; a branch search's run's seed is the search's, the trunk's."""
+        if branching is not None:  # resolved once on the driver; its tokens per sample with it
+            tokens_per_sample = branching.tokens_per_sample
+        plan = plan_from_config(spec, config, budget_samples, tokens_per_sample, branching=branching)
+        return cls(spec=spec, batch_size=plan.batch_schedule[0][1],
                    alpha=float(config["alpha"]), warmup_fraction=float(config["warmup_fraction"]),
                    seed=spec.search.seed + int(config.get("seed_offset", 0)), budget_samples=budget_samples,
-                   model_config=model_config, trial_id=trial_id, started_at=time.time(), plan=plan,
+                   plan=plan, model_config=model_config, trial_id=trial_id, started_at=time.time(),
                    tokens_per_sample=tokens_per_sample)
 
     # ---- derived values ------------------------------------------------------------------------------
@@ -93,27 +96,21 @@ class TrialConfig:
 
     @property
     def peak_lr(self) -> float:
-        """The peak LR at ``batch_size``: the alpha rule from ``training.base_lr`` at ``base_batch``; in branch
-        mode from the trunk's peak at the trunk's batch (``BranchPlan.peak_lr``)."""
-        if self.plan is not None:
-            return self.plan.peak_lr(self.batch_size)
-        t = self.spec.training
-        return scaled_lr(t.base_lr, self.batch_size, t.base_batch, self.alpha)
+        """The peak LR at ``batch_size`` (``RunPlan.peak_lr``): the alpha rule from ``training.base_lr`` at
+        ``base_batch``; in a branch search from the trunk's peak at the trunk's batch."""
+        return self.plan.peak_lr(self.batch_size)
 
     @property
     def total_steps(self) -> int:
-        """Optimizer steps of this trial: the budget's at ``batch_size``; in branch mode this run's, from its
-        start to its stop."""
-        if self.plan is not None:
-            return len(self.plan.steps())
-        return optimizer_steps(self.budget_samples, self.batch_size)
+        """Optimizer steps of this trial, from its plan's start to its stop: the budget's at ``batch_size`` from
+        scratch."""
+        return self.plan.total_steps
 
     @property
     def warmup_steps(self) -> int:
-        """Warmup steps of the LR schedule; in branch mode the trunk's (every run follows its schedule)."""
-        if self.plan is not None:
-            return self.plan.trunk_warmup_steps
-        return warmup_steps(self.warmup_fraction, self.total_steps)
+        """Warmup steps of the LR schedule: ``warmup_fraction`` of the trial's steps from scratch; in a branch
+        search the trunk's (every run follows its schedule)."""
+        return self.plan.lr_warmup_steps
 
     @property
     def probe_limit(self) -> int:

@@ -25,7 +25,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from cbs_ray.maths.budget import BatchPlan, milestones
+from cbs_ray.maths.budget import BatchPlan
 from cbs_ray.maths.noise_scale import NOT_MEASURABLE, b_simple
 from cbs_ray.records.trial_report import TrialReport
 from cbs_ray.sources.builtin import _METRICS_OF_EVERY_TASK, WORST_METRIC
@@ -56,27 +56,28 @@ class StepReadings(NamedTuple):
 # ---- the loop --------------------------------------------------------------------------------------
 
 def train_loop(cfg: TrialConfig, data, session) -> None:
-    """Train one (batch size, alpha, warmup) configuration to the equal-sample budget, reporting at
-    every milestone. Stops early, reporting ``diverged=True`` and the worst metric, on a non-finite loss
-    or gradient norm, or when a report interval's mean loss exceeds ``divergence_factor`` × the first
-    step's loss (Adam at a far too high LR blows the loss up without ever producing a NaN).
+    """Train one (batch size, alpha, warmup) configuration as its plan says (``cfg.plan``, a
+    ``run_plan.RunPlan``), in samples: from the plan's start to its stop, each step at the plan's batch and LR,
+    reporting at the plan's points (from scratch: the equal-sample budget, every milestone). Stops early,
+    reporting ``diverged=True`` and the worst metric, on a non-finite loss or gradient norm, or when a report
+    interval's mean loss exceeds ``divergence_factor`` × the first step's loss (Adam at a far too high LR blows
+    the loss up without ever producing a NaN).
 
-    Branch mode (``cfg.plan``, see ``branch_plan``): the same loop in samples, from the plan's start to its
-    stop, each step at the plan's batch and LR, reporting at the plan's points. The trunk publishes its state
-    at each branch point for the branches (``checkpoint.publish_state``) and marks its end (``TRUNK_DONE``);
-    a branch starts from the trunk's state at its point (``_start_branch``)."""
+    In a branch search the trunk publishes its state at each branch point for the branches
+    (``train.checkpoint.publish_state``) and marks its end (``TRUNK_DONE``); a branch starts from the trunk's state at
+    its point (``_start_branch``)."""
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank (DDP also broadcasts)
     run = cfg.plan
-    stop = run.stop_samples if run else cfg.total_steps * cfg.batch_size
-    report_at = set(run.report_at if run else milestones(cfg.budget_samples, cfg.spec.training.eval_every_samples))
-    save_at = set(run.save_at) if run and run.role == "trunk" else set()
+    report_at = set(run.report_at)
+    save_at = set(run.save_at) if run.publishes_checkpoints else set()
     parts, progress = _setup(cfg, data, session)
     gauges = TrialGauges(cfg.trial_id, cfg.batch_size, cfg.metric) if cfg.trial_id and session.rank == 0 else None
     parts.model.train()
-    while progress.samples < stop:
-        if run is not None:  # the batch of this step; the micro-batch stays the run's
-            parts.plan = _batch_plan_for(run.batch_at(progress.samples), parts.plan.micro_batch, parts.plan.workers)
+    while progress.samples < run.stop_samples:
+        batch = run.batch_at(progress.samples)  # the batch of this step; the micro-batch stays the run's
+        if batch != parts.plan.batch_size:
+            parts.plan = _batch_plan_for(batch, parts.plan.micro_batch, parts.plan.workers)
         t0 = time.perf_counter()
         readings = _optimizer_step(cfg, session, parts)
         progress.drawn += parts.plan.accumulation * parts.plan.micro_batch
@@ -101,7 +102,7 @@ def train_loop(cfg: TrialConfig, data, session) -> None:
             break
         if progress.samples in save_at and session.rank == 0:
             _publish_for_branches(cfg, parts, progress)
-    if run is not None and run.role == "trunk" and session.rank == 0:
+    if run.publishes_checkpoints and session.rank == 0:
         mark_trunk_done(run.checkpoint_dir, str(progress.samples))
 
 
@@ -200,8 +201,8 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: _Parts, progress: _Pro
         dev = parts.source.evaluate(parts.forward, session, cfg, on_dev=True, batch_size=parts.eval_batch)
         evaluation.update({f"dev_{key}": dev[key] for key in ("accuracy", "bleu", "eval_loss", "eval_examples") if key in dev})
     noise = _noise_metrics(parts.noise, session)
-    if cfg.plan is not None and cfg.plan.role != "trunk":
-        noise["noise_scale_note"] = f"not measured on a branch-mode {cfg.plan.role} run (the trunk's is plotted)"
+    if not cfg.plan.measures_noise_scale:
+        noise["noise_scale_note"] = cfg.plan.noise_scale_note
     # Mean training loss over the interval and the first step's loss, averaged over workers: every
     # rank sees the same numbers and takes the same branch.
     train_loss, initial_loss = (session.all_reduce(torch.tensor(
@@ -232,15 +233,13 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: _Parts, progress: _Pro
 def _trial_report(cfg: TrialConfig, plan: BatchPlan, progress: _Progress, readings: StepReadings,
                   train_loss: float, **fields_of_this_report) -> TrialReport:
     """The report at the trial's current step: what every report has, plus this one's own fields. ``plan``
-    is the batch in use (branch mode: the last step's, with its peak LR by the alpha rule)."""
-    run = cfg.plan
+    is the batch in use (the last step's, with its peak LR by the alpha rule)."""
     return TrialReport(
         samples_seen=progress.samples, steps=progress.step, batch_size=plan.batch_size,
-        alpha=cfg.alpha, warmup_fraction=cfg.warmup_fraction,
-        peak_lr=run.peak_lr(plan.batch_size) if run else cfg.peak_lr, lr=readings.lr,
-        train_loss=train_loss, grad_norm=readings.grad_norm, wall_time_s=time.perf_counter() - progress.loop_start,
-        micro_batch=plan.micro_batch, accumulation=plan.accumulation, workers=plan.workers, node_id=ray_node_id(),
-        role=run.role if run else None, start_samples=run.start_samples if run else None,
+        alpha=cfg.alpha, warmup_fraction=cfg.warmup_fraction, peak_lr=cfg.plan.peak_lr(plan.batch_size),
+        lr=readings.lr, train_loss=train_loss, grad_norm=readings.grad_norm,
+        wall_time_s=time.perf_counter() - progress.loop_start, micro_batch=plan.micro_batch,
+        accumulation=plan.accumulation, workers=plan.workers, node_id=ray_node_id(), **cfg.plan.report_columns,
         tokens_seen=progress.samples * cfg.tokens_per_sample if cfg.tokens_per_sample else None,
         **fields_of_this_report)
 

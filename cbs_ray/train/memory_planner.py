@@ -90,7 +90,7 @@ def _probe_step(model, optimizer, m: int, *, seq_len: int, vocab_size: int, task
                 batch_of: Callable[[int], dict] | None = None) -> None:
     """Two training steps (forward + backward + optimizer step) at micro-batch m, on the model's device,
     under autocast ``dtype`` (None: full precision): on random tokens, or on ``batch_of(m)`` (the model's
-    inputs, on its device: a user's model and data, ``user_objects.UserObjects.probe_workload``). The first
+    inputs, on its device: a user's model and data, ``sources.user_objects.UserObjects.probe_workload``). The first
     allocates the optimizer's state (Adam: two numbers per parameter); the second's forward and backward run
     beside it, as every training step after the first does."""
     import torch

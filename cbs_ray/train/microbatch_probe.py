@@ -1,4 +1,4 @@
-"""The micro-batch probe inside a trial: the largest micro-batch that fits (``memory_planner``),
+"""The micro-batch probe inside a trial: the largest micro-batch that fits (``train.memory_planner``),
 agreed by every worker, cached per model and device.
 """
 

@@ -1,9 +1,13 @@
-"""What one run of a branch search trains (``search.method: branch``; Merrill et al. 2025,
-arXiv 2505.23971): its role, its batch in samples, where it starts and stops, where it reports and saves, and
-the LR of every step (``BranchPlan``), and the Tune configs that name each run.
+"""What one trial trains, in samples (``RunPlan``): its batch schedule, where it starts and stops, where it
+reports and saves, and the LR of every step; and the Tune configs that name each run of a branch search.
 
-The LR of every branch-mode run follows the trunk's warmup-and-decay shape laid out in samples, at the level
-the alpha rule gives the batch in use::
+A from-scratch trial's plan trains its one batch from 0 to the equal-sample budget, reports at every
+``eval_every_samples`` milestone and saves nothing for other runs; its LR is the alpha rule's peak at its
+batch on its own warmup-and-decay schedule, counted in its own optimizer steps.
+
+A branch search's runs (``search.method: branch``; Merrill et al. 2025, arXiv 2505.23971) are the trunk, the
+branches and the recommended schedule's run (``ROLES``). The LR of every one of them follows the trunk's
+warmup-and-decay shape laid out in samples, at the level the alpha rule gives the batch in use::
 
     lr(samples, B) = trunk_peak_lr · (B / B_trunk) ** alpha · lr_multiplier(samples // B_trunk, trunk schedule)
 
@@ -18,13 +22,14 @@ examples in the window.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
-from cbs_ray.maths.lr_schedule import lr_multiplier
+from cbs_ray.maths.budget import milestones, optimizer_steps
+from cbs_ray.maths.lr_schedule import lr_multiplier, scaled_lr, warmup_steps
 from cbs_ray.spec.branch_section import Branching, resolve_branching
 from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["BranchPlan", "ROLES", "plan_from_config", "trunk_config", "branch_configs", "schedule_config"]
+__all__ = ["RunPlan", "ROLES", "plan_from_config", "scratch_plan", "trunk_config", "branch_configs", "schedule_config"]
 
 ROLES = ("trunk", "branch", "schedule")
 """The runs of a branch search: the trunk (which is also the fixed small batch the schedule is validated
@@ -32,12 +37,16 @@ against: same seed, same data order, same samples), the branches, and the recomm
 
 
 @dataclass(frozen=True)
-class BranchPlan:
-    """What one run of a branch search trains, in samples."""
+class RunPlan:
+    """What one trial trains, in samples: a from-scratch trial's, or one run's of a branch search (module
+    docstring). The loop asks the plan, never the role, what the trial does."""
 
-    role: str
-    """``trunk``, ``branch`` or ``schedule`` (``ROLES``)."""
-    trunk_batch: int
+    role: Optional[str]
+    """``trunk``, ``branch`` or ``schedule`` (``ROLES``) in a branch search; None for a from-scratch trial
+    (what the report's ``role`` column says of it)."""
+    lr_batch: int
+    """The batch the LR schedule is counted in optimizer steps of, and the alpha rule scales the peak from: the
+    trunk's in a branch search, the trial's own from scratch."""
     batch_schedule: tuple[tuple[int, int], ...]
     """``(from_samples, batch)`` pairs, ascending; the first starts at ``start_samples``."""
     start_samples: int
@@ -49,16 +58,84 @@ class BranchPlan:
     save_at: tuple[int, ...] = ()
     """The trunk's branch checkpoints (absolute samples), saved under ``checkpoint_path``."""
     checkpoint_dir: str = ""
+    """Where a branch search's trunk publishes its branch checkpoints and marks its end; "" from scratch."""
     alpha: float = 1.0
-    trunk_peak_lr: float = 0.0
-    trunk_warmup_steps: int = 0
-    trunk_total_steps: int = 1
+    """The alpha rule's exponent: peak LR ∝ (batch / ``lr_batch``) ** alpha."""
+    lr_peak: float = 0.0
+    """The peak LR at ``lr_batch``: the trunk's in a branch search, the trial's own from scratch."""
+    lr_warmup_steps: int = 0
+    """Warmup of the LR schedule, in optimizer steps at ``lr_batch``."""
+    lr_total_steps: int = 1
+    """Length of the LR schedule (warmup, then decay to zero at its end), in optimizer steps at ``lr_batch``:
+    the budget's."""
     lr_decay: str = "linear"
+    """The decay after warmup (``training.lr_decay``: linear, cosine or constant)."""
     largest_batch: int = 0
     """The search's largest batch (trunk's and branches'). Every run of the search trains on a whole number of
-    these from the training set (0: all of it), so that every run, whatever its micro-batch, has the same epoch
-    boundaries: a branch continues the trunk's data order exactly, and so does a restart of either."""
+    these from the training set (0: all of it, from scratch), so that every run, whatever its micro-batch, has
+    the same epoch boundaries: a branch continues the trunk's data order exactly, and so does a restart of
+    either."""
 
+    # ---- what the run does -------------------------------------------------------------------------
+    @property
+    def publishes_checkpoints(self) -> bool:
+        """The trunk: it publishes its state at each of ``save_at`` for the branches (``checkpoint_path``) and
+        marks its end in ``checkpoint_dir`` (``train.checkpoint.TRUNK_DONE``), so a branch never waits forever."""
+        return self.role == "trunk"
+
+    @property
+    def starts_from_trunk(self) -> bool:
+        """A branch: a fresh start (not a restart from its own checkpoint) takes the trunk's weights, optimizer
+        state and data position at ``start_samples``."""
+        return self.role == "branch"
+
+    @property
+    def measures_noise_scale(self) -> bool:
+        """Whether the run measures the gradient noise scale (with ``training.noise_scale``): a from-scratch
+        trial and the trunk, whose B_simple is what the branch summary plots beside CBS(t)."""
+        return self.role in (None, "trunk")
+
+    @property
+    def noise_scale_note(self) -> str:
+        """What the reports of a run that does not measure the noise scale say instead; "" for one that does."""
+        if self.measures_noise_scale:
+            return ""
+        return f"not measured on a branch-mode {self.role} run (the trunk's is plotted)"
+
+    @property
+    def fixes_micro_batch(self) -> bool:
+        """A branch search's run: its micro-batch is fixed for the run, planned for the smallest batch of its
+        schedule, and a larger batch accumulates more of them. False from scratch: the trial's one batch is
+        split as the micro-batch cap allows (``maths.budget.plan_batch``)."""
+        return self.role is not None
+
+    @property
+    def noise_micro_batch(self) -> Optional[int]:
+        """The micro-batch cap of a branch search's run at the trunk's batch on one worker with the noise scale
+        on: half the trunk's batch, so the trunk's B_simple is measured (the probe needs accumulation ≥ 2) and
+        the schedule run trains exactly as the trunk while their batches agree. None for any other run."""
+        if self.role is None or self.batch_schedule[0][1] != self.lr_batch or self.lr_batch < 2:
+            return None
+        return self.lr_batch // 2
+
+    @property
+    def title(self) -> str:
+        """What the trial's first line says of the run: its role, samples and batches in a branch search; ""
+        from scratch (its one batch is in the batch plan the line shows)."""
+        if self.role is None:
+            return ""
+        return (f"{self.role}, samples {self.start_samples} to {self.stop_samples}, batches "
+                f"{[b for _, b in self.batch_schedule]}")
+
+    @property
+    def report_columns(self) -> dict:
+        """The report's ``role`` and ``start_samples``: the run's in a branch search, None from scratch (the
+        history's columns the branch analysis reads)."""
+        if self.role is None:
+            return {"role": None, "start_samples": None}
+        return {"role": self.role, "start_samples": self.start_samples}
+
+    # ---- batches, steps and LR ---------------------------------------------------------------------
     def batch_at(self, samples: int) -> int:
         """The batch of the step that starts at ``samples``."""
         batch = self.batch_schedule[0][1]
@@ -68,15 +145,31 @@ class BranchPlan:
         return batch
 
     def peak_lr(self, batch: int) -> float:
-        """The alpha rule's peak LR at ``batch``: the trunk's peak scaled from the trunk's batch."""
-        return self.trunk_peak_lr * (batch / self.trunk_batch) ** self.alpha
+        """The alpha rule's peak LR at ``batch``: ``lr_peak`` scaled from ``lr_batch``."""
+        return self.lr_peak * (batch / self.lr_batch) ** self.alpha
 
     def lr_at(self, samples: int, batch: Optional[int] = None) -> float:
-        """The LR of the step that starts at ``samples`` (module docstring)."""
+        """The LR of the step that starts at ``samples`` in a branch search (module docstring)."""
         batch = self.batch_at(samples) if batch is None else batch
-        multiplier = lr_multiplier(samples // self.trunk_batch, self.trunk_warmup_steps, self.trunk_total_steps,
+        multiplier = lr_multiplier(samples // self.lr_batch, self.lr_warmup_steps, self.lr_total_steps,
                                    decay=self.lr_decay)
         return self.peak_lr(batch) * multiplier
+
+    def lr_factors(self) -> Callable[[int], float]:
+        """The LR of this run's k-th optimizer step as a factor of the LR the optimizer is built at (``peak_lr``
+        of the first batch), so layer-wise LR decay's groups keep their ratios: what ``LambdaLR`` takes. Counted
+        in steps taken, so a restart's scheduler state is the step it resumes at. From scratch the warmup-and-
+        decay multiplier of step k; in a branch search ``lr_at`` of the samples step k starts at and its batch,
+        over that peak."""
+        if self.role is None:
+            warmup, total, decay = self.lr_warmup_steps, self.lr_total_steps, self.lr_decay
+            return lambda step: lr_multiplier(step, warmup, total, decay=decay)
+        steps, reference = self.steps(), self.peak_lr(self.batch_schedule[0][1])
+
+        def factor(step: int) -> float:
+            return self.lr_at(*steps[min(step, len(steps) - 1)]) / reference
+
+        return factor
 
     def steps(self) -> tuple[tuple[int, int], ...]:
         """``(samples at its start, batch)`` of every optimizer step this run takes, from ``start_samples`` to
@@ -90,13 +183,23 @@ class BranchPlan:
         landed = {start for start, _ in steps[1:]} | {samples}
         missed = [p for p in (self.stop_samples, *self.report_at, *self.save_at) if p not in landed]
         if missed:
-            raise ValueError(f"{self.role} run: its steps (batches {self.batch_schedule} from {self.start_samples}) "
-                             f"do not land on sample {missed[0]}")
+            raise ValueError(f"{self.role or 'from-scratch'} run: its steps (batches {self.batch_schedule} from "
+                             f"{self.start_samples}) do not land on sample {missed[0]}")
         return tuple(steps)
+
+    @property
+    def total_steps(self) -> int:
+        """Optimizer steps of this run, from its start to its stop."""
+        return len(self.steps())
+
+    def samples_after(self, step: int) -> int:
+        """Samples seen (absolute) after ``step`` optimizer steps of this run."""
+        steps = self.steps()
+        return self.stop_samples if step >= len(steps) else steps[step][0]
 
     def checkpoint_path(self, samples: int) -> str:
         """Where the trunk's checkpoint at ``samples`` is written and branches read it: a directory holding
-        ``checkpoint.STATE_FILE``."""
+        ``train.checkpoint.STATE_FILE``."""
         return f"{self.checkpoint_dir.rstrip('/')}/samples_{samples}"
 
 
@@ -105,33 +208,51 @@ def _reports(start: int, stop: int, every: int, extra: Sequence[int] = ()) -> tu
     return tuple(sorted({*regular, *(x for x in extra if start < x <= stop), stop}))
 
 
-def plan_from_config(spec: SearchSpec, config: dict, budget_samples: int,
-                     tokens_per_sample: Optional[int] = None) -> BranchPlan:
-    """The plan of the branch-mode trial whose Tune config is ``config`` (made by ``trunk_config``,
-    ``branch_configs`` or ``schedule_config``: ``role``, ``log2_batch``, ``alpha``, ``warmup_fraction``,
-    ``checkpoint_dir``, and ``start_samples`` for a branch, ``batch_schedule`` for the schedule run)."""
-    br = resolve_branching(spec, budget_samples, tokens_per_sample)
+def plan_from_config(spec: SearchSpec, config: dict, budget_samples: int, tokens_per_sample: Optional[int] = None,
+                     *, branching: Optional[Branching] = None) -> RunPlan:
+    """The plan of the trial whose Tune config is ``config``. Without ``role``, a from-scratch trial's
+    (``log2_batch``, ``alpha``, ``warmup_fraction``: ``scratch_plan``). With it, a branch search's run's (made
+    by ``trunk_config``, ``branch_configs`` or ``schedule_config``: ``role``, ``log2_batch``, ``alpha``,
+    ``warmup_fraction``, ``checkpoint_dir``, and ``start_samples`` for a branch, ``batch_schedule`` for the
+    schedule run), from the spec's ``branch:`` section resolved against the budget: ``branching``, resolved once
+    on the driver and handed to every trial, or resolved here where none is given (a tracker's parameters)."""
+    if "role" not in config:
+        return scratch_plan(spec, 2 ** int(config["log2_batch"]), float(config["alpha"]),
+                            float(config["warmup_fraction"]), budget_samples)
+    br = branching or resolve_branching(spec, budget_samples, tokens_per_sample)
     role, every = config["role"], spec.training.eval_every_samples
-    common = dict(trunk_batch=br.trunk_batch, checkpoint_dir=config.get("checkpoint_dir", ""),
-                  alpha=float(config["alpha"]), trunk_peak_lr=br.trunk_peak_lr,
-                  trunk_warmup_steps=br.trunk_warmup_steps, trunk_total_steps=br.trunk_total_steps,
-                  lr_decay=spec.training.lr_decay, largest_batch=br.largest_batch)
+    common = dict(lr_batch=br.trunk_batch, checkpoint_dir=config.get("checkpoint_dir", ""),
+                  alpha=float(config["alpha"]), lr_peak=br.trunk_peak_lr, lr_warmup_steps=br.trunk_warmup_steps,
+                  lr_total_steps=br.trunk_total_steps, lr_decay=spec.training.lr_decay,
+                  largest_batch=br.largest_batch)
     if role == "trunk":
         ends = [c + br.window_samples for c in br.checkpoints]
-        return BranchPlan(role=role, batch_schedule=((0, br.trunk_batch),), start_samples=0,
-                          stop_samples=budget_samples, report_at=_reports(0, budget_samples, every,
-                                                                          [*br.checkpoints, *ends]),
-                          save_at=br.checkpoints, **common)
+        return RunPlan(role=role, batch_schedule=((0, br.trunk_batch),), start_samples=0,
+                       stop_samples=budget_samples, report_at=_reports(0, budget_samples, every,
+                                                                       [*br.checkpoints, *ends]),
+                       save_at=br.checkpoints, **common)
     if role == "branch":
         start, batch = int(config["start_samples"]), 2 ** int(config["log2_batch"])
         stop = start + br.window_samples
-        return BranchPlan(role=role, batch_schedule=((start, batch),), start_samples=start, stop_samples=stop,
-                          report_at=_reports(start, stop, every), **common)
+        return RunPlan(role=role, batch_schedule=((start, batch),), start_samples=start, stop_samples=stop,
+                       report_at=_reports(start, stop, every), **common)
     if role == "schedule":
         schedule = tuple((int(s), int(b)) for s, b in config["batch_schedule"])
-        return BranchPlan(role=role, batch_schedule=schedule, start_samples=0, stop_samples=budget_samples,
-                          report_at=_reports(0, budget_samples, every), **common)
+        return RunPlan(role=role, batch_schedule=schedule, start_samples=0, stop_samples=budget_samples,
+                       report_at=_reports(0, budget_samples, every), **common)
     raise ValueError(f"unknown branch-mode role {role!r} (known: {', '.join(ROLES)})")
+
+
+def scratch_plan(spec: SearchSpec, batch: int, alpha: float, warmup_fraction: float, budget_samples: int) -> RunPlan:
+    """A from-scratch trial's plan: ``batch`` from 0 to the budget, reporting at every ``eval_every_samples``
+    milestone, saving nothing for other runs; its peak LR the alpha rule's from ``training.base_lr`` at
+    ``base_batch``, its warmup ``warmup_fraction`` of its own optimizer steps, then ``training.lr_decay``."""
+    t = spec.training
+    steps = optimizer_steps(budget_samples, batch)
+    return RunPlan(role=None, lr_batch=batch, batch_schedule=((0, batch),), start_samples=0,
+                   stop_samples=budget_samples, report_at=tuple(milestones(budget_samples, t.eval_every_samples)),
+                   alpha=alpha, lr_peak=scaled_lr(t.base_lr, batch, t.base_batch, alpha),
+                   lr_warmup_steps=warmup_steps(warmup_fraction, steps), lr_total_steps=steps, lr_decay=t.lr_decay)
 
 
 def _log2(batch: int) -> int:

@@ -12,7 +12,6 @@ from typing import Any, Callable, Optional
 import torch
 
 from cbs_ray.maths.budget import BatchPlan, plan_batch
-from cbs_ray.maths.lr_schedule import lr_multiplier
 from cbs_ray.maths.noise_scale import NoiseScaleMeter
 from cbs_ray.sources.amp import autocast_dtype
 from cbs_ray.sources.choose import loop_source
@@ -46,7 +45,7 @@ class _Parts:
     noise: Optional[NoiseScaleMeter]
     local_sqnorm: Optional[Callable[[], torch.Tensor]]
     source: Any
-    """Where the model and data come from: ``BuiltinSource`` (the spec's) or ``user_objects.UserObjects``."""
+    """Where the model and data come from: ``BuiltinSource`` (the spec's) or ``sources.user_objects.UserObjects``."""
 
 
 @dataclass
@@ -89,9 +88,8 @@ def _setup_model(cfg: TrialConfig, session, amp_dtype, source) -> tuple[torch.nn
     eval_batch = min(training.eval_batch_size, fits_up_to) if fits_up_to else training.eval_batch_size
     plan: BatchPlan = _first_batch_plan(cfg, session.world_size, micro_cap)
     if session.rank == 0:
-        run = cfg.plan
-        print((f"trial ({run.role}, samples {run.start_samples} to {run.stop_samples}, batches "
-               f"{[b for _, b in run.batch_schedule]}): " if run else "trial: ")
+        title = cfg.plan.title
+        print((f"trial ({title}): " if title else "trial: ")
               + f"{plan}, peak lr {cfg.peak_lr:.3g} (alpha {cfg.alpha:.3g}), {cfg.total_steps} steps, "
               f"{cfg.warmup_steps} warmup steps" + (f", eval batch {eval_batch} (memory)"
                                                     if eval_batch < training.eval_batch_size else ""), flush=True)
@@ -101,24 +99,24 @@ def _setup_model(cfg: TrialConfig, session, amp_dtype, source) -> tuple[torch.nn
 
 def _first_batch_plan(cfg: TrialConfig, workers: int, micro_cap: Optional[int]) -> BatchPlan:
     """How the first step's batch is made. From scratch: the trial's one batch, micro-batches of at most
-    ``micro_cap``. Branch mode: the micro-batch is fixed for the run, planned for the smallest batch of its
-    schedule; a larger batch accumulates more micro-batches (``_batch_plan_for``). A run at the trunk's batch
-    with the noise scale on, on a single worker, takes micro-batches of half that batch: the trunk's B_simple
-    is measured (the probe needs accumulation ≥ 2), and the schedule run trains exactly as the trunk while
-    their batches agree."""
+    ``micro_cap``. A branch search's run (``RunPlan.fixes_micro_batch``): the micro-batch is fixed for the run,
+    planned for the smallest batch of its schedule; a larger batch accumulates more micro-batches
+    (``_batch_plan_for``). A run at the trunk's batch with the noise scale on, on a single worker, takes
+    micro-batches of half that batch (``RunPlan.noise_micro_batch``): the trunk's B_simple is measured (the
+    probe needs accumulation ≥ 2), and the schedule run trains exactly as the trunk while their batches agree."""
     run = cfg.plan
-    if run is None:
+    if not run.fixes_micro_batch:
         return plan_batch(cfg.batch_size, workers, micro_cap)
-    if (cfg.spec.training.noise_scale and workers == 1 and run.batch_schedule[0][1] == run.trunk_batch
-            and run.trunk_batch >= 2):
-        micro_cap = min(micro_cap or run.trunk_batch, run.trunk_batch // 2)
+    half = run.noise_micro_batch
+    if cfg.spec.training.noise_scale and workers == 1 and half:
+        micro_cap = min(micro_cap or half, half)
     micro = plan_batch(min(b for _, b in run.batch_schedule), workers, micro_cap).micro_batch
     return _batch_plan_for(cfg.batch_size, micro, workers)
 
 
 def _batch_plan_for(batch: int, micro: int, workers: int) -> BatchPlan:
-    """``batch`` in micro-batches of ``micro`` on each of ``workers`` (branch mode: the run's micro-batch at
-    the batch of the step)."""
+    """``batch`` in micro-batches of ``micro`` on each of ``workers`` (a branch search's run: its micro-batch
+    at the batch of the step)."""
     per_worker, rest = divmod(batch, workers)
     if rest or per_worker % micro:
         raise ValueError(f"batch {batch} is not a whole number of micro-batches of {micro} on {workers} workers")
@@ -126,32 +124,14 @@ def _batch_plan_for(batch: int, micro: int, workers: int) -> BatchPlan:
 
 
 def _setup_optimizer(cfg: TrialConfig, model, session, amp_dtype):
-    """The optimizer at the trial's peak LR, its LR schedule (warmup, then decay, in optimizer steps) and
-    the fp16 gradient scaler (disabled otherwise)."""
-    training = cfg.spec.training
-    optimizer = make_optimizer(model, training, cfg.peak_lr, model_config=cfg.model_config)
+    """The optimizer at the trial's peak LR, its LR schedule (the plan's LR of every optimizer step,
+    ``RunPlan.lr_factors``: warmup, then decay, in optimizer steps) and the fp16 gradient scaler (disabled
+    otherwise)."""
+    optimizer = make_optimizer(model, cfg.spec.training, cfg.peak_lr, model_config=cfg.model_config)
     # fp16 needs loss scaling; bf16 has fp32's exponent range and does not.
     scaler = torch.amp.GradScaler(session.device.type, enabled=amp_dtype == torch.float16)
-    if cfg.plan is not None:
-        return optimizer, _planned_lr(cfg, optimizer), scaler
-    warmup, total_steps, decay = cfg.warmup_steps, cfg.total_steps, training.lr_decay
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_multiplier(step, warmup, total_steps, decay=decay))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, cfg.plan.lr_factors())
     return optimizer, scheduler, scaler
-
-
-def _planned_lr(cfg: TrialConfig, optimizer) -> torch.optim.lr_scheduler.LambdaLR:
-    """Branch mode's schedule: this run's k-th optimizer step at ``plan.lr_at`` of the samples it starts at
-    and its batch, as a factor of the LR the optimizer was built at (``cfg.peak_lr``), so layer-wise LR decay's
-    groups keep their ratios. Counted in steps taken, as the scratch schedule is: a restart's scheduler state
-    is the step it resumes at."""
-    run, reference = cfg.plan, cfg.peak_lr
-    steps = run.steps()
-
-    def factor(step: int) -> float:
-        return run.lr_at(*steps[min(step, len(steps) - 1)]) / reference
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 def _restore(cfg: TrialConfig, session, model, optimizer, scheduler, scaler) -> tuple[int, dict]:
@@ -160,15 +140,15 @@ def _restore(cfg: TrialConfig, session, model, optimizer, scheduler, scaler) -> 
     # A restarted trial (dead worker, resumed experiment) continues from its last milestone, clocks included.
     step, saved = load_state(checkpoint, model, optimizer, scheduler, scaler) if checkpoint else (0, {})
     if step and session.rank == 0:
-        print(f"trial: resumed from its checkpoint at {_samples_after(cfg, step)} samples", flush=True)
-    if not checkpoint and cfg.plan is not None and cfg.plan.role == "branch":
+        print(f"trial: resumed from its checkpoint at {cfg.plan.samples_after(step)} samples", flush=True)
+    if not checkpoint and cfg.plan.starts_from_trunk:
         return 0, _start_branch(cfg, session, model, optimizer, scheduler, scaler)
     return step, saved
 
 
 def _start_branch(cfg: TrialConfig, session, model, optimizer, scheduler, scaler) -> dict:
     """A branch's start: wait for the trunk's checkpoint at ``start_samples``, take its weights and optimizer
-    state (``checkpoint.load_branch_start``), set the LR back to the branch's own (the loaded state carries
+    state (``train.checkpoint.load_branch_start``), set the LR back to the branch's own (the loaded state carries
     the trunk's), and return what the branch continues from the trunk: its data position and first loss (the
     divergence test's reference), not its clocks."""
     run = cfg.plan
@@ -182,20 +162,12 @@ def _start_branch(cfg: TrialConfig, session, model, optimizer, scheduler, scaler
     return {"samples_drawn": trunk["samples_drawn"], "first_loss": trunk.get("first_loss")}
 
 
-def _samples_after(cfg: TrialConfig, step: int) -> int:
-    """Samples seen after ``step`` optimizer steps of this run (absolute in branch mode)."""
-    if cfg.plan is None:
-        return step * cfg.batch_size
-    steps = cfg.plan.steps()
-    return cfg.plan.stop_samples if step >= len(steps) else steps[step][0]
-
-
 def _setup_data(cfg: TrialConfig, source, session, plan: BatchPlan, drawn: int):
     """The endless micro-batches of this rank's share of ``source``'s training set, after the ``drawn``
     examples a checkpoint says were taken."""
     training = cfg.spec.training
     dataset, collate = source.training_data()
-    if cfg.plan is not None and cfg.plan.largest_batch:
+    if cfg.plan.largest_batch:
         dataset = _whole_batches(dataset, cfg.plan.largest_batch)
     workers = cfg.dataloader_workers
     # The loop's own DistributedSampler, seeded by the trial, one worker included: its shuffle is a function
@@ -213,7 +185,7 @@ def _setup_data(cfg: TrialConfig, source, session, plan: BatchPlan, drawn: int):
 
 
 def _whole_batches(dataset, batch: int):
-    """The first whole number of ``batch`` examples of ``dataset`` (branch mode: ``BranchPlan.largest_batch``):
+    """The first whole number of ``batch`` examples of ``dataset`` (a branch search: ``RunPlan.largest_batch``):
     every run's epoch is then a whole number of its micro-batches, so runs with different micro-batches walk
     the same data order with the same epoch boundaries."""
     usable = len(dataset) // batch * batch
@@ -237,15 +209,15 @@ def _setup(cfg: TrialConfig, data, session) -> tuple[_Parts, _Progress]:
     drawn = saved.get("samples_drawn", step * plan.accumulation * plan.micro_batch)
     micro_batches = _setup_data(cfg, source, session, plan, drawn)
     params = [p for p in model.parameters() if p.requires_grad]
-    # Branch mode measures the noise scale on the trunk only: its B_simple is what the branch summary plots.
-    measured = training.noise_scale and (cfg.plan is None or cfg.plan.role == "trunk")
+    # A branch search measures the noise scale on the trunk only: its B_simple is what the branch summary plots.
+    measured = training.noise_scale and cfg.plan.measures_noise_scale
     noise, local_sqnorm = _attach_noise_probe(model, params, plan) if measured else (None, None)
     parts = _Parts(model=model, forward=forward, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
                    amp_dtype=amp_dtype, plan=plan, eval_batch=eval_batch, micro_batches=micro_batches,
                    params=params, is_ddp=hasattr(model, "no_sync"),
                    clip=training.grad_clip_norm if training.grad_clip_norm is not None else float("inf"),
                    noise=noise, local_sqnorm=local_sqnorm, source=source)
-    samples = _samples_after(cfg, step)
+    samples = cfg.plan.samples_after(step)
     progress = _Progress(step=step, drawn=drawn, resumed_from_samples=samples if step else 0,
                          loop_start=time.perf_counter() - saved.get("wall_time_s", 0.0),
                          train_time=saved.get("train_time_s", 0.0), first_loss=saved.get("first_loss"),

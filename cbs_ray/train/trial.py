@@ -2,7 +2,7 @@
 
 Multi-worker and GPU trials build a Ray Train ``TorchTrainer`` (the Train V2 pattern: a Tune function
 trainable launches the Train run and ``TuneReportCallback`` forwards rank 0's metrics to Tune). A trial
-with a single CPU worker runs the very same ``train_loop`` in-process, skipping the Train controller and
+with a single CPU worker runs the very same ``train.loop`` in-process, skipping the Train controller and
 worker start-up that would otherwise dominate short CPU trials.
 """
 
@@ -12,6 +12,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from cbs_ray.spec.branch_section import Branching
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.config import TrialConfig
 from cbs_ray.train.loop import train_loop
@@ -92,7 +93,7 @@ def train_worker(config: dict) -> None:
 
 
 def run_trial(config: dict, *, spec: SearchSpec, data_ref: DataRef, budget_samples: int, model_config,
-              tokens_per_sample: Optional[int] = None) -> None:
+              branching: Optional[Branching] = None) -> None:
     """The Tune function trainable (bound to the spec and the data's ``DataRef`` with
     ``tune.with_parameters``). An in-process trial fetches the data itself; a multi-worker trial hands
     its workers the ``DataRef``, so its Train run carries a handle, not the data."""
@@ -100,7 +101,7 @@ def run_trial(config: dict, *, spec: SearchSpec, data_ref: DataRef, budget_sampl
 
     trial = TrialConfig.from_tune(spec, config, budget_samples=budget_samples, model_config=model_config,
                                   trial_id=tune.get_context().get_trial_id() or "",
-                                  tokens_per_sample=tokens_per_sample)
+                                  branching=branching)
     quiet_per_report_logs()
     if in_process(spec):
         train_loop(trial, data_ref.get(), LocalSession())

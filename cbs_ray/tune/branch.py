@@ -9,12 +9,12 @@ under the experiment), so branches from early checkpoints train while the trunk 
 plain grid, with no ASHA and no TPE: each branch is evaluated once, at its window's end, so ASHA has no
 earlier result to stop it on; and a grid over a few alphas per (checkpoint, batch), keeping each batch's
 best, is what the paper does (it takes the best LR per batch size). The pure parts (the plan, what the
-history means) live in ``branch_plan`` and ``branching``; this module only starts runs and reads them.
+history means) live in ``spec.branch_section``, ``train.run_plan`` and ``analysis.branch_*``; this module only
+starts runs and reads them. Its ``METHOD`` is its entry in ``tune.api.METHODS``.
 """
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +24,8 @@ import pandas as pd
 
 from cbs_ray.analysis.branch_summary import summarize_branches
 from cbs_ray.maths.budget import scratch_grid_samples
-from cbs_ray.records.storage import ReportError, first_error, load_history, read_meta, write_meta
+from cbs_ray.records.meta import FORMAT, ExperimentMeta
+from cbs_ray.records.storage import ReportError, first_error, load_history
 from cbs_ray.report.branch import headline, write_branch_report
 from cbs_ray.spec.branch_section import Branching, resolve_branching
 from cbs_ray.spec.errors import SpecError
@@ -32,17 +33,20 @@ from cbs_ray.spec.load import spec_from_dict, spec_to_dict
 from cbs_ray.spec.resolve import tokens_per_sample
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import branch_configs, schedule_config, trunk_config
-from cbs_ray.tune.runner import _points_config, _run_tuner, on_the_cluster, ray_session
+from cbs_ray.tune.branch_gate import PublishedCheckpoints, never_started
+from cbs_ray.tune.prepare import data_fingerprint, prepare
+from cbs_ray.tune.runner import new_experiment, on_the_cluster, points_config, ray_session, run_tuner
+from cbs_ray.tune.search_method import SearchMethod, experiment_out
 from cbs_ray.tune.trunk_watch import TrunkWatch
 
 __all__ = ["BranchResult", "run_branch_search", "resume_branch_search", "branch_tokens_per_sample",
            "branch_plan_lines", "branch_search_samples", "scratch_search_samples", "schedule_alpha",
-           "summarize_branch_experiment", "report_branch_experiment", "check_no_objects"]
+           "summarize_branch_experiment", "report_branch_experiment", "check_no_objects", "METHOD"]
 
 
 @dataclass
 class BranchResult:
-    """What a branch search produced: its summary (``branching.BranchSummary``), the history of every run
+    """What a branch search produced: its summary (``analysis.branch_summary.BranchSummary``), the history of every run
     (trunk, branches, schedule run), and where everything is on disk."""
 
     spec: SearchSpec
@@ -77,7 +81,7 @@ def branch_search_samples(br: Branching, *, validate_schedule: bool = False) -> 
 
 def scratch_search_samples(br: Branching) -> int:
     """Samples a from-scratch search over the same batch sizes and alphas trains
-    (``branch_plan.scratch_grid_samples``)."""
+    (``maths.budget.scratch_grid_samples``)."""
     return scratch_grid_samples(br.budget_samples, br.branch_batches, br.alphas)
 
 
@@ -135,16 +139,16 @@ def schedule_alpha(history: pd.DataFrame, br: Branching) -> float:
 
 # ---- on Ray ------------------------------------------------------------------------------------------
 
-def run_branch_search(spec: SearchSpec, data, budget: int, config, *, out: Path, verbose: int = 1,
-                      address: Optional[str] = None) -> BranchResult:
-    """The branch search of ``spec`` on what ``experiment.prepare`` made of it (``run_search`` calls this for
+def run_branch_search(spec: SearchSpec, prepared, *, objects=None, probe: Optional[SearchSpec] = None, out: Path,
+                      verbose: int = 1, address: Optional[str] = None) -> BranchResult:
+    """The branch search of ``spec`` on what ``tune.prepare.prepare`` made of it (``run_search`` calls this for
     ``search.method: branch``): resolve the ``branch:`` section against the budget (a bad window or
     checkpoint is a ``SpecError`` here, before Ray starts), run the trunk and the branches as one Tune
     experiment, with ``branch.validate_schedule`` the recommended schedule as a second one, and write the
-    report to ``out``."""
-
-    tokens = branch_tokens_per_sample(spec)
-    br = resolve_branching(spec, budget, tokens)
+    report to ``out``. ``probe`` is unused: the spec's rules refuse auto batch sizes in branch mode."""
+    check_no_objects(objects)
+    data, budget, config = prepared
+    br = _resolved(spec, prepared)
     for line in branch_plan_lines(spec, br):
         print(line, flush=True)
     with ray_session(address) as context:
@@ -155,23 +159,23 @@ def run_branch_search(spec: SearchSpec, data, budget: int, config, *, out: Path,
     return summarize_branch_experiment(spec, path, out, schedule_path)
 
 
-def resume_branch_search(spec: SearchSpec, path: str, meta: dict, data, budget: int, config, *, out: Path,
+def resume_branch_search(spec: SearchSpec, path: str, meta: ExperimentMeta, prepared, *, out: Path,
                          verbose: int = 1, address: Optional[str] = None) -> BranchResult:
-    """Continue a killed branch search (``experiment.resume_search`` calls this for a branch experiment):
+    """Continue a killed branch search (``tune.api.resume_search`` calls this for a branch experiment):
     the trunk and branch trials from their checkpoints, then the schedule run, restored if it had started,
     trained now if it had not."""
-    from ray import tune
+    from ray import tune  # Ray only where a search runs
 
-
-    tokens = meta.get("tokens_per_sample")
+    data, budget, config = prepared
+    tokens = meta.tokens_per_sample
     br = resolve_branching(spec, budget, tokens)
     with ray_session(address) as context:
         on_the_cluster(spec, context)
         print(f"resuming {path}", flush=True)
-        _run_tuner(spec, data, budget, config, verbose=verbose, restore=path, tokens_per_sample=tokens)
-        schedule_path = meta.get("schedule_experiment")  # recorded before the schedule run starts
+        run_tuner(spec, data, budget, config, verbose=verbose, restore=path, branching=br)
+        schedule_path = meta.schedule_experiment  # recorded before the schedule run starts
         if schedule_path and tune.Tuner.can_restore(schedule_path):
-            _run_tuner(spec, data, budget, config, verbose=verbose, restore=schedule_path, tokens_per_sample=tokens)
+            run_tuner(spec, data, budget, config, verbose=verbose, restore=schedule_path, branching=br)
         elif spec.branch.validate_schedule:  # not started, or killed before Tune saved its state
             schedule_path = _validate_schedule(spec, data, budget, config, br, path, verbose)
     return summarize_branch_experiment(spec, path, out, schedule_path)
@@ -180,19 +184,29 @@ def resume_branch_search(spec: SearchSpec, path: str, meta: dict, data, budget: 
 def _fit_branches(spec: SearchSpec, data, budget: int, config, br: Branching, verbose: int) -> str:
     """The trunk and the branches: one Tune experiment, the trunk first; returns its path."""
 
-    name = f"{spec.name}-branch-{time.strftime('%Y%m%d-%H%M%S')}"
-    path = f"{spec.storage_uri.rstrip('/')}/{name}"
+    name, path = new_experiment(spec, "branch")
     checkpoint_dir = f"{path}/trunk_checkpoints"
     # What the branch summary reads (branching.summarize_branches): the resolved values, in samples.
-    meta = {"name": spec.name, "method": "branch", "metric": "eval_loss", "mode": "min", **br.to_meta(),
-            "checkpoint_dir": checkpoint_dir, "spec": spec_to_dict(spec)}
-    write_meta(path, meta)
+    meta = ExperimentMeta.from_dict({
+        "name": spec.name, "method": "branch", "metric": "eval_loss", "mode": "min", **br.to_meta(),
+        "checkpoint_dir": checkpoint_dir, "spec": spec_to_dict(spec), "format": FORMAT,
+        "data_fingerprint": data_fingerprint(data)})
+    meta.write(path)
     print(f"experiment: {path}\n  if this run is killed, continue it with: python -m cbs_ray.search --resume {path}",
           flush=True)
     points = [trunk_config(br, checkpoint_dir), *branch_configs(br, checkpoint_dir)]
-
-    return _run_tuner(spec, data, budget, config, name=name, verbose=verbose, tokens_per_sample=br.tokens_per_sample,
-                      callbacks=[TrunkWatch(checkpoint_dir)], **_points_config(points))
+    # Each branch starts once its checkpoint is published (no trial waits in a slot for one); TrunkWatch marks
+    # the end of a trunk that fails for good, and the gate then drops the branches whose checkpoint never came.
+    tune_config = {**points_config(points), "search_alg": PublishedCheckpoints(points, checkpoint_dir)}
+    path = run_tuner(spec, data, budget, config, name=name, verbose=verbose, branching=br,
+                     callbacks=[TrunkWatch(checkpoint_dir)],
+                     expected_trials=lambda: len(points) - len(never_started(points, checkpoint_dir)), **tune_config)
+    dropped = never_started(points, checkpoint_dir)
+    if dropped:
+        starts = sorted({p["start_samples"] for p in dropped})
+        print(f"branch: the trunk ended without its checkpoints at {', '.join(map(str, starts))} samples; their "
+              f"{len(dropped)} branches are not run", flush=True)
+    return path
 
 
 def _validate_schedule(spec: SearchSpec, data, budget: int, config, br: Branching, path: str,
@@ -201,37 +215,35 @@ def _validate_schedule(spec: SearchSpec, data, budget: int, config, br: Branchin
     the fixed small batch it is compared with), as a second Tune experiment recorded in the first one's
     metadata before it starts, so that a killed run resumes it; None when the schedule keeps the trunk's
     batch throughout (the run would repeat the trunk)."""
-
-    meta = read_meta(path)
-    recorded = meta.get("schedule")
+    meta = ExperimentMeta.read(path)
+    recorded = meta.schedule
     if recorded:  # resumed before Tune saved the schedule run's state: train what was decided then
         schedule, alpha = recorded["batch_size_schedule"], recorded["alpha"]
     else:
         history = load_history(path)
-        schedule = summarize_branches(history, meta).batch_size_schedule
+        schedule = summarize_branches(history, meta.to_dict()).batch_size_schedule
         alpha = schedule_alpha(history, br)
     if len(schedule) < 2:
         print(f"schedule: the critical batch never rose above the trunk's batch {br.trunk_batch}; nothing to "
               f"validate (the schedule run would repeat the trunk)", flush=True)
         return None
     name = f"{Path(path).name}-schedule"
-    meta["schedule_experiment"] = f"{spec.storage_uri.rstrip('/')}/{name}"
-    meta["schedule"] = {"batch_size_schedule": [[int(s), int(b)] for s, b in schedule], "alpha": alpha}
-    write_meta(path, meta)
+    meta.schedule_experiment = f"{spec.storage_uri.rstrip('/')}/{name}"
+    meta.schedule = {"batch_size_schedule": [[int(s), int(b)] for s, b in schedule], "alpha": alpha}
+    meta.write(path)
     print(f"schedule: training {schedule} (alpha {alpha:g}) for {br.budget_samples} samples against the trunk",
           flush=True)
     # One trial whose config is fixed: the space itself (Tune would check a preset point's list value,
     # the schedule, against the space item by item).
-    return _run_tuner(spec, data, budget, config, name=name, verbose=verbose, tokens_per_sample=br.tokens_per_sample,
-                      param_space=schedule_config(br, schedule, alpha), num_samples=1)
+    return run_tuner(spec, data, budget, config, name=name, verbose=verbose, branching=br,
+                     param_space=schedule_config(br, schedule, alpha), num_samples=1)
 
 
 def summarize_branch_experiment(spec: SearchSpec, path: str, out: Path, schedule_path: Optional[str] = None, *,
                                 tolerance: Optional[float] = None) -> BranchResult:
     """The branch summary of the experiment at ``path`` (and its schedule run), written to ``out`` as the
     branch report; prints the answer. ``tolerance`` reads CBS(t) at another tolerance than the spec's."""
-
-    meta = {**read_meta(path), "experiment_path": path}
+    meta = {**ExperimentMeta.read(path).to_dict(), "experiment_path": path}
     if tolerance is not None:
         meta["tolerance"] = tolerance
     schedule_path = schedule_path or meta.get("schedule_experiment")
@@ -245,7 +257,6 @@ def summarize_branch_experiment(spec: SearchSpec, path: str, out: Path, schedule
     history = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) \
         else pd.DataFrame()
     if history.empty:
-
         raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
     summary = summarize_branches(history, meta)
     html = write_branch_report(summary, history, out)
@@ -254,15 +265,37 @@ def summarize_branch_experiment(spec: SearchSpec, path: str, out: Path, schedule
     return BranchResult(spec, summary, history, path, out, schedule_path)
 
 
-def report_branch_experiment(path: str, *, output_dir: Optional[str] = None,
-                             tolerance: Optional[float] = None) -> BranchResult:
+def report_branch_experiment(path: str, meta: Optional[ExperimentMeta] = None, *, output_dir: Optional[str] = None,
+                             tolerance: Optional[float] = None, target: Optional[float] = None,
+                             turning_fit: Optional[str] = None) -> BranchResult:
     """``python -m cbs_ray.report`` on a branch experiment: its report rebuilt from what Tune stored, to
-    ``output_dir`` (default ``./cbs_results/<name>``), optionally at another tolerance."""
-
+    ``output_dir`` (default ``./cbs_results/<name>``), optionally at another tolerance. ``target`` and
+    ``turning_fit`` are the from-scratch report's and refused here, in one line (a ``ReportError``)."""
+    for flag, given in (("--target", target), ("--turning-point", turning_fit)):
+        if given is not None:
+            raise ReportError(f"{flag}: applies to a from-scratch experiment; {path} is a branch search "
+                              f"(its report takes --tolerance and --output)")
     path = path if "://" in path else str(Path(path).expanduser().resolve())
-    meta = read_meta(path)
-    out = Path(output_dir or Path("cbs_results") / meta.get("name", "report"))
-    return summarize_branch_experiment(spec_from_dict(meta["spec"]), path, out, tolerance=tolerance)
+    meta = meta or ExperimentMeta.read(path)
+    return summarize_branch_experiment(spec_from_dict(meta.spec), path, experiment_out(meta, output_dir),
+                                       tolerance=tolerance)
+
+
+def plan_lines(spec: SearchSpec) -> list[str]:
+    """``--dry-run``: the branch plan against the prepared budget (``branch_plan_lines``)."""
+    return branch_plan_lines(spec, _resolved(spec, prepare(spec)))
+
+
+def _resolved(spec: SearchSpec, prepared) -> Branching:
+    """The ``branch:`` section against the prepared data: the budget, and every batch within the training set
+    (a larger one would fail every run at set-up)."""
+    data, budget, _ = prepared
+    br = resolve_branching(spec, budget, branch_tokens_per_sample(spec))
+    largest = max(br.branch_batches)
+    if largest > data.train_examples:
+        raise SpecError(f"branch.batch_sizes: {largest} is larger than the training set ({data.train_examples} "
+                        f"examples); a batch must fit in it")
+    return br
 
 
 def check_no_objects(objects) -> None:
@@ -270,3 +303,7 @@ def check_no_objects(objects) -> None:
     if objects is not None:
         raise SpecError("search.method: branch runs on the spec's model and data, not on your own model_init and "
                         "datasets yet; use search.method scratch")
+
+
+METHOD = SearchMethod("branch", plan_lines=plan_lines, run=run_branch_search, resume=resume_branch_search,
+                      report=report_branch_experiment)

@@ -1,7 +1,7 @@
 """Whether one trial can ever be placed on the cluster the search joined, checked before Tune starts.
 
-A trial is one Tune actor (``trial.trial_resources``) and, unless it trains in-process, ``workers_per_trial``
-Ray Train workers of ``trial.worker_resources`` each, reserved as one placement group whose bundles may
+A trial is one Tune actor (``train.trial.trial_resources``) and, unless it trains in-process, ``workers_per_trial``
+Ray Train workers of ``train.trial.worker_resources`` each, reserved as one placement group whose bundles may
 spread over nodes (the Train controller holds nothing and runs on the trial's node). Ray does not refuse a
 request that no node can meet: it waits for such a node, and on a cluster that cannot add one that is
 forever (a trial "PENDING" in Tune's table, no error). So the request is held against the alive nodes'
@@ -66,7 +66,6 @@ class TrialDemand:
 
 
 def trial_demand(spec: SearchSpec) -> TrialDemand:
-
     return TrialDemand(trial=trial_resources(spec), workers=train_workers(spec), per_worker=worker_resources(spec))
 
 

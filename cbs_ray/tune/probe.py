@@ -1,22 +1,16 @@
-"""The probe (``--probe``, ``search.batch_sizes: auto``): one short trial that measures the gradient
-noise scale B_simple and proposes a batch-size grid centred on it.
+"""The probe's spec (``--probe``, ``search.batch_sizes: auto``): one short trial that measures the gradient
+noise scale B_simple; ``tune.scratch.run_probe`` runs it and proposes a batch-size grid centred on it.
 """
 
 from __future__ import annotations
 
 import copy
 
-from cbs_ray.analysis.tables import noise_scale_table
-from cbs_ray.maths.noise_scale import proposed_grid
-from cbs_ray.records.storage import load_history
-from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.resolve import packing_on
 from cbs_ray.spec.rules import validate
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.tune.scratch import _fit
-from cbs_ray.tune.search_space import plan_lines
 
-__all__ = ["probe_spec", "run_probe"]
+__all__ = ["probe_spec"]
 
 
 def probe_spec(spec: SearchSpec) -> SearchSpec:
@@ -41,20 +35,3 @@ def probe_spec(spec: SearchSpec) -> SearchSpec:
 
     validate(probe)
     return probe
-
-
-def run_probe(probe: SearchSpec, prepared, *, verbose: int = 0) -> tuple[float, list[int]]:
-    """Run the probe (a ``probe_spec`` and what ``prepare`` made of it) inside a Ray session; returns
-    (B_simple averaged over the run, proposed grid)."""
-
-    data, budget, config = prepared
-    print(f"probe: {plan_lines(probe, budget)[1].strip()}, {budget} samples", flush=True)
-    _, noise = noise_scale_table(load_history(_fit(probe, data, budget, config, verbose)))
-    if noise["mean"] is None or not noise["mean"] > 0:
-        raise SpecError(f"search.batch_sizes: the probe could not measure B_simple "
-                        f"({noise['note'] or 'the estimate did not settle; lengthen asha.grace_period_samples'})")
-    # Each batch size must split over the workers (the smallest is at least one sample per worker).
-    grid = proposed_grid(noise["mean"], smallest=max(2, probe.resources.workers_per_trial), largest=data.train_examples)
-    print(f"probe: B_simple = {noise['mean']:.3g} (early {noise['early']:.3g}); proposed batch sizes {grid}",
-          flush=True)
-    return noise["mean"], grid

@@ -8,7 +8,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
+from pathlib import Path
+from typing import Callable
 
+from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.spec.branch_section import Branching
+from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.config import batch_size_of
 from cbs_ray.train.trial import DataRef, in_process, run_trial, trial_resources
@@ -43,22 +49,21 @@ def ray_session(address: str | None = None):
 
 def on_the_cluster(spec: SearchSpec, context=None) -> None:
     """Once Ray is up, before Tune starts: print where to watch the search (the dashboard, how to sign in)
-    and end it at once if no node can ever hold one trial (``placement.NeverPlaced``)."""
+    and end it at once if no node can ever hold one trial (``tune.placement.NeverPlaced``)."""
 
     for line in monitoring_lines(context):
         print(line, flush=True)
     check_placeable(spec)
 
 
-def _tracker_callbacks(spec: SearchSpec, budget: int, meta: dict) -> list:
-
+def tracker_callbacks_for(spec: SearchSpec, budget: int, meta: ExperimentMeta) -> list:
+    """The Tune callbacks of the trackers the spec turns on (none when it turns on none)."""
     if not enabled(spec.tracking):
         return []
-
     return tracking_callbacks(spec, budget, meta)
 
 
-def _points_config(points: list[dict]) -> dict:
+def points_config(points: list[dict]) -> dict:
     """Tune settings that run exactly ``points``, one trial each, in order (the space only names the
     keys for Tune; every trial takes its values from a point)."""
     from ray import tune
@@ -71,27 +76,28 @@ def _points_config(points: list[dict]) -> dict:
             "search_alg": BasicVariantGenerator(points_to_evaluate=points), "num_samples": len(points)}
 
 
-def _run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, name: str | None = None,
+def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, name: str | None = None,
                param_space: dict | None = None, restore: str | None = None, callbacks: list = (),
-               tokens_per_sample: int | None = None, **tune_config) -> str:
+               branching: Branching | None = None, expected_trials: Callable[[], int] | None = None,
+               **tune_config) -> str:
     """One Tune experiment of ``run_trial`` (the search, or the repeats), new or restored from the
     experiment path ``restore``; returns its path.
 
     The data (the spec path's arrays or the user's objects) go into Ray's object store once, here; every
     trial and each of its Ray Train workers gets their ``DataRef`` and fetches them where the loop runs
     (zero-copy for numpy arrays), instead of a multi-worker trial pickling them into its Train run. A
-    restored experiment puts them afresh. ``tokens_per_sample`` (branch mode with a token budget) goes to
-    every trial, whose plan reads the ``branch:`` section's whole numbers as tokens."""
+    restored experiment puts them afresh. ``branching`` (branch mode: the ``branch:`` section, resolved once on the
+    driver) goes to every trial, whose plan is built from it."""
     import ray
     from ray import tune
-
+    from ray.tune.search.basic_variant import BasicVariantGenerator
 
     # Held until this function returns, i.e. until Tune has run every trial: the data stay in the object
     # store that long (with_parameters keeps only the small DataRef).
     data_ref = DataRef.put(data)
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, spec=spec, data_ref=data_ref, budget_samples=budget, model_config=config,
-                             **({"tokens_per_sample": tokens_per_sample} if tokens_per_sample else {})),
+                             **({"branching": branching} if branching else {})),
         trial_resources(spec))
     # Every report checkpoints; keeping two per trial forces an experiment snapshot now and then,
     # which is cheap here and is what makes a killed search resumable.
@@ -104,9 +110,15 @@ def _run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, nam
         _raise_if_nothing_fits(nothing_fits_in_experiment(grid.experiment_path), grid.experiment_path)
         return _finished(grid, expected_trials=0)
     nothing_fits = NothingFitsStopper()
+    limit = max_concurrent(spec, ray.cluster_resources())
+    search_alg = tune_config.get("search_alg")
+    if isinstance(search_alg, BasicVariantGenerator):
+        # Tune wraps a Searcher in a ConcurrencyLimiter at max_concurrent_trials but ignores the limit for a
+        # variant generator (a grid, the repeats); the generator takes it itself.
+        search_alg.max_concurrent = limit
     tuner = tune.Tuner(
         trainable,
-        tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent(spec, ray.cluster_resources()),
+        tune_config=tune.TuneConfig(max_concurrent_trials=limit,
                                     # A finished in-process trial's process (torch and transformers
                                     # imported) runs the next trial: seconds saved per trial. Tune
                                     # cannot reset a trial that ran a TorchTrainer, so not for those.
@@ -124,7 +136,9 @@ def _run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, nam
     )
     grid = tuner.fit()
     _raise_if_nothing_fits(nothing_fits.reason, grid.experiment_path)
-    return _finished(grid, expected_trials=tune_config.get("num_samples", 1))
+    # A searcher may start fewer trials than it was given (branch mode's, whose checkpoint never came).
+    expected = expected_trials() if expected_trials is not None else tune_config.get("num_samples", 1)
+    return _finished(grid, expected_trials=expected)
 
 
 class DoesNotFit(RuntimeError):
@@ -162,7 +176,6 @@ def _finished(grid, *, expected_trials: int) -> str:
 
 
 def _trial_name(trial) -> str:
-
     config = trial.config
     role, batch = config.get("role"), batch_size_of(config)
     if role == "branch":  # branch mode: which checkpoint, batch and alpha
@@ -170,3 +183,22 @@ def _trial_name(trial) -> str:
     if role:
         return f"{role}_B{batch}_{trial.trial_id}"
     return f"B{batch}_{trial.trial_id}"
+
+
+def new_experiment(spec: SearchSpec, kind: str = "") -> tuple[str, str]:
+    """(name, path) of a new Tune experiment: ``<name>[-kind]-<date>-<time>``, with ``-2``, ``-3``, ... when a
+    search of the same name started in the same second already took it. On local storage the directory is
+    made here, atomically, so two searches cannot share one (they did: one ``cbs_spec.json`` for both)."""
+    base = f"{spec.name}{'-' + kind if kind else ''}-{time.strftime('%Y%m%d-%H%M%S')}"
+    root = spec.storage_uri.rstrip("/")
+    for n in range(1, 1000):
+        name = base if n == 1 else f"{base}-{n}"
+        if "://" in root:  # object storage: no atomic mkdir; the time and the name make a clash unlikely
+            return name, f"{root}/{name}"
+        try:
+            Path(root).mkdir(parents=True, exist_ok=True)
+            os.mkdir(f"{root}/{name}")
+            return name, f"{root}/{name}"
+        except FileExistsError:
+            continue
+    raise SpecError(f"storage_path: {root} holds 999 experiments named {base}")

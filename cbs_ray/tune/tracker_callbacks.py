@@ -1,5 +1,5 @@
 """Ray Tune's tracker callbacks, given each trial's readable parameters and ``samples_seen`` as the step
-(see ``tracking``). Importing this module imports MLflow and W&B where installed (seconds): only searches
+(see ``tune.tracking``). Importing this module imports MLflow and W&B where installed (seconds): only searches
 that track import it."""
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from ray.air.integrations.wandb import WandbLoggerCallback
 from ray.tune.logger import TBXLoggerCallback
 from ray.tune.result import TIMESTEPS_TOTAL, TRAINING_ITERATION
 
+from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.tracking import mlflow_uri, trial_params
 
 __all__ = ["tracking_callbacks", "SamplesStepMLflow", "SamplesStepTBX", "SamplesStepWandb"]
 
 
-def tracking_callbacks(spec: SearchSpec, budget_samples: int, meta: dict) -> list:
+def tracking_callbacks(spec: SearchSpec, budget_samples: int, meta: ExperimentMeta) -> list:
     """Ray Tune callbacks for the trackers the spec turns on (``meta``: the experiment's metadata, which
     holds the MLflow parent run)."""
     t, callbacks = spec.tracking, []
@@ -25,7 +26,7 @@ def tracking_callbacks(spec: SearchSpec, budget_samples: int, meta: dict) -> lis
         callbacks.append(SamplesStepMLflow(
             spec=spec, budget_samples=budget_samples, tracking_uri=mlflow_uri(t.mlflow.tracking_uri),
             experiment_name=t.mlflow.experiment_name or spec.name,
-            tags={"mlflow.parentRunId": meta["mlflow_parent_run_id"]} if meta.get("mlflow_parent_run_id") else {}))
+            tags={"mlflow.parentRunId": meta.mlflow_parent_run_id} if meta.mlflow_parent_run_id else {}))
     if t.tensorboard:
         callbacks.append(SamplesStepTBX())
     if t.wandb is not None:

@@ -4,7 +4,7 @@ Ray's ``MLflowLoggerCallback``, ``WandbLoggerCallback`` and ``TBXLoggerCallback`
 subclasses here change only what they are given: each trial's parameters are the ones a user reads
 (batch size, alpha, warmup fraction, peak LR, seed) besides Tune's raw config, and every milestone's
 metrics are stepped by ``samples_seen`` (equal-sample curves line up across batch sizes) instead of Tune's
-iteration count (those subclasses are in ``tracker_callbacks``, which imports the trackers' packages).
+iteration count (those subclasses are in ``tune.tracker_callbacks``, which imports the trackers' packages).
 The report's files go to one run per search: the MLflow parent run of the trial runs,
 a W&B run of job type ``report`` in the trials' group, a TensorBoard text entry.
 """
@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import socket
+import urllib.parse
 from pathlib import Path
 
+from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec, TrackingSpec
 from cbs_ray.train.config import TrialConfig
 
-__all__ = ["enabled", "check_installed", "trial_params", "mlflow_uri", "start_mlflow_parent", "attach_report"]
+__all__ = ["enabled", "check_installed", "check_reachable", "trial_params", "mlflow_uri", "start_mlflow_parent", "attach_report"]
 
 # tracker -> (module to import, pip extra)
 PACKAGES = {"mlflow": ("mlflow", "mlflow"), "wandb": ("wandb", "wandb"), "tensorboard": ("tensorboardX", "tensorboard")}
@@ -37,6 +40,44 @@ def check_installed(tracking: TrackingSpec) -> None:
         if importlib.util.find_spec(module) is None:
             raise SpecError(f"tracking.{name}: the {module} package is not installed: "
                             f"pip install \"cbs-ray[{extra}]\"")
+
+
+MLFLOW_SCHEMES = ("file", "http", "https", "databricks", "databricks-uc", "uc", "sqlite", "postgresql", "mysql",
+                  "mssql")
+"""The tracking-URI schemes MLflow's stores take (a database's ``dialect+driver://`` by its dialect)."""
+CONNECT_TIMEOUT_S = 3.0
+"""How long the check waits for an MLflow server to accept a connection (MLflow itself retried for 264 s)."""
+
+
+def check_reachable(tracking: TrackingSpec) -> None:
+    """The MLflow tracking URI can be used, checked before Ray starts: a scheme MLflow knows, a server that
+    accepts a connection within ``CONNECT_TIMEOUT_S``, a local store (a directory or a SQLite file's folder)
+    that can be written. A one-line ``SpecError`` naming ``tracking.mlflow.tracking_uri`` otherwise."""
+    uri = tracking.mlflow.tracking_uri if tracking.mlflow is not None else None
+    if not uri:
+        return
+    key = "tracking.mlflow.tracking_uri"
+    scheme = uri.split("://", 1)[0].split("+", 1)[0].lower() if "://" in uri else "file"
+    if scheme not in MLFLOW_SCHEMES:
+        raise SpecError(f"{key}: {uri!r}: unknown scheme {scheme!r} (MLflow takes {', '.join(MLFLOW_SCHEMES)})")
+    parsed = urllib.parse.urlparse(uri)
+    if scheme in ("http", "https"):
+        port = parsed.port or (443 if scheme == "https" else 80)
+        try:
+            socket.create_connection((parsed.hostname, port), timeout=CONNECT_TIMEOUT_S).close()
+        except OSError as e:
+            raise SpecError(f"{key}: no MLflow server answers at {parsed.hostname}:{port} "
+                            f"({e.strerror or type(e).__name__})") from None
+    elif scheme == "sqlite":
+        # sqlite:///relative.db, sqlite:////absolute/path.db: the file's path follows the third slash
+        folder = Path(uri.split(":///", 1)[-1]).expanduser().resolve().parent
+        if not (folder.is_dir() and os.access(folder, os.W_OK)):
+            raise SpecError(f"{key}: the SQLite database's folder {folder} does not exist or cannot be written")
+    elif scheme == "file":
+        store = Path(parsed.path if "://" in uri else uri).expanduser().resolve()
+        existing = next(p for p in (store, *store.parents) if p.exists())
+        if not (existing.is_dir() and os.access(existing, os.W_OK)):
+            raise SpecError(f"{key}: cannot write the file store {store}")
 
 
 def trial_params(spec: SearchSpec, budget_samples: int, config: dict) -> dict:
@@ -77,18 +118,18 @@ def start_mlflow_parent(spec: SearchSpec, experiment_path: str) -> str:
     return run.info.run_id
 
 
-def attach_report(spec: SearchSpec, experiment_path: str, meta: dict, out: Path, answer: dict,
+def attach_report(spec: SearchSpec, experiment_path: str, meta: ExperimentMeta, out: Path, answer: dict,
                   headline: list[str]) -> list[str]:
     """Give each tracker the report: its files (summary.json, report.html/md, the plots) and the answer.
     Returns the lines to print (where to look)."""
     t, lines = spec.tracking, []
-    files = sorted(p for p in Path(out).iterdir() if p.is_file())
+    files = sorted(p for p in Path(out).iterdir() if p.is_file() and not p.name.startswith("."))  # not the lock
     scalars = {k: float(v) for k, v in answer.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    if t.mlflow is not None and meta.get("mlflow_parent_run_id"):
+    if t.mlflow is not None and meta.mlflow_parent_run_id:
         from mlflow.tracking import MlflowClient
 
         uri = mlflow_uri(t.mlflow.tracking_uri)
-        client, run_id = MlflowClient(tracking_uri=uri), meta["mlflow_parent_run_id"]
+        client, run_id = MlflowClient(tracking_uri=uri), meta.mlflow_parent_run_id
         for path in files:
             client.log_artifact(run_id, str(path))
         for key, value in scalars.items():

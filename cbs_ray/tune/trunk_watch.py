@@ -1,7 +1,7 @@
 """Branch mode's watch on the trunk, from the driver: a trunk trial that fails for good (its process died
 more often than ``resources.max_failures`` allows, or it raised) cannot mark its own end, and the branches
 waiting for its checkpoints would wait forever. Tune tells the driver; this writes the trunk's end marker
-(``checkpoint.TRUNK_DONE``) for it, so a branch whose checkpoint never came fails with its one-line reason."""
+(``train.checkpoint.TRUNK_DONE``) for it, so a branch whose checkpoint never came fails with its one-line reason."""
 
 from __future__ import annotations
 

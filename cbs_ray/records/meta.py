@@ -1,0 +1,94 @@
+"""What a search records about its experiment beside Tune's files (``cbs_spec.json``): one ``ExperimentMeta``.
+
+The driver writes it before the first trial starts and updates it before each later stage (the repeats, the
+schedule run), so that a killed search can be resumed and reported from it alone. Its keys are this
+dataclass's fields, defined once here; the resolved ``branch:`` section of a branch search
+(``spec.branch_section.Branching.to_meta``) sits beside them in the file, as the branch summary reads it.
+
+``format`` says which cbs-ray wrote it: 1 (no ``format`` key) before the package moved into subpackages,
+2 since, with ``data_fingerprint`` (``data.arrays.PreparedData.fingerprint``: a digest of the tokens the trials
+trained on), which ``--resume`` compares with what the spec prepares now, so that a spec that would resolve
+to other data (a generator that changed, a file edited since) is an error instead of a silent change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Optional
+
+from cbs_ray.records.storage import ReportError, read_meta, write_meta
+
+__all__ = ["ExperimentMeta", "FORMAT"]
+
+FORMAT = 2
+"""The metadata's format this cbs-ray writes (see the module docstring)."""
+
+
+@dataclass
+class ExperimentMeta:
+    """One experiment's ``cbs_spec.json``."""
+
+    name: str
+    """The spec's name (the experiment directory adds the date and time)."""
+    metric: str
+    """The metric the search selects on (``eval_loss`` for a branch search)."""
+    mode: str
+    """``max`` or ``min``: which way the metric is better."""
+    spec: dict
+    """The validated spec, as ``spec.load.spec_to_dict`` writes it: what ``--resume`` continues."""
+    budget_samples: Optional[int] = None
+    """The resolved equal-sample budget every trial trains."""
+    method: str = "scratch"
+    """The search method (``search.method``) that wrote the experiment: which method resumes and reports it."""
+    format: int = FORMAT
+    """1: written before the subpackages (no fingerprint), 2: this format."""
+    data_fingerprint: Optional[str] = None
+    """``PreparedData.fingerprint`` of the data the trials trained on; None with the user's own objects
+    (``resume_search`` gets them passed again) and in format 1."""
+    tolerance: Optional[float] = None
+    """The turning point's (or branch mode's) tolerance the search ran with."""
+    tokens_per_sample: Optional[int] = None
+    """Tokens in every sample with packed texts (a token budget), else None."""
+    mlflow_parent_run_id: Optional[str] = None
+    """The MLflow run that holds the trials' runs (``tracking.mlflow``)."""
+    study: Optional[dict] = None
+    """``{"storage": ..., "name": ...}``: the persistent Optuna study (``search.study_storage``)."""
+    user_objects: Optional[dict] = None
+    """What the user's objects were (``sources.user_objects.objects_meta``), when the search ran on them."""
+    repeats_experiment: Optional[str] = None
+    """The repeats' Tune experiment, recorded before they start."""
+    checkpoint_dir: Optional[str] = None
+    """Branch mode: where the trunk publishes its checkpoints."""
+    schedule_experiment: Optional[str] = None
+    """Branch mode: the schedule run's Tune experiment, recorded before it starts."""
+    schedule: Optional[dict] = None
+    """Branch mode: the schedule decided for the schedule run (``batch_size_schedule``, ``alpha``)."""
+    branching: dict = field(default_factory=dict)
+    """Branch mode: the resolved ``branch:`` section (``Branching.to_meta``), flat beside the fields in the file."""
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> ExperimentMeta:
+        """From the file's mapping: the fields by name, a branch search's resolved section beside them; a
+        mapping without ``format`` is format 1."""
+        names = {f.name for f in fields(cls)} - {"branching"}
+        missing = [k for k in ("name", "metric", "mode", "spec") if k not in raw]
+        if missing:
+            raise ReportError(f"{', '.join(missing)} missing from the experiment's metadata")
+        known = {k: v for k, v in raw.items() if k in names}
+        return cls(**{"format": 1, **known}, branching={k: v for k, v in raw.items() if k not in names})
+
+    def to_dict(self) -> dict:
+        """The file's mapping: the fields that are set, and the branch section's keys beside them."""
+        raw = {k: v for k, v in asdict(self).items() if k != "branching" and v is not None}
+        return {**raw, **self.branching}
+
+    @classmethod
+    def read(cls, experiment_uri: str) -> ExperimentMeta:
+        """The experiment's metadata; ``ReportError`` when it is missing or damaged."""
+        try:
+            return cls.from_dict(read_meta(experiment_uri))
+        except TypeError as e:
+            raise ReportError(f"{experiment_uri}: the experiment's metadata is damaged ({e})") from None
+
+    def write(self, experiment_uri: str) -> None:
+        write_meta(experiment_uri, self.to_dict())

@@ -1,0 +1,126 @@
+"""Everything that can fail on bad input, done on the driver before Ray starts, for every search method:
+the model's config, the tokenized data (or the user's objects, checked), the budget, the trackers and the
+study; and where the report goes."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+from cbs_ray.data.prepare import prepare_data
+from cbs_ray.sources.model import check_buildable, model_config
+from cbs_ray.sources.user_objects import check_objects
+from cbs_ray.spec.checks import BUILTIN_METRICS
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.load import load_spec
+from cbs_ray.spec.resolve import resolve_budget
+from cbs_ray.spec.rules import validate
+from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.tune.study import check_study, open_storage
+from cbs_ray.tune.tracking import check_installed, check_reachable
+
+__all__ = ["prepare", "as_spec", "check_before_ray", "check_trackers_and_study", "check_writable", "output_dir_for",
+           "data_fingerprint"]
+
+
+def as_spec(spec) -> SearchSpec:
+    """The spec ``run_search`` was given, validated as ``load_spec`` would: a path is loaded, a ``SearchSpec``
+    copied (the search writes an auto grid into its copy, never into the caller's) and validated again, since
+    a caller may have changed a field after loading; anything else is a ``SpecError``."""
+    if isinstance(spec, (str, os.PathLike)):
+        return load_spec(spec)
+    if not isinstance(spec, SearchSpec):
+        raise SpecError(f"spec: expected a SearchSpec (cbs_ray.load_spec) or the path of a spec file, "
+                        f"got {type(spec).__name__}")
+    spec = copy.deepcopy(spec)
+    validate(spec)
+    return spec
+
+
+def check_before_ray(spec: SearchSpec, out: Path, *, resuming: bool = False, dry_run: bool = False) -> None:
+    """The checks a search makes before Ray starts that need no data: the trackers and the study, and that
+    the report and the experiment can be written where they go. ``--dry-run`` makes them too, and leaves no
+    directory behind."""
+    check_trackers_and_study(spec, resuming=resuming)
+    check_writable(spec, out, keep=not dry_run)
+
+
+def check_writable(spec: SearchSpec, out: Path, *, keep: bool = True) -> None:
+    """``out`` (the report) is a directory or can be made one, and a local ``storage_path`` can be written:
+    found now, not after training (an ``--output`` naming a file failed with ``FileExistsError`` once the whole
+    search had run). ``keep=False`` removes the directories the check made."""
+    if out.exists() and not out.is_dir():
+        raise SpecError(f"--output: {out} is a file, not a directory")
+    _writable_directory(out, "--output", keep=keep)
+    if "://" not in spec.storage_path:  # a URI (s3://, gs://) is checked by Tune when it first writes
+        _writable_directory(Path(spec.storage_uri), "storage_path", keep=keep)
+
+
+def _writable_directory(path: Path, key: str, *, keep: bool) -> None:
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        raise SpecError(f"{key}: cannot write to {path} ({e.strerror or type(e).__name__})") from None
+    finally:
+        if not keep:
+            for made in missing:  # deepest first
+                with contextlib.suppress(OSError):
+                    made.rmdir()
+
+
+def prepare(spec: SearchSpec, objects=None):
+    """(data, budget in samples, model config). A named model's config first, so an unknown name is reported
+    as such, then the tokenized data and the budget. With the user's ``objects``
+    (``sources.user_objects.UserObjects``), their checks instead (one micro-batch through the model on the
+    driver, ``check_objects``): then the data are the objects themselves and the config is the model's own
+    (None for a plain torch module)."""
+    if objects is not None:
+        config = check_objects(spec, objects)
+        return objects, resolve_budget(spec, objects.train_examples), config
+    if spec.search.metric not in BUILTIN_METRICS:
+        raise SpecError(f"search.metric: {spec.search.metric} is not one the spec's model and data report "
+                        f"({', '.join(BUILTIN_METRICS)}); another metric needs run_search(..., compute_metrics=...)")
+    model = {"name": spec.model.name, "config": spec.model.config}
+    if spec.model.name:
+        model_config(model, spec.task, vocab_size=0, num_labels=2, pad_id=0,
+                     max_seq_length=spec.data.max_seq_length)
+    data = prepare_data(spec)
+    budget = resolve_budget(spec, data.train_examples)
+    config = model_config(model, spec.task, vocab_size=data.vocab_size, num_labels=data.num_labels,
+                          pad_id=data.pad_id, max_seq_length=spec.data.max_seq_length)
+    check_buildable(model, spec.task, config)
+    return data, budget, config
+
+
+def data_fingerprint(data) -> Optional[str]:
+    """The spec path's ``PreparedData.fingerprint``; None for the user's objects, which ``resume_search``
+    gets passed again (hashing arbitrary datasets would cost as much as reading them)."""
+    fingerprint = getattr(data, "fingerprint", None)
+    return fingerprint() if callable(fingerprint) else None
+
+
+def check_trackers_and_study(spec: SearchSpec, *, resuming: bool = False) -> None:
+    """Every tracker the spec names is installed, and the study storage opens and can hold this search's
+    study."""
+    check_installed(spec.tracking)
+    check_reachable(spec.tracking)
+    s = spec.search
+    if s.study_storage is not None:
+        storage = open_storage(s.study_storage)
+        if s.study_name is not None and not resuming:
+            held = check_study(storage, s.study_name, metric=s.metric, mode=s.mode)
+            if held:
+                print(f"study {s.study_name!r} already holds {held} trials: this search continues it "
+                      f"(TPE learns from them too)", flush=True)
+
+
+def output_dir_for(spec: SearchSpec, output_dir: Optional[str]) -> Path:
+    """Where the report goes: ``output_dir`` as given (``~`` expanded), else ``./cbs_results/<name>``."""
+    return Path(output_dir).expanduser().resolve() if output_dir else spec.results_dir

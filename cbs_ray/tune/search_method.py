@@ -1,0 +1,43 @@
+"""The seam every search method fills (``search.method``: ``scratch``, ``branch``), after the way Tune looks up
+a searcher by name: the same four functions for each, looked up from one table (``tune.api.METHODS``), so
+that neither the command lines nor ``run_search`` fork on the method.
+
+A new method is one module under ``tune/`` that defines these four and a ``METHOD``, plus its entry in
+``tune.api.METHODS``; its pure parts go in ``spec``/``analysis``/``report`` as the existing methods' do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.spec.schema import SearchSpec
+
+__all__ = ["SearchMethod"]
+
+
+@dataclass(frozen=True)
+class SearchMethod:
+    """One search method's entry points."""
+
+    name: str
+    """``search.method``'s value, and ``ExperimentMeta.method`` of the experiments it writes."""
+    plan_lines: Callable[[SearchSpec], list[str]]
+    """``--dry-run``: the plan a user checks first, from the validated spec (its data prepared, nothing run)."""
+    run: Callable[..., Any]
+    """``run(spec, prepared, *, objects, probe, out, verbose, address)``: the whole search on Ray, its report
+    written to ``out``; returns the method's result object. ``prepared`` is ``tune.prepare.prepare``'s
+    (data, budget, model config), of ``probe`` (a ``tune.probe.probe_spec``) when the batch sizes are auto."""
+    resume: Callable[..., Any]
+    """``resume(spec, path, meta, prepared, *, out, verbose, address)``: continue the experiment at ``path``
+    (its ``ExperimentMeta``), then report it to ``out``."""
+    report: Callable[..., Any]
+    """``report(path, meta, *, output_dir, tolerance, target, turning_fit)``: ``python -m cbs_ray.report``
+    on an experiment of this method; prints the answer and where the report went."""
+
+
+def experiment_out(meta: ExperimentMeta, output_dir: Optional[str]) -> Path:
+    """Where ``python -m cbs_ray.report`` writes an experiment's report: ``output_dir``, else
+    ``./cbs_results/<name>``."""
+    return Path(output_dir or Path("cbs_results") / (meta.name or "report"))

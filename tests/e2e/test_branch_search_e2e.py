@@ -1,0 +1,89 @@
+"""Branch mode (search.method: branch) end to end on a real local Ray: the trunk and branches as Tune trials,
+summary.json's keys, the schedule run, the report rebuilt and the search resumed (its bad input and its
+arithmetic before Ray are in tests/tune/test_branch_search.py)."""
+
+import json
+
+import pytest
+
+from cbs_ray.spec.load import load_spec
+
+LM = "search_spaces/tiny_causal_lm.yaml"
+BRANCH = ["search.method=branch"]
+
+# The tiny causal LM, shrunk: 4096 samples, reports every 1024; trunk B=8, branches at 16 and 32 from 1024
+# and 2048 for 1024 samples, two alphas each (8 branch trials); a small eval set.
+SMALL = BRANCH + ["training.budget_samples=4096", "training.eval_every_samples=1024",
+                  "asha.grace_period_samples=1024", "search.batch_sizes=[8, 16, 32]", "data.builtin_eval_examples=512",
+                  "data.builtin_train_examples=4096", "branch.checkpoints=[0.25, 0.5]", "branch.window=0.25",
+                  "branch.batch_sizes=[16, 32]", "branch.tolerance=0.01", "search.repeats=1"]
+
+
+@pytest.fixture(scope="module")
+def branch_search(tmp_path_factory, shared_ray):
+    from cbs_ray import run_search
+
+    root = tmp_path_factory.mktemp("branch")
+    spec = load_spec(LM, SMALL + ["branch.validate_schedule=true", f"storage_path={root / 'ray_results'}",
+                                  f"output_dir={root / 'out'}"])
+    return run_search(spec, verbose=0)
+
+
+def test_trunk_and_branches_are_trials_of_one_tune_experiment(branch_search):
+    from ray.tune import ExperimentAnalysis
+
+    trials = ExperimentAnalysis(branch_search.experiment_path).trials
+    roles = sorted(t.config["role"] for t in trials)
+    assert roles == ["branch"] * 8 + ["trunk"]
+    assert all(t.status == "TERMINATED" for t in trials)
+    names = {str(t) for t in trials}
+    assert any(n.startswith("trunk_B8_") for n in names) and any(n.startswith("branch_B32_from2048_a1_")
+                                                                    for n in names)
+    history = branch_search.history
+    branches = history[history["role"] == "branch"]
+    # Each branch reports at its window's end, in absolute samples.
+    ends = branches.groupby("trial_id")["samples_seen"].max()
+    starts = branches.groupby("trial_id")["start_samples"].first()
+    assert ((ends - starts) == 1024).all() and set(starts) == {1024, 2048}
+
+
+def test_summary_json_has_the_critical_batch_over_training_and_a_schedule(branch_search):
+    summary = json.loads((branch_search.output_dir / "summary.json").read_text())
+    points = summary["critical_batch_over_training"]
+    assert [p["samples_seen"] for p in points] == [1024, 2048]
+    assert all(p["batch_size"] in (8, 16, 32) for p in points)
+    schedule = summary["batch_size_schedule"]
+    assert schedule[0] == [0, 8] and all(b in (8, 16, 32) for _, b in schedule)
+    assert [b for _, b in schedule] == sorted(b for _, b in schedule)  # the batch never shrinks
+    assert (branch_search.output_dir / "report.html").is_file()
+
+
+def test_validate_schedule_compares_the_schedule_run_with_the_trunk(branch_search):
+    summary = json.loads((branch_search.output_dir / "summary.json").read_text())
+    if len(summary["batch_size_schedule"]) < 2:  # the schedule kept the trunk's batch: no run to compare
+        assert summary["schedule_validation"] is None and branch_search.schedule_experiment_path is None
+        return
+    assert branch_search.schedule_experiment_path
+    assert (branch_search.history["role"] == "schedule").any()
+    assert summary["schedule_validation"] is not None
+
+
+def test_the_report_command_rebuilds_a_branch_report(branch_search, tmp_path, capsys):
+    from cbs_ray.cli import report_main
+
+    assert report_main([branch_search.experiment_path, "--output", str(tmp_path / "again")]) == 0
+    again = json.loads((tmp_path / "again" / "summary.json").read_text())
+    first = json.loads((branch_search.output_dir / "summary.json").read_text())
+    assert again["critical_batch_over_training"] == first["critical_batch_over_training"]
+    assert again["batch_size_schedule"] == first["batch_size_schedule"]
+    assert "Report:" in capsys.readouterr().out
+
+
+def test_resume_of_a_finished_branch_search_reports_it_again(branch_search, tmp_path):
+    from cbs_ray.tune.api import resume_search
+
+    result = resume_search(branch_search.experiment_path, output_dir=str(tmp_path / "resumed"), verbose=0)
+    assert result.experiment_path == branch_search.experiment_path
+    assert result.schedule_experiment_path == branch_search.schedule_experiment_path
+    assert result.batch_size_schedule == branch_search.batch_size_schedule
+    assert len(result.history) == len(branch_search.history)  # nothing trained again

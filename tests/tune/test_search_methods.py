@@ -1,0 +1,66 @@
+"""One seam per search method: the command lines look the method up in one table and never fork on it."""
+
+import json
+import types
+
+import pytest
+
+from cbs_ray.cli import report_main
+from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.records.storage import META_FILE
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.load import load_spec
+from cbs_ray.tune import branch, scratch
+from cbs_ray.tune.api import METHODS, _check_same_data, method_named
+from cbs_ray.tune.search_method import SearchMethod
+
+
+def test_every_method_the_spec_accepts_has_one_entry_with_the_four_functions():
+    assert set(METHODS) == {"scratch", "branch"}
+    for name, method in METHODS.items():
+        assert isinstance(method, SearchMethod) and method.name == name
+        assert all(callable(f) for f in (method.plan_lines, method.run, method.resume, method.report))
+    assert method_named("scratch") is scratch.METHOD and method_named("branch") is branch.METHOD
+
+
+def test_the_dry_run_plan_is_the_methods_own(monkeypatch):
+    data = types.SimpleNamespace(train_examples=10 ** 6)  # (data, budget, config): no data prepared here
+    budget = lambda spec: (data, spec.training.budget_samples, None)
+    monkeypatch.setattr(scratch, "prepare", budget)
+    monkeypatch.setattr(branch, "prepare", budget)
+    lines = method_named("scratch").plan_lines(load_spec(None))
+    assert lines[0].startswith("tiny-bert-sentiment") and any("B=128" in line for line in lines)
+    lm = load_spec("search_spaces/tiny_causal_lm.yaml", ["search.method=branch"])
+    assert "branch mode (Merrill et al. 2025)" in method_named("branch").plan_lines(lm)[0]
+
+
+def _meta(**changes):
+    fields = dict(name="x", metric="accuracy", mode="max", spec={}, budget_samples=64, data_fingerprint="aa")
+    return ExperimentMeta(**{**fields, **changes})
+
+
+class _Data:
+    def __init__(self, fingerprint):
+        self.fingerprint = lambda: fingerprint
+
+
+def test_resume_refuses_other_data_and_an_experiment_that_cannot_say_what_it_trained_on():
+    _check_same_data(_meta(), (_Data("aa"), 64, None), "/x")  # the same data: resumes
+    with pytest.raises(SpecError, match="the budget is now 128 samples"):
+        _check_same_data(_meta(), (_Data("aa"), 128, None), "/x")
+    with pytest.raises(SpecError, match="other tokens than the experiment's trials trained on"):
+        _check_same_data(_meta(), (_Data("bb"), 64, None), "/x")
+    with pytest.raises(SpecError, match="metadata format 1, without a fingerprint"):
+        _check_same_data(_meta(format=1, data_fingerprint=None), (_Data("aa"), 64, None), "/x")
+
+
+def test_a_branch_report_refuses_the_scratch_reports_flags_and_a_non_finite_target_is_exit_2(tmp_path, capsys):
+    (tmp_path / META_FILE).write_text(json.dumps({"name": "lm", "method": "branch", "metric": "eval_loss",
+                                                  "mode": "min", "spec": {}}))
+    assert report_main([str(tmp_path), "--target", "3.0"]) == 2
+    assert "--target: applies to a from-scratch experiment" in capsys.readouterr().err
+    assert report_main([str(tmp_path), "--turning-point", "raw"]) == 2
+    assert "--turning-point: applies to a from-scratch experiment" in capsys.readouterr().err
+    for value in ("nan", "inf"):
+        assert report_main([str(tmp_path), "--target", value]) == 2
+        assert "--target: must be a finite number" in capsys.readouterr().err
