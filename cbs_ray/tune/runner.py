@@ -166,11 +166,15 @@ def _finished(grid, *, expected_trials: int) -> str:
     """The experiment's path, once every trial has ended. On Ctrl-C Tune returns early without raising,
     after saving the state with the unfinished trials still marked running (the ResultGrid shows them
     stopped); read back, that state tells an interrupted experiment from a finished one, and nothing after
-    it (repeats, report) should run as if it had finished."""
+    it (repeats, report) should run as if it had finished. A trial whose actor died (an OOM kill) and that
+    failed for good is saved still marked running too (Tune does not rewrite its state), but the ResultGrid
+    holds its error: that one has ended."""
     from ray.tune import ExperimentAnalysis
 
     saved = ExperimentAnalysis(grid.experiment_path).trials
-    if any(t.status not in ("TERMINATED", "ERROR") for t in saved) or len(saved) < expected_trials:
+    failed = {Path(str(result.path)).name for result in grid if result.error is not None}
+    running = [t for t in saved if t.status not in ("TERMINATED", "ERROR") and Path(str(t.path)).name not in failed]
+    if running or len(saved) < expected_trials:
         raise SearchInterrupted(grid.experiment_path)
     return grid.experiment_path
 

@@ -177,15 +177,15 @@ def _kill_session(session_id: int) -> None:
     raise AssertionError(f"processes of the killed search still alive: {members()}")
 
 
-BUDGET = 8192  # 4 milestones of 2048: a trial mid-way has a checkpoint, and 3 more reports to resume into
-TRIALS = 4  # 2 at once on 2 CPUs: one finishes while a later one is mid-way
+BUDGET = 8192  # 4 milestones of 2048: a trial mid-way has a checkpoint, and more reports to resume into
+TRIALS = 3  # 2 at once on 2 CPUs: one finishes while another is mid-way
 
 
-def _start_search(tmp_path: Path, *more: str) -> tuple[subprocess.Popen, Path]:
-    """The CLI in its own process session: TRIALS in-process trials of BUDGET samples, no early stopping."""
+def _start_search(tmp_path: Path, *more: str, budget: int = BUDGET) -> tuple[subprocess.Popen, Path]:
+    """The CLI in its own process session: TRIALS in-process trials of ``budget`` samples, no early stopping."""
     argv = [sys.executable, "-m", "cbs_ray.search", "--output", str(tmp_path / "out")]
     for override in TINY + ["search.batch_sizes=[8, 16]", f"search.num_trials={TRIALS}", "search.early_stopping=false",
-                            f"training.budget_samples={BUDGET}", f"storage_path={tmp_path / 'ray_results'}", *more]:
+                            f"training.budget_samples={budget}", f"storage_path={tmp_path / 'ray_results'}", *more]:
         argv += ["--set", override]
     log = tmp_path / "driver.log"
     # Tune snapshots the experiment every second here (default: every 10 s or more), so a kill lands
@@ -215,7 +215,7 @@ def _saved_trials(experiment: Path) -> dict[str, tuple[str, int]]:
     return saved
 
 
-def _wait_until_one_finished_and_one_checkpointed(driver, log: Path) -> tuple[Path, dict]:
+def _wait_until_one_finished_and_one_checkpointed(driver, log: Path, budget: int = BUDGET) -> tuple[Path, dict]:
     """The experiment directory and its snapshot (see _saved_trials), once Tune has snapshotted one trial
     finished and another mid-way with a checkpoint."""
     deadline = time.time() + 300
@@ -227,7 +227,7 @@ def _wait_until_one_finished_and_one_checkpointed(driver, log: Path) -> tuple[Pa
         experiment = Path(lines[0].split(": ", 1)[1])
         saved = _saved_trials(experiment)
         finished = [t for t, (status, _) in saved.items() if status == "TERMINATED"]
-        midway = [t for t, (status, samples) in saved.items() if status == "RUNNING" and 0 < samples < BUDGET]
+        midway = [t for t, (status, samples) in saved.items() if status == "RUNNING" and 0 < samples < budget]
         if finished and midway:
             return experiment, saved
     raise AssertionError(f"no snapshot with a trial finished while another ran (driver exit {driver.poll()}):\n"
@@ -235,9 +235,10 @@ def _wait_until_one_finished_and_one_checkpointed(driver, log: Path) -> tuple[Pa
 
 
 def test_ctrl_c_stops_the_search_and_prints_the_resume_command(tmp_path):
-    driver, log = _start_search(tmp_path)
+    budget = BUDGET // 2  # nothing resumes here: 2 milestones are enough for a trial mid-way
+    driver, log = _start_search(tmp_path, budget=budget)
     try:
-        experiment, _ = _wait_until_one_finished_and_one_checkpointed(driver, log)
+        experiment, _ = _wait_until_one_finished_and_one_checkpointed(driver, log, budget)
         driver.send_signal(signal.SIGINT)
         assert driver.wait(timeout=120) == 130
     finally:
