@@ -123,7 +123,8 @@ def attach_report(spec: SearchSpec, experiment_path: str, meta: ExperimentMeta, 
     """Give each tracker the report: its files (summary.json, report.html/md, the plots) and the answer.
     Returns the lines to print (where to look)."""
     t, lines = spec.tracking, []
-    files = sorted(p for p in Path(out).iterdir() if p.is_file() and not p.name.startswith("."))  # not the lock
+    # The report's files, not the folder's lock (report.folder)
+    files = sorted(p for p in Path(out).iterdir() if p.is_file() and not p.name.startswith("."))
     scalars = {k: float(v) for k, v in answer.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     if t.mlflow is not None and meta.mlflow_parent_run_id:
         from mlflow.tracking import MlflowClient

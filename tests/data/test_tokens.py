@@ -199,17 +199,15 @@ def test_tokens_seen_is_samples_times_tokens_per_sample():
     assert with_tokens_seen(reported, 32)["tokens_seen"].tolist() == [1.0, 65536.0, 3.0]
 
 
-def test_load_history_adds_tokens_seen_from_the_experiment_meta(tmp_path, monkeypatch):
-    import ray.tune
+def test_load_history_adds_tokens_seen_from_the_experiment_meta(tmp_path):
+    import json
 
     from cbs_ray.records.storage import load_history, write_meta
 
-    class Analysis:  # what load_history reads of Tune's ExperimentAnalysis
-        def __init__(self, path):
-            self.trials = []
-            self.trial_dataframes = {"t1": pd.DataFrame({"samples_seen": [2048, 4096], "eval_loss": [3.0, 2.5]})}
-
-    monkeypatch.setattr(ray.tune, "ExperimentAnalysis", Analysis)
+    (tmp_path / "B8_t1").mkdir()  # one trial's directory as Tune leaves it (read from its own result file)
+    (tmp_path / "B8_t1" / "result.json").write_text("".join(
+        json.dumps({"trial_id": "t1", "samples_seen": s, "eval_loss": loss}) + "\n"
+        for s, loss in ((2048, 3.0), (4096, 2.5))))
     assert "tokens_seen" not in load_history(str(tmp_path))  # no metadata (a probe's experiment): samples only
     write_meta(str(tmp_path), {"tokens_per_sample": 1024})
     assert load_history(str(tmp_path))["tokens_seen"].tolist() == [2048 * 1024, 4096 * 1024]

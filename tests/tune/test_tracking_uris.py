@@ -19,7 +19,7 @@ def test_a_tracking_uri_that_cannot_work_is_refused_before_ray(case, capsys):
     started = time.monotonic()
     assert main(["--set", f"tracking.mlflow.tracking_uri={uri}", "--dry-run"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"tracking.mlflow.tracking_uri: " in err and says in err, err
+    assert err.count("\n") == 1 and "tracking.mlflow.tracking_uri: " in err and says in err, err
     assert time.monotonic() - started < 30  # (MLflow's own retries took 264 s)
 
 
