@@ -15,11 +15,6 @@ from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import ReportError
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
-from cbs_ray.tune.api import method_named, prepare, resume_search, run_search
-from cbs_ray.tune.prepare import check_before_ray, output_dir_for
-from cbs_ray.tune.probe import probe_spec
-from cbs_ray.tune.runner import DoesNotFit, SearchInterrupted, on_the_cluster, ray_session
-from cbs_ray.tune.scratch import run_probe
 
 __all__ = ["OneLineParser", "unforeseen_error", "search_main", "report_main"]
 
@@ -74,6 +69,12 @@ def search_main(argv: list[str] | None = None) -> int:
         args = parse_search_args(argv)
     except SystemExit as e:  # argparse already printed its one-line usage error
         return 2 if e.code else 0
+    # The API imports Ray and torch (seconds): --help and a usage error answer before it.
+    from cbs_ray.tune import api, runner
+    from cbs_ray.tune.prepare import check_before_ray, output_dir_for
+    from cbs_ray.tune.probe import probe_spec
+    from cbs_ray.tune.scratch import run_probe
+
 
     try:
         if args.resume:
@@ -82,34 +83,34 @@ def search_main(argv: list[str] | None = None) -> int:
                                                 ("--validate-schedule", args.validate_schedule)) if given]
             if clashes:
                 raise SpecError(f"--resume: continues the experiment's own spec; drop {', '.join(clashes)}")
-            resume_search(args.resume, address=args.address, output_dir=args.output)
+            api.resume_search(args.resume, address=args.address, output_dir=args.output)
             return 0
         spec = load_spec(args.space, args.overrides + (["branch.validate_schedule=true"]
                                                         if args.validate_schedule else []))
         if args.dry_run:  # every check the run makes before Ray, then the method's plan
             check_before_ray(spec, output_dir_for(spec, args.output), dry_run=True)
-            print("\n".join(method_named(spec.search.method).plan_lines(spec)))
+            print("\n".join(api.method_named(spec.search.method).plan_lines(spec)))
             return 0
         if args.probe:
             probe = probe_spec(spec)
-            prepared = prepare(probe)
-            with ray_session(args.address) as context:
-                on_the_cluster(probe, context)
+            prepared = api.prepare(probe)
+            with runner.ray_session(args.address) as context:
+                runner.on_the_cluster(probe, context)
                 _, grid = run_probe(probe, prepared)
             print(f"use it: --set 'search.batch_sizes={grid}', or search.batch_sizes: auto in the spec")
             return 0
-        run_search(spec, address=args.address, output_dir=args.output)
+        api.run_search(spec, address=args.address, output_dir=args.output)
         return 0
     except SpecError as e:  # placement.NeverPlaced too: resources no node of the cluster can ever hold
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except (DoesNotFit, ReportError) as e:  # ran, but nothing to report (every trial failed, say why)
+    except (runner.DoesNotFit, ReportError) as e:  # ran, but nothing to report (every trial failed, say why)
         print(f"error: {e}", file=sys.stderr)
         return 1
     except Exception as e:
         return unforeseen_error(e)
     except KeyboardInterrupt as e:
-        where = e.experiment_path if isinstance(e, SearchInterrupted) else "EXPERIMENT_DIR"
+        where = e.experiment_path if isinstance(e, runner.SearchInterrupted) else "EXPERIMENT_DIR"
         print(f"interrupted: finished trials and checkpoints are kept; continue with: "
               f"python -m cbs_ray.search --resume {where}", file=sys.stderr)
         return 130
@@ -133,6 +134,8 @@ def report_main(argv: list[str] | None = None) -> int:
         print(f"error: --tolerance: must be in [0, 1), got {args.tolerance}", file=sys.stderr)
         return 2
 
+    from cbs_ray.tune import api  # (as above: the report's usage errors answer before Ray and torch load)
+
     if args.target is not None and not math.isfinite(args.target):
         print(f"error: --target: must be a finite number, got {args.target}", file=sys.stderr)
         return 2
@@ -141,7 +144,7 @@ def report_main(argv: list[str] | None = None) -> int:
             meta = ExperimentMeta.read(args.experiment_dir)
         except ReportError:
             meta = None  # the from-scratch report says why
-        method = method_named(meta.method if meta else "scratch")
+        method = api.method_named(meta.method if meta else "scratch")
         method.report(args.experiment_dir, meta, output_dir=args.output, tolerance=args.tolerance, target=args.target,
                       turning_fit=args.turning_point)
     except (ReportError, MissingColumnError) as e:  # a history without a column the report needs names it

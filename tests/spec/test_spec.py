@@ -388,7 +388,7 @@ def test_an_unreadable_eval_file_is_named_and_home_paths_load(tmp_path, capsys, 
 
 @pytest.mark.parametrize("error", ["ReportError", "DoesNotFit"])
 def test_a_search_that_ran_but_has_nothing_to_report_is_one_line_and_exit_1(error, capsys, monkeypatch):
-    import cbs_ray.cli as cli
+    import cbs_ray.tune.api as api
     from cbs_ray.records.storage import ReportError
     from cbs_ray.tune.runner import DoesNotFit
 
@@ -397,7 +397,7 @@ def test_a_search_that_ran_but_has_nothing_to_report_is_one_line_and_exit_1(erro
     def fails(*args, **kwargs):
         raise raised("/x/exp: no trial has reported a result yet; 2 of 2 trials failed, the first with: E")
 
-    monkeypatch.setattr(cli, "run_search", fails)
+    monkeypatch.setattr(api, "run_search", fails)
     assert main([]) == 1
     assert capsys.readouterr().err == \
         "error: /x/exp: no trial has reported a result yet; 2 of 2 trials failed, the first with: E\n"
