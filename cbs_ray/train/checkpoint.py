@@ -92,6 +92,12 @@ def publish_state(path: str, model, optimizer, scheduler, scaler, step: int, pro
     return True
 
 
+def trunk_checkpoint_path(checkpoint_dir: str, samples: int) -> str:
+    """Where the trunk's checkpoint at ``samples`` is published (a directory holding ``STATE_FILE``), for
+    the branches that start from it and the driver that waits for it."""
+    return f"{checkpoint_dir.rstrip('/')}/samples_{samples}"
+
+
 def mark_trunk_done(checkpoint_dir: str, how: str) -> None:
     """``TRUNK_DONE`` in the trunk's checkpoint directory, holding ``how`` it ended (the samples it reached,
     or ``failed``): the trunk will write no more checkpoints, so a branch still waiting for one stops waiting.

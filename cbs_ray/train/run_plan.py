@@ -28,6 +28,7 @@ from cbs_ray.maths.budget import milestones, optimizer_steps
 from cbs_ray.maths.lr_schedule import lr_multiplier, scaled_lr, warmup_steps
 from cbs_ray.spec.branch_section import Branching, resolve_branching
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.train.checkpoint import trunk_checkpoint_path
 
 __all__ = ["RunPlan", "ROLES", "plan_from_config", "scratch_plan", "trunk_config", "branch_configs", "schedule_config"]
 
@@ -200,7 +201,7 @@ class RunPlan:
     def checkpoint_path(self, samples: int) -> str:
         """Where the trunk's checkpoint at ``samples`` is written and branches read it: a directory holding
         ``train.checkpoint.STATE_FILE``."""
-        return f"{self.checkpoint_dir.rstrip('/')}/samples_{samples}"
+        return trunk_checkpoint_path(self.checkpoint_dir, samples)
 
 
 def _reports(start: int, stop: int, every: int, extra: Sequence[int] = ()) -> tuple[int, ...]:

@@ -18,7 +18,7 @@ from typing import Optional
 
 from ray.tune.search import Searcher
 
-from cbs_ray.train.checkpoint import STATE_FILE, TRUNK_DONE
+from cbs_ray.train.checkpoint import STATE_FILE, TRUNK_DONE, trunk_checkpoint_path
 
 __all__ = ["PublishedCheckpoints", "checkpoint_published", "never_started"]
 
@@ -26,7 +26,7 @@ __all__ = ["PublishedCheckpoints", "checkpoint_published", "never_started"]
 def checkpoint_published(checkpoint_dir: str, samples: int) -> bool:
     """Whether the trunk's checkpoint at ``samples`` is complete on disk (``train.checkpoint.publish_state``
     renames it into place whole, and ``train.run_plan.RunPlan.checkpoint_path`` names it)."""
-    return os.path.exists(os.path.join(checkpoint_dir.rstrip("/"), f"samples_{samples}", STATE_FILE))
+    return os.path.exists(os.path.join(trunk_checkpoint_path(checkpoint_dir, samples), STATE_FILE))
 
 
 def never_started(points: list[dict], checkpoint_dir: str) -> list[dict]:
@@ -56,10 +56,10 @@ class PublishedCheckpoints(Searcher):
         for i, point in enumerate(self.pending):
             if point.get("role") != "branch" or checkpoint_published(self.checkpoint_dir, point["start_samples"]):
                 return self.pending.pop(i)
-        if self.pending and os.path.exists(os.path.join(self.checkpoint_dir, TRUNK_DONE)):
-            # The marker may be written right after a last checkpoint: that branch was suggested above first.
-            self.dropped += self.pending
-            self.pending = []
+        # The marker may be written right after a last checkpoint: that branch was suggested above first.
+        dropped = never_started(self.pending, self.checkpoint_dir)
+        self.dropped += dropped
+        self.pending = [p for p in self.pending if p not in dropped]
         return None if self.pending else Searcher.FINISHED
 
     def on_trial_complete(self, trial_id: str, result: Optional[dict] = None, error: bool = False) -> None:
