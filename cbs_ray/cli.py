@@ -1,14 +1,17 @@
-"""The two command lines: ``python -m cbs_ray.search`` (run or resume a search) and ``python -m
-cbs_ray.report`` (rebuild a report from an experiment directory). Both parse, call the Python API, and
-turn a bad input into one line and a non-zero exit: 2 for a bad spec or argument, 1 for a run that has
-nothing to report, 130 for Ctrl-C."""
+"""The command lines: ``cbs-ray search`` (also ``python -m cbs_ray.search``: run or resume a search),
+``cbs-ray report`` (also ``python -m cbs_ray.report``: rebuild a report from an experiment directory) and
+``cbs-ray schema`` (the spec's JSON Schema). They parse, call the Python API, and turn a bad input into one
+line and a non-zero exit: 2 for a bad spec or argument, 1 for a run that has nothing to report, 130 for
+Ctrl-C."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
+from importlib.metadata import PackageNotFoundError, version
 
 from cbs_ray.records.columns import MissingColumnError
 from cbs_ray.records.meta import ExperimentMeta
@@ -16,7 +19,8 @@ from cbs_ray.records.storage import ReportError
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
 
-__all__ = ["OneLineParser", "unforeseen_error", "search_main", "report_main"]
+__all__ = ["OneLineParser", "unforeseen_error", "main", "search_main", "report_main", "schema_main",
+           "parse_search_args"]
 
 SEARCH_DESCRIPTION = "Run a critical-batch search: python -m cbs_ray.search [--space FILE] [--set key=value ...]"
 REPORT_DESCRIPTION = ("The report: python -m cbs_ray.report EXPERIMENT_DIR [--output DIR] [--tolerance 0.01] "
@@ -42,8 +46,8 @@ def unforeseen_error(e: Exception) -> int:
 
 # ---- python -m cbs_ray.search ----------------------------------------------------------------------
 
-def parse_search_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = OneLineParser(prog="python -m cbs_ray.search", description=SEARCH_DESCRIPTION)
+def parse_search_args(argv: list[str] | None = None, prog: str = "python -m cbs_ray.search") -> argparse.Namespace:
+    parser = OneLineParser(prog=prog, description=SEARCH_DESCRIPTION)
     parser.add_argument("--space", help="search-space YAML (default: the embedded tiny CPU default)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a spec field, e.g. --set training.budget_samples=16384")
@@ -61,12 +65,14 @@ def parse_search_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="branch mode (search.method=branch): train the recommended batch-size schedule "
                              "against the trunk's fixed small batch and report the steps saved and the loss "
                              "difference (sets branch.validate_schedule)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="Tune's own progress tables and every worker's log lines instead of the progress display")
     return parser.parse_args(argv)
 
 
-def search_main(argv: list[str] | None = None) -> int:
+def search_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.search") -> int:
     try:
-        args = parse_search_args(argv)
+        args = parse_search_args(argv, prog)
     except SystemExit as e:  # argparse already printed its one-line usage error
         return 2 if e.code else 0
     # The API imports Ray and torch (seconds): --help and a usage error answer before it.
@@ -83,7 +89,7 @@ def search_main(argv: list[str] | None = None) -> int:
                                                 ("--validate-schedule", args.validate_schedule)) if given]
             if clashes:
                 raise SpecError(f"--resume: continues the experiment's own spec; drop {', '.join(clashes)}")
-            api.resume_search(args.resume, address=args.address, output_dir=args.output)
+            api.resume_search(args.resume, address=args.address, output_dir=args.output, verbose=args.verbose)
             return 0
         spec = load_spec(args.space, args.overrides + (["branch.validate_schedule=true"]
                                                         if args.validate_schedule else []))
@@ -94,12 +100,12 @@ def search_main(argv: list[str] | None = None) -> int:
         if args.probe:
             probe = probe_spec(spec)
             prepared = api.prepare(probe)
-            with runner.ray_session(args.address) as context:
+            with runner.ray_session(args.address, verbose=args.verbose) as context:
                 runner.on_the_cluster(probe, context)
                 _, grid = run_probe(probe, prepared)
             print(f"use it: --set 'search.batch_sizes={grid}', or search.batch_sizes: auto in the spec")
             return 0
-        api.run_search(spec, address=args.address, output_dir=args.output)
+        api.run_search(spec, address=args.address, output_dir=args.output, verbose=args.verbose)
         return 0
     except SpecError as e:  # placement.NeverPlaced too: resources no node of the cluster can ever hold
         print(f"error: {e}", file=sys.stderr)
@@ -118,8 +124,8 @@ def search_main(argv: list[str] | None = None) -> int:
 
 # ---- python -m cbs_ray.report ----------------------------------------------------------------------
 
-def report_main(argv: list[str] | None = None) -> int:
-    parser = OneLineParser(prog="python -m cbs_ray.report", description=REPORT_DESCRIPTION)
+def report_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.report") -> int:
+    parser = OneLineParser(prog=prog, description=REPORT_DESCRIPTION)
     parser.add_argument("experiment_dir", help="the Tune experiment directory a search wrote")
     parser.add_argument("--output", help="where to write the report (default: ./cbs_results/<name>)")
     parser.add_argument("--tolerance", type=float, help="turning-point tolerance (relative; default from the spec)")
@@ -153,3 +159,56 @@ def report_main(argv: list[str] | None = None) -> int:
     except Exception as e:
         return unforeseen_error(e)
     return 0
+
+
+# ---- cbs-ray schema --------------------------------------------------------------------------------
+
+def schema_main(argv: list[str] | None = None, prog: str = "cbs-ray schema") -> int:
+    parser = OneLineParser(prog=prog, description="Print the search spec's JSON Schema (for editors that "
+                                                  "validate YAML): cbs-ray schema > cbs-spec.schema.json")
+    try:
+        parser.parse_args(argv)
+    except SystemExit as e:
+        return 2 if e.code else 0
+    from cbs_ray.spec.json_schema import spec_json_schema  # pydantic loads only for this command
+
+    try:
+        print(json.dumps(spec_json_schema(), indent=2), flush=True)
+    except BrokenPipeError:  # cbs-ray schema | head: the reader had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+# ---- cbs-ray ---------------------------------------------------------------------------------------
+
+COMMANDS = {"search": search_main, "report": report_main, "schema": schema_main}
+"""``cbs-ray COMMAND ...``: each takes the rest of the arguments."""
+
+USAGE = """usage: cbs-ray {search,report,schema} ...
+
+  cbs-ray search [--space FILE] [--set key=value ...] [--dry-run] [--verbose] ...   run or resume a search
+  cbs-ray report EXPERIMENT_DIR [--output DIR] [--target VALUE] ...                 rebuild a report
+  cbs-ray schema                                                                    the spec's JSON Schema
+
+cbs-ray COMMAND --help says more; python -m cbs_ray.search and python -m cbs_ray.report are the same commands.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``cbs-ray`` console script."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE, end="", file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    if argv[0] == "--version":
+        try:
+            print(f"cbs-ray {version('cbs-ray')}")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            print("cbs-ray (not installed)")
+        return 0
+    command = COMMANDS.get(argv[0])
+    if command is None:
+        print(f"error: unknown command {argv[0]!r}: choose search, report or schema (see cbs-ray --help)",
+              file=sys.stderr)
+        return 2
+    return command(argv[1:], prog=f"cbs-ray {argv[0]}")

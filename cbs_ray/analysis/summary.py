@@ -37,11 +37,13 @@ FRONT_COLUMNS = [Column.trial_id, Column.batch_size, Column.alpha, Column.warmup
 
 def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: int,
               tolerance: float = 0.01, target: Optional[float] = None, turning_fit: str = "monotone",
-              min_batch_size: int = 1) -> Summary:
+              min_batch_size: int = 1, seeds: Optional[dict] = None) -> Summary:
     """Everything ``summary.json`` holds, typed (NaN becomes None; ``Summary.to_json`` writes it). ``turning_fit``:
     ``monotone`` reads the turning point off the per-batch means' monotone fit, ``raw`` off the means
     (``search.turning_point``); the other reading is kept as ``raw_batch_size`` / ``monotone_batch_size``.
-    ``min_batch_size``: the smallest batch a next search may propose (the workers per trial)."""
+    ``min_batch_size``: the smallest batch a next search may propose (the workers per trial). ``seeds``: batch
+    size → the (alpha, warmup fraction) the search seeded it with (None: nothing seeded, a grid), so that the
+    recommendation says when its alpha and warmup are a seed's (``readings.unsearched``)."""
     if turning_fit not in ("monotone", "raw"):
         raise ValueError(f"turning_fit must be 'monotone' or 'raw', got {turning_fit!r}")
     trials = trial_table(history, metric=metric, budget_samples=budget_samples)
@@ -82,7 +84,8 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
                                   for k, v in noise.items()}),
         recommendation=recommend(done, front_projected, metric=metric, mode=mode, tolerance=tolerance,
                                  budget_samples=budget_samples, cap=answer.batch_size, resolved=answer.resolved,
-                                 cap_text=bound_text(answer.batch_size, answer.bound)),
+                                 cap_text=bound_text(answer.batch_size, answer.bound), per_batch=per_batch,
+                                 trials=trials, seeds=seeds),
         per_batch=_records(per_batch), pareto=_records(done.loc[front_wall, columns]),
         pareto_projected=_records(done.loc[front_projected, columns]), trials=_records(trials),
         importance=Importance(EVALUATOR, *param_importance(trials, metric=metric, mode=mode)))

@@ -142,7 +142,10 @@ class Importance:
 
 @dataclass(frozen=True)
 class Recommendation:
-    """The fastest configuration on the projected-time Pareto front within tolerance of the best."""
+    """The fastest configuration on the projected-time Pareto front within tolerance of the best. Where its
+    configuration was repeated (``search.repeats``), ``metric_mean`` and ``metric_se`` are over its runs: the
+    figure the answer rests on, which the headline quotes (``metric_value`` is the one trial's, maybe the
+    luckiest run)."""
 
     batch_size: int
     alpha: float
@@ -152,17 +155,22 @@ class Recommendation:
     budget_samples: int
     optimizer_steps: int
     metric: str  # the metric's name: summary.json has its value under this key
-    metric_value: float
+    metric_value: float  # this trial's
     projected_time_s: float
     trial_id: str
     note: Optional[str] = None  # why it is not the fastest within tolerance: that one is past the critical batch
+    runs: int = 1  # completed runs of this configuration at its batch size: its trial and the repeats'
+    metric_mean: Optional[float] = field(default=None, metadata=OMIT_IF_NONE)  # over the runs (mean_<metric>)
+    metric_se: Optional[float] = field(default=None, metadata=OMIT_IF_NONE)  # its standard error (se_<metric>)
+    unsearched: Optional[str] = field(default=None, metadata=OMIT_IF_NONE)  # alpha and warmup are the batch
+    # size's seeded configuration, not chosen by the search: why, and what would search them
 
     def to_dict(self) -> dict:
-        out = {}
-        for f in fields(self):
-            if f.name != "metric":
-                out[self.metric if f.name == "metric_value" else f.name] = getattr(self, f.name)
-        return out
+        """summary.json's keys: the metric's values under its own name (``accuracy``, ``mean_accuracy``,
+        ``se_accuracy``); an optional field only where it is set."""
+        names = {"metric_value": self.metric, "metric_mean": f"mean_{self.metric}", "metric_se": f"se_{self.metric}"}
+        return {names.get(f.name, f.name): getattr(self, f.name) for f in fields(self)
+                if f.name != "metric" and not (f.metadata.get("omit_if_none") and getattr(self, f.name) is None)}
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,8 @@ def _seq2seq_word_tokenizer(texts: list[str], vocab_size: int):
 
     tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(texts, trainers.WordLevelTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS))
+    tok.train_from_iterator(texts, trainers.WordLevelTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
+                                                             show_progress=False))
     eos_id, pad_id = tok.token_to_id("[SEP]"), tok.token_to_id("[PAD]")
     tok.post_processor = processors.TemplateProcessing(single="$A [SEP]", special_tokens=[("[SEP]", eos_id)])
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["scaled_lr", "warmup_steps", "lr_multiplier"]
+__all__ = ["scaled_lr", "warmup_steps", "lr_multiplier", "seed_warmup_fraction", "SEED_WARMUP_DOUBLINGS"]
 
 
 def scaled_lr(base_lr: float, batch_size: int, base_batch: int, alpha: float) -> float:
@@ -35,6 +35,27 @@ def warmup_steps(warmup_fraction: float, total_steps: int) -> int:
     if warmup_fraction == 0.0:
         return 0
     return min(total_steps, max(1, round(warmup_fraction * total_steps)))
+
+
+SEED_WARMUP_DOUBLINGS = 4
+"""How many doublings of B from B0 the seeded warmup takes to reach an end of the warmup range."""
+
+
+def seed_warmup_fraction(warmup_range, batch_size: int, base_batch: int) -> float:
+    """The warmup fraction a search seeds batch size ``batch_size`` with: warmup grows with the batch, whose
+    LR grows with it (``scaled_lr``), from the middle of ``warmup_range`` at ``base_batch`` (B0, where
+    ``base_lr`` is right) by 1/(2·``SEED_WARMUP_DOUBLINGS``) of the range per doubling, up or down, clipped to
+    the range: the ends 4 doublings away (B0/16 and 16·B0). A function of B, B0 and the range only, not of
+    the other batch sizes searched, so a batch size gets the same seed in every grid.
+
+    >>> [seed_warmup_fraction([0.0, 0.2], b, 16) for b in (1, 8, 16, 32, 128, 512)]
+    [0.0, 0.075, 0.1, 0.125, 0.175, 0.2]
+    """
+    low, high = float(warmup_range[0]), float(warmup_range[1])
+    if batch_size <= 0 or base_batch <= 0:
+        raise ValueError("batch_size and base_batch must be positive")
+    share = 0.5 + math.log2(batch_size / base_batch) / (2 * SEED_WARMUP_DOUBLINGS)
+    return round(low + (high - low) * min(1.0, max(0.0, share)), 6)
 
 
 def lr_multiplier(step: int, warmup: int, total_steps: int, *, decay: str = "linear") -> float:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from cbs_ray.ray_internals import trial_storage
 from cbs_ray.records.columns import Column
 from cbs_ray.records.legacy import old_module_names
 
@@ -111,7 +112,7 @@ def _trials(experiment_uri: str) -> list[tuple]:
         # file up to the cut (``_results``) and says what was lost.
         with old_module_names(), _quiet(logging.getLogger("ray.tune.analysis.experiment_analysis")):
             analysis = ExperimentAnalysis(experiment_uri)
-        return [(t.trial_id, t.status == "ERROR", t.storage.storage_filesystem, t.storage.trial_fs_path)
+        return [(t.trial_id, t.status == "ERROR", *trial_storage(t))
                 for t in analysis.trials if t.last_result is not None]
     except Exception as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -192,8 +193,8 @@ def error_lines(trial) -> list[str]:
     """The non-blank lines of a trial's error file on the experiment's storage (local or a URI, no Ray
     session needed); [] when it has none or it cannot be read."""
     try:
-        fs = trial.storage.storage_filesystem
-        with fs.open_input_stream(f"{trial.storage.trial_fs_path}/{trial.run_metadata.error_filename}") as f:
+        fs, trial_dir = trial_storage(trial)
+        with fs.open_input_stream(f"{trial_dir}/{trial.run_metadata.error_filename}") as f:
             text = f.readall().decode(errors="replace")
     except Exception:  # no error file, no trial directory name, storage gone: it is only a hint
         return []

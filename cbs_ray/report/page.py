@@ -15,7 +15,7 @@ from cbs_ray.records.columns import Column
 
 # ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as
 # they were this module's before.
-from cbs_ray.report.text import _fmt, _recommendation_line, _snippet, _table, headline
+from cbs_ray.report.text import _fmt, _recommendation_line, _snippet, _table, headline, training_arguments
 
 __all__ = ["render_markdown", "render_html"]
 
@@ -86,6 +86,8 @@ def render_markdown(summary: Summary, plots: dict[str, Path]) -> str:
              "\n>\n".join(f"> {line.strip()}" for line in box) + "\n"]
     if summary.recommendation:
         parts.append("Paste into a training config:\n\n```yaml\n" + _snippet(summary) + "```\n")
+    if training_arguments(summary):
+        parts.append("Or into a Hugging Face Trainer:\n\n```python\n" + training_arguments(summary) + "```\n")
     if FIRST_PLOT in plots:
         parts.append(f"![{FIRST_PLOT}]({plots[FIRST_PLOT].name})\n")
     parts += ["## Readings\n", "\n".join(f"- {line}" for line in _readings(summary)) + "\n",
@@ -131,7 +133,7 @@ def _answer_box(summary: Summary) -> str:
     sure = answer.resolved is True and answer.bound is None and answer.cross_checks_agree is not False
     rec_lines = _recommendation_line(summary.recommendation, summary.metric).split("\n")
     notes = [f"Unequal search effort: {n}" for n in answer.notes] + [line.strip() for line in rec_lines[1:]]
-    snippet = _snippet(summary)
+    snippet, hf_args = _snippet(summary), training_arguments(summary)
     # One row per part of the answer line; its short cross-check and note marks give way to the full lines.
     rows = [part for part in rest.split("; ") if part not in set(CROSS_CHECKS.values()) | {EFFORT_MARK}]
     return (f'<div class="answer{"" if sure else " unsure"}"><div class="cols"><div class="main">'
@@ -140,7 +142,8 @@ def _answer_box(summary: Summary) -> str:
             + f'<div class="small">{esc(answer.cross_checks)}</div>'
             + "".join(f'<div class="note">{esc(n)}</div>' for n in notes)
             + f'</div><div class="rec"><b>Recommended config</b><br>{esc(rec_lines[0].split(": ", 1)[-1])}'
-            + (f"<pre>{esc(snippet)}</pre>" if snippet else "") + "</div></div></div>")
+            + (f"<pre>{esc(snippet)}</pre>" if snippet else "")
+            + (f"<pre>{esc(hf_args)}</pre>" if hf_args else "") + "</div></div></div>")
 
 
 def render_html(summary: Summary, plots: dict[str, Path]) -> str:

@@ -18,6 +18,7 @@ import pandas as pd
 
 from cbs_ray.analysis.summary import summarize, write_summary
 from cbs_ray.analysis.summary_record import CriticalBatch, Recommendation, Summary, Tradeoff
+from cbs_ray.maths.lr_schedule import seed_warmup_fraction
 from cbs_ray.records.columns import Column
 
 # ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as
@@ -27,7 +28,7 @@ from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import render_html, render_markdown
 from cbs_ray.report.plots import all_plots
 
-__all__ = ["Report", "analyze"]
+__all__ = ["Report", "analyze", "seeded_configurations"]
 
 
 @dataclass
@@ -71,6 +72,18 @@ class Report:
         return html
 
 
+def seeded_configurations(spec: dict, batch_sizes) -> Optional[dict]:
+    """batch size → the (alpha, warmup fraction) a TPE or random search seeded it with (``tune.search_space``'s
+    seeds: the middle alpha, ``maths.lr_schedule.seed_warmup_fraction``), from the experiment's recorded spec;
+    None for a grid, which seeds nothing, or a spec that does not say. An experiment seeded by the rule before
+    it (the warmup spread over the grid) matches none: its report says nothing of seeds."""
+    search, training = spec.get("search") or {}, spec.get("training") or {}
+    alphas, warmups, base = search.get("alpha_range"), search.get("warmup_fraction_range"), training.get("base_batch")
+    if search.get("strategy", "tpe") == "grid" or not (alphas and warmups and base):
+        return None
+    return {int(b): (sum(alphas) / 2, seed_warmup_fraction(warmups, int(b), int(base))) for b in batch_sizes}
+
+
 def analyze(source, *, tolerance: Optional[float] = None, target: Optional[float] = None,
             turning_fit: Optional[str] = None) -> Report:
     """Analyse an experiment directory (path or URI) or a ``ray.tune.ResultGrid`` of a cbs-ray search.
@@ -95,6 +108,7 @@ def analyze(source, *, tolerance: Optional[float] = None, target: Optional[float
                         tolerance=meta["tolerance"] if tolerance is None else tolerance, target=target,
                         turning_fit=turning_fit or spec.get("search", {}).get("turning_point", "monotone"),
                         # a next search never proposes a batch smaller than the workers it splits over
-                        min_batch_size=int(spec.get("resources", {}).get("workers_per_trial") or 1))
+                        min_batch_size=int(spec.get("resources", {}).get("workers_per_trial") or 1),
+                        seeds=seeded_configurations(spec, history[Column.batch_size].unique()))
     summary = replace(summary, experiment_path=experiment, name=meta.get("name"), spec=meta.get("spec"))
     return Report(summary, history, experiment)

@@ -1,4 +1,5 @@
-"""The report's text: the headline (the answer first, then the readings) and the snippet to paste.
+"""The report's text: the headline (the answer first, then the readings) and the snippets to paste (the
+recommendation's keys, and HF ``TrainingArguments``).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from typing import Optional
 
 from cbs_ray.analysis.answer import READINGS, bound_text
 from cbs_ray.analysis.summary_record import CriticalBatch, NoiseScale, Recommendation, Summary, Tradeoff
+from cbs_ray.maths.budget import plan_batch
 from cbs_ray.records.columns import Column
 
 # ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as
@@ -82,13 +84,23 @@ def _noise_scale_line(noise: NoiseScale) -> str:
                if noise.reports_left_out else ""))
 
 
+def _recommended_figure(rec: Recommendation) -> str:
+    """The metric the recommendation rests on: the mean over its configuration's runs where it was repeated
+    (the one trial may be the luckiest of them), else its one trial's."""
+    if rec.metric_mean is None:
+        return f"{rec.metric_value:.4g}"
+    se = f" ± {rec.metric_se:.2g}" if rec.metric_se is not None else ""
+    return f"{rec.metric_mean:.4g}{se} (mean of {rec.runs} runs; this trial {rec.metric_value:.4g})"
+
+
 def _recommendation_line(rec: Optional[Recommendation], metric: str) -> str:
     if not rec:
         return "Recommendation: none (no trial reached the full budget)"
     return (f"Recommendation: batch {rec.batch_size}, alpha {rec.alpha:.3g}, peak lr "
             f"{rec.peak_lr:.3g}, warmup {rec.warmup_fraction:.3g} of the steps "
-            f"({rec.warmup_steps} steps) -> {metric} {rec.metric_value:.4g}, "
-            f"{rec.projected_time_s:.1f} s projected" + (f"\n  {rec.note}" if rec.note else ""))
+            f"({rec.warmup_steps} steps) -> {metric} {_recommended_figure(rec)}, "
+            f"{rec.projected_time_s:.1f} s projected" + "".join(f"\n  {line}" for line in (rec.note, rec.unsearched)
+                                                                if line))
 
 
 def headline(summary: Summary) -> list[str]:
@@ -126,3 +138,39 @@ def _snippet(summary: Summary) -> str:
     if not rec:
         return ""
     return "\n".join(f"{k}: {getattr(rec, k)}" for k in SNIPPET_KEYS) + "\n"
+
+
+# training.lr_decay -> HF's lr_scheduler_type: warmup, then that decay (constant: HF's constant after warmup).
+HF_SCHEDULERS = {"linear": "linear", "cosine": "cosine", "constant": "constant_with_warmup"}
+
+
+def training_arguments(summary: Summary) -> str:
+    """HF ``TrainingArguments`` for the recommendation, from it and the experiment's spec: the per-device batch
+    is the spec's micro-batch and the rest is accumulation, B = per-device × accumulation × workers (as the
+    trials made it, ``maths.budget.plan_batch``; a micro-batch probe may have lowered it further), the peak LR,
+    warmup and the budget in optimizer steps, and the spec's schedule, weight decay, clipping and Adam betas.
+    "" without a recommendation or a spec (a bare history)."""
+    rec, spec = summary.recommendation, summary.spec
+    if not rec or not spec:
+        return ""
+    t, workers = spec.get("training", {}), int(spec.get("resources", {}).get("workers_per_trial") or 1)
+    plan = plan_batch(rec.batch_size, workers, t.get("micro_batch_size"))
+    clip = t.get("grad_clip_norm")
+    decay = t.get("lr_decay", "linear")
+    optimizer = t.get("optimizer", "adamw")
+    lines = [f"per_device_train_batch_size={plan.micro_batch},  # the micro-batch",
+             (f"gradient_accumulation_steps={plan.accumulation},  # B={rec.batch_size} = {plan.micro_batch} × "
+              f"{plan.accumulation} × {workers} device{'s' if workers > 1 else ''}"),
+             f"learning_rate={rec.peak_lr:.4g},  # the peak: base_lr × (B / base_batch) ** {rec.alpha:.3g}",
+             f"warmup_steps={rec.warmup_steps},  # {rec.warmup_fraction:.3g} of the steps",
+             f"max_steps={rec.optimizer_steps},  # the budget, {rec.budget_samples} samples at B={rec.batch_size}",
+             f'lr_scheduler_type="{HF_SCHEDULERS.get(decay, decay)}",',
+             f"weight_decay={t.get('weight_decay', 0.0)},",
+             f"max_grad_norm={clip if clip is not None else 0.0},{'  # no clipping' if clip is None else ''}",
+             f"adam_beta1={t.get('adam_beta1', 0.9)},",
+             f"adam_beta2={t.get('adam_beta2', 0.999)},"]
+    if optimizer == "sgd":
+        lines.append('optim="sgd",  # the search\'s SGD had momentum 0.9')
+    note = "" if optimizer != "lamb" else "# the search trained with LAMB, which HF's Trainer does not offer\n"
+    return ("from transformers import TrainingArguments\n\n" + note + "args = TrainingArguments(\n"
+            + "".join(f"    {line}\n" for line in lines) + ")\n")

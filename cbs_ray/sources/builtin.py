@@ -12,7 +12,7 @@ import torch
 
 from cbs_ray.sources.amp import autocast_dtype
 from cbs_ray.sources.model import build_model
-from cbs_ray.sources.protocol import TrialSettings
+from cbs_ray.sources.protocol import Position, TrialSettings, counted
 
 __all__ = ["evaluate", "WORST_METRIC", "BuiltinSource"]
 
@@ -84,10 +84,10 @@ class BuiltinSource:
 
 @torch.no_grad()
 def evaluate(model, session, data, cfg: TrialSettings, *, on_dev: bool = False,
-             batch_size: Optional[int] = None) -> dict:
+             batch_size: Optional[int] = None, position: Optional[Position] = None) -> dict:
     """Metric over the whole eval set (``on_dev``: the dev set): each rank sums over its exact shard
     (rank::world_size, no padding duplicates) in batches of ``batch_size`` (default
-    ``training.eval_batch_size``), sums are all-reduced, then divided."""
+    ``training.eval_batch_size``), sums are all-reduced, then divided. ``position.batch`` follows the batches."""
     model.eval()
     shard = slice(session.rank, None, session.world_size)
     arrays = (data.dev_ids, data.dev_mask, data.dev_labels) if on_dev else (data.eval_ids, data.eval_mask,
@@ -97,7 +97,7 @@ def evaluate(model, session, data, cfg: TrialSettings, *, on_dev: bool = False,
     task = cfg.task
     size = batch_size or cfg.spec.training.eval_batch_size
     amp_dtype = autocast_dtype(cfg.spec.training.precision, session.device)  # the model is evaluated as it trains
-    for start in range(0, len(ids), size):
+    for start in counted(range(0, len(ids), size), position):
         batch = _inputs((ids[start:start + size], mask[start:start + size], labels[start:start + size]),
                         task, session.device)
         with torch.autocast(session.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cbs_ray.spec.errors import SpecError
 
-__all__ = ["build_model", "check_buildable", "model_config"]
+__all__ = ["build_model", "check_buildable", "model_config", "quiet_default_loss"]
 
 
 def _auto_class(task: str):
@@ -71,5 +71,15 @@ def build_model(model: dict, task: str, config):
     """Instantiate the model: weights from the hub/local path for a named model, random otherwise."""
     auto = _auto_class(task)
     if model.get("name"):
-        return auto.from_pretrained(model["name"], config=config)
-    return auto.from_config(config)
+        return quiet_default_loss(auto.from_pretrained(model["name"], config=config))
+    return quiet_default_loss(auto.from_config(config))
+
+
+def quiet_default_loss(model):
+    """``model`` with its ``loss_type`` set to ``ForCausalLM`` where transformers left it None (a class name that
+    names no loss, e.g. ``GPT2LMHeadModel``). That is the loss transformers falls back to then, so nothing
+    changes but its warning ("`loss_type=None` was set in the config but it is unrecognized"): logged once per
+    process (``logger.warning_once`` in ``PreTrainedModel.loss_function``), i.e. once in every trial."""
+    if getattr(model, "loss_type", "") is None:
+        model.loss_type = "ForCausalLM"
+    return model

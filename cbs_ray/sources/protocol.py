@@ -1,17 +1,51 @@
 """The seam between the loop and what it trains on: a ``Source`` (the model, the training data, a
 micro-batch's items and summed loss, the evaluation) and the ``TrialSettings`` a source reads of its
 trial. ``train.config.TrialConfig`` is the one implementation of ``TrialSettings``; the sources see it only
-through this protocol, so they import nothing of the loop that calls them."""
+through this protocol, so they import nothing of the loop that calls them. A ``Position`` is where the loop
+(and a source's evaluation, batch by batch: ``counted``) stands, so that an error names its place."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Optional, Protocol
 
 import torch
 
 from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["Source", "TrialSettings"]
+__all__ = ["Source", "TrialSettings", "Position", "counted"]
+
+
+@dataclass
+class Position:
+    """Where a trial's worker stands, for the error that would end it (``train.failure``): the phase, the
+    batch within it and the samples seen. The loop sets the phase and samples; a source's evaluation sets the
+    batch as it draws each one (``counted``)."""
+
+    phase: str = "set-up"
+    """``set-up``, ``training``, ``evaluation``, ``dev evaluation`` or ``report`` (the checkpoint and report)."""
+    batch: Optional[int] = None
+    """The batch index within the phase: training, the micro-batch's index in this worker's data order;
+    evaluation, the index of the eval batch in this worker's shard. None where there is none."""
+    samples: int = 0
+    """Samples seen (the trial's, over all workers) when it got there."""
+
+
+def counted(batches: Iterable, position: Optional[Position]) -> Iterator:
+    """``batches`` as they are, with ``position.batch`` set to each one's index before it is drawn: an error
+    while collating batch i, or while the caller uses it, is at batch i."""
+    iterator = iter(batches)
+    index = 0
+    while True:
+        if position is not None:
+            position.batch = index
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            return
+        yield batch
+        index += 1
 
 
 class TrialSettings(Protocol):
@@ -19,6 +53,11 @@ class TrialSettings(Protocol):
 
     spec: SearchSpec
     model_config: Any
+    batch_size: int
+    alpha: float
+    warmup_fraction: float
+    seed: int
+    trial_id: str
 
     @property
     def task(self) -> str: ...
@@ -28,6 +67,9 @@ class TrialSettings(Protocol):
 
     @property
     def model(self) -> dict: ...
+
+    @property
+    def peak_lr(self) -> float: ...
 
 
 class Source(Protocol):
@@ -44,4 +86,5 @@ class Source(Protocol):
 
     def summed_loss(self, forward, inputs: dict, cfg: TrialSettings, items: int) -> torch.Tensor: ...
 
-    def evaluate(self, model, session, cfg: TrialSettings, **kwargs) -> dict: ...
+    def evaluate(self, model, session, cfg: TrialSettings, *, on_dev: bool = False, batch_size: Optional[int] = None,
+                 position: Optional[Position] = None) -> dict: ...

@@ -25,7 +25,7 @@ import torch
 
 from cbs_ray.sources.amp import autocast_dtype
 from cbs_ray.sources.builtin import BuiltinSource
-from cbs_ray.sources.protocol import TrialSettings
+from cbs_ray.sources.protocol import Position, TrialSettings, counted
 
 __all__ = ["Seq2SeqSource", "summed_target_loss", "target_tokens", "bleu_statistics", "bleu_from_statistics",
            "evaluate_seq2seq", "BLEU_STATISTICS"]
@@ -109,7 +109,7 @@ class Seq2SeqSource(BuiltinSource):
 
 @torch.no_grad()
 def evaluate_seq2seq(model, session, data, cfg: TrialSettings, *, on_dev: bool = False,
-                     batch_size: Optional[int] = None) -> dict:
+                     batch_size: Optional[int] = None, position: Optional[Position] = None) -> dict:
     """eval_loss (mean over target tokens) and perplexity over the whole eval set (``on_dev``: the dev
     set), each rank over its exact shard rank::world_size; with ``search.metric: bleu`` also ``bleu``, from
     the shards' BLEU statistics summed over the ranks. One all-reduce carries both."""
@@ -125,7 +125,7 @@ def evaluate_seq2seq(model, session, data, cfg: TrialSettings, *, on_dev: bool =
     generation = cfg.spec.generation
     sums = torch.zeros(2, dtype=torch.float64)  # loss summed over target tokens, target tokens
     hypotheses: list[str] = []
-    for start in range(0, len(ids), size):
+    for start in counted(range(0, len(ids), size), position):
         batch = _inputs((ids[start:start + size], mask[start:start + size], labels[start:start + size]),
                         session.device)
         with torch.autocast(session.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):

@@ -5,30 +5,40 @@ The contract, as in HF Trainer:
 
 * ``model_init()`` returns a fresh ``torch.nn.Module``. Each worker of each trial calls it once, after
   seeding torch with the trial's seed (so every worker starts from the same weights); the driver calls it
-  once more to check it.
+  once more to check it. A ``model_init(trial)`` (one required parameter, as HF's ``Trainer.call_model_init``
+  tells them apart) is given the trial's hyperparameters as a dict (``trial_hyperparameters``: ``trial_id``,
+  ``batch_size``, ``alpha``, ``warmup_fraction``, ``peak_lr``, ``seed``); the driver's check passes the
+  smallest batch size's seeded configuration. The experiment is named after the model's class
+  (``experiment_name``: ``GPT2LMHeadModel`` → ``gpt2-lm-head-model``) when the spec's ``name`` is the default.
 * ``model(**batch)`` returns a mapping or ``ModelOutput`` holding ``loss``, the mean over the batch's
   items, and ``logits``.
 * ``train_dataset`` / ``eval_dataset``: a ``datasets.Dataset`` (in torch format, or any whose rows the
   collator batches) or any map-style ``torch.utils.data.Dataset``. The equal-sample budget counts the
   training set's items; it is sharded by the loop's own DistributedSampler, as the built-in data are.
 * ``data_collator(list_of_items) -> dict`` (optional): default ``transformers.default_data_collator``,
-  which stacks tensors and renames ``label`` to ``labels``.
+  which stacks tensors and renames ``label`` to ``labels``. Item keys that ``model.forward`` does not name
+  (a leftover ``text`` column) are dropped before the collator, as HF Trainer's ``remove_unused_columns`` does
+  (its signature read by ``inspect``; nothing dropped from a ``forward(**batch)``, nor where the collator
+  needs them), and the driver says once which.
 * ``compute_metrics(EvalPrediction) -> dict`` (optional): called at every report on
   ``EvalPrediction(predictions=logits, label_ids=labels)`` of the whole eval set, gathered over the
   workers and in the eval set's order (logits of different lengths padded with -100, as HF's Trainer
   does). Its dict must hold the spec's ``search.metric``, unless that is ``eval_loss`` or ``perplexity``,
   which the loop computes itself and always reports (a ``compute_metrics`` value of the same name is
-  overridden).
+  overridden). ``preprocess_logits_for_metrics(logits, labels)`` (optional, HF's) is applied to each eval
+  batch's logits on the device before they are kept and gathered (an LM's argmax instead of its full logits).
 
 Accumulation stays exact: a micro-batch adds its loss × its items to the step, and the step divides by
 the items of the whole effective batch (summed over micro-batches and workers), so the gradient is the
-mean over the effective batch as one step of B computes it. A micro-batch's items are the collator's
-``num_items_in_batch`` where it gives one (removed from the batch before the model sees it), else the
-batch's first dimension. A loss that is a mean over *tokens* (a causal LM's) is exact only when the
-collator returns ``num_items_in_batch`` = the batch's target tokens (labels other than -100 after the
-shift): with the first dimension the step is a mean of the micro-batches' token means weighted by their
-examples, which differs from one step of B whenever micro-batches hold different numbers of tokens.
-The budget still counts examples (``samples_seen``) either way.
+mean over the effective batch as one step of B computes it. A micro-batch's items (``items_in``) are, as HF
+Trainer counts ``num_items_in_batch``: the collator's ``num_items_in_batch`` where it gives one (removed from
+the batch before the model sees it); else, where the batch has integer ``labels``, the labels other than
+-100, counted after the shift (``labels[..., 1:]``) when the model is a causal LM (``shifts_labels``: found
+on the driver) — what a token-mean loss divides by, so HF's ``DataCollatorForLanguageModeling`` accumulates
+exactly; else the batch's first dimension, which is exact for a loss that is a mean over examples. Without
+labels or a count a loss that is a mean over tokens would accumulate as a mean of the micro-batches' token
+means; where that can happen (accumulation or several workers) the driver says so once. The budget still
+counts examples (``samples_seen``) either way.
 
 How the loop uses the bundle: ``UserObjects`` answers the same questions as the built-in path's
 ``sources.builtin.BuiltinSource`` (build the model, the training set and its collator, the items of a batch,
@@ -46,24 +56,31 @@ on the CPU, and one through ``compute_metrics``.
 
 from __future__ import annotations
 
+import inspect
 import math
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, ClassVar, Optional
 
 import numpy as np
 import torch
 
 from cbs_ray.maths.budget import plan_batch
+from cbs_ray.maths.lr_schedule import scaled_lr, seed_warmup_fraction
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.sources.amp import autocast_dtype
+from cbs_ray.sources.model import quiet_default_loss
+from cbs_ray.sources.protocol import Position, counted
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import DataSpec, ModelSpec, SearchSpec
 
 __all__ = ["UserObjects", "ARGUMENTS", "user_objects", "check_objects", "check_resume", "objects_meta",
-           "items_in", "model_inputs", "evaluate"]
+           "items_in", "model_inputs", "evaluate", "experiment_name", "takes_trial", "trial_hyperparameters",
+           "shifts_labels", "forward_columns"]
 
-ARGUMENTS = ("model_init", "train_dataset", "eval_dataset", "data_collator", "compute_metrics")
+ARGUMENTS = ("model_init", "train_dataset", "eval_dataset", "data_collator", "compute_metrics",
+             "preprocess_logits_for_metrics")
 """``run_search``'s and ``resume_search``'s keyword arguments for the objects, HF Trainer's names."""
 
 _REQUIRED = ARGUMENTS[:3]
@@ -90,6 +107,18 @@ class UserObjects:
     """Items → a dict of tensors (default ``transformers.default_data_collator``)."""
     compute_metrics: Optional[Callable[[Any], Mapping]] = None
     """``EvalPrediction`` → a dict holding ``search.metric`` (not needed for eval_loss or perplexity)."""
+    preprocess_logits_for_metrics: Optional[Callable[[Any, Any], Any]] = None
+    """HF's ``(logits, labels)`` → what is kept of each eval batch for ``compute_metrics`` (on the device,
+    before gathering); only with ``compute_metrics``."""
+
+    # What the driver's check found (``check_objects``), for the workers; unset on the bundle as passed.
+    model_class: Optional[str] = None
+    """The class of the model ``model_init`` returns, e.g. ``GPT2LMHeadModel``."""
+    label_shift: bool = False
+    """The model is a causal LM (``shifts_labels``): a batch's target tokens are counted after the shift."""
+    columns: Optional[tuple] = None
+    """The item keys ``model.forward`` takes (``forward_columns``); the others are dropped before the collator.
+    None: every key (a ``forward(**batch)``, items without unused keys, or a collator that needs them)."""
 
     items_vary: ClassVar[bool] = True
     """A batch's items may be a collator's ``num_items_in_batch``: the step sums them over the workers."""
@@ -98,11 +127,14 @@ class UserObjects:
 
     @property
     def collate(self) -> Callable[[list], Mapping]:
+        """The collator, after the columns ``model.forward`` does not take are dropped from the items."""
         if self.data_collator is not None:
-            return self.data_collator
-        from transformers import default_data_collator
+            collate = self.data_collator
+        else:
+            from transformers import default_data_collator
 
-        return default_data_collator
+            collate = default_data_collator
+        return collate if self.columns is None else DropColumns(collate, self.columns)
 
     @property
     def train_examples(self) -> int:
@@ -110,14 +142,15 @@ class UserObjects:
 
     # ---- what the loop asks (train_loop.BuiltinSource has the same) -------------------------------
     def build_model(self, cfg) -> torch.nn.Module:
-        return self.model_init()
+        model = self.model_init(trial_hyperparameters(cfg)) if takes_trial(self.model_init) else self.model_init()
+        return quiet_default_loss(model)
 
     def training_data(self):
         """(the training set, its collator) for the loop's DataLoader."""
         return self.train_dataset, self.collate
 
     def items_in(self, batch: Mapping) -> int:
-        return items_in(batch)
+        return items_in(batch, label_shift=self.label_shift)
 
     def inputs(self, batch: Mapping, device) -> dict:
         return model_inputs(batch, device)
@@ -126,8 +159,9 @@ class UserObjects:
         """The micro-batch's loss summed over its items: the model's mean × ``items`` (see the module)."""
         return forward(**inputs)["loss"] * items
 
-    def evaluate(self, model, session, cfg, *, on_dev: bool = False, batch_size: Optional[int] = None) -> dict:
-        return evaluate(self, model, session, cfg, batch_size=batch_size)
+    def evaluate(self, model, session, cfg, *, on_dev: bool = False, batch_size: Optional[int] = None,
+                 position: Optional[Position] = None) -> dict:
+        return evaluate(self, model, session, cfg, batch_size=batch_size, position=position)
 
     def probe_workload(self, model: torch.nn.Module, device) -> tuple[dict, int, Callable[[int], dict]]:
         """What the micro-batch probe (``training.probe_micro_batch``) trains on instead of random tokens:
@@ -160,15 +194,102 @@ def user_objects(**given) -> Optional[UserObjects]:
     return UserObjects(**{name: given.get(name) for name in ARGUMENTS})
 
 
+class DropColumns:
+    """A collator that first drops the keys of mapping items that are not in ``keep`` (HF Trainer's
+    ``RemoveColumnsCollator``); a class, so that the bundle pickles."""
+
+    def __init__(self, collate: Callable[[list], Mapping], keep: tuple):
+        self.collate, self.keep = collate, frozenset(keep)
+
+    def __call__(self, items: list) -> Mapping:
+        return self.collate([{k: v for k, v in item.items() if k in self.keep} if isinstance(item, Mapping) else item
+                             for item in items])
+
+
+def experiment_name(model_class: str) -> str:
+    """The experiment's name after the model's class, in lower-case kebab: ``GPT2LMHeadModel`` →
+    ``gpt2-lm-head-model``, ``MLP`` → ``mlp``."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", model_class)
+    return re.sub(r"[^a-z0-9]+", "-", words.lower()).strip("-") or "model"
+
+
+def takes_trial(model_init) -> bool:
+    """Whether ``model_init`` takes the trial, as HF's ``Trainer.call_model_init`` tells: one parameter (a
+    ``functools.partial``'s bound ones removed). Only a required one counts, so that a class with a default
+    in its ``__init__`` (``MLP(hidden=64)``) is called with none."""
+    return _required_parameters(model_init) == 1
+
+
+def _required_parameters(func) -> int:
+    try:
+        parameters = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: called with none
+        return 0
+    return sum(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
+
+
+def trial_hyperparameters(cfg) -> dict:
+    """What a ``model_init(trial)`` gets: the trial's hyperparameters, as HF's Ray Tune backend gives its
+    trial's config."""
+    return {"trial_id": cfg.trial_id, "batch_size": cfg.batch_size, "alpha": cfg.alpha,
+            "warmup_fraction": cfg.warmup_fraction, "peak_lr": cfg.peak_lr, "seed": cfg.seed}
+
+
+def _checking_trial(spec: SearchSpec) -> dict:
+    """The driver's check's trial: the smallest batch size's seeded configuration."""
+    s, t = spec.search, spec.training
+    batch, alpha = spec.batch_sizes[0], sum(s.alpha_range) / 2
+    return {"trial_id": "", "batch_size": batch, "alpha": alpha,
+            "warmup_fraction": seed_warmup_fraction(s.warmup_fraction_range, batch, t.base_batch),
+            "peak_lr": scaled_lr(t.base_lr, batch, t.base_batch, alpha), "seed": s.seed}
+
+
+def shifts_labels(model) -> bool:
+    """Whether the model's loss predicts ``labels[..., 1:]`` (a causal LM), as HF Trainer decides how to count
+    ``num_items_in_batch``: its loss is transformers' causal-LM loss, or its class is a causal LM
+    (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``, which also holds classes whose name names no loss, such as
+    ``GPT2LMHeadModel``), and it is not an encoder-decoder (whose labels are its decoder's targets, unshifted)."""
+    if getattr(getattr(model, "config", None), "is_encoder_decoder", False) or not hasattr(model, "config"):
+        return False
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    causal = {name for names in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()
+              for name in ((names,) if isinstance(names, str) else names)}
+    if type(model).__name__ in causal:
+        return True
+    try:  # transformers >= 4.46: the loss each model class uses
+        from transformers.loss.loss_utils import LOSS_MAPPING, ForCausalLMLoss
+    except ImportError:
+        return False
+    return LOSS_MAPPING.get(getattr(model, "loss_type", None)) is ForCausalLMLoss
+
+
+def forward_columns(model) -> Optional[tuple]:
+    """The item keys the model takes, as HF Trainer's ``_set_signature_columns_if_needed``: the named
+    parameters of ``model.forward`` (a Hugging Face model's ``**kwargs`` are its loss's options, not columns)
+    and the label names (``label``, ``label_ids``, ``labels``); None where ``forward`` names none (``forward(self,
+    **batch)``: every key may be an argument)."""
+    try:
+        parameters = inspect.signature(model.forward).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    named = [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    return tuple(dict.fromkeys([*named, "label", "label_ids", "labels"])) if named else None
+
+
 # ---- in the workers --------------------------------------------------------------------------------
 
-def items_in(batch: Mapping) -> int:
-    """What the model's loss averages over in a collated batch: the collator's ``num_items_in_batch``,
-    else the batch's first dimension (of ``labels`` where there are labels)."""
+def items_in(batch: Mapping, *, label_shift: bool = False) -> int:
+    """What the model's loss averages over in a collated batch, as HF Trainer counts ``num_items_in_batch``:
+    the collator's ``num_items_in_batch``; else the integer ``labels`` other than -100 (``labels[..., 1:]``
+    with ``label_shift``, a causal LM's targets); else the batch's first dimension. Float labels (a
+    regression's, multi-label targets) count by the first dimension."""
     count = batch.get("num_items_in_batch")
     if count is not None:
         return int(count)
     labels = batch.get("labels")
+    if torch.is_tensor(labels) and labels.ndim and not labels.is_floating_point() and not labels.is_complex():
+        return int(((labels[..., 1:] if label_shift else labels) != -100).sum())
     first = labels if torch.is_tensor(labels) else next(v for v in batch.values() if torch.is_tensor(v))
     return len(first)
 
@@ -180,10 +301,12 @@ def model_inputs(batch: Mapping, device) -> dict:
 
 
 @torch.no_grad()
-def evaluate(objects: UserObjects, model, session, cfg, *, batch_size: Optional[int] = None) -> dict:
+def evaluate(objects: UserObjects, model, session, cfg, *, batch_size: Optional[int] = None,
+             position: Optional[Position] = None) -> dict:
     """eval_loss (the mean over the eval set's items, summed per rank over its exact shard rank::workers,
     all-reduced), perplexity and eval_examples; with ``compute_metrics`` its metrics, computed once on the
-    logits and labels gathered from every rank (rank 0 computes, the others receive the result)."""
+    logits (``preprocess_logits_for_metrics``'s of each batch, where given) and labels gathered from every rank
+    (rank 0 computes, the others receive the result). ``position.batch`` follows the eval batches."""
     from transformers.trainer_pt_utils import nested_concat
 
     model.eval()
@@ -195,15 +318,15 @@ def evaluate(objects: UserObjects, model, session, cfg, *, batch_size: Optional[
     sums = torch.zeros(3, dtype=torch.float64)  # loss × items, items, examples
     keep = objects.compute_metrics is not None
     logits = labels = None
-    for batch in loader:
-        items = items_in(batch)
+    for batch in counted(loader, position):
+        items = objects.items_in(batch)
         inputs = model_inputs(batch, session.device)
         with torch.autocast(session.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
             out = model(**inputs)
         examples = len(next(v for v in inputs.values() if torch.is_tensor(v)))
         sums += torch.tensor([float(out["loss"].float()) * items, items, examples], dtype=torch.float64)
         if keep:
-            batch_logits = _to_host(out["logits"])
+            batch_logits = _to_host(_kept_logits(objects, out["logits"], inputs.get("labels")))
             logits = batch_logits if logits is None else nested_concat(logits, batch_logits, padding_index=-100)
             if torch.is_tensor(batch.get("labels")):
                 batch_labels = batch["labels"].cpu()
@@ -218,11 +341,20 @@ def evaluate(objects: UserObjects, model, session, cfg, *, batch_size: Optional[
             "eval_examples": int(sums[2])}
 
 
+def _kept_logits(objects: UserObjects, logits, labels):
+    """What is kept of a batch's logits for ``compute_metrics``: ``preprocess_logits_for_metrics(logits,
+    labels)`` where given (on the device, as HF Trainer applies it before gathering), else the logits."""
+    preprocess = objects.preprocess_logits_for_metrics
+    return logits if preprocess is None else preprocess(logits, labels)
+
+
 def _to_host(x):
-    """Logits (a tensor, or a tuple/list of them) as float32 CPU tensors."""
+    """Logits (a tensor, or a tuple/list of them) on the CPU, floating point as float32; integers (a
+    ``preprocess_logits_for_metrics``' argmax) keep their type."""
     if isinstance(x, (tuple, list)):
         return type(x)(_to_host(t) for t in x)
-    return x.detach().float().cpu()
+    x = x.detach()
+    return (x.float() if x.is_floating_point() else x).cpu()
 
 
 def _take(x, order):
@@ -329,12 +461,17 @@ def _length(dataset, name: str) -> int:
     return size
 
 
-def _fresh_model(objects: UserObjects) -> torch.nn.Module:
-    if isinstance(objects.model_init, torch.nn.Module) or not callable(objects.model_init):
+def _fresh_model(spec: SearchSpec, objects: UserObjects) -> torch.nn.Module:
+    model_init = objects.model_init
+    if isinstance(model_init, torch.nn.Module) or not callable(model_init):
         raise SpecError(f"model_init: must be a function that returns a fresh torch.nn.Module, got a "
-                        f"{type(objects.model_init).__name__} (pass the function that builds the model)")
+                        f"{type(model_init).__name__} (pass the function that builds the model)")
+    required = _required_parameters(model_init)
+    if required > 1:
+        raise SpecError(f"model_init: takes {required} arguments; it must take none or one, the trial (as HF "
+                        f"Trainer's model_init)")
     try:
-        model = objects.model_init()
+        model = model_init(_checking_trial(spec)) if required == 1 else model_init()
     except Exception as e:
         raise SpecError(f"model_init: raised {_one_line(e)}") from None
     if not isinstance(model, torch.nn.Module):
@@ -361,12 +498,15 @@ def _batch_of(objects: UserObjects, name: str, size: int) -> Mapping:
     return batch
 
 
-def _output_of(model, batch: Mapping, name: str):
+def _output_of(model, batch: Mapping, name: str, objects: Optional[UserObjects] = None):
     columns = ", ".join(k for k in batch if k != "num_items_in_batch")
     try:
         out = model(**model_inputs(batch, "cpu"))
     except Exception as e:
-        raise SpecError(f"{name}: the model rejects a batch with columns {columns}: {_one_line(e)}") from None
+        dropped = _unused(objects, objects.columns).get(name) if objects is not None else None
+        note = (f" (dropped before the collator: {', '.join(dropped)}, which {type(model).__name__}.forward does "
+                f"not take)" if dropped else "")
+        raise SpecError(f"{name}: the model rejects a batch with columns {columns}: {_one_line(e)}{note}") from None
     if not isinstance(out, Mapping):
         raise SpecError(f"model_init: model(**batch) must return a dict or ModelOutput with loss and logits, "
                         f"returned a {type(out).__name__}")
@@ -393,7 +533,12 @@ def _check_metrics(spec: SearchSpec, objects: UserObjects, out, batch: Mapping) 
     if out.get("logits") is None:
         raise SpecError("model_init: the model's output has no logits, which compute_metrics needs")
     labels = batch.get("labels")
-    prediction = EvalPrediction(predictions=nested_numpify(_to_host(out["logits"])),
+    try:
+        kept = _kept_logits(objects, out["logits"], labels if torch.is_tensor(labels) else None)
+    except Exception as e:
+        raise SpecError(f"preprocess_logits_for_metrics: raised {_one_line(e)} (on one batch of "
+                        f"eval_dataset)") from None
+    prediction = EvalPrediction(predictions=nested_numpify(_to_host(kept)),
                                 label_ids=labels.cpu().numpy() if torch.is_tensor(labels) else None)
     try:
         metrics = objects.compute_metrics(prediction)
@@ -412,12 +557,65 @@ def _check_metrics(spec: SearchSpec, objects: UserObjects, out, batch: Mapping) 
                             f"(on one batch of eval_dataset)")
 
 
-def check_objects(spec: SearchSpec, objects: UserObjects):
+def _unused(objects: UserObjects, keep: Optional[tuple]) -> dict[str, list[str]]:
+    """Per dataset, the keys of its first item that are not in ``keep`` (``forward_columns``)."""
+    unused = {}
+    for name in ("train_dataset", "eval_dataset"):
+        try:
+            item = getattr(objects, name)[0]
+        except Exception:  # _batch_of names the dataset that cannot be read
+            continue
+        if keep is not None and isinstance(item, Mapping) and any(k not in keep for k in item):
+            unused[name] = [str(k) for k in item if k not in keep]
+    return unused
+
+
+def _collates(objects: UserObjects, size: int) -> bool:
+    try:
+        objects.collate([objects.train_dataset[i] for i in range(size)])
+        return True
+    except Exception:
+        return False
+
+
+def _without_unused_columns(objects: UserObjects, keep: Optional[tuple], model, size: int) -> UserObjects:
+    """The bundle with the item keys ``model.forward`` does not take (``keep``: ``forward_columns``) dropped
+    before the collator, as HF Trainer's ``remove_unused_columns`` does (a leftover string column would
+    otherwise reach a padding collator, whose error speaks of truncation and padding), saying once which.
+    Kept where the collator needs them: it batches ``size`` items with them and fails without (a collator that
+    tokenizes a text column itself)."""
+    unused = _unused(objects, keep)
+    dropping = replace(objects, columns=keep)
+    if not unused or (not _collates(dropping, size) and _collates(objects, size)):
+        return objects
+    for name, columns in unused.items():
+        print(f"{name}: dropping the column{'s' if len(columns) > 1 else ''} {', '.join(columns)}, which "
+              f"{type(model).__name__}.forward does not take (as HF Trainer's remove_unused_columns)", flush=True)
+    return dropping
+
+
+def _say_if_inexact(spec: SearchSpec, objects: UserObjects, batch: Mapping) -> None:
+    """One line where a step's loss cannot be weighted by what the loss averages over: no
+    ``num_items_in_batch`` and no integer labels to count, and a step of several micro-batches or workers."""
+    labels = batch.get("labels")
+    if batch.get("num_items_in_batch") is not None or (torch.is_tensor(labels) and not labels.is_floating_point()):
+        return
+    workers, cap = spec.resources.workers_per_trial, spec.training.micro_batch_size
+    split = [b for b in spec.batch_sizes if plan_batch(b, workers, cap).accumulation > 1 or workers > 1]
+    if split:
+        print(f"data_collator: its batches have neither num_items_in_batch nor integer labels, so a step of several "
+              f"micro-batches (B={', '.join(map(str, split))}) weighs each by its examples: exact for a loss that "
+              f"is a mean over examples, not for one that is a mean over tokens (return num_items_in_batch, the "
+              f"tokens the loss averages over, to make it exact)", flush=True)
+
+
+def check_objects(spec: SearchSpec, objects: UserObjects) -> tuple[UserObjects, Any]:
     """Everything about the objects that can fail on bad input, on the driver, before any Ray process
     starts; each error is one ``SpecError`` naming the argument. One micro-batch of the smallest batch size
     (as a worker of its trials would draw it) goes through a fresh model on the CPU, and one batch of the
-    eval set through the model and ``compute_metrics``. Returns the model's HF config (None for a plain
-    module), which layer-wise LR decay counts the layers of."""
+    eval set through the model and ``compute_metrics``. Returns the bundle with what the check found for the
+    workers (the model's class, whether its labels shift, the columns its forward takes) and the model's HF
+    config (None for a plain module), which layer-wise LR decay counts the layers of."""
 
     _no_clash_with_the_spec(spec)
     _options_the_objects_cannot_take(spec)
@@ -427,11 +625,18 @@ def check_objects(spec: SearchSpec, objects: UserObjects):
     if train_size < largest:
         raise SpecError(f"train_dataset: {train_size} items, fewer than the largest batch size {largest} "
                         f"(search.batch_sizes)")
-    for name in ("data_collator", "compute_metrics"):
+    for name in ("data_collator", "compute_metrics", "preprocess_logits_for_metrics"):
         if getattr(objects, name) is not None and not callable(getattr(objects, name)):
             raise SpecError(f"{name}: must be a function, got a {type(getattr(objects, name)).__name__}")
-    model = _fresh_model(objects)
+    if objects.preprocess_logits_for_metrics is not None and objects.compute_metrics is None:
+        raise SpecError("preprocess_logits_for_metrics: only used with compute_metrics, which is not given")
+    model = _fresh_model(spec, objects)
     t = spec.training
+    micro = plan_batch(spec.batch_sizes[0], spec.resources.workers_per_trial, t.micro_batch_size).micro_batch
+    objects = _without_unused_columns(
+        replace(objects, model_class=type(model).__name__, label_shift=shifts_labels(model)),
+        forward_columns(model), model, micro)
+    quiet_default_loss(model)
     if t.gradient_checkpointing and not (hasattr(model, "gradient_checkpointing_enable")
                                          or hasattr(model, "activation_checkpointing_enable")):
         raise SpecError(f"training.gradient_checkpointing: the {type(model).__name__} from model_init has no "
@@ -440,17 +645,18 @@ def check_objects(spec: SearchSpec, objects: UserObjects):
     if t.layer_lr_decay != 1.0 and not (getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", None)):
         raise SpecError(f"training.layer_lr_decay: needs a model whose config counts its layers (a Hugging Face "
                         f"model's num_hidden_layers); the {type(model).__name__} from model_init has none")
-    micro = plan_batch(spec.batch_sizes[0], spec.resources.workers_per_trial, t.micro_batch_size).micro_batch
     model.train()
-    out = _output_of(model, _batch_of(objects, "train_dataset", micro), "train_dataset")
+    train_batch = _batch_of(objects, "train_dataset", micro)
+    out = _output_of(model, train_batch, "train_dataset", objects)
     if not out["loss"].requires_grad:
         raise SpecError("model_init: the model's loss does not depend on any trainable parameter")
+    _say_if_inexact(spec, objects, train_batch)
     model.eval()
     eval_batch = _batch_of(objects, "eval_dataset", min(micro, eval_size))
     with torch.no_grad():
-        out = _output_of(model, eval_batch, "eval_dataset")
+        out = _output_of(model, eval_batch, "eval_dataset", objects)
     _check_metrics(spec, objects, out, eval_batch)
-    return config
+    return objects, config
 
 
 # ---- the experiment's record -------------------------------------------------------------------------
@@ -472,7 +678,8 @@ def objects_meta(data) -> dict:
     used (so that ``--resume`` can say it cannot rebuild them) and what they were, for the reader."""
     if not isinstance(data, UserObjects):
         return {}
-    return {"user_objects": {name: _describe(getattr(data, name)) for name in ARGUMENTS}}
+    return {"user_objects": {name: _describe(getattr(data, name)) for name in ARGUMENTS
+                             if name != "preprocess_logits_for_metrics" or data.preprocess_logits_for_metrics}}
 
 
 def check_resume(meta: ExperimentMeta, objects: Optional[UserObjects], path: str) -> None:

@@ -215,8 +215,8 @@ class SearchSection:
     """[low, high] of warmup as a fraction of the trial's optimizer steps."""
     num_trials: int = 18
     """Trials in total. At least one per batch size: each batch size is seeded (the middle alpha, and a
-    warmup that grows with the batch from the low end of the range at the smallest batch to the high end
-    at the largest) so its curve point always exists."""
+    warmup that grows with the batch: the middle of the range at ``base_batch``, an eighth of the range more
+    per doubling above and less below, clipped to the range) so its curve point always exists."""
     metric: str = field(default="accuracy", metadata=check(METRIC_NAME))
     """Validation metric to compare: one the spec path computes (``BUILTIN_METRICS``: accuracy, for
     sequence-classification only; eval_loss; perplexity; bleu, seq2seq only, corpus BLEU of the generated eval

@@ -49,11 +49,14 @@ class TrialConfig:
     """When the trial started (epoch seconds), reported as ``trial_started_at``."""
     tokens_per_sample: Optional[int] = None
     """Tokens in every training sample with packed data (reported as ``tokens_seen``); None otherwise."""
+    failure_dir: str = ""
+    """Where the loop records the point it failed at (``train.failure``): the Tune trial's directory; empty
+    outside Tune (nothing recorded)."""
 
     @classmethod
     def from_tune(cls, spec: SearchSpec, config: dict, *, budget_samples: int, model_config,
                   trial_id: str = "", tokens_per_sample: Optional[int] = None,
-                  branching: Optional[Branching] = None) -> TrialConfig:
+                  branching: Optional[Branching] = None, failure_dir: str = "") -> TrialConfig:
         """From Tune's config: ``log2_batch``, ``alpha``, ``warmup_fraction`` and, for a repeat,
         ``seed_offset``; a branch search's run's config also has ``role`` (``run_plan.trunk_config`` and its
         kin). The trial's plan is built here (``run_plan.plan_from_config``: from scratch without ``role``), and
@@ -65,7 +68,7 @@ class TrialConfig:
                    alpha=float(config["alpha"]), warmup_fraction=float(config["warmup_fraction"]),
                    seed=spec.search.seed + int(config.get("seed_offset", 0)), budget_samples=budget_samples,
                    plan=plan, model_config=model_config, trial_id=trial_id, started_at=time.time(),
-                   tokens_per_sample=tokens_per_sample)
+                   tokens_per_sample=tokens_per_sample, failure_dir=failure_dir)
 
     # ---- derived values ------------------------------------------------------------------------------
     @property

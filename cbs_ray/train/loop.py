@@ -12,7 +12,9 @@ worker's exact shard of the eval set, all-reduced, reported and (rank 0) checkpo
 
 Set-up is ``train.setup``; one optimizer step returns its readings (``_optimizer_step``), and what happens
 every ``eval_every_samples`` is ``_at_milestone``. Every report is one ``TrialReport``. What the model and
-data are is one question the stages ask their ``source`` (``sources``).
+data are is one question the stages ask their ``source`` (``sources``). The loop keeps its ``Position``
+(phase, batch index, samples) as it goes, so that an error it ends on says where it happened, and an error
+that repeats at the same point is not retried (``train.failure``).
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ from cbs_ray.maths.budget import BatchPlan
 from cbs_ray.maths.noise_scale import NOT_MEASURABLE, b_simple
 from cbs_ray.records.trial_report import TrialReport
 from cbs_ray.sources.builtin import _METRICS_OF_EVERY_TASK, WORST_METRIC
+from cbs_ray.sources.protocol import Position
 from cbs_ray.train.checkpoint import mark_trunk_done, publish_state, save_state
 from cbs_ray.train.config import TrialConfig
+from cbs_ray.train.failure import FailureLog
 from cbs_ray.train.gauges import TrialGauges
 from cbs_ray.train.noise_probe import _sqnorm
 from cbs_ray.train.setup import _batch_plan_for, _Parts, _Progress, _setup
@@ -65,7 +69,25 @@ def train_loop(cfg: TrialConfig, data, session) -> None:
 
     In a branch search the trunk publishes its state at each branch point for the branches
     (``train.checkpoint.publish_state``) and marks its end (``TRUNK_DONE``); a branch starts from the trunk's state at
-    its point (``_start_branch``)."""
+    its point (``_start_branch``).
+
+    An error ends the attempt saying where ("IndexError: in evaluation (batch index 3), at 1024 samples: …"),
+    recorded in ``cfg.failure_dir``; the same error at the same point as the attempt before says so and is not
+    retried (``train.failure.FailureLog``)."""
+    failures = FailureLog(cfg.failure_dir, session.rank)
+    failures.end_if_repeated()
+    position = Position()
+    try:
+        _train(cfg, data, session, position)
+    except Exception as e:
+        error = failures.failed(e, position)
+        if error is e:
+            raise
+        raise error from e
+
+
+def _train(cfg: TrialConfig, data, session, position: Position) -> None:
+    """``train_loop``'s body, keeping ``position`` up to date."""
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank (DDP also broadcasts)
     run = cfg.plan
@@ -78,8 +100,11 @@ def train_loop(cfg: TrialConfig, data, session) -> None:
         batch = run.batch_at(progress.samples)  # the batch of this step; the micro-batch stays the run's
         if batch != parts.plan.batch_size:
             parts.plan = _batch_plan_for(batch, parts.plan.micro_batch, parts.plan.workers)
+        # The step's first micro-batch in this worker's data order (_accumulate_gradients adds its own k).
+        position.phase, position.samples = "training", progress.samples
+        position.batch = progress.drawn // parts.plan.micro_batch
         t0 = time.perf_counter()
-        readings = _optimizer_step(cfg, session, parts)
+        readings = _optimizer_step(cfg, session, parts, position)
         progress.drawn += parts.plan.accumulation * parts.plan.micro_batch
         if readings.skipped:
             continue
@@ -98,7 +123,7 @@ def train_loop(cfg: TrialConfig, data, session) -> None:
         progress.interval_steps += 1
         progress.interval_samples += parts.plan.batch_size
         if progress.samples in report_at and not _at_milestone(cfg, data, session, parts, progress, readings,
-                                                               gauges):
+                                                               gauges, position):
             break
         if progress.samples in save_at and session.rank == 0:
             _publish_for_branches(cfg, parts, progress)
@@ -116,12 +141,18 @@ def _publish_for_branches(cfg: TrialConfig, parts: _Parts, progress: _Progress) 
         print(f"trunk: checkpoint for the branches at {progress.samples} samples: {path}", flush=True)
 
 
-def _optimizer_step(cfg: TrialConfig, session, parts: _Parts) -> StepReadings:
+def _optimizer_step(cfg: TrialConfig, session, parts: _Parts, position: Optional[Position] = None) -> StepReadings:
     """One optimizer step over the plan's micro-batches: forward and backward each, unscale and clip, one
-    read of the device, then the step taken, skipped (fp16 overflow) or refused (diverged)."""
+    read of the device, then the step taken, skipped (fp16 overflow) or refused (diverged). ``position.batch``
+    follows the micro-batch being drawn or trained."""
     plan, scaler, optimizer = parts.plan, parts.scaler, parts.optimizer
-    batches = [next(parts.micro_batches) for _ in range(plan.accumulation)]
-    step_loss, small, to_mean, local_items = _accumulate_gradients(cfg, session, parts, batches)
+    first = position.batch if position is not None else None
+    batches = []
+    for k in range(plan.accumulation):
+        if first is not None:
+            position.batch = first + k
+        batches.append(next(parts.micro_batches))
+    step_loss, small, to_mean, local_items = _accumulate_gradients(cfg, session, parts, batches, position, first)
     scale = scaler.get_scale() if scaler.is_enabled() else 1.0
     scaler.unscale_(optimizer)  # true gradients for clipping, the norm and the noise scale
     norm = torch.nn.utils.clip_grad_norm_(parts.params, parts.clip)  # norm before clipping
@@ -157,10 +188,11 @@ def _optimizer_step(cfg: TrialConfig, session, parts: _Parts) -> StepReadings:
     return StepReadings(step_loss, grad_norm, lr, skipped=False, diverged=False)
 
 
-def _accumulate_gradients(cfg: TrialConfig, session, parts: _Parts, batches: list):
+def _accumulate_gradients(cfg: TrialConfig, session, parts: _Parts, batches: list,
+                          position: Optional[Position] = None, first: Optional[int] = None):
     """Forward and backward over the step's host micro-batches. Returns the step's loss (a device tensor,
     read with the norm), the noise probe's first-micro-batch squared norm (or None), the loss factor
-    ``to_mean`` and each micro-batch's items."""
+    ``to_mean`` and each micro-batch's items. ``position.batch`` is ``first`` + the micro-batch's index."""
     source, device, amp_dtype = parts.source, session.device, parts.amp_dtype
     step_loss = torch.zeros((), dtype=torch.float64, device=device)  # read once per step, by the caller
     small = None
@@ -176,6 +208,8 @@ def _accumulate_gradients(cfg: TrialConfig, session, parts: _Parts, batches: lis
     to_mean = session.world_size / max(step_items, 1)
     last = len(batches) - 1
     for k, batch in enumerate(source.inputs(b, device) for b in batches):
+        if position is not None and first is not None:
+            position.batch = first + k
         sync = contextlib.nullcontext() if (k == last or not parts.is_ddp) else parts.model.no_sync()
         with sync:
             with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
@@ -192,14 +226,19 @@ def _accumulate_gradients(cfg: TrialConfig, session, parts: _Parts, batches: lis
 # ---- at a milestone -------------------------------------------------------------------------------
 
 def _at_milestone(cfg: TrialConfig, data, session, parts: _Parts, progress: _Progress, readings: StepReadings,
-                  gauges: Optional[TrialGauges]) -> bool:
+                  gauges: Optional[TrialGauges], position: Optional[Position] = None) -> bool:
     """Evaluate (and at the full budget the dev set), check the interval for divergence, report, and
     checkpoint (rank 0). False when the trial diverged (reported as such) and must stop."""
     samples = progress.samples
-    evaluation = parts.source.evaluate(parts.forward, session, cfg, batch_size=parts.eval_batch)
+    position = position or Position()
+    position.phase, position.samples = "evaluation", samples
+    evaluation = parts.source.evaluate(parts.forward, session, cfg, batch_size=parts.eval_batch, position=position)
     if samples == cfg.budget_samples and parts.source.has_dev:
-        dev = parts.source.evaluate(parts.forward, session, cfg, on_dev=True, batch_size=parts.eval_batch)
+        position.phase = "dev evaluation"
+        dev = parts.source.evaluate(parts.forward, session, cfg, on_dev=True, batch_size=parts.eval_batch,
+                                    position=position)
         evaluation.update({f"dev_{key}": dev[key] for key in ("accuracy", "bleu", "eval_loss", "eval_examples") if key in dev})
+    position.phase, position.batch = "report", None
     noise = _noise_metrics(parts.noise, session)
     if not cfg.plan.measures_noise_scale:
         noise["noise_scale_note"] = cfg.plan.noise_scale_note

@@ -12,6 +12,8 @@ from typing import Optional
 
 import torch
 
+from cbs_ray.ray_internals import per_report_logger_modules
+
 __all__ = ["LocalSession", "TrainSession", "per_report_loggers", "quiet_per_report_logs"]
 
 
@@ -100,13 +102,7 @@ def per_report_loggers() -> list[str]:
     successfully created at: …" (Tune's and Train's storage) and "Reporting training result N:
     TrainingReport(…all metrics…)" (Train V2's worker context, whose logger is named by its file path).
     Forwarded to the driver, they bury Tune's own progress table."""
-    import importlib.util
-
-    names = ["ray.train._internal.storage", "ray.train.v2._internal.execution.storage"]
-    context = importlib.util.find_spec("ray.train.v2._internal.execution.context")
-    if context is not None:
-        names.append(context.origin)
-    return names
+    return per_report_logger_modules()
 
 
 def quiet_per_report_logs() -> None:

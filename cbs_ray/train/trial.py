@@ -99,9 +99,11 @@ def run_trial(config: dict, *, spec: SearchSpec, data_ref: DataRef, budget_sampl
     its workers the ``DataRef``, so its Train run carries a handle, not the data."""
     from ray import tune
 
+    context = tune.get_context()
     trial = TrialConfig.from_tune(spec, config, budget_samples=budget_samples, model_config=model_config,
-                                  trial_id=tune.get_context().get_trial_id() or "",
-                                  branching=branching)
+                                  trial_id=context.get_trial_id() or "", branching=branching,
+                                  # where a failure's point is recorded, for the next attempt (train.failure)
+                                  failure_dir=context.get_trial_dir() or "")
     quiet_per_report_logs()
     if in_process(spec):
         train_loop(trial, data_ref.get(), LocalSession())

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cbs_ray.records.meta import FORMAT, ExperimentMeta
 from cbs_ray.records.storage import ReportError, damaged_tune_state
-from cbs_ray.sources.user_objects import check_resume, user_objects
+from cbs_ray.sources.user_objects import check_resume, experiment_name, user_objects
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.schema import SearchSpec
@@ -34,8 +34,8 @@ def method_named(name: str) -> SearchMethod:
 
 
 def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, eval_dataset=None, data_collator=None,
-               compute_metrics=None, address: str | None = None, output_dir: str | None = None,
-               verbose: int = 1):
+               compute_metrics=None, preprocess_logits_for_metrics=None, address: str | None = None,
+               output_dir: str | None = None, verbose: bool | int = False):
     """Run the search the spec describes and write its report; the Python API behind the CLI.
 
     Data are loaded and tokenized and the model config is built first, so a bad spec fails before Ray
@@ -44,32 +44,44 @@ def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, e
 
     A pipeline's own model, data and metric go in under HF Trainer's names: ``model_init`` (returns a
     fresh ``torch.nn.Module`` whose ``model(**batch)`` gives ``loss`` and ``logits``), ``train_dataset``
-    and ``eval_dataset`` (map-style), optionally ``data_collator`` and ``compute_metrics`` (see
-    ``cbs_ray.sources.user_objects`` for the contract). Then the spec's model and data sections stay unset,
-    and one micro-batch runs through the model on the driver before Ray starts.
+    and ``eval_dataset`` (map-style), optionally ``data_collator``, ``compute_metrics`` and
+    ``preprocess_logits_for_metrics`` (see ``cbs_ray.sources.user_objects`` for the contract). Then the spec's
+    model and data sections stay unset, and one micro-batch runs through the model on the driver before Ray
+    starts. A spec whose ``name`` is the default's names the experiment after the model's class instead
+    (``gpt2-lm-head-model``), so that it is not filed under the demo's name.
 
     ``spec`` is a ``SearchSpec`` (``load_spec``) or the path of a spec file; it is validated here (a field
     changed after loading is checked as loading would) and never changed: the search works on a copy.
 
     The search is the one ``search.method`` names (``METHODS``): a ``SearchResult`` from scratch, a
     ``tune.branch.BranchResult`` for branch mode (the critical batch over training).
+
+    While it runs it shows a progress display (``tune.progress``: a live block on a terminal, a line per
+    finished trial elsewhere); ``verbose=True`` (or Tune's level, 1 to 3) shows Tune's tables and the workers'
+    log lines instead.
     """
     spec = as_spec(spec)
     objects = user_objects(model_init=model_init, train_dataset=train_dataset, eval_dataset=eval_dataset,
-                           data_collator=data_collator, compute_metrics=compute_metrics)
+                           data_collator=data_collator, compute_metrics=compute_metrics,
+                           preprocess_logits_for_metrics=preprocess_logits_for_metrics)
     # Fail fast on bad input, before Ray starts; with auto batch sizes the search's own data are
-    # prepared only once the probe has chosen the grid.
+    # prepared only once the probe has chosen the grid. The objects are checked first: the experiment
+    # and its report's folder may be named after the model the check builds.
     probe = probe_spec(spec) if spec.auto_batch_sizes else None
+    prepared = prepare(probe or spec, objects) if objects is not None else None
+    if prepared is not None and _named_after_the_model(spec, prepared[0]) and probe is not None:
+        probe = probe_spec(spec)
     out = output_dir_for(spec, output_dir)
     check_before_ray(spec, out)
-    prepared = prepare(probe or spec, objects)
+    if prepared is None:
+        prepared = prepare(probe or spec)
     return method_named(spec.search.method).run(spec, prepared, objects=objects, probe=probe, out=out,
                                                 verbose=verbose, address=address)
 
 
 def resume_search(experiment_path: str, *, model_init=None, train_dataset=None, eval_dataset=None,
-                  data_collator=None, compute_metrics=None, address: str | None = None,
-                  output_dir: str | None = None, verbose: int = 1):
+                  data_collator=None, compute_metrics=None, preprocess_logits_for_metrics=None,
+                  address: str | None = None, output_dir: str | None = None, verbose: bool | int = False):
     """Continue a killed or interrupted search from its experiment directory (``Tuner.restore``).
 
     The spec is the one the experiment was started with (read back from its ``cbs_spec.json``). Finished
@@ -90,7 +102,8 @@ def resume_search(experiment_path: str, *, model_init=None, train_dataset=None, 
     from ray import tune  # the API module stays importable without starting anything of Ray's
 
     objects = user_objects(model_init=model_init, train_dataset=train_dataset, eval_dataset=eval_dataset,
-                           data_collator=data_collator, compute_metrics=compute_metrics)
+                           data_collator=data_collator, compute_metrics=compute_metrics,
+                           preprocess_logits_for_metrics=preprocess_logits_for_metrics)
     path = experiment_path if "://" in experiment_path else str(Path(experiment_path).expanduser().resolve())
     try:
         meta = ExperimentMeta.read(path)
@@ -110,6 +123,18 @@ def resume_search(experiment_path: str, *, model_init=None, train_dataset=None, 
     prepared = prepare(spec, objects)
     _check_same_data(meta, prepared, path)
     return method_named(meta.method).resume(spec, path, meta, prepared, out=out, verbose=verbose, address=address)
+
+
+def _named_after_the_model(spec: SearchSpec, objects) -> bool:
+    """Name the experiment after the objects' model (``sources.user_objects.experiment_name`` of its class)
+    where the spec's ``name`` is the default's, the built-in demo's (``tiny-bert-sentiment``), whose folder
+    ``./cbs_results/<name>`` it would otherwise share. A name written out equal to the default cannot be told
+    from one left out (as the model and data sections: ``check_objects``). True when renamed."""
+    if spec.name != SearchSpec().name or not objects.model_class:
+        return False
+    spec.name = experiment_name(objects.model_class)
+    print(f"name: {spec.name} (after the model's class {objects.model_class}; set name=... to choose one)", flush=True)
+    return True
 
 
 def _beside(experiment_path: str) -> Path:

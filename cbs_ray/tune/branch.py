@@ -140,7 +140,7 @@ def schedule_alpha(history: pd.DataFrame, br: Branching) -> float:
 # ---- on Ray ------------------------------------------------------------------------------------------
 
 def run_branch_search(spec: SearchSpec, prepared, *, objects=None, probe: Optional[SearchSpec] = None, out: Path,
-                      verbose: int = 1, address: Optional[str] = None) -> BranchResult:
+                      verbose: bool | int = False, address: Optional[str] = None) -> BranchResult:
     """The branch search of ``spec`` on what ``tune.prepare.prepare`` made of it (``run_search`` calls this for
     ``search.method: branch``): resolve the ``branch:`` section against the budget (a bad window or
     checkpoint is a ``SpecError`` here, before Ray starts), run the trunk and the branches as one Tune
@@ -151,7 +151,7 @@ def run_branch_search(spec: SearchSpec, prepared, *, objects=None, probe: Option
     br = _resolved(spec, prepared)
     for line in branch_plan_lines(spec, br):
         print(line, flush=True)
-    with ray_session(address) as context:
+    with ray_session(address, verbose=verbose) as context:
         on_the_cluster(spec, context)
         path = _fit_branches(spec, data, budget, config, br, verbose)
         schedule_path = _validate_schedule(spec, data, budget, config, br, path, verbose) \
@@ -160,7 +160,7 @@ def run_branch_search(spec: SearchSpec, prepared, *, objects=None, probe: Option
 
 
 def resume_branch_search(spec: SearchSpec, path: str, meta: ExperimentMeta, prepared, *, out: Path,
-                         verbose: int = 1, address: Optional[str] = None) -> BranchResult:
+                         verbose: bool | int = False, address: Optional[str] = None) -> BranchResult:
     """Continue a killed branch search (``tune.api.resume_search`` calls this for a branch experiment):
     the trunk and branch trials from their checkpoints, then the schedule run, restored if it had started,
     trained now if it had not."""
@@ -169,7 +169,7 @@ def resume_branch_search(spec: SearchSpec, path: str, meta: ExperimentMeta, prep
     data, budget, config = prepared
     tokens = meta.tokens_per_sample
     br = resolve_branching(spec, budget, tokens)
-    with ray_session(address) as context:
+    with ray_session(address, verbose=verbose) as context:
         on_the_cluster(spec, context)
         print(f"resuming {path}", flush=True)
         run_tuner(spec, data, budget, config, verbose=verbose, restore=path, branching=br)

@@ -14,6 +14,8 @@ import json
 import os
 from typing import Optional
 
+from cbs_ray.ray_internals import dashboard_url, started_this_node, token_auth_enabled
+
 __all__ = ["dashboard_lines", "monitoring_lines"]
 
 JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
@@ -44,24 +46,14 @@ def dashboard_lines(url: str, *, token_auth: bool, started_here: bool,
 def monitoring_lines(context=None) -> list[str]:
     """``dashboard_lines`` for the Ray this process is connected to; ``context`` is what ``ray.init``
     returned (None: Ray was already up, or started elsewhere)."""
-    import ray
-    from ray._private.authentication.authentication_utils import is_token_auth_enabled
-
     url = getattr(context, "dashboard_url", None)
     if url is None:
         try:
-            url = ray._private.worker.get_dashboard_url() or ""
+            url = dashboard_url()
         except Exception:
             url = ""
     metadata = json.loads(os.environ.get(JOB_CONFIG_ENV) or "{}").get("metadata") or {}
-    return dashboard_lines(url, token_auth=is_token_auth_enabled(), started_here=_started_here(),
+    return dashboard_lines(url, token_auth=token_auth_enabled(), started_here=started_this_node(),
                            submission_id=metadata.get("job_submission_id"))
 
 
-def _started_here() -> bool:
-    """Whether this process started the Ray it is connected to (``ray.init()`` with no address): its node
-    is then a head; a driver that joined a cluster only connects to one."""
-    import ray
-
-    node = getattr(ray._private.worker, "_global_node", None)
-    return bool(getattr(node, "head", False))

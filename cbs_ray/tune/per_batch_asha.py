@@ -17,17 +17,19 @@ from typing import Callable, Dict
 
 from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, TrialScheduler
 
+from cbs_ray.ray_internals import trial_storage
+
 __all__ = ["PerBatchASHA", "persisted_results"]
 
 
 def persisted_results(trial) -> list[dict]:
     """The results a trial has already reported, from the ``result.json`` Tune keeps in its directory
     (one JSON object per line); [] for a new trial, or when none can be read."""
-    storage = getattr(trial, "storage", None)
-    if storage is None or not getattr(trial, "has_reported_at_least_once", False):
+    if getattr(trial, "storage", None) is None or not getattr(trial, "has_reported_at_least_once", False):
         return []
+    fs, trial_dir = trial_storage(trial)
     try:
-        with storage.storage_filesystem.open_input_stream(f"{storage.trial_fs_path}/result.json") as f:
+        with fs.open_input_stream(f"{trial_dir}/result.json") as f:
             lines = f.readall().decode().splitlines()
         return [json.loads(line) for line in lines if line.strip()]
     except (OSError, ValueError):

@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
+from cbs_ray.ray_internals import autoscaling_status, cluster_node_groups
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.trial import train_workers, trial_resources, worker_resources
@@ -138,26 +139,17 @@ def _alive_nodes() -> list[dict]:
     return [dict(node["Resources"]) for node in ray.nodes() if node.get("Alive")]
 
 
-def _node_groups() -> list[tuple[int, int]]:
-    import ray._private.state
-
-    config = ray._private.state.state.get_cluster_config()
-    return [(g.min_count, g.max_count) for g in config.node_group_configs] if config else []
-
-
 def _autoscaler_node_types() -> list[str]:
     """The node types the cluster's autoscaler reports for its live nodes ([] before its first report)."""
     import ray
-    from ray._private import ray_constants
     from ray.autoscaler.v2.utils import is_autoscaler_v2
-    from ray.experimental.internal_kv import _internal_kv_get
 
     if is_autoscaler_v2(fetch_from_server=True):
         from ray.autoscaler.v2.sdk import get_cluster_status
 
         status = get_cluster_status(ray.get_runtime_context().gcs_address)
         return [n.ray_node_type_name for n in status.active_nodes + status.idle_nodes]
-    raw = _internal_kv_get(ray_constants.DEBUG_AUTOSCALING_STATUS)
+    raw = autoscaling_status()
     report = (json.loads(raw).get("autoscaler_report") or {}) if raw else {}
     return list((report.get("node_type_mapping") or {}).values()) or list(report.get("active_nodes") or {})
 
@@ -165,7 +157,7 @@ def _autoscaler_node_types() -> list[str]:
 def cluster_autoscales() -> bool:
     """``autoscales`` on what the connected cluster publishes; False where it publishes nothing readable."""
     try:
-        return autoscales(node_types=_autoscaler_node_types(), node_groups=_node_groups())
+        return autoscales(node_types=_autoscaler_node_types(), node_groups=cluster_node_groups())
     except Exception:  # private state that another Ray version may move: then say so rather than wait
         return False
 

@@ -79,10 +79,11 @@ def prepare(spec: SearchSpec, objects=None):
     """(data, budget in samples, model config). A named model's config first, so an unknown name is reported
     as such, then the tokenized data and the budget. With the user's ``objects``
     (``sources.user_objects.UserObjects``), their checks instead (one micro-batch through the model on the
-    driver, ``check_objects``): then the data are the objects themselves and the config is the model's own
-    (None for a plain torch module)."""
+    driver, ``check_objects``): then the data are the objects themselves, with what the check found for the
+    workers (the model's class, its label shift, the columns its forward takes), and the config is the model's
+    own (None for a plain torch module)."""
     if objects is not None:
-        config = check_objects(spec, objects)
+        objects, config = check_objects(spec, objects)
         return objects, resolve_budget(spec, objects.train_examples), config
     if spec.search.metric not in BUILTIN_METRICS:
         raise SpecError(f"search.metric: {spec.search.metric} is not one the spec's model and data report "

@@ -8,10 +8,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import stat
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
 
+from cbs_ray.ray_internals import single_machine
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.spec.branch_section import Branching
 from cbs_ray.spec.errors import SpecError
@@ -21,6 +24,7 @@ from cbs_ray.train.trial import DataRef, in_process, run_trial, trial_resources
 from cbs_ray.tune.dashboard import monitoring_lines
 from cbs_ray.tune.nothing_fits import NothingFitsStopper, NothingFitsWatch, nothing_fits_in_experiment
 from cbs_ray.tune.placement import check_placeable
+from cbs_ray.tune.progress import ProgressBoard, SearchProgress
 from cbs_ray.tune.search_space import max_concurrent
 from cbs_ray.tune.tracker_callbacks import tracking_callbacks
 from cbs_ray.tune.tracking import enabled
@@ -29,22 +33,55 @@ __all__ = ["ray_session", "DoesNotFit", "SearchInterrupted"]
 
 
 @contextlib.contextmanager
-def ray_session(address: str | None = None):
+def ray_session(address: str | None = None, *, verbose: bool | int = True):
     """Connect to ``address`` (or RAY_ADDRESS), or start a local Ray with its dashboard on 127.0.0.1
-    only; yields the RayContext (None when Ray was already up) and shuts down whatever was started here."""
+    only; yields the RayContext (None when Ray was already up) and shuts down whatever was started here.
+    Not ``verbose``: the workers' log lines stay in Ray's log files (the session's ``logs/``, the dashboard)
+    instead of reaching this console; a trial's error still reaches the report and the progress display."""
     import ray
 
     started_here, context = not ray.is_initialized(), None
     if started_here:
+        quiet = {} if verbose else {"log_to_driver": False}
         if address or os.environ.get("RAY_ADDRESS"):
-            context = ray.init(address=address, logging_level=logging.WARNING)
+            context = ray.init(address=address, logging_level=logging.WARNING, **quiet)
         else:
-            context = ray.init(include_dashboard=True, dashboard_host="127.0.0.1", logging_level=logging.WARNING)
+            context = start_local_ray(**quiet)
     try:
         yield context
     finally:
         if started_here:
             ray.shutdown()
+
+
+PRIVATE_TEMP_DIR = "cbs-ray-{uid}"
+"""Ray's temp dir of a local search, under the system's temp dir, private to the user (mode 0700)."""
+
+
+def start_local_ray(**options):
+    """``ray.init`` of a local Ray for this machine alone: every server on loopback (``single_machine``: the
+    node's IP is 127.0.0.1, so the GCS, the raylet, the agents, the workers and the metrics endpoints bind it),
+    the dashboard on 127.0.0.1, and the session's files under a directory only this user can enter (Ray makes
+    its own directories world-writable: ``ray/`` inside ``private_temp_dir()``). Returns the RayContext."""
+    import ray
+
+    with single_machine():
+        return ray.init(include_dashboard=True, dashboard_host="127.0.0.1", logging_level=logging.WARNING,
+                        _temp_dir=f"{private_temp_dir()}/ray", **options)
+
+
+def private_temp_dir() -> str:
+    """``<tmp>/cbs-ray-<uid>``, made 0700 if new; a fresh ``mkdtemp`` (0700 too) when that path is not a
+    directory this user owns with no access for others."""
+    path = Path(tempfile.gettempdir()) / PRIVATE_TEMP_DIR.format(uid=os.getuid())
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        info = path.lstat()
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077:
+            return str(path)
+    except OSError:
+        pass
+    return tempfile.mkdtemp(prefix="cbs-ray-")
 
 
 def on_the_cluster(spec: SearchSpec, context=None) -> None:
@@ -76,7 +113,7 @@ def points_config(points: list[dict]) -> dict:
             "search_alg": BasicVariantGenerator(points_to_evaluate=points), "num_samples": len(points)}
 
 
-def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, name: str | None = None,
+def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: bool | int, name: str | None = None,
                param_space: dict | None = None, restore: str | None = None, callbacks: list = (),
                branching: Branching | None = None, expected_trials: Callable[[], int] | None = None,
                **tune_config) -> str:
@@ -87,7 +124,8 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, name
     trial and each of its Ray Train workers gets their ``DataRef`` and fetches them where the loop runs
     (zero-copy for numpy arrays), instead of a multi-worker trial pickling them into its Train run. A
     restored experiment puts them afresh. ``branching`` (branch mode: the ``branch:`` section, resolved once on the
-    driver) goes to every trial, whose plan is built from it."""
+    driver) goes to every trial, whose plan is built from it. Not ``verbose``: the progress display
+    (``tune.progress``) instead of Tune's tables (``verbose`` is Tune's level: True is 1)."""
     import ray
     from ray import tune
     from ray.tune.search.basic_variant import BasicVariantGenerator
@@ -106,10 +144,14 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, name
         # Tune restores the experiment's own stopper and callbacks (pickled with it): read the reason back
         # from the error files.
         tuner = tune.Tuner.restore(restore, trainable=trainable, resume_unfinished=True, resume_errored=True)
-        grid = tuner.fit()
+        with quiet_tune(verbose):
+            grid = tuner.fit()
         _raise_if_nothing_fits(nothing_fits_in_experiment(grid.experiment_path), grid.experiment_path)
         return _finished(grid, expected_trials=0)
     nothing_fits = NothingFitsStopper()
+    if not verbose:
+        planned = expected_trials() if expected_trials is not None else tune_config.get("num_samples", 1)
+        callbacks = [*callbacks, progress_display(spec, budget, planned, branching)]
     limit = max_concurrent(spec, ray.cluster_resources())
     search_alg = tune_config.get("search_alg")
     if isinstance(search_alg, BasicVariantGenerator):
@@ -127,18 +169,70 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: int, name
                                     **tune_config),
         param_space=param_space,
         run_config=tune.RunConfig(
-            name=name, storage_path=spec.storage_uri, verbose=verbose,
+            name=name, storage_path=spec.storage_uri, verbose=int(verbose),
             stop=nothing_fits, callbacks=[NothingFitsWatch(nothing_fits), *callbacks],
             checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
             # An in-process trial whose process dies restarts from its last checkpoint; a TorchTrainer
             # trial restarts its workers itself (trial.py), so Tune does not restart it again.
             failure_config=tune.FailureConfig(max_failures=spec.resources.max_failures if in_process(spec) else 0)),
     )
-    grid = tuner.fit()
+    with quiet_tune(verbose):
+        grid = tuner.fit()
     _raise_if_nothing_fits(nothing_fits.reason, grid.experiment_path)
     # A searcher may start fewer trials than it was given (branch mode's, whose checkpoint never came).
     expected = expected_trials() if expected_trials is not None else tune_config.get("num_samples", 1)
     return _finished(grid, expected_trials=expected)
+
+
+@contextlib.contextmanager
+def quiet_tune(verbose: bool | int):
+    """Not ``verbose``: Tune's output engine silent for this ``fit`` (``RAY_AIR_NEW_OUTPUT=0`` with verbose 0, the
+    one setting of Tune's that prints nothing, where the new engine still prints its experiment box) and Optuna's
+    INFO lines (the study it creates) off; both as they were afterwards. ``verbose``: nothing changes."""
+    if verbose:
+        yield
+        return
+    env_before = os.environ.get("RAY_AIR_NEW_OUTPUT")
+    os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
+    try:
+        with quiet_optuna(verbose):
+            yield
+    finally:
+        if env_before is None:
+            os.environ.pop("RAY_AIR_NEW_OUTPUT", None)
+        else:
+            os.environ["RAY_AIR_NEW_OUTPUT"] = env_before
+
+
+@contextlib.contextmanager
+def quiet_optuna(verbose: bool | int):
+    """Not ``verbose``: Optuna's INFO lines (the study a searcher creates, each trial it is told) off inside the
+    block, its verbosity as it was afterwards."""
+    if verbose:
+        yield
+        return
+    import optuna
+
+    before = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(before)
+
+
+def progress_display(spec: SearchSpec, budget: int, planned_trials: int, branching: Branching | None) -> SearchProgress:
+    """The progress display of one Tune experiment of ``planned_trials`` trials: branch mode's runs are the
+    trunk and the schedule (the budget) and the branches (a window from their checkpoint)."""
+    metric, mode = ("eval_loss", "min") if branching else (spec.search.metric, spec.search.mode)
+
+    def span_of(config: dict) -> tuple[int, int, int]:
+        start = int(config.get("start_samples", 0))
+        window = branching.window_samples if branching and config.get("role") == "branch" else budget - start
+        return batch_size_of(config), start, start + window
+
+    return SearchProgress(ProgressBoard(planned_trials=planned_trials, default_span=budget, metric=metric, mode=mode),
+                          span_of)
 
 
 class DoesNotFit(RuntimeError):

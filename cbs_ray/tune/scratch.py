@@ -7,13 +7,14 @@ the repeats of each batch size's best configuration, and the report. Its ``METHO
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import pandas as pd
 
-from cbs_ray.analysis.summary_record import Summary
+from cbs_ray.analysis.summary_record import Answer, Summary
 from cbs_ray.analysis.tables import noise_scale_table, per_batch_table, trial_table
 from cbs_ray.maths.noise_scale import proposed_grid
 from cbs_ray.records.meta import ExperimentMeta
@@ -33,6 +34,7 @@ from cbs_ray.tune.runner import (
     new_experiment,
     on_the_cluster,
     points_config,
+    quiet_optuna,
     ray_session,
     run_tuner,
     tracker_callbacks_for,
@@ -47,7 +49,14 @@ __all__ = ["SearchResult", "METHOD", "fit_experiment", "repeat_best", "run_probe
 
 @dataclass
 class SearchResult:
-    """What a search produced: the tables, the answer, and where everything is on disk."""
+    """What a search produced: the tables, the answer, and where everything is on disk.
+
+    ``answer`` is the critical batch the report stands behind (``analysis.summary_record.Answer``):
+    ``answer.batch_size``, ``answer.bound`` ("upper": the critical batch is at most ``batch_size``, "≤ 8", the
+    drop comes right after the smallest batch measured; "lower": at least, "≥ 128", no drop seen up to the
+    largest; None: a value), ``answer.resolved`` (whether the noise lets the tolerance be told apart; None
+    without repeats), and ``answer.text``, the headline's line. ``critical_batch`` is ``answer.batch_size``
+    alone: read it with ``answer.bound``, since 8 may mean "≤ 8"."""
 
     spec: SearchSpec
     summary: Summary
@@ -57,7 +66,13 @@ class SearchResult:
     output_dir: Path
 
     @property
+    def answer(self) -> Answer:
+        """The critical batch with its bound and verdict (``Summary.answer``)."""
+        return self.summary.answer
+
+    @property
     def critical_batch(self) -> int | None:
+        """The critical batch's number, without its bound: ``answer.batch_size`` (see ``answer.bound``)."""
         return self.summary.critical_batch.batch_size
 
     @property
@@ -80,10 +95,10 @@ def dry_run_lines(spec: SearchSpec) -> list[str]:
 
 
 def run(spec: SearchSpec, prepared, *, objects=None, probe: Optional[SearchSpec] = None, out: Path,
-        verbose: int = 1, address: Optional[str] = None) -> SearchResult:
+        verbose: bool | int = False, address: Optional[str] = None) -> SearchResult:
     """The search on Ray: the probe first with auto batch sizes (then the search's own data are prepared
     with the grid it chose), the Tune experiment, the repeats, the report."""
-    with ray_session(address) as context:
+    with ray_session(address, verbose=verbose) as context:
         on_the_cluster(spec, context)
         if probe is not None:
             _, grid = run_probe(probe, prepared)
@@ -99,13 +114,13 @@ def run(spec: SearchSpec, prepared, *, objects=None, probe: Optional[SearchSpec]
     return summarize_experiment(spec, experiment_path, budget, out)
 
 
-def resume(spec: SearchSpec, path: str, meta: ExperimentMeta, prepared, *, out: Path, verbose: int = 1,
+def resume(spec: SearchSpec, path: str, meta: ExperimentMeta, prepared, *, out: Path, verbose: bool | int = False,
            address: Optional[str] = None) -> SearchResult:
     """The search's trials from their checkpoints, then its repeats (restored, or started if they had not)."""
     from ray import tune  # Ray only where a search runs
 
     data, budget, config = prepared
-    with ray_session(address) as context:
+    with ray_session(address, verbose=verbose) as context:
         on_the_cluster(spec, context)
         print(f"resuming {path}", flush=True)
         run_tuner(spec, data, budget, config, verbose=verbose, restore=path)
@@ -165,21 +180,24 @@ def fit_experiment(spec: SearchSpec, data, budget: int, config, verbose: int) ->
         # Multivariate TPE models (log2 B, alpha, warmup) jointly — with balanced batches, alpha and
         # warmup per batch size (group=True: one model per conditional subspace); it starts right after
         # the seeds.
-        sampler = optuna.samplers.TPESampler(seed=s.seed, multivariate=True, group=s.balance_batches,
-                                             n_startup_trials=len(spec.batch_sizes)) \
-            if s.strategy == "tpe" else optuna.samplers.RandomSampler(seed=s.seed)
+        with warnings.catch_warnings():  # multivariate and group are "experimental" in Optuna: chosen, not news
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            sampler = optuna.samplers.TPESampler(seed=s.seed, multivariate=True, group=s.balance_batches,
+                                                 n_startup_trials=len(spec.batch_sizes)) \
+                if s.strategy == "tpe" else optuna.samplers.RandomSampler(seed=s.seed)
         searcher, make_searcher = {"metric": s.metric, "mode": s.mode, "sampler": sampler}, OptunaSearch
         if s.study_storage is not None:  # the study in a database or journal file, exact about each trial
             make_searcher = functools.partial(PersistentStudySearch, budget_samples=budget)
             searcher.update(storage=open_storage(s.study_storage), study_name=study_name)
-        if s.balance_batches:
-            space, points = per_batch_space(spec)
-            tune_config = {"num_samples": s.num_trials, "search_alg": make_searcher(
-                space=space, points_to_evaluate=points, **searcher)}
-        else:
-            space, seeds = tune_space(spec)
-            tune_config = {"param_space": space, "num_samples": s.num_trials, "search_alg": make_searcher(
-                points_to_evaluate=seeds, **searcher)}
+        with quiet_optuna(verbose):  # the searcher creates its study here
+            if s.balance_batches:
+                space, points = per_batch_space(spec)
+                tune_config = {"num_samples": s.num_trials, "search_alg": make_searcher(
+                    space=space, points_to_evaluate=points, **searcher)}
+            else:
+                space, seeds = tune_space(spec)
+                tune_config = {"param_space": space, "num_samples": s.num_trials, "search_alg": make_searcher(
+                    points_to_evaluate=seeds, **searcher)}
     if s.early_stopping:
         tune_config["scheduler"] = PerBatchASHA(
             batch_size_of, time_attr="samples_seen", max_t=budget, grace_period=spec.asha.grace_period_samples,

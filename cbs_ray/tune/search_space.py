@@ -1,14 +1,15 @@
 """The search space of a critical-batch search, and the plan it makes per batch size.
 
 Trials sample log2 B (an ordered integer for TPE), alpha and the warmup fraction. Every batch size is
-seeded once with the middle alpha and a warmup that grows with the batch; ``search.balance_batches``
+seeded once with the middle alpha and a warmup that grows with the batch (``seed_warmup``: from the middle
+of the range at B0, whatever the grid); ``search.balance_batches``
 makes alpha and warmup parameters of their batch size; the ``grid`` strategy lists every point.
 """
 
 from __future__ import annotations
 
 from cbs_ray.maths.budget import plan_batch, samples_for_tokens
-from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
+from cbs_ray.maths.lr_schedule import scaled_lr, seed_warmup_fraction, warmup_steps
 from cbs_ray.spec.schema import SearchSpec
 
 __all__ = ["plan_lines", "tune_space", "PerBatchSpace", "per_batch_space", "seed_warmup", "grid_points",
@@ -62,10 +63,10 @@ def tune_space(spec: SearchSpec):
 
 def _seeds(spec: SearchSpec) -> list[tuple[int, float, float]]:
     """(batch size, alpha, warmup fraction) of each batch size's seeded trial: the middle alpha and a
-    warmup that grows with the batch."""
-    s, batches = spec.search, spec.batch_sizes
-    return [(b, sum(s.alpha_range) / 2, seed_warmup(s.warmup_fraction_range, i, len(batches)))
-            for i, b in enumerate(batches)]
+    warmup that grows with the batch (``seed_warmup``)."""
+    s = spec.search
+    return [(b, sum(s.alpha_range) / 2, seed_warmup(s.warmup_fraction_range, b, spec.training.base_batch))
+            for b in spec.batch_sizes]
 
 
 class PerBatchSpace:
@@ -84,7 +85,7 @@ class PerBatchSpace:
 
 def per_batch_space(spec: SearchSpec) -> tuple[PerBatchSpace, list[dict]]:
     """The balanced space and the points that fix the batch size of every trial: the seeds (middle
-    alpha, warmup growing with the batch), then round robin."""
+    alpha, warmup growing with the batch: ``seed_warmup``), then round robin."""
     s, batches = spec.search, spec.batch_sizes
     seeds = [{"log2_batch": b.bit_length() - 1, f"alpha_B{b}": alpha, f"warmup_fraction_B{b}": warmup}
              for b, alpha, warmup in _seeds(spec)]
@@ -93,12 +94,13 @@ def per_batch_space(spec: SearchSpec) -> tuple[PerBatchSpace, list[dict]]:
     return PerBatchSpace(batches, s.alpha_range, s.warmup_fraction_range), seeds + rounds
 
 
-def seed_warmup(warmup_range: list, index: int, count: int) -> float:
-    """The warmup fraction of the ``index``-th smallest of ``count`` batch sizes' seeded trial: warmup grows
-    with the batch (the reference rule), from the low end of the range at the smallest batch to the high
-    end at the largest, evenly in log2 B; the middle of the range when there is one batch size."""
-    low, high = warmup_range
-    return (low + high) / 2 if count == 1 else _evenly(low, high, count)[index]
+def seed_warmup(warmup_range: list, batch_size: int, base_batch: int) -> float:
+    """The warmup fraction of batch size ``batch_size``'s seeded trial (``maths.lr_schedule.seed_warmup_fraction``):
+    the middle of the range at ``base_batch`` (B0), an eighth of the range more per doubling of B above it and
+    less below, clipped to the range. It depends on B, B0 and the range only: before, it spread the range over
+    the grid (the low end at the smallest batch searched), so one batch size was seeded differently in
+    different grids (B=8 got 0 in an 8…128 grid and 0.067 in a 4…32 one)."""
+    return seed_warmup_fraction(warmup_range, batch_size, base_batch)
 
 
 def _evenly(low: float, high: float, n: int) -> list[float]:

@@ -8,6 +8,7 @@ import pytest
 
 from cbs_ray.analysis.summary import summarize, write_summary
 from cbs_ray.analysis.tables import restarts, trial_table
+from helpers.report import SEEDS, issue_28_repeats, perplexity_run
 
 BUDGET = 4096
 
@@ -239,8 +240,11 @@ IMPORTANCE_PARAMS = (_under("importance.overall.params", "batch_size alpha warmu
 # No trial completed: no uncertainty, no recommendation, no fronts, no target.
 KEYS_NOTHING_COMPLETED = (TOP | CRITICAL_BATCH | TURNING_POINT | TRADEOFF | OVERHEAD | NOISE | ANSWER | BOUNDS
                           | IMPORTANCE | _under("per_batch[]", PER_BATCH_ROW) | _under("trials[]", TRIAL_ROW))
+# Issue 28: the recommendation's runs (always), and the mean and its standard error over them where its
+# configuration was repeated (the figure the headline quotes).
+RECOMMENDATION_RUNS = _under("recommendation", "runs mean_accuracy se_accuracy")
 # Every section filled, and every key that is only written when it has a value.
-KEYS_EVERYTHING = (KEYS_NOTHING_COMPLETED | UNCERTAINTY | RECOMMENDATION | {"recommendation.note"}
+KEYS_EVERYTHING = (KEYS_NOTHING_COMPLETED | UNCERTAINTY | RECOMMENDATION | {"recommendation.note"} | RECOMMENDATION_RUNS
                    | {"critical_batch.overhead_20pct.left_out", "noise_scale.reports", "noise_scale.reports_left_out"}
                    | _under("pareto[]", FRONT_ROW) | _under("pareto_projected[]", FRONT_ROW)
                    | _under("per_batch[]", "alpha warmup_fraction peak_lr wall_time_s samples_per_s trial_id "
@@ -433,3 +437,49 @@ def test_the_recommendation_never_passes_the_critical_batch_silently():
     monotone = summarize(h, metric="accuracy", mode="max", budget_samples=1024, tolerance=0.02)
     assert (monotone.answer.batch_size, monotone.recommendation.batch_size, monotone.recommendation.note) == \
         (64, 64, None)
+
+
+# ---- issue 28: the figure the recommendation rests on; alpha and warmup the search never chose ----------
+
+def test_the_recommendation_quotes_the_mean_over_the_repeats_not_the_luckiest_run():
+    # The issue's B=8: the search's best trial 4.951, its two repeats 4.854 (the fastest) and 4.904: mean 4.903.
+    # The recommendation is the fastest run within tolerance, the 4.854 repeat; its line quotes the mean.
+    s = summarize(issue_28_repeats(), metric="perplexity", mode="min", budget_samples=1024)
+    rec = s.recommendation
+    assert (rec.trial_id, rec.metric_value, rec.runs) == ("r8a", 4.854, 3)
+    assert rec.metric_mean == pytest.approx(4.903) == {r["batch_size"]: r for r in s.per_batch}[8]["mean_perplexity"]
+    loaded = json.loads(s.to_json())["recommendation"]
+    assert (loaded["perplexity"], loaded["mean_perplexity"], loaded["runs"]) == (4.854, rec.metric_mean, 3)
+    # One run of it (no repeats): its own figure, as before.
+    single = summarize(pd.DataFrame(perplexity_run("s8", 8, 4.951) + perplexity_run("s16", 16, 5.6)),
+                       metric="perplexity", mode="min", budget_samples=1024)
+    assert single.recommendation.metric_mean is None and single.recommendation.runs == 1
+    assert "mean_perplexity" not in json.loads(single.to_json())["recommendation"]
+
+
+def test_a_recommended_seed_whose_proposals_never_finished_says_alpha_and_warmup_were_not_searched():
+    # Two trials per batch size: each batch size's proposal stopped by ASHA at its first report, so the seeds
+    # are the only completed trials and B=8's seed wins unopposed.
+    runs = {"seed8": perplexity_run("seed8", 8, 4.9, warmup=0.075),
+            "tpe8": perplexity_run("tpe8", 8, 9.0, alpha=0.55, warmup=0.18, reports=(512,)),
+            "seed16": perplexity_run("seed16", 16, 6.0),
+            "tpe16": perplexity_run("tpe16", 16, 9.0, alpha=0.7, warmup=0.02, reports=(512,))}
+
+    def recommendation(seeds=SEEDS, **changed):
+        rows = [row for run in {**runs, **changed}.values() for row in run]
+        return summarize(pd.DataFrame(rows), metric="perplexity", mode="min", budget_samples=1024,
+                         seeds=seeds).recommendation
+
+    rec = recommendation()
+    assert rec.trial_id == "seed8" and rec.unsearched == (
+        "alpha and warmup were not searched: the recommendation is B=8's seeded configuration (alpha 0.625, warmup "
+        "0.075), the search's starting point, not chosen by it, and none of the 1 proposed configuration at B=8 "
+        "reached the full budget (1 stopped early); give each batch size more trials (search.num_trials) or a "
+        "longer asha.grace_period_samples")
+    # The proposal finished and lost: the seed's configuration, and what it beat.
+    beat = recommendation(tpe8=perplexity_run("tpe8", 8, 5.2, alpha=0.55, warmup=0.18)).unsearched
+    assert beat.startswith("alpha and warmup are B=8's seeded configuration (alpha 0.625, warmup 0.075)")
+    assert beat.endswith("it beat the 1 proposed configuration that reached the full budget at B=8")
+    # The proposal won: nothing to say; nor without seeds (a grid seeds nothing).
+    assert recommendation(tpe8=perplexity_run("tpe8", 8, 4.5, alpha=0.55, warmup=0.18)).unsearched is None
+    assert recommendation(seeds=None).unsearched is None

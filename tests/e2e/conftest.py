@@ -9,7 +9,6 @@ start their own Ray (the CLI in a subprocess, a driver killed with its cluster, 
 cluster ``ray_session`` starts) run after every test that uses the shared one, which is shut down once the
 last of those is done: never two Ray clusters at once."""
 
-import logging
 from pathlib import Path
 
 import pytest
@@ -38,11 +37,13 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def shared_ray():
-    """One local Ray for the searches run in this process, its dashboard on 127.0.0.1 as ``ray_session``
-    starts it; yields the RayContext."""
+    """One local Ray for the searches run in this process, started as ``ray_session`` starts one (loopback
+    only, a private temp dir); yields the RayContext."""
     import ray
 
-    context = ray.init(include_dashboard=True, dashboard_host="127.0.0.1", logging_level=logging.WARNING)
+    from cbs_ray.tune.runner import start_local_ray
+
+    context = start_local_ray()
     yield context
     ray.shutdown()
 

@@ -1,7 +1,7 @@
 """The cluster path, on one machine (issue 20): a head with ``CPU: 0`` (as cluster.yaml has) and two worker
 nodes of one CPU each, one with a custom resource standing in for the GPU node type, each a ``ray start
 --block`` process with its own ports, token authentication on (as a cluster that ``ray start`` brings up
-with a token has it). A search is submitted as a Ray Job exactly as README's "On a cluster" says, with its
+with a token has it). A search is submitted as a Ray Job exactly as docs/clusters.md says, with its
 storage on a directory every node sees. Every process is stopped by its process ID at the end, its children
 included; nothing is written to /tmp/ray, and no ``ray stop``.
 
@@ -241,7 +241,7 @@ def _run(cluster: LocalCluster, args: list[str], timeout: float) -> subprocess.C
 
 @pytest.fixture(scope="module")
 def submitted(cluster, tmp_path_factory):
-    """README's command: ``ray job submit --address <dashboard> --working-dir . -- python -m cbs_ray.search
+    """docs/clusters.md's command: ``ray job submit --address <dashboard> --working-dir . -- python -m cbs_ray.search
     --address auto --set storage_path=… --output …``, from the checkout, waiting for the job to end. Once
     a trial runs, the dashboard's Jobs and Actors pages are screenshotted (where Chromium is installed)."""
     root = tmp_path_factory.mktemp("submitted")

@@ -67,6 +67,7 @@ def test_an_objects_experiment_resumes_in_python_and_not_from_the_command_line(p
     assert err.count("\n") == 1 and "was run with Python objects" in err and "cannot rebuild" in err
 
 
+@pytest.mark.slow  # ≈ 70 s on 2 cores: CI runs it in its `pytest -m slow` step, beside plain pytest (issue 25)
 @pytest.mark.multiproc
 def test_plain_torch_example_on_two_gloo_workers(tmp_path, shared_ray):
     result, _ = _search("plain_torch", tmp_path, workers=2)
@@ -80,6 +81,7 @@ def test_hf_pipeline_example_in_process_trials(tmp_path, shared_ray):
     _check_search(result, 1)
 
 
+@pytest.mark.slow  # ≈ 70 s on 2 cores: CI runs it in its `pytest -m slow` step, beside plain pytest (issue 25)
 @pytest.mark.multiproc
 def test_hf_pipeline_example_on_two_gloo_workers(tmp_path, shared_ray):
     result, _ = _search("hf_pipeline", tmp_path, workers=2)

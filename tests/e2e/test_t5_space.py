@@ -5,9 +5,11 @@ import json
 import subprocess
 import sys
 
+import pytest
 from helpers.paths import SEARCH_SPACES
 
 
+@pytest.mark.slow  # ≈ 35 s on 2 cores, its own Ray: CI runs it in its `pytest -m slow` step beside plain pytest (issue 25)
 def test_the_t5_space_answers_a_critical_batch_end_to_end(tmp_path):
     """The shipped space through the CLI, shrunk to two batch sizes and one trial each (a real local Ray)."""
     out = tmp_path / "out"

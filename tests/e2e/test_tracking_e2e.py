@@ -21,10 +21,11 @@ TINY = EARLIER_DEFAULT + ["data.builtin_train_examples=2048", "data.builtin_eval
 
 @pytest.fixture(scope="module")
 def tracked(tmp_path_factory):
-    """Four in-process trials (two stopped by ASHA), every tracker on, the study in SQLite."""
+    """Six in-process trials (some stopped by ASHA: the seed is the asha_search's of test_end_to_end.py), every
+    tracker on, the study in SQLite."""
     root = tmp_path_factory.mktemp("tracked")
     argv = [sys.executable, "-m", "cbs_ray.search", "--output", str(root / "out")]
-    for override in TINY + ["search.num_trials=4", f"storage_path={root / 'rr'}",
+    for override in TINY + ["search.num_trials=6", "search.seed=1", f"storage_path={root / 'rr'}",
                             "tracking.mlflow.tracking_uri=file:./mlruns", "tracking.tensorboard=true",
                             "tracking.wandb.mode=offline", "search.study_storage=sqlite:///cbs.db"]:
         argv += ["--set", override]
@@ -49,7 +50,7 @@ def test_mlflow_has_one_run_per_trial_with_params_and_metric_history(tracked, mo
     (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     trials = {t["trial_id"]: t for t in summary["trials"]}
-    assert len(children) == len(trials) == 4
+    assert len(children) == len(trials) == 6
     for run in children:
         trial = trials[run.info.run_name.split("_", 1)[1]]  # B<batch>_<trial id>
         params = run.data.params

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 LM = "search_spaces/tiny_causal_lm.yaml"
 # Trunk B=8 over 8192 samples, reports every 1024, checkpoints at 2048 and 4096; no restart of a dead trial.
 SMALL = ["search.method=branch", "training.budget_samples=8192", "training.eval_every_samples=1024",
@@ -28,6 +30,7 @@ def _trial_processes() -> list[int]:
     return pids
 
 
+@pytest.mark.slow  # ≈ 60 s on 2 cores, its own Ray: CI runs it in its `pytest -m slow` step beside plain pytest (issue 25)
 def test_a_killed_trunk_ends_the_branch_search_in_under_a_minute(tmp_path):
     argv = [sys.executable, "-m", "cbs_ray.search", "--space", LM, "--output", str(tmp_path / "out")]
     for o in SMALL + [f"storage_path={tmp_path / 'ray_results'}"]:

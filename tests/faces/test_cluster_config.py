@@ -2,7 +2,6 @@
 
 
 import yaml
-
 from helpers.paths import ROOT
 
 CLUSTER = ROOT / "cluster.yaml"
@@ -17,11 +16,16 @@ def test_cluster_yaml_matches_rays_schema():
     validate_config(prepare_config(config))
 
 
-def test_cluster_pins_the_projects_ray_and_keeps_the_dashboard_local():
-    import ray
+def test_cluster_pins_a_ray_of_the_projects_range_and_keeps_the_dashboard_local():
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    from cbs_ray.ray_internals import SUPPORTED_RAY
 
     config = yaml.safe_load(CLUSTER.read_text())
-    assert config["docker"]["image"].startswith(f"rayproject/ray:{ray.__version__}-")
+    image = config["docker"]["image"]
+    assert image.startswith("rayproject/ray:")
+    assert Version(image.split(":")[1].split("-")[0]) in SpecifierSet(SUPPORTED_RAY)
     head = " ".join(config["head_start_ray_commands"])
     assert "--dashboard-host=127.0.0.1" in head
 

@@ -249,3 +249,69 @@ def test_the_report_says_what_mattered_or_that_there_were_too_few_trials():
         assert shares["alpha"] > 80 and (shares["batch_size"] is None) == (over != "all trials"), (over, shares)
     html = render_html(s, {})
     assert "<h2>What mattered</h2>" in html and "PedAnovaImportanceEvaluator" in html
+
+
+# ---- issue 28 ---------------------------------------------------------------------------------------------
+
+def test_the_recommendation_line_quotes_the_mean_over_repeats_and_says_when_alpha_was_not_searched():
+    from helpers.report import SEEDS, issue_28_repeats, perplexity_run
+
+    s = summarize(issue_28_repeats(), metric="perplexity", mode="min", budget_samples=1024)
+    line = next(line for line in headline(s) if line.startswith("Recommendation:"))
+    # Not the luckiest repeat's 4.854 alone: the mean the answer rests on.
+    assert "-> perplexity 4.903 ± 0.028 (mean of 3 runs; this trial 4.854), " in line, line
+    seeded = pd.DataFrame(perplexity_run("seed8", 8, 4.9, warmup=0.075)
+                          + perplexity_run("tpe8", 8, 9.0, alpha=0.55, warmup=0.18, reports=(512,))
+                          + perplexity_run("seed16", 16, 6.0))
+    s = summarize(seeded, metric="perplexity", mode="min", budget_samples=1024, seeds=SEEDS)
+    lines = headline(s)
+    assert lines[-2].startswith("Recommendation: batch 8, alpha 0.625") and \
+        lines[-1].startswith("  alpha and warmup were not searched: the recommendation is B=8's seeded configuration")
+    assert "alpha and warmup were not searched" in render_markdown(s, {})
+
+
+def test_the_seeds_the_report_compares_with_are_the_searchs():
+    from cbs_ray.report.scratch import seeded_configurations
+    from cbs_ray.spec.load import load_spec, spec_to_dict
+    from cbs_ray.tune.search_space import per_batch_space
+
+    spec = load_spec(None, ["search.batch_sizes=[8, 16, 64]", "search.num_trials=3"])
+    _, points = per_batch_space(spec)
+    searched = {b: (p[f"alpha_B{b}"], p[f"warmup_fraction_B{b}"]) for p in points for b in [2 ** p["log2_batch"]]}
+    assert seeded_configurations(spec_to_dict(spec), [8, 16, 64]) == searched == {
+        8: (0.625, 0.075), 16: (0.625, 0.1), 64: (0.625, 0.15)}
+    grid = load_spec(None, ["search.strategy=grid", "search.early_stopping=false"])
+    assert seeded_configurations(spec_to_dict(grid), [16]) is None  # a grid seeds nothing
+
+
+def test_the_report_gives_hugging_face_training_arguments_for_the_recommendation():
+    import inspect
+    from types import SimpleNamespace
+
+    from transformers import TrainingArguments
+
+    from cbs_ray.report.text import training_arguments
+    from cbs_ray.spec.load import load_spec, spec_to_dict
+
+    spec = load_spec(None, ["training.micro_batch_size=32", "resources.workers_per_trial=2", "training.lr_decay=cosine",
+                            "training.weight_decay=0.05", "training.grad_clip_norm=0.5", "training.adam_beta2=0.98"])
+    s = replace(summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET), spec=spec_to_dict(spec))
+    rec, text = s.recommendation, training_arguments(s)
+    assert rec.batch_size == 256 and text.startswith("from transformers import TrainingArguments")
+    # It runs as pasted, each keyword one of TrainingArguments' (building one needs accelerate, not installed here).
+    known = inspect.signature(TrainingArguments).parameters
+    namespace = {"TrainingArguments": lambda **kw: SimpleNamespace(unknown=set(kw) - set(known), **kw)}
+    exec(text.replace("from transformers import TrainingArguments\n", ""), namespace)
+    args = namespace["args"]
+    assert args.unknown == set()
+    # B = per-device micro-batch × accumulation × workers: 256 = 32 × 4 × 2.
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (32, 4)
+    assert args.learning_rate == pytest.approx(rec.peak_lr, rel=1e-3)
+    assert (args.warmup_steps, args.max_steps) == (rec.warmup_steps, rec.optimizer_steps)
+    assert (args.lr_scheduler_type, args.weight_decay, args.max_grad_norm) == ("cosine", 0.05, 0.5)
+    assert (args.adam_beta1, args.adam_beta2) == (0.9, 0.98)
+    # Beside the yaml keys, which stay, in both pages.
+    md = render_markdown(s, {})
+    assert "```yaml\nbatch_size: 256\nalpha: 0.5\npeak_lr:" in md and "```python\nfrom transformers import" in md
+    assert "per_device_train_batch_size=32," in render_html(s, {})
+    assert training_arguments(replace(s, spec=None)) == ""  # a bare history: no spec to read them from

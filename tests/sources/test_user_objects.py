@@ -94,9 +94,12 @@ BAD_INPUT = {
     "model_init returns no Module": (_bad(model_init=lambda: {"net": 1}),
                                      "model_init: must return a torch.nn.Module, returned a dict"),
     "a model, not model_init": (_bad(model_init=plain.MLP()), "model_init: must be a function that returns a fresh"),
+    # The column forward does not take is dropped before the collator (issue 28), and the error says so.
     "the model rejects the batch": (_bad(train_dataset=Renamed(plain.Blobs(256, seed=1), "inputs"),
                                          data_collator=None),
-                                    "train_dataset: the model rejects a batch with columns inputs, labels: TypeError"),
+                                    ("train_dataset: the model rejects a batch with columns labels: TypeError: "
+                                     "MLP.forward() missing 1 required positional argument: 'features' (dropped "
+                                     "before the collator: inputs, which MLP.forward does not take)")),
     "no loss in the output": (_bad(model_init=Returns(lambda logits, labels: {"logits": logits})),
                               "model_init: the model's output has no loss"),
     "compute_metrics raises": (_bad(compute_metrics=_raise), "compute_metrics: raised RuntimeError: boom"),
@@ -299,17 +302,41 @@ def count_tokens(items):
     return batch
 
 
-@pytest.mark.parametrize("collator", [count_tokens, None], ids=["num_items_in_batch", "first_dimension"])
-def test_a_token_mean_loss_accumulates_exactly_with_num_items_in_batch(collator):
-    objects = {"model_init": TokenModel, "train_dataset": Tokens(256), "eval_dataset": Tokens(64),
+class TargetsModel(TokenModel):
+    """TokenModel taking its labels as ``targets``: a batch without ``labels`` has nothing the loop can count."""
+
+    def forward(self, input_ids, targets):
+        return super().forward(input_ids, targets)
+
+
+def as_targets(items):
+    from transformers import default_data_collator
+
+    batch = default_data_collator(items)
+    batch["targets"] = batch.pop("labels")
+    return batch
+
+
+@pytest.mark.parametrize("collator,model,exact", [(count_tokens, TokenModel, True), (None, TokenModel, True),
+                                                  (as_targets, TargetsModel, False)],
+                         ids=["num_items_in_batch", "labels_counted", "nothing_to_count"])
+def test_a_token_mean_loss_accumulates_exactly_with_its_target_tokens_counted(collator, model, exact, capsys):
+    """Issue 28: HF's collators return no ``num_items_in_batch``; the loop counts the labels other than -100
+    itself, as HF's Trainer does, so a token-mean loss accumulates exactly. Only a batch with neither is a
+    mean of micro-batch token means, and the driver says so once."""
+    objects = {"model_init": model, "train_dataset": Tokens(256), "eval_dataset": Tokens(64),
                "data_collator": collator}
     common = ["search.metric=eval_loss", "search.mode=min", "training.optimizer=sgd", "training.grad_clip_norm=null",
               "training.base_lr=0.5"]  # SGD steps large enough that a mean of token means shows
     whole = train_objects(objects, common + ["training.micro_batch_size=32"])
+    capsys.readouterr()
     split = train_objects(objects, common + ["training.micro_batch_size=8"])
     close = all(torch.allclose(value, split.weights[0][name], atol=2e-6) for name, value in whole.weights[0].items())
     # Counted in tokens, 4 micro-batches of 8 are one step of 32; counted in examples, a mean of token means.
-    assert close == (collator is count_tokens)
+    assert close == exact
+    said = "weighs each by its examples: exact for a loss that is a mean over examples, not for one" in \
+        capsys.readouterr().out
+    assert said == (not exact)
     assert whole.reports[-1]["perplexity"] > 1 and "accuracy" not in whole.reports[-1]
 
 
@@ -347,3 +374,189 @@ def test_evaluation_gathers_every_ranks_predictions_in_order(tmp_path):
     assert all(r["in_order"] == 1.0 for r in ranks[0])
     # Every rank reports the same metrics (rank 0 computes them and sends them).
     assert [r["accuracy"] for r in ranks[0]] == [r["accuracy"] for r in ranks[1]]
+
+
+# ---- issue 28: a held-out Hugging Face user's run ------------------------------------------------------
+
+def tiny_gpt2():
+    """A fresh 1-layer, 16-wide GPT-2 (``GPT2LMHeadModel``: a causal LM whose class name names no loss)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    return GPT2LMHeadModel(GPT2Config(vocab_size=50, n_positions=16, n_embd=16, n_layer=1, n_head=2,
+                                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+
+
+def test_a_causal_lms_accumulated_gradient_is_its_whole_batchs_with_the_labels_counted_after_the_shift():
+    """Two micro-batches holding 3 and 11 target tokens (labels other than -100 after the causal shift), as
+    HF's DataCollatorForLanguageModeling gives them (no num_items_in_batch): each adds its mean loss × its
+    counted tokens, the step divides by all of them (``train.loop._accumulate_gradients``), and the gradient
+    is the one batch of both's."""
+    torch.manual_seed(0)
+    model = tiny_gpt2()
+    objects, _ = prepare(plain.search_spec(SMALL + ["search.metric=eval_loss", "search.mode=min"]),
+                         user_objects(model_init=tiny_gpt2, train_dataset=Tokens(64), eval_dataset=Tokens(16)))[::2]
+    assert objects.label_shift and objects.model_class == "GPT2LMHeadModel"
+    ids = torch.randint(1, 50, (4, 12), generator=torch.Generator().manual_seed(1))
+    labels = ids.clone()
+    labels[0, 3:], labels[1, 2:], labels[2, 7:], labels[3, 6:] = -100, -100, -100, -100  # after the shift: 2 + 1, 6 + 5
+    halves = [{"input_ids": ids[:2], "labels": labels[:2]}, {"input_ids": ids[2:], "labels": labels[2:]}]
+    counts = [objects.items_in(b) for b in halves]
+    assert counts == [3, 11]
+
+    def gradient(loss):
+        model.zero_grad()
+        loss.backward()
+        return torch.cat([p.grad.flatten() for p in model.parameters()])
+
+    whole = gradient(model(input_ids=ids, labels=labels).loss)
+    accumulated = gradient(sum(objects.summed_loss(model, b, None, n) for b, n in zip(halves, counts)) / sum(counts))
+    assert torch.allclose(whole, accumulated, atol=1e-6)
+    # Counted unshifted (one token more per row) the weights are off, and so is the gradient.
+    unshifted = [int((b["labels"] != -100).sum()) for b in halves]
+    off = gradient(sum(objects.summed_loss(model, b, None, n) for b, n in zip(halves, unshifted)) / sum(unshifted))
+    assert not torch.allclose(whole, off, atol=1e-6)
+
+
+def test_the_experiment_is_named_after_the_models_class_unless_the_spec_names_it(monkeypatch, tmp_path):
+    """Issue 28: with the default spec's name the experiment was tiny-bert-sentiment-<date>, the demo's, and its
+    report went to ./cbs_results/tiny-bert-sentiment/."""
+    from cbs_ray.tune import api
+
+    ran = {}
+
+    class Method:
+        def run(self, spec, prepared, *, out, **_):
+            ran.update(name=spec.name, out=out)
+
+    monkeypatch.setattr(api, "method_named", lambda name: Method())
+    monkeypatch.chdir(tmp_path)
+    common = ["search.batch_sizes=[16, 32]", "search.num_trials=2", "training.budget_samples=256",
+              "training.eval_every_samples=128", "asha.grace_period_samples=128", f"storage_path={tmp_path}"]
+    run_search(load_spec(None, common), **plain.objects(256, 64))
+    assert ran == {"name": "mlp", "out": tmp_path / "cbs_results" / "mlp"}
+    run_search(load_spec(None, common + ["name=my-search"]), **plain.objects(256, 64))
+    assert ran["name"] == "my-search"
+    hf = load_example("hf_pipeline")
+    run_search(load_spec(None, common), **hf.objects(256, 64))
+    assert ran["name"] == "bert-for-sequence-classification"
+
+
+def test_model_init_may_take_the_trial_as_hf_trainers_does():
+    """Issue 28: ``model_init(trial)``, HF's other form, was refused (called with nothing)."""
+    trials = []
+
+    def model_init(trial):
+        trials.append(trial)
+        return plain.MLP()
+
+    reports = train_objects({**plain.objects(256, 64), "model_init": model_init}, batch=32, alpha=0.5).reports
+    assert reports[-1]["samples_seen"] == 256
+    checked, trained = trials  # the driver's check, then the trial's worker
+    assert checked["batch_size"] == 16 and checked["alpha"] == 0.625  # the smallest batch's seeded point
+    assert (trained["batch_size"], trained["alpha"], trained["seed"]) == (32, 0.5, 0)
+    assert trained["peak_lr"] == pytest.approx(plain.search_spec(SMALL).training.base_lr * 2 ** 0.5)
+    with pytest.raises(SpecError, match=r"^model_init: takes 2 arguments; it must take none or one, the trial"):
+        prepare(plain.search_spec(SMALL), user_objects(**{**plain.objects(256, 64), "model_init": lambda a, b: None}))
+
+
+class WithText(torch.utils.data.Dataset):
+    """Tokenized rows that kept their ``text`` column, as a pipeline's ``Dataset.map`` leaves it."""
+
+    def __init__(self, hf, count: int, seed: int, tokenizer):
+        texts, labels = hf.weather_reports(count, seed=seed)
+        self.rows = [{"text": t, "label": y, **tokenizer(t, truncation=True, max_length=hf.MAX_LENGTH)}
+                     for t, y in zip(texts, labels)]
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]
+
+
+def test_a_leftover_string_column_is_dropped_before_the_collator_as_hf_trainer_does(capsys):
+    """Issue 28: a ``text`` column reached HF's padding collator, whose error advised truncation and padding."""
+    from transformers import DataCollatorWithPadding
+
+    hf = load_example("hf_pipeline")
+    tokenizer = hf.train_tokenizer(hf.weather_reports(512, seed=1)[0])
+    objects = {**hf.objects(256, 64), "train_dataset": WithText(hf, 256, 1, tokenizer),
+               "eval_dataset": WithText(hf, 64, 2, tokenizer), "data_collator": DataCollatorWithPadding(tokenizer)}
+    spec = hf.search_spec(["search.batch_sizes=[16, 32]", "search.num_trials=2", "training.budget_samples=256",
+                           "training.eval_every_samples=128", "asha.grace_period_samples=128"])
+    data, _, _ = prepare(spec, user_objects(**objects))
+    out = capsys.readouterr().out
+    assert ("train_dataset: dropping the column text, which BertForSequenceClassification.forward does not take (as "
+            "HF Trainer's remove_unused_columns)") in out and "eval_dataset: dropping the column text" in out
+    batch = data.collate([data.train_dataset[i] for i in range(4)])
+    assert set(batch) == {"input_ids", "attention_mask", "labels"}
+    # A collator that needs the column (it reads the text itself) keeps it.
+    needs_text = {**objects, "data_collator": lambda items: DataCollatorWithPadding(tokenizer)(
+        [{**tokenizer(item["text"]), "label": item["label"]} for item in items])}
+    data, _, _ = prepare(spec, user_objects(**needs_text))
+    assert data.columns is None and "dropping" not in capsys.readouterr().out
+
+
+def test_preprocess_logits_for_metrics_runs_per_eval_batch_before_gathering():
+    """Issue 28: HF's argument, so that an LM's compute_metrics need not gather the whole eval set's logits."""
+    seen = []
+
+    def argmax(logits, labels):
+        seen.append((tuple(logits.shape), labels is not None))
+        return logits.argmax(-1)
+
+    def accuracy(prediction):
+        seen.append(("metrics", prediction.predictions.shape, str(prediction.predictions.dtype)))
+        return {"accuracy": float((prediction.predictions == prediction.label_ids).mean())}
+
+    objects = {**plain.objects(256, 101), "compute_metrics": accuracy, "preprocess_logits_for_metrics": argmax}
+    reports = train_objects(objects, ["training.eval_batch_size=64"]).reports
+    assert 0.0 <= reports[-1]["accuracy"] <= 1.0
+    # On the driver one batch; at each report two eval batches (64 + 37 rows) of logits, then ids for the metric.
+    assert seen[-3:] == [((64, plain.CLASSES), True), ((37, plain.CLASSES), True), ("metrics", (101,), "int64")]
+    with pytest.raises(SpecError, match="^preprocess_logits_for_metrics: only used with compute_metrics"):
+        prepare(plain.search_spec(SMALL + ["search.metric=eval_loss", "search.mode=min"]),
+                user_objects(**{**objects, "compute_metrics": None}))
+
+
+def test_run_search_loads_a_spec_file_for_the_objects_too(tmp_path, no_ray):
+    """Issue 28: ``run_search("x.yaml", model_init=…)`` loads the file (its settings reach the objects' checks),
+    and a missing file is one SpecError."""
+    path = _spec_file(tmp_path, "name: from-a-file")
+    with pytest.raises(SpecError, match="^train_dataset: 20 items, fewer than the largest batch size 32"):
+        run_search(path, **_bad(train_dataset=plain.Blobs(20, seed=1)))
+    with pytest.raises(SpecError, match="no such file"):
+        run_search(str(tmp_path / "missing.yaml"), **_bad())
+
+
+def test_the_loss_type_warning_is_not_logged_in_every_trial():
+    """Issue 28: transformers warns once per process (every trial) that GPT2LMHeadModel's loss_type is None, then
+    uses ForCausalLM; the model the loop builds has it set, and the loss is the same."""
+    import logging
+
+    from transformers.loss.loss_utils import ForCausalLMLoss
+    from transformers.utils import logging as hf_logging
+
+    from cbs_ray.sources.model import build_model, model_config
+
+    messages = []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    logger = hf_logging.get_logger("transformers.modeling_utils")
+    logger.addHandler(handler)
+    logging.Logger.warning_once.cache_clear()  # transformers' once-per-process memory: this test sees its first
+    try:
+        data = user_objects(model_init=tiny_gpt2, train_dataset=Tokens(64), eval_dataset=Tokens(16))
+        model = data.build_model(None)
+        assert model.loss_type == "ForCausalLM" and model.loss_function is ForCausalLMLoss
+        config = model_config({"name": None, "config": {"model_type": "gpt2", "n_embd": 16, "n_layer": 1,
+                                                        "n_head": 2, "n_positions": 16}}, "causal-lm",
+                              vocab_size=50, num_labels=2, pad_id=0, max_seq_length=16)
+        assert build_model({"name": None}, "causal-lm", config).loss_type == "ForCausalLM"  # the spec path's
+        tokens = torch.ones(1, 4, dtype=torch.long)
+        model(input_ids=tokens, labels=tokens)
+        assert not [m for m in messages if "loss_type=None" in m]
+        tiny_gpt2()(input_ids=tokens, labels=tokens)  # as transformers builds it: the warning this test would see
+        assert [m for m in messages if "loss_type=None" in m]
+    finally:
+        logger.removeHandler(handler)

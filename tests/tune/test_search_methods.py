@@ -64,3 +64,19 @@ def test_a_branch_report_refuses_the_scratch_reports_flags_and_a_non_finite_targ
     for value in ("nan", "inf"):
         assert report_main([str(tmp_path), "--target", value]) == 2
         assert "--target: must be a finite number" in capsys.readouterr().err
+
+
+def test_a_search_result_gives_the_answer_with_its_bound_not_the_number_alone():
+    """Issue 28: ``result.critical_batch`` was 8 where the answer is "≤ 8" (the drop right after the smallest
+    batch); ``result.answer`` carries the batch, the bound and the verdict."""
+    import pandas as pd
+
+    from cbs_ray.analysis.summary import summarize
+
+    rows = [{"trial_id": f"t{b}", "batch_size": b, "alpha": 1.0, "warmup_fraction": 0.1, "peak_lr": 1e-3,
+             "samples_seen": 1024, "accuracy": accuracy, "wall_time_s": 1024 / b, "samples_per_s": float(b),
+             "diverged": False} for b, accuracy in ((8, 0.80), (16, 0.70), (32, 0.65))]
+    summary = summarize(pd.DataFrame(rows), metric="accuracy", mode="max", budget_samples=1024)
+    result = scratch.SearchResult(load_spec(None), summary, pd.DataFrame(), pd.DataFrame(), "/x/exp", None)
+    assert (result.answer.batch_size, result.answer.bound, result.answer.resolved) == (8, "upper", None)
+    assert result.critical_batch == 8 and result.answer.text.startswith("Critical batch: ≤ 8 (")

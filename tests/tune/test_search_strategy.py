@@ -26,12 +26,23 @@ def test_tpe_and_random_use_num_trials():
     assert num_trials(load_spec(None, ["search.strategy=random", "search.num_trials=9"])) == 9
 
 
-def test_seeded_warmup_grows_with_the_batch_across_the_range():
-    from cbs_ray.tune.search_space import seed_warmup
+def test_seeded_warmup_grows_with_the_batch_and_does_not_depend_on_the_grid():
+    from cbs_ray.tune.search_space import per_batch_space, seed_warmup
 
-    # 5 batch sizes over warmup [0, 0.2]: the smallest gets 0, the largest 0.2, evenly in log2 B between.
-    assert [seed_warmup([0.0, 0.2], i, 5) for i in range(5)] == [0.0, 0.05, 0.1, 0.15, 0.2]
-    assert seed_warmup([0.0, 0.2], 0, 1) == 0.1  # one batch size: the middle
+    # Warmup [0, 0.2], B0 = 16: the middle at B0, an eighth of the range per doubling, the ends 4 doublings away.
+    assert [seed_warmup([0.0, 0.2], b, 16) for b in (1, 4, 8, 16, 32, 64, 128, 256, 512)] == \
+        [0.0, 0.05, 0.075, 0.1, 0.125, 0.15, 0.175, 0.2, 0.2]
+    assert seed_warmup([0.05, 0.1], 64, 64) == 0.075  # the middle of any range at B0
+
+    # Issue 28: B=8 was seeded with warmup 0 in an 8…128 grid and 0.067 in a 4…32 grid (the range spread over
+    # the grid); now with the same warmup in both, as every batch size both grids hold.
+    def seeds(grid):
+        _, points = per_batch_space(load_spec(None, [f"search.batch_sizes={grid}", "search.num_trials=5"]))
+        return {2 ** p["log2_batch"]: p[f"warmup_fraction_B{2 ** p['log2_batch']}"] for p in points
+                if f"warmup_fraction_B{2 ** p['log2_batch']}" in p}
+
+    wide, narrow = seeds("{min: 8, max: 128}"), seeds("{min: 4, max: 32}")
+    assert wide[8] == narrow[8] == 0.075 and wide[32] == narrow[32] == 0.125
 
 
 def test_balanced_batches_fix_every_trials_batch_and_keep_alpha_per_batch():

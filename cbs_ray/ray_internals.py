@@ -1,0 +1,143 @@
+"""Every private Ray API the package uses, in one place: what a Ray upgrade breaks first.
+
+cbs-ray requires Ray as a range (``SUPPORTED_RAY`` in ``pyproject.toml``), not one version; the public API
+covers most of what it does, and these few reach past it, each for a reason given beside it. ``missing()``
+names any that the installed Ray lacks (``tests/ray_internals/test_ray_internals.py`` fails with that list, so an upgrade
+that moves one is seen at once, not as a wrong report), and each accessor raises ``RayInternalsMissing``
+with the same one line where it is used.
+
+Ray itself is imported inside the functions: this module is imported by the maths-free layers, whose
+command lines answer ``--help`` before Ray loads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+
+__all__ = [
+    "REQUIRED",
+    "SUPPORTED_RAY",
+    "RayInternalsMissing",
+    "autoscaling_status",
+    "cluster_node_groups",
+    "dashboard_url",
+    "missing",
+    "per_report_logger_modules",
+    "single_machine",
+    "started_this_node",
+    "token_auth_enabled",
+    "trial_storage",
+]
+
+SUPPORTED_RAY = ">=2.59,<2.61"
+"""The Ray versions the package is tested with (``pyproject.toml`` says the same; a test checks)."""
+
+REQUIRED: dict[str, tuple[str, str | None]] = {
+    # (module, attribute): why the package needs it
+    "token auth": ("ray._private.authentication.authentication_utils", "is_token_auth_enabled"),
+    # whether the dashboard asks for the token: the search says how to sign in (Ray has no public call)
+    "dashboard URL": ("ray._private.worker", "get_dashboard_url"),
+    # where the dashboard is when ray.init's context is not at hand (a driver joining a cluster)
+    "the local node": ("ray._private.worker", "_global_node"),
+    # whether this process started the Ray it talks to (a head): the dashboard hint differs
+    "cluster config": ("ray._private.state", "state"),
+    # KubeRay's and the launcher's node groups (min/max counts) in the GCS: does the cluster autoscale
+    "autoscaler status key": ("ray._private.ray_constants", "DEBUG_AUTOSCALING_STATUS"),
+    # autoscaler v1's status report (node types) in the GCS's internal KV
+    "internal KV": ("ray.experimental.internal_kv", "_internal_kv_get"),
+    "single-machine switch": ("ray._private.ray_constants", "ENABLE_RAY_CLUSTERS_ENV_VAR"),
+    # Ray's own switch for one-machine Ray (its default on macOS and Windows): the node's IP is 127.0.0.1, so
+    # the GCS, the raylet, the workers, the agents and the metrics endpoints all bind loopback
+    "Train V2 storage logger": ("ray.train.v2._internal.execution.storage", None),
+    "Train V2 report logger": ("ray.train.v2._internal.execution.context", None),
+    # their per-report INFO lines ("Checkpoint successfully created at ...", "Reporting training result N: ...";
+    # the second logger is named by its file's path) are raised to WARNING
+}
+
+
+class RayInternalsMissing(RuntimeError):
+    """The installed Ray lacks a private API this package uses (an upgrade moved it)."""
+
+
+def _lookup(what: str):
+    module_name, attribute = REQUIRED[what]
+    try:
+        module = importlib.import_module(module_name)
+        return module if attribute is None else getattr(module, attribute)
+    except (ImportError, AttributeError):
+        import ray
+
+        raise RayInternalsMissing(
+            f"Ray {ray.__version__} has no {module_name}{'.' + attribute if attribute else ''} ({what}); cbs-ray is tested with "
+            f"ray{SUPPORTED_RAY}: install a Ray in that range") from None
+
+
+def missing() -> list[str]:
+    """``module.attribute (what)`` of each private API the installed Ray lacks; [] when all are there."""
+    gone = []
+    for what, (module_name, attribute) in REQUIRED.items():
+        try:
+            _lookup(what)
+        except RayInternalsMissing:
+            gone.append(f"{module_name}{'.' + attribute if attribute else ''} ({what})")
+    return gone
+
+
+def token_auth_enabled() -> bool:
+    return bool(_lookup("token auth")())
+
+
+def dashboard_url() -> str:
+    """The dashboard's URL as Ray knows it ("" when it has none)."""
+    return _lookup("dashboard URL")() or ""
+
+
+def started_this_node() -> bool:
+    """Whether this process started the Ray node it is connected to (``ray.init()`` with no address)."""
+    return bool(getattr(_lookup("the local node"), "head", False))
+
+
+def cluster_node_groups() -> list[tuple[int, int]]:
+    """(min, max) node counts of each node group in the cluster config the GCS holds ([] without one)."""
+    config = _lookup("cluster config").get_cluster_config()
+    return [(g.min_count, g.max_count) for g in config.node_group_configs] if config else []
+
+
+def autoscaling_status() -> bytes | None:
+    """Autoscaler v1's status report, as the GCS's internal KV holds it (None before its first)."""
+    return _lookup("internal KV")(_lookup("autoscaler status key"))
+
+
+def trial_storage(trial) -> tuple:
+    """(pyarrow filesystem, the trial's directory on it) of a Tune trial (``Trial.storage``, undocumented)."""
+    storage = trial.storage
+    return storage.storage_filesystem, storage.trial_fs_path
+
+
+@contextlib.contextmanager
+def single_machine():
+    """While Ray starts inside this block, it starts as a one-machine Ray: its node's IP is 127.0.0.1 and every
+    server it opens binds loopback (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, which the processes it starts
+    inherit, and the constant this process read at import). Both are restored on leaving; the running Ray
+    keeps its address."""
+    _lookup("single-machine switch")
+    constants = importlib.import_module("ray._private.ray_constants")
+    name, before = constants.ENABLE_RAY_CLUSTERS_ENV_VAR, constants.ENABLE_RAY_CLUSTER
+    env_before = os.environ.get(name)
+    os.environ[name], constants.ENABLE_RAY_CLUSTER = "0", False
+    try:
+        yield
+    finally:
+        constants.ENABLE_RAY_CLUSTER = before
+        if env_before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = env_before
+
+
+def per_report_logger_modules() -> list[str]:
+    """The names of Train's loggers that write a console line for every report of every rank."""
+    return ["ray.train._internal.storage", _lookup("Train V2 storage logger").__name__,
+            _lookup("Train V2 report logger").__file__]

@@ -1,0 +1,51 @@
+"""The spec's JSON Schema, generated from its dataclasses (``cbs-ray schema``), for editors that validate
+YAML as it is typed (e.g. ``# yaml-language-server: $schema=cbs-spec.schema.json``).
+
+Pydantic (which Ray brings) reads the dataclasses' types, defaults and field docstrings. The schema says
+what the loader refuses without running it: unknown keys in every section (``additionalProperties:
+false``; the free-form maps such as ``model.config`` stay open), the types, and the choices of each
+``Literal``. The checks that compare fields or read the data (``spec/checks.py``, ``spec/rules.py``) are
+the loader's alone: a file the schema accepts can still fail ``cbs-ray search --dry-run``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+from cbs_ray.spec.schema import SearchSpec
+
+__all__ = ["spec_json_schema"]
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def _sections(cls) -> list[type]:
+    """``cls`` and every dataclass its fields hold, depth first."""
+    found, hints = [cls], typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        for arg in (hints[f.name], *typing.get_args(hints[f.name])):
+            if dataclasses.is_dataclass(arg) and arg not in found:
+                found += [c for c in _sections(arg) if c not in found]
+    return found
+
+
+def spec_json_schema() -> dict:
+    """The JSON Schema of a search-space YAML (``SearchSpec``): sections, keys, types, defaults, docs."""
+    from pydantic import ConfigDict, TypeAdapter
+
+    config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    added = []
+    for cls in _sections(SearchSpec):
+        # Pydantic's documented hook for a standard dataclass's config; set for this call only.
+        if "__pydantic_config__" not in vars(cls):
+            cls.__pydantic_config__ = config
+            added.append(cls)
+    try:
+        schema = TypeAdapter(SearchSpec).json_schema(mode="validation")
+    finally:
+        for cls in added:
+            del cls.__pydantic_config__
+    return {"$schema": SCHEMA_DIALECT, "title": "cbs-ray search spec",
+            "description": "A search-space YAML of cbs-ray (cbs-ray search --space FILE); every key is optional, "
+                           "the default fills what is left out.", **{k: v for k, v in schema.items() if k != "title"}}

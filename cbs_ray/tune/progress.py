@@ -1,0 +1,235 @@
+"""What a search shows while it runs, instead of Tune's per-trial tables (those with ``--verbose``).
+
+``ProgressBoard`` is the pure part: it follows the trials' events (started, reported, ended) and says
+how many are done, running, stopped early, diverged or failed, how many samples are trained of those
+planned, the elapsed time and an ETA, and the best metric per batch size so far. ``SearchProgress`` is the
+Tune callback that feeds it, and shows it as a live block of three lines on a terminal (tqdm, which the
+package's dependencies bring; tqdm's bar gives the samples, the elapsed time and the ETA), or as one plain
+line per finished trial where the output is not a terminal (CI, ``ray job submit`` logs, a file).
+
+Planned samples: a trial that ended counts what it trained (ASHA's stops shrink the plan), one that runs
+or waits counts its whole span, and a trial not started yet counts ``default_span`` (the budget).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from ray.tune import Callback
+
+from cbs_ray.records.columns import Column
+
+__all__ = ["ProgressBoard", "SearchProgress", "ENDINGS"]
+
+ENDINGS = ("done", "stopped early", "diverged", "failed")
+"""How a trial can end, in the order the board counts them."""
+
+
+@dataclass
+class _Trial:
+    batch: int
+    start: int
+    stop: int
+    samples: int = 0
+    """Absolute samples at its last report (``samples_seen``)."""
+    best: Optional[float] = None
+    last: Optional[float] = None
+    diverged: bool = False
+    ending: Optional[str] = None
+
+    def trained(self) -> int:
+        return max(0, min(self.samples, self.stop) - self.start)
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(max(0, seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def _amount(samples: float) -> str:
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if samples >= size:
+            return f"{samples / size:.3g}{unit}"
+    return f"{int(samples)}"
+
+
+@dataclass
+class ProgressBoard:
+    """The search's progress, from its trials' events (pure: no Ray, no terminal)."""
+
+    planned_trials: int
+    default_span: int
+    """Samples a trial not started yet is expected to train (the budget)."""
+    metric: str
+    mode: str
+    clock: Callable[[], float] = time.monotonic
+    trials: dict = field(default_factory=dict)
+    started_at: Optional[float] = None
+
+    def started(self, trial_id: str, batch: int, start: int, stop: int) -> None:
+        if self.started_at is None:
+            self.started_at = self.clock()
+        trial = self.trials.setdefault(trial_id, _Trial(batch=batch, start=start, stop=stop))
+        trial.ending = None  # a restarted trial runs again
+
+    def reported(self, trial_id: str, samples: int, value: Optional[float], diverged: bool = False) -> None:
+        trial = self.trials[trial_id]
+        trial.samples = max(trial.samples, int(samples))
+        trial.diverged = trial.diverged or bool(diverged)
+        if value is not None and math.isfinite(value) and not diverged:
+            trial.last = value
+            better = trial.best is None or (value < trial.best if self.mode == "min" else value > trial.best)
+            trial.best = value if better else trial.best
+
+    def ended(self, trial_id: str, *, failed: bool = False) -> str:
+        """Mark the trial's end; returns how it ended (one of ``ENDINGS``)."""
+        trial = self.trials[trial_id]
+        trial.ending = ("failed" if failed else "diverged" if trial.diverged
+                        else "done" if trial.samples >= trial.stop else "stopped early")
+        return trial.ending
+
+    # ---- what it shows ----------------------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        ended = [t.ending for t in self.trials.values()]
+        return {"running": ended.count(None), **{e: ended.count(e) for e in ENDINGS}}
+
+    def trained_samples(self) -> int:
+        return sum(t.trained() for t in self.trials.values())
+
+    def planned_samples(self) -> int:
+        known = sum(t.trained() if t.ending else t.stop - t.start for t in self.trials.values())
+        return known + max(0, self.planned_trials - len(self.trials)) * self.default_span
+
+    def elapsed_s(self) -> float:
+        return 0.0 if self.started_at is None else self.clock() - self.started_at
+
+    def eta_s(self) -> Optional[float]:
+        """Seconds left at the rate so far (None before the first sample)."""
+        trained = self.trained_samples()
+        if not trained:
+            return None
+        return self.elapsed_s() * max(0, self.planned_samples() - trained) / trained
+
+    def best_per_batch(self) -> dict[int, Optional[float]]:
+        best: dict[int, Optional[float]] = {}
+        for t in sorted(self.trials.values(), key=lambda t: t.batch):
+            current = best.get(t.batch)
+            if t.best is not None and (current is None or (t.best < current if self.mode == "min" else t.best > current)):
+                best[t.batch] = t.best
+            else:
+                best.setdefault(t.batch, current)
+        return best
+
+    def trials_line(self) -> str:
+        c = self.counts()
+        ended = self.planned_trials - c["running"] - max(0, self.planned_trials - len(self.trials))
+        return (f"trials {ended}/{self.planned_trials} ended: {c['done']} done, {c['running']} running, "
+                f"{c['stopped early']} stopped early, {c['diverged']} diverged, {c['failed']} failed")
+
+    def best_line(self) -> str:
+        best = self.best_per_batch()
+        cells = [f"{b} {'–' if v is None else f'{v:.4g}'}" for b, v in best.items()]
+        return f"best {self.metric} per batch: " + (" · ".join(cells) if cells else "none yet")
+
+    def time_line(self) -> str:
+        eta = self.eta_s()
+        return (f"samples {_amount(self.trained_samples())} of {_amount(self.planned_samples())} planned · elapsed "
+                f"{_clock(self.elapsed_s())} · ETA {'–' if eta is None else _clock(eta)}")
+
+    def event_line(self, trial_id: str) -> str:
+        """The plain line of a trial that just ended (where the output is not a terminal)."""
+        t = self.trials[trial_id]
+        result = "" if t.last is None else f": {self.metric} {t.last:.4g}"
+        c = self.counts()
+        return (f"[{_clock(self.elapsed_s())}] trial B={t.batch} {t.ending}{result} at {t.samples} samples · "
+                f"{sum(c[e] for e in ENDINGS)}/{self.planned_trials} ended, {c['running']} running · "
+                f"ETA {'–' if self.eta_s() is None else _clock(self.eta_s())}")
+
+
+class SearchProgress(Callback):
+    """The Tune callback that shows a ``ProgressBoard`` (module docstring). ``span_of(config)`` gives a trial's
+    batch size and the samples it starts and stops at: ``(batch, start, stop)``."""
+
+    def __init__(self, board: ProgressBoard, span_of: Callable[[dict], tuple[int, int, int]], *,
+                 live: Optional[bool] = None, stream=None):
+        self.board, self.span_of = board, span_of
+        self.stream = stream
+        self.live = live
+        self._bars = None
+
+    def __getstate__(self):  # Tune pickles its callbacks with the experiment; the bars stay here
+        return {**self.__dict__, "_bars": None, "stream": None}
+
+    def _out(self):
+        return self.stream or sys.stdout
+
+    def _is_live(self) -> bool:
+        if self.live is None:
+            self.live = bool(getattr(self._out(), "isatty", lambda: False)())
+        return self.live
+
+    # ---- Tune's hooks -----------------------------------------------------------------------------
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        batch, start, stop = self.span_of(trial.config)
+        self.board.started(trial.trial_id, batch, start, stop)
+        self._show()
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if trial.trial_id not in self.board.trials:
+            self.on_trial_start(iteration, trials, trial)
+        self.board.reported(trial.trial_id, result.get(Column.samples_seen, 0), result.get(self.board.metric),
+                            bool(result.get(Column.diverged, False)))
+        self._show()
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self._ended(trial, failed=False)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self._ended(trial, failed=True)
+
+    def on_experiment_end(self, trials, **info):
+        self._show()
+        if self._bars:
+            for bar in self._bars:
+                bar.close()
+            self._bars = None
+
+    # ---- showing it -------------------------------------------------------------------------------
+
+    def _ended(self, trial, *, failed: bool) -> None:
+        if trial.trial_id not in self.board.trials:
+            batch, start, stop = self.span_of(trial.config)
+            self.board.started(trial.trial_id, batch, start, stop)
+        ending = self.board.ended(trial.trial_id, failed=failed)
+        if not self._is_live():
+            print(self.board.event_line(trial.trial_id), file=self._out(), flush=True)
+        elif ending == "failed":
+            from tqdm import tqdm
+
+            tqdm.write(self.board.event_line(trial.trial_id), file=self._out())
+        self._show()
+
+    def _show(self) -> None:
+        if not self._is_live():
+            return
+        from tqdm import tqdm
+
+        if self._bars is None:
+            out = self._out()
+            self._bars = (tqdm(bar_format="{desc}", position=0, file=out, leave=True),
+                          tqdm(total=1, unit="sample", unit_scale=True, desc="samples", position=1, file=out,
+                               leave=True, dynamic_ncols=True),
+                          tqdm(bar_format="{desc}", position=2, file=out, leave=True))
+        status, samples, best = self._bars
+        status.set_description_str(self.board.trials_line(), refresh=True)
+        samples.total = max(1, self.board.planned_samples())
+        samples.n = min(self.board.trained_samples(), samples.total)
+        samples.refresh()
+        best.set_description_str(self.board.best_line(), refresh=True)

@@ -1,0 +1,133 @@
+"""The progress display: the board's counts, samples, ETA and bests on hand-built trial events (known
+answers beside them), and what the Tune callback prints where the output is not a terminal."""
+
+import io
+from types import SimpleNamespace
+
+import pytest
+
+from cbs_ray.tune.progress import ProgressBoard, SearchProgress
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def board(**kw):
+    clock = Clock()
+    return ProgressBoard(planned_trials=4, default_span=1000, metric="accuracy", mode="max", clock=clock,
+                         **kw), clock
+
+
+def test_counts_follow_each_trials_end():
+    b, _ = board()
+    for tid, batch in (("a", 16), ("b", 32), ("c", 64)):
+        b.started(tid, batch, 0, 1000)
+    b.reported("a", 1000, 0.9)
+    b.reported("b", 250, 0.5)
+    b.reported("c", 500, float("nan"), diverged=True)
+    assert b.ended("a") == "done"
+    assert b.ended("b") == "stopped early"
+    assert b.ended("c") == "diverged"
+    assert b.counts() == {"running": 0, "done": 1, "stopped early": 1, "diverged": 1, "failed": 0}
+    b.started("d", 128, 0, 1000)
+    assert b.ended("d", failed=True) == "failed"
+    assert b.trials_line() == "trials 4/4 ended: 1 done, 0 running, 1 stopped early, 1 diverged, 1 failed"
+
+
+def test_planned_samples_shrink_when_a_trial_stops_early_and_count_trials_not_started():
+    b, _ = board()
+    b.started("a", 16, 0, 1000)
+    b.started("b", 32, 0, 1000)
+    assert b.planned_samples() == 4000  # two running (1000 each), two not started (default span 1000 each)
+    b.reported("b", 250, 0.5)
+    b.ended("b")  # stopped early at 250: the plan loses 750
+    assert b.planned_samples() == 3250
+    assert b.trained_samples() == 250
+
+
+def test_a_branch_counts_only_its_window():
+    b, _ = board()
+    b.started("br", 64, 4096, 4096 + 512)
+    b.reported("br", 4096 + 256, 0.7)
+    assert b.trained_samples() == 256
+    b.reported("br", 4096 + 512, 0.8)
+    assert b.ended("br") == "done" and b.trained_samples() == 512
+
+
+def test_eta_is_the_rate_so_far_applied_to_what_is_left():
+    b, clock = board()
+    assert b.eta_s() is None
+    b.started("a", 16, 0, 1000)
+    clock.now += 30
+    b.reported("a", 500, 0.8)  # 500 of 4000 planned in 30 s: 3500 left at 500 per 30 s
+    assert b.elapsed_s() == 30
+    assert b.eta_s() == pytest.approx(210)
+    assert b.time_line() == "samples 500 of 4k planned · elapsed 0:30 · ETA 3:30"
+
+
+def test_best_per_batch_takes_the_best_report_of_any_trial_and_ignores_diverged_ones():
+    b, _ = board()
+    b.started("a", 32, 0, 1000)
+    b.started("b", 32, 0, 1000)
+    b.started("c", 16, 0, 1000)
+    b.started("d", 64, 0, 1000)
+    b.reported("a", 500, 0.81)
+    b.reported("a", 1000, 0.79)
+    b.reported("b", 500, 0.85)
+    b.reported("c", 500, 0.6)
+    b.reported("d", 500, 0.99, diverged=True)
+    assert b.best_per_batch() == {16: 0.6, 32: 0.85, 64: None}
+    assert b.best_line() == "best accuracy per batch: 16 0.6 · 32 0.85 · 64 –"
+
+
+def test_min_mode_keeps_the_lowest():
+    b = ProgressBoard(planned_trials=1, default_span=10, metric="eval_loss", mode="min")
+    b.started("a", 8, 0, 10)
+    b.reported("a", 5, 2.0)
+    b.reported("a", 10, 1.5)
+    b.reported("a", 10, 1.7)
+    assert b.best_per_batch() == {8: 1.5}
+
+
+def _trial(tid, batch):
+    return SimpleNamespace(trial_id=tid, config={"log2_batch": batch.bit_length() - 1})
+
+
+def test_not_a_terminal_one_plain_line_per_finished_trial_and_nothing_else():
+    out = io.StringIO()
+    b, clock = board()
+    progress = SearchProgress(b, lambda config: (2 ** config["log2_batch"], 0, 1000), stream=out)
+    a, c = _trial("a", 16), _trial("c", 64)
+    progress.on_trial_start(0, [], a)
+    progress.on_trial_result(0, [], a, {"samples_seen": 500, "accuracy": 0.7})
+    clock.now += 10
+    progress.on_trial_result(0, [], a, {"samples_seen": 1000, "accuracy": 0.9})
+    progress.on_trial_complete(0, [], a)
+    progress.on_trial_result(0, [], c, {"samples_seen": 250, "accuracy": 0.4})  # a result before its start event
+    progress.on_trial_error(0, [], c)
+    progress.on_experiment_end([])
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "[0:10] trial B=16 done: accuracy 0.9 at 1000 samples · 1/4 ended, 0 running · ETA 0:30",  # 3000 left at 100/s
+        "[0:10] trial B=64 failed: accuracy 0.4 at 250 samples · 2/4 ended, 0 running · ETA 0:16",  # 2000 left at 125/s
+    ]
+
+
+def test_the_callback_pickles_without_its_display():
+    import pickle
+
+    out = io.StringIO()
+    b, _ = board()
+    progress = SearchProgress(b, lambda config: (16, 0, 1000), stream=out, live=True)
+    progress.on_trial_start(0, [], _trial("a", 16))
+    assert progress._bars is not None  # the live block was drawn
+    progress.span_of = None  # a lambda does not pickle; Tune's callbacks here are built from module functions
+    copy = pickle.loads(pickle.dumps(progress))
+    assert copy._bars is None and copy.board.trials.keys() == {"a"}
+    progress.on_experiment_end([])
+    assert "trials 0/4 ended" in out.getvalue() and "best accuracy per batch" in out.getvalue()
