@@ -102,7 +102,7 @@ def search_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.se
             prepared = api.prepare(probe)
             with runner.ray_session(args.address, verbose=args.verbose) as context:
                 runner.on_the_cluster(probe, context)
-                _, grid = run_probe(probe, prepared)
+                _, grid = run_probe(probe, prepared, verbose=args.verbose)
             print(f"use it: --set 'search.batch_sizes={grid}', or search.batch_sizes: auto in the spec")
             return 0
         api.run_search(spec, address=args.address, output_dir=args.output, verbose=args.verbose)

@@ -54,7 +54,7 @@ class ExperimentMeta:
     study: Optional[dict] = None
     """``{"storage": ..., "name": ...}``: the persistent Optuna study (``search.study_storage``)."""
     user_objects: Optional[dict] = None
-    """What the user's objects were (``sources.user_objects.objects_meta``), when the search ran on them."""
+    """What the user's objects were (``sources.object_checks.objects_meta``), when the search ran on them."""
     repeats_experiment: Optional[str] = None
     """The repeats' Tune experiment, recorded before they start."""
     checkpoint_dir: Optional[str] = None

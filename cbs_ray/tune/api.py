@@ -11,7 +11,8 @@ from pathlib import Path
 
 from cbs_ray.records.meta import FORMAT, ExperimentMeta
 from cbs_ray.records.storage import ReportError, damaged_tune_state
-from cbs_ray.sources.user_objects import check_resume, experiment_name, user_objects
+from cbs_ray.sources.object_checks import check_resume
+from cbs_ray.sources.user_objects import experiment_name, user_objects
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.schema import SearchSpec

@@ -13,7 +13,7 @@ from typing import Optional
 
 from cbs_ray.data.prepare import prepare_data
 from cbs_ray.sources.model import check_buildable, model_config
-from cbs_ray.sources.user_objects import check_objects
+from cbs_ray.sources.object_checks import check_objects
 from cbs_ray.spec.checks import BUILTIN_METRICS
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec

@@ -21,7 +21,7 @@ from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import load_history
 from cbs_ray.report.scratch import analyze
 from cbs_ray.report.text import headline
-from cbs_ray.sources.user_objects import objects_meta
+from cbs_ray.sources.object_checks import objects_meta
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import spec_to_dict
 from cbs_ray.spec.resolve import apply_batch_grid, tokens_per_sample
@@ -101,7 +101,7 @@ def run(spec: SearchSpec, prepared, *, objects=None, probe: Optional[SearchSpec]
     with ray_session(address, verbose=verbose) as context:
         on_the_cluster(spec, context)
         if probe is not None:
-            _, grid = run_probe(probe, prepared)
+            _, grid = run_probe(probe, prepared, verbose=verbose)
             for change in apply_batch_grid(spec, grid):
                 print(f"auto batch sizes: {change}", flush=True)
             prepared = prepare(spec, objects)

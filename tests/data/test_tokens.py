@@ -215,7 +215,7 @@ def test_load_history_adds_tokens_seen_from_the_experiment_meta(tmp_path):
 
 def test_a_token_budget_needs_the_spec_s_own_texts():
     # With model_init and datasets of the user's own, cbs-ray packs nothing: it cannot know the tokens per sample.
-    from cbs_ray.sources.user_objects import _options_the_objects_cannot_take
+    from cbs_ray.sources.object_checks import _options_the_objects_cannot_take
 
     spec = load_spec(None, ["task=causal-lm", "search.metric=eval_loss", "search.mode=min", *TOKENS,
                             "training.budget_tokens=1048576"])

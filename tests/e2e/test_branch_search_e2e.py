@@ -8,6 +8,10 @@ import pytest
 
 from cbs_ray.spec.load import load_spec
 
+# ≈ 2 min on 2 cores (a trunk, 8 branches and a schedule run): CI runs it in its `pytest -m slow` step
+# beside plain pytest, which it would take past 10 minutes (issue 25).
+pytestmark = pytest.mark.slow
+
 LM = "search_spaces/tiny_causal_lm.yaml"
 BRANCH = ["search.method=branch"]
 

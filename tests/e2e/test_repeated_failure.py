@@ -14,6 +14,9 @@ from cbs_ray.records.storage import ReportError
 from cbs_ray.tune.api import run_search
 from helpers.examples import load_example
 
+# ≈ 30 s on 2 cores (every attempt of a failing trial): CI runs it in its `pytest -m slow` step (issue 25).
+pytestmark = pytest.mark.slow
+
 plain = load_example("plain_torch")
 
 

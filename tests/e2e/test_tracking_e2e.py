@@ -14,6 +14,10 @@ import pytest
 
 from helpers.training import EARLIER_DEFAULT
 
+# ≈ 85 s on 2 cores (its own Ray, every tracker): CI runs it in its `pytest -m slow` step beside plain
+# pytest, which it would take past 10 minutes (issue 25).
+pytestmark = pytest.mark.slow
+
 TINY = EARLIER_DEFAULT + ["data.builtin_train_examples=2048", "data.builtin_eval_examples=512",
                           "training.budget_samples=4096", "training.eval_every_samples=2048",
                           "asha.grace_period_samples=2048", "search.batch_sizes=[8, 16]"]

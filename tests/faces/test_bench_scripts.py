@@ -8,7 +8,11 @@ import re
 import subprocess
 import sys
 
+import pytest
 from helpers.paths import ROOT
+
+# Benchmarks as tests (≈ 25 s): the slow tier, which CI runs as its own step (issue 25).
+pytestmark = pytest.mark.slow
 
 
 def test_the_gpu_bench_runs_end_to_end_on_the_cpu():

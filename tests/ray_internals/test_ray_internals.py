@@ -14,7 +14,8 @@ from cbs_ray import ray_internals
 from cbs_ray.ray_internals import SUPPORTED_RAY, RayInternalsMissing
 
 PACKAGE = Path(ray_internals.__file__).parent
-PYPROJECT = PACKAGE.parent / "pyproject.toml"
+ROOT = Path(__file__).resolve().parents[2]  # the checkout (the package may be installed elsewhere)
+PYPROJECT = ROOT / "pyproject.toml"
 
 
 def test_every_private_ray_api_the_package_uses_is_in_the_installed_ray():
@@ -76,3 +77,12 @@ def test_the_scan_finds_a_private_import(tmp_path):
                       "fs = trial.storage.storage_filesystem\n")
     assert sorted(_private_references(module)) == ["_private", "ray._private", "ray._private.ray_constants",
                                                    "storage_filesystem"]
+
+
+def test_ci_runs_the_quick_tier_at_the_ranges_lower_end():
+    import re
+
+    ci = (ROOT / ".ci" / "run").read_text()
+    pinned = re.findall(r'"ray\[tune,train,default\]==([0-9.]+)"', ci)
+    lower = next(s.split(">=")[1] for s in SUPPORTED_RAY.split(",") if s.startswith(">="))
+    assert pinned and Version(pinned[0]) == Version(lower), (pinned, SUPPORTED_RAY)

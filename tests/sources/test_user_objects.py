@@ -169,7 +169,7 @@ def test_the_command_line_cannot_resume_an_objects_experiment_and_says_so_in_one
     import ray
 
     from cbs_ray.cli import search_main
-    from cbs_ray.sources.user_objects import objects_meta
+    from cbs_ray.sources.object_checks import objects_meta
 
     spec = plain.search_spec(SMALL)
     write_meta(str(tmp_path), {"name": spec.name, "metric": "accuracy", "mode": "max", "budget_samples": 256,
