@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import os
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "dashboard_url",
     "missing",
     "per_report_logger_modules",
+    "quiet_token_notice",
     "single_machine",
     "started_this_node",
     "token_auth_enabled",
@@ -50,6 +52,8 @@ REQUIRED: dict[str, tuple[str, str | None]] = {
     "single-machine switch": ("ray._private.ray_constants", "ENABLE_RAY_CLUSTERS_ENV_VAR"),
     # Ray's own switch for one-machine Ray (its default on macOS and Windows): the node's IP is 127.0.0.1, so
     # the GCS, the raylet, the workers, the agents and the metrics endpoints all bind loopback
+    "token notice logger": ("ray._private.authentication.authentication_token_setup", "logger"),
+    # its WARNING that a local Ray turned token auth on, which the search's own dashboard line already says
     "Train V2 storage logger": ("ray.train.v2._internal.execution.storage", None),
     "Train V2 report logger": ("ray.train.v2._internal.execution.context", None),
     # their per-report INFO lines ("Checkpoint successfully created at ...", "Reporting training result N: ...";
@@ -135,6 +139,19 @@ def single_machine():
             os.environ.pop(name, None)
         else:
             os.environ[name] = env_before
+
+
+@contextlib.contextmanager
+def quiet_token_notice():
+    """Ray's WARNING that a local cluster turned token authentication on, off inside the block (the search's
+    own dashboard line says how to sign in); its level as it was afterwards."""
+    logger = _lookup("token notice logger")
+    before = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
 
 
 def per_report_logger_modules() -> list[str]:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from cbs_ray.ray_internals import single_machine
+from cbs_ray.ray_internals import quiet_token_notice, single_machine
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.spec.branch_section import Branching
 from cbs_ray.spec.errors import SpecError
@@ -65,7 +65,8 @@ def start_local_ray(**options):
     its own directories world-writable: ``ray/`` inside ``private_temp_dir()``). Returns the RayContext."""
     import ray
 
-    with single_machine():
+    quiet = options.get("log_to_driver") is False  # a search without --verbose
+    with single_machine(), (quiet_token_notice() if quiet else contextlib.nullcontext()):
         return ray.init(include_dashboard=True, dashboard_host="127.0.0.1", logging_level=logging.WARNING,
                         _temp_dir=f"{private_temp_dir()}/ray", **options)
 

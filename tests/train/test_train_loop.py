@@ -216,6 +216,7 @@ def test_a_restarted_trial_ends_where_an_uninterrupted_one_does(tmp_path, monkey
         assert ours["eval_loss"] == pytest.approx(theirs["eval_loss"], rel=1e-5)
 
 
+@pytest.mark.slow  # 31 s in a fresh venv (Inductor compiles C++ on a cold cache): the slow tier CI runs (issue 25)
 @pytest.mark.skipif(shutil.which("g++") is None, reason="torch.compile on a CPU needs a C++ compiler")
 def test_compiled_model_trains_as_the_eager_one():
     from torch._dynamo.utils import counters

@@ -1,8 +1,6 @@
 """The persistent Optuna study (search.study_storage): how each trial is told, orphans after a driver
 loss, the checks made before Ray starts. Ray's searcher is driven by hand here; no Ray is started."""
 
-import subprocess
-import sys
 
 import optuna
 import pytest
@@ -123,22 +121,30 @@ def test_relative_paths_are_made_absolute(tmp_path, monkeypatch):
     assert (tmp_path / "cbs.journal").is_file()
 
 
-def _cli(*overrides: str) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "cbs_ray.search"]
-    for override in overrides:
-        argv += ["--set", override]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+def _cli(capsys, *overrides: str) -> tuple[int, str, str]:
+    """The command line in this process (a subprocess cost 8 s each: issue 25's quick tier): exit code, stdout, stderr."""
+    import ray
+
+    from cbs_ray.cli import search_main
+
+    try:
+        rc = search_main([a for override in overrides for a in ("--set", override)])
+        assert not ray.is_initialized(), "the check let the search start Ray"
+    finally:
+        ray.shutdown()
+    out = capsys.readouterr()
+    return rc, out.out, out.err
 
 
-def test_cli_refuses_a_bad_study_before_ray_starts(tmp_path):
+def test_cli_refuses_a_bad_study_before_ray_starts(tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 'cbs.db'}"
     optuna.create_study(study_name="taken", storage=url, direction="minimize")
     for overrides, message in [
         ((f"search.study_storage={url}", "search.study_name=taken"), "already exists with direction minimize"),
         (("search.study_storage=sqlite:////no/such/dir/x.db",), "search.study_storage: cannot open"),
     ]:
-        proc = _cli(*overrides, f"storage_path={tmp_path / 'rr'}")
-        assert proc.returncode == 2, proc.stderr[-1000:]
-        assert proc.stderr.startswith("error: ") and message in proc.stderr
-        assert len(proc.stderr.strip().splitlines()) == 1
-        assert "Ray" not in proc.stdout + proc.stderr and not (tmp_path / "rr").exists()
+        rc, stdout, stderr = _cli(capsys, *overrides, f"storage_path={tmp_path / 'rr'}")
+        assert rc == 2, stderr[-1000:]
+        assert stderr.startswith("error: ") and message in stderr
+        assert len(stderr.strip().splitlines()) == 1
+        assert "Ray" not in stdout + stderr and not (tmp_path / "rr").exists()
