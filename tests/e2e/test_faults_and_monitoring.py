@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -17,7 +16,7 @@ import pytest
 from cbs_ray.tune.api import run_search
 from cbs_ray.tune.runner import ray_session
 from cbs_ray.spec.load import load_spec
-from helpers.network import beyond_loopback, listening_sockets
+from helpers.network import Poller, beyond_loopback, listening_sockets
 from helpers.training import EARLIER_DEFAULT
 
 TINY = EARLIER_DEFAULT + ["data.builtin_train_examples=2048", "data.builtin_eval_examples=512", "training.eval_every_samples=2048",
@@ -39,38 +38,22 @@ def _actors(dashboard: str) -> list[dict]:
     return reply["data"]["result"]["result"]
 
 
-class Watcher:
-    """Polls the dashboard and the node's metrics endpoint while a search runs; kills one Train worker
-    once the trial's first checkpointed result has reached Tune."""
+class Watcher(Poller):
+    """Polls the dashboard, the node's metrics endpoint and the listening sockets while a search runs (what
+    the API does not answer yet is kept in ``errors``); kills one Train worker once the trial's first
+    checkpointed result has reached Tune."""
 
     def __init__(self, dashboard: str, storage: Path):
+        super().__init__()
         self.dashboard, self.storage = dashboard, storage
         self.api_answered, self.job_types, self.actor_classes, self.gauges = False, set(), set(), set()
         self.anonymous_status = None
-        self.killed_pid, self.errors = None, []
+        self.killed_pid = None
         self.listeners = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _run(self):
+    def poll(self):
         import ray
 
-        while not self._stop.is_set():
-            try:
-                self._poll(ray)
-            except Exception as e:  # the API may not be up yet; keep what it said for the assertion message
-                self.errors.append(f"{type(e).__name__}: {e}")
-            self._stop.wait(0.5)
-
-    def _poll(self, ray):
         self.listeners |= listening_sockets()
         if self.anonymous_status is None:
             try:

@@ -29,17 +29,24 @@ def beyond_loopback(sockets) -> list[tuple[str, int, str]]:
     return sorted(s for s in sockets if not is_loopback(s[0]))
 
 
-class ListenerWatch:
-    """Collects ``listening_sockets()`` every half second while its block runs."""
+class Poller:
+    """Calls ``poll()`` every half second on a thread while its ``with`` block runs; an exception it raises is
+    kept in ``errors`` (for an assertion's message) and the polling goes on."""
 
     def __init__(self):
-        self.sockets: set = set()
+        self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def poll(self):
+        raise NotImplementedError
+
     def _run(self):
         while not self._stop.is_set():
-            self.sockets |= listening_sockets()
+            try:
+                self.poll()
+            except Exception as e:
+                self.errors.append(f"{type(e).__name__}: {e}")
             self._stop.wait(0.5)
 
     def __enter__(self):
@@ -49,3 +56,14 @@ class ListenerWatch:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join(timeout=30)
+
+
+class ListenerWatch(Poller):
+    """Collects ``listening_sockets()`` while its block runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.sockets: set = set()
+
+    def poll(self):
+        self.sockets |= listening_sockets()
