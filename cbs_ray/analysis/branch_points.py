@@ -1,53 +1,47 @@
 """The critical batch over the course of training, read off branches (``search.method: branch``).
 
 Pure pandas: the input is the history of a branch search (one row per report of every run: the trunk, the
-branches, the schedule's validation run; ``train.run_plan`` says what each trains), the output a typed
+branches, the schedule's validation runs; ``train.run_plan`` says what each trains), the output a typed
 ``BranchSummary`` whose ``to_json`` is ``summary.json``.
 
-**The definition** (Merrill et al. 2025, "Critical Batch Size Revisited: A Simple Empirical Approach to
-Large-Batch Language Model Training", arXiv 2505.23971): take a checkpoint of one run (the
-*trunk*, trained at a small batch) after t samples; from it, train *branches* at larger batches B, each with
-its LR set for B, for a window of Δ samples; the critical batch at t is the largest B whose branch recovers
-the trunk's loss after the window, t + Δ, within a tolerance ε; the best LR per batch counts, since a branch
-that misses only because its LR was off says nothing about the batch. We read the paper as: ε on the loss,
-the branch's loss compared with the trunk's at the same number of samples (tokens), a batch above the
-critical one failing to recover (the copy of the paper reachable when this was written held its abstract, not
-its method section: check ε's units and the smoothing against the paper). Here:
+**The paper's rule** (Merrill et al. 2025, "Critical Batch Size Revisited: A Simple Empirical Approach to
+Large-Batch Language Model Training", arXiv 2505.23971, §3.1 and App. A): from a checkpoint of a run at batch
+B after t samples, branches train at k·B with LR √k·η, keeping the run's state, for a window Δ small against the
+budget; with L the training loss smoothed by an EMA (α = 0.5), k* is the largest k such that, for every k < k*,
+L_k* ≤ L_k + ε, with ε = 0.01 absolute. Here, by default::
 
-    CBS(t) = max { B in branch batches : for every branch batch B' ≤ B,
-                   min over alphas of L_branch(B', alpha; t + Δ) ≤ L_trunk(t + Δ) · (1 + ε) }
+    CBS(t) = k*·B,  k* = max { k : L_k ≤ min_{j < k} L_j + ε },  the trunk (k = 1) among the j
 
-with L the **evaluation loss** (the search's ``eval_loss``) and ε **relative** (``branch.tolerance``, the
-search's ``search.tolerance`` by default). Where this deviates from the paper, and why:
+over the branch batches, reported as the interval [k*·B, next·B] (the next branch batch above k*·B; none above
+the largest). What is measured, and where it departs from the paper (each an option, ``spec.BranchSpec``):
 
-- the eval loss at the window's end, not a smoothed training loss: our eval set is fixed and evaluated at
-  exactly t + Δ by trunk and branches alike, so no smoothing window has to be chosen (and nothing here is
-  smoothed at all: a noisy point shows as one);
-- ε relative, as the rest of cbs-ray's tolerances (the turning point's 1 %), so one value fits a loss of 7 at
-  initialisation and of 2 at the end;
-- "every smaller branch batch also recovers": a batch that recovers above one that does not is read as
-  noise, not as a second plateau (the same walk the equal-sample turning point makes, ``critical_batch``);
-- the best LR per batch is the best over the ``branch.alphas`` tried (the LR follows the alpha rule from the
-  trunk's LR, ``train.run_plan``), a small grid rather than the paper's sweep; a diverged branch (non-finite or
-  exploding loss) fails.
+- L is the **eval loss** at exactly t + Δ on the fixed eval set (``branch.loss: eval``): one instrument for
+  trunk and branches alike, with no smoothing to choose. ``branch.loss: train_ema`` compares the paper's
+  EMA-smoothed training loss (each run's ``train_loss_ema`` at t + Δ) instead.
+- ε absolute, 0.01 nats, the paper's (``branch.tolerance``); ``branch.tolerance_relative`` reads it as a fraction
+  of the reference loss (the rule before the paper's was read: 2.5× looser at a loss of 2.6, 7× at 7).
+- k is a power of two (2, 4, 8, …): the search's batches are; the interval says how coarse that is.
+- one LR per batch, √k·η (alpha 0.5); ``branch.alphas`` with more than one alpha takes the best mean per batch,
+  a deviation the report names (a min over noisy runs and an LR search the trunk never gets both push CBS up).
+- a batch whose runs all diverged fails; one not measured (yet) above k* makes CBS(t) a lower bound.
 
-At the edges CBS(t) is a **bound**: when even the smallest branch batch fails it is ``≤`` the trunk's batch
-(``bound = "upper"``, ``batch_size`` = the trunk's), when the largest recovers it is ``≥`` that batch
-(``bound = "lower"``). A batch whose branches have not reported at the window's end (unfinished, not
-diverged) stops the walk with a lower bound too: CBS(t) is at least the last batch that recovered.
+At the edges CBS(t) is a **bound**: when no branch batch passes, CBS(t) ≤ the smallest branch batch
+(``bound = "upper"``, ``batch_size`` = the trunk's, interval [B, smallest branch]); when the largest passes,
+CBS(t) ≥ it (``bound = "lower"``, interval [largest, None]).
 
-**Noise.** One branch per batch and alpha gives no repeat to measure its run-to-run noise, so a comparison is
-called *close* when the branch's loss lies within half the tolerance of the line (|excess − ε| < ε/2, the
-excess being L_branch / L_trunk − 1): half the tolerance is how far the eval-loss noise may move it before a
-pass would turn into a fail (the turning point's verdict uses the same half, ``maths.uncertainty.verdict``). A
-decrease of CBS(t) from B1 at t1 to B2 < B1 at t2 is *within the noise* when every batch in (B2, B1] was close
-at t1 (where it recovered) or at t2 (where it did not); otherwise the report says it decreases. ``trend``
-never smooths a decrease away.
+**Power.** When the trunk's own improvement over the window, L_trunk(t) − L_trunk(t + Δ), is below 2ε, no
+comparison at ε can tell a batch that keeps up from one that stalls: every branch would pass. The point is then
+*not resolvable* (``resolvable = False``): it says so, and neither the trend nor the schedule reads it.
 
-**The schedule** (the paper's batch-size warmup): start at the trunk's batch; from each checkpoint on, the
-batch doubles as long as CBS(t) reaches the doubled batch, never beyond the largest branch batch and never
-down (``recommend_schedule``). ``validate_schedule`` compares its run with the trunk (the fixed small batch:
-same seed, same data order, same samples): optimizer steps saved, final eval loss difference.
+**Noise.** With ``branch.repeats: r`` each (checkpoint, batch) runs r times with other seeds' data order from
+the checkpoint, the trunk's continuation at its own batch included, so every loss is a mean with a standard
+error and a comparison is *close* when |excess − ε| < 2·√(se² + se_ref²) (two standard errors of the
+difference). With one run each there is no repeat to measure the noise with, and a comparison is close when it
+lies within half of ε from the line (the turning point's verdict uses the same half). A decrease of CBS(t) from
+B1 at t1 to B2 < B1 at t2 is *within the noise* when every batch in (B2, B1] was close at t1 or t2
+(``branch_trend``).
+
+The schedule built from these points and its validation are ``branch_schedule``.
 """
 
 from __future__ import annotations
@@ -62,14 +56,15 @@ import pandas as pd
 from cbs_ray.maths.critical_batch import LOWER, UPPER
 from cbs_ray.records.columns import Column, require_columns
 
-__all__ = ["BranchOutcome", "CbsPoint", "critical_batch_over_training", "LOSS_TARGET", "STEPS_TARGET", "NOISE_FRACTION"]
+__all__ = ["NOISE_FRACTION", "NOISE_Z", "POWER_FACTOR", "BranchOutcome", "CbsPoint", "critical_batch_over_training",
+           "loss_column"]
 
-LOSS_TARGET = 0.01
-"""The issue's schedule target: the schedule's final eval loss at most 1 % above the fixed small batch's..."""
-STEPS_TARGET = 0.25
-"""...in at least 25 % fewer optimizer steps."""
 NOISE_FRACTION = 0.5
-"""A comparison within this fraction of the tolerance from the line is close: noise could flip it."""
+"""Without repeats: a comparison within this fraction of the tolerance from the line is close."""
+NOISE_Z = 2.0
+"""With repeats: a comparison within this many standard errors of the difference from the line is close."""
+POWER_FACTOR = 2.0
+"""A point is resolvable when the trunk improves by at least this many ε over the window."""
 
 
 def _finite(value) -> bool:
@@ -113,27 +108,42 @@ def _diverged(row) -> bool:
 
 # ---- CBS(t) ------------------------------------------------------------------------------------------
 
+def loss_column(loss: str) -> str:
+    """The history's column ``branch.loss`` compares: ``eval`` the eval loss, ``train_ema`` the EMA-smoothed
+    training loss."""
+    return Column.train_loss_ema if loss == "train_ema" else Column.eval_loss
+
+
 @dataclass(frozen=True)
 class BranchOutcome:
-    """One branch batch at one checkpoint: its best run over the alphas tried, against the trunk's loss."""
+    """One branch batch at one checkpoint (or the trunk's own, ``batch_size`` = the trunk's): its runs' mean
+    loss at the window's end against the best of the smaller batches."""
 
     batch_size: int
     loss: Optional[float]
-    """The best eval loss at the window's end over the alphas (None: every run diverged or none reported)."""
+    """The mean loss over its seeds at the window's end (the best alpha's, where several were tried); None:
+    every run diverged or none reported."""
     alpha: Optional[float]
-    """The alpha of that best run."""
+    """The alpha of that mean."""
+    standard_error: Optional[float]
+    """Of ``loss``, over the seeds (None with one)."""
+    seeds: int
+    """Runs that reported at the window's end for that alpha (its seeds)."""
+    reference_batch: Optional[int]
+    """The smaller batch (the trunk's included) with the lowest loss: the one this batch must stay within ε of."""
+    reference_loss: Optional[float]
     excess: Optional[float]
-    """loss / trunk loss − 1 (0.004: 0.4 % above the trunk)."""
+    """loss − reference loss (relative tolerance: loss / reference − 1)."""
     recovers: bool
-    """excess ≤ tolerance."""
+    """excess ≤ tolerance: this batch passes the paper's test against every smaller batch."""
     close: bool
-    """|excess − tolerance| < tolerance · NOISE_FRACTION: noise could flip this comparison."""
+    """Noise could flip the comparison (module docstring)."""
     runs: int
-    """Runs (alphas) that reported at the window's end."""
+    """Runs (alphas × seeds) that reported at the window's end."""
     diverged: int
     """Of those, runs that diverged (they fail)."""
     status: str
-    """``recovers``, ``fails``, ``diverged`` (every run) or ``missing`` (no run reported at the window's end)."""
+    """``recovers``, ``fails``, ``diverged`` (every run), ``missing`` (none reported) or ``trunk``."""
 
     def to_dict(self) -> dict:
         return _as_dict(self)
@@ -146,23 +156,30 @@ class CbsPoint:
     samples_seen: int
     """The checkpoint t the branches started from, samples the trunk had seen."""
     batch_size: int
-    """CBS(t); with ``bound`` a bound (the trunk's batch for "upper", the largest branch batch for "lower")."""
+    """CBS(t) = k*·B; with ``bound`` a bound (the trunk's batch for "upper", the largest branch batch for
+    "lower")."""
     bound: Optional[str]
-    """None, ``"upper"`` (CBS(t) ≤ batch_size: even the smallest branch batch failed) or ``"lower"``
-    (CBS(t) ≥ batch_size: the largest recovered, or the next batch has not reported)."""
+    """None, ``"upper"`` (no branch batch passed) or ``"lower"`` (the largest passed, or one above k* has not
+    reported)."""
+    interval: Optional[list]
+    """``[k*·B, next·B]``: CBS(t) lies in it (the next branch batch above k*; None above the largest)."""
+    resolvable: bool
+    """The trunk improved by at least 2ε over the window: the comparisons at ε can fail (module docstring)."""
+    trunk_improvement: Optional[float]
+    """L_trunk(t) − L_trunk(t + Δ) (relative tolerance: over L_trunk(t + Δ))."""
     window_samples: int
     trunk_loss: Optional[float]
-    """The trunk's eval loss at t + window, the loss a branch must recover."""
+    """The trunk's loss at t + window (the mean over its seeds with ``branch.repeats``)."""
     threshold: Optional[float]
-    """trunk_loss · (1 + tolerance)."""
+    """The line the smallest branch batch must stay under: trunk_loss + ε (relative: × (1 + ε))."""
     trunk_loss_at_start: Optional[float]
-    """The trunk's eval loss at t (for context: how far the window moved it)."""
+    """The trunk's loss at t."""
     branches: tuple[BranchOutcome, ...]
     margin: Optional[float]
-    """How far the deciding comparisons lie from the line, as a fraction of the trunk's loss: the smallest
-    |excess − tolerance| of the last batch that recovered and the first that did not."""
+    """How far the deciding comparisons (k*'s own and the next batch's) lie from the line, in the tolerance's
+    units: the smallest |excess − tolerance|."""
     close_call: bool
-    """``margin`` < tolerance · NOISE_FRACTION: noise in one deciding comparison could move CBS(t)."""
+    """A deciding comparison is close: noise could move CBS(t)."""
     tokens_seen: Optional[int] = field(default=None, metadata={"omit_if_none": True})
     note: str = ""
 
@@ -177,8 +194,8 @@ class CbsPoint:
         return record
 
 
-BRANCH_POINT_COLUMNS = [Column.start_samples, Column.samples_seen, Column.batch_size, Column.eval_loss]
-"""What CBS(t) cannot be read without, besides ``role`` (without it no run is a branch)."""
+BRANCH_POINT_COLUMNS = [Column.start_samples, Column.samples_seen, Column.batch_size]
+"""What CBS(t) cannot be read without, besides ``role`` (without it no run is a branch) and the loss compared."""
 
 
 def _last_by_samples(frame: pd.DataFrame) -> pd.DataFrame:
@@ -186,93 +203,157 @@ def _last_by_samples(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.drop_duplicates(subset=[Column.samples_seen], keep="last") if not frame.empty else frame
 
 
-def _trunk_loss_at(trunk: pd.DataFrame, samples: int) -> Optional[float]:
-    rows = trunk[trunk[Column.samples_seen] == samples]
-    if rows.empty:
+def _value(row, column: str) -> Optional[float]:
+    if _diverged(row) or not _finite(row.get(column)):
         return None
-    row = rows.iloc[-1]
-    return None if _diverged(row) else float(row[Column.eval_loss])
+    return float(row[column])
+
+
+def _trunk_loss_at(trunk: pd.DataFrame, samples: int, column: str = Column.eval_loss) -> Optional[float]:
+    rows = trunk[trunk[Column.samples_seen] == samples]
+    return None if rows.empty else _value(rows.iloc[-1], column)
 
 
 def _run_key(frame: pd.DataFrame) -> list[str]:
-    return [Column.trial_id] if Column.trial_id in frame else [Column.batch_size, Column.alpha]
+    if Column.trial_id in frame:
+        return [Column.trial_id]
+    return [c for c in (Column.batch_size, Column.alpha, Column.seed_offset) if c in frame]
 
 
-def _outcome(batch: int, runs: pd.DataFrame, trunk_loss: float, tolerance: float) -> BranchOutcome:
-    """``runs``: the reports of this batch's branches at the window's end, one per run (alpha)."""
-    if runs.empty:
-        return BranchOutcome(batch, None, None, None, False, False, 0, 0, "missing")
-    ok = runs[[not _diverged(r) for _, r in runs.iterrows()]]
-    diverged = len(runs) - len(ok)
-    if ok.empty:
-        return BranchOutcome(batch, None, None, None, False, False, len(runs), diverged, "diverged")
-    best = ok.loc[ok[Column.eval_loss].astype(float).idxmin()]
-    loss = float(best[Column.eval_loss])
-    excess = loss / trunk_loss - 1.0
-    recovers = excess <= tolerance + 1e-12
-    close = abs(excess - tolerance) < tolerance * NOISE_FRACTION
-    alpha = float(best[Column.alpha]) if Column.alpha in best and _finite(best[Column.alpha]) else None
-    return BranchOutcome(batch, loss, alpha, excess, recovers, close, len(runs), diverged,
-                         "recovers" if recovers else "fails")
+def _seed_of(row) -> int:
+    value = row.get(Column.seed_offset)
+    return int(value) if _finite(value) else 0
+
+
+def _mean_se(values: list[float]) -> tuple[Optional[float], Optional[float]]:
+    if not values:
+        return None, None
+    mean = float(np.mean(values))
+    return mean, (float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else None)
+
+
+def _excess(loss: float, reference: float, relative: bool) -> float:
+    return loss / reference - 1.0 if relative else loss - reference
+
+
+def _close(excess: float, tolerance: float, se: Optional[float], se_ref: Optional[float], reference: float,
+           relative: bool) -> bool:
+    if se is None and se_ref is None:
+        return abs(excess - tolerance) < tolerance * NOISE_FRACTION
+    spread = math.sqrt((se or 0.0) ** 2 + (se_ref or 0.0) ** 2) / (reference if relative else 1.0)
+    return abs(excess - tolerance) < NOISE_Z * spread
+
+
+def _batch_reading(runs: pd.DataFrame, column: str) -> tuple[Optional[float], Optional[float], Optional[float], int, int, int]:
+    """``runs``: one row per run (alpha × seed) at the window's end. The best alpha's mean over its seeds:
+    (mean, standard error, alpha, seeds, runs, diverged)."""
+    values: dict = {}
+    diverged = 0
+    for _, r in runs.iterrows():
+        v = _value(r, column)
+        if v is None:
+            diverged += 1
+            continue
+        alpha = float(r[Column.alpha]) if Column.alpha in r and _finite(r[Column.alpha]) else None
+        values.setdefault(alpha, []).append(v)
+    if not values:
+        return None, None, None, 0, len(runs), diverged
+    alpha = min(values, key=lambda a: (float(np.mean(values[a])), a if a is not None else 0.0))
+    mean, se = _mean_se(values[alpha])
+    return mean, se, alpha, len(values[alpha]), len(runs), diverged
 
 
 def _point(start: int, branches: pd.DataFrame, trunk: pd.DataFrame, *, trunk_batch: int, window_samples: int,
-           tolerance: float, tokens_per_sample: Optional[int]) -> CbsPoint:
+           tolerance: float, tokens_per_sample: Optional[int], relative: bool, column: str) -> CbsPoint:
     end = start + window_samples
-    trunk_loss = _trunk_loss_at(trunk, end)
-    batches = sorted(int(b) for b in branches[Column.batch_size].unique())
     tokens = start * tokens_per_sample if tokens_per_sample else None
-    common = dict(samples_seen=start, window_samples=window_samples, trunk_loss_at_start=_trunk_loss_at(trunk, start),
-                  tokens_seen=tokens)
-    if trunk_loss is None:
-        return CbsPoint(batch_size=trunk_batch, bound=None, trunk_loss=None, threshold=None, branches=(),
-                        margin=None, close_call=False,
-                        note=f"the trunk has no finite eval loss at {end} samples (checkpoint + window): "
-                             "CBS(t) not determined", **common)
     # Each run's last report up to the window's end: at the end, or earlier where it diverged (a run stopped
     # early without diverging has not finished and is left out).
     upto = branches[branches[Column.samples_seen] <= end].sort_values(Column.samples_seen, kind="stable")
     last = upto.drop_duplicates(subset=_run_key(branches), keep="last")
     at_end = (last[[r[Column.samples_seen] == end or _diverged(r) for _, r in last.iterrows()]] if not last.empty
               else last)
-    outcomes = tuple(_outcome(b, at_end[at_end[Column.batch_size] == b], trunk_loss, tolerance) for b in batches)
-    passed = 0
-    for o in outcomes:
-        if not o.recovers:
-            break
-        passed += 1
-    deciding = [outcomes[i] for i in (passed - 1, passed) if 0 <= i < len(outcomes)]
+    trunk_end = _trunk_loss_at(trunk, end, column)
+    # The trunk's continuations with other seeds (branch runs at its batch) join its own loss at t + Δ.
+    continuations = at_end[at_end[Column.batch_size] == trunk_batch]
+    trunk_values = [v for v in [trunk_end, *(_value(r, column) for _, r in continuations.iterrows())] if v is not None]
+    trunk_loss, trunk_se = _mean_se(trunk_values) if trunk_end is not None else (None, None)
+    at_start = _trunk_loss_at(trunk, start, column)
+    if column == Column.train_loss_ema and at_start is None:
+        at_start = _trunk_loss_at(trunk, start, Column.eval_loss)  # the power check needs a start; say which
+    common = dict(samples_seen=start, window_samples=window_samples, trunk_loss_at_start=at_start, tokens_seen=tokens)
+    if trunk_loss is None:
+        return CbsPoint(batch_size=trunk_batch, bound=None, interval=None, resolvable=False, trunk_improvement=None,
+                        trunk_loss=None, threshold=None, branches=(), margin=None, close_call=False,
+                        note=f"the trunk has no finite loss at {end} samples (checkpoint + window): "
+                             "CBS(t) not determined", **common)
+    improvement = None if at_start is None else _excess(at_start, trunk_loss, relative)
+    resolvable = improvement is not None and improvement >= POWER_FACTOR * tolerance - 1e-12
+    batches = sorted(int(b) for b in branches[Column.batch_size].unique() if int(b) != trunk_batch)
+    # The walk up the batches: each compared with the best (lowest) loss of every smaller one, trunk included.
+    seen = [(trunk_batch, trunk_loss, trunk_se)]
+    outcomes = [BranchOutcome(trunk_batch, trunk_loss, None, trunk_se, len(trunk_values), None, None, None, True,
+                              False, len(trunk_values), 0, "trunk")]
+    for b in batches:
+        loss, se, alpha, seeds, runs, diverged = _batch_reading(at_end[at_end[Column.batch_size] == b], column)
+        ref_batch, ref_loss, ref_se = min(seen, key=lambda x: x[1])
+        if loss is None:
+            status = "missing" if runs == 0 else "diverged"
+            outcomes.append(BranchOutcome(b, None, None, None, 0, ref_batch, ref_loss, None, False, False, runs,
+                                          diverged, status))
+            continue
+        excess = _excess(loss, ref_loss, relative)
+        recovers = excess <= tolerance + 1e-12
+        outcomes.append(BranchOutcome(b, loss, alpha, se, seeds, ref_batch, ref_loss, excess, recovers,
+                                      _close(excess, tolerance, se, ref_se, ref_loss, relative), runs, diverged,
+                                      "recovers" if recovers else "fails"))
+        seen.append((b, loss, se))
+    branch_outcomes = outcomes[1:]
+    passing = [o for o in branch_outcomes if o.recovers]
+    k_star = passing[-1].batch_size if passing else trunk_batch
+    above = [o for o in branch_outcomes if o.batch_size > k_star]
+    missing_above = [o for o in above if o.status == "missing"]
+    if missing_above:
+        bound = LOWER
+    elif not passing:
+        bound = UPPER
+    elif not above:
+        bound = LOWER
+    else:
+        bound = None
+    nxt = above[0].batch_size if above else None
+    deciding = [o for o in (passing[-1] if passing else None, above[0] if above else None) if o is not None]
     distances = [abs(o.excess - tolerance) for o in deciding if o.excess is not None]
     margin = min(distances) if distances else None
-    if passed < len(outcomes) and outcomes[passed].status == "missing":
-        # The walk stops at a batch not measured (yet): CBS(t) is at least where it got to.
-        batch, bound = outcomes[passed - 1].batch_size if passed else trunk_batch, LOWER
-    elif passed == 0:
-        batch, bound = trunk_batch, UPPER
-    elif passed == len(outcomes):
-        batch, bound = outcomes[-1].batch_size, LOWER
-    else:
-        batch, bound = outcomes[passed - 1].batch_size, None
-    notes = [f"B={o.batch_size}: {o.status}" for o in outcomes[passed:] if o.status in ("missing", "diverged")]
-    recovered_above = [o.batch_size for o in outcomes[passed + 1:] if o.recovers]
-    if recovered_above:
-        notes.append(f"B={', '.join(map(str, recovered_above))} recovered above a batch that did not (read as noise)")
-    return CbsPoint(batch_size=batch, bound=bound, trunk_loss=trunk_loss, threshold=trunk_loss * (1 + tolerance),
-                    branches=outcomes, margin=margin,
-                    close_call=margin is not None and margin < tolerance * NOISE_FRACTION,
+    notes = [f"B={o.batch_size}: {o.status}" for o in branch_outcomes if o.status in ("missing", "diverged")]
+    failed_below = [o.batch_size for o in branch_outcomes if o.batch_size < k_star and not o.recovers]
+    if failed_below:
+        notes.append(f"B={', '.join(map(str, failed_below))} failed below k*·B={k_star} (the paper's rule takes the "
+                     f"largest batch that passes; noise, or a second plateau)")
+    if not resolvable:
+        notes.append("not resolvable: the trunk improved by " + (f"{improvement:.3g}" if improvement is not None
+                     else "an unknown amount") + f" over the window, under 2ε = {POWER_FACTOR * tolerance:.3g}, so "
+                     "every branch could pass; a longer window or a later checkpoint would tell")
+    threshold = trunk_loss * (1 + tolerance) if relative else trunk_loss + tolerance
+    return CbsPoint(batch_size=k_star, bound=bound, interval=[k_star, nxt], resolvable=resolvable,
+                    trunk_improvement=improvement, trunk_loss=trunk_loss, threshold=threshold,
+                    branches=tuple(outcomes), margin=margin, close_call=any(o.close for o in deciding),
                     note="; ".join(notes), **common)
 
 
 def critical_batch_over_training(history: pd.DataFrame, *, trunk_batch: int, window_samples: int, tolerance: float,
-                                 tokens_per_sample: Optional[int] = None) -> list[CbsPoint]:
+                                 tokens_per_sample: Optional[int] = None, relative: bool = False,
+                                 loss: str = "eval") -> list[CbsPoint]:
     """CBS(t) at every checkpoint t some branch started from (``start_samples`` of the ``role == "branch"``
     rows), earliest first (module docstring). ``history`` needs ``role``, ``start_samples``, ``samples_seen``,
-    ``batch_size`` and ``eval_loss`` (``alpha``, ``diverged`` and ``trial_id`` where present)."""
+    ``batch_size`` and the loss compared (``loss_column(loss)``); ``alpha``, ``seed_offset``, ``diverged`` and
+    ``trial_id`` where present. ``relative``: ε a fraction of the reference loss."""
     branches = _role(history, "branch")
     if branches.empty:
         return []
-    require_columns(history, BRANCH_POINT_COLUMNS, where="critical_batch_over_training")
+    column = loss_column(loss)
+    require_columns(history, [*BRANCH_POINT_COLUMNS, column], where="critical_batch_over_training")
     trunk = _last_by_samples(_role(history, "trunk").sort_values(Column.samples_seen, kind="stable"))
     return [_point(int(start), group, trunk, trunk_batch=trunk_batch, window_samples=window_samples,
-                   tolerance=tolerance, tokens_per_sample=tokens_per_sample)
+                   tolerance=tolerance, tokens_per_sample=tokens_per_sample, relative=relative, column=column)
             for start, group in branches.groupby(Column.start_samples, sort=True)]

@@ -15,6 +15,7 @@ from cbs_ray.analysis.branch_points import (
     _as_dict,
     _clean,
     _diverged,
+    _finite,
     _role,
     _run_key,
     critical_batch_over_training,
@@ -31,7 +32,7 @@ from cbs_ray.analysis.branch_trend import Trend, b_simple_over_training, trend
 from cbs_ray.maths.budget import scratch_grid_samples
 from cbs_ray.records.columns import Column
 
-__all__ = ["BranchSummary", "summarize_branches"]
+__all__ = ["BranchSummary", "schedule_alpha", "summarize_branches"]
 
 
 # ---- the summary ----------------------------------------------------------------------------------------
@@ -68,6 +69,16 @@ class BranchSummary:
     not part of finding CBS(t) and is left out of the ratio, counted in ``total_samples``)."""
     metric: str = "eval_loss"
     method: str = "branch"
+    tolerance_relative: bool = False
+    """ε relative to the reference loss (``branch.tolerance_relative``); absolute in nats otherwise."""
+    loss: str = "eval"
+    """The loss compared (``branch.loss``: ``eval`` or ``train_ema``)."""
+    repeats: int = 1
+    alphas: list = field(default_factory=list)
+    deviations: list = field(default_factory=list)
+    """Where this search departs from the paper's method, one sentence each."""
+    schedule_alpha: Optional[float] = None
+    """The alpha the schedule's LR follows (√2 per doubling at 0.5)."""
     tokens_per_sample: Optional[int] = field(default=None, metadata={"omit_if_none": True})
     budget_tokens: Optional[int] = field(default=None, metadata={"omit_if_none": True})
     batch_size_schedule_tokens: Optional[list] = field(default=None, metadata={"omit_if_none": True})
@@ -98,9 +109,11 @@ def _branch_records(history: pd.DataFrame, window_samples: int) -> list[dict]:
         rows.append({Column.start_samples: start, Column.batch_size: int(last[Column.batch_size]),
                      Column.alpha: _clean(last.get(Column.alpha)), Column.peak_lr: _clean(last.get(Column.peak_lr)),
                      Column.eval_loss: loss, Column.diverged: bool(_diverged(last)),
+                     Column.seed_offset: int(last[Column.seed_offset]) if _finite(last.get(Column.seed_offset)) else 0,
                      Column.samples_seen: int(last[Column.samples_seen]), Column.steps: _clean(last.get(Column.steps)),
                      **({Column.trial_id: str(last[Column.trial_id])} if Column.trial_id in last else {})})
-    return sorted(rows, key=lambda r: (r[Column.start_samples], r[Column.batch_size], r[Column.alpha] or 0.0))
+    return sorted(rows, key=lambda r: (r[Column.start_samples], r[Column.batch_size], r[Column.alpha] or 0.0,
+                                       r[Column.seed_offset]))
 
 
 def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
@@ -115,8 +128,10 @@ def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
     tokens, budget = meta.get("tokens_per_sample"), int(meta["budget_samples"])
     batches = [int(b) for b in meta["branch_batches"]]
     tolerance = float(meta["tolerance"])
+    # An experiment written before the paper's rule (no ``tolerance_relative`` key) read ε as relative.
+    relative, loss = bool(meta.get("tolerance_relative", True)), str(meta.get("loss", "eval"))
     points = critical_batch_over_training(history, trunk_batch=trunk_batch, window_samples=window, tolerance=tolerance,
-                                          tokens_per_sample=tokens)
+                                          tokens_per_sample=tokens, relative=relative, loss=loss)
     schedule = recommend_schedule(points, trunk_batch=trunk_batch, largest_batch=max(batches))
     final = _final(_role(history, "trunk"))
     final_lr = final.get(Column.peak_lr) if final is not None else None
@@ -128,15 +143,33 @@ def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
     alphas = meta.get("alphas") or sorted(_role(history, "branch")[Column.alpha].dropna().unique().tolist()
                                           if Column.alpha in history else [])
     scratch = scratch_grid_samples(budget, batches, alphas) if alphas else None
+    deviations = list(meta.get("deviations") or [])
     searched = by_role.get("trunk", 0) + by_role.get("branch", 0)
     return BranchSummary(
         critical_batch_over_training=tuple(points), batch_size_schedule=schedule,
         trend=trend(points, tokens_per_sample=tokens), b_simple_over_training=b_simple_over_training(history),
-        schedule_validation=validate_schedule(history), trunk=trunk,
+        schedule_validation=validate_schedule(history, budget_samples=budget), trunk=trunk,
         branches=_branch_records(history, window), budget_samples=budget, window_samples=window,
         checkpoints=[int(c) for c in meta["checkpoints"]], branch_batches=batches, tolerance=tolerance,
         total_samples=sum(by_role.values()), samples_by_role=by_role, scratch_samples=scratch,
         cost_ratio=searched / scratch if scratch else None, metric=metric, tokens_per_sample=tokens,
         budget_tokens=budget * tokens if tokens else None,
         batch_size_schedule_tokens=schedule_in_tokens(schedule, tokens) if tokens else None,
-        name=meta.get("name"), experiment_path=meta.get("experiment_path"))
+        name=meta.get("name"), experiment_path=meta.get("experiment_path"), tolerance_relative=relative, loss=loss,
+        repeats=int(meta.get("repeats", 1)), alphas=[float(a) for a in alphas], deviations=deviations,
+        schedule_alpha=schedule_alpha(points, alphas, fallback=float(meta.get("trunk_alpha", 0.5))))
+
+
+def schedule_alpha(points, alphas, *, fallback: float) -> float:
+    """The alpha the schedule's LR follows: the one alpha tried (0.5 by default: √2 per doubling), or, where
+    ``branch.alphas`` tried several, the alpha of most passing branches (the smaller on a tie, the gentler LR;
+    ``fallback``, the trunk's, when none passed)."""
+    alphas = [float(a) for a in alphas]
+    if len(alphas) == 1:
+        return alphas[0]
+    wins: dict = {}
+    for p in points:
+        for o in p.branches:
+            if o.status == "recovers" and o.alpha is not None:
+                wins[o.alpha] = wins.get(o.alpha, 0) + 1
+    return min(wins, key=lambda a: (-wins[a], a)) if wins else fallback

@@ -70,9 +70,12 @@ def trend(points: Sequence[CbsPoint], *, tokens_per_sample: Optional[int] = None
     """Whether CBS(t) grows, stays flat or decreases over the checkpoints, in one sentence. Each point is
     compared with the highest earlier one; a lower later point is a decrease, reported with its batches and
     checkpoints and whether it lies within the noise (module docstring). Nothing is smoothed."""
-    pts = sorted((p for p in points if p.trunk_loss is not None and p.branches), key=lambda p: p.samples_seen)
+    pts = sorted((p for p in points if p.trunk_loss is not None and p.branches and p.resolvable),
+                 key=lambda p: p.samples_seen)
     if len(pts) < 2:
-        return Trend("undetermined", f"CBS(t) measured at {len(pts)} checkpoint(s): no trend to read", None)
+        unresolved = sum(1 for p in points if p.trunk_loss is not None and not p.resolvable)
+        return Trend("undetermined", f"CBS(t) measured at {len(pts)} resolvable checkpoint(s)"
+                     + (f" ({unresolved} not resolvable)" if unresolved else "") + ": no trend to read", None)
     decreases, peak = [], pts[0]
     for p in pts[1:]:
         if p.batch_size < peak.batch_size:
@@ -89,8 +92,7 @@ def trend(points: Sequence[CbsPoint], *, tokens_per_sample: Optional[int] = None
         return Trend("decreasing", f"{text} ({path})", False, tuple(decreases))
     if decreases:
         text = "; ".join(f"CBS(t) dips from {d.from_batch} at {u(d.from_samples)} to {d.to_batch} at "
-                         f"{u(d.to_samples)}, within its noise (every batch in between was within half the "
-                         f"tolerance of the line)" for d in decreases)
+                         f"{u(d.to_samples)}, within its noise (every batch in between was a close call)" for d in decreases)
         return Trend("decreases_within_noise", f"{text} ({path})", True, tuple(decreases))
     if pts[-1].batch_size > pts[0].batch_size:
         first, last = pts[0], pts[-1]

@@ -120,7 +120,8 @@ class NoiseScale:
     mean: Optional[float]  # over training: ratio of the mean |G|² and the mean tr Σ
     note: Optional[str]
     reports: Optional[int] = field(default=None, metadata=OMIT_IF_NONE)  # reports that carried both estimates
-    reports_left_out: Optional[int] = field(default=None, metadata=OMIT_IF_NONE)  # of them, not positive
+    reports_not_positive: Optional[int] = field(default=None, metadata=OMIT_IF_NONE)  # of them, with a B_simple
+    # of their own that was not positive (still in the average: leaving them out would bias it)
 
 
 @dataclass(frozen=True)

@@ -95,26 +95,30 @@ def _ratio_of_means(frame: pd.DataFrame) -> float:
 
 
 def noise_scale_table(history: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
-    """B_simple per batch size early in training (each trial's first finite report, averaged) and over
-    training (ratio of the mean |G|² and mean tr Σ over the reports, as McCandlish et al.'s Table 1),
-    plus the same two figures over every trial. Only reports whose moving averages give a positive B_simple
-    count: early reports whose tr Σ estimate is still negative are left out of both means."""
+    """B_simple per batch size early in training (each trial's first report with a positive B_simple, averaged)
+    and over training (ratio of the mean |G|² and mean tr Σ over the reports, as McCandlish et al.'s Table 1),
+    plus the same two figures over every trial. Every report whose two estimates are finite counts, a
+    negative tr Σ estimate included: each estimate is unbiased and noisy, so the ratio of their means over all
+    of them is the unbiased reading, where leaving out the reports whose own ratio is not positive would bias
+    it (their noise pulls one way only once the negative ones are gone)."""
     if Column.b_simple not in history or history[Column.b_simple].notna().sum() == 0:
         note = (history[Column.noise_scale_note].dropna().iloc[0] if Column.noise_scale_note in history
                 and history[Column.noise_scale_note].notna().any() else "not reported")
         return pd.DataFrame(), {"early": None, "mean": None, "note": note or "not measurable"}
     require_columns(history, [Column.trial_id, Column.batch_size, Column.samples_seen, *NOISE_COLUMNS],
                     where="noise_scale_table")
-    measured = history.dropna(subset=[Column.b_simple]).sort_values(Column.samples_seen)
-    first = measured.groupby(Column.trial_id).head(1)
+    finite = history[NOISE_COLUMNS].apply(lambda c: np.isfinite(pd.to_numeric(c, errors="coerce"))).all(axis=1)
+    measured = history[finite].sort_values(Column.samples_seen, kind="stable")
+    positive = pd.to_numeric(measured[Column.b_simple], errors="coerce") > 0
+    first = measured[positive].groupby(Column.trial_id).head(1)
     rows = [{Column.batch_size: int(b), Column.b_simple_early: _ratio_of_means(first[first[Column.batch_size] == b]),
              Column.b_simple_mean: _ratio_of_means(group)}
             for b, group in measured.groupby(Column.batch_size)]
-    # How many reports carried both estimates, and how many of them the rule above left out: the reader's
-    # measure of how settled the figure is.
-    estimated = int(history[NOISE_COLUMNS].apply(np.isfinite).all(axis=1).sum())
+    # How many reports carried both estimates, and how many of them had no positive B_simple of their own
+    # (counted in the means all the same): the reader's measure of how settled the figure is.
+    not_positive = int((~positive).sum())
     return pd.DataFrame(rows), {"early": _ratio_of_means(first), "mean": _ratio_of_means(measured), "note": None,
-                                "reports": estimated, "reports_left_out": estimated - len(measured)}
+                                "reports": len(measured), "reports_not_positive": not_positive}
 
 
 # The best completed trial's columns the per-batch table keeps, in order (then its trial_id).

@@ -71,6 +71,9 @@ class Column:
     node_id = "node_id"
     role = "role"
     start_samples = "start_samples"
+    seed_offset = "seed_offset"
+    control = "control"
+    train_loss_ema = "train_loss_ema"
     tokens_seen = "tokens_seen"
 
     # ---- the built-in evaluation's metrics (TrialReport.evaluation's keys) ----

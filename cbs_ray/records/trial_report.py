@@ -70,6 +70,13 @@ class TrialReport:
     """Branch mode: the run's role (``train.run_plan.ROLES``: trunk, branch, schedule); None from scratch."""
     start_samples: Optional[int] = None
     """Branch mode: the trunk checkpoint a branch started from (0 for the trunk and the schedule run)."""
+    seed_offset: Optional[int] = None
+    """Branch mode: the run's seed offset (0: the trunk's seed; a repeat's or a validation seed's otherwise)."""
+    control: Optional[str] = None
+    """Branch mode's schedule validation: which run this is (``schedule``, ``small``, ``large``, ``iso_steps``)."""
+    train_loss_ema: Optional[float] = None
+    """Branch mode: the training loss smoothed by an EMA with α = 0.5 per optimizer step since the run started
+    (Merrill et al. 2025's loss), averaged over workers."""
     tokens_seen: Optional[int] = None
     """With packed data (every sample the same tokens): ``samples_seen`` in tokens."""
 

@@ -4,8 +4,9 @@ and a self-contained ``report.html`` (the plot embedded), from a ``analysis.bran
 What it shows: CBS(t) per checkpoint (a table and the plot, the trunk's B_simple over the same axis), the
 shape of CBS(t) in one sentence (a decrease said, never smoothed), the recommended batch-size schedule and the
 same schedule for three trainers (OLMo-core's ``BatchSizeSchedulerCallback``, Levanter's
-``train_batch_size`` schedule, Megatron-LM's ``--rampup-batch-size``), the schedule's validation run against
-the fixed small batch, and the cost of the whole branch search. Like ``report``, it needs no cluster.
+``train_batch_size`` schedule, Megatron-LM's ``--step-batch-size-schedule``), the schedule's validation against
+its fixed-batch controls (a table and the frontier plot ``schedule_frontier.png``), the deviations from the
+paper, and the cost of the whole branch search. Like ``report``, it needs no cluster.
 """
 
 from __future__ import annotations
@@ -31,10 +32,30 @@ from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import _save  # (sets matplotlib's Agg backend)
 from cbs_ray.report.text import _fmt, _table
 
-__all__ = ["write_branch_report", "headline", "render_markdown", "render_html", "cbs_over_training_plot",
-           "trainer_snippets", "PLOT"]
+__all__ = ["FRONTIER_PLOT", "PLOT", "cbs_over_training_plot", "frontier_plot", "headline", "render_html",
+           "render_markdown", "trainer_snippets", "write_branch_report"]
 
 PLOT = "cbs_over_training"
+FRONTIER_PLOT = "schedule_frontier"
+
+
+def _tol(value: float, summary: BranchSummary) -> str:
+    """A loss difference in the tolerance's units: a percentage when ε is relative, nats otherwise."""
+    return f"{value:+.2%}" if summary.tolerance_relative else f"{value:+.4f}"
+
+
+def _tolerance_text(summary: BranchSummary) -> str:
+    return (f"{summary.tolerance:.2%} relative" if summary.tolerance_relative else
+            f"ε = {summary.tolerance:g} nats absolute")
+
+
+def _interval_text(p: CbsPoint) -> str:
+    if p.interval is None:
+        return "–"
+    low, high = p.interval
+    if p.bound == UPPER:
+        return f"[≤ {low}, {high}]" if high else f"≤ {low}"
+    return f"[{low}, {high if high else '∞)'}" + ("]" if high else "")
 
 
 def _x(samples: int, summary: BranchSummary) -> int:
@@ -54,18 +75,23 @@ def _point_line(p: CbsPoint, summary: BranchSummary) -> str:
         return f"  at {at}: not determined ({p.note})"
     parts = []
     for o in p.branches:
+        if o.status == "trunk":
+            continue
         if o.excess is None:
             parts.append(f"B={o.batch_size} {o.status}")
         else:
-            parts.append(f"B={o.batch_size} {o.excess:+.2%}" + ("" if o.recovers else " (fails)"))
+            se = f" ± {o.standard_error:.3g}" if o.standard_error is not None else ""
+            parts.append(f"B={o.batch_size} {_tol(o.excess, summary)}{se} vs B={o.reference_batch}"
+                         + ("" if o.recovers else " (fails)"))
     extra = []
     if p.close_call:
-        extra.append(f"close call: a deciding branch is {p.margin:.2%} from the line")
+        extra.append(f"close call: a deciding branch is {abs(p.margin):.3g} from the line")
     if p.note:
         extra.append(p.note)
-    return (f"  at {at}: CBS {bound_text(p.batch_size, p.bound)} (trunk eval_loss {p.trunk_loss:.4g} at "
-            f"+{_x(p.window_samples, summary)}; " + ", ".join(parts) + ")"
-            + (f"  [{'; '.join(extra)}]" if extra else ""))
+    cbs = f"CBS {bound_text(p.batch_size, p.bound)}, interval {_interval_text(p)}" if p.resolvable else \
+        f"not resolvable (CBS read {bound_text(p.batch_size, p.bound)})"
+    return (f"  at {at}: {cbs} (trunk loss {p.trunk_loss:.4g} at +{_x(p.window_samples, summary)}; "
+            + ", ".join(parts) + ")" + (f"  [{'; '.join(extra)}]" if extra else ""))
 
 
 def _schedule_text(summary: BranchSummary) -> str:
@@ -102,15 +128,19 @@ def _b_simple_line(summary: BranchSummary) -> str:
 def headline(summary: BranchSummary) -> list[str]:
     """The lines the search prints at the end: CBS(t) per checkpoint, the shape, the schedule, its
     validation, the noise scale beside it, the cost."""
+    loss = "eval_loss" if summary.loss == "eval" else "the EMA-smoothed training loss"
     lines = [f"Critical batch over training (branches from the trunk at B={summary.trunk[Column.batch_size]}, window "
-             f"{_x(summary.window_samples, summary)} {_axis_name(summary)}, tolerance {summary.tolerance:.1%} on "
-             f"eval_loss; Merrill et al. 2025):"]
+             f"{_x(summary.window_samples, summary)} {_axis_name(summary)}, {_tolerance_text(summary)} on {loss} "
+             f"against every smaller batch; Merrill et al. 2025):"]
     lines += [_point_line(p, summary) for p in summary.critical_batch_over_training] or ["  no branch reported"]
     lines.append(f"Shape: {summary.trend.text}")
-    lines.append(f"Recommended batch-size schedule: {_schedule_text(summary)}")
+    alpha = summary.schedule_alpha
+    lr = "" if alpha is None else f" (LR × {2 ** alpha:.3g} per doubling: alpha {alpha:g})"
+    lines.append(f"Recommended batch-size schedule: {_schedule_text(summary)}{lr}")
     sv = summary.schedule_validation
     lines.append(f"Schedule validation: {sv.text}" if sv else
-                 "Schedule validation: not run (--validate-schedule trains the schedule against the fixed small batch)")
+                 "Schedule validation: not run (--validate-schedule trains the schedule against fixed batches)")
+    lines += [f"Deviation from the paper: {d}" for d in summary.deviations]
     lines.append(_b_simple_line(summary))
     lines.append(_cost_line(summary))
     return lines
@@ -130,7 +160,8 @@ def _olmo_core(summary: BranchSummary) -> str:
     return ("from olmo_core.train import Duration\n"
             "from olmo_core.train.callbacks import BatchSizeSchedulerCallback\n\n"
             "# global batch sizes in tokens; OLMo-core multiplies the LR by sqrt(new / old) at each change\n"
-            "# (the alpha = 0.5 rule)\n"
+            "# (the alpha = 0.5 rule); the LR scheduler must count in tokens (units: tokens, or t_max)\n"
+            "# so that the schedule's shape does not move when the batch changes\n"
             "trainer_config = trainer_config.with_callback(\n"
             "    \"batchwup\",\n"
             "    BatchSizeSchedulerCallback(\n"
@@ -150,25 +181,17 @@ def _levanter(summary: BranchSummary) -> str:
 
 
 def _megatron(summary: BranchSummary) -> tuple[str, str]:
-    """The flags and what they approximate. Megatron-LM ramps linearly: from the start batch it adds
-    ``increment`` every ``ramp / increments`` samples up to ``--global-batch-size``. The ramp here starts at the
-    trunk's batch, steps by it, and is the fastest one that never runs a batch above the schedule (above CBS(t)):
-    the sample interval per increment is the largest that any switch point asks for."""
-    schedule, budget = summary.batch_size_schedule, summary.budget_samples
-    first, last = schedule[0][1], schedule[-1][1]
-    if len(schedule) == 1:
-        return f"--global-batch-size {first} --train-samples {budget}\n", "The schedule keeps one batch: no ramp."
-    increments = (last - first) // first
-    # Until the i-th switch point the ramp may have added at most (b_i / first - 1) increments.
-    per = max(-(-int(next_start) // (batch // first)) for (_, batch), (next_start, _) in zip(schedule, schedule[1:]))
-    ramp = per * increments
-    flags = f"--rampup-batch-size {first} {first} {ramp} --global-batch-size {last} --train-samples {budget}\n"
-    note = (f"Megatron-LM grows the batch linearly: {increments} increments of {first}, one every {per} samples, "
-            f"from {first} to {last} by sample {ramp}. The doublings cannot be written exactly; this ramp never runs "
-            f"a batch above the schedule (so never above CBS(t)) and reaches {last} at {ramp} samples where the "
-            f"schedule does at {schedule[-1][0]}: more optimizer steps than the schedule"
-            + (", and past the budget: it never reaches the last batch" if ramp >= budget else "")
-            + ". Megatron does not rescale the LR with the batch.")
+    """The flags and what they say. Megatron-LM's ``--step-batch-size-schedule "THRESHOLD:BATCH …"``
+    (NVIDIA/Megatron-LM#3779, #4411; it replaced ``--rampup-batch-size``) writes the doubling schedule exactly:
+    thresholds in tokens when ``--seq-length`` is given, in samples otherwise; batches in sequences."""
+    schedule, budget, tokens = summary.batch_size_schedule, summary.budget_samples, summary.tokens_per_sample
+    steps = " ".join(f"{int(s) * tokens if tokens else int(s)}:{int(b)}" for s, b in schedule)
+    length = f" --seq-length {tokens}" if tokens else ""
+    flags = f"--step-batch-size-schedule \"{steps}\" --train-samples {budget}{length}\n"
+    note = (("Thresholds in tokens (with --seq-length), " if tokens else
+             "Thresholds in samples (no --seq-length given; with it they would be read as tokens), ")
+            + "batch sizes in sequences. Megatron does not rescale the LR with the batch: multiply it by "
+            f"{2 ** (summary.schedule_alpha or 0.5):.3g} at each doubling yourself, the rule the branches measured.")
     return flags, note
 
 
@@ -186,7 +209,7 @@ def trainer_snippets(summary: BranchSummary) -> dict[str, tuple[str, str, str]]:
             "yaml", _levanter(summary),
             "Levanter's schedule is in optimizer steps: each start is the step at which the schedule has seen the "
             "switch point's sequences. Scale the learning rate yourself if it should follow the batch."),
-        "Megatron-LM (--rampup-batch-size)": ("bash", flags, note),
+        "Megatron-LM (--step-batch-size-schedule)": ("bash", flags, note),
     }
 
 
@@ -202,8 +225,11 @@ def cbs_over_training_plot(summary: BranchSummary, path: Path) -> Path:
     xs = [_x(s, summary) for s, _ in schedule] + [budget_x]
     ax.step(xs, [b for _, b in schedule] + [schedule[-1][1]], where="post", color="tab:green", lw=1.5,
             label="recommended schedule")
-    pts = [p for p in summary.critical_batch_over_training if p.trunk_loss is not None]
+    pts = [p for p in summary.critical_batch_over_training if p.trunk_loss is not None and p.resolvable]
     exact = [p for p in pts if p.bound is None]
+    for p in exact:  # the interval [k*·B, next·B] as a bar
+        if p.interval and p.interval[1]:
+            ax.plot([_x(p.samples_seen, summary)] * 2, p.interval, "-", color="tab:blue", lw=3, alpha=0.3)
     ax.plot([_x(p.samples_seen, summary) for p in exact], [p.batch_size for p in exact], "o", color="tab:blue",
             label="CBS(t)")
     for bound, arrow, label in ((LOWER, 2.0, "CBS(t) ≥ (largest branch recovered)"),
@@ -248,30 +274,70 @@ def _point_rows(summary: BranchSummary) -> tuple[list[dict], list[str]]:
     rows = []
     for p in summary.critical_batch_over_training:
         row = {f"{unit}_seen": _x(p.samples_seen, summary), "cbs": bound_text(p.batch_size, p.bound)
-               if p.trunk_loss is not None else "–", "trunk_loss": p.trunk_loss, "threshold": p.threshold}
+               if p.trunk_loss is not None else "–", "interval": _interval_text(p),
+               "resolvable": "yes" if p.resolvable else "no", "trunk_loss": p.trunk_loss,
+               "trunk_improvement": p.trunk_improvement}
         for o in p.branches:
-            row[f"B={o.batch_size}"] = (f"{o.loss:.4g} ({o.excess:+.2%}, α {o.alpha:g})" if o.loss is not None
-                                        else o.status)
-        row["margin"] = f"{p.margin:.2%}" if p.margin is not None else None
+            if o.status == "trunk":
+                continue
+            se = f" ± {o.standard_error:.2g}" if o.standard_error is not None else ""
+            row[f"B={o.batch_size}"] = (f"{o.loss:.4g}{se} ({_tol(o.excess, summary)} vs {o.reference_batch})"
+                                        if o.loss is not None else o.status)
+        row["margin"] = f"{p.margin:.3g}" if p.margin is not None else None
         row["close_call"] = "yes" if p.close_call else ""
         row["note"] = p.note
         rows.append(row)
     batches = [f"B={b}" for b in summary.branch_batches]
-    return rows, [f"{unit}_seen", "cbs", "trunk_loss", "threshold", *batches, "margin", "close_call", "note"]
+    return rows, [f"{unit}_seen", "cbs", "interval", "resolvable", "trunk_loss", "trunk_improvement", *batches,
+                  "margin", "close_call", "note"]
 
 
-BRANCH_COLUMNS = [Column.start_samples, Column.batch_size, Column.alpha, Column.peak_lr, Column.eval_loss,
-                  Column.diverged, Column.samples_seen, Column.steps]  # summary.branches' records
-VALIDATION_COLUMNS = ["schedule_steps", "trunk_steps", "steps_saved", "schedule_loss", "trunk_loss",
-                      "loss_difference", "target_met"]
+BRANCH_COLUMNS = [Column.start_samples, Column.batch_size, Column.alpha, Column.seed_offset, Column.peak_lr,
+                  Column.eval_loss, Column.diverged, Column.samples_seen, Column.steps]  # summary.branches' records
+VALIDATION_COLUMNS = ["name", Column.batch_size, Column.steps, "seeds", "final_loss_mean", "final_loss_ci95",
+                      Column.diverged]  # the Control records' fields
 
 
 def _definition(summary: BranchSummary) -> str:
-    return (f"CBS(t) is the largest branch batch B such that B and every smaller branch batch, started from the "
-            f"trunk's checkpoint at t with the trunk's weights and Adam state, reach the trunk's eval loss at "
-            f"t + {_x(summary.window_samples, summary)} {_axis_name(summary)} within {summary.tolerance:.1%} (best "
-            f"alpha per batch; a diverged branch fails). Merrill et al. 2025, arXiv 2505.23971. A margin under half "
-            f"the tolerance is a close call: noise could move CBS(t).")
+    noise = ("two standard errors of the difference (branch.repeats)" if summary.repeats > 1 else
+             "half of ε (one run per batch: no repeat to measure the noise with)")
+    return (f"CBS(t) is k*·B, the largest branch batch whose loss at t + {_x(summary.window_samples, summary)} "
+            f"{_axis_name(summary)}, started from the trunk's checkpoint at t, is within {_tolerance_text(summary)} "
+            f"of every smaller batch's, the trunk's included (Merrill et al. 2025, arXiv 2505.23971, §3.1); it lies "
+            f"in the interval [k*·B, next batch]. A point where the trunk improved by less than 2ε over the window "
+            f"is not resolvable. A comparison within {noise} of the line is a close call.")
+
+
+def frontier_plot(summary: BranchSummary, path: Path) -> Optional[Path]:
+    """Final eval loss against optimizer steps: the fixed batches (the frontier, 95 % CIs as bars) and the
+    schedule; None without a validation."""
+    sv = summary.schedule_validation
+    if sv is None or not any(c.final_loss_mean is not None for c in sv.controls):
+        return None
+    fig, ax = plt.subplots(figsize=(6.0, 4.0))
+    fixed = sorted((c for c in sv.controls if c.name != "schedule" and c.final_loss_mean is not None),
+                   key=lambda c: c.steps)
+    for c in [*fixed, *(c for c in sv.controls if c.name == "schedule" and c.final_loss_mean is not None)]:
+        err = None if not c.final_loss_ci95 else [[c.final_loss_mean - c.final_loss_ci95[0]],
+                                                  [c.final_loss_ci95[1] - c.final_loss_mean]]
+        style = dict(fmt="s", color="tab:green", ms=7) if c.name == "schedule" else dict(fmt="o", color="tab:blue")
+        ax.errorbar([c.steps], [c.final_loss_mean], yerr=err, capsize=3, **style)
+        ax.annotate(c.name if c.batch_size is None else f"B={c.batch_size}", (c.steps, c.final_loss_mean),
+                    xytext=(5, 4), textcoords="offset points", fontsize=8)
+    ax.plot([c.steps for c in fixed], [c.final_loss_mean for c in fixed], "-", color="tab:blue", lw=0.8,
+            label="fixed batches (frontier)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("optimizer steps over the budget")
+    ax.set_ylabel("final eval loss (mean, 95 % CI)")
+    ax.set_title("The schedule against the fixed-batch frontier")
+    ax.legend(fontsize=7, loc="best")
+    return _save(fig, path)
+
+
+def _validation_records(summary: BranchSummary) -> list[dict]:
+    sv = summary.schedule_validation
+    return [{**c.to_dict(), "final_loss_ci95": (f"[{c.final_loss_ci95[0]:.4g}, {c.final_loss_ci95[1]:.4g}]"
+                                                 if c.final_loss_ci95 else None)} for c in sv.controls] if sv else []
 
 
 def render_markdown(summary: BranchSummary, plot: Optional[Path]) -> str:
@@ -293,8 +359,12 @@ def render_markdown(summary: BranchSummary, plot: Optional[Path]) -> str:
     for trainer, (language, snippet, note) in trainer_snippets(summary).items():
         parts += [f"### {trainer}\n", f"```{language}\n{snippet}```\n", note + "\n"]
     sv = summary.schedule_validation
-    parts += ["## Schedule validation\n", (sv.text + "\n\n" + _table([sv.to_dict()], VALIDATION_COLUMNS)) if sv
-              else "Not run: `--validate-schedule` trains the schedule against the fixed small batch.\n",
+    frontier = f"\n![{FRONTIER_PLOT}]({FRONTIER_PLOT}.png)\n" if sv and sv.frontier else ""
+    parts += ["## Schedule validation\n", (f"Criterion (fixed before the runs): {sv.criterion}.\n\n{sv.text}\n\n"
+                                            + _table(_validation_records(summary), VALIDATION_COLUMNS) + frontier)
+              if sv else "Not run: `--validate-schedule` trains the schedule against fixed batches.\n",
+              "## Deviations from the paper\n", "\n".join(f"- {d}" for d in summary.deviations) + "\n"
+              if summary.deviations else "None.\n",
               "## Branches\n", _table(summary.branches, BRANCH_COLUMNS),
               "\n## Gradient noise scale on the trunk\n", _b_simple_line(summary) + "\n",
               "\n## Cost\n", _cost_line(summary) + "\n"]
@@ -311,8 +381,8 @@ def _html_table(records: list[dict], columns: list[str]) -> str:
     return f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>'
 
 
-def render_html(summary: BranchSummary, plot: Optional[Path]) -> str:
-    """report.html, self-contained (the plot embedded)."""
+def render_html(summary: BranchSummary, plot: Optional[Path], frontier: Optional[Path] = None) -> str:
+    """report.html, self-contained (the plots embedded)."""
     esc = html.escape
     rows, columns = _point_rows(summary)
     lines = headline(summary)
@@ -326,8 +396,14 @@ def render_html(summary: BranchSummary, plot: Optional[Path]) -> str:
     snippets = "".join(f"<h3>{esc(trainer)}</h3><pre>{esc(snippet)}</pre><p class=\"meta\">{esc(note)}</p>"
                        for trainer, (_, snippet, note) in trainer_snippets(summary).items())
     sv = summary.schedule_validation
-    validation = (f"<p>{esc(sv.text)}</p>" + _html_table([sv.to_dict()], VALIDATION_COLUMNS) if sv else
-                  "<p>Not run: <code>--validate-schedule</code> trains the schedule against the fixed small batch.</p>")
+    validation = (f"<p class=\"meta\">Criterion (fixed before the runs): {esc(sv.criterion)}.</p><p>{esc(sv.text)}</p>"
+                  + _html_table(_validation_records(summary), VALIDATION_COLUMNS) if sv else
+                  "<p>Not run: <code>--validate-schedule</code> trains the schedule against fixed batches.</p>")
+    if sv and frontier is not None and frontier.exists():
+        data = base64.b64encode(frontier.read_bytes()).decode()
+        validation += f'<figure><img alt="{FRONTIER_PLOT}" src="data:image/png;base64,{data}"></figure>'
+    deviations = ("<ul>" + "".join(f"<li>{esc(d)}</li>" for d in summary.deviations) + "</ul>"
+                  if summary.deviations else "<p>None.</p>")
     title = f"Critical batch over training: {esc(str(summary.name or ''))}"
     experiment = f"Experiment <code>{esc(summary.experiment_path)}</code>; " if summary.experiment_path else ""
     tokens = f" ({summary.budget_tokens} tokens)" if summary.budget_tokens else ""
@@ -345,6 +421,7 @@ trunk batch {summary.trunk[Column.batch_size]}, branches at {esc(', '.join(map(s
 <h2>Recommended batch-size schedule</h2><p>{esc(_schedule_text(summary))}</p>
 <pre>{esc(str(summary.batch_size_schedule))}</pre>{snippets}
 <h2>Schedule validation</h2>{validation}
+<h2>Deviations from the paper</h2>{deviations}
 <h2>Branches</h2>{_html_table(summary.branches, BRANCH_COLUMNS)}
 <h2>Gradient noise scale on the trunk</h2><p>{esc(_b_simple_line(summary))}</p>
 <h2>Cost</h2><p>{esc(_cost_line(summary))}</p>
@@ -359,7 +436,8 @@ def write_branch_report(summary: BranchSummary, history: pd.DataFrame, directory
         (directory / "summary.json").write_text(summary.to_json())
         history.to_csv(directory / "history.csv", index=False)
         plot = cbs_over_training_plot(summary, directory / f"{PLOT}.png")
+        frontier = frontier_plot(summary, directory / f"{FRONTIER_PLOT}.png")
         (directory / "report.md").write_text(render_markdown(summary, plot))
         page = directory / "report.html"
-        page.write_text(render_html(summary, plot))
+        page.write_text(render_html(summary, plot, frontier))
     return page

@@ -79,9 +79,9 @@ def _noise_scale_line(noise: NoiseScale) -> str:
     early = f"{noise.early:.3g}" if noise.early is not None else "–"
     return (f"Gradient noise scale B_simple (McCandlish 2018, a predictor of the critical batch): "
             f"{early} early in training, {noise.mean:.3g} averaged over training"
-            + (f" ({noise.reports_left_out} of {noise.reports} reports left out: their |G|² or "
-               f"tr Σ estimate was not positive, the noise not yet averaged out)"
-               if noise.reports_left_out else ""))
+            + (f" ({noise.reports_not_positive} of {noise.reports} reports had no positive B_simple of their "
+               f"own, the noise not yet averaged out; the average counts them, as it must to be unbiased)"
+               if noise.reports_not_positive else ""))
 
 
 def _recommended_figure(rec: Recommendation) -> str:

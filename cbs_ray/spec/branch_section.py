@@ -16,6 +16,19 @@ from cbs_ray.spec.schema import SearchSpec
 __all__ = ["Branching", "resolve_branching", "check_point"]
 
 
+DEFAULT_WINDOW_FRACTION = 0.05
+"""The default window, a fraction of the budget (the paper's is 0.33 % of 600 B tokens: at small budgets the
+floor below decides)."""
+DEFAULT_WINDOW_MIN_STEPS = 8
+"""The default floor of optimizer steps at the largest branch batch in one window (the paper's window is
+about 60 steps at its largest batch; 8 is the fewest at which a tiny budget's largest branch has taken several
+steps at its full LR, its first steps' transient not the whole window)."""
+DEFAULT_TOLERANCE = 0.01
+"""The paper's ε: 0.01 nats of loss, absolute."""
+DEFAULT_ALPHAS = (0.5,)
+"""The paper's branch LR: √k·η (alpha 0.5), no sweep."""
+
+
 def _spec_error(message: str):
     return SpecError(message)
 
@@ -31,6 +44,7 @@ class Branching:
     branch_batches: tuple[int, ...]
     alphas: tuple[float, ...]
     tolerance: float
+    """ε, in loss units (nats) unless ``tolerance_relative``."""
     trunk_alpha: float
     """The trunk's alpha (the middle of ``search.alpha_range``; it sets the trunk's LR only where
     ``trunk_batch`` is not ``training.base_batch``)."""
@@ -39,6 +53,13 @@ class Branching:
     trunk_peak_lr: float
     budget_samples: int
     tokens_per_sample: Optional[int] = None
+    tolerance_relative: bool = False
+    repeats: int = 1
+    """Runs per (checkpoint, batch), seed offsets 0…repeats−1; offsets ≥ 1 also continue the trunk at its batch."""
+    optimizer_state: str = "keep"
+    loss: str = "eval"
+    validation_seeds: int = 3
+    window_min_steps: int = DEFAULT_WINDOW_MIN_STEPS
 
     @property
     def trunk_total_steps(self) -> int:
@@ -52,13 +73,45 @@ class Branching:
     def largest_batch(self) -> int:
         return max(self.branch_batches)
 
+    @property
+    def window_steps_at_largest(self) -> int:
+        """Optimizer steps the largest branch batch takes in one window."""
+        return self.window_samples // self.largest_batch
+
+    @property
+    def seed_offsets(self) -> tuple[int, ...]:
+        return tuple(range(self.repeats))
+
+    def run_batches(self) -> tuple[int, ...]:
+        """The batches a branch run trains at: the branch batches, and the trunk's own for its continuations
+        with other seeds where ``repeats`` > 1 (the trunk is seed offset 0 of that batch)."""
+        return ((self.trunk_batch,) if self.repeats > 1 else ()) + self.branch_batches
+
+    def deviations(self) -> list[str]:
+        """Where this run departs from the paper's method (Merrill et al. 2025), one phrase each."""
+        out = []
+        if self.alphas != (0.5,):
+            out.append(f"branch LR alphas {list(self.alphas)}, the best per batch (the paper: √k·η, alpha 0.5 alone, "
+                       f"no sweep; a best-of over noisy runs pushes CBS(t) up)")
+        if self.tolerance_relative:
+            out.append(f"tolerance relative ({self.tolerance:.3g} of the reference loss; the paper: 0.01 absolute)")
+        if self.optimizer_state != "keep":
+            out.append("Adam's state reset at each branch (the paper keeps the run's state)")
+        if self.loss != "train_ema":
+            out.append("the eval loss at t + Δ on a fixed eval set (the paper: the training loss, EMA-smoothed)")
+        return out
+
     def to_meta(self) -> dict:
         """What the experiment's metadata records (and the branch summary reads)."""
         return {"trunk_batch": self.trunk_batch, "checkpoints": list(self.checkpoints),
                 "window_samples": self.window_samples, "branch_batches": list(self.branch_batches),
                 "alphas": list(self.alphas), "tolerance": self.tolerance, "trunk_alpha": self.trunk_alpha,
                 "warmup_fraction": self.warmup_fraction, "trunk_peak_lr": self.trunk_peak_lr,
-                "budget_samples": self.budget_samples, "tokens_per_sample": self.tokens_per_sample}
+                "budget_samples": self.budget_samples, "tokens_per_sample": self.tokens_per_sample,
+                "tolerance_relative": self.tolerance_relative, "repeats": self.repeats,
+                "optimizer_state": self.optimizer_state, "loss": self.loss,
+                "validation_seeds": self.validation_seeds, "window_min_steps": self.window_min_steps,
+                "deviations": self.deviations()}
 
 
 def check_point(value, *, key: str, whole: str = "samples") -> None:
@@ -100,17 +153,24 @@ def resolve_branching(spec: SearchSpec, budget_samples: int, tokens_per_sample: 
     if len(set(points)) != len(points):
         raise _spec_error(f"branch.checkpoints: two checkpoints land on the same sample ({sorted(points)}, "
                           f"whole batches of {unit})")
-    window = _point_in_samples(b.window, key="branch.window", budget=budget_samples, unit=unit,
-                               tokens_per_sample=tokens_per_sample)
+    if b.window is None:  # 5 % of the budget, at least the floor of steps at the largest batch
+        floor = b.window_min_steps * unit
+        window = max(floor, _point_in_samples(DEFAULT_WINDOW_FRACTION, key="branch.window", budget=budget_samples,
+                                              unit=unit, tokens_per_sample=tokens_per_sample))
+    else:
+        window = _point_in_samples(b.window, key="branch.window", budget=budget_samples, unit=unit,
+                                   tokens_per_sample=tokens_per_sample)
     last = max(points)
     if last + window > budget_samples:
         raise _spec_error(f"branch.window: {window} samples from the checkpoint at {last} run past the budget "
                           f"({budget_samples}); only {budget_samples - last} remain")
-    alphas = tuple(b.alphas) if b.alphas else tuple(dict.fromkeys(s.alpha_range))
+    alphas = tuple(b.alphas) if b.alphas else DEFAULT_ALPHAS
     trunk_alpha = sum(s.alpha_range) / 2
     return Branching(trunk_batch=trunk, checkpoints=tuple(sorted(points)), window_samples=window,
                      branch_batches=batches, alphas=tuple(float(a) for a in alphas),
-                     tolerance=s.tolerance if b.tolerance is None else b.tolerance, trunk_alpha=trunk_alpha,
+                     tolerance=DEFAULT_TOLERANCE if b.tolerance is None else b.tolerance, trunk_alpha=trunk_alpha,
                      warmup_fraction=sum(s.warmup_fraction_range) / 2,
                      trunk_peak_lr=scaled_lr(t.base_lr, trunk, t.base_batch, trunk_alpha),
-                     budget_samples=budget_samples, tokens_per_sample=tokens_per_sample)
+                     budget_samples=budget_samples, tokens_per_sample=tokens_per_sample,
+                     tolerance_relative=b.tolerance_relative, repeats=b.repeats, optimizer_state=b.optimizer_state,
+                     loss=b.loss, validation_seeds=b.validation_seeds, window_min_steps=b.window_min_steps)

@@ -326,7 +326,8 @@ def _branch_points_fit_the_budget(spec: SearchSpec) -> None:
         raise SpecError("branch.checkpoints: expected a non-empty list of fractions in (0, 1) or whole samples")
 
     whole = "tokens" if spec.training.budget_tokens is not None else "samples"
-    for key, value in [*(("branch.checkpoints", p) for p in b.checkpoints), ("branch.window", b.window)]:
+    windows = [("branch.window", b.window)] if b.window is not None else []  # None: the default window
+    for key, value in [*(("branch.checkpoints", p) for p in b.checkpoints), *windows]:
         check_point(value, key=key, whole=whole)
     if spec.training.budget_samples is not None:
         resolve_branching(spec, spec.training.budget_samples)

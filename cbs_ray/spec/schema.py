@@ -277,20 +277,44 @@ class BranchSpec:
     """The trunk's (small) batch. Default: the smallest of ``search.batch_sizes``."""
     checkpoints: list = field(default_factory=lambda: [0.125, 0.25, 0.5])
     """Where the trunk saves a checkpoint that branches start from."""
-    window: Any = 0.125
-    """How long each branch trains from its checkpoint; CBS(t) compares its loss with the trunk's at the end."""
+    window: Any = None
+    """How long each branch trains from its checkpoint; CBS(t) compares losses at its end. Default: 5 % of the
+    budget, raised to ``window_min_steps`` optimizer steps at the largest branch batch where that is more. The
+    paper's window is 0.33 % of its budget (2 B of 600 B tokens, about 60 steps at its largest batch) and it
+    warns that longer windows read larger CBS; a tiny budget cannot be that local and still let the largest
+    branch take enough steps to move, hence the floor."""
+    window_min_steps: int = field(default=8, metadata=check(at_least(1)))
+    """The fewest optimizer steps the largest branch batch takes in a window: fewer, and its loss after the
+    window says more about its first steps at a new LR than about its batch (``--dry-run`` warns)."""
     batch_sizes: Optional[list] = None
-    """The branches' batches, each larger than the trunk's. Default: ``search.batch_sizes`` above the trunk's."""
+    """The branches' batches, each larger than the trunk's. Default: ``search.batch_sizes`` above the trunk's.
+    Powers of two: the multipliers k are 2, 4, 8, … (the paper's are linear, 1…8; CBS(t) is reported as the
+    interval [k*·B, next·B] either way)."""
     alphas: Optional[list] = None
-    """LR-scaling exponents each branch tries (its best counts, as the paper takes the best LR per batch).
-    Default: the two ends of ``search.alpha_range``."""
+    """LR-scaling exponents each branch tries, its best counting. Default: [0.5] alone, the paper's √k·η with
+    no sweep. More than one is a deviation (the report says so): the min over noisy runs and an LR search the
+    trunk never gets both push CBS(t) up."""
     tolerance: Optional[float] = field(default=None, metadata=check(within(0, 1, ends="[)")))
-    """Relative loss tolerance: a branch reaches the trunk when its eval loss is at most the trunk's × (1 + this).
-    Default: ``search.tolerance``."""
+    """ε: a branch recovers when its loss is at most each smaller batch's (the trunk's included) + ε. Default
+    0.01 in loss units (nats), the paper's; with ``tolerance_relative`` a fraction of that loss instead."""
+    tolerance_relative: bool = False
+    """Read ``tolerance`` as relative (loss ≤ reference × (1 + ε)), the pre-paper rule; default absolute."""
+    repeats: int = field(default=1, metadata=check(at_least(1)))
+    """Runs per (checkpoint, batch), each with another seed's data order from the checkpoint, the trunk's own
+    continuation included (at its batch): each comparison then has a standard error, and the close-call rule
+    uses it."""
+    optimizer_state: Literal["keep", "reset"] = "keep"
+    """What a branch takes of the trunk's Adam state: ``keep`` its moments and step count (the paper's), or
+    ``reset`` them (fresh moments and bias correction). docs/branch-mode.md has the measurement."""
+    loss: Literal["eval", "train_ema"] = "eval"
+    """The loss compared: ``eval`` (the fixed eval set at exactly t + Δ) or ``train_ema`` (the paper's training
+    loss smoothed by an EMA with α = 0.5 per optimizer step)."""
     validate_schedule: bool = False
-    """After the branches: train the recommended batch-size schedule for the whole budget (the trunk's seed and
-    data) and compare it with the trunk's fixed small batch: optimizer steps saved, final loss difference
-    (``--validate-schedule`` sets it)."""
+    """After the branches: train the recommended batch-size schedule for the whole budget against fixed-batch
+    controls (the small batch, the large one the schedule reaches, the iso-step batches), each on
+    ``validation_seeds`` seeds, and read the fixed-batch frontier (``--validate-schedule`` sets it)."""
+    validation_seeds: int = field(default=3, metadata=check(at_least(1)))
+    """Seeds per run of the schedule's validation (the schedule and every control)."""
 
 
 @dataclass

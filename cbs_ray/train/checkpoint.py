@@ -50,7 +50,8 @@ def _restore_into(state: dict, model, optimizer, scaler) -> None:
     """Weights, optimizer, fp16 loss scale and the random stream of ``state`` into the trial's objects."""
     raw = model.module if hasattr(model, "module") else model
     raw.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
+    if optimizer is not None:
+        optimizer.load_state_dict(state["optimizer"])
     if state.get("scaler"):
         scaler.load_state_dict(state["scaler"])  # fp16: the loss scale found so far, not 65536 again
     # Rank 0's random stream, restored on every rank: all ranks start from one seed. Deterministic either way.
@@ -126,12 +127,12 @@ def wait_for_trunk(path: str, checkpoint_dir: str, *, poll_s: float = 2.0, log=N
         time.sleep(poll_s)
 
 
-def load_branch_start(path: str, model, optimizer, scaler) -> dict:
-    """Start a branch from the trunk's checkpoint in ``path``: the weights and the optimizer's state (Adam's
-    moments and step count: they estimate per-example gradient statistics, which do not depend on the batch;
-    fresh moments would add a warm-up transient that has nothing to do with the batch), the fp16 loss scale and
-    the random stream. Not the LR schedule: the branch's plan sets its LR. Returns the trunk's progress
-    (``samples_drawn``: where the branch continues the trunk's data order)."""
+def load_branch_start(path: str, model, optimizer, scaler, *, keep_optimizer: bool = True) -> dict:
+    """Start a branch from the trunk's checkpoint in ``path``: the weights, the optimizer's state (Adam's
+    moments and step count, the paper's choice; ``keep_optimizer=False`` leaves the fresh optimizer's: see
+    ``train.run_plan`` for why either is a choice), the fp16 loss scale and the random stream. Not the LR
+    schedule: the branch's plan sets its LR. Returns the trunk's progress (``samples_drawn``: where the branch
+    continues the trunk's data order)."""
     state = _read(path)
-    _restore_into(state, model, optimizer, scaler)
+    _restore_into(state, model, optimizer if keep_optimizer else None, scaler)
     return state.get("progress", {})

@@ -39,6 +39,9 @@ from cbs_ray.train.gauges import TrialGauges
 from cbs_ray.train.noise_probe import _sqnorm
 from cbs_ray.train.setup import _batch_plan_for, _Parts, _Progress, _setup
 
+EMA_ALPHA = 0.5
+"""The weight of each step's training loss in the EMA branch mode may compare (Merrill et al. 2025, §3.1)."""
+
 __all__ = ["StepReadings", "train_loop"]
 
 
@@ -120,6 +123,8 @@ def _train(cfg: TrialConfig, data, session, position: Position) -> None:
         progress.interval_time += elapsed
         progress.train_time += elapsed
         progress.interval_loss += readings.loss
+        progress.train_loss_ema = readings.loss if progress.train_loss_ema is None else \
+            EMA_ALPHA * readings.loss + (1 - EMA_ALPHA) * progress.train_loss_ema
         progress.interval_steps += 1
         progress.interval_samples += parts.plan.batch_size
         if progress.samples in report_at and not _at_milestone(cfg, data, session, parts, progress, readings,
@@ -244,8 +249,9 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: _Parts, progress: _Pro
         noise["noise_scale_note"] = cfg.plan.noise_scale_note
     # Mean training loss over the interval and the first step's loss, averaged over workers: every
     # rank sees the same numbers and takes the same branch.
-    train_loss, initial_loss = (session.all_reduce(torch.tensor(
-        [progress.interval_loss / progress.interval_steps, progress.first_loss], dtype=torch.float64,
+    ema = progress.train_loss_ema if progress.train_loss_ema is not None else math.nan
+    train_loss, initial_loss, train_loss_ema = (session.all_reduce(torch.tensor(
+        [progress.interval_loss / progress.interval_steps, progress.first_loss, ema], dtype=torch.float64,
         device=session.device)) / session.world_size).tolist()
     if train_loss > cfg.spec.training.divergence_factor * initial_loss:
         _report_divergence(session, cfg, parts.plan, progress, readings, train_loss)
@@ -254,7 +260,8 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: _Parts, progress: _Pro
         cfg, parts.plan, progress, readings, train_loss, evaluation=evaluation, **noise,
         warmup_steps=cfg.warmup_steps, samples_per_s=progress.interval_samples / progress.interval_time,
         train_time_s=progress.train_time, first_step_at=progress.first_step_at, trial_started_at=cfg.started_at,
-        reported_at=time.time(), diverged=False, resumed_from_samples=progress.resumed_from_samples)
+        reported_at=time.time(), diverged=False, resumed_from_samples=progress.resumed_from_samples,
+        train_loss_ema=train_loss_ema if cfg.plan.role is not None and math.isfinite(train_loss_ema) else None)
     progress.interval_time, progress.interval_loss, progress.interval_steps = 0.0, 0.0, 0
     progress.interval_samples = 0
     metrics = report.to_dict()

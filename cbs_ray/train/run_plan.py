@@ -12,11 +12,15 @@ warmup-and-decay shape laid out in samples, at the level the alpha rule gives th
     lr(samples, B) = trunk_peak_lr · (B / B_trunk) ** alpha · lr_multiplier(samples // B_trunk, trunk schedule)
 
 so a branch from a checkpoint continues the trunk's schedule where the trunk was, and the schedule run's LR
-steps up with its batch. A branch keeps the checkpoint's weights *and* optimizer state (Adam's moments and step
-count): the moments estimate per-example gradient statistics, which do not depend on the batch, and restarting
-them would add a warm-up transient that has nothing to do with the batch size and would bias CBS(t) down.
-A branch also continues the trunk's data order from the checkpoint, so trunk and branches see the same
-examples in the window.
+steps up with its batch: with alpha 0.5 (the default) that is the paper's √k·η, and × √2 per doubling of the
+schedule. A branch keeps the checkpoint's weights and, by default (``branch.optimizer_state: keep``, the
+paper's), Adam's moments and step count. That is not because the moments are batch-free: Adam's second moment
+estimates E[g²] = G² + σ²/B per coordinate, which falls with the batch, so a branch at k·B starts with a
+preconditioner made for B (too large a v, so smaller steps) that β2 = 0.999 forgets over ~1 000 steps, more than
+a window; a reset (``reset``) instead starts fresh moments with their bias correction, a transient of its own.
+docs/branch-mode.md has what the two gave on the tiny causal LM. A branch at seed offset 0 continues the trunk's
+data order from the checkpoint, so trunk and branches see the same examples in the window; another offset
+(``branch.repeats``) reshuffles the epoch with its own seed from the same position.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from cbs_ray.spec.branch_section import Branching, resolve_branching
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.checkpoint import trunk_checkpoint_path
 
-__all__ = ["RunPlan", "ROLES", "plan_from_config", "scratch_plan", "trunk_config", "branch_configs", "schedule_config"]
+__all__ = ["RunPlan", "ROLES", "plan_from_config", "scratch_plan", "trunk_config", "branch_configs", "schedule_config",
+           "validation_configs", "format_batch_schedule", "parse_batch_schedule"]
 
 ROLES = ("trunk", "branch", "schedule")
 """The runs of a branch search: the trunk (which is also the fixed small batch the schedule is validated
@@ -71,6 +76,12 @@ class RunPlan:
     the budget's."""
     lr_decay: str = "linear"
     """The decay after warmup (``training.lr_decay``: linear, cosine or constant)."""
+    seed_offset: int = 0
+    """The run's seed offset (branch mode: 0, the trunk's seed; a repeat or a validation seed otherwise)."""
+    control: Optional[str] = None
+    """The schedule validation's run kind (``schedule``, ``small``, ``large``, ``iso_steps``); None otherwise."""
+    resets_optimizer: bool = False
+    """A branch that starts with fresh optimizer state (``branch.optimizer_state: reset``)."""
     largest_batch: int = 0
     """The search's largest batch (trunk's and branches'). Every run of the search trains on a whole number of
     these from the training set (0: all of it, from scratch), so that every run, whatever its micro-batch, has
@@ -134,7 +145,8 @@ class RunPlan:
         history's columns the branch analysis reads)."""
         if self.role is None:
             return {"role": None, "start_samples": None}
-        return {"role": self.role, "start_samples": self.start_samples}
+        return {"role": self.role, "start_samples": self.start_samples, "seed_offset": self.seed_offset,
+                "control": self.control}
 
     # ---- batches, steps and LR ---------------------------------------------------------------------
     def batch_at(self, samples: int) -> int:
@@ -225,7 +237,7 @@ def plan_from_config(spec: SearchSpec, config: dict, budget_samples: int, tokens
     common = dict(lr_batch=br.trunk_batch, checkpoint_dir=config.get("checkpoint_dir", ""),
                   alpha=float(config["alpha"]), lr_peak=br.trunk_peak_lr, lr_warmup_steps=br.trunk_warmup_steps,
                   lr_total_steps=br.trunk_total_steps, lr_decay=spec.training.lr_decay,
-                  largest_batch=br.largest_batch)
+                  largest_batch=br.largest_batch, seed_offset=int(config.get("seed_offset", 0)))
     if role == "trunk":
         ends = [c + br.window_samples for c in br.checkpoints]
         return RunPlan(role=role, batch_schedule=((0, br.trunk_batch),), start_samples=0,
@@ -236,11 +248,13 @@ def plan_from_config(spec: SearchSpec, config: dict, budget_samples: int, tokens
         start, batch = int(config["start_samples"]), 2 ** int(config["log2_batch"])
         stop = start + br.window_samples
         return RunPlan(role=role, batch_schedule=((start, batch),), start_samples=start, stop_samples=stop,
-                       report_at=_reports(start, stop, every), **common)
+                       report_at=_reports(start, stop, every), resets_optimizer=br.optimizer_state == "reset",
+                       **common)
     if role == "schedule":
-        schedule = tuple((int(s), int(b)) for s, b in config["batch_schedule"])
+        schedule = parse_batch_schedule(config["batch_schedule"])
         return RunPlan(role=role, batch_schedule=schedule, start_samples=0, stop_samples=budget_samples,
-                       report_at=_reports(0, budget_samples, every), **common)
+                       report_at=_reports(0, budget_samples, every), control=config.get("control", "schedule"),
+                       **common)
     raise ValueError(f"unknown branch-mode role {role!r} (known: {', '.join(ROLES)})")
 
 
@@ -263,19 +277,64 @@ def _log2(batch: int) -> int:
 def trunk_config(br: Branching, checkpoint_dir: str) -> dict:
     """The trunk's Tune config."""
     return {"role": "trunk", "log2_batch": _log2(br.trunk_batch), "alpha": br.trunk_alpha,
-            "warmup_fraction": br.warmup_fraction, "start_samples": 0, "checkpoint_dir": checkpoint_dir}
+            "warmup_fraction": br.warmup_fraction, "start_samples": 0, "checkpoint_dir": checkpoint_dir,
+            "seed_offset": 0}
 
 
 def branch_configs(br: Branching, checkpoint_dir: str) -> list[dict]:
-    """One Tune config per (checkpoint, branch batch, alpha): the branches, earliest checkpoint first."""
-    return [{"role": "branch", "log2_batch": _log2(batch), "alpha": alpha, "warmup_fraction": br.warmup_fraction,
-             "start_samples": start, "checkpoint_dir": checkpoint_dir}
-            for start in br.checkpoints for batch in br.branch_batches for alpha in br.alphas]
+    """One Tune config per (checkpoint, branch batch, alpha, seed offset): the branches, earliest checkpoint
+    first; with ``branch.repeats`` > 1 also the trunk's continuations at its own batch with the other seeds
+    (one alpha: at the trunk's batch every alpha gives the trunk's LR). Every config names its ``seed_offset``:
+    Tune fills a key a preset point lacks from the space, at random."""
+    configs = []
+    for start in br.checkpoints:
+        for batch in br.run_batches():
+            alphas = br.alphas[:1] if batch == br.trunk_batch else br.alphas
+            for alpha in alphas:
+                for seed in br.seed_offsets:
+                    if batch == br.trunk_batch and seed == 0:
+                        continue  # that is the trunk itself
+                    configs.append({"role": "branch", "log2_batch": _log2(batch), "alpha": alpha,
+                                    "warmup_fraction": br.warmup_fraction, "start_samples": start,
+                                    "checkpoint_dir": checkpoint_dir, "seed_offset": seed})
+    return configs
 
 
-def schedule_config(br: Branching, schedule: Sequence[Sequence[int]], alpha: float) -> dict:
-    """The recommended schedule's validation run: the trunk's seed and data order, the batch following
-    ``schedule`` (``[start_samples, batch]`` pairs), the LR following the alpha rule at ``alpha``."""
+def schedule_config(br: Branching, schedule: Sequence[Sequence[int]], alpha: float, *, control: str = "schedule",
+                    seed_offset: int = 0) -> dict:
+    """A run of the schedule's validation: the batch following ``schedule`` (``[start_samples, batch]`` pairs;
+    a fixed-batch control is one pair), the LR following the alpha rule at ``alpha`` on the trunk's schedule
+    laid out in samples, seed ``seed_offset`` (0: the trunk's seed and data order)."""
     return {"role": "schedule", "log2_batch": _log2(int(schedule[0][1])), "alpha": alpha,
             "warmup_fraction": br.warmup_fraction, "start_samples": 0,
-            "batch_schedule": [[int(s), int(b)] for s, b in schedule], "checkpoint_dir": ""}
+            "batch_schedule": format_batch_schedule(schedule), "checkpoint_dir": "",
+            "control": control, "seed_offset": int(seed_offset)}
+
+
+def format_batch_schedule(schedule: Sequence[Sequence[int]]) -> str:
+    """A schedule as the Tune config holds it, ``"0:8 1024:32"``: a string, since Tune checks a preset point's
+    list value against its space item by item (and fails on the pairs)."""
+    return " ".join(f"{int(s)}:{int(b)}" for s, b in schedule)
+
+
+def parse_batch_schedule(value) -> tuple[tuple[int, int], ...]:
+    """``format_batch_schedule``'s string back as ``(start, batch)`` pairs; a list of pairs as an experiment
+    written before it holds them."""
+    if isinstance(value, str):
+        return tuple((int(s), int(b)) for s, b in (pair.split(":") for pair in value.split()))
+    return tuple((int(s), int(b)) for s, b in value)
+
+
+def validation_configs(br: Branching, schedule: Sequence[Sequence[int]], alpha: float,
+                       controls: Sequence[tuple[str, int]]) -> list[dict]:
+    """Every run of the schedule's validation: the schedule and each fixed-batch control (``(name, batch)``)
+    on ``br.validation_seeds`` seeds, seed by seed (seed s of every kind shares its initial weights and data
+    order). The small batch's seed 0 is the trunk itself and is not trained again."""
+    configs = []
+    for seed in range(br.validation_seeds):
+        configs.append(schedule_config(br, schedule, alpha, seed_offset=seed))
+        for name, batch in controls:
+            if name == "small" and seed == 0:
+                continue
+            configs.append(schedule_config(br, [[0, int(batch)]], alpha, control=name, seed_offset=seed))
+    return configs

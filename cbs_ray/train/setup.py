@@ -68,6 +68,8 @@ class _Progress:
     interval_loss: float = 0.0
     interval_steps: int = 0
     interval_samples: int = 0
+    train_loss_ema: Optional[float] = None
+    """The training loss's EMA (α = 0.5 per step) since this start (a restart begins it again)."""
 
 
 # ---- building -------------------------------------------------------------------------------------
@@ -154,11 +156,12 @@ def _start_branch(cfg: TrialConfig, session, model, optimizer, scheduler, scaler
     run = cfg.plan
     path = run.checkpoint_path(run.start_samples)
     wait_for_trunk(path, run.checkpoint_dir, log=lambda line: print(line, flush=True) if session.rank == 0 else None)
-    trunk = load_branch_start(path, model, optimizer, scaler)
+    trunk = load_branch_start(path, model, optimizer, scaler, keep_optimizer=not run.resets_optimizer)
     for group, lr in zip(optimizer.param_groups, scheduler.get_last_lr()):
         group["lr"] = lr
     if session.rank == 0:
-        print(f"branch: started from the trunk's checkpoint at {run.start_samples} samples", flush=True)
+        print(f"branch: started from the trunk's checkpoint at {run.start_samples} samples"
+              + (" (Adam's state reset)" if run.resets_optimizer else ""), flush=True)
     return {"samples_drawn": trunk["samples_drawn"], "first_loss": trunk.get("first_loss")}
 
 

@@ -3,25 +3,26 @@ trunk and every branch as trials of one Tune experiment, then the branch summary
 batch-size schedule, and with ``branch.validate_schedule`` a second experiment that trains that schedule.
 
 One Tune experiment (``<name>-branch-<date>-<time>``) holds the trunk trial (first) and one trial per
-(checkpoint, branch batch, alpha): they run concurrently on the cluster, resume like any trial and show in
-the dashboard. A branch trial waits until the trunk has written its checkpoint (``trunk_checkpoints/``
+(checkpoint, branch batch, alpha, seed): they run concurrently on the cluster, resume like any trial and show
+in the dashboard. A branch trial waits until the trunk has written its checkpoint (``trunk_checkpoints/``
 under the experiment), so branches from early checkpoints train while the trunk goes on. The branches are a
 plain grid, with no ASHA and no TPE: each branch is evaluated once, at its window's end, so ASHA has no
-earlier result to stop it on; and a grid over a few alphas per (checkpoint, batch), keeping each batch's
-best, is what the paper does (it takes the best LR per batch size). The pure parts (the plan, what the
+earlier result to stop it on; the paper trains one LR per batch (√k·η, alpha 0.5), which is the default.
+The validation (``branch.validate_schedule``) is a second experiment: the schedule and its fixed-batch
+controls (``analysis.branch_schedule``), each on ``branch.validation_seeds`` seeds. The pure parts (the plan, what the
 history means) live in ``spec.branch_section``, ``train.run_plan`` and ``analysis.branch_*``; this module only
 starts runs and reads them. Its ``METHOD`` is its entry in ``tune.api.METHODS``.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import pandas as pd
 
+from cbs_ray.analysis.branch_schedule import CRITERION, control_batches
 from cbs_ray.analysis.branch_summary import summarize_branches
 from cbs_ray.maths.budget import scratch_grid_samples
 from cbs_ray.records.meta import FORMAT, ExperimentMeta
@@ -32,16 +33,16 @@ from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import spec_from_dict, spec_to_dict
 from cbs_ray.spec.resolve import tokens_per_sample
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.train.run_plan import branch_configs, schedule_config, trunk_config
+from cbs_ray.train.run_plan import branch_configs, trunk_config, validation_configs
 from cbs_ray.tune.branch_gate import PublishedCheckpoints, never_started
 from cbs_ray.tune.prepare import data_fingerprint, prepare
 from cbs_ray.tune.runner import new_experiment, on_the_cluster, points_config, ray_session, run_tuner
 from cbs_ray.tune.search_method import SearchMethod, experiment_out
 from cbs_ray.tune.trunk_watch import TrunkWatch
 
-__all__ = ["BranchResult", "run_branch_search", "resume_branch_search", "branch_tokens_per_sample",
-           "branch_plan_lines", "branch_search_samples", "scratch_search_samples", "schedule_alpha",
-           "summarize_branch_experiment", "report_branch_experiment", "check_no_objects", "METHOD"]
+__all__ = ["METHOD", "BranchResult", "branch_plan_lines", "branch_search_samples", "branch_tokens_per_sample",
+           "check_no_objects", "report_branch_experiment", "resume_branch_search", "scratch_search_samples",
+           "summarize_branch_experiment"]
 
 
 @dataclass
@@ -72,11 +73,19 @@ def branch_tokens_per_sample(spec: SearchSpec) -> Optional[int]:
     return None if spec.training.budget_tokens is None else tokens_per_sample(spec)
 
 
+def _branch_runs(br: Branching) -> int:
+    """Branch trials: every (checkpoint, batch, alpha, seed), the trunk's continuations at its batch included."""
+    per_point = len(br.branch_batches) * len(br.alphas) * br.repeats + (br.repeats - 1)
+    return len(br.checkpoints) * per_point
+
+
 def branch_search_samples(br: Branching, *, validate_schedule: bool = False) -> int:
-    """Samples the branch search trains: the trunk's budget, every branch's window, and the schedule
-    run's budget when it is validated."""
-    branches = len(br.checkpoints) * len(br.branch_batches) * len(br.alphas)
-    return br.budget_samples * (1 + int(validate_schedule)) + branches * br.window_samples
+    """Samples the branch search trains: the trunk's budget and every branch's window (trunk + branches: what
+    finding CBS(t) costs); with ``validate_schedule`` an estimate of the validation's runs too (the schedule
+    and three fixed-batch controls on every seed but the trunk's own, each the budget: the iso-step batches are
+    known only once the schedule is)."""
+    validation = (4 * br.validation_seeds - 1) * br.budget_samples if validate_schedule else 0
+    return br.budget_samples + _branch_runs(br) * br.window_samples + validation
 
 
 def scratch_search_samples(br: Branching) -> int:
@@ -94,47 +103,39 @@ def branch_plan_lines(spec: SearchSpec, br: Branching) -> list[str]:
         return f"{samples} samples" + (f" ({samples * tokens} tokens)" if tokens else "")
 
     validate = spec.branch.validate_schedule
-    ours, scratch = branch_search_samples(br, validate_schedule=validate), scratch_search_samples(br)
-    branches = len(br.checkpoints) * len(br.branch_batches) * len(br.alphas)
-    return [
-        f"{spec.name}: branch mode (Merrill et al. 2025), budget {amount(br.budget_samples)}, eval loss compared "
-        f"within {br.tolerance:.3g} (relative)",
+    searched, scratch = branch_search_samples(br), scratch_search_samples(br)
+    branches = _branch_runs(br)
+    loss = "eval loss at t + window" if br.loss == "eval" else "training loss (EMA, alpha 0.5) at t + window"
+    tolerance = f"{br.tolerance:.3g} relative" if br.tolerance_relative else f"{br.tolerance:.3g} nats (absolute)"
+    steps = ", ".join(f"B={b}: {br.window_samples // b}" for b in br.branch_batches)
+    state = "keeping the trunk's weights and Adam state" if br.optimizer_state == "keep" else \
+        "with the trunk's weights and fresh Adam state"
+    lines = [
+        f"{spec.name}: branch mode (Merrill et al. 2025), budget {amount(br.budget_samples)}; {loss} compared "
+        f"with every smaller batch's within ε = {tolerance}",
         f"  trunk: B={br.trunk_batch}, peak lr {br.trunk_peak_lr:.3g} (alpha {br.trunk_alpha:g}), "
         f"{br.trunk_total_steps} steps, warmup {br.trunk_warmup_steps} steps, {spec.training.lr_decay} decay",
-        f"  checkpoints at {', '.join(str(c) for c in br.checkpoints)} samples; window {amount(br.window_samples)}",
-        f"  branches: B in {list(br.branch_batches)} x alpha in {list(br.alphas)} from each checkpoint = "
-        f"{branches} trials, each keeping the trunk's weights and Adam state",
-        f"  samples trained: {ours} (trunk {br.budget_samples} + branches {branches * br.window_samples}"
-        + (f" + schedule run {br.budget_samples}" if validate else "")
-        + f"); a from-scratch search over the same batch sizes and alphas: {scratch} "
-        f"({ours / scratch:.2f} of it)",
-        *(["  then: the recommended schedule trained for the whole budget against the trunk (--validate-schedule)"]
-          if validate else []),
-        *([f"  ignored in branch mode: search.repeats={spec.search.repeats}"] if spec.search.repeats > 1 else []),
+        f"  checkpoints at {', '.join(str(c) for c in br.checkpoints)} samples; window {amount(br.window_samples)} "
+        f"({br.window_samples / br.budget_samples:.1%} of the budget); optimizer steps per window: {steps}",
+        f"  branches: B in {list(br.branch_batches)} x alpha in {list(br.alphas)}"
+        + (f" x {br.repeats} seeds (and the trunk's continuation on {br.repeats - 1} more)" if br.repeats > 1 else "")
+        + f" from each checkpoint = {branches} trials, each {state}",
+        f"  samples trained: {searched} (trunk {br.budget_samples} + branches {branches * br.window_samples}); "
+        f"a from-scratch search over the same batch sizes and alphas: {scratch} ({searched / scratch:.2f} of it)",
     ]
-
-
-def schedule_alpha(history: pd.DataFrame, br: Branching) -> float:
-    """The alpha the schedule run follows: the one that won most of the passing branches (each (checkpoint,
-    batch) counts its best alpha, the one with the lowest eval loss at the window's end, when that loss is
-    within the tolerance of the trunk's there); the smaller alpha on a tie (the gentler LR); the trunk's
-    alpha when no branch passed."""
-    if history.empty or "role" not in history:
-        return br.trunk_alpha
-    trunk = history[history["role"] == "trunk"].set_index("samples_seen")["eval_loss"]
-    branches = history[(history["role"] == "branch")
-                       & (history["samples_seen"] == history["start_samples"] + br.window_samples)]
-    wins = Counter()
-    for (start, _batch), rows in branches.dropna(subset=["eval_loss"]).groupby(["start_samples", "batch_size"]):
-        end = int(start) + br.window_samples
-        if end not in trunk.index:
-            continue
-        best = rows.loc[rows["eval_loss"].idxmin()]
-        if best["eval_loss"] <= trunk[end] * (1 + br.tolerance):
-            wins[float(best["alpha"])] += 1
-    if not wins:
-        return br.trunk_alpha
-    return min(wins, key=lambda a: (-wins[a], a))
+    if br.window_steps_at_largest < br.window_min_steps:
+        lines.append(f"  warning: the largest branch batch {br.largest_batch} takes {br.window_steps_at_largest} "
+                     f"optimizer steps per window, under the floor of {br.window_min_steps} "
+                     f"(branch.window_min_steps): its loss will say more about its first steps than its batch")
+    lines += [f"  deviation from the paper: {d}" for d in br.deviations()]
+    if validate:
+        lines.append(f"  then: the schedule and its fixed-batch controls (small, large, iso-steps) on "
+                     f"{br.validation_seeds} seeds, about {branch_search_samples(br, validate_schedule=True) - searched} "
+                     f"samples more (--validate-schedule)")
+        lines.append(f"  criterion, fixed before the validation runs: {CRITERION}")
+    if spec.search.repeats > 1:
+        lines.append(f"  ignored in branch mode: search.repeats={spec.search.repeats} (branch.repeats sets seeds)")
+    return lines
 
 
 # ---- on Ray ------------------------------------------------------------------------------------------
@@ -211,18 +212,18 @@ def _fit_branches(spec: SearchSpec, data, budget: int, config, br: Branching, ve
 
 def _validate_schedule(spec: SearchSpec, data, budget: int, config, br: Branching, path: str,
                        verbose: int) -> Optional[str]:
-    """Train the recommended schedule for the whole budget with the trunk's seed and data (the trunk is
-    the fixed small batch it is compared with), as a second Tune experiment recorded in the first one's
-    metadata before it starts, so that a killed run resumes it; None when the schedule keeps the trunk's
-    batch throughout (the run would repeat the trunk)."""
+    """Train the recommended schedule for the whole budget against its fixed-batch controls
+    (``analysis.branch_schedule.control_batches``), each on ``branch.validation_seeds`` seeds (seed 0 of the
+    small batch is the trunk), as a second Tune experiment recorded in the first one's metadata before it
+    starts, so that a killed run resumes it; None when the schedule keeps the trunk's batch throughout (there
+    is nothing to validate)."""
     meta = ExperimentMeta.read(path)
     recorded = meta.schedule
     if recorded:  # resumed before Tune saved the schedule run's state: train what was decided then
         schedule, alpha = recorded["batch_size_schedule"], recorded["alpha"]
     else:
-        history = load_history(path)
-        schedule = summarize_branches(history, meta.to_dict()).batch_size_schedule
-        alpha = schedule_alpha(history, br)
+        summary = summarize_branches(load_history(path), meta.to_dict())
+        schedule, alpha = summary.batch_size_schedule, summary.schedule_alpha
     if len(schedule) < 2:
         print(f"schedule: the critical batch never rose above the trunk's batch {br.trunk_batch}; nothing to "
               f"validate (the schedule run would repeat the trunk)", flush=True)
@@ -231,12 +232,12 @@ def _validate_schedule(spec: SearchSpec, data, budget: int, config, br: Branchin
     meta.schedule_experiment = f"{spec.storage_uri.rstrip('/')}/{name}"
     meta.schedule = {"batch_size_schedule": [[int(s), int(b)] for s, b in schedule], "alpha": alpha}
     meta.write(path)
-    print(f"schedule: training {schedule} (alpha {alpha:g}) for {br.budget_samples} samples against the trunk",
-          flush=True)
-    # One trial whose config is fixed: the space itself (Tune would check a preset point's list value,
-    # the schedule, against the space item by item).
-    return run_tuner(spec, data, budget, config, name=name, verbose=verbose, branching=br,
-                     param_space=schedule_config(br, schedule, alpha), num_samples=1)
+    controls = control_batches(schedule, br.budget_samples)
+    points = validation_configs(br, schedule, alpha, controls)
+    print(f"schedule: training {schedule} (alpha {alpha:g}) for {br.budget_samples} samples against fixed batches "
+          f"{', '.join(f'{n} B={b}' for n, b in controls)}, on {br.validation_seeds} seeds ({len(points)} runs)\n"
+          f"  criterion, fixed before these runs: {CRITERION}", flush=True)
+    return run_tuner(spec, data, budget, config, name=name, verbose=verbose, branching=br, **points_config(points))
 
 
 def summarize_branch_experiment(spec: SearchSpec, path: str, out: Path, schedule_path: Optional[str] = None, *,

@@ -159,9 +159,11 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: bool | in
         # Tune wraps a Searcher in a ConcurrencyLimiter at max_concurrent_trials but ignores the limit for a
         # variant generator (a grid, the repeats); the generator takes it itself.
         search_alg.max_concurrent = limit
+    # Tune warns of (and ignores) max_concurrent_trials beside a variant generator: it holds the limit itself.
+    trial_limit = None if isinstance(search_alg, BasicVariantGenerator) else limit
     tuner = tune.Tuner(
         trainable,
-        tune_config=tune.TuneConfig(max_concurrent_trials=limit,
+        tune_config=tune.TuneConfig(max_concurrent_trials=trial_limit,
                                     # A finished in-process trial's process (torch and transformers
                                     # imported) runs the next trial: seconds saved per trial. Tune
                                     # cannot reset a trial that ran a TorchTrainer, so not for those.
@@ -277,8 +279,12 @@ def _finished(grid, *, expected_trials: int) -> str:
 def _trial_name(trial) -> str:
     config = trial.config
     role, batch = config.get("role"), batch_size_of(config)
-    if role == "branch":  # branch mode: which checkpoint, batch and alpha
-        return f"branch_B{batch}_from{config['start_samples']}_a{config['alpha']:g}_{trial.trial_id}"
+    seed = int(config.get("seed_offset", 0) or 0)
+    seeded = f"_s{seed}" if seed else ""
+    if role == "branch":  # branch mode: which checkpoint, batch, alpha and seed
+        return f"branch_B{batch}_from{config['start_samples']}_a{config['alpha']:g}{seeded}_{trial.trial_id}"
+    if role == "schedule":  # the validation: which run kind and seed
+        return f"{config.get('control') or 'schedule'}_B{batch}{seeded}_{trial.trial_id}"
     if role:
         return f"{role}_B{batch}_{trial.trial_id}"
     return f"B{batch}_{trial.trial_id}"

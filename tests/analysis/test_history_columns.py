@@ -92,7 +92,7 @@ def test_the_schedule_validation_and_the_cost_name_what_they_lack():
     schedule = pd.DataFrame([{Column.role: "schedule", Column.start_samples: 0, Column.samples_seen: 2048,
                               Column.batch_size: 16, Column.eval_loss: 2.5, Column.steps: 100}])
     history = pd.concat([branch_history(), schedule], ignore_index=True)
-    assert validate_schedule(history).schedule_steps == 100
+    assert validate_schedule(history).control("schedule").steps == 100
     with pytest.raises(MissingColumnError, match="^validate_schedule: the history has no column 'steps'"):
         validate_schedule(history.drop(columns=[Column.steps]))
     assert samples_trained(history) == {"trunk": 2048, "branch": 1024, "schedule": 2048}

@@ -245,7 +245,7 @@ KEYS_NOTHING_COMPLETED = (TOP | CRITICAL_BATCH | TURNING_POINT | TRADEOFF | OVER
 RECOMMENDATION_RUNS = _under("recommendation", "runs mean_accuracy se_accuracy")
 # Every section filled, and every key that is only written when it has a value.
 KEYS_EVERYTHING = (KEYS_NOTHING_COMPLETED | UNCERTAINTY | RECOMMENDATION | {"recommendation.note"} | RECOMMENDATION_RUNS
-                   | {"critical_batch.overhead_20pct.left_out", "noise_scale.reports", "noise_scale.reports_left_out"}
+                   | {"critical_batch.overhead_20pct.left_out", "noise_scale.reports", "noise_scale.reports_not_positive"}
                    | _under("pareto[]", FRONT_ROW) | _under("pareto_projected[]", FRONT_ROW)
                    | _under("per_batch[]", "alpha warmup_fraction peak_lr wall_time_s samples_per_s trial_id "
                                            "dev_accuracy steps_to_target samples_to_target target_at_first_report "

@@ -16,11 +16,12 @@ LM = "search_spaces/tiny_causal_lm.yaml"
 BRANCH = ["search.method=branch"]
 
 # The tiny causal LM, shrunk: 4096 samples, reports every 1024; trunk B=8, branches at 16 and 32 from 1024
-# and 2048 for 1024 samples, two alphas each (8 branch trials); a small eval set.
+# and 2048 for 1024 samples, alpha 0.5, two seeds each and the trunk's continuation on a second seed (10 branch
+# trials); the validation on two seeds; a small eval set.
 SMALL = BRANCH + ["training.budget_samples=4096", "training.eval_every_samples=1024",
                   "asha.grace_period_samples=1024", "search.batch_sizes=[8, 16, 32]", "data.builtin_eval_examples=512",
                   "data.builtin_train_examples=4096", "branch.checkpoints=[0.25, 0.5]", "branch.window=0.25",
-                  "branch.batch_sizes=[16, 32]", "branch.tolerance=0.01", "search.repeats=1"]
+                  "branch.batch_sizes=[16, 32]", "branch.repeats=2", "branch.validation_seeds=2", "search.repeats=1"]
 
 
 @pytest.fixture(scope="module")
@@ -38,11 +39,12 @@ def test_trunk_and_branches_are_trials_of_one_tune_experiment(branch_search):
 
     trials = ExperimentAnalysis(branch_search.experiment_path).trials
     roles = sorted(t.config["role"] for t in trials)
-    assert roles == ["branch"] * 8 + ["trunk"]
+    assert roles == ["branch"] * 10 + ["trunk"]
     assert all(t.status == "TERMINATED" for t in trials)
     names = {str(t) for t in trials}
-    assert any(n.startswith("trunk_B8_") for n in names) and any(n.startswith("branch_B32_from2048_a1_")
+    assert any(n.startswith("trunk_B8_") for n in names) and any(n.startswith("branch_B32_from2048_a0.5_s1_")
                                                                     for n in names)
+    assert sum(n.startswith("branch_B8_") for n in names) == 2  # the trunk's continuations, one per checkpoint
     history = branch_search.history
     branches = history[history["role"] == "branch"]
     # Each branch reports at its window's end, in absolute samples.
@@ -69,7 +71,15 @@ def test_validate_schedule_compares_the_schedule_run_with_the_trunk(branch_searc
         return
     assert branch_search.schedule_experiment_path
     assert (branch_search.history["role"] == "schedule").any()
-    assert summary["schedule_validation"] is not None
+    validation = summary["schedule_validation"]
+    assert validation is not None and isinstance(validation["below_frontier"], bool)
+    schedule = next(c for c in validation["controls"] if c["name"] == "schedule")
+    small = next(c for c in validation["controls"] if c["name"] == "small")
+    assert schedule["seeds"] == 2 and small["seeds"] == 2 and small["batch_size"] == 8  # the trunk is seed 0
+    assert len(schedule["final_loss_ci95"]) == 2 and validation["frontier"]
+    points = summary["critical_batch_over_training"]
+    assert all(p["branches"][0]["seeds"] == 2 for p in points)  # the trunk and its continuation
+    assert all(isinstance(p["resolvable"], bool) and p["interval"][0] == p["batch_size"] for p in points)
 
 
 def test_the_report_command_rebuilds_a_branch_report(branch_search, tmp_path, capsys):

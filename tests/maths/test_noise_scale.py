@@ -78,15 +78,17 @@ def test_a_negative_noise_estimate_is_not_a_noise_scale():
     assert math.isnan(b_simple)  # not -0.84: too few steps for the noise to average out
 
 
-def test_report_leaves_a_negative_trace_out_of_the_noise_scale():
+def test_the_average_noise_scale_counts_a_negative_trace_estimate():
     history = pd.DataFrame([{"trial_id": "a", "batch_size": 16, "samples_seen": 1024, "grad_sq": 2.0,
                              "trace_sigma": -10.0, "b_simple": math.nan},
                             {"trial_id": "a", "batch_size": 16, "samples_seen": 2048, "grad_sq": 2.0,
                              "trace_sigma": 64.0, "b_simple": 32.0}])
     rows, overall = noise_scale_table(history)
-    assert overall["early"] == pytest.approx(32.0)  # the first finite report, not the negative one
-    assert overall["mean"] == pytest.approx(32.0)  # over the reports with a noise scale only
-    assert (overall["reports"], overall["reports_left_out"]) == (2, 1)  # the report says how many it left out
+    assert overall["early"] == pytest.approx(32.0)  # the first report with a B_simple, not the negative one
+    # over every finite report, the negative estimate included: tr Σ (−10 + 64)/2 = 27 over |G|² 2 = 13.5
+    # (leaving it out, 32, is the biased reading)
+    assert overall["mean"] == pytest.approx(13.5)
+    assert (overall["reports"], overall["reports_not_positive"]) == (2, 1)  # the report says how many
     history.loc[1, "trace_sigma"] = -70.0
     history.loc[1, "b_simple"] = 5.0  # even if a report carried one, the ratio of means is not positive
     assert math.isnan(noise_scale_table(history)[1]["mean"])

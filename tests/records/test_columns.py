@@ -71,7 +71,8 @@ def test_a_field_renamed_without_its_column_is_a_problem():
 def test_what_a_trial_reports_is_named_by_columns():
     full = _report(grad_sq=1.0, trace_sigma=2.0, b_simple=2.0, b_small=4, noise_scale_note="", warmup_steps=6,
                    samples_per_s=100.0, train_time_s=2.0, first_step_at=1.0, trial_started_at=0.5, reported_at=3.5,
-                   resumed_from_samples=0, node_id="n1", role="trunk", start_samples=0, tokens_seen=65536)
+                   resumed_from_samples=0, node_id="n1", role="trunk", start_samples=0, tokens_seen=65536,
+                   seed_offset=0, control="small", train_loss_ema=3.5)
     assert set(full.to_dict()) <= ALL_COLUMNS
     assert set(full.to_dict()) - set(full.evaluation) == set(REPORTED)
     # A diverged report leaves the optional fields out: those are the ones a reader must guard.

@@ -100,10 +100,10 @@ def test_the_headline_says_how_many_noise_reports_it_left_out():
         with_noise = replace(s, noise_scale=NoiseScale(early=40.0, mean=32.0, note=None, **noise))
         return next(x for x in headline(with_noise) if x.startswith("Gradient noise scale"))
 
-    assert noise_line(reports=2, reports_left_out=0).endswith("40 early in training, 32 averaged over training")
-    assert noise_line(reports=26, reports_left_out=8).endswith(
-        "32 averaged over training (8 of 26 reports left out: their |G|² or tr Σ estimate was not positive, "
-        "the noise not yet averaged out)")
+    assert noise_line(reports=2, reports_not_positive=0).endswith("40 early in training, 32 averaged over training")
+    assert noise_line(reports=26, reports_not_positive=8).endswith(
+        "32 averaged over training (8 of 26 reports had no positive B_simple of their own, the noise not yet "
+        "averaged out; the average counts them, as it must to be unbiased)")
 
 
 def test_a_batch_that_reached_the_target_by_its_first_report_is_left_out_of_the_fits(tmp_path, monkeypatch):

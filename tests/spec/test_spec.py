@@ -108,6 +108,9 @@ BAD = [
      "training.eval_every_samples: must be a positive multiple of training.base_batch"),
     # One row per check declared beside its field (test_every_declared_check_has_a_bad_row).
     (["name=a b"], "name: must be a non-empty name without spaces or slashes, got 'a b'"),
+    (["branch.window_min_steps=0"], "branch.window_min_steps: must be at least 1, got 0"),
+    (["branch.repeats=0"], "branch.repeats: must be at least 1, got 0"),
+    (["branch.validation_seeds=0"], "branch.validation_seeds: must be at least 1, got 0"),
     (["name=runs/a"], "name: must be a non-empty name without spaces or slashes, got 'runs/a'"),
     (["model.config={hidden_size: 64}"], "model.config: must contain model_type (e.g. bert, gpt2)"),
     (["model.vocab_size=9"], "model.vocab_size: must be at least 10, got 9"),

@@ -28,7 +28,8 @@ SPACE = str(SEARCH_SPACES / "tiny_causal_lm.yaml")
 SHRUNK = ["model.config.n_embd=32", "model.config.n_layer=1", "data.builtin_train_examples=400",
           "data.builtin_eval_examples=64", "training.budget_samples=512", "training.eval_every_samples=256",
           "asha.grace_period_samples=256", "search.batch_sizes=[8, 16, 32]", "search.repeats=1",
-          "search.method=branch", "branch.checkpoints=[128, 256]", "branch.window=64", "branch.batch_sizes=[16, 32]"]
+          "search.method=branch", "branch.checkpoints=[128, 256]", "branch.window=64", "branch.batch_sizes=[16, 32]",
+          "branch.alphas=[0.5, 1.0]"]
 
 TRUNK_PEAK_LR = 0.002 * (8 / 16) ** 0.75  # the alpha rule at the trunk's alpha, the middle of [0.5, 1.0]
 

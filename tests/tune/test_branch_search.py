@@ -3,11 +3,10 @@ starts; what it costs and which alpha the schedule run follows, on hand-built in
 real local Ray (marked e2e): the trunk and branches as Tune trials, summary.json's keys, the schedule run."""
 
 
-import pandas as pd
 import pytest
 
 from cbs_ray.spec.branch_section import resolve_branching
-from cbs_ray.tune.branch import branch_search_samples, schedule_alpha, scratch_search_samples
+from cbs_ray.tune.branch import branch_search_samples, scratch_search_samples
 from cbs_ray.search import main
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
@@ -94,52 +93,33 @@ def test_a_branch_section_is_ignored_by_the_scratch_method():
 def test_dry_run_prints_the_branch_plan_and_its_cost(capsys):
     assert main(["--space", LM, "--dry-run", "--validate-schedule", *_sets(BRANCH)]) == 0
     out = capsys.readouterr().out
-    # tiny_causal_lm.yaml: budget 8192, trunk B=8 (the smallest batch), branches at 16..256, alphas [0.5, 1.0];
-    # default checkpoints 1/8, 1/4, 1/2 of the budget, window 1/8: 3 x 5 x 2 = 30 branches of 1024 samples.
-    assert "trunk: B=8" in out
-    assert "checkpoints at 1024, 2048, 4096 samples; window 1024 samples" in out
-    assert "branches: B in [16, 32, 64, 128, 256] x alpha in [0.5, 1.0] from each checkpoint = 30 trials" in out
-    # 8192 (trunk) + 30 x 1024 + 8192 (schedule run) = 47104; from scratch: 8192 x (1 + 5 x 2) = 90112.
-    assert "samples trained: 47104 (trunk 8192 + branches 30720 + schedule run 8192)" in out
-    assert "90112 (0.52 of it)" in out
+    # tiny_causal_lm.yaml: budget 8192, trunk B=8 (the smallest batch), branches at 16, 32, 64, alpha 0.5 alone;
+    # default checkpoints 1/8, 1/4, 1/2 of the budget; the default window max(5 % of 8192 = 384, 8 steps x 64)
+    # = 512 samples: 3 x 3 = 9 branches.
+    assert "trunk: B=8" in out and "within ε = 0.01 nats (absolute)" in out
+    assert "checkpoints at 1024, 2048, 4096 samples; window 512 samples (6.2% of the budget); optimizer steps per " \
+           "window: B=16: 32, B=32: 16, B=64: 8" in out
+    assert "branches: B in [16, 32, 64] x alpha in [0.5] from each checkpoint = 9 trials" in out
+    # 8192 (trunk) + 9 x 512 = 12800; from scratch: 8192 x (1 + 3) = 32768.
+    assert "samples trained: 12800 (trunk 8192 + branches 4608)" in out and "32768 (0.39 of it)" in out
+    assert "on 3 seeds, about 90112 samples more" in out and "criterion, fixed before the validation runs" in out
+    assert "warning" not in out
+    # A window under the floor of steps at the largest batch is warned of; extra alphas are a named deviation.
+    assert main(["--space", LM, "--dry-run", *_sets(BRANCH), "--set", "branch.window=128",
+                 "--set", "branch.alphas=[0.5, 1.0]"]) == 0
+    out = capsys.readouterr().out
+    assert "warning: the largest branch batch 64 takes 2 optimizer steps per window, under the floor of 8" in out
+    assert "deviation from the paper: branch LR alphas [0.5, 1.0]" in out
 
 
 def test_samples_of_branch_and_scratch_searches():
-    br = resolve_branching(load_spec(LM, BRANCH + ["branch.batch_sizes=null"]), 8192)  # 16, 32, 64
-    assert branch_search_samples(br) == 8192 + 3 * 3 * 2 * 1024 == 26624
-    assert branch_search_samples(br, validate_schedule=True) == 26624 + 8192
-    assert scratch_search_samples(br) == 8192 * (1 + 3 * 2) == 57344
-
-
-def _report(role, samples, loss, *, start=0, batch=8, alpha=0.75):
-    return {"role": role, "samples_seen": samples, "start_samples": start, "batch_size": batch, "alpha": alpha,
-            "eval_loss": loss}
-
-
-def test_schedule_alpha_is_the_one_that_won_most_passing_branches():
-    br = resolve_branching(load_spec(LM, BRANCH + ["branch.checkpoints=[1024, 2048]", "branch.tolerance=0.01"]), 8192)
-    assert (br.window_samples, br.tolerance, br.trunk_alpha) == (1024, 0.01, 0.75)
-    rows = [_report("trunk", 2048, 3.00), _report("trunk", 3072, 2.50)]
-    # From 1024 (trunk 3.00 at 2048; passing means <= 3.03): B=16's best alpha 1.0 (2.98) passes; B=32's best
-    # alpha 0.5 (3.02) passes; B=64's best (3.50) fails, so its alpha 1.0 does not count.
-    rows += [_report("branch", 2048, loss, start=1024, batch=b, alpha=a) for b, a, loss in [
-        (16, 0.5, 3.01), (16, 1.0, 2.98), (32, 0.5, 3.02), (32, 1.0, 3.10), (64, 0.5, 3.60), (64, 1.0, 3.50)]]
-    # From 2048 (trunk 2.50 at 3072; passing <= 2.525): B=16's best alpha 1.0 (2.49) passes.
-    rows += [_report("branch", 3072, loss, start=2048, batch=b, alpha=a) for b, a, loss in [
-        (16, 0.5, 2.60), (16, 1.0, 2.49), (32, 1.0, 2.90), (64, 1.0, 3.0)]]
-    # A branch's report inside its window does not count (only the window's end does).
-    rows += [_report("branch", 1536, 1.0, start=1024, batch=64, alpha=0.5)]
-    assert schedule_alpha(pd.DataFrame(rows), br) == 1.0  # alpha 1.0 won twice, 0.5 once
-
-
-def test_schedule_alpha_on_a_tie_and_when_nothing_passes():
-    br = resolve_branching(load_spec(LM, BRANCH + ["branch.checkpoints=[1024]", "branch.tolerance=0.01"]), 8192)
-    tie = [_report("trunk", 2048, 3.0), _report("branch", 2048, 2.9, start=1024, batch=16, alpha=1.0),
-           _report("branch", 2048, 2.9, start=1024, batch=32, alpha=0.5)]
-    assert schedule_alpha(pd.DataFrame(tie), br) == 0.5  # one win each: the gentler LR
-    fail = [_report("trunk", 2048, 3.0), _report("branch", 2048, 3.2, start=1024, batch=16, alpha=1.0)]
-    assert schedule_alpha(pd.DataFrame(fail), br) == 0.75  # none passed: the trunk's alpha
-    assert schedule_alpha(pd.DataFrame(), br) == 0.75
+    br = resolve_branching(load_spec(LM, BRANCH), 8192)  # 16, 32, 64; window 512
+    assert branch_search_samples(br) == 8192 + 3 * 3 * 512 == 12800
+    assert branch_search_samples(br, validate_schedule=True) == 12800 + (4 * 3 - 1) * 8192
+    assert scratch_search_samples(br) == 8192 * (1 + 3) == 32768
+    # Repeats: every batch on 3 seeds, and the trunk's continuation on 2 more, from each checkpoint.
+    br = resolve_branching(load_spec(LM, BRANCH + ["branch.repeats=3"]), 8192)
+    assert branch_search_samples(br) == 8192 + 3 * (3 * 3 + 2) * 512
 
 
 def test_trial_names_say_role_batch_and_checkpoint():

@@ -1,0 +1,266 @@
+"""The "ladder" critical-batch predictor: read B_crit at several data sizes from one set of runs, fit how it
+grows with data, and extrapolate to the full budget.
+
+Every candidate batch is trained once (per seed) and evaluated on a geometric cadence. Each evaluation point
+D_j of the reference (smallest) batch is a rung: its loss there is a target, and the steps every batch needs
+to reach it give one steps/samples tradeoff (McCandlish et al. 2018, "An Empirical Model of Large-Batch
+Training", S(B) = S_min + E_min / B) and so one B_crit(D_j), with the 20 % overhead rule beside it (Zhang et
+al. 2025, "How Does Critical Batch Size Scale in Pre-training?", arXiv 2410.21676). Zhang et al. find the
+critical batch grows with data as a power law, B_crit ∝ D^γ; ``fit_ladder`` fits γ over the rungs and
+predicts B_crit at the budget, or refuses and says why. ``no_extrapolation`` and ``borrowed_exponent`` are
+the baselines it has to beat; ``closed_form_laws`` gives published laws for reference.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from cbs_ray.maths.tradeoff import fit_tradeoff, overhead_rule, samples_to_target
+
+__all__ = ["BORROWED_EXPONENTS", "POOR_FIT_P", "SD_FLOOR", "Curves", "LadderFit", "Rung", "borrowed_exponent",
+           "closed_form_laws", "fit_ladder", "fit_power_law", "log2_error", "no_extrapolation", "recommend_batch",
+           "rung_readings"]
+
+Curves = dict[int, list[list[tuple[float, float]]]]  # batch -> over seeds: [(samples_seen, eval_loss), ...]
+
+SD_FLOOR = 0.05    # a rung's sd of log B_crit is at least this (5 %): a near-zero CI would get infinite weight
+POOR_FIT_P = 0.01  # refuse when the weighted chi-square's p-value is below this
+Z95 = 1.959964
+
+# Exponents of B ∝ D^γ from the literature, tried as the baseline "borrowed exponent":
+BORROWED_EXPONENTS = (
+    0.383,  # Power Lines (Bergsma et al. 2025, arXiv 2505.13738): B_opt ∝ D^0.383
+    0.47,   # Zhang et al. 2025 (arXiv 2410.21676): critical batch ∝ D^~0.47
+    0.571,  # Step Law (Li et al. 2025, arXiv 2503.04715): B_opt = 0.58 · D^0.571 tokens
+)
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One rung: the reference batch's seed-mean loss at ``samples_seen`` is the target; ``steps_by_batch``
+    maps every batch to its optimizer steps to reach it (NaN if never reached). ``b_crit`` / ``b_crit_ci``
+    (95 %) / ``reason`` come from ``fit_tradeoff``, ``overhead_20pct`` from ``overhead_rule``."""
+
+    samples_seen: float
+    target_loss: float
+    steps_by_batch: dict
+    b_crit: float | None
+    b_crit_ci: tuple[float, float] | None
+    overhead_20pct: int | None
+    reason: str | None
+
+
+def _seed_mean(seeds: Sequence[Sequence[tuple[float, float]]]) -> tuple[list[float], list[float]]:
+    """Mean loss across seeds at the samples points every seed reported (exact equality); a NaN in any seed
+    makes that point's mean NaN."""
+    by_seed = [{float(s): float(loss) for s, loss in seed} for seed in seeds]
+    shared = sorted(set.intersection(*(set(d) for d in by_seed))) if by_seed else []
+    return shared, [float(np.mean([d[s] for d in by_seed])) for s in shared]
+
+
+def rung_readings(curves: Curves, *, reference_batch: int | None = None, bootstrap: int = 1000,
+                  seed: int = 0) -> list[Rung]:
+    """One ``Rung`` per evaluation point of the reference batch (default: the smallest).
+
+    ``curves`` maps batch size → list over seeds of learning curves, each a list of (samples_seen,
+    eval_loss); lower loss is better. Each batch is reduced to its seed-mean curve (``_seed_mean``).
+    S(B) = samples_to_target(…, mode="min") / B on that curve, so a batch already below the target at its
+    first evaluation is credited with that evaluation's samples (an upper bound on what it needed).
+    ``bootstrap``/``seed`` go to ``fit_tradeoff``; with only 3 batch sizes it has too few resamples with 3
+    distinct ones for an interval, so such a rung cannot be weighted by ``fit_ladder``: measure at least 4."""
+    if not curves:
+        raise ValueError("no curves")
+    ref = min(curves) if reference_batch is None else reference_batch
+    means = {b: _seed_mean(seeds) for b, seeds in curves.items()}
+    batches = sorted(means)
+    rungs = []
+    for d, target in zip(*means[ref]):
+        if math.isnan(target):
+            continue
+        steps = {b: samples_to_target(*means[b], target, mode="min") / b for b in batches}
+        fit = fit_tradeoff(batches, [steps[b] for b in batches], bootstrap=bootstrap, seed=seed)
+        rungs.append(Rung(d, target, steps, fit.b_crit, fit.ci, overhead_rule(batches, [steps[b] for b in batches]),
+                          fit.reason))
+    return rungs
+
+
+def fit_power_law(x: Sequence[float], y: Sequence[float], weights: Sequence[float] | None = None
+                  ) -> tuple[float, float]:
+    """(constant, exponent) of y = constant · x^exponent by least squares of log y on log x, each point's
+    squared residual times its weight (1 / variance of log y; default all 1). Points with a non-positive or
+    non-finite x, y or weight are dropped; needs two distinct x."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=float)
+    keep = np.isfinite(x) & np.isfinite(y) & np.isfinite(w) & (x > 0) & (y > 0) & (w > 0)
+    x, y, w = x[keep], y[keep], w[keep]
+    if len(np.unique(x)) < 2:
+        raise ValueError(f"needs two distinct x with positive finite values, got {len(np.unique(x))}")
+    root = np.sqrt(w)
+    design = np.stack([np.ones_like(x), np.log(x)], axis=1) * root[:, None]
+    (log_c, exponent), *_ = np.linalg.lstsq(design, np.log(y) * root, rcond=None)
+    return float(math.exp(log_c)), float(exponent)
+
+
+def _chi2_sf(x: float, dof: int) -> float:
+    """P(χ²_dof > x) for an integer dof ≥ 1, closed form (regularised upper incomplete gamma Q(dof/2, x/2))."""
+    y = x / 2.0
+    if dof % 2 == 0:
+        return min(1.0, sum(math.exp(i * math.log(y) - y - math.lgamma(i + 1)) if y > 0 else float(i == 0)
+                            for i in range(dof // 2)))
+    tail = sum(math.exp((i - 0.5) * math.log(y) - y - math.lgamma(i + 0.5)) for i in range(1, (dof + 1) // 2)) \
+        if y > 0 else 0.0
+    return min(1.0, math.erfc(math.sqrt(y)) + tail)
+
+
+@dataclass(frozen=True)
+class LadderFit:
+    """B_crit = ``constant`` · D^``exponent`` over the rungs in ``rungs_used`` (their samples_seen).
+    ``b_crit`` is the prediction at ``budget_samples`` with its bootstrap 90 % ``interval_90``; both are
+    None when ``refusal`` says why not (the fit itself is still reported where it was made).
+    ``fit_p_value``: the weighted chi-square test of the fit. ``overhead_*``: the same power law fitted,
+    unweighted, to the rungs' 20 %-rule batches and its prediction (None with fewer than 3 of them);
+    those are powers of two capped at the largest batch measured, so the fit flattens once they saturate."""
+
+    budget_samples: float
+    exponent: float | None
+    exponent_ci: tuple[float, float] | None
+    constant: float | None
+    b_crit: float | None
+    interval_90: tuple[float, float] | None
+    rungs_used: tuple
+    refusal: str | None
+    fit_p_value: float | None = None
+    overhead_constant: float | None = None
+    overhead_exponent: float | None = None
+    overhead_20pct: float | None = None
+
+
+def _usable(rung: Rung) -> bool:
+    ci = rung.b_crit_ci
+    return (rung.b_crit is not None and math.isfinite(rung.b_crit) and rung.b_crit > 0 and ci is not None
+            and all(v is not None and math.isfinite(v) and v > 0 for v in ci))
+
+
+def fit_ladder(rungs: Sequence[Rung], *, budget_samples: float, bootstrap: int = 1000, seed: int = 0
+               ) -> LadderFit:
+    """Fit log B_crit = log constant + exponent · log D by weighted least squares over the rungs and predict
+    B_crit at ``budget_samples``.
+
+    Rungs used: a finite, positive B_crit with a 95 % interval whose ends are both finite and positive; a
+    rung with no interval or an unbounded end (∞, or 0 from resamples with no tradeoff) gets no weight and
+    is excluded. Weight = 1 / sd², sd = (log hi − log lo) / (2 · 1.96), floored at ``SD_FLOOR``.
+
+    Bootstrap (``bootstrap`` usable resamples, at most 50× that many draws): resample the rungs with
+    replacement (skipping resamples with fewer than 3 distinct rungs) AND draw each picked rung's log B_crit
+    from a normal about its own with its own sd; refit, record the exponent and the prediction at the
+    budget. Both intervals are the 5th/95th percentiles. This counts the rungs' noise about twice over
+    (once in the spread between rungs, once drawn), so the intervals err wide.
+
+    Refusals, checked in this order (b_crit None and ``refusal`` says which):
+      * fewer than 3 usable rungs;
+      * poor fit: χ² = Σ weight · residual², p-value P(χ²_{n−2} > χ²) < ``POOR_FIT_P`` (0.01) under the
+        rungs' own errors — B_crit does not follow one power law in D;
+      * no bootstrap resamples;
+      * the exponent's 90 % interval includes 0: B_crit does not measurably grow with data.
+    """
+    overhead = [(r.samples_seen, r.overhead_20pct) for r in rungs if r.overhead_20pct is not None]
+    extra = {}
+    if len({d for d, _ in overhead}) >= 3:
+        oc, oe = fit_power_law([d for d, _ in overhead], [b for _, b in overhead])
+        extra = {"overhead_constant": oc, "overhead_exponent": oe, "overhead_20pct": oc * budget_samples ** oe}
+    used = [r for r in rungs if _usable(r)]
+    finite = sum(r.b_crit is not None and math.isfinite(r.b_crit) for r in rungs)
+    d_used = tuple(r.samples_seen for r in used)
+    if len({r.samples_seen for r in used}) < 3:
+        return LadderFit(budget_samples, None, None, None, None, None, d_used,
+                         f"needs at least 3 rungs with a finite B_crit and a finite interval, got {len(used)} "
+                         f"({finite} with a finite B_crit)", **extra)
+    d = np.array(d_used, dtype=float)
+    log_b = np.log([r.b_crit for r in used])
+    sd = np.maximum([(math.log(r.b_crit_ci[1]) - math.log(r.b_crit_ci[0])) / (2 * Z95) for r in used], SD_FLOOR)
+    w = 1.0 / sd ** 2
+    constant, exponent = fit_power_law(d, np.exp(log_b), w)
+    chi2 = float(np.sum(w * (log_b - math.log(constant) - exponent * np.log(d)) ** 2))
+    p = _chi2_sf(chi2, len(used) - 2)
+    base = dict(budget_samples=budget_samples, constant=constant, exponent=exponent, rungs_used=d_used,
+                fit_p_value=p, **extra)
+    if p < POOR_FIT_P:
+        return LadderFit(exponent_ci=None, b_crit=None, interval_90=None, refusal=f"poor fit: B_crit does not "
+                         f"follow one power law in D (weighted chi-square {chi2:.1f} on {len(used) - 2} degrees "
+                         f"of freedom, p = {p:.2g} < {POOR_FIT_P})", **base)
+    rng = np.random.default_rng(seed)
+    exps, preds = [], []
+    for _ in range(50 * bootstrap):
+        if len(exps) >= bootstrap:
+            break
+        pick = rng.integers(0, len(used), len(used))
+        if len(np.unique(pick)) < 3:
+            continue
+        c_i, e_i = fit_power_law(d[pick], np.exp(log_b[pick] + rng.normal(0.0, sd[pick])), w[pick])
+        exps.append(e_i)
+        preds.append(c_i * budget_samples ** e_i)
+    if not exps:
+        return LadderFit(exponent_ci=None, b_crit=None, interval_90=None,
+                         refusal="no bootstrap resamples: no interval to predict with", **base)
+    exponent_ci = (float(np.percentile(exps, 5)), float(np.percentile(exps, 95)))
+    if exponent_ci[0] <= 0 <= exponent_ci[1]:
+        return LadderFit(exponent_ci=exponent_ci, b_crit=None, interval_90=None, refusal=f"B_crit does not "
+                         f"measurably grow with data over the rungs: the exponent's 90 % interval "
+                         f"[{exponent_ci[0]:.3g}, {exponent_ci[1]:.3g}] includes 0", **base)
+    interval = (float(np.percentile(preds, 5)), float(np.percentile(preds, 95)))
+    return LadderFit(exponent_ci=exponent_ci, b_crit=constant * budget_samples ** exponent, interval_90=interval,
+                     refusal=None, **base)
+
+
+def recommend_batch(interval_low: float) -> int:
+    """Largest power of two ≤ ``interval_low`` (the low end of the predicted interval), at least 1."""
+    if not math.isfinite(interval_low):
+        raise ValueError(f"interval_low must be finite, got {interval_low}")
+    if interval_low < 2:
+        return 1
+    _, exp = math.frexp(interval_low)   # interval_low = m · 2^exp, 0.5 ≤ m < 1: exact for powers of two
+    return 2 ** (exp - 1)
+
+
+def _last_finite(rungs: Sequence[Rung]) -> Rung | None:
+    finite = [r for r in rungs if r.b_crit is not None and math.isfinite(r.b_crit)]
+    return max(finite, key=lambda r: r.samples_seen) if finite else None
+
+
+def no_extrapolation(rungs: Sequence[Rung]) -> float | None:
+    """Baseline: the B_crit of the largest rung (most samples seen) with a finite B_crit; None if none."""
+    last = _last_finite(rungs)
+    return None if last is None else last.b_crit
+
+
+def borrowed_exponent(rungs: Sequence[Rung], budget_samples: float, gamma: float) -> float | None:
+    """Baseline: ``no_extrapolation``'s B_crit × (budget_samples / that rung's samples_seen)^gamma, with an
+    exponent taken from the literature (``BORROWED_EXPONENTS``); None if no rung has a finite B_crit."""
+    last = _last_finite(rungs)
+    return None if last is None else last.b_crit * (budget_samples / last.samples_seen) ** gamma
+
+
+def log2_error(predicted: float, measured: float) -> float:
+    """|log2(predicted / measured)|: 1.0 is a factor of two either way."""
+    return abs(math.log2(predicted / measured))
+
+
+def closed_form_laws(budget_tokens: float, *, compute_flops: float | None = None) -> dict[str, float]:
+    """Published optimal-batch laws, in tokens per batch (divide by the sequence length for samples).
+
+      * ``"step_law"``: Step Law (Li et al. 2025, arXiv 2503.04715), B_opt = 0.58 · D^0.571, D the training
+        tokens.
+      * ``"deepseek_llm"`` (only when ``compute_flops`` is given): DeepSeek LLM (arXiv 2401.02954),
+        B_opt = 0.292 · C^0.3271, C the training compute in FLOPs.
+
+    Caveat: both were fitted on models and budgets far larger than a tiny model's (hundreds of millions of
+    parameters and up, ~1e17 FLOPs and up); at small scale they are extrapolations, a reference, not a
+    measurement."""
+    laws = {"step_law": 0.58 * budget_tokens ** 0.571}
+    if compute_flops is not None:
+        laws["deepseek_llm"] = 0.292 * compute_flops ** 0.3271
+    return laws

@@ -1,0 +1,196 @@
+"""The ladder predictor: rungs read off learning curves, the power-law fit of B_crit in D, its refusals,
+the baselines and the closed-form laws, on inputs whose answers are known by construction."""
+
+import math
+
+import numpy as np
+import pytest
+
+from cbs_ray.maths.ladder import (
+    BORROWED_EXPONENTS,
+    Rung,
+    _chi2_sf,
+    borrowed_exponent,
+    closed_form_laws,
+    fit_ladder,
+    fit_power_law,
+    log2_error,
+    no_extrapolation,
+    recommend_batch,
+    rung_readings,
+)
+
+B0 = 16
+BATCHES = [16, 32, 64, 128, 256, 512, 1024]
+BUDGET = 2.0 ** 24
+REF_POINTS = [BUDGET / 64 * 2 ** j for j in range(6)]     # D/64 … D/2
+
+
+def synthetic_curves(gamma, b_crit_at_budget, *, exact=True, seeds=1, noise=0.0, rng=None):
+    """Curves whose steps-to-target follow S(B) = S_min(D) + E_min(D)/B with B_crit(D) = c·D^gamma.
+
+    Reference loss L(D) = 100·D^-0.3. Batch B needs E_B(D) = D·(B + B_crit(D)) / (B0 + B_crit(D)) samples to
+    reach L(D): E_B0(D) = D, and E_B / B = S_min + E_min / B with S_min = D / (B0 + B_crit), E_min = B_crit·S_min.
+    ``exact``: batch B is evaluated at E_B(D_j) itself, so every S(B) is exact. Otherwise every batch but the
+    reference is evaluated on a shared 2^(1/2) cadence up to 4·D, its loss there found by inverting E_B
+    (bisection in log D), and samples_to_target interpolates between evaluations."""
+    c = b_crit_at_budget / BUDGET ** gamma
+
+    def needed(b, d):
+        return d * (b + c * d ** gamma) / (B0 + c * d ** gamma)
+
+    def loss_at(b, x):
+        lo, hi = math.log(x / 100), math.log(x)
+        for _ in range(100):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if needed(b, math.exp(mid)) < x else (lo, mid)
+        return 100 * math.exp(lo) ** -0.3
+
+    out = {}
+    for b in BATCHES:
+        if exact or b == B0:
+            points = [(needed(b, d), 100 * d ** -0.3) for d in REF_POINTS]
+        else:
+            points = [(x, loss_at(b, x)) for x in (BUDGET / 64 * 2 ** (k / 2) for k in range(17))]
+        out[b] = [[(s, loss * (1 + noise * rng.standard_normal()) if noise else loss) for s, loss in points]
+                  for _ in range(seeds)]
+    return out
+
+
+def rung(d, b_crit, sd=0.1, overhead=None):
+    """A hand-built rung whose 95 % interval is b_crit·exp(±1.96·sd): its log B_crit has sd ``sd``."""
+    ci = None if b_crit is None else (b_crit * math.exp(-1.959964 * sd), b_crit * math.exp(1.959964 * sd))
+    return Rung(d, 1.0, {}, b_crit, ci, overhead, None)
+
+
+def test_rung_readings_by_hand():
+    # S(B) = 50 + 1600/B at the rung D = 2400: S = 150, 100, 75 (E = 2400, 3200, 4800 samples), B_crit = 32.
+    curves = {
+        16: [[(1200, 3.1), (2400, 2.1), (3600, 1.1)], [(1200, 2.9), (2400, 1.9), (3600, 0.9)]],  # mean 3, 2, 1
+        32: [[(2400, 2.5), (4000, 1.7)], [(2400, 2.3), (4000, 1.5)]],      # mean 2.4 → 1.6: 2.0 at 3200
+        64: [[(4000, 2.1), (8000, 1.6), (6000, 0.5)], [(4000, 2.1), (8000, 1.6)]],  # 2.0 at 4800; 6000 unshared
+    }
+    first, second, third = rung_readings(curves, bootstrap=200)
+    assert [r.samples_seen for r in (first, second, third)] == [1200, 2400, 3600]
+    assert second.target_loss == pytest.approx(2.0)
+    assert second.steps_by_batch == pytest.approx({16: 150, 32: 100, 64: 75})
+    assert second.b_crit == pytest.approx(32)
+    assert second.b_crit_ci is None   # 3 batch sizes: too few resamples with 3 distinct ones for a CI
+    assert second.overhead_20pct == 16          # 32 needs 3200 > 1.2 · 2400 samples
+    # target 3.0: 32 and 64 are already below it at their first evaluation (2400, 4000 samples)
+    assert first.steps_by_batch == pytest.approx({16: 75, 32: 75, 64: 62.5})
+    # target 1.0: only 16 reaches it (the unshared 0.5 at 6000 is not in the mean)
+    assert third.steps_by_batch[16] == pytest.approx(225)
+    assert math.isnan(third.steps_by_batch[32]) and math.isnan(third.steps_by_batch[64])
+    assert third.b_crit is None and "at least 3" in third.reason
+    assert rung_readings(curves, reference_batch=32, bootstrap=0)[0].samples_seen == 2400
+
+
+@pytest.mark.parametrize("gamma, truth", [(0.5, 512.0), (0.3, 256.0)])
+def test_exact_synthetic_ladder_recovers_the_exponent(gamma, truth):
+    rungs = rung_readings(synthetic_curves(gamma, truth), bootstrap=200)
+    c = truth / BUDGET ** gamma                     # γ = 0.5: B_crit = 64, 90.5, …, 362 over D/64 … D/2
+    assert [r.b_crit for r in rungs] == pytest.approx([c * d ** gamma for d in REF_POINTS], rel=1e-6)
+    fit = fit_ladder(rungs, budget_samples=BUDGET)
+    assert fit.refusal is None and len(fit.rungs_used) == 6
+    assert fit.exponent == pytest.approx(gamma, abs=1e-6) and fit.constant == pytest.approx(c, rel=1e-5)
+    assert fit.exponent_ci[0] < gamma < fit.exponent_ci[1]
+    assert fit.b_crit == pytest.approx(truth, rel=1e-5)
+    assert fit.interval_90[0] < truth < fit.interval_90[1]
+
+
+@pytest.mark.parametrize("gamma, truth", [(0.5, 512.0), (0.3, 256.0)])
+def test_interpolated_synthetic_ladder_recovers_the_exponent(gamma, truth):
+    # Shared cadence: interpolating between evaluations costs ~1 % on each B_crit (γ = 0.5: 63.4 for 64).
+    fit = fit_ladder(rung_readings(synthetic_curves(gamma, truth, exact=False), bootstrap=200), budget_samples=BUDGET)
+    assert fit.refusal is None
+    assert fit.exponent_ci[0] < gamma < fit.exponent_ci[1]
+    assert fit.interval_90[0] < truth < fit.interval_90[1]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_noisy_two_seed_ladder_recovers_the_exponent(seed):
+    # 1 % noise on every evaluation's loss, 2 seeds: B_crit per rung off by up to ~3 % (124.7 for 128).
+    curves = synthetic_curves(0.5, 512.0, exact=False, seeds=2, noise=0.01, rng=np.random.default_rng(seed))
+    fit = fit_ladder(rung_readings(curves, bootstrap=200), budget_samples=BUDGET)
+    assert fit.refusal is None and fit.fit_p_value > 0.01
+    assert fit.exponent_ci[0] < 0.5 < fit.exponent_ci[1]
+    assert fit.interval_90[0] < 512 < fit.interval_90[1]
+    assert recommend_batch(fit.interval_90[0]) == 256        # low end ~450
+
+
+def test_hand_built_rungs_exact_power_law_and_exclusions():
+    d = [1000.0 * 4 ** j for j in range(4)]                 # B_crit = 2·D^0.5: 63.2, 126.5, 253, 506
+    rungs = [rung(x, 2 * x ** 0.5, overhead=o) for x, o in zip(d, [16, 32, 64, 128])]
+    rungs += [Rung(1e6, 1.0, {}, 2000.0, (1500.0, math.inf), None, None),  # unbounded end: excluded
+              Rung(2e6, 1.0, {}, 2800.0, None, None, None),                # no interval: excluded
+              Rung(3e6, 1.0, {}, None, None, None, "no tradeoff")]
+    fit = fit_ladder(rungs, budget_samples=256000.0)
+    assert fit.rungs_used == tuple(d)
+    assert fit.exponent == pytest.approx(0.5) and fit.constant == pytest.approx(2.0)
+    assert fit.b_crit == pytest.approx(1011.93, rel=1e-5)   # 2 · 256000^0.5
+    assert fit.interval_90[0] < fit.b_crit < fit.interval_90[1] and fit.exponent_ci[0] > 0
+    assert fit.fit_p_value == pytest.approx(1.0)
+    # 20 %-rule batches 16 … 128 over D = 1000 … 64000 = 16 · (D/1000)^0.5: 256 at 256000
+    assert fit.overhead_exponent == pytest.approx(0.5) and fit.overhead_constant == pytest.approx(16 / 1000 ** 0.5)
+    assert fit.overhead_20pct == pytest.approx(256)
+
+
+def test_refuses_with_fewer_than_three_rungs():
+    fit = fit_ladder([rung(1000, 50), rung(2000, 70), rung(4000, None)], budget_samples=1e5)
+    assert fit.b_crit is None and fit.interval_90 is None
+    assert "at least 3" in fit.refusal and "got 2" in fit.refusal
+
+
+def test_refuses_a_flat_b_crit():
+    # γ = 0: B_crit = 100 · 5 % noise, each rung's sd 0.1; the exponent's 90 % interval straddles 0.
+    d = [1000.0 * 2 ** j for j in range(6)]
+    b = 100 * np.exp(np.random.default_rng(0).normal(0, 0.05, 6))
+    fit = fit_ladder([rung(x, y) for x, y in zip(d, b)], budget_samples=64000.0)
+    assert fit.b_crit is None and "includes 0" in fit.refusal and "grow with data" in fit.refusal
+    assert fit.exponent_ci[0] < 0 < fit.exponent_ci[1]
+
+
+def test_refuses_a_poor_fit():
+    # V-shaped B_crit (400 … 100 … 400) with 5 % errors: chi-square ~ 500 on 4 degrees of freedom.
+    d = [1000.0 * 2 ** j for j in range(6)]
+    fit = fit_ladder([rung(x, y, sd=0.05) for x, y in zip(d, [400, 200, 100, 100, 200, 400])], budget_samples=1e5)
+    assert fit.b_crit is None and fit.refusal.startswith("poor fit") and fit.fit_p_value < 0.01
+
+
+def test_chi2_survival_function_known_values():
+    # the 5 % critical values of χ² for 1 … 5 degrees of freedom
+    for x, dof in [(3.841459, 1), (5.991465, 2), (7.814728, 3), (9.487729, 4), (11.070498, 5)]:
+        assert _chi2_sf(x, dof) == pytest.approx(0.05, rel=1e-5)
+    assert _chi2_sf(0.0, 3) == 1.0 and _chi2_sf(0.0, 2) == 1.0
+
+
+def test_fit_power_law():
+    assert fit_power_law([1, 2, 4], [3, 6, 12]) == pytest.approx((3.0, 1.0))
+    # a zero weight drops the outlier at 8; a non-positive y is dropped too
+    assert fit_power_law([1, 2, 4, 8, 16], [3, 6, 12, 100, 0], [1, 1, 1, 0, 1]) == pytest.approx((3.0, 1.0))
+    with pytest.raises(ValueError):
+        fit_power_law([5, 5], [1, 2])
+
+
+def test_recommend_batch():
+    assert recommend_batch(468.8) == 256 and recommend_batch(512.0) == 512 and recommend_batch(511.9) == 256
+    assert recommend_batch(1.5) == 1 and recommend_batch(0.3) == 1
+    with pytest.raises(ValueError):
+        recommend_batch(math.inf)
+
+
+def test_baselines_and_log2_error():
+    rungs = [rung(1000, 100), rung(4000, 200), rung(8000, None)]   # the largest finite rung: 200 at D = 4000
+    assert no_extrapolation(rungs) == 200
+    assert borrowed_exponent(rungs, 16000, 0.5) == pytest.approx(400)   # 200 · 4^0.5
+    assert borrowed_exponent(rungs, 4000 * 2 ** 10, BORROWED_EXPONENTS[1]) == pytest.approx(200 * 2 ** 4.7)
+    assert no_extrapolation([rung(1000, None)]) is None and borrowed_exponent([], 1e5, 0.5) is None
+    assert BORROWED_EXPONENTS == (0.383, 0.47, 0.571)
+    assert log2_error(400, 100) == 2.0 and log2_error(100, 400) == 2.0 and log2_error(7, 7) == 0.0
+
+
+def test_closed_form_laws():
+    assert closed_form_laws(1e9) == pytest.approx({"step_law": 79878.15})             # 0.58 · 1e9^0.571
+    laws = closed_form_laws(1e9, compute_flops=1e20)
+    assert laws["deepseek_llm"] == pytest.approx(1.017145e6, rel=1e-6)                # 0.292 · 1e20^0.3271
