@@ -10,13 +10,13 @@ the paper's ε = 0.01 nats, the power check's 2ε, the close-call rule); this sc
 2. ``repeats``: the same with ``branch.repeats=3`` — CBS(t) with a standard error per comparison (3 seeds of
    every branch and of the trunk's continuation) and whether it decreases beyond its noise; its own schedule
    and validation;
-3. ``keep`` / ``reset``: one checkpoint (2048 samples), ``branch.repeats=3``, Adam's state kept (the paper's)
-   vs reset — CBS there and each batch's mean loss ± its standard error.
+3. ``keep`` / ``reset`` (and ``keep1024`` / ``reset1024``): one checkpoint (2048 samples; 1024), ``branch.repeats=3``,
+   Adam's state kept (the paper's) vs reset — CBS there and each batch's mean loss ± its standard error.
 
 Tune experiments and reports go to a temporary directory. Starts Ray once per search, one after the other:
 run it under the machine's Ray lock (``flock /tmp/ray.lock python bench/branch_paper.py``); ≈ 15 min on 2 cores.
 
-    python bench/branch_paper.py [--only default,repeats,keep,reset]
+    python bench/branch_paper.py [--only default,repeats,keep,reset,keep1024,reset1024]
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ RUNS = {
     "keep": ["--set", "branch.repeats=3", "--set", "branch.checkpoints=[2048]"],
     "reset": ["--set", "branch.repeats=3", "--set", "branch.checkpoints=[2048]", "--set",
               "branch.optimizer_state=reset"],
+    "keep1024": ["--set", "branch.repeats=3", "--set", "branch.checkpoints=[1024]"],
+    "reset1024": ["--set", "branch.repeats=3", "--set", "branch.checkpoints=[1024]", "--set",
+                  "branch.optimizer_state=reset"],
 }
 
 

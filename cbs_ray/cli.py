@@ -65,6 +65,9 @@ def parse_search_args(argv: list[str] | None = None, prog: str = "python -m cbs_
                         help="branch mode (search.method=branch): train the recommended batch-size schedule "
                              "against the trunk's fixed small batch and report the steps saved and the loss "
                              "difference (sets branch.validate_schedule)")
+    parser.add_argument("--validate-prediction", action="store_true",
+                        help="the ladder (search.method=ladder): also train every batch to the full budget and "
+                             "compare the predicted critical batch with the one measured there (sets ladder.validate)")
     parser.add_argument("--verbose", action="store_true",
                         help="Tune's own progress tables and every worker's log lines instead of the progress display")
     return parser.parse_args(argv)
@@ -86,13 +89,15 @@ def search_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.se
         if args.resume:
             clashes = [flag for flag, given in (("--space", args.space), ("--set", args.overrides),
                                                 ("--dry-run", args.dry_run), ("--probe", args.probe),
-                                                ("--validate-schedule", args.validate_schedule)) if given]
+                                                ("--validate-schedule", args.validate_schedule),
+                                                ("--validate-prediction", args.validate_prediction)) if given]
             if clashes:
                 raise SpecError(f"--resume: continues the experiment's own spec; drop {', '.join(clashes)}")
             api.resume_search(args.resume, address=args.address, output_dir=args.output, verbose=args.verbose)
             return 0
         spec = load_spec(args.space, args.overrides + (["branch.validate_schedule=true"]
-                                                        if args.validate_schedule else []))
+                                                        if args.validate_schedule else [])
+                         + (["ladder.validate=true"] if args.validate_prediction else []))
         if args.dry_run:  # every check the run makes before Ray, then the method's plan
             check_before_ray(spec, output_dir_for(spec, args.output), dry_run=True)
             print("\n".join(api.method_named(spec.search.method).plan_lines(spec)))

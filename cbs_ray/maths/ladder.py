@@ -62,14 +62,29 @@ def _seed_mean(seeds: Sequence[Sequence[tuple[float, float]]]) -> tuple[list[flo
     return shared, [float(np.mean([d[s] for d in by_seed])) for s in shared]
 
 
+def _samples_to_target_loglog(samples: Sequence[float], losses: Sequence[float], target: float) -> float:
+    """``samples_to_target`` with the interpolation between two evaluations made in log samples and log loss:
+    exact where the curve is a power law between them (a geometric cadence leaves a factor of 2 between
+    evaluations, over which a straight line in samples overstates the loss of a convex curve and so the samples
+    a batch needs). Losses must be positive (a cross-entropy is); a non-positive one counts as missing."""
+    pairs = [(math.log(s), math.log(v)) if s > 0 and v > 0 and math.isfinite(v) else (math.log(s), math.nan)
+             for s, v in zip(samples, losses) if s > 0]
+    if not pairs or not target > 0:
+        return math.nan
+    found = samples_to_target([p[0] for p in pairs], [p[1] for p in pairs], math.log(target), mode="min")
+    return math.exp(found) if math.isfinite(found) else math.nan
+
+
 def rung_readings(curves: Curves, *, reference_batch: int | None = None, bootstrap: int = 1000,
                   seed: int = 0) -> list[Rung]:
     """One ``Rung`` per evaluation point of the reference batch (default: the smallest).
 
     ``curves`` maps batch size → list over seeds of learning curves, each a list of (samples_seen,
     eval_loss); lower loss is better. Each batch is reduced to its seed-mean curve (``_seed_mean``).
-    S(B) = samples_to_target(…, mode="min") / B on that curve, so a batch already below the target at its
-    first evaluation is credited with that evaluation's samples (an upper bound on what it needed).
+    S(B) = samples_to_target(…, mode="min") / B on that curve, interpolated in log–log
+    (``_samples_to_target_loglog``), so a batch already below the target at its first evaluation is credited
+    with that evaluation's samples (an upper bound on what it needed). A batch that does not reach a rung's
+    target within its run is left out of that rung's fit (NaN).
     ``bootstrap``/``seed`` go to ``fit_tradeoff``; with only 3 batch sizes it has too few resamples with 3
     distinct ones for an interval, so such a rung cannot be weighted by ``fit_ladder``: measure at least 4."""
     if not curves:
@@ -81,7 +96,7 @@ def rung_readings(curves: Curves, *, reference_batch: int | None = None, bootstr
     for d, target in zip(*means[ref]):
         if math.isnan(target):
             continue
-        steps = {b: samples_to_target(*means[b], target, mode="min") / b for b in batches}
+        steps = {b: _samples_to_target_loglog(*means[b], target) / b for b in batches}
         fit = fit_tradeoff(batches, [steps[b] for b in batches], bootstrap=bootstrap, seed=seed)
         rungs.append(Rung(d, target, steps, fit.b_crit, fit.ci, overhead_rule(batches, [steps[b] for b in batches]),
                           fit.reason))

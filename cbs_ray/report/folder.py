@@ -16,7 +16,8 @@ from pathlib import Path
 __all__ = ["REPORT_FILES", "report_folder"]
 
 REPORT_FILES = ("summary.json", "report.md", "report.html", "trials.csv", "history.csv", "metric_vs_batch.png",
-                "steps_vs_samples.png", "pareto.png", "lr_vs_batch.png", "noise_scale.png", "cbs_over_training.png")
+                "steps_vs_samples.png", "pareto.png", "lr_vs_batch.png", "noise_scale.png", "cbs_over_training.png",
+                "schedule_frontier.png", "ladder.png")
 """Every file a report of either method writes, and only those: nothing else in the folder is touched."""
 
 

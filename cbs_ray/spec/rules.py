@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from cbs_ray.maths.budget import samples_for_tokens
 from cbs_ray.spec.branch_section import check_point, resolve_branching
+from cbs_ray.spec.ladder_section import resolve_ladder
 from cbs_ray.spec.checks import (
     BUILTIN_METRICS,
     _admits_none,
@@ -333,6 +334,30 @@ def _branch_points_fit_the_budget(spec: SearchSpec) -> None:
         resolve_branching(spec, spec.training.budget_samples)
 
 
+def _ladder_stands_alone(spec: SearchSpec) -> None:
+    """The ladder (``search.method: ladder``): its validation needs it; it trains a fixed grid of batches ×
+    seeds at one alpha (``ladder.alpha``), so a probe-chosen grid, an Optuna study and an alpha grid are
+    refused; with the budget known here, the fraction and the batches are checked (``resolve_ladder``)."""
+    s = spec.search
+    if s.method != "ladder":
+        if spec.ladder.validate:
+            raise SpecError("ladder.validate: validates the ladder's prediction; set search.method=ladder "
+                            "(--validate-prediction)")
+        return
+    if spec.auto_batch_sizes:
+        raise SpecError("search.batch_sizes: auto is not available with search.method ladder (its runs need their "
+                        "batches before anything trains); list at least 4 batch sizes")
+    if s.study_storage is not None:
+        raise SpecError("search.study_storage: search.method ladder trains a fixed grid (batch × seed), not an "
+                        "Optuna study; drop the study storage")
+    if s.strategy == "grid" and s.grid_points > 1:
+        raise SpecError(f"search.strategy: grid with search.grid_points={s.grid_points} asks for an alpha grid, which "
+                        f"would multiply the ladder's cost by {s.grid_points}: the ladder trains one alpha per batch "
+                        f"(ladder.alpha); set it, or search.grid_points=1")
+    if spec.training.budget_samples is not None:
+        resolve_ladder(spec, spec.training.budget_samples)
+
+
 CROSS_FIELD_RULES: tuple[Callable[[SearchSpec], None], ...] = (
     _hub_source_names_a_dataset, _local_files_exist, _probe_batch_splits_over_workers,
     _reports_land_on_whole_batches, _budget_samples_fit, _tokens_need_a_causal_lm, _budget_tokens_fit,
@@ -340,7 +365,7 @@ CROSS_FIELD_RULES: tuple[Callable[[SearchSpec], None], ...] = (
     _seq2seq_has_no_probe, _generation_needs_seq2seq, _mode_matches_metric,
     _grid_trains_to_the_full_budget, _grace_period_is_whole_report_intervals, _batch_sizes_split_over_workers,
     _study_needs_optuna, _branch_mode_stands_alone, _branch_batches_are_larger_than_the_trunks,
-    _branch_points_fit_the_budget,
+    _branch_points_fit_the_budget, _ladder_stands_alone,
 )
 """The rules that relate fields, in the order ``validate`` applies them; the first that fails is the error.
 A rule comes after those it relies on: ``_reports_land_on_whole_batches`` makes ``eval_every_samples`` a

@@ -26,7 +26,7 @@ from cbs_ray.spec.checks import (
     within,
 )
 
-__all__ = ["SearchSpec", "ModelSpec", "DataSpec", "TrainingSpec", "SearchSection", "GenerationSpec", "AshaSpec", "BranchSpec", "ResourcesSpec"]
+__all__ = ["SearchSpec", "ModelSpec", "DataSpec", "TrainingSpec", "SearchSection", "GenerationSpec", "AshaSpec", "BranchSpec", "LadderSpec", "ResourcesSpec"]
 
 
 TINY_BERT = {
@@ -260,11 +260,13 @@ class SearchSection:
     study_name: Optional[str] = None
     """The study's name in ``study_storage``; default: the experiment's name (``<name>-<date>-<time>``).
     An existing study is continued (TPE learns from its trials) if its metric and direction match."""
-    method: Literal["scratch", "branch"] = "scratch"
+    method: Literal["scratch", "branch", "ladder"] = "scratch"
     """``scratch``: every candidate batch trains from initialisation to the full budget (the critical batch at
     the end of the budget). ``branch``: one trunk run at a small batch saves checkpoints, and from each, branches
     at larger batches train for a window (the ``branch:`` section): the critical batch over the course of
-    training, CBS(t) (Merrill et al. 2025), and a batch-size schedule that follows it."""
+    training, CBS(t) (Merrill et al. 2025), and a batch-size schedule that follows it. ``ladder``: every batch
+    trains at a constant LR to a fraction of the budget (the ``ladder:`` section), B_crit is read at several data
+    sizes and extrapolated to the full budget (the critical batch of the run you will train)."""
 
 
 @dataclass
@@ -315,6 +317,29 @@ class BranchSpec:
     ``validation_seeds`` seeds, and read the fixed-batch frontier (``--validate-schedule`` sets it)."""
     validation_seeds: int = field(default=3, metadata=check(at_least(1)))
     """Seeds per run of the schedule's validation (the schedule and every control)."""
+
+
+@dataclass
+class LadderSpec:
+    """The ladder (``search.method: ladder``; ``cbs_ray.analysis.ladder_summary``): predict the full run's
+    critical batch from runs of a fraction of its budget."""
+
+    fraction: float = field(default=0.25, metadata=check(within(0, 1, ends="()")))
+    """How far each run trains, a fraction of the full budget (``training.budget_samples`` or ``budget_tokens``:
+    the run you will train)."""
+    seeds: int = field(default=2, metadata=check(at_least(1)))
+    """Runs per batch, each with its own seed: the learning curves the rungs read are their means."""
+    alpha: Optional[float] = field(default=None, metadata=check(within(0, 1, ends="[]")))
+    """The alpha rule's exponent for every batch's LR (lr = base_lr · (B / base_batch) ** alpha). Default: the
+    middle of ``search.alpha_range``."""
+    min_steps: int = field(default=16, metadata=check(at_least(1)))
+    """The fewest optimizer steps the largest batch may take within the fraction: fewer, and its curve has too
+    few evaluations after warmup to say when it reaches a rung's loss."""
+    first_rung: float = field(default=1 / 64, metadata=check(within(0, 1, ends="()")))
+    """The first evaluation, a fraction of the full budget; then one at every doubling up to the fraction."""
+    validate: bool = False
+    """Also train the same batches to the full budget under the same protocol and compare the prediction with
+    B_crit measured there (``--validate-prediction`` sets it)."""
 
 
 @dataclass
@@ -399,6 +424,7 @@ class SearchSpec:
     generation: GenerationSpec = field(default_factory=GenerationSpec)
     asha: AshaSpec = field(default_factory=AshaSpec)
     branch: BranchSpec = field(default_factory=BranchSpec)
+    ladder: LadderSpec = field(default_factory=LadderSpec)
     resources: ResourcesSpec = field(default_factory=ResourcesSpec)
     tracking: TrackingSpec = field(default_factory=TrackingSpec)
     storage_path: str = "~/ray_results"

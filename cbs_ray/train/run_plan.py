@@ -31,11 +31,12 @@ from typing import Callable, Optional, Sequence
 from cbs_ray.maths.budget import milestones, optimizer_steps
 from cbs_ray.maths.lr_schedule import lr_multiplier, scaled_lr, warmup_steps
 from cbs_ray.spec.branch_section import Branching, resolve_branching
+from cbs_ray.spec.ladder_section import Ladder, resolve_ladder
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.checkpoint import trunk_checkpoint_path
 
 __all__ = ["RunPlan", "ROLES", "plan_from_config", "scratch_plan", "trunk_config", "branch_configs", "schedule_config",
-           "validation_configs", "format_batch_schedule", "parse_batch_schedule"]
+           "validation_configs", "format_batch_schedule", "parse_batch_schedule", "ladder_plan", "ladder_configs"]
 
 ROLES = ("trunk", "branch", "schedule")
 """The runs of a branch search: the trunk (which is also the fixed small batch the schedule is validated
@@ -229,6 +230,9 @@ def plan_from_config(spec: SearchSpec, config: dict, budget_samples: int, tokens
     ``warmup_fraction``, ``checkpoint_dir``, and ``start_samples`` for a branch, ``batch_schedule`` for the
     schedule run), from the spec's ``branch:`` section resolved against the budget: ``branching``, resolved once
     on the driver and handed to every trial, or resolved here where none is given (a tracker's parameters)."""
+    if "ladder_stop_samples" in config:
+        return ladder_plan(resolve_ladder(spec, budget_samples, tokens_per_sample), 2 ** int(config["log2_batch"]),
+                           int(config["ladder_stop_samples"]))
     if "role" not in config:
         return scratch_plan(spec, 2 ** int(config["log2_batch"]), float(config["alpha"]),
                             float(config["warmup_fraction"]), budget_samples)
@@ -268,6 +272,23 @@ def scratch_plan(spec: SearchSpec, batch: int, alpha: float, warmup_fraction: fl
                    stop_samples=budget_samples, report_at=tuple(milestones(budget_samples, t.eval_every_samples)),
                    alpha=alpha, lr_peak=scaled_lr(t.base_lr, batch, t.base_batch, alpha),
                    lr_warmup_steps=warmup_steps(warmup_fraction, steps), lr_total_steps=steps, lr_decay=t.lr_decay)
+
+
+def ladder_plan(ladder: Ladder, batch: int, stop_samples: int) -> RunPlan:
+    """A ladder run's plan (``spec.ladder_section``): ``batch`` from 0 to ``stop_samples`` at the alpha rule's LR,
+    constant after its warmup, evaluating at the ladder's geometric points up to the stop."""
+    steps = optimizer_steps(stop_samples, batch)
+    return RunPlan(role=None, lr_batch=batch, batch_schedule=((0, batch),), start_samples=0, stop_samples=stop_samples,
+                   report_at=tuple(e for e in ladder.evaluations if e <= stop_samples), alpha=ladder.alpha,
+                   lr_peak=ladder.peak_lr(batch), lr_warmup_steps=ladder.warmup_steps(batch), lr_total_steps=steps,
+                   lr_decay="constant")
+
+
+def ladder_configs(ladder: Ladder) -> list[dict]:
+    """One Tune config per (batch, seed) of the ladder, each stopping at ``ladder.run_stop``."""
+    return [{"log2_batch": _log2(batch), "alpha": ladder.alpha, "warmup_fraction": ladder.warmup_fraction,
+             "seed_offset": seed, "ladder_stop_samples": ladder.run_stop}
+            for batch in ladder.batches for seed in range(ladder.seeds)]
 
 
 def _log2(batch: int) -> int:

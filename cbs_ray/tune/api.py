@@ -16,7 +16,7 @@ from cbs_ray.sources.user_objects import experiment_name, user_objects
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.tune import branch, scratch
+from cbs_ray.tune import branch, ladder, scratch
 from cbs_ray.tune.prepare import as_spec, check_before_ray, data_fingerprint, output_dir_for, prepare
 from cbs_ray.tune.probe import probe_spec
 from cbs_ray.tune.scratch import SearchResult
@@ -24,7 +24,7 @@ from cbs_ray.tune.search_method import SearchMethod
 
 __all__ = ["SearchResult", "run_search", "resume_search", "prepare", "METHODS", "method_named"]
 
-METHODS: dict[str, SearchMethod] = {m.name: m for m in (scratch.METHOD, branch.METHOD)}
+METHODS: dict[str, SearchMethod] = {m.name: m for m in (scratch.METHOD, branch.METHOD, ladder.METHOD)}
 """Every search method by its ``search.method`` name."""
 
 

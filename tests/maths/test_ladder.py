@@ -67,8 +67,10 @@ def test_rung_readings_by_hand():
     # S(B) = 50 + 1600/B at the rung D = 2400: S = 150, 100, 75 (E = 2400, 3200, 4800 samples), B_crit = 32.
     curves = {
         16: [[(1200, 3.1), (2400, 2.1), (3600, 1.1)], [(1200, 2.9), (2400, 1.9), (3600, 0.9)]],  # mean 3, 2, 1
-        32: [[(2400, 2.5), (4000, 1.7)], [(2400, 2.3), (4000, 1.5)]],      # mean 2.4 → 1.6: 2.0 at 3200
-        64: [[(4000, 2.1), (8000, 1.6), (6000, 0.5)], [(4000, 2.1), (8000, 1.6)]],  # 2.0 at 4800; 6000 unshared
+        # the crossings land on evaluations (interpolation is log–log: between them it would not be linear)
+        32: [[(2400, 2.5), (3200, 2.1), (4000, 1.7)], [(2400, 2.3), (3200, 1.9), (4000, 1.5)]],  # 2.0 at 3200
+        64: [[(4000, 2.1), (4800, 2.0), (8000, 1.6), (6000, 0.5)],
+             [(4000, 2.1), (4800, 2.0), (8000, 1.6)]],  # 2.0 at 4800; 6000 unshared
     }
     first, second, third = rung_readings(curves, bootstrap=200)
     assert [r.samples_seen for r in (first, second, third)] == [1200, 2400, 3600]
@@ -84,6 +86,17 @@ def test_rung_readings_by_hand():
     assert math.isnan(third.steps_by_batch[32]) and math.isnan(third.steps_by_batch[64])
     assert third.b_crit is None and "at least 3" in third.reason
     assert rung_readings(curves, reference_batch=32, bootstrap=0)[0].samples_seen == 2400
+
+
+def test_interpolation_between_evaluations_is_log_log():
+    # 2.4 at 2400 and 1.6 at 4000: the target 2.0 is reached at exp(ln 2400 + t (ln 4000 − ln 2400)),
+    # t = ln(2/2.4) / ln(1.6/2.4) = 0.4497: 3019.7 samples (a straight line in samples would say 3200).
+    from cbs_ray.maths.ladder import _samples_to_target_loglog
+
+    assert _samples_to_target_loglog([2400, 4000], [2.4, 1.6], 2.0) == pytest.approx(3019.73, abs=0.01)
+    # a power law L = 6 D^-0.2 between the points is crossed where it is: exact
+    assert _samples_to_target_loglog([1000, 4000], [6 * 1000 ** -0.2, 6 * 4000 ** -0.2], 6 * 2000 ** -0.2) == \
+        pytest.approx(2000)
 
 
 @pytest.mark.parametrize("gamma, truth", [(0.5, 512.0), (0.3, 256.0)])

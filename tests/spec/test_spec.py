@@ -109,6 +109,11 @@ BAD = [
     # One row per check declared beside its field (test_every_declared_check_has_a_bad_row).
     (["name=a b"], "name: must be a non-empty name without spaces or slashes, got 'a b'"),
     (["branch.window_min_steps=0"], "branch.window_min_steps: must be at least 1, got 0"),
+    (["ladder.fraction=1"], "ladder.fraction: must be in (0, 1), got 1"),
+    (["ladder.seeds=0"], "ladder.seeds: must be at least 1, got 0"),
+    (["ladder.alpha=1.5"], "ladder.alpha: must be in [0, 1], got 1.5"),
+    (["ladder.min_steps=0"], "ladder.min_steps: must be at least 1, got 0"),
+    (["ladder.first_rung=0"], "ladder.first_rung: must be in (0, 1), got 0"),
     (["branch.repeats=0"], "branch.repeats: must be at least 1, got 0"),
     (["branch.validation_seeds=0"], "branch.validation_seeds: must be at least 1, got 0"),
     (["name=runs/a"], "name: must be a non-empty name without spaces or slashes, got 'runs/a'"),

@@ -1,0 +1,132 @@
+"""The ``ladder:`` section resolved against the budget (``search.method: ladder``): the batches, the seeds, the
+LR rule, where each run stops and evaluates, all in samples (``Ladder``). Pure: what one run trains is
+``train.run_plan.ladder_plan``; what the runs mean is ``analysis.ladder_summary``.
+
+Every run trains one batch at a **constant LR** after a warmup (the alpha rule's LR at its batch) up to
+``fraction`` of the full budget D, evaluating at D·first_rung and at every doubling after it up to the fraction
+(each rounded down to whole batches of the largest batch). The warmup is a fraction of the steps the batch
+takes to the fraction, whichever run it is, so that a run that goes on (``ladder.validate``) is the ladder's
+run exactly up to the fraction: nothing a run trains before the fraction depends on where it stops.
+
+The validation measures B_crit at D: the reference batch's loss at D is the target, and a larger batch needs
+more than D samples to reach it (E(B) = B·S(B) grows with B), so the validation's runs go on to
+``MEASURE_FACTOR`` × D, evaluating at every doubling; a batch that has not reached the target by then is left
+out of that rung's fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.schema import SearchSpec
+
+__all__ = ["MEASURE_FACTOR", "MIN_LADDER_BATCHES", "Ladder", "resolve_ladder"]
+
+MEASURE_FACTOR = 2
+"""How far the validation's runs go, in budgets: to 2·D, so that batches up to about B_crit + 2·B_smallest
+reach the smallest batch's loss at D (E_B/D = (B + B_crit)/(B_crit + B_smallest) in McCandlish's model)."""
+
+MIN_LADDER_BATCHES = 4
+"""The fewest batch sizes a ladder takes: each rung fits S(B) = S_min + E_min/B (``maths.tradeoff``) with a
+bootstrap interval, and with 3 batch sizes too few resamples keep 3 distinct ones for that interval."""
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """The ``ladder:`` section against the budget, in samples."""
+
+    batches: tuple[int, ...]
+    seeds: int
+    alpha: float
+    warmup_fraction: float
+    budget_samples: int
+    """D: the full run's budget, the prediction's target."""
+    stop_samples: int
+    """Where the ladder's runs stop: the fraction of D, whole batches of the largest batch."""
+    evaluations: tuple[int, ...]
+    """Where every run evaluates, up to ``stop_samples`` (to D with ``validate``: the doublings go on)."""
+    validate: bool
+    base_lr: float
+    base_batch: int
+    min_steps: int
+    tokens_per_sample: Optional[int] = None
+
+    @property
+    def run_stop(self) -> int:
+        """Where each run stops: ``MEASURE_FACTOR`` × D with ``validate`` (the ladder reads its first
+        ``stop_samples``), else the fraction."""
+        return MEASURE_FACTOR * self.budget_samples if self.validate else self.stop_samples
+
+    @property
+    def run_evaluations(self) -> tuple[int, ...]:
+        return tuple(e for e in self.evaluations if e <= self.run_stop)
+
+    def peak_lr(self, batch: int) -> float:
+        return scaled_lr(self.base_lr, batch, self.base_batch, self.alpha)
+
+    def warmup_steps(self, batch: int) -> int:
+        """Warmup steps at ``batch``: ``warmup_fraction`` of its steps to the fraction (the same whichever
+        run stops where)."""
+        return warmup_steps(self.warmup_fraction, self.stop_samples // batch)
+
+    @property
+    def ladder_samples(self) -> int:
+        """What the ladder trains: every batch × seed to the fraction."""
+        return len(self.batches) * self.seeds * self.stop_samples
+
+    @property
+    def full_samples(self) -> int:
+        """What a from-scratch search at the full budget trains over the same batches and seeds: each to D."""
+        return len(self.batches) * self.seeds * self.budget_samples
+
+    @property
+    def measurement_samples(self) -> int:
+        """What the validation's measurement trains: every batch × seed to ``MEASURE_FACTOR`` × D."""
+        return MEASURE_FACTOR * self.full_samples
+
+    def to_meta(self) -> dict:
+        return {"ladder_batches": list(self.batches), "ladder_seeds": self.seeds, "ladder_alpha": self.alpha,
+                "warmup_fraction": self.warmup_fraction, "budget_samples": self.budget_samples,
+                "ladder_stop_samples": self.stop_samples, "ladder_evaluations": list(self.evaluations),
+                "ladder_validate": self.validate, "tokens_per_sample": self.tokens_per_sample,
+                "base_lr": self.base_lr, "base_batch": self.base_batch}
+
+
+def _whole(samples: float, unit: int) -> int:
+    return int(samples) // unit * unit
+
+
+def resolve_ladder(spec: SearchSpec, budget_samples: int, tokens_per_sample: Optional[int] = None) -> Ladder:
+    """The spec's ``ladder:`` section against the resolved budget; a ``SpecError`` (one line) for fewer than
+    ``MIN_LADDER_BATCHES`` batch sizes, a fraction whose largest batch takes fewer than ``ladder.min_steps``
+    optimizer steps, or a first rung under one batch of the largest."""
+    lad, s, t = spec.ladder, spec.search, spec.training
+    batches = tuple(sorted(spec.batch_sizes))
+    if len(batches) < MIN_LADDER_BATCHES:
+        raise SpecError(f"search.batch_sizes: the ladder needs at least {MIN_LADDER_BATCHES} batch sizes (each rung "
+                        f"fits S(B) = S_min + E_min/B with a bootstrap interval), got {list(batches)}")
+    largest = batches[-1]
+    stop = _whole(lad.fraction * budget_samples, largest)
+    if stop // largest < lad.min_steps:
+        raise SpecError(f"ladder.fraction: {lad.fraction:g} of the budget ({budget_samples} samples) gives the largest "
+                        f"batch {largest} {stop // largest} optimizer steps, under ladder.min_steps={lad.min_steps}; "
+                        f"raise the fraction or the budget, or drop the largest batch")
+    first = _whole(lad.first_rung * budget_samples, largest)
+    if first < largest:
+        raise SpecError(f"ladder.first_rung: {lad.first_rung:g} of the budget is under one batch of {largest}; "
+                        f"raise it")
+    evaluations, e = [], first
+    while e < budget_samples:
+        evaluations.append(e)
+        e = _whole(2 * e, largest)
+    evaluations += [budget_samples, MEASURE_FACTOR * budget_samples]
+    if stop not in evaluations:  # the fraction is always evaluated
+        evaluations = sorted({*evaluations, stop})
+    alpha = lad.alpha if lad.alpha is not None else sum(s.alpha_range) / 2
+    return Ladder(batches=batches, seeds=lad.seeds, alpha=float(alpha), warmup_fraction=sum(s.warmup_fraction_range) / 2,
+                  budget_samples=budget_samples, stop_samples=stop, evaluations=tuple(evaluations),
+                  validate=lad.validate, base_lr=t.base_lr, base_batch=t.base_batch, min_steps=lad.min_steps,
+                  tokens_per_sample=tokens_per_sample)

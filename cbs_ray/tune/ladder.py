@@ -1,0 +1,145 @@
+"""The ladder on Ray (``search.method: ladder``): every (batch, seed) run as a trial of one Tune experiment
+(``<name>-ladder-<date>-<time>``), a plain grid with no ASHA and no TPE (each run's whole curve is the
+measurement), then the ladder's summary and report. The pure parts are ``spec.ladder_section``,
+``train.run_plan.ladder_plan`` and ``analysis.ladder_summary``; this module only starts runs and reads them.
+Its ``METHOD`` is its entry in ``tune.api.METHODS``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from cbs_ray.analysis.ladder_summary import headline, summarize_ladder
+from cbs_ray.records.meta import FORMAT, ExperimentMeta
+from cbs_ray.records.storage import ReportError, first_error, load_history
+from cbs_ray.report.ladder import write_ladder_report
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.ladder_section import Ladder, resolve_ladder
+from cbs_ray.spec.load import spec_from_dict, spec_to_dict
+from cbs_ray.spec.resolve import tokens_per_sample
+from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.train.run_plan import ladder_configs
+from cbs_ray.tune.prepare import data_fingerprint, prepare
+from cbs_ray.tune.runner import (
+    new_experiment,
+    on_the_cluster,
+    points_config,
+    ray_session,
+    run_tuner,
+    tracker_callbacks_for,
+)
+from cbs_ray.tune.search_method import SearchMethod, experiment_out
+
+__all__ = ["METHOD", "ladder_plan_lines", "report_ladder_experiment", "run_ladder_search"]
+
+
+def _tokens(spec: SearchSpec) -> Optional[int]:
+    return None if spec.training.budget_tokens is None else tokens_per_sample(spec)
+
+
+def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
+    """``--dry-run``: the rungs, the runs and what the ladder trains against a from-scratch search at the full
+    budget over the same batches."""
+    steps = ", ".join(f"B={b}: {ld.stop_samples // b}" for b in ld.batches)
+    rungs = [e for e in ld.evaluations if e <= ld.stop_samples]
+    lines = [
+        f"{spec.name}: ladder, full budget D = {ld.budget_samples} samples; every batch trains to "
+        f"{ld.stop_samples} samples ({ld.stop_samples / ld.budget_samples:.0%} of D) at a constant LR after warmup",
+        f"  batches {list(ld.batches)} x {ld.seeds} seeds = {len(ld.batches) * ld.seeds} trials; peak lr by alpha "
+        f"{ld.alpha:g}: " + ", ".join(f"B={b}: {ld.peak_lr(b):.3g}" for b in ld.batches),
+        f"  optimizer steps to the fraction: {steps} (floor ladder.min_steps={ld.min_steps})",
+        f"  rungs (evaluations) at {', '.join(map(str, rungs))} samples; B_crit fitted at each, then B_crit ∝ D^γ "
+        f"extrapolated to {ld.budget_samples}",
+        f"  samples trained: {ld.ladder_samples} = {ld.ladder_samples / ld.full_samples:.2f} of one from-scratch "
+        f"search at the full budget over the same batches and seeds ({ld.full_samples})",
+    ]
+    if ld.validate:
+        lines.append(f"  then (--validate-prediction): the same runs go on to {ld.run_stop} samples, 2 x D, so that the "
+                     f"larger batches reach the smallest one's loss at D ({ld.measurement_samples} samples in all); "
+                     f"the ladder reads only their first {ld.stop_samples}")
+    return lines
+
+
+def _resolved(spec: SearchSpec, prepared) -> Ladder:
+    data, budget, _ = prepared
+    ld = resolve_ladder(spec, budget, _tokens(spec))
+    if max(ld.batches) > data.train_examples:
+        raise SpecError(f"search.batch_sizes: {max(ld.batches)} is larger than the training set "
+                        f"({data.train_examples} examples); a batch must fit in it")
+    return ld
+
+
+def plan_lines(spec: SearchSpec) -> list[str]:
+    return ladder_plan_lines(spec, _resolved(spec, prepare(spec)))
+
+
+def check_no_objects(objects) -> None:
+    if objects is not None:
+        raise SpecError("search.method: ladder runs on the spec's model and data, not on your own model_init and "
+                        "datasets yet; use search.method scratch")
+
+
+def run_ladder_search(spec: SearchSpec, prepared, *, objects=None, probe=None, out: Path, verbose: bool | int = False,
+                      address: Optional[str] = None):
+    """The ladder of ``spec`` (``run_search`` calls this for ``search.method: ladder``): every (batch, seed) run
+    as a trial of one Tune experiment, then the summary and report written to ``out``."""
+    check_no_objects(objects)
+    data, budget, config = prepared
+    ld = _resolved(spec, prepared)
+    for line in ladder_plan_lines(spec, ld):
+        print(line, flush=True)
+    with ray_session(address, verbose=verbose) as context:
+        on_the_cluster(spec, context)
+        name, path = new_experiment(spec, "ladder")
+        meta = ExperimentMeta.from_dict({
+            "name": spec.name, "method": "ladder", "metric": "eval_loss", "mode": "min", **ld.to_meta(),
+            "max_seq_length": spec.data.max_seq_length, "spec": spec_to_dict(spec), "format": FORMAT,
+            "data_fingerprint": data_fingerprint(data)})
+        meta.write(path)
+        print(f"experiment: {path}\n  if this run is killed, continue it with: python -m cbs_ray.search --resume "
+              f"{path}", flush=True)
+        path = run_tuner(spec, data, budget, config, name=name, verbose=verbose,
+                         callbacks=tracker_callbacks_for(spec, budget, meta), **points_config(ladder_configs(ld)))
+    return summarize_ladder_experiment(path, out)
+
+
+def resume_ladder_search(spec: SearchSpec, path: str, meta: ExperimentMeta, prepared, *, out: Path,
+                         verbose: bool | int = False, address: Optional[str] = None):
+    data, budget, config = prepared
+    with ray_session(address, verbose=verbose) as context:
+        on_the_cluster(spec, context)
+        print(f"resuming {path}", flush=True)
+        run_tuner(spec, data, budget, config, verbose=verbose, restore=path,
+                  callbacks=tracker_callbacks_for(spec, budget, meta))
+    return summarize_ladder_experiment(path, out)
+
+
+def summarize_ladder_experiment(path: str, out: Path):
+    """The ladder's summary of the experiment at ``path``, its report written to ``out``; prints the answer."""
+    meta = {**ExperimentMeta.read(path).to_dict(), "experiment_path": path}
+    history = load_history(path)
+    if history.empty:
+        raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
+    summary = summarize_ladder(history, meta)
+    page = write_ladder_report(summary, history, out)
+    print("\n".join(headline(summary)))
+    print(f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})", flush=True)
+    return summary
+
+
+def report_ladder_experiment(path: str, meta: Optional[ExperimentMeta] = None, *, output_dir: Optional[str] = None,
+                             tolerance=None, target=None, turning_fit=None):
+    """``python -m cbs_ray.report`` on a ladder experiment; the from-scratch report's flags are refused."""
+    for flag, given in (("--tolerance", tolerance), ("--target", target), ("--turning-point", turning_fit)):
+        if given is not None:
+            raise ReportError(f"{flag}: applies to a from-scratch experiment; {path} is a ladder (its report takes "
+                              f"--output)")
+    path = path if "://" in path else str(Path(path).expanduser().resolve())
+    meta = meta or ExperimentMeta.read(path)
+    spec_from_dict(meta.spec)  # the experiment's spec still validates
+    return summarize_ladder_experiment(path, experiment_out(meta, output_dir))
+
+
+METHOD = SearchMethod("ladder", plan_lines=plan_lines, run=run_ladder_search, resume=resume_ladder_search,
+                      report=report_ladder_experiment)
