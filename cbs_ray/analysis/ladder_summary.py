@@ -116,7 +116,7 @@ def ladder_curves(history: pd.DataFrame, *, up_to: Optional[int] = None) -> dict
 
 
 def _rung_record(r: Rung) -> dict:
-    return {"samples_seen": r.samples_seen, "b_crit": r.b_crit, "b_crit_ci": list(r.b_crit_ci) if r.b_crit_ci else None,
+    return {Column.samples_seen: r.samples_seen, "b_crit": r.b_crit, "b_crit_ci": list(r.b_crit_ci) if r.b_crit_ci else None,
             "overhead_20pct": r.overhead_20pct, "target_loss": r.target_loss,
             "steps_by_batch": {str(b): s for b, s in r.steps_by_batch.items()}, "reason": r.reason}
 
@@ -137,7 +137,9 @@ def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000
     ``experiment_path``, ``max_seq_length`` where known)."""
     budget, stop = int(meta["budget_samples"]), int(meta["ladder_stop_samples"])
     batches, seeds = [int(b) for b in meta["ladder_batches"]], int(meta["ladder_seeds"])
-    rungs = rung_readings(ladder_curves(history, up_to=stop), bootstrap=bootstrap) if len(history) else []
+    rungs_from = int(meta.get("ladder_rungs_from", 0))
+    rungs = [r for r in (rung_readings(ladder_curves(history, up_to=stop), bootstrap=bootstrap) if len(history) else [])
+             if r.samples_seen >= rungs_from]  # not inside the warmup (spec.ladder_section)
     fit = fit_ladder(rungs, budget_samples=budget, bootstrap=bootstrap)
     ladder = {"fraction_samples": stop, "rungs": [_rung_record(r) for r in rungs], "exponent": fit.exponent,
               "exponent_ci": list(fit.exponent_ci) if fit.exponent_ci else None, "constant": fit.constant,
@@ -146,11 +148,11 @@ def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000
     recommended = recommend_batch(fit.interval_90[0]) if fit.interval_90 else None
     alpha, base_lr, base_batch = float(meta["ladder_alpha"]), float(meta["base_lr"]), int(meta["base_batch"])
     prediction = {"budget_samples": budget, "b_crit": fit.b_crit,
-                  "interval_90": list(fit.interval_90) if fit.interval_90 else None, "batch_size": recommended,
+                  "interval_90": list(fit.interval_90) if fit.interval_90 else None, Column.batch_size: recommended,
                   "overhead_20pct": fit.overhead_20pct, "refusal": fit.refusal,
-                  "peak_lr": scaled_lr(base_lr, recommended, base_batch, alpha) if recommended else None,
-                  "warmup_steps": warmup_steps(float(meta["warmup_fraction"]), budget // recommended)
-                  if recommended else None, "alpha": alpha}
+                  Column.peak_lr: scaled_lr(base_lr, recommended, base_batch, alpha) if recommended else None,
+                  Column.warmup_steps: warmup_steps(float(meta[Column.warmup_fraction]), budget // recommended)
+                  if recommended else None, Column.alpha: alpha}
     validation = _validate(history, rungs, fit, budget, meta, bootstrap) if meta.get("ladder_validate") else None
     tokens = meta.get("tokens_per_sample") or meta.get("max_seq_length")
     laws = {}
@@ -200,7 +202,7 @@ def headline(summary: LadderSummary) -> list[str]:
         ci = r["b_crit_ci"]
         b = f"{r['b_crit']:.3g}" + (f" [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else "") if r["b_crit"] else \
             f"– ({r['reason']})"
-        lines.append(f"  rung at {r['samples_seen']:g} samples: B_crit {b}; 20 % rule {r['overhead_20pct']}")
+        lines.append(f"  rung at {r[Column.samples_seen]:g} samples: B_crit {b}; 20 % rule {r['overhead_20pct']}")
     if lad["exponent"] is not None:
         eci = lad["exponent_ci"]
         lines.append(f"Fit: B_crit ∝ D^{lad['exponent']:.3g}" + (f" (90 % [{eci[0]:.3g}, {eci[1]:.3g}])" if eci else "")
@@ -210,8 +212,8 @@ def headline(summary: LadderSummary) -> list[str]:
     else:
         lo, hi = pred["interval_90"]
         lines.append(f"Prediction at {pred['budget_samples']} samples: B_crit {pred['b_crit']:.3g} (90 % [{lo:.3g}, "
-                     f"{hi:.3g}]); recommended batch {pred['batch_size']} (peak lr {pred['peak_lr']:.3g} by alpha "
-                     f"{pred['alpha']:g}, warmup {pred['warmup_steps']} steps)")
+                     f"{hi:.3g}]); recommended batch {pred[Column.batch_size]} (peak lr {pred[Column.peak_lr]:.3g} by alpha "
+                     f"{pred[Column.alpha]:g}, warmup {pred[Column.warmup_steps]} steps)")
     v = summary.prediction_validation
     if v:
         if v["measured_b_crit"] is None:

@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from cbs_ray.analysis.ladder_summary import LadderSummary, headline
+from cbs_ray.records.columns import Column
 from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import _save  # (sets matplotlib's Agg backend)
@@ -31,11 +32,11 @@ def ladder_plot(summary: LadderSummary, path: Path) -> Path:
     for r in finite:
         ci = r["b_crit_ci"]
         err = [[r["b_crit"] - ci[0]], [ci[1] - r["b_crit"]]] if ci and ci[1] is not None and ci[1] < 1e12 else None
-        ax.errorbar([r["samples_seen"]], [r["b_crit"]], yerr=err, fmt="o", capsize=3,
-                    color="tab:blue" if r["samples_seen"] in used else "0.6")
+        ax.errorbar([r[Column.samples_seen]], [r["b_crit"]], yerr=err, fmt="o", capsize=3,
+                    color="tab:blue" if r[Column.samples_seen] in used else "0.6")
     budget = pred["budget_samples"]
     if lad["exponent"] is not None and finite:
-        xs = [min(r["samples_seen"] for r in finite), budget]
+        xs = [min(r[Column.samples_seen] for r in finite), budget]
         ax.plot(xs, [lad["constant"] * x ** lad["exponent"] for x in xs], "--", color="tab:blue",
                 label=f"fit: B_crit ∝ D^{lad['exponent']:.2f}")
     if pred["b_crit"] is not None:
@@ -64,7 +65,7 @@ def _markdown(summary: LadderSummary) -> str:
     rows = ["| samples seen | B_crit | 95 % CI | 20 % rule | target loss |", "|---|---|---|---|---|"]
     for r in summary.ladder["rungs"]:
         ci = r["b_crit_ci"]
-        rows.append(f"| {r['samples_seen']:g} | {r['b_crit']:.3g} | " if r["b_crit"] else f"| {r['samples_seen']:g} | – | ")
+        rows.append(f"| {r[Column.samples_seen]:g} | {r['b_crit']:.3g} | " if r["b_crit"] else f"| {r[Column.samples_seen]:g} | – | ")
         rows[-1] += (f"[{ci[0]:.3g}, {ci[1]:.3g}] | " if ci else "– | ") + f"{r['overhead_20pct']} | {r['target_loss']:.4g} |"
     laws = "\n".join(f"- {k}: {v['samples']:.3g} samples ({v['tokens']:.3g} tokens)" for k, v in
                      summary.reference_laws.items() if isinstance(v, dict))

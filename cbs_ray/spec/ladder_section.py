@@ -3,8 +3,10 @@ LR rule, where each run stops and evaluates, all in samples (``Ladder``). Pure: 
 ``train.run_plan.ladder_plan``; what the runs mean is ``analysis.ladder_summary``.
 
 Every run trains one batch at a **constant LR** after a warmup (the alpha rule's LR at its batch) up to
-``fraction`` of the full budget D, evaluating at D·first_rung and at every doubling after it up to the fraction
-(each rounded down to whole batches of the largest batch). The warmup is a fraction of the steps the batch
+``fraction`` of the full budget D, evaluating at D·first_rung and at every factor of √2 after it (each rounded to
+the nearest whole batch of the largest batch). The rungs are the evaluations from twice the warmup on
+(``rungs_from``): every batch warms up over the same samples (a fraction of its steps to the fraction), and a
+rung inside that warmup would measure the warmup, not the batch. The warmup is a fraction of the steps the batch
 takes to the fraction, whichever run it is, so that a run that goes on (``ladder.validate``) is the ladder's
 run exactly up to the fraction: nothing a run trains before the fraction depends on where it stops.
 
@@ -55,6 +57,20 @@ class Ladder:
     tokens_per_sample: Optional[int] = None
 
     @property
+    def warmup_samples(self) -> int:
+        """The samples every batch's warmup spans: ``warmup_fraction`` of the fraction."""
+        return int(self.warmup_fraction * self.stop_samples)
+
+    @property
+    def rungs_from(self) -> int:
+        """The first evaluation a rung is read at: at or after twice the warmup."""
+        return next((e for e in self.evaluations if e >= 2 * self.warmup_samples), self.stop_samples)
+
+    @property
+    def rung_evaluations(self) -> tuple[int, ...]:
+        return tuple(e for e in self.evaluations if self.rungs_from <= e <= self.stop_samples)
+
+    @property
     def run_stop(self) -> int:
         """Where each run stops: ``MEASURE_FACTOR`` × D with ``validate`` (the ladder reads its first
         ``stop_samples``), else the fraction."""
@@ -92,6 +108,7 @@ class Ladder:
                 "warmup_fraction": self.warmup_fraction, "budget_samples": self.budget_samples,
                 "ladder_stop_samples": self.stop_samples, "ladder_evaluations": list(self.evaluations),
                 "ladder_validate": self.validate, "tokens_per_sample": self.tokens_per_sample,
+                "ladder_rungs_from": self.rungs_from,
                 "base_lr": self.base_lr, "base_batch": self.base_batch}
 
 
@@ -118,13 +135,11 @@ def resolve_ladder(spec: SearchSpec, budget_samples: int, tokens_per_sample: Opt
     if first < largest:
         raise SpecError(f"ladder.first_rung: {lad.first_rung:g} of the budget is under one batch of {largest}; "
                         f"raise it")
-    evaluations, e = [], first
-    while e < budget_samples:
-        evaluations.append(e)
-        e = _whole(2 * e, largest)
-    evaluations += [budget_samples, MEASURE_FACTOR * budget_samples]
-    if stop not in evaluations:  # the fraction is always evaluated
-        evaluations = sorted({*evaluations, stop})
+    points, k = {first, stop, budget_samples, MEASURE_FACTOR * budget_samples}, 1
+    while first * 2 ** (k / 2) < MEASURE_FACTOR * budget_samples:
+        points.add(max(largest, round(first * 2 ** (k / 2) / largest) * largest))
+        k += 1
+    evaluations = sorted(p for p in points if p <= MEASURE_FACTOR * budget_samples)
     alpha = lad.alpha if lad.alpha is not None else sum(s.alpha_range) / 2
     return Ladder(batches=batches, seeds=lad.seeds, alpha=float(alpha), warmup_fraction=sum(s.warmup_fraction_range) / 2,
                   budget_samples=budget_samples, stop_samples=stop, evaluations=tuple(evaluations),

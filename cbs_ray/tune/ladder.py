@@ -42,15 +42,15 @@ def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
     """``--dry-run``: the rungs, the runs and what the ladder trains against a from-scratch search at the full
     budget over the same batches."""
     steps = ", ".join(f"B={b}: {ld.stop_samples // b}" for b in ld.batches)
-    rungs = [e for e in ld.evaluations if e <= ld.stop_samples]
+    rungs = ld.rung_evaluations
     lines = [
         f"{spec.name}: ladder, full budget D = {ld.budget_samples} samples; every batch trains to "
         f"{ld.stop_samples} samples ({ld.stop_samples / ld.budget_samples:.0%} of D) at a constant LR after warmup",
         f"  batches {list(ld.batches)} x {ld.seeds} seeds = {len(ld.batches) * ld.seeds} trials; peak lr by alpha "
         f"{ld.alpha:g}: " + ", ".join(f"B={b}: {ld.peak_lr(b):.3g}" for b in ld.batches),
         f"  optimizer steps to the fraction: {steps} (floor ladder.min_steps={ld.min_steps})",
-        f"  rungs (evaluations) at {', '.join(map(str, rungs))} samples; B_crit fitted at each, then B_crit ∝ D^γ "
-        f"extrapolated to {ld.budget_samples}",
+        f"  rungs at {', '.join(map(str, rungs))} samples (from twice the warmup, {ld.warmup_samples} samples, "
+        f"on); B_crit fitted at each, then B_crit ∝ D^γ extrapolated to {ld.budget_samples}",
         f"  samples trained: {ld.ladder_samples} = {ld.ladder_samples / ld.full_samples:.2f} of one from-scratch "
         f"search at the full budget over the same batches and seeds ({ld.full_samples})",
     ]

@@ -13,7 +13,8 @@ pytestmark = pytest.mark.slow
 
 LM = "search_spaces/tiny_causal_lm.yaml"
 # The tiny causal LM at D = 2048 samples: batches 8…64, one seed, runs to half of D (16 steps at B=64),
-# evaluations at 128, 256, 512, 1024 (the ladder) and on to 2048 and 4096 (the validation).
+# evaluations from 128 at every factor √2 to 1024 (the ladder; its rungs from twice the warmup, 256, on) and on
+# to 4096 (the validation).
 SMALL = ["search.method=ladder", "training.budget_samples=2048", "training.eval_every_samples=1024",
          "asha.grace_period_samples=1024", "search.batch_sizes=[8, 16, 32, 64]", "data.builtin_eval_examples=512",
          "data.builtin_train_examples=4096", "ladder.fraction=0.5", "ladder.seeds=1", "ladder.first_rung=0.0625",
@@ -38,14 +39,14 @@ def test_every_batch_is_a_trial_evaluated_on_the_geometric_cadence(ladder):
     assert all(t.status == "TERMINATED" and t.config["ladder_stop_samples"] == 4096 for t in trials)
     history = json.loads((out / "summary.json").read_text())
     curves = history["curves"]
-    assert [s for s, _ in curves["8"]] == [128, 256, 512, 1024, 2048, 4096]
+    assert [s for s, _ in curves["8"]] == [128, 192, 256, 384, 512, 704, 1024, 1472, 2048, 2880, 4096]
 
 
 def test_summary_json_has_the_ladder_the_prediction_and_its_validation(ladder):
     _, out = ladder
     d = json.loads((out / "summary.json").read_text())
     assert d["method"] == "ladder"
-    assert [r["samples_seen"] for r in d["ladder"]["rungs"]] == [128, 256, 512, 1024]  # the ladder's own
+    assert [r["samples_seen"] for r in d["ladder"]["rungs"]] == [256, 384, 512, 704, 1024]  # the ladder's own
     assert {"exponent", "exponent_ci", "refusal"} <= set(d["ladder"])
     p = d["prediction"]
     assert p["budget_samples"] == 2048

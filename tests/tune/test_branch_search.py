@@ -150,3 +150,17 @@ def test_run_search_refuses_objects_in_branch_mode():
     with pytest.raises(SpecError, match="^search.method: branch runs on the spec's model and data"):
         check_no_objects(object())
     check_no_objects(None)
+
+
+def test_the_gpu_branch_space_gives_every_branch_the_step_floor():
+    """gpt2_small_branch_gpu.yaml's data come from the hub (no dry run offline): its plan from the resolved
+    section, 2^28 tokens = 262144 packed samples of 1024 tokens."""
+    from cbs_ray.tune.branch import branch_plan_lines
+
+    spec = load_spec("search_spaces/gpt2_small_branch_gpu.yaml")
+    br = resolve_branching(spec, 262144, 1024)
+    assert br.branch_batches == (128, 256, 512) and br.alphas == (0.5,) and br.tolerance == 0.01
+    assert br.window_steps_at_largest >= br.window_min_steps == 8  # 12800 samples: 25 steps at 512
+    lines = branch_plan_lines(spec, br)
+    assert not any("warning" in line for line in lines)
+    assert any("optimizer steps per window: B=128: 100, B=256: 50, B=512: 25" in line for line in lines)

@@ -18,10 +18,12 @@ def _sets(overrides):
 
 def test_the_ladder_resolved_against_the_budget():
     ld = resolve_ladder(load_spec(LM, LADDER), 8192)
-    # batches 8…64, two seeds; runs to 1/4 of D = 2048 (32 steps at 64); evaluations from D/64 = 128 doubling to
-    # D, and 2·D for the validation.
+    # batches 8…64, two seeds; runs to 1/4 of D = 2048 (32 steps at 64); evaluations from D/64 = 128 at every
+    # factor √2 (to whole batches of 64) up to 2·D for the validation; the rungs from twice the warmup (0.1 of
+    # 2048: 204 samples) on, up to the fraction.
     assert (ld.batches, ld.seeds, ld.stop_samples) == ((8, 16, 32, 64), 2, 2048)
-    assert ld.evaluations == (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+    assert ld.evaluations == (128, 192, 256, 384, 512, 704, 1024, 1472, 2048, 2880, 4096, 5824, 8192, 11584, 16384)
+    assert ld.warmup_samples == 204 and ld.rungs_from == 512 and ld.rung_evaluations == (512, 704, 1024, 1472, 2048)
     assert ld.alpha == 0.75 and ld.run_stop == 2048  # the middle of alpha_range; no validation: the fraction
     assert ld.ladder_samples == 4 * 2 * 2048 and ld.full_samples == 4 * 2 * 8192
     assert resolve_ladder(load_spec(LM, LADDER + ["ladder.validate=true"]), 8192).run_stop == 16384
@@ -32,7 +34,7 @@ def test_a_ladder_run_is_constant_lr_after_warmup_and_its_prefix_does_not_depend
     ld = resolve_ladder(spec, 8192)
     short, long = [plan_from_config(spec, {**config, "ladder_stop_samples": stop}, 8192)
                    for config in ladder_configs(ld)[-1:] for stop in (2048, 16384)]
-    assert short.batch_schedule == ((0, 64),) and short.report_at == (128, 256, 512, 1024, 2048)
+    assert short.batch_schedule == ((0, 64),) and short.report_at == (128, 192, 256, 384, 512, 704, 1024, 1472, 2048)
     assert long.report_at[-1] == 16384 and short.lr_decay == "constant"
     assert short.lr_warmup_steps == long.lr_warmup_steps == 3  # 0.1 of the 32 steps to the fraction
     factors_short, factors_long = short.lr_factors(), long.lr_factors()
@@ -45,7 +47,7 @@ def test_dry_run_prints_the_rungs_and_the_cost(capsys):
     assert main(["--space", LM, "--dry-run", "--validate-prediction", *_sets(LADDER)]) == 0
     out = capsys.readouterr().out
     assert "ladder, full budget D = 8192 samples; every batch trains to 2048 samples (25% of D)" in out
-    assert "rungs (evaluations) at 128, 256, 512, 1024, 2048 samples" in out
+    assert "rungs at 512, 704, 1024, 1472, 2048 samples (from twice the warmup" in out
     assert "samples trained: 16384 = 0.25 of one from-scratch search at the full budget" in out
     assert "then (--validate-prediction): the same runs go on to 16384 samples" in out
 

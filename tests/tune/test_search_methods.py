@@ -10,17 +10,18 @@ from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import META_FILE
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
-from cbs_ray.tune import branch, scratch
+from cbs_ray.tune import branch, ladder, scratch
 from cbs_ray.tune.api import METHODS, _check_same_data, method_named
 from cbs_ray.tune.search_method import SearchMethod
 
 
 def test_every_method_the_spec_accepts_has_one_entry_with_the_four_functions():
-    assert set(METHODS) == {"scratch", "branch"}
+    assert set(METHODS) == {"scratch", "branch", "ladder"}
     for name, method in METHODS.items():
         assert isinstance(method, SearchMethod) and method.name == name
         assert all(callable(f) for f in (method.plan_lines, method.run, method.resume, method.report))
     assert method_named("scratch") is scratch.METHOD and method_named("branch") is branch.METHOD
+    assert method_named("ladder") is ladder.METHOD
 
 
 def test_the_dry_run_plan_is_the_methods_own(monkeypatch):
