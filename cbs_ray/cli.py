@@ -63,8 +63,8 @@ def parse_search_args(argv: list[str] | None = None, prog: str = "python -m cbs_
                              "and a batch-size grid centred on it (use it with search.batch_sizes=auto)")
     parser.add_argument("--validate-schedule", action="store_true",
                         help="branch mode (search.method=branch): train the recommended batch-size schedule "
-                             "against the trunk's fixed small batch and report the steps saved and the loss "
-                             "difference (sets branch.validate_schedule)")
+                             "against fixed batches (small, large, iso-steps) on branch.validation_seeds seeds and "
+                             "read the fixed-batch frontier (sets branch.validate_schedule)")
     parser.add_argument("--validate-prediction", action="store_true",
                         help="the ladder (search.method=ladder): also train every batch to the full budget and "
                              "compare the predicted critical batch with the one measured there (sets ladder.validate)")
