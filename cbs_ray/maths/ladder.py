@@ -180,7 +180,9 @@ def fit_ladder(rungs: Sequence[Rung], *, budget_samples: float, bootstrap: int =
       * poor fit: χ² = Σ weight · residual², p-value P(χ²_{n−2} > χ²) < ``POOR_FIT_P`` (0.01) under the
         rungs' own errors — B_crit does not follow one power law in D;
       * no bootstrap resamples;
-      * the exponent's 90 % interval includes 0: B_crit does not measurably grow with data.
+      * the exponent's 90 % interval includes 0: B_crit does not measurably grow with data;
+      * the exponent's 90 % interval lies below 0: B_crit falls with data, and a falling power law
+        extrapolated to the budget is no prediction (it once said B_crit 0.9 where 331 was measured).
     """
     overhead = [(r.samples_seen, r.overhead_20pct) for r in rungs if r.overhead_20pct is not None]
     extra = {}
@@ -226,6 +228,11 @@ def fit_ladder(rungs: Sequence[Rung], *, budget_samples: float, bootstrap: int =
         return LadderFit(exponent_ci=exponent_ci, b_crit=None, interval_90=None, refusal=f"B_crit does not "
                          f"measurably grow with data over the rungs: the exponent's 90 % interval "
                          f"[{exponent_ci[0]:.3g}, {exponent_ci[1]:.3g}] includes 0", **base)
+    if exponent_ci[1] < 0:
+        return LadderFit(exponent_ci=exponent_ci, b_crit=None, interval_90=None, refusal=f"B_crit falls with data "
+                         f"over the rungs (exponent {exponent:.3g}, 90 % [{exponent_ci[0]:.3g}, {exponent_ci[1]:.3g}]): "
+                         f"the runs are past the regime where the critical batch grows (a saturating loss, or an LR "
+                         f"too large for the larger batches); a falling power law is not extrapolated", **base)
     interval = (float(np.percentile(preds, 5)), float(np.percentile(preds, 95)))
     return LadderFit(exponent_ci=exponent_ci, b_crit=constant * budget_samples ** exponent, interval_90=interval,
                      refusal=None, **base)
