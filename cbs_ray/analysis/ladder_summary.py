@@ -30,6 +30,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from cbs_ray.analysis.branch_points import _clean
 from cbs_ray.maths.ladder import (
     BORROWED_EXPONENTS,
     Rung,
@@ -49,20 +50,6 @@ __all__ = ["LOG2_TARGET", "LadderSummary", "headline", "ladder_curves", "summari
 
 LOG2_TARGET = 0.5
 """The issue's accuracy target, fixed before any validation: |log2(predicted / measured)| ≤ 0.5."""
-
-
-def _clean(value):
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    return value
 
 
 @dataclass(frozen=True)
