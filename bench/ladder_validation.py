@@ -30,6 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+SST2 = ROOT.parent / "shared" / "data" / "sst2"
+
 TASKS = {
     "lm": ("search_spaces/tiny_causal_lm.yaml",
            ["training.budget_samples=16384", "data.builtin_train_examples=32768", "search.batch_sizes=[8, 16, 32, 64, 128]",
@@ -38,6 +41,11 @@ TASKS = {
              ["training.budget_samples=8192", "data.builtin_train_examples=16384",
               "search.batch_sizes=[8, 16, 32, 64, 128]", "training.eval_every_samples=1024",
               "asha.grace_period_samples=1024", "search.metric=eval_loss", "search.mode=min"]),
+    "sst2lm": ("search_spaces/tiny_causal_lm.yaml",
+               ["data.source=files", f"data.train_file={SST2 / 'train.tsv'}", "data.text_column=sentence",
+                f"data.eval_file={SST2 / 'dev.tsv'}", "data.eval_text_column=content", "model.vocab_size=4000",
+                "training.budget_samples=16384", "search.batch_sizes=[8, 16, 32, 64, 128]", "ladder.alpha=0.5",
+                "training.eval_every_samples=2048", "asha.grace_period_samples=2048"]),
 }
 
 

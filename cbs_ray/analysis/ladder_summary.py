@@ -102,6 +102,12 @@ def ladder_curves(history: pd.DataFrame, *, up_to: Optional[int] = None) -> dict
     return curves
 
 
+def _reading(meta: dict) -> dict:
+    """How the rungs read the curves (``ladder.curve``; an experiment from before that key interpolated) and
+    from where (the first rung: twice the warmup)."""
+    return {"curve_model": meta.get("ladder_curve", "interpolate"), "fit_from": int(meta.get("ladder_rungs_from", 0))}
+
+
 def _rung_record(r: Rung) -> dict:
     return {Column.samples_seen: r.samples_seen, "b_crit": r.b_crit, "b_crit_ci": list(r.b_crit_ci) if r.b_crit_ci else None,
             "overhead_20pct": r.overhead_20pct, "target_loss": r.target_loss,
@@ -124,14 +130,15 @@ def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000
     ``experiment_path``, ``max_seq_length`` where known)."""
     budget, stop = int(meta["budget_samples"]), int(meta["ladder_stop_samples"])
     batches, seeds = [int(b) for b in meta["ladder_batches"]], int(meta["ladder_seeds"])
-    rungs_from = int(meta.get("ladder_rungs_from", 0))
-    rungs = [r for r in (rung_readings(ladder_curves(history, up_to=stop), bootstrap=bootstrap) if len(history) else [])
-             if r.samples_seen >= rungs_from]  # not inside the warmup (spec.ladder_section)
+    reading = _reading(meta)
+    rungs = [r for r in (rung_readings(ladder_curves(history, up_to=stop), bootstrap=bootstrap, **reading)
+                         if len(history) else [])
+             if r.samples_seen >= reading["fit_from"]]  # not inside the warmup (spec.ladder_section)
     fit = fit_ladder(rungs, budget_samples=budget, bootstrap=bootstrap)
     ladder = {"fraction_samples": stop, "rungs": [_rung_record(r) for r in rungs], "exponent": fit.exponent,
               "exponent_ci": list(fit.exponent_ci) if fit.exponent_ci else None, "constant": fit.constant,
               "fit_p_value": fit.fit_p_value, "rungs_used": list(fit.rungs_used), "refusal": fit.refusal,
-              "overhead_exponent": fit.overhead_exponent}
+              "overhead_exponent": fit.overhead_exponent, "curve": reading["curve_model"]}
     recommended = recommend_batch(fit.interval_90[0]) if fit.interval_90 else None
     alpha, base_lr, base_batch = float(meta["ladder_alpha"]), float(meta["base_lr"]), int(meta["base_batch"])
     prediction = {"budget_samples": budget, "b_crit": fit.b_crit,
@@ -159,7 +166,7 @@ def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000
 
 def _validate(history: pd.DataFrame, rungs: list, fit, budget: int, meta: dict, bootstrap: int) -> dict:
     """The prediction against the rung at D of the full-budget runs, beside the naive baselines."""
-    full = rung_readings(ladder_curves(history), bootstrap=bootstrap)
+    full = rung_readings(ladder_curves(history), bootstrap=bootstrap, **_reading(meta))
     at_d = next((r for r in full if int(r.samples_seen) == budget), None)
     measured = at_d.b_crit if at_d is not None else None
     out = {"measured_b_crit": measured, "measured_b_crit_ci": list(at_d.b_crit_ci) if at_d and at_d.b_crit_ci else None,

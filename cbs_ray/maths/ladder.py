@@ -21,9 +21,9 @@ import numpy as np
 
 from cbs_ray.maths.tradeoff import fit_tradeoff, overhead_rule, samples_to_target
 
-__all__ = ["BORROWED_EXPONENTS", "POOR_FIT_P", "SD_FLOOR", "Curves", "LadderFit", "Rung", "borrowed_exponent",
-           "closed_form_laws", "fit_ladder", "fit_power_law", "log2_error", "no_extrapolation", "recommend_batch",
-           "rung_readings"]
+__all__ = ["BORROWED_EXPONENTS", "CURVE_MODELS", "POOR_FIT_P", "SD_FLOOR", "Curves", "LadderFit", "LossCurve", "Rung",
+           "borrowed_exponent", "closed_form_laws", "fit_ladder", "fit_loss_curve", "fit_power_law", "log2_error",
+           "no_extrapolation", "recommend_batch", "rung_readings"]
 
 Curves = dict[int, list[list[tuple[float, float]]]]  # batch -> over seeds: [(samples_seen, eval_loss), ...]
 
@@ -75,28 +75,107 @@ def _samples_to_target_loglog(samples: Sequence[float], losses: Sequence[float],
     return math.exp(found) if math.isfinite(found) else math.nan
 
 
+CURVE_MODELS = ("fit", "interpolate")
+"""How ``rung_readings`` reads a batch's samples to a target loss: ``fit`` from a curve L∞ + a·s^−p fitted to
+every seed's evaluations (``fit_loss_curve``), ``interpolate`` between the seed-mean's evaluations."""
+
+_EXPONENT_GRID = np.exp(np.linspace(math.log(0.02), math.log(4.0), 240))
+
+
+@dataclass(frozen=True)
+class LossCurve:
+    """L(s) = ``floor`` + ``scale`` · s^−``exponent`` (s in samples), fitted over [``first``, ``last``] samples:
+    the data-scaling form of Kaplan et al. 2020 (L(D) = L∞ + (D_c / D)^α) for one batch's learning curve."""
+
+    floor: float
+    scale: float
+    exponent: float
+    first: float
+    last: float
+
+    def loss(self, samples: float) -> float:
+        return self.floor + self.scale * samples ** -self.exponent
+
+    def samples_to(self, target: float) -> float:
+        """Samples at which the curve reaches ``target``: the first fitted point's samples if it is already at or
+        below it there (an upper bound, as ``samples_to_target`` credits it), NaN if not by the last (nothing
+        is extrapolated past the run)."""
+        if self.loss(self.first) <= target:
+            return float(self.first)
+        if self.scale <= 0 or target <= self.floor:
+            return math.nan
+        found = (self.scale / (target - self.floor)) ** (1.0 / self.exponent)
+        return float(found) if found <= self.last * (1 + 1e-9) else math.nan
+
+
+def fit_loss_curve(points: Sequence[tuple[float, float]]) -> LossCurve | None:
+    """Least squares of L = floor + scale · s^−exponent over ``points`` (samples, loss), every seed's pooled:
+    for each exponent on a log grid over [0.02, 4] the linear fit of (floor, scale), the exponent with the least
+    squared error kept. A curve that does not fall (the best scale ≤ 0) is fitted as its mean, flat. None with
+    fewer than 3 distinct samples points or no finite loss; non-finite losses (a diverged run) are dropped."""
+    pts = [(float(x), float(y)) for x, y in points if x > 0 and math.isfinite(y)]
+    xs = np.array([x for x, _ in pts])
+    ys = np.array([y for _, y in pts])
+    if len(np.unique(xs)) < 3:
+        return None
+    first, last = float(xs.min()), float(xs.max())
+    best = (float(np.sum((ys - ys.mean()) ** 2)), float(ys.mean()), 0.0, 1.0)  # flat
+    scaled = xs / first  # s^−p evaluated as (s/first)^−p · first^−p: keeps the design well conditioned
+    for p in _EXPONENT_GRID:
+        design = np.stack([np.ones_like(xs), scaled ** -p], axis=1)
+        (floor, scale), *_ = np.linalg.lstsq(design, ys, rcond=None)
+        if scale <= 0:
+            continue
+        sse = float(np.sum((ys - design @ (floor, scale)) ** 2))
+        if sse < best[0]:
+            best = (sse, float(floor), float(scale) * first ** p, float(p))
+    _, floor, scale, exponent = best
+    return LossCurve(floor, scale, exponent, first, last)
+
+
+def _samples_to(curve: LossCurve | None, means: tuple[list[float], list[float]], target: float, model: str) -> float:
+    if model == "interpolate":
+        return _samples_to_target_loglog(*means, target)
+    return math.nan if curve is None else curve.samples_to(target)
+
+
 def rung_readings(curves: Curves, *, reference_batch: int | None = None, bootstrap: int = 1000,
-                  seed: int = 0) -> list[Rung]:
+                  seed: int = 0, curve_model: str = "interpolate", fit_from: float = 0.0) -> list[Rung]:
     """One ``Rung`` per evaluation point of the reference batch (default: the smallest).
 
     ``curves`` maps batch size → list over seeds of learning curves, each a list of (samples_seen,
-    eval_loss); lower loss is better. Each batch is reduced to its seed-mean curve (``_seed_mean``).
-    S(B) = samples_to_target(…, mode="min") / B on that curve, interpolated in log–log
-    (``_samples_to_target_loglog``), so a batch already below the target at its first evaluation is credited
-    with that evaluation's samples (an upper bound on what it needed). A batch that does not reach a rung's
+    eval_loss); lower loss is better. A batch's samples to a rung's target, by ``curve_model``:
+
+    * ``"interpolate"``: on its seed-mean curve (``_seed_mean``), interpolated in log–log between evaluations
+      (``_samples_to_target_loglog``); the target is the reference's seed-mean loss at the rung;
+    * ``"fit"``: on the curve ``fit_loss_curve`` fits to every seed's evaluations from ``fit_from`` samples on
+      (``LossCurve.samples_to``); the target is the reference's *fitted* loss at the rung, so that one noisy
+      evaluation moves neither the target nor a batch's crossing by itself. The rungs are the reference's
+      evaluations from ``fit_from`` on.
+
+    S(B) = samples / B. Either way a batch already below the target at its first evaluation is credited with
+    that evaluation's samples (an upper bound on what it needed), and a batch that does not reach a rung's
     target within its run is left out of that rung's fit (NaN).
     ``bootstrap``/``seed`` go to ``fit_tradeoff``; with only 3 batch sizes it has too few resamples with 3
     distinct ones for an interval, so such a rung cannot be weighted by ``fit_ladder``: measure at least 4."""
     if not curves:
         raise ValueError("no curves")
+    if curve_model not in CURVE_MODELS:
+        raise ValueError(f"curve_model must be one of {CURVE_MODELS}, got {curve_model!r}")
     ref = min(curves) if reference_batch is None else reference_batch
     means = {b: _seed_mean(seeds) for b, seeds in curves.items()}
+    fitted = {b: fit_loss_curve([pt for run in seeds for pt in run if pt[0] >= fit_from])
+              for b, seeds in curves.items()} if curve_model == "fit" else {}
     batches = sorted(means)
     rungs = []
     for d, target in zip(*means[ref]):
+        if curve_model == "fit":
+            if d < fit_from or fitted[ref] is None:
+                continue
+            target = fitted[ref].loss(d)
         if math.isnan(target):
             continue
-        steps = {b: _samples_to_target_loglog(*means[b], target) / b for b in batches}
+        steps = {b: _samples_to(fitted.get(b), means[b], target, curve_model) / b for b in batches}
         fit = fit_tradeoff(batches, [steps[b] for b in batches], bootstrap=bootstrap, seed=seed)
         rungs.append(Rung(d, target, steps, fit.b_crit, fit.ci, overhead_rule(batches, [steps[b] for b in batches]),
                           fit.reason))

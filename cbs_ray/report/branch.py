@@ -30,7 +30,7 @@ from cbs_ray.records.columns import Column
 from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import _save  # (sets matplotlib's Agg backend)
-from cbs_ray.report.text import _fmt, _table
+from cbs_ray.report.text import _table, html_table
 
 __all__ = ["FRONTIER_PLOT", "PLOT", "cbs_over_training_plot", "frontier_plot", "headline", "render_html",
            "render_markdown", "trainer_snippets", "write_branch_report"]
@@ -249,13 +249,17 @@ def cbs_over_training_plot(summary: BranchSummary, path: Path) -> Path:
         ax.annotate("decrease" + (" (within noise)" if d.within_noise else ""), (_x(d.to_samples, summary), d.to_batch),
                     xytext=(4, -10), textcoords="offset points", fontsize=7,
                     color="0.4" if d.within_noise else "tab:red")
+    unresolved = [p for p in summary.critical_batch_over_training if p.trunk_loss is not None and not p.resolvable]
+    if unresolved:  # shown where they are, greyed: the table says why; the trend and the schedule skip them
+        ax.plot([_x(p.samples_seen, summary) for p in unresolved], [p.batch_size for p in unresolved], "x",
+                color="0.55", label="not resolvable (the trunk moved < 2ε)")
     noise = summary.b_simple_over_training
     if noise:
         ax.plot([_x(int(s), summary) for s, _ in noise], [b for _, b in noise], ".-", color="tab:orange", lw=0.8,
                 ms=3, label="trunk B_simple")
     ax.set_yscale("log", base=2)
     # Room for the bounds' arrows (an annotation outside the axes is not drawn).
-    ys = [b for _, b in schedule] + [p.batch_size for p in pts] + [b for _, b in noise]
+    ys = [b for _, b in schedule] + [p.batch_size for p in pts + unresolved] + [b for _, b in noise]
     ys += [p.batch_size * {LOWER: 2.0, UPPER: 0.5}[p.bound] ** 0.6 for p in pts if p.bound]
     ax.set_ylim(min(ys) / 1.25, max(ys) * 1.25)
     ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _: f"{y:g}"))
@@ -371,16 +375,6 @@ def render_markdown(summary: BranchSummary, plot: Optional[Path]) -> str:
     return "\n".join(parts)
 
 
-def _html_table(records: list[dict], columns: list[str]) -> str:
-    columns = [c for c in columns if any(c in r for r in records)]
-    if not records or not columns:
-        return "<p><em>none</em></p>"
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(c)))}</td>" for c in columns) + "</tr>"
-                   for r in records)
-    return f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>'
-
-
 def render_html(summary: BranchSummary, plot: Optional[Path], frontier: Optional[Path] = None) -> str:
     """report.html, self-contained (the plots embedded)."""
     esc = html.escape
@@ -397,7 +391,7 @@ def render_html(summary: BranchSummary, plot: Optional[Path], frontier: Optional
                        for trainer, (_, snippet, note) in trainer_snippets(summary).items())
     sv = summary.schedule_validation
     validation = (f"<p class=\"meta\">Criterion (fixed before the runs): {esc(sv.criterion)}.</p><p>{esc(sv.text)}</p>"
-                  + _html_table(_validation_records(summary), VALIDATION_COLUMNS) if sv else
+                  + html_table(_validation_records(summary), VALIDATION_COLUMNS) if sv else
                   "<p>Not run: <code>--validate-schedule</code> trains the schedule against fixed batches.</p>")
     if sv and frontier is not None and frontier.exists():
         data = base64.b64encode(frontier.read_bytes()).decode()
@@ -416,13 +410,13 @@ trunk batch {summary.trunk[Column.batch_size]}, branches at {esc(', '.join(map(s
 <div class="answer{'' if sure else ' unsure'}"><div class="how"><b>{esc(lines[0])}</b></div>
 {''.join(f'<div class="small">{esc(line.strip())}</div>' for line in lines[1:])}</div>
 {figure}
-<h2>Critical batch over training</h2><p class="meta">{esc(_definition(summary))}</p>{_html_table(rows, columns)}
+<h2>Critical batch over training</h2><p class="meta">{esc(_definition(summary))}</p>{html_table(rows, columns)}
 <p>Shape: {esc(summary.trend.text)}</p>
 <h2>Recommended batch-size schedule</h2><p>{esc(_schedule_text(summary))}</p>
 <pre>{esc(str(summary.batch_size_schedule))}</pre>{snippets}
 <h2>Schedule validation</h2>{validation}
 <h2>Deviations from the paper</h2>{deviations}
-<h2>Branches</h2>{_html_table(summary.branches, BRANCH_COLUMNS)}
+<h2>Branches</h2>{html_table(summary.branches, BRANCH_COLUMNS)}
 <h2>Gradient noise scale on the trunk</h2><p>{esc(_b_simple_line(summary))}</p>
 <h2>Cost</h2><p>{esc(_cost_line(summary))}</p>
 </body></html>

@@ -18,6 +18,7 @@ from cbs_ray.records.columns import Column
 from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import _save  # (sets matplotlib's Agg backend)
+from cbs_ray.report.text import _table, html_table
 
 __all__ = ["PLOT", "ladder_plot", "write_ladder_report"]
 
@@ -60,19 +61,51 @@ def ladder_plot(summary: LadderSummary, path: Path) -> Path:
     return _save(fig, path)
 
 
+RUNG_COLUMNS = ["samples seen", "B_crit", "95 % CI", "20 % rule", "target loss", "why none"]
+
+
+def _rung_rows(summary: LadderSummary) -> list[dict]:
+    return [{"samples seen": r[Column.samples_seen], "B_crit": r["b_crit"], "95 % CI": r["b_crit_ci"],
+             "20 % rule": r["overhead_20pct"], "target loss": r["target_loss"],
+             **({"why none": r["reason"]} if r["b_crit"] is None else {})} for r in summary.ladder["rungs"]]
+
+
+def _law_lines(summary: LadderSummary) -> list[str]:
+    return [f"{k}: {v['samples']:.3g} samples ({v['tokens']:.3g} tokens)" for k, v in summary.reference_laws.items()
+            if isinstance(v, dict)]
+
+
 def _markdown(summary: LadderSummary) -> str:
-    lines = headline(summary)
-    rows = ["| samples seen | B_crit | 95 % CI | 20 % rule | target loss |", "|---|---|---|---|---|"]
-    for r in summary.ladder["rungs"]:
-        ci = r["b_crit_ci"]
-        rows.append(f"| {r[Column.samples_seen]:g} | {r['b_crit']:.3g} | " if r["b_crit"] else f"| {r[Column.samples_seen]:g} | – | ")
-        rows[-1] += (f"[{ci[0]:.3g}, {ci[1]:.3g}] | " if ci else "– | ") + f"{r['overhead_20pct']} | {r['target_loss']:.4g} |"
-    laws = "\n".join(f"- {k}: {v['samples']:.3g} samples ({v['tokens']:.3g} tokens)" for k, v in
-                     summary.reference_laws.items() if isinstance(v, dict))
-    return "\n".join([f"# Ladder: {summary.name or ''}\n", "\n".join(f"> {x}" for x in lines) + "\n",
-                      f"![{PLOT}]({PLOT}.png)\n", "## Rungs\n", "\n".join(rows) + "\n",
+    laws = "\n".join(f"- {x}" for x in _law_lines(summary))
+    return "\n".join([f"# Ladder: {summary.name or ''}\n", "\n".join(f"> {x}" for x in headline(summary)) + "\n",
+                      f"![{PLOT}]({PLOT}.png)\n", "## Rungs\n", _table(_rung_rows(summary), RUNG_COLUMNS),
                       "## For reference: closed-form laws\n",
                       (laws + f"\n\n{summary.reference_laws.get('note', '')}\n") if laws else "None (no tokens per sample).\n"])
+
+
+def _html(summary: LadderSummary, plot: Path) -> str:
+    esc = html.escape
+    lines = headline(summary)
+    data = base64.b64encode(plot.read_bytes()).decode()
+    laws = _law_lines(summary)
+    law_html = ("<ul>" + "".join(f"<li>{esc(x)}</li>" for x in laws) + "</ul>"
+                f"<p class=\"meta\">{esc(summary.reference_laws.get('note', ''))}</p>") if laws else \
+        "<p>None (no tokens per sample).</p>"
+    title = f"Ladder: {esc(str(summary.name or ''))}"
+    experiment = f"<p class=\"meta\">Experiment <code>{esc(summary.experiment_path)}</code></p>" \
+        if summary.experiment_path else ""
+    sure = summary.prediction["b_crit"] is not None
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title><style>{STYLE}</style></head><body>
+<h1>{title}</h1>{experiment}
+<div class="answer{'' if sure else ' unsure'}"><div class="how"><b>{esc(lines[0])}</b></div>
+{''.join(f'<div class="small">{esc(line.strip())}</div>' for line in lines[1:])}</div>
+<figure class="lead"><img alt="{PLOT}" src="data:image/png;base64,{data}"></figure>
+<h2>Rungs</h2>{html_table(_rung_rows(summary), RUNG_COLUMNS)}
+<h2>For reference: closed-form laws</h2>{law_html}
+</body></html>
+"""
 
 
 def write_ladder_report(summary: LadderSummary, history: pd.DataFrame, directory) -> Path:
@@ -81,13 +114,7 @@ def write_ladder_report(summary: LadderSummary, history: pd.DataFrame, directory
         (directory / "summary.json").write_text(summary.to_json())
         history.to_csv(directory / "history.csv", index=False)
         plot = ladder_plot(summary, directory / f"{PLOT}.png")
-        md = _markdown(summary)
-        (directory / "report.md").write_text(md)
-        data = base64.b64encode(plot.read_bytes()).decode()
-        body = "".join(f"<p>{html.escape(x)}</p>" for x in headline(summary))
+        (directory / "report.md").write_text(_markdown(summary))
         page = directory / "report.html"
-        page.write_text(f"<!doctype html><html><head><meta charset=\"utf-8\"><title>Ladder</title><style>{STYLE}"
-                        f"</style></head><body><h1>Ladder: {html.escape(str(summary.name or ''))}</h1>{body}"
-                        f"<figure><img alt=\"{PLOT}\" src=\"data:image/png;base64,{data}\"></figure>"
-                        f"<pre>{html.escape(md)}</pre></body></html>\n")
+        page.write_text(_html(summary, plot))
     return page

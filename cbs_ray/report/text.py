@@ -4,6 +4,7 @@ recommendation's keys, and HF ``TrainingArguments``).
 
 from __future__ import annotations
 
+import html
 import math
 from typing import Optional
 
@@ -15,7 +16,7 @@ from cbs_ray.records.columns import Column
 # ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as
 # they were this module's before.
 
-__all__ = ["headline"]
+__all__ = ["headline", "html_table"]
 
 
 # ---- rendering -------------------------------------------------------------------------------------
@@ -37,6 +38,17 @@ def _table(records: list[dict], columns: list[str]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(_fmt(r.get(c)) for c in columns) + " |" for r in records]
     return "\n".join(lines) + "\n"
+
+
+def html_table(records: list[dict], columns: list[str]) -> str:
+    """``_table`` for report.html: the columns some record has, escaped, in a scrolling box."""
+    columns = [c for c in columns if any(c in r for r in records)]
+    if not records or not columns:
+        return "<p><em>none</em></p>"
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(c)))}</td>" for c in columns) + "</tr>"
+                   for r in records)
+    return f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>'
 
 
 def _turning_point_lines(cb: CriticalBatch, metric: str) -> list[str]:

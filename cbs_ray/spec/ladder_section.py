@@ -55,6 +55,8 @@ class Ladder:
     base_batch: int
     min_steps: int
     tokens_per_sample: Optional[int] = None
+    curve: str = "fit"
+    """How the rungs read each batch's curve (``ladder.curve``, ``maths.ladder.CURVE_MODELS``)."""
 
     @property
     def warmup_samples(self) -> int:
@@ -108,7 +110,7 @@ class Ladder:
                 "warmup_fraction": self.warmup_fraction, "budget_samples": self.budget_samples,
                 "ladder_stop_samples": self.stop_samples, "ladder_evaluations": list(self.evaluations),
                 "ladder_validate": self.validate, "tokens_per_sample": self.tokens_per_sample,
-                "ladder_rungs_from": self.rungs_from,
+                "ladder_rungs_from": self.rungs_from, "ladder_curve": self.curve,
                 "base_lr": self.base_lr, "base_batch": self.base_batch}
 
 
@@ -144,4 +146,4 @@ def resolve_ladder(spec: SearchSpec, budget_samples: int, tokens_per_sample: Opt
     return Ladder(batches=batches, seeds=lad.seeds, alpha=float(alpha), warmup_fraction=sum(s.warmup_fraction_range) / 2,
                   budget_samples=budget_samples, stop_samples=stop, evaluations=tuple(evaluations),
                   validate=lad.validate, base_lr=t.base_lr, base_batch=t.base_batch, min_steps=lad.min_steps,
-                  tokens_per_sample=tokens_per_sample)
+                  tokens_per_sample=tokens_per_sample, curve=lad.curve)

@@ -340,6 +340,10 @@ class LadderSpec:
     validate: bool = False
     """Also train the same batches to the full budget under the same protocol and compare the prediction with
     B_crit measured there (``--validate-prediction`` sets it)."""
+    curve: Literal["fit", "interpolate"] = "fit"
+    """How a rung reads the samples each batch needs to reach the smallest batch's loss: ``fit`` from a curve
+    L∞ + a·s^−p fitted to each batch's evaluations over its seeds (``maths.ladder.fit_loss_curve``; one noisy
+    evaluation moves nothing by itself), ``interpolate`` between the seed-mean evaluations (log–log)."""
 
 
 @dataclass

@@ -29,7 +29,6 @@ from cbs_ray.records.meta import FORMAT, ExperimentMeta
 from cbs_ray.records.storage import ReportError, first_error, load_history
 from cbs_ray.report.branch import headline, write_branch_report
 from cbs_ray.spec.branch_section import Branching, resolve_branching
-from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import spec_from_dict, spec_to_dict
 from cbs_ray.spec.resolve import tokens_per_sample
 from cbs_ray.spec.schema import SearchSpec
@@ -37,7 +36,7 @@ from cbs_ray.train.run_plan import branch_configs, trunk_config, validation_conf
 from cbs_ray.tune.branch_gate import PublishedCheckpoints, never_started
 from cbs_ray.tune.prepare import data_fingerprint, prepare
 from cbs_ray.tune.runner import new_experiment, on_the_cluster, points_config, ray_session, run_tuner
-from cbs_ray.tune.search_method import SearchMethod, experiment_out
+from cbs_ray.tune.search_method import SearchMethod, check_batches_fit, check_spec_objects_only, experiment_out
 from cbs_ray.tune.trunk_watch import TrunkWatch
 
 __all__ = ["METHOD", "BranchResult", "branch_plan_lines", "branch_search_samples", "branch_tokens_per_sample",
@@ -292,18 +291,13 @@ def _resolved(spec: SearchSpec, prepared) -> Branching:
     (a larger one would fail every run at set-up)."""
     data, budget, _ = prepared
     br = resolve_branching(spec, budget, branch_tokens_per_sample(spec))
-    largest = max(br.branch_batches)
-    if largest > data.train_examples:
-        raise SpecError(f"branch.batch_sizes: {largest} is larger than the training set ({data.train_examples} "
-                        f"examples); a batch must fit in it")
+    check_batches_fit("branch.batch_sizes", max(br.branch_batches), data.train_examples)
     return br
 
 
 def check_no_objects(objects) -> None:
     """Branch mode runs on the spec's model and data (the trunk's checkpoints hold the loop's own state)."""
-    if objects is not None:
-        raise SpecError("search.method: branch runs on the spec's model and data, not on your own model_init and "
-                        "datasets yet; use search.method scratch")
+    check_spec_objects_only("branch", objects)
 
 
 METHOD = SearchMethod("branch", plan_lines=plan_lines, run=run_branch_search, resume=resume_branch_search,

@@ -14,7 +14,6 @@ from cbs_ray.analysis.ladder_summary import headline, summarize_ladder
 from cbs_ray.records.meta import FORMAT, ExperimentMeta
 from cbs_ray.records.storage import ReportError, first_error, load_history
 from cbs_ray.report.ladder import write_ladder_report
-from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.ladder_section import Ladder, resolve_ladder
 from cbs_ray.spec.load import spec_from_dict, spec_to_dict
 from cbs_ray.spec.resolve import tokens_per_sample
@@ -29,7 +28,7 @@ from cbs_ray.tune.runner import (
     run_tuner,
     tracker_callbacks_for,
 )
-from cbs_ray.tune.search_method import SearchMethod, experiment_out
+from cbs_ray.tune.search_method import SearchMethod, check_batches_fit, check_spec_objects_only, experiment_out
 
 __all__ = ["METHOD", "ladder_plan_lines", "report_ladder_experiment", "run_ladder_search"]
 
@@ -64,9 +63,7 @@ def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
 def _resolved(spec: SearchSpec, prepared) -> Ladder:
     data, budget, _ = prepared
     ld = resolve_ladder(spec, budget, _tokens(spec))
-    if max(ld.batches) > data.train_examples:
-        raise SpecError(f"search.batch_sizes: {max(ld.batches)} is larger than the training set "
-                        f"({data.train_examples} examples); a batch must fit in it")
+    check_batches_fit("search.batch_sizes", max(ld.batches), data.train_examples)
     return ld
 
 
@@ -74,17 +71,11 @@ def plan_lines(spec: SearchSpec) -> list[str]:
     return ladder_plan_lines(spec, _resolved(spec, prepare(spec)))
 
 
-def check_no_objects(objects) -> None:
-    if objects is not None:
-        raise SpecError("search.method: ladder runs on the spec's model and data, not on your own model_init and "
-                        "datasets yet; use search.method scratch")
-
-
 def run_ladder_search(spec: SearchSpec, prepared, *, objects=None, probe=None, out: Path, verbose: bool | int = False,
                       address: Optional[str] = None):
     """The ladder of ``spec`` (``run_search`` calls this for ``search.method: ladder``): every (batch, seed) run
     as a trial of one Tune experiment, then the summary and report written to ``out``."""
-    check_no_objects(objects)
+    check_spec_objects_only("ladder", objects)
     data, budget, config = prepared
     ld = _resolved(spec, prepared)
     for line in ladder_plan_lines(spec, ld):

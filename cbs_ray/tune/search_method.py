@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["SearchMethod"]
+__all__ = ["SearchMethod", "check_batches_fit", "check_spec_objects_only", "experiment_out"]
 
 
 @dataclass(frozen=True)
@@ -41,3 +42,19 @@ def experiment_out(meta: ExperimentMeta, output_dir: Optional[str]) -> Path:
     """Where ``python -m cbs_ray.report`` writes an experiment's report: ``output_dir``, else
     ``./cbs_results/<name>``."""
     return Path(output_dir or Path("cbs_results") / (meta.name or "report"))
+
+
+def check_spec_objects_only(method: str, objects) -> None:
+    """A method that runs only on the spec's model and data (``branch``: the trunk's checkpoints hold the loop's
+    own state; ``ladder``) refuses the user's own ``model_init`` and datasets, in one line."""
+    if objects is not None:
+        raise SpecError(f"search.method: {method} runs on the spec's model and data, not on your own model_init and "
+                        f"datasets yet; use search.method scratch")
+
+
+def check_batches_fit(key: str, largest: int, train_examples: int) -> None:
+    """Every batch within the training set: a larger one would fail every run at set-up (``key`` names the spec
+    key the batches came from)."""
+    if largest > train_examples:
+        raise SpecError(f"{key}: {largest} is larger than the training set ({train_examples} examples); a batch "
+                        f"must fit in it")

@@ -406,3 +406,23 @@ def test_report_with_tokens_and_no_branches(tmp_path):
     write_branch_report(s, trunk_only, tmp_path / "empty")
     assert (tmp_path / "empty" / "report.html").exists()
     assert "no branch reported" in "\n".join(headline(s))
+
+
+def test_the_plot_shows_the_points_that_are_not_resolvable(tmp_path, monkeypatch):
+    # The 4096 point (the trunk moves 0.015 < 2ε) is drawn greyed with its own legend entry, not left out.
+    import cbs_ray.report.branch as branch_report
+
+    drawn = {}
+
+    def keep(fig, path):
+        drawn["labels"] = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        drawn["lines"] = {line.get_label(): list(line.get_xdata()) for line in fig.axes[0].get_lines()}
+        return path
+
+    monkeypatch.setattr(branch_report, "_save", keep)
+    s = summarize_branches(history(trunk={**TRUNK_LOSS, 4096: 3.215}), META)
+    branch_report.cbs_over_training_plot(s, tmp_path / "p.png")
+    label = "not resolvable (the trunk moved < 2ε)"
+    assert label in drawn["labels"] and drawn["lines"][label] == [4096]
+    branch_report.cbs_over_training_plot(summarize_branches(history(), META), tmp_path / "q.png")
+    assert label not in drawn["labels"]  # every point resolvable: no such entry

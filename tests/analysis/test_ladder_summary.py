@@ -77,6 +77,21 @@ def test_summary_json_keys_and_report_files(tmp_path):
     for name in ("summary.json", "history.csv", "ladder.png", "report.md", "report.html"):
         assert (tmp_path / name).stat().st_size > 0, name
     assert "## Rungs" in (tmp_path / "report.md").read_text() and page.name == "report.html"
+    text = page.read_text()  # the rungs as a table (one row each), the answer box first
+    assert text.count("<tr>") == 1 + len(d["ladder"]["rungs"]) and text.index('class="answer') < text.index("<table>")
     lines = headline(s)
     assert lines[0].startswith("Ladder: runs to 2048 of 8192 samples (25%)")
     assert any(line.startswith("Validation: measured B_crit") for line in lines)
+
+
+def test_fitted_curves_predict_the_known_b_crit_and_say_so():
+    # ladder.curve: fit (the default of a new experiment) on the same known curves with ±0.002 noise: every
+    # batch's curve fitted from the first rung on, the prediction and the measurement still the known 181
+    meta = {**META, "ladder_curve": "fit", "ladder_rungs_from": 256}
+    s = summarize_ladder(history(noise=0.002), meta, bootstrap=300)
+    assert s.ladder["curve"] == "fit" and [r["samples_seen"] for r in s.ladder["rungs"]] == [256, 512, 1024, 2048]
+    true = 2.0 * 8192 ** 0.5
+    assert s.ladder["exponent_ci"][0] <= 0.5 <= s.ladder["exponent_ci"][1]
+    assert s.prediction["interval_90"][0] <= true <= s.prediction["interval_90"][1]
+    assert s.prediction_validation["measured_b_crit"] == pytest.approx(true, rel=0.15)
+    assert summarize_ladder(history(), META, bootstrap=0).ladder["curve"] == "interpolate"  # meta from before

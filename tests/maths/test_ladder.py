@@ -216,3 +216,43 @@ def test_closed_form_laws():
     assert closed_form_laws(1e9) == pytest.approx({"step_law": 79878.15})             # 0.58 · 1e9^0.571
     laws = closed_form_laws(1e9, compute_flops=1e20)
     assert laws["deepseek_llm"] == pytest.approx(1.017145e6, rel=1e-6)                # 0.292 · 1e20^0.3271
+
+
+def test_loss_curve_fit_recovers_a_known_curve():
+    from cbs_ray.maths.ladder import fit_loss_curve
+
+    # L = 3 + 40 · s^-0.5 at 8 points, two seeds ±0.001 apart: floor, scale, exponent come back (the exponent grid
+    # steps 2.2 %), the crossing of 3.7 (s = (40 / 0.7)² = 3265) within 1 %.
+    xs = [400 * 2 ** (k / 2) for k in range(8)]
+    points = [(x, 3 + 40 * x ** -0.5 + e) for x in xs for e in (0.001, -0.001)]
+    curve = fit_loss_curve(points)
+    assert curve.exponent == pytest.approx(0.5, rel=0.025)
+    assert curve.floor == pytest.approx(3.0, abs=0.05) and curve.first == 400 and curve.last == xs[-1]
+    assert curve.samples_to(3.7) == pytest.approx(3265.3, rel=0.01)
+    assert curve.samples_to(5.0) == 400                      # already below at the first point: credited there
+    assert math.isnan(curve.samples_to(3.55))                # at 5289, past the last point (4525): not read
+    # a flat or rising curve is its mean: below it from the start, above it never
+    flat = fit_loss_curve([(x, 2.0 + 0.001 * k) for k, x in enumerate(xs)])
+    assert flat.scale == 0 and flat.samples_to(2.1) == 400 and math.isnan(flat.samples_to(1.9))
+    assert fit_loss_curve([(400, 3.0), (800, 2.0), (800, 2.1), (1600, math.nan)]) is None  # 2 distinct points
+
+
+def test_fitted_curves_read_the_noisy_ladder():
+    # 1 % noise, 2 seeds, as the interpolated test, read through fitted curves: the exponent and the prediction
+    # come back within their intervals; the rungs' targets are the reference's fitted losses
+    from cbs_ray.maths.ladder import fit_loss_curve
+
+    for seed in (0, 1):
+        curves = synthetic_curves(0.5, 512.0, exact=False, seeds=2, noise=0.01, rng=np.random.default_rng(seed))
+        rungs = rung_readings(curves, bootstrap=200, curve_model="fit")
+        ref = fit_loss_curve([pt for run in curves[B0] for pt in run])
+        assert [r.target_loss for r in rungs] == pytest.approx([ref.loss(d) for d in REF_POINTS])
+        fit = fit_ladder(rungs, budget_samples=BUDGET)
+        assert fit.refusal is None
+        assert fit.exponent_ci[0] < 0.5 < fit.exponent_ci[1]
+        assert fit.interval_90[0] < 512 < fit.interval_90[1]
+    # rungs before fit_from are not read, and the points before it are not fitted
+    assert [r.samples_seen for r in rung_readings(curves, bootstrap=0, curve_model="fit", fit_from=REF_POINTS[2])] \
+        == REF_POINTS[2:]
+    with pytest.raises(ValueError, match="curve_model"):
+        rung_readings(curves, curve_model="spline")
