@@ -17,7 +17,8 @@ samples to reach it, hence 2·D). The prediction is judged against it and agains
 largest rung (no extrapolation) and that × (D / D_rung)^γ for exponents borrowed from the literature.
 
 Where this departs from the issue's sketch: the LR follows one alpha (``ladder.alpha``), not one searched at the
-smallest rung; branch mode's schedule is not folded into the recommendation.
+smallest rung. Branch mode's schedule for the same spec, where one exists, is carried beside the fixed batch
+(``schedule``: ``tune.branch.same_spec_schedule`` finds it), not combined with the prediction.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from cbs_ray.maths.ladder import (
     borrowed_exponent,
     closed_form_laws,
     fit_ladder,
+    fit_power_law,
     log2_error,
     no_extrapolation,
     recommend_batch,
@@ -102,6 +104,22 @@ def ladder_curves(history: pd.DataFrame, *, up_to: Optional[int] = None) -> dict
     return curves
 
 
+def noise_scale_at(history: pd.DataFrame, samples: list) -> dict:
+    """The gradient noise scale B_simple (McCandlish et al. 2018) the runs measured on the way, at each of
+    ``samples``: ``by_rung`` ``[[samples_seen, median B_simple, runs]]`` over every run reporting a finite
+    positive value there (the loop measures it where a batch spans more than one micro-batch or worker), and
+    ``exponent``, the power law in D through them (None with fewer than 3). A diagnostic beside the rungs, not
+    a reading of them: B_simple is a property of the gradient, B_crit of the steps the batches took."""
+    if Column.b_simple not in history:
+        return {"by_rung": [], "exponent": None}
+    values = pd.to_numeric(history[Column.b_simple], errors="coerce")
+    ok = history[values.gt(0) & values.notna() & history[Column.samples_seen].isin(samples)]
+    by = [[int(d), float(g[Column.b_simple].median()), int(g[Column.trial_id].nunique())]
+          for d, g in ok.groupby(Column.samples_seen, sort=True)]
+    exponent = fit_power_law([d for d, _, _ in by], [b for _, b, _ in by])[1] if len(by) >= 3 else None
+    return {"by_rung": by, "exponent": exponent}
+
+
 def _reading(meta: dict) -> dict:
     """How the rungs read the curves (``ladder.curve``; an experiment from before that key interpolated) and
     from where (the first rung: twice the warmup)."""
@@ -125,9 +143,12 @@ def _mean_curves(curves: dict) -> dict:
     return out
 
 
-def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000) -> LadderSummary:
+def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000,
+                     schedule: Optional[dict] = None) -> LadderSummary:
     """The ladder's summary from its history and ``meta`` (``spec.ladder_section.Ladder.to_meta``, ``name``,
-    ``experiment_path``, ``max_seq_length`` where known)."""
+    ``experiment_path``, ``max_seq_length`` where known). ``schedule``: branch mode's batch-size schedule for
+    the same spec where one exists (``{"experiment", "batch_size_schedule", "alpha", "validated"}``), carried
+    into the prediction as ``batch_size_schedule`` beside the fixed batch."""
     budget, stop = int(meta["budget_samples"]), int(meta["ladder_stop_samples"])
     batches, seeds = [int(b) for b in meta["ladder_batches"]], int(meta["ladder_seeds"])
     reading = _reading(meta)
@@ -138,7 +159,8 @@ def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000
     ladder = {"fraction_samples": stop, "rungs": [_rung_record(r) for r in rungs], "exponent": fit.exponent,
               "exponent_ci": list(fit.exponent_ci) if fit.exponent_ci else None, "constant": fit.constant,
               "fit_p_value": fit.fit_p_value, "rungs_used": list(fit.rungs_used), "refusal": fit.refusal,
-              "overhead_exponent": fit.overhead_exponent, "curve": reading["curve_model"]}
+              "overhead_exponent": fit.overhead_exponent, "curve": reading["curve_model"],
+              "noise_scale": noise_scale_at(history, [int(r.samples_seen) for r in rungs]) if len(history) else None}
     recommended = recommend_batch(fit.interval_90[0]) if fit.interval_90 else None
     alpha, base_lr, base_batch = float(meta["ladder_alpha"]), float(meta["base_lr"]), int(meta["base_batch"])
     prediction = {"budget_samples": budget, "b_crit": fit.b_crit,
@@ -146,7 +168,7 @@ def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000
                   "overhead_20pct": fit.overhead_20pct, "refusal": fit.refusal,
                   Column.peak_lr: scaled_lr(base_lr, recommended, base_batch, alpha) if recommended else None,
                   Column.warmup_steps: warmup_steps(float(meta[Column.warmup_fraction]), budget // recommended)
-                  if recommended else None, Column.alpha: alpha}
+                  if recommended else None, Column.alpha: alpha, "batch_size_schedule": schedule}
     validation = _validate(history, rungs, fit, budget, meta, bootstrap) if meta.get("ladder_validate") else None
     tokens = meta.get("tokens_per_sample") or meta.get("max_seq_length")
     laws = {}
@@ -201,6 +223,17 @@ def headline(summary: LadderSummary) -> list[str]:
         eci = lad["exponent_ci"]
         lines.append(f"Fit: B_crit ∝ D^{lad['exponent']:.3g}" + (f" (90 % [{eci[0]:.3g}, {eci[1]:.3g}])" if eci else "")
                      + (f", p = {lad['fit_p_value']:.2g}" if lad["fit_p_value"] is not None else ""))
+    noise = lad.get("noise_scale") or {}
+    if len(noise.get("by_rung") or []) >= 2:
+        (d0, b0, _), (d1, b1, _) = noise["by_rung"][0], noise["by_rung"][-1]
+        grows = noise["exponent"] is not None and noise["exponent"] > 0
+        line = (f"Gradient noise scale B_simple on the way: {b0:.3g} at {d0} samples … {b1:.3g} at {d1}"
+                + (f" (∝ D^{noise['exponent']:.2g})" if noise["exponent"] is not None else ""))
+        if grows and pred["b_crit"] is None:
+            line += ("; it grows with data although no growing B_crit could be read: this early the larger batches "
+                     "may be held back by their steps rather than by their gradient noise (they reach the smallest "
+                     "batch's loss late, or not within the fraction); a larger ladder.fraction reads later rungs")
+        lines.append(line)
     if pred["b_crit"] is None:
         lines.append(f"Prediction: none — {pred['refusal']}")
     else:
@@ -208,6 +241,14 @@ def headline(summary: LadderSummary) -> list[str]:
         lines.append(f"Prediction at {pred['budget_samples']} samples: B_crit {pred['b_crit']:.3g} (90 % [{lo:.3g}, "
                      f"{hi:.3g}]); recommended batch {pred[Column.batch_size]} (peak lr {pred[Column.peak_lr]:.3g} by alpha "
                      f"{pred[Column.alpha]:g}, warmup {pred[Column.warmup_steps]} steps)")
+    sched = pred.get("batch_size_schedule")
+    if sched:
+        steps = ", then ".join(f"{b} from {s}" for s, b in sched["batch_size_schedule"][1:])
+        verdict = sched.get("validated")
+        lines.append(f"Batch-size schedule (branch mode, {sched['experiment']}): {sched['batch_size_schedule'][0][1]} "
+                     f"from 0" + (f", then {steps}" if steps else "") + " samples"
+                     + ("" if not verdict else f"; validated: below the fixed-batch frontier {verdict['below_frontier']},"
+                        f" loss within the small batch's {verdict['loss_holds']}"))
     v = summary.prediction_validation
     if v:
         if v["measured_b_crit"] is None:

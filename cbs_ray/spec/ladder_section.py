@@ -55,7 +55,7 @@ class Ladder:
     base_batch: int
     min_steps: int
     tokens_per_sample: Optional[int] = None
-    curve: str = "fit"
+    curve: str = "interpolate"
     """How the rungs read each batch's curve (``ladder.curve``, ``maths.ladder.CURVE_MODELS``)."""
 
     @property

@@ -340,10 +340,11 @@ class LadderSpec:
     validate: bool = False
     """Also train the same batches to the full budget under the same protocol and compare the prediction with
     B_crit measured there (``--validate-prediction`` sets it)."""
-    curve: Literal["fit", "interpolate"] = "fit"
-    """How a rung reads the samples each batch needs to reach the smallest batch's loss: ``fit`` from a curve
-    L∞ + a·s^−p fitted to each batch's evaluations over its seeds (``maths.ladder.fit_loss_curve``; one noisy
-    evaluation moves nothing by itself), ``interpolate`` between the seed-mean evaluations (log–log)."""
+    curve: Literal["interpolate", "fit"] = "interpolate"
+    """How a rung reads the samples each batch needs to reach the smallest batch's loss: ``interpolate`` between
+    the seed-mean evaluations (log–log); ``fit`` from a curve L∞ + a·s^−p fitted to each batch's evaluations
+    over its seeds (``maths.ladder.fit_loss_curve``: one noisy evaluation moves nothing by itself, but one
+    power law cannot follow a curve with a plateau, such as an LM's unigram phase: BENCHMARKS.md, issue 27)."""
 
 
 @dataclass

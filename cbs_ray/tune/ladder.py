@@ -19,6 +19,7 @@ from cbs_ray.spec.load import spec_from_dict, spec_to_dict
 from cbs_ray.spec.resolve import tokens_per_sample
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import ladder_configs
+from cbs_ray.tune.branch import same_spec_schedule
 from cbs_ray.tune.prepare import data_fingerprint, prepare
 from cbs_ray.tune.runner import (
     new_experiment,
@@ -112,7 +113,8 @@ def summarize_ladder_experiment(path: str, out: Path):
     history = load_history(path)
     if history.empty:
         raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
-    summary = summarize_ladder(history, meta)
+    schedule = same_spec_schedule(path, ExperimentMeta.read(path))
+    summary = summarize_ladder(history, meta, schedule=schedule)
     page = write_ladder_report(summary, history, out)
     print("\n".join(headline(summary)))
     print(f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})", flush=True)

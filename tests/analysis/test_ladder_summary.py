@@ -95,3 +95,24 @@ def test_fitted_curves_predict_the_known_b_crit_and_say_so():
     assert s.prediction["interval_90"][0] <= true <= s.prediction["interval_90"][1]
     assert s.prediction_validation["measured_b_crit"] == pytest.approx(true, rel=0.15)
     assert summarize_ladder(history(), META, bootstrap=0).ladder["curve"] == "interpolate"  # meta from before
+
+
+def test_the_noise_scale_on_the_way_is_read_beside_the_rungs():
+    # B_simple = samples / 100 on B=64's two runs (and on one B=32 run at twice that), NaN or 0 elsewhere: the
+    # median over the runs reporting it at each rung, its power law exponent 1, and the hint when nothing is
+    # predicted although it grows.
+    from cbs_ray.analysis.ladder_summary import noise_scale_at
+
+    frame = history(gamma=0.0, c=40.0, noise=0.002)
+    frame["b_simple"] = [r.samples_seen / 100 if r.batch_size == 64 else 0.0 if r.batch_size == 8 else float("nan")
+                         for r in frame.itertuples()]
+    frame.loc[(frame.trial_id == "B32_s0"), "b_simple"] = frame.samples_seen / 50
+    noise = noise_scale_at(frame, [256, 512, 1024, 2048])
+    assert noise["by_rung"] == [[256, 2.56, 3], [512, 5.12, 3], [1024, 10.24, 3], [2048, 20.48, 3]]
+    assert noise["exponent"] == pytest.approx(1.0)
+    assert noise_scale_at(frame, [256, 512])["exponent"] is None  # two points: no power law
+    s = summarize_ladder(frame, {**META, "ladder_validate": False, "ladder_rungs_from": 256}, bootstrap=200)
+    assert s.ladder["noise_scale"]["by_rung"][0] == [256, 2.56, 3]
+    line = next(x for x in headline(s) if x.startswith("Gradient noise scale B_simple on the way: 2.56 at 256"))
+    assert "(∝ D^1)" in line and "a larger ladder.fraction reads later rungs" in line
+    assert summarize_ladder(history(), META, bootstrap=0).ladder["noise_scale"] == {"by_rung": [], "exponent": None}

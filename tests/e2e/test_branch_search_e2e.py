@@ -101,3 +101,21 @@ def test_resume_of_a_finished_branch_search_reports_it_again(branch_search, tmp_
     assert result.schedule_experiment_path == branch_search.schedule_experiment_path
     assert result.batch_size_schedule == branch_search.batch_size_schedule
     assert len(result.history) == len(branch_search.history)  # nothing trained again
+
+
+def test_a_ladder_on_the_same_spec_carries_branch_modes_schedule(branch_search, tmp_path):
+    # The same model, data and budget as a ladder (4 batches, one seed, runs to a quarter: ≈ 1 min), into the same
+    # storage: its prediction carries the branch search's schedule, as branch mode reported it.
+    from pathlib import Path
+
+    from cbs_ray import run_search
+
+    root = Path(branch_search.experiment_path).parent
+    spec = load_spec(LM, SMALL[1:] + ["search.method=ladder", "search.batch_sizes=[8, 16, 32, 64]", "ladder.seeds=1",
+                                      f"storage_path={root}", f"output_dir={tmp_path / 'ladder'}"])
+    run_search(spec, verbose=0)
+    carried = json.loads((tmp_path / "ladder" / "summary.json").read_text())["prediction"]["batch_size_schedule"]
+    first = json.loads((branch_search.output_dir / "summary.json").read_text())
+    assert carried["experiment"] == branch_search.experiment_path
+    assert carried["batch_size_schedule"] == first["batch_size_schedule"]
+    assert (carried["validated"] is None) == (first["schedule_validation"] is None)

@@ -1,5 +1,6 @@
 """The ladder's plan and bad input before Ray (``search.method: ladder``): no Ray, no training."""
 
+import pandas as pd
 import pytest
 
 from cbs_ray.search import main
@@ -75,3 +76,45 @@ def test_bad_ladder_input_is_one_line_before_ray(overrides, message, capsys):
 def test_validate_prediction_needs_the_ladder(capsys):
     assert main(["--space", LM, "--dry-run", "--validate-prediction"]) == 2
     assert "ladder.validate: validates the ladder's prediction; set search.method=ladder" in capsys.readouterr().err
+
+
+def test_the_ladder_takes_branch_modes_schedule_for_the_same_spec(tmp_path, monkeypatch):
+    # Beside the ladder's experiment: branch experiments of other data, another budget, a schedule run, a folder
+    # that is no experiment, and one of the same spec (the oldest): that one's schedule is read, as branch mode
+    # reports it (the history is helpers.branch_history's, read in place of Tune's files).
+    from helpers.branch_history import META as BRANCH_META
+    from helpers.branch_history import history
+    from helpers.ladder_curves import history_rows
+
+    import cbs_ray.tune.branch as branch
+    from cbs_ray.analysis.ladder_summary import headline, summarize_ladder
+    from cbs_ray.records.meta import ExperimentMeta
+
+    def meta(method="branch", fingerprint="abc", budget=8192):
+        extra = BRANCH_META if method == "branch" else {}
+        return ExperimentMeta.from_dict({**extra, "name": "tiny", "metric": "eval_loss", "mode": "min", "spec": {},
+                                         "method": method, "data_fingerprint": fingerprint, "budget_samples": budget})
+
+    ladder_path = str(tmp_path / "tiny-ladder-20261201-100000")
+    ladder = meta("ladder")
+    ladder.write(ladder_path)
+    read = []
+    monkeypatch.setattr(branch, "branch_history", lambda path, schedule: (read.append(path), (history(), None))[1])
+    assert branch.same_spec_schedule(ladder_path, ladder) is None          # nothing beside it
+    meta().write(str(tmp_path / "tiny-branch-20261201-090000"))            # the same spec
+    meta(fingerprint="other").write(str(tmp_path / "tiny-branch-20261201-110000"))
+    meta(budget=4096).write(str(tmp_path / "tiny-branch-20261201-120000"))
+    meta().write(str(tmp_path / "tiny-branch-20261201-090000-schedule"))
+    (tmp_path / "tiny-branch-20261201-130000").mkdir()
+    found = branch.same_spec_schedule(ladder_path, ladder)
+    assert read == [str(tmp_path / "tiny-branch-20261201-090000")]        # the others were not even read
+    assert found["experiment"] == read[0] and found["batch_size_schedule"] == [[0, 16], [1024, 32], [2048, 128]]
+    assert found["alpha"] == 0.5 and found["validated"] is None             # no schedule run in this history
+    s = summarize_ladder(pd.DataFrame(history_rows((8, 16, 32, 64), (128, 256, 512, 1024, 2048))),
+                         {"ladder_batches": [8, 16, 32, 64], "ladder_seeds": 2, "ladder_alpha": 0.5,
+                          "warmup_fraction": 0.1, "budget_samples": 8192, "ladder_stop_samples": 2048,
+                          "base_lr": 0.002, "base_batch": 16}, bootstrap=0, schedule=found)
+    assert s.prediction["batch_size_schedule"] == found
+    assert f"Batch-size schedule (branch mode, {read[0]}): 16 from 0, then 32 from 1024, then 128 from 2048 samples" \
+        in headline(s)
+    assert branch.same_spec_schedule("s3://bucket/tiny-ladder-1", ladder) is None  # remote storage: not looked for
