@@ -114,5 +114,5 @@ def test_the_noise_scale_on_the_way_is_read_beside_the_rungs():
     s = summarize_ladder(frame, {**META, "ladder_validate": False, "ladder_rungs_from": 256}, bootstrap=200)
     assert s.ladder["noise_scale"]["by_rung"][0] == [256, 2.56, 3]
     line = next(x for x in headline(s) if x.startswith("Gradient noise scale B_simple on the way: 2.56 at 256"))
-    assert "(∝ D^1)" in line and "a larger ladder.fraction reads later rungs" in line
+    assert "(∝ D^1)" in line and "it grows with data where no growing B_crit could be read" in line
     assert summarize_ladder(history(), META, bootstrap=0).ladder["noise_scale"] == {"by_rung": [], "exponent": None}
