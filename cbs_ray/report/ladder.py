@@ -30,11 +30,16 @@ def ladder_plot(summary: LadderSummary, path: Path) -> Path:
     lad, pred = summary.ladder, summary.prediction
     finite = [r for r in lad["rungs"] if r["b_crit"]]
     used = set(lad["rungs_used"])
-    for r in finite:
+    for i, r in enumerate(finite):
         ci = r["b_crit_ci"]
         err = [[r["b_crit"] - ci[0]], [ci[1] - r["b_crit"]]] if ci and ci[1] is not None and ci[1] < 1e12 else None
         ax.errorbar([r[Column.samples_seen]], [r["b_crit"]], yerr=err, fmt="o", capsize=3,
-                    color="tab:blue" if r[Column.samples_seen] in used else "0.6")
+                    color="tab:blue" if r[Column.samples_seen] in used else "0.6",
+                    label="B_crit at a rung (95 %; grey: not fitted)" if i == 0 else None)
+    noise = (lad.get("noise_scale") or {}).get("by_rung") or []
+    if noise:
+        ax.plot([d for d, _, _ in noise], [b for _, b, _ in noise], ".:", color="tab:orange",
+                label="B_simple on the way (a diagnostic)")
     budget = pred["budget_samples"]
     if lad["exponent"] is not None and finite:
         xs = [min(r[Column.samples_seen] for r in finite), budget]
@@ -57,7 +62,8 @@ def ladder_plot(summary: LadderSummary, path: Path) -> Path:
     ax.set_xlabel("samples seen (D)")
     ax.set_ylabel("B_crit (samples)")
     ax.set_title("The ladder: B_crit against data, extrapolated to the budget")
-    ax.legend(fontsize=7, loc="best")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="best")
     return _save(fig, path)
 
 

@@ -116,3 +116,16 @@ def test_the_noise_scale_on_the_way_is_read_beside_the_rungs():
     line = next(x for x in headline(s) if x.startswith("Gradient noise scale B_simple on the way: 2.56 at 256"))
     assert "(∝ D^1)" in line and "it grows with data where no growing B_crit could be read" in line
     assert summarize_ladder(history(), META, bootstrap=0).ladder["noise_scale"] == {"by_rung": [], "exponent": None}
+
+
+def test_the_ladder_plot_draws_the_rungs_and_the_noise_scale(tmp_path, monkeypatch):
+    import cbs_ray.report.ladder as ladder_report
+
+    labels = []
+    monkeypatch.setattr(ladder_report, "_save", lambda fig, path: labels.append(
+        [t.get_text() for t in fig.axes[0].get_legend().get_texts()]) or path)
+    frame = history()
+    frame["b_simple"] = frame.samples_seen / 100.0
+    ladder_report.ladder_plot(summarize_ladder(frame, META, bootstrap=100), tmp_path / "a.png")
+    assert {"B_crit at a rung (95 %; grey: not fitted)", "B_simple on the way (a diagnostic)",
+            "measured at D"} <= set(labels[0])
