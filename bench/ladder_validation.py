@@ -13,11 +13,16 @@ Tasks (each built-in, offline; the built-in text enlarged to 2·D examples so th
   task the ladder was developed on;
 * ``bert`` — the tiny BERT sentiment classifier (``search_spaces/tiny_cpu.yaml``, its eval loss) at D = 8192,
   batches 8…128: not tuned on (run once, after ``lm``'s settings were fixed).
+* ``sst2lm`` — the same GPT-2 on SST-2's training sentences as text (``../shared/data/sst2/``, a word-level
+  tokenizer of 4000; dev.tsv as the eval set), D = 16384, batches 4…64, alpha 0.5: a model still learning at D
+  (the second development task);
+* ``sst2bert`` — ``search_spaces/sst2_tiny_cpu.yaml`` as shipped, its eval loss, batches 16…256: held out (run
+  once, after ``sst2lm``'s settings were fixed).
 
 Tune experiments go to a temporary directory; one Ray per task, one after the other: run it under the machine's
 Ray lock (``flock /tmp/ray.lock python bench/ladder_validation.py``).
 
-    python bench/ladder_validation.py [--only lm,bert] [--keep DIR]
+    python bench/ladder_validation.py [--only lm,bert,sst2lm,sst2bert] [--keep DIR]
 """
 
 from __future__ import annotations
