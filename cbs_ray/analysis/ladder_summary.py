@@ -113,7 +113,8 @@ def noise_scale_at(history: pd.DataFrame, samples: list) -> dict:
     if Column.b_simple not in history:
         return {"by_rung": [], "exponent": None}
     values = pd.to_numeric(history[Column.b_simple], errors="coerce")
-    ok = history[values.gt(0) & values.notna() & history[Column.samples_seen].isin(samples)]
+    ok = history.assign(**{Column.b_simple: values})[np.isfinite(values) & values.gt(0)
+                                                     & history[Column.samples_seen].isin(samples)]
     by = [[int(d), float(g[Column.b_simple].median()), int(g[Column.trial_id].nunique())]
           for d, g in ok.groupby(Column.samples_seen, sort=True)]
     exponent = fit_power_law([d for d, _, _ in by], [b for _, b, _ in by])[1] if len(by) >= 3 else None

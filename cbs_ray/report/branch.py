@@ -30,7 +30,7 @@ from cbs_ray.records.columns import Column
 from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import _save  # (sets matplotlib's Agg backend)
-from cbs_ray.report.text import _table, html_table
+from cbs_ray.report.text import _table, html_answer_box, html_table
 
 __all__ = ["FRONTIER_PLOT", "PLOT", "cbs_over_training_plot", "frontier_plot", "headline", "render_html",
            "render_markdown", "trainer_snippets", "write_branch_report"]
@@ -407,8 +407,7 @@ def render_html(summary: BranchSummary, plot: Optional[Path], frontier: Optional
 <h1>{title}</h1>
 <p class="meta">{experiment}branch mode, budget {summary.budget_samples} samples{tokens},
 trunk batch {summary.trunk[Column.batch_size]}, branches at {esc(', '.join(map(str, summary.branch_batches)))}.</p>
-<div class="answer{'' if sure else ' unsure'}"><div class="how"><b>{esc(lines[0])}</b></div>
-{''.join(f'<div class="small">{esc(line.strip())}</div>' for line in lines[1:])}</div>
+{html_answer_box(lines, sure)}
 {figure}
 <h2>Critical batch over training</h2><p class="meta">{esc(_definition(summary))}</p>{html_table(rows, columns)}
 <p>Shape: {esc(summary.trend.text)}</p>

@@ -18,7 +18,7 @@ from cbs_ray.records.columns import Column
 from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import _save  # (sets matplotlib's Agg backend)
-from cbs_ray.report.text import _table, html_table
+from cbs_ray.report.text import _table, html_answer_box, html_table
 
 __all__ = ["PLOT", "ladder_plot", "write_ladder_report"]
 
@@ -105,8 +105,7 @@ def _html(summary: LadderSummary, plot: Path) -> str:
 <html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title><style>{STYLE}</style></head><body>
 <h1>{title}</h1>{experiment}
-<div class="answer{'' if sure else ' unsure'}"><div class="how"><b>{esc(lines[0])}</b></div>
-{''.join(f'<div class="small">{esc(line.strip())}</div>' for line in lines[1:])}</div>
+{html_answer_box(lines, sure)}
 <figure class="lead"><img alt="{PLOT}" src="data:image/png;base64,{data}"></figure>
 <h2>Rungs</h2>{html_table(_rung_rows(summary), RUNG_COLUMNS)}
 <h2>For reference: closed-form laws</h2>{law_html}

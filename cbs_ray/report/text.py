@@ -16,7 +16,7 @@ from cbs_ray.records.columns import Column
 # ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as
 # they were this module's before.
 
-__all__ = ["headline", "html_table"]
+__all__ = ["headline", "html_answer_box", "html_table"]
 
 
 # ---- rendering -------------------------------------------------------------------------------------
@@ -49,6 +49,14 @@ def html_table(records: list[dict], columns: list[str]) -> str:
     body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(c)))}</td>" for c in columns) + "</tr>"
                    for r in records)
     return f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>'
+
+
+def html_answer_box(lines: list[str], sure: bool) -> str:
+    """report.html's answer box: the headline's first line in bold, the rest small; ``sure`` False marks it
+    unsure (a refusal, a trend that does not hold)."""
+    esc = html.escape
+    return (f'<div class="answer{"" if sure else " unsure"}"><div class="how"><b>{esc(lines[0])}</b></div>\n'
+            + "".join(f'<div class="small">{esc(line.strip())}</div>' for line in lines[1:]) + "</div>")
 
 
 def _turning_point_lines(cb: CriticalBatch, metric: str) -> list[str]:

@@ -12,7 +12,6 @@ from typing import Any, Callable
 
 from cbs_ray.maths.budget import samples_for_tokens
 from cbs_ray.spec.branch_section import check_point, resolve_branching
-from cbs_ray.spec.ladder_section import resolve_ladder
 from cbs_ray.spec.checks import (
     BUILTIN_METRICS,
     _admits_none,
@@ -23,6 +22,7 @@ from cbs_ray.spec.checks import (
     _join,
 )
 from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.ladder_section import resolve_ladder
 from cbs_ray.spec.schema import GenerationSpec, SearchSpec, TrackingSpec, dataloader_workers
 
 # ---- validation ------------------------------------------------------------------------------------

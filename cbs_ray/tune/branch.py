@@ -272,11 +272,12 @@ def same_spec_schedule(path: str, meta: ExperimentMeta) -> Optional[dict]:
         if (other.method, other.name, other.data_fingerprint, other.budget_samples) != \
                 ("branch", meta.name, meta.data_fingerprint, meta.budget_samples):
             continue
+        recorded = other.to_dict()
         try:
-            history, _ = branch_history(str(candidate), other.to_dict().get("schedule_experiment"))
+            history, _ = branch_history(str(candidate), recorded.get("schedule_experiment"))
             if history.empty:
                 continue
-            summary = summarize_branches(history, {**other.to_dict(), "experiment_path": str(candidate)})
+            summary = summarize_branches(history, {**recorded, "experiment_path": str(candidate)})
         except Exception as e:  # a damaged neighbour must not cost the ladder its report
             print(f"schedule: {candidate} cannot be read ({str(e).splitlines()[0]}); looking further", flush=True)
             continue

@@ -109,12 +109,12 @@ def resume_ladder_search(spec: SearchSpec, path: str, meta: ExperimentMeta, prep
 
 def summarize_ladder_experiment(path: str, out: Path):
     """The ladder's summary of the experiment at ``path``, its report written to ``out``; prints the answer."""
-    meta = {**ExperimentMeta.read(path).to_dict(), "experiment_path": path}
+    stored = ExperimentMeta.read(path)
     history = load_history(path)
     if history.empty:
         raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
-    schedule = same_spec_schedule(path, ExperimentMeta.read(path))
-    summary = summarize_ladder(history, meta, schedule=schedule)
+    summary = summarize_ladder(history, {**stored.to_dict(), "experiment_path": path},
+                               schedule=same_spec_schedule(path, stored))
     page = write_ladder_report(summary, history, out)
     print("\n".join(headline(summary)))
     print(f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})", flush=True)
