@@ -240,10 +240,14 @@ class SearchSection:
     alone; ``raw`` walks the bests themselves. The summary holds both."""
     seed: int = 0
     """Seed for the searcher, data order and model initialisation."""
-    strategy: Literal["tpe", "random", "grid"] = "tpe"
+    strategy: Literal["tpe", "random", "grid", "bisect"] = "tpe"
     """How configurations are chosen: ``tpe`` (Optuna's multivariate TPE, the default), ``random``
-    (Optuna's random sampler over the same space), or ``grid``: the manual method, every batch size ×
-    ``grid_points`` evenly spaced alphas × as many warmups (``num_trials`` is then that product)."""
+    (Optuna's random sampler over the same space), ``grid``: the manual method, every batch size ×
+    ``grid_points`` evenly spaced alphas × as many warmups (``num_trials`` is then that product), or ``bisect``:
+    the search at its cost limit (``maths.bisection``): alpha chosen once among ``grid_points`` values at the
+    grid's middle batch, warmup by the seed rule, then each batch trained once, the grid's ends first and then
+    by bisection on the monotone reading until the answer and its neighbours are measured (``num_trials`` and
+    ``balance_batches`` are not used)."""
     balance_batches: bool = True
     """With ``tpe`` or ``random`` (a grid is balanced anyway): the batch sizes take turns (round robin after
     the seeds), so their trial counts differ by at most one (12 trials over 5 batch sizes: 3, 3, 2, 2, 2),

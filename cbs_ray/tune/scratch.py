@@ -27,6 +27,7 @@ from cbs_ray.spec.load import spec_to_dict
 from cbs_ray.spec.resolve import apply_batch_grid, tokens_per_sample
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.config import batch_size_of
+from cbs_ray.tune.bisection_search import BisectionSearcher, bisection_plan_lines
 from cbs_ray.tune.per_batch_asha import PerBatchASHA
 from cbs_ray.tune.prepare import data_fingerprint, prepare
 from cbs_ray.tune.probe import probe_spec
@@ -91,7 +92,13 @@ def dry_run_lines(spec: SearchSpec) -> list[str]:
         lines.append("batch sizes: auto — a probe run measures B_simple first; the probe:")
         spec = probe_spec(spec)
     _, budget, _ = prepare(spec)
-    return lines + plan_lines(spec, budget)
+    return lines + search_plan_lines(spec, budget)
+
+
+def search_plan_lines(spec: SearchSpec, budget: int) -> list[str]:
+    """The plan per batch size, and with the ``bisect`` strategy the walk it will take."""
+    lines = plan_lines(spec, budget)
+    return lines + bisection_plan_lines(spec, budget) if spec.search.strategy == "bisect" else lines
 
 
 def run(spec: SearchSpec, prepared, *, objects=None, probe: Optional[SearchSpec] = None, out: Path,
@@ -106,7 +113,7 @@ def run(spec: SearchSpec, prepared, *, objects=None, probe: Optional[SearchSpec]
                 print(f"auto batch sizes: {change}", flush=True)
             prepared = prepare(spec, objects)
         data, budget, config = prepared
-        for line in plan_lines(spec, budget):
+        for line in search_plan_lines(spec, budget):
             print(line, flush=True)
         experiment_path = fit_experiment(spec, data, budget, config, verbose)
         if spec.search.repeats > 1:
@@ -171,8 +178,13 @@ def fit_experiment(spec: SearchSpec, data, budget: int, config, verbose: int) ->
     s = spec.search
     name, path = new_experiment(spec)
     study_name = s.study_name or name  # with search.study_storage
+    expected_trials = None
     if s.strategy == "grid":
         tune_config = points_config(grid_points(spec))
+    elif s.strategy == "bisect":
+        searcher = BisectionSearcher.for_spec(spec, budget)
+        tune_config = {"num_samples": searcher.most_trials, "search_alg": searcher}
+        expected_trials = searcher.expected_trials
     else:
         import optuna
         from ray.tune.search.optuna import OptunaSearch
@@ -213,7 +225,7 @@ def fit_experiment(spec: SearchSpec, data, budget: int, config, verbose: int) ->
     print(f"experiment: {path}\n  if this run is killed, continue it with: " + (
         f"resume_search({path!r}, model_init=..., train_dataset=..., ...) in Python" if meta.user_objects
         else f"python -m cbs_ray.search --resume {path}"), flush=True)
-    return run_tuner(spec, data, budget, config, name=name, verbose=verbose,
+    return run_tuner(spec, data, budget, config, name=name, verbose=verbose, expected_trials=expected_trials,
                      callbacks=tracker_callbacks_for(spec, budget, meta), **tune_config)
 
 
