@@ -3,16 +3,18 @@
 A from-scratch search spends most of its samples choosing alpha and warmup per batch size, yet alpha is one
 number per task (lr = base_lr · (B/B0)^α) and warmup has a rule (``lr_schedule.seed_warmup_fraction``). Here:
 
-1. **Alpha once.** ``alphas`` (the ends and middle of ``search.alpha_range`` by default) are trained at one batch,
-   ``alpha_batch`` (the grid's middle, where the edge of the plateau usually lies), together; ASHA inside that
-   batch (``tune.per_batch_asha``) stops the weaker ones early, which makes it successive halving. The best that
-   completed the budget fixes alpha for the rest, and its run is that batch's run. The smallest batch starts at
-   once where its LR does not depend on alpha (it is ``base_batch``).
-2. **Batches by bisection on the monotone reading.** The grid's two ends next; then, while the monotone
-   turning point over the batches measured (``critical_batch.turning_point``, ``monotone=True``) has an
-   unmeasured grid batch between it and the next batch measured above it, the grid batch in the middle of that
-   bracket (in log2); last, the grid neighbour just below the turning point, so that the answer and both its
-   neighbours are measured. Each batch trains once, to the full budget.
+1. **Alpha once.** ``alphas`` (the middle of ``search.alpha_range`` first, then its ends, by default) are trained at
+   one batch, ``alpha_batch`` (the grid's middle, where the edge of the plateau usually lies), together; ASHA
+   inside that batch (``tune.per_batch_asha``, its reduction factor the candidates' count) stops the weaker ones
+   at its rungs, which makes it successive halving; the first candidate, the prior guess, is never stopped. The
+   best that completed the budget fixes alpha for the rest (a tie: the earlier candidate), and its run is that
+   batch's run. The smallest batch starts at once where its LR does not depend on alpha (it is ``base_batch``).
+2. **Batches by bisection on the monotone reading.** The grid's smallest batch (where the best usually is);
+   then, while the monotone turning point over the batches measured (``critical_batch.turning_point``,
+   ``monotone=True``) has an unmeasured grid batch between it and the next batch measured above it (or the top
+   of the grid, an open end: the largest batch is trained only where the walk reaches it), the grid batch in the
+   middle of that bracket (in log2, the upper middle); last, the grid neighbour just below the turning point, so
+   that the answer and both its neighbours are measured. Each batch trains once, to the full budget.
 
 A failed or diverged run counts as a metric of NaN (``turning_point`` takes it as outside the tolerance), so the
 walk goes on below it. Pure: no Ray; ``tune.bisection_search.BisectionSearcher`` feeds it Tune's results.
@@ -26,7 +28,7 @@ from typing import Optional, Sequence
 
 from cbs_ray.maths.critical_batch import turning_point
 
-__all__ = ["Bisection", "Run", "middle_of"]
+__all__ = ["Bisection", "Run", "middle_of", "middle_first"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,13 @@ def middle_of(grid: Sequence[int], low: int, high: int) -> Optional[int]:
     strictly between ``low`` and ``high``; None when they are neighbours in the grid."""
     i, j = grid.index(low), grid.index(high)
     return None if j - i < 2 else grid[(i + j + 1) // 2]
+
+
+def middle_first(values: Sequence[float]) -> list[float]:
+    """``values`` (ascending) reordered from the middle outwards, the lower side before the upper at each distance
+    (the lower of two middles first): [0.5, 0.625, 0.75] → [0.625, 0.5, 0.75]."""
+    centre = (len(values) - 1) / 2
+    return sorted(values, key=lambda v: (abs(values.index(v) - centre), values.index(v) > centre))
 
 
 @dataclass
@@ -133,9 +142,8 @@ class Bisection:
         """The batches to train next at the chosen alpha (none while a run whose result decides is running)."""
         if self.alpha is None:
             return []
-        ends = [b for b in (self.grid[0], self.grid[-1]) if not self._has(b)]
-        if ends:
-            return list(dict.fromkeys(ends))
+        if not self._has(self.grid[0]):
+            return [self.grid[0]]
         if self._pending():
             return []
         measured = self.measured()
@@ -143,10 +151,10 @@ class Bisection:
         if reading is None:  # nothing completed: the walk has no start; stop here and let the report say so
             return []
         above = [b for b in sorted(measured) if b > reading]
-        if above:
-            middle = middle_of(self.grid, reading, above[0])
-            if middle is not None:
-                return [middle]
+        i = self.grid.index(reading)
+        j = self.grid.index(above[0]) if above else len(self.grid)  # the top of the grid: an open end
+        if j - i >= 2:
+            return [self.grid[(i + j + 1) // 2]]
         below = self.grid.index(reading) - 1
         if below >= 0 and self.grid[below] not in measured:
             return [self.grid[below]]

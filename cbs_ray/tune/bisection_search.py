@@ -15,7 +15,7 @@ from typing import Optional
 
 from ray.tune.search import Searcher
 
-from cbs_ray.maths.bisection import Bisection, Run
+from cbs_ray.maths.bisection import Bisection, Run, middle_first
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.search_space import seed_warmup
 
@@ -24,10 +24,11 @@ __all__ = ["BisectionSearcher", "bisection_for", "bisection_alphas", "bisection_
 
 def bisection_alphas(spec: SearchSpec) -> list[float]:
     """The alpha candidates: ``search.grid_points`` evenly spaced over ``search.alpha_range`` (3: the ends and
-    the middle)."""
+    the middle), the middle first (the seeded configurations' alpha, the first candidate, which ASHA never
+    stops)."""
     low, high = spec.search.alpha_range
     n = spec.search.grid_points
-    return [low] if n == 1 else [round(low + (high - low) * i / (n - 1), 6) for i in range(n)]
+    return middle_first([low] if n == 1 else [round(low + (high - low) * i / (n - 1), 6) for i in range(n)])
 
 
 def bisection_for(spec: SearchSpec) -> Bisection:
@@ -42,10 +43,10 @@ def bisection_plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
     policy = bisection_for(spec)
     most = len(policy.alphas) + len(policy.grid) - 1
     grid_runs = len(spec.batch_sizes) * spec.search.grid_points ** 2
-    return [f"  bisect: alpha chosen once at B={policy.alpha_batch} among {policy.alphas} (ASHA inside that batch "
-            f"stops the weaker), warmup by the seed rule; then batches {policy.grid[0]} and {policy.grid[-1]}, then "
-            f"the middle of the bracket around the monotone turning point until the answer and its neighbours "
-            f"are measured, each once",
+    return [f"  bisect: alpha chosen once at B={policy.alpha_batch} among {policy.alphas} (ASHA inside that batch, "
+            f"reduction factor {len(policy.alphas)}, stops the weaker at its rungs), warmup by the seed rule; then "
+            f"batch {policy.grid[0]}, then the middle of the bracket above the monotone turning point until the "
+            f"answer and its neighbours are measured, each once",
             f"  at most {most} runs of {budget_samples} samples = {most / grid_runs:.3f} of the exhaustive grid "
             f"({grid_runs} runs: {len(spec.batch_sizes)} batches x {spec.search.grid_points} alphas x "
             f"{spec.search.grid_points} warmups)"]

@@ -178,13 +178,15 @@ def fit_experiment(spec: SearchSpec, data, budget: int, config, verbose: int) ->
     s = spec.search
     name, path = new_experiment(spec)
     study_name = s.study_name or name  # with search.study_storage
-    expected_trials = None
+    expected_trials, reduction_factors = None, {}
     if s.strategy == "grid":
         tune_config = points_config(grid_points(spec))
     elif s.strategy == "bisect":
         searcher = BisectionSearcher.for_spec(spec, budget)
         tune_config = {"num_samples": searcher.most_trials, "search_alg": searcher}
         expected_trials = searcher.expected_trials
+        # successive halving among the alpha candidates: only the best goes on from each rung
+        reduction_factors = {searcher.policy.alpha_batch: max(spec.asha.reduction_factor, len(searcher.policy.alphas))}
     else:
         import optuna
         from ray.tune.search.optuna import OptunaSearch
@@ -213,7 +215,8 @@ def fit_experiment(spec: SearchSpec, data, budget: int, config, verbose: int) ->
     if s.early_stopping:
         tune_config["scheduler"] = PerBatchASHA(
             batch_size_of, time_attr="samples_seen", max_t=budget, grace_period=spec.asha.grace_period_samples,
-            reduction_factor=spec.asha.reduction_factor, metric=s.metric, mode=s.mode)
+            reduction_factor=spec.asha.reduction_factor, metric=s.metric, mode=s.mode,
+            reduction_factors=reduction_factors)
     meta = ExperimentMeta(
         name=spec.name, metric=s.metric, mode=s.mode, budget_samples=budget, tolerance=s.tolerance,
         tokens_per_sample=tokens_per_sample(spec), spec=spec_to_dict(spec), data_fingerprint=data_fingerprint(data),

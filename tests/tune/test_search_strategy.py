@@ -90,11 +90,13 @@ def test_bisect_plans_at_most_every_alpha_and_every_other_batch_once_and_says_wh
     assert num_trials(spec) == 3 + 6 - 1
     lines = search_plan_lines(spec, 7168)
     assert "up to 8 trials (bisect, ASHA early stopping)" in lines[0]
-    assert "alpha chosen once at B=128 among [0.5, 0.625, 0.75]" in lines[-2]
+    assert "alpha chosen once at B=128 among [0.625, 0.5, 0.75] (ASHA inside that batch, reduction factor 3" in lines[-2]
     assert "at most 8 runs of 7168 samples = 0.148 of the exhaustive grid (54 runs" in lines[-1]
 
 
 def test_bisect_searcher_hands_out_the_policys_runs_and_reads_how_each_ended():
+    import math
+
     from ray.tune.search import Searcher
 
     from cbs_ray.maths.bisection import Run
@@ -112,7 +114,8 @@ def test_bisect_searcher_hands_out_the_policys_runs_and_reads_how_each_ended():
     searcher.on_trial_complete("t1", {"samples_seen": 2048, "accuracy": 0.95})  # stopped early: not a measurement
     searcher.on_trial_complete("t2", done)
     searcher.on_trial_complete("t3", {**done, "diverged": True})  # NaN: outside the tolerance
-    assert searcher.policy.alpha == 0.75 and searcher.policy.results[Run(16, 0.5)] != searcher.policy.results[Run(16, 0.5)]
-    assert searcher.suggest("t5")["log2_batch"] == 6  # the other end
+    # candidates 0.625 (t0: 0.80), 0.5 (t1: stopped), 0.75 (t2: 0.9): 0.75; B=16 diverged (NaN, not within tolerance)
+    assert searcher.policy.alpha == 0.75 and math.isnan(searcher.policy.results[Run(16, 0.625)])
+    assert searcher.suggest("t5")["log2_batch"] == 6  # above 32 (the reading): the open top's middle, 64
     searcher.on_trial_complete("t5", {**done, "accuracy": 0.5})
     assert searcher.suggest("t6") == Searcher.FINISHED and searcher.expected_trials() == 5
