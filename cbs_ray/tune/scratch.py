@@ -96,8 +96,16 @@ def dry_run_lines(spec: SearchSpec) -> list[str]:
 
 
 def search_plan_lines(spec: SearchSpec, budget: int) -> list[str]:
-    """The plan per batch size, and with the ``bisect`` strategy the walk it will take."""
+    """The plan per batch size, how much of the evaluation set each report evaluates, and with the ``bisect``
+    strategy the walk it will take."""
     lines = plan_lines(spec, budget)
+    subset = spec.training.eval_subset_examples
+    if subset is not None:
+        # An accuracy's standard error is at most 0.5/sqrt(n) (at 50 %); other metrics' noise is the data's.
+        noise = f" (an accuracy's standard error at most {0.5 / subset ** 0.5:.2g})" if spec.search.metric == "accuracy" \
+            else ""
+        lines.append(f"  evaluation: reports before the last on the evaluation set's first {subset} examples{noise}, "
+                     f"for ASHA's comparisons and the curves; the last, where the answer is read, on all of them")
     return lines + bisection_plan_lines(spec, budget) if spec.search.strategy == "bisect" else lines
 
 

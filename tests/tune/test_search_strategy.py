@@ -92,6 +92,7 @@ def test_bisect_plans_at_most_every_alpha_and_every_other_batch_once_and_says_wh
     assert "up to 8 trials (bisect, ASHA early stopping)" in lines[0]
     assert "alpha chosen once at B=128 among [0.625, 0.5, 0.75] (ASHA inside that batch, reduction factor 3" in lines[-2]
     assert "at most 8 runs of 7168 samples = 0.148 of the exhaustive grid (54 runs" in lines[-1]
+    assert "first 4096 examples (an accuracy's standard error at most 0.0078)" in lines[-3]
 
 
 def test_bisect_searcher_hands_out_the_policys_runs_and_reads_how_each_ended():
