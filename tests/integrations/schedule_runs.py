@@ -4,6 +4,8 @@ samples it trained (all processes) and the LR it used. Shared by the integration
 
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.distributed as dist
 
@@ -110,7 +112,8 @@ def train_hf(model, rows: list[dict], output_dir: str, *, callbacks=(), max_grad
         def on_train_begin(self, args, state, control, optimizer=None, **kwargs):
             recorder.watch(getattr(optimizer, "optimizer", optimizer))
 
-    settings = training_arguments(schedule(), MICRO, world_size=world_size())
+    # torchrun's WORLD_SIZE: the process group starts with TrainingArguments, after this line.
+    settings = training_arguments(schedule(), MICRO, world_size=int(os.environ.get("WORLD_SIZE", "1")))
     if accumulation_override:
         settings.update(accumulation_override)
     args = TrainingArguments(output_dir=output_dir, learning_rate=BASE_LR, lr_scheduler_type="constant",

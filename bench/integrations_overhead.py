@@ -1,0 +1,121 @@
+"""Overhead of cbs_ray.integrations' callbacks: the same training with and without each, side by side.
+
+A GPT-2 built from a config (4 layers, 128 wide, 64 tokens; no download) trains at batch 32 as 4 micro-batches
+of 8 on CPU, one thread, in HF Trainer and in Lightning: bare, with ``BatchSizeScheduleCallback`` (a one-stage
+schedule at the same batch, so the work is identical and only the callback's bookkeeping differs) and with
+``NoiseScaleCallback`` (two gradient norms a step). Runs alternate (bare, schedule, noise, bare, …) so the
+machine's drift hits all alike; the figure is the median over repeats of the time per optimizer step after
+the first steps, and the ratio to bare. Target (issue 39): ≤ 2 % of step time.
+
+    python bench/integrations_overhead.py [--repeats 5] [--steps 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import tempfile
+import time
+
+import torch
+
+from cbs_ray.integrations import BatchSizeSchedule
+
+MICRO, ACCUMULATION, SEQ, WARMUP_STEPS = 8, 4, 64, 5
+
+
+def model():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    return GPT2LMHeadModel(GPT2Config(vocab_size=512, n_positions=SEQ, n_embd=128, n_layer=4, n_head=4))
+
+
+def rows(n: int) -> list[dict]:
+    ids = torch.randint(0, 512, (n, SEQ), generator=torch.Generator().manual_seed(0))
+    return [{"input_ids": r, "labels": r.clone()} for r in ids]
+
+
+def hf_step_time(extra: str, steps: int) -> float:
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+
+    from cbs_ray.integrations.hf import BatchSizeScheduleCallback, NoiseScaleCallback
+
+    stamps: list[float] = []
+
+    class Clock(TrainerCallback):
+        def on_step_end(self, *args, **kwargs):
+            stamps.append(time.perf_counter())
+
+    callbacks = {"bare": [], "schedule": [BatchSizeScheduleCallback(BatchSizeSchedule([(0, MICRO * ACCUMULATION)]))],
+                 "noise": [NoiseScaleCallback()]}[extra]
+    with tempfile.TemporaryDirectory() as out:
+        args = TrainingArguments(output_dir=out, per_device_train_batch_size=MICRO,
+                                 gradient_accumulation_steps=ACCUMULATION, max_steps=steps, report_to="none",
+                                 save_strategy="no", logging_steps=10, disable_tqdm=True, use_cpu=True,
+                                 train_sampling_strategy="sequential")
+        data = rows(steps * MICRO * ACCUMULATION)
+        Trainer(model=model(), args=args, train_dataset=data, callbacks=[Clock(), *callbacks]).train()
+    return (stamps[-1] - stamps[WARMUP_STEPS]) / (len(stamps) - 1 - WARMUP_STEPS)
+
+
+def lightning_step_time(extra: str, steps: int) -> float:
+    import lightning.pytorch as pl
+    from torch.utils.data import DataLoader
+
+    from cbs_ray.integrations.lightning import BatchSizeScheduleCallback, NoiseScaleCallback
+
+    stamps: list[float] = []
+
+    class Clock(pl.Callback):
+        def on_train_batch_end(self, trainer, *args):
+            if trainer.global_step > len(stamps):
+                stamps.append(time.perf_counter())
+
+    class Module(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.model = model()
+
+        def training_step(self, batch, batch_idx):
+            return self.model(**batch).loss
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters(), lr=1e-3)
+
+    callbacks = {"bare": [], "schedule": [BatchSizeScheduleCallback(BatchSizeSchedule([(0, MICRO * ACCUMULATION)]))],
+                 "noise": [NoiseScaleCallback()]}[extra]
+    trainer = pl.Trainer(max_steps=steps, accelerator="cpu", devices=1, accumulate_grad_batches=ACCUMULATION,
+                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, callbacks=[Clock(), *callbacks])
+    trainer.fit(Module(), DataLoader(rows(steps * MICRO * ACCUMULATION), batch_size=MICRO))
+    return (stamps[-1] - stamps[WARMUP_STEPS]) / (len(stamps) - 1 - WARMUP_STEPS)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=30)
+    opts = parser.parse_args()
+    torch.set_num_threads(1)
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+    print(f"GPT-2 4×128, {SEQ} tokens, batch {MICRO * ACCUMULATION} = {ACCUMULATION} × {MICRO}, CPU, 1 thread; "
+          f"{opts.repeats} alternated repeats of {opts.steps} steps; target: overhead ≤ 2 %")
+    for name, run in (("HF Trainer", hf_step_time), ("Lightning", lightning_step_time)):
+        times = {k: [] for k in ("bare", "schedule", "noise")}
+        for _ in range(opts.repeats):
+            for extra in times:
+                times[extra].append(run(extra, opts.steps))
+        bare = statistics.median(times["bare"])
+        print(f"{name}: bare {bare * 1e3:.1f} ms/step")
+        for extra in ("schedule", "noise"):
+            # Paired per repeat (the runs of one repeat ran back to back), then the median ratio.
+            ratio = statistics.median(t / b for t, b in zip(times[extra], times["bare"]))
+            print(f"  + {extra:8s} {statistics.median(times[extra]) * 1e3:.1f} ms/step, ratio {ratio:.3f} "
+                  f"({(ratio - 1) * 100:+.1f} %)")
+
+
+if __name__ == "__main__":
+    main()
