@@ -109,12 +109,12 @@ def main() -> None:
             for extra in times:
                 times[extra].append(run(extra, opts.steps))
         bare = statistics.median(times["bare"])
-        print(f"{name}: bare {bare * 1e3:.1f} ms/step")
+        print(f"{name}: bare {bare * 1e3:.1f} ms/step", flush=True)
         for extra in ("schedule", "noise"):
             # Paired per repeat (the runs of one repeat ran back to back), then the median ratio.
             ratio = statistics.median(t / b for t, b in zip(times[extra], times["bare"]))
             print(f"  + {extra:8s} {statistics.median(times[extra]) * 1e3:.1f} ms/step, ratio {ratio:.3f} "
-                  f"({(ratio - 1) * 100:+.1f} %)")
+                  f"({(ratio - 1) * 100:+.1f} %)", flush=True)
 
 
 if __name__ == "__main__":
