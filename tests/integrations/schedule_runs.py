@@ -41,7 +41,8 @@ def token_rows(n: int = TOTAL, seed: int = 1) -> list[dict]:
 
 class StepRecorder:
     """Counts the rows the model sees between optimizer steps (a forward pre-hook) and the LR of each step
-    (an optimizer step post-hook: Lightning runs the last micro-batch inside step()): ``records`` is [(samples over all processes, lr)] per step."""
+    (an optimizer step post-hook: Lightning runs the last micro-batch inside step()): ``records`` is
+    [(samples over all processes, lr)] per step."""
 
     def __init__(self, model, optimizer=None):
         self.rows, self.records = 0, []

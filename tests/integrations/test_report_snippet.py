@@ -9,7 +9,8 @@ from cbs_ray.report.branch import trainer_snippets
 
 def test_the_report_snippet_names_from_summary_and_the_schedule_reads_back(tmp_path):
     summary = summarize_branches(history(), META)
-    language, snippet, note = trainer_snippets(summary)["HF Trainer, Lightning or a PyTorch loop (cbs_ray.integrations)"]
+    snippets = trainer_snippets(summary)
+    language, snippet, note = snippets["HF Trainer, Lightning or a PyTorch loop (cbs_ray.integrations)"]
     assert language == "python" and 'BatchSizeSchedule.from_summary("summary.json")' in snippet
     assert "docs/integrations.md" in note and "1.41" in note
     (tmp_path / "summary.json").write_text(summary.to_json())
