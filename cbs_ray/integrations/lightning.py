@@ -9,7 +9,8 @@ the initial LR × the multiplier before each step; other schedulers are refused 
 without fighting them). As in HF Trainer, a stage must start at a multiple of its own batch (Lightning ends a
 step when the epoch's batch count is a multiple of the accumulation) and an epoch's end cuts a step short
 unless the epoch's samples are a multiple of every batch. Logs ``effective_batch_size``, ``samples_seen``
-and ``lr_multiplier`` through ``pl_module.log`` (every logger the Trainer has).
+and ``lr_multiplier`` through ``pl_module.log_dict`` (every logger the Trainer has) every
+``log_every_n_steps`` optimizer steps, Lightning's own cadence (a ``log_dict`` call costs about a millisecond).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class BatchSizeScheduleCallback(Callback):
         self.schedule = schedule
         self.plan: list[int] = []
         self._base_lrs: list[float] | None = None
+        self._last_step = -1
 
     def _accumulation_for(self, step: int) -> int:
         return self.plan[self.schedule.stages.index(self.schedule.stage_at_step(step))]
@@ -73,17 +75,23 @@ class BatchSizeScheduleCallback(Callback):
                     group["lr"] = base * m
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        stage = self.schedule.stage_at_step(max(trainer.global_step - 1, 0))
-        trainer.accumulate_grad_batches = self._accumulation_for(trainer.global_step)
-        pl_module.log_dict({"effective_batch_size": float(stage.batch_size), "lr_multiplier": stage.lr_multiplier,
-                            "samples_seen": float(self.schedule.samples_before_step(trainer.global_step))},
-                           on_step=True, on_epoch=False)
+        step = trainer.global_step  # optimizer steps taken; unchanged after a micro-batch that accumulated
+        if step == self._last_step:
+            return
+        self._last_step = step
+        trainer.accumulate_grad_batches = self._accumulation_for(step)
+        if step % trainer.log_every_n_steps == 0:  # Lightning's cadence: a log_dict call costs ~1 ms
+            stage = self.schedule.stage_at_step(max(step - 1, 0))
+            pl_module.log_dict({"effective_batch_size": float(stage.batch_size), "lr_multiplier": stage.lr_multiplier,
+                                "samples_seen": float(self.schedule.samples_before_step(step))},
+                               on_step=True, on_epoch=False)
 
 
 class NoiseScaleCallback(Callback):
     """B_simple during a Lightning run (``torch_loop.NoiseScaleHook``): the first micro-batch's gradient against
     the whole step's, read in ``on_after_backward`` (before clipping; after DDP's all-reduce on the last one).
-    Needs ``accumulate_grad_batches`` ≥ 2. Logs ``b_simple``, ``noise_grad_sq``, ``noise_trace_sigma`` and says
+    Needs ``accumulate_grad_batches`` ≥ 2. Logs ``b_simple``, ``noise_grad_sq``, ``noise_trace_sigma`` (every
+    ``log_every_n_steps``) and says
     once (a warning, and ``b_simple_above_batch`` = 1) when B_simple passes the current batch."""
 
     def __init__(self, decay: float = 0.98):
@@ -112,12 +120,14 @@ class NoiseScaleCallback(Callback):
         reading = self.hook.read_big(batch, trainer.global_step)
         if reading is None or not math.isfinite(reading.b_simple):
             return
+        if reading.above_batch and not self._said:
+            self._said = True
+            logger.warning("B_simple %.1f has passed the batch %d at step %d: a larger batch would still use "
+                           "its samples well", reading.b_simple, batch, trainer.global_step)
+        if (trainer.global_step + 1) % trainer.log_every_n_steps:  # this step's number, Lightning's cadence
+            return
         values = {"b_simple": reading.b_simple, "noise_grad_sq": reading.grad_sq,
                   "noise_trace_sigma": reading.trace_sigma}
         if reading.above_batch:
             values["b_simple_above_batch"] = 1.0
-            if not self._said:
-                self._said = True
-                logger.warning("B_simple %.1f has passed the batch %d at step %d: a larger batch would still use "
-                               "its samples well", reading.b_simple, batch, trainer.global_step)
         pl_module.log_dict({k: torch.tensor(float(v)) for k, v in values.items()}, on_step=True, on_epoch=False)
