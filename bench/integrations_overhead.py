@@ -11,7 +11,7 @@ machine's noise is larger than the effect, the time spent *inside* each callback
 norms it reads, timed with ``perf_counter``) is reported too, per step and as a share of the bare step: that
 is the overhead itself. Target (issue 39): ≤ 2 % of step time.
 
-    python bench/integrations_overhead.py [--repeats 5] [--steps 30]
+    python bench/integrations_overhead.py [--repeats 5] [--steps 30] [--only hf|lightning]
 """
 
 from __future__ import annotations
@@ -133,6 +133,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--only", choices=["hf", "lightning"], help="one trainer only")
     opts = parser.parse_args()
     torch.set_num_threads(1)
     logging.getLogger("transformers").setLevel(logging.ERROR)
@@ -140,7 +141,10 @@ def main() -> None:
     print(f"GPT-2 4×128, {SEQ} tokens, batch {MICRO * ACCUMULATION} = {ACCUMULATION} × {MICRO}, CPU, 1 thread; "
           f"{opts.repeats} alternated repeats of {opts.steps} steps; target: overhead ≤ 2 %")
     patch_norms()
-    for name, run in (("HF Trainer", hf_step_time), ("Lightning", lightning_step_time)):
+    trainers = {"hf": ("HF Trainer", hf_step_time), "lightning": ("Lightning", lightning_step_time)}
+    for key, (name, run) in trainers.items():
+        if opts.only and key != opts.only:
+            continue
         times = {k: [] for k in ("bare", "bare again", "schedule", "noise")}
         inside = {k: [] for k in times}
         for _ in range(opts.repeats):
