@@ -1,4 +1,4 @@
-"""The batch-size schedule and the noise scale in an unmodified ``transformers.Trainer`` (4.46+ / 5.x).
+"""The batch-size schedule and the noise scale in an unmodified ``transformers.Trainer`` (tested on 5.24).
 
 ``BatchSizeScheduleCallback(schedule)`` grows the batch by gradient accumulation at a fixed micro-batch
 (``per_device_train_batch_size``): the Trainer's loop reads ``args.gradient_accumulation_steps`` afresh for
