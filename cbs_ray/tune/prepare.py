@@ -32,6 +32,8 @@ def as_spec(spec) -> SearchSpec:
     copied (the search writes an auto grid into its copy, never into the caller's) and validated again, since
     a caller may have changed a field after loading; anything else is a ``SpecError``."""
     if isinstance(spec, (str, os.PathLike)):
+        if not Path(spec).is_file():  # load_spec's message names the command line's --space
+            raise SpecError(f"spec: no such file: {spec} (run_search takes a SearchSpec or a spec file's path)")
         return load_spec(spec)
     if not isinstance(spec, SearchSpec):
         raise SpecError(f"spec: expected a SearchSpec (cbs_ray.load_spec) or the path of a spec file, "

@@ -29,7 +29,8 @@ from cbs_ray.tune.search_space import max_concurrent
 from cbs_ray.tune.tracker_callbacks import tracking_callbacks
 from cbs_ray.tune.tracking import enabled
 
-__all__ = ["ray_session", "DoesNotFit", "SearchInterrupted"]
+__all__ = ["ray_session", "DoesNotFit", "SearchInterrupted", "RayDidNotStart", "ray_start_failure", "private_temp_dir",
+           "short_temp_root", "fits_ray_sockets"]
 
 
 @contextlib.contextmanager
@@ -43,10 +44,17 @@ def ray_session(address: str | None = None, *, verbose: bool | int = True):
     started_here, context = not ray.is_initialized(), None
     if started_here:
         quiet = {} if verbose else {"log_to_driver": False}
-        if address or os.environ.get("RAY_ADDRESS"):
-            context = ray.init(address=address, logging_level=logging.WARNING, **quiet)
-        else:
-            context = start_local_ray(**quiet)
+        try:
+            if address or os.environ.get("RAY_ADDRESS"):
+                context = ray.init(address=address, logging_level=logging.WARNING, **quiet)
+            else:
+                context = start_local_ray(**quiet)
+        except (ConnectionError, RuntimeError, OSError, ValueError, TimeoutError) as e:
+            raise RayDidNotStart(ray_start_failure(e, address)) from e
+        except Exception as e:  # Ray raises a bare Exception, sometimes with no message, when a node cannot start
+            if type(e) is not Exception:
+                raise
+            raise RayDidNotStart(ray_start_failure(e, address)) from e
     try:
         yield context
     finally:
@@ -54,8 +62,25 @@ def ray_session(address: str | None = None, *, verbose: bool | int = True):
             ray.shutdown()
 
 
+class RayDidNotStart(SpecError):
+    """``ray.init`` failed: the message says why (Ray's own words, or where its logs are when it gave none)."""
+
+
+def ray_start_failure(e: BaseException, address: str | None) -> str:
+    """One line for a Ray that did not start: its message, else where its logs are."""
+    said = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    where = f"the cluster at {address}" if address else f"a local Ray (logs: {private_temp_dir()}/ray/session_latest/logs)"
+    return f"Ray did not start: {said or type(e).__name__ + ' with no message'} ({where})"
+
+
 PRIVATE_TEMP_DIR = "cbs-ray-{uid}"
 """Ray's temp dir of a local search, under the system's temp dir, private to the user (mode 0700)."""
+
+UNIX_SOCKET_PATH_MAX = 107
+"""Linux's limit on an AF_UNIX socket's path (``sun_path`` is 108 bytes with its NUL)."""
+RAY_SOCKET_TAIL = "/session_2026-12-02_02-51-03_123456_4194304/sockets/plasma_store"
+"""The longest path Ray puts under its temp dir for a socket: a session (date, time, microseconds, a pid up to
+``pid_max``) and the object store's socket."""
 
 
 def start_local_ray(**options):
@@ -74,7 +99,7 @@ def start_local_ray(**options):
 def private_temp_dir() -> str:
     """``<tmp>/cbs-ray-<uid>``, made 0700 if new; a fresh ``mkdtemp`` (0700 too) when that path is not a
     directory this user owns with no access for others."""
-    path = Path(tempfile.gettempdir()) / PRIVATE_TEMP_DIR.format(uid=os.getuid())
+    path = Path(short_temp_root()) / PRIVATE_TEMP_DIR.format(uid=os.getuid())
     try:
         path.mkdir(mode=0o700, exist_ok=True)
         info = path.lstat()
@@ -82,7 +107,24 @@ def private_temp_dir() -> str:
             return str(path)
     except OSError:
         pass
-    return tempfile.mkdtemp(prefix="cbs-ray-")
+    return tempfile.mkdtemp(prefix="cbs-ray-", dir=short_temp_root())
+
+
+def fits_ray_sockets(temp_root: str) -> bool:
+    """Whether Ray's sockets fit AF_UNIX's path limit under ``<temp_root>/cbs-ray-<uid>/ray``."""
+    longest = f"{temp_root}/{PRIVATE_TEMP_DIR.format(uid=os.getuid())}/ray{RAY_SOCKET_TAIL}"
+    return len(longest.encode()) <= UNIX_SOCKET_PATH_MAX
+
+
+def short_temp_root() -> str:
+    """The system's temp dir (``TMPDIR``), or ``/tmp`` where that is too long for Ray's socket paths (a search
+    failed with "AF_UNIX path length cannot exceed 107 bytes" where plain ``ray.init()`` started); a
+    ``SpecError`` naming the cause and the fix when neither fits."""
+    for root in (tempfile.gettempdir(), "/tmp"):
+        if fits_ray_sockets(root) and os.path.isdir(root) and os.access(root, os.W_OK | os.X_OK):
+            return root
+    raise SpecError(f"TMPDIR: {tempfile.gettempdir()} is too long for Ray's socket paths (AF_UNIX allows "
+                    f"{UNIX_SOCKET_PATH_MAX} bytes) and /tmp cannot be written; set TMPDIR to a short folder")
 
 
 def on_the_cluster(spec: SearchSpec, context=None) -> None:

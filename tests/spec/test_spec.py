@@ -107,7 +107,7 @@ BAD = [
     (["search.batch_sizes=auto", "training.base_batch=4096"],
      "training.eval_every_samples: must be a positive multiple of training.base_batch"),
     # One row per check declared beside its field (test_every_declared_check_has_a_bad_row).
-    (["name=a b"], "name: must be a non-empty name without spaces or slashes, got 'a b'"),
+    (["name=a b"], "name: must be one folder name (no spaces, slashes, control characters, . or ..; at most 100 characters), got 'a b'"),
     (["branch.window_min_steps=0"], "branch.window_min_steps: must be at least 1, got 0"),
     (["ladder.fraction=1"], "ladder.fraction: must be in (0, 1), got 1"),
     (["ladder.seeds=0"], "ladder.seeds: must be at least 1, got 0"),
@@ -116,7 +116,7 @@ BAD = [
     (["ladder.first_rung=0"], "ladder.first_rung: must be in (0, 1), got 0"),
     (["branch.repeats=0"], "branch.repeats: must be at least 1, got 0"),
     (["branch.validation_seeds=0"], "branch.validation_seeds: must be at least 1, got 0"),
-    (["name=runs/a"], "name: must be a non-empty name without spaces or slashes, got 'runs/a'"),
+    (["name=runs/a"], "name: must be one folder name (no spaces, slashes, control characters, . or ..; at most 100 characters), got 'runs/a'"),
     (["model.config={hidden_size: 64}"], "model.config: must contain model_type (e.g. bert, gpt2)"),
     (["model.vocab_size=9"], "model.vocab_size: must be at least 10, got 9"),
     (["data.builtin_train_examples=0"], "data.builtin_train_examples: must be positive"),
