@@ -34,6 +34,7 @@ from cbs_ray.spec.branch_section import Branching, resolve_branching
 from cbs_ray.spec.load import spec_from_dict, spec_to_dict
 from cbs_ray.spec.resolve import tokens_per_sample
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.train.checkpoint import TRUNK_DONE
 from cbs_ray.train.run_plan import branch_configs, trunk_config, validation_configs
 from cbs_ray.tune.branch_gate import PublishedCheckpoints, never_started
 from cbs_ray.tune.prepare import data_fingerprint, prepare
@@ -41,7 +42,7 @@ from cbs_ray.tune.runner import new_experiment, on_the_cluster, points_config, r
 from cbs_ray.tune.search_method import SearchMethod, check_batches_fit, check_spec_objects_only, experiment_out
 from cbs_ray.tune.trunk_watch import TrunkWatch
 
-__all__ = ["METHOD", "BranchResult", "branch_history", "branch_plan_lines", "branch_search_samples",
+__all__ = ["failed_roles", "METHOD", "BranchResult", "branch_history", "branch_plan_lines", "branch_search_samples",
            "branch_tokens_per_sample", "check_no_objects", "report_branch_experiment", "resume_branch_search",
            "same_spec_schedule", "scratch_search_samples", "summarize_branch_experiment", "TrunkFailed", "trunk_lost"]
 
@@ -302,8 +303,7 @@ def summarize_branch_experiment(spec: SearchSpec, path: str, out: Path, schedule
         raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
     summary = summarize_branches(history, meta)
     html = write_branch_report(summary, history, out)
-    lost = trunk_lost(history, {(t.config or {}).get("role") for t in failed_trials(path)[0]},
-                      int(meta["budget_samples"]))
+    lost = trunk_lost(history, failed_roles(path, meta.get("checkpoint_dir")), int(meta["budget_samples"]))
     if lost is not None:  # no schedule can be read from branches that never had their checkpoints
         raise TrunkFailed(f"branch: the trunk (B={summary.trunk[Column.batch_size]}) failed for good at {lost} "
                           f"samples{first_error(path)}; no schedule is recommended (what was measured: {html})")
@@ -327,6 +327,18 @@ def trunk_lost(history: pd.DataFrame, failed_roles: set, budget_samples: int) ->
     if ("trunk" in failed_roles or failed_flag) and trained < budget_samples:
         return trained
     return None
+
+
+def failed_roles(path: str, checkpoint_dir: Optional[str]) -> set:
+    """The roles of the trials that failed: ``trunk`` where the trunk's end marker says ``failed`` (written by
+    ``tune.trunk_watch`` when Tune gives up on it; Tune's saved state still calls a killed trial running), and
+    the roles of the trials with an error file."""
+    roles = {(t.config or {}).get("role") for t in failed_trials(path)[0]}
+    marker = Path(checkpoint_dir or "", TRUNK_DONE)
+    if checkpoint_dir and "://" not in checkpoint_dir and marker.is_file() and \
+            marker.read_text().strip() == "failed":
+        roles.add("trunk")
+    return roles
 
 
 def report_branch_experiment(path: str, meta: Optional[ExperimentMeta] = None, *, output_dir: Optional[str] = None,

@@ -2,6 +2,7 @@
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,8 @@ from cbs_ray.records.storage import META_FILE
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
 from cbs_ray.tune.prepare import as_spec
+
+LM = str(Path(__file__).resolve().parents[2] / "search_spaces" / "tiny_causal_lm.yaml")
 
 
 @pytest.mark.parametrize("override, says", [
@@ -66,3 +69,13 @@ def test_run_search_on_a_missing_file_speaks_to_python_callers(tmp_path):
 def test_the_token_budget_error_names_the_objects_first():
     with pytest.raises(SpecError, match="never a train_dataset passed to run_search"):
         load_spec(None, ["training.budget_samples=null", "training.budget_tokens=100000"])
+
+
+@pytest.mark.parametrize("first_rung, rungs", [("0.9", 1), ("0.2", 2)])
+def test_a_ladder_plan_that_can_never_predict_is_refused_at_dry_run(first_rung, rungs, capsys):
+    # Issue 40 row 10: 1 or 2 rungs passed --dry-run; a fit of B_crit against D needs 3.
+    argv = ["search", "--dry-run", "--space", LM, "--set", "search.method=ladder",
+            "--set", f"ladder.first_rung={first_rung}"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"ladder.first_rung: the plan has {rungs} rung(s)" in err and len(err.strip().splitlines()) == 1

@@ -32,3 +32,14 @@ def test_a_trunk_that_failed_for_good_is_found(history, failed_roles, lost):
 
 def test_a_failed_trunk_is_a_report_error_the_command_line_ends_in_one_line():
     assert issubclass(TrunkFailed, ReportError)
+
+
+def test_the_trunks_end_marker_says_it_failed(tmp_path):
+    from cbs_ray.train.checkpoint import mark_trunk_done
+    from cbs_ray.tune.branch import failed_roles
+
+    checkpoints = tmp_path / "trunk_checkpoints"
+    mark_trunk_done(str(checkpoints), "4096")  # finished
+    assert "trunk" not in failed_roles(str(tmp_path), str(checkpoints))
+    mark_trunk_done(str(checkpoints), "failed")  # tune.trunk_watch, once Tune gave up on it
+    assert "trunk" in failed_roles(str(tmp_path), str(checkpoints))
