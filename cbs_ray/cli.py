@@ -96,6 +96,8 @@ def search_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.se
         return 2 if e.code else 0
     try:
         check_output_arg(args.output)
+        if args.dry_run and args.probe:  # --dry-run ignored --probe without a word
+            raise SpecError("--probe: trains one short run, and --dry-run starts nothing; drop one of them")
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -186,6 +186,12 @@ class SearchProgress(Callback):
     def __getstate__(self):  # Tune pickles its callbacks with the experiment; the bars stay here
         return {**self.__dict__, "_bars": None, "stream": None}
 
+    def __setstate__(self, state):
+        # Restored by --resume: the pickled board is as it was at some snapshot, its clock another process's;
+        # the first step rebuilds it from the trials Tune restored (``on_step_begin``).
+        self.__dict__.update(state)
+        self._restored = True
+
     def _out(self):
         return self.stream or sys.stdout
 
@@ -198,6 +204,10 @@ class SearchProgress(Callback):
 
     def on_step_begin(self, iteration, trials, **info):
         # A resumed search: Tune restores the trials that had ended without calling a hook for them.
+        if getattr(self, "_restored", False):
+            self._restored = False
+            self.board.trials.clear()
+            self.board.started_at, self.board.samples_before = None, 0
         for t in trials:
             if t.status in ("TERMINATED", "ERROR") and t.trial_id not in self.board.trials:
                 batch, start, stop = self.span_of(t.config)

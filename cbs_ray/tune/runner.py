@@ -30,7 +30,7 @@ from cbs_ray.tune.tracker_callbacks import tracking_callbacks
 from cbs_ray.tune.tracking import enabled
 
 __all__ = ["ray_session", "DoesNotFit", "SearchInterrupted", "RayDidNotStart", "ray_start_failure", "private_temp_dir",
-           "short_temp_root", "fits_ray_sockets"]
+           "short_temp_root", "fits_ray_sockets", "no_tune_restore_advice", "quiet_tune"]
 
 
 @contextlib.contextmanager
@@ -229,13 +229,25 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: bool | in
     return _finished(grid, expected_trials=expected)
 
 
+def no_tune_restore_advice(record: logging.LogRecord) -> bool:
+    """A logging filter: drops Tune's "Resume experiment with: Tuner.restore(path=..., trainable=...)", which
+    told a ``cbs-ray search`` user to write Python (issue 40 row 13); the command line prints
+    ``cbs-ray search --resume DIR`` instead."""
+    return "Tuner.restore(" not in record.getMessage()
+
+
 @contextlib.contextmanager
 def quiet_tune(verbose: bool | int):
     """Not ``verbose``: Tune's output engine silent for this ``fit`` (``RAY_AIR_NEW_OUTPUT=0`` with verbose 0, the
     one setting of Tune's that prints nothing, where the new engine still prints its experiment box) and Optuna's
     INFO lines (the study it creates) off; both as they were afterwards. ``verbose``: nothing changes."""
+    tune_logger = logging.getLogger("ray.tune.tune")
+    tune_logger.addFilter(no_tune_restore_advice)  # cbs-ray prints its own resume command on Ctrl-C
     if verbose:
-        yield
+        try:
+            yield
+        finally:
+            tune_logger.removeFilter(no_tune_restore_advice)
         return
     env_before = os.environ.get("RAY_AIR_NEW_OUTPUT")
     os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
@@ -243,6 +255,7 @@ def quiet_tune(verbose: bool | int):
         with quiet_optuna(verbose):
             yield
     finally:
+        tune_logger.removeFilter(no_tune_restore_advice)
         if env_before is None:
             os.environ.pop("RAY_AIR_NEW_OUTPUT", None)
         else:

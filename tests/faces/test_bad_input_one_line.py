@@ -79,3 +79,10 @@ def test_a_ladder_plan_that_can_never_predict_is_refused_at_dry_run(first_rung, 
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert f"ladder.first_rung: the plan has {rungs} rung(s)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_dry_run_with_probe_is_refused_not_ignored(capsys):
+    # Issue 40 row 16: `--dry-run --probe` silently ignored --probe.
+    assert main(["search", "--dry-run", "--probe"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --probe: ") and "--dry-run starts nothing" in err and len(err.splitlines()) == 1

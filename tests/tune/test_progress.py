@@ -163,3 +163,16 @@ def test_a_failed_trials_line_carries_its_reason():
     b.ended("a", failed=True, reason="RuntimeError: CUDA out of memory")
     assert b.event_line("a").startswith("[0:00] trial B=16 failed: accuracy 0.4 at 250 samples "
                                         "(RuntimeError: CUDA out of memory) · ")
+
+
+def test_a_callback_restored_by_resume_rebuilds_its_board_from_the_restored_trials():
+    import pickle
+
+    b, _ = board()
+    progress = SearchProgress(b, None, stream=io.StringIO())
+    b.started("a", 16, 0, 1000)
+    copy = pickle.loads(pickle.dumps(progress))  # the snapshot Tune pickled: "a" still running in it
+    copy.span_of = lambda config: (16, 0, 1000)
+    copy.on_step_begin(0, [SimpleNamespace(trial_id="a", config={}, status="TERMINATED",
+                                           last_result={"samples_seen": 1000, "accuracy": 0.9})])
+    assert copy.board.counts()["done"] == 1 and copy.board.samples_before == 1000

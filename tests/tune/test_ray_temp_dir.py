@@ -31,3 +31,19 @@ def test_a_ray_that_does_not_start_is_one_line(error, says):
     message = ray_start_failure(error, None)
     assert says in message and len(message.splitlines()) == 1
     assert issubclass(RayDidNotStart, SpecError)  # the command line's exit 2, one line
+
+
+def test_tunes_restore_advice_is_dropped_while_a_search_runs(caplog):
+    # Issue 40 row 13: Ctrl-C printed Tune's "Resume experiment with: Tuner.restore(...)" over cbs-ray's own hint.
+    import logging
+
+    from cbs_ray.tune.runner import quiet_tune
+
+    tune_logger = logging.getLogger("ray.tune.tune")
+    with caplog.at_level(logging.WARNING, logger="ray.tune.tune"):
+        for verbose in (False, True):
+            with quiet_tune(verbose):
+                tune_logger.warning("Experiment has been interrupted, but the most recent state was saved.\\n"
+                                    "Resume experiment with: Tuner.restore(path='/x', trainable=...)")
+                tune_logger.warning("another warning")
+    assert [r.getMessage() for r in caplog.records] == ["another warning", "another warning"]
