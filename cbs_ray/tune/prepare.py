@@ -45,10 +45,11 @@ def as_spec(spec) -> SearchSpec:
 
 def check_before_ray(spec: SearchSpec, out: Path, *, resuming: bool = False, dry_run: bool = False) -> None:
     """The checks a search makes before Ray starts that need no data: the trackers and the study, and that
-    the report and the experiment can be written where they go. ``--dry-run`` makes them too, and leaves no
-    directory behind."""
+    the report and the experiment can be written where they go. They leave no directory behind (a search
+    refused after them left an empty ``./cbs_results/<name>/``): the report's writer and Tune make their
+    folders when they write. ``dry_run`` is kept for callers that name it."""
     check_trackers_and_study(spec, resuming=resuming)
-    check_writable(spec, out, keep=not dry_run)
+    check_writable(spec, out, keep=False)
 
 
 def check_writable(spec: SearchSpec, out: Path, *, keep: bool = True) -> None:

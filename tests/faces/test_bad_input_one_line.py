@@ -86,3 +86,15 @@ def test_dry_run_with_probe_is_refused_not_ignored(capsys):
     assert main(["search", "--dry-run", "--probe"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --probe: ") and "--dry-run starts nothing" in err and len(err.splitlines()) == 1
+
+
+def test_a_run_refused_after_the_folder_checks_leaves_no_empty_report_folder(tmp_path, monkeypatch, capsys):
+    # Issue 40: a search refused on its data (after the checks that the folders can be written) left an empty
+    # ./cbs_results/<name>/ and an empty storage folder behind.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text("foo,bar\n1,2\n")
+    argv = ["search", "--set", "data.source=files", "--set", "data.train_file=t.csv", "--set", "data.eval_file=t.csv",
+            "--set", f"storage_path={tmp_path / 'ray'}"]
+    assert main(argv) == 2
+    assert "data.text_column: column 'sentence' not in t.csv" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
