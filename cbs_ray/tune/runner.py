@@ -30,7 +30,8 @@ from cbs_ray.tune.tracker_callbacks import tracking_callbacks
 from cbs_ray.tune.tracking import enabled
 
 __all__ = ["ray_session", "DoesNotFit", "SearchInterrupted", "RayDidNotStart", "ray_start_failure", "private_temp_dir",
-           "short_temp_root", "fits_ray_sockets", "no_tune_restore_advice", "quiet_tune"]
+           "short_temp_root", "fits_ray_sockets", "no_tune_restore_advice", "no_trial_traceback",
+           "quiet_tune"]
 
 
 @contextlib.contextmanager
@@ -236,6 +237,13 @@ def no_tune_restore_advice(record: logging.LogRecord) -> bool:
     return "Tuner.restore(" not in record.getMessage()
 
 
+def no_trial_traceback(record: logging.LogRecord) -> bool:
+    """A logging filter, without ``--verbose``: drops Tune's "Trial task failed for trial ..." with the worker's
+    whole traceback (23 lines on a killed worker); the progress line names the failure and its reason, and the
+    trial's error file keeps the traceback."""
+    return not record.getMessage().startswith("Trial task failed for trial")
+
+
 @contextlib.contextmanager
 def quiet_tune(verbose: bool | int):
     """Not ``verbose``: Tune's output engine silent for this ``fit`` (``RAY_AIR_NEW_OUTPUT=0`` with verbose 0, the
@@ -251,11 +259,14 @@ def quiet_tune(verbose: bool | int):
         return
     env_before = os.environ.get("RAY_AIR_NEW_OUTPUT")
     os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
+    controller_logger = logging.getLogger("ray.tune.execution.tune_controller")
+    controller_logger.addFilter(no_trial_traceback)
     try:
         with quiet_optuna(verbose):
             yield
     finally:
         tune_logger.removeFilter(no_tune_restore_advice)
+        controller_logger.removeFilter(no_trial_traceback)
         if env_before is None:
             os.environ.pop("RAY_AIR_NEW_OUTPUT", None)
         else:

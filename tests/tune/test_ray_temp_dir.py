@@ -47,3 +47,16 @@ def test_tunes_restore_advice_is_dropped_while_a_search_runs(caplog):
                                     "Resume experiment with: Tuner.restore(path='/x', trainable=...)")
                 tune_logger.warning("another warning")
     assert [r.getMessage() for r in caplog.records] == ["another warning", "another warning"]
+
+
+def test_a_trials_traceback_is_left_to_its_error_file_without_verbose(caplog):
+    import logging
+
+    from cbs_ray.tune.runner import quiet_tune
+
+    controller = logging.getLogger("ray.tune.execution.tune_controller")
+    with caplog.at_level(logging.WARNING, logger="ray.tune.execution.tune_controller"):
+        for verbose in (False, True):
+            with quiet_tune(verbose):
+                controller.error("Trial task failed for trial B16_x", exc_info=RuntimeError("boom"))
+    assert len(caplog.records) == 1  # only with verbose
