@@ -20,6 +20,7 @@ from cbs_ray.spec.load import load_spec
 from cbs_ray.spec.resolve import resolve_budget
 from cbs_ray.spec.rules import validate
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.tune.disk_watch import check_free_space
 from cbs_ray.tune.study import check_study, open_storage
 from cbs_ray.tune.tracking import check_installed, check_reachable
 
@@ -61,6 +62,7 @@ def check_writable(spec: SearchSpec, out: Path, *, keep: bool = True) -> None:
     _writable_directory(out, "--output", keep=keep)
     if "://" not in spec.storage_path:  # a URI (s3://, gs://) is checked by Tune when it first writes
         _writable_directory(Path(spec.storage_uri), "storage_path", keep=keep)
+        check_free_space(spec.storage_uri)
 
 
 def _writable_directory(path: Path, key: str, *, keep: bool) -> None:

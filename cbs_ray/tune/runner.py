@@ -21,7 +21,9 @@ from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.config import batch_size_of
 from cbs_ray.train.trial import DataRef, in_process, run_trial, trial_resources
+from cbs_ray.tune import disk_watch
 from cbs_ray.tune.dashboard import monitoring_lines
+from cbs_ray.tune.disk_watch import DiskWatch, StorageLow
 from cbs_ray.tune.nothing_fits import NothingFitsStopper, NothingFitsWatch, nothing_fits_in_experiment
 from cbs_ray.tune.placement import check_placeable
 from cbs_ray.tune.progress import ProgressBoard, SearchProgress
@@ -185,11 +187,12 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: bool | in
     # which is cheap here and is what makes a killed search resumable.
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     if restore:
-        # Tune restores the experiment's own stopper and callbacks (pickled with it): read the reason back
-        # from the error files.
+        # Tune restores the experiment's own stopper and callbacks (pickled with it, DiskWatch too): read the
+        # reason back from the error files.
         tuner = tune.Tuner.restore(restore, trainable=trainable, resume_unfinished=True, resume_errored=True)
         with quiet_tune(verbose):
             grid = tuner.fit()
+        _raise_if_storage_low(grid.experiment_path)
         _raise_if_nothing_fits(nothing_fits_in_experiment(grid.experiment_path), grid.experiment_path)
         return _finished(grid, expected_trials=0)
     nothing_fits = NothingFitsStopper()
@@ -216,7 +219,7 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: bool | in
         param_space=param_space,
         run_config=tune.RunConfig(
             name=name, storage_path=spec.storage_uri, verbose=int(verbose),
-            stop=nothing_fits, callbacks=[NothingFitsWatch(nothing_fits), *callbacks],
+            stop=nothing_fits, callbacks=[NothingFitsWatch(nothing_fits), DiskWatch(spec.storage_uri), *callbacks],
             checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
             # An in-process trial whose process dies restarts from its last checkpoint; a TorchTrainer
             # trial restarts its workers itself (trial.py), so Tune does not restart it again.
@@ -224,6 +227,7 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: bool | in
     )
     with quiet_tune(verbose):
         grid = tuner.fit()
+    _raise_if_storage_low(grid.experiment_path)
     _raise_if_nothing_fits(nothing_fits.reason, grid.experiment_path)
     # A searcher may start fewer trials than it was given (branch mode's, whose checkpoint never came).
     expected = expected_trials() if expected_trials is not None else tune_config.get("num_samples", 1)
@@ -302,6 +306,11 @@ def progress_display(spec: SearchSpec, budget: int, planned_trials: int, branchi
 
     return SearchProgress(ProgressBoard(planned_trials=planned_trials, default_span=budget, metric=metric, mode=mode),
                           span_of)
+
+
+def _raise_if_storage_low(experiment_path: str) -> None:
+    if disk_watch.stopped_for:
+        raise StorageLow(disk_watch.storage_low_message(experiment_path))
 
 
 class DoesNotFit(RuntimeError):
