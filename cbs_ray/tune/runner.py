@@ -190,6 +190,7 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: bool | in
         # Tune restores the experiment's own stopper and callbacks (pickled with it, DiskWatch too): read the
         # reason back from the error files.
         tuner = tune.Tuner.restore(restore, trainable=trainable, resume_unfinished=True, resume_errored=True)
+        disk_watch.stopped_for.clear()
         with quiet_tune(verbose):
             grid = tuner.fit()
         _raise_if_storage_low(grid.experiment_path)
@@ -225,6 +226,7 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: bool | in
             # trial restarts its workers itself (trial.py), so Tune does not restart it again.
             failure_config=tune.FailureConfig(max_failures=spec.resources.max_failures if in_process(spec) else 0)),
     )
+    disk_watch.stopped_for.clear()  # what an earlier search in this process saw is not this one's
     with quiet_tune(verbose):
         grid = tuner.fit()
     _raise_if_storage_low(grid.experiment_path)
