@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Optional
@@ -25,6 +26,7 @@ from cbs_ray.tune.study import check_study, open_storage
 from cbs_ray.tune.tracking import check_installed, check_reachable
 
 __all__ = ["prepare", "as_spec", "check_before_ray", "check_trackers_and_study", "check_writable", "output_dir_for",
+           "check_own_storage",
            "data_fingerprint"]
 
 
@@ -61,8 +63,26 @@ def check_writable(spec: SearchSpec, out: Path, *, keep: bool = True) -> None:
         raise SpecError(f"--output: {out} is a file, not a directory")
     _writable_directory(out, "--output", keep=keep)
     if "://" not in spec.storage_path:  # a URI (s3://, gs://) is checked by Tune when it first writes
+        check_own_storage(Path(spec.storage_uri))
         _writable_directory(Path(spec.storage_uri), "storage_path", keep=keep)
         check_free_space(spec.storage_uri)
+
+
+def check_own_storage(path: Path) -> None:
+    """A ``SpecError`` where the storage folder (or its nearest existing parent) belongs to another user and
+    others may write into it without the sticky bit: Tune unpickles the experiment's state there on
+    ``--resume``, so anyone who can write there could run code as this user (issue 40)."""
+    folder = path
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        info = folder.stat()
+    except OSError:
+        return
+    others_write = info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX
+    if info.st_uid != os.getuid() and others_write:
+        raise SpecError(f"storage_path: {folder} belongs to another user and others can write there; Tune "
+                        f"unpickles its state on --resume, so use a folder of your own")
 
 
 def _writable_directory(path: Path, key: str, *, keep: bool) -> None:

@@ -43,3 +43,29 @@ def test_the_watch_stops_the_search_once_and_says_where(monkeypatch):
     assert message.startswith("storage_path: /data/ray had 32.0 MB free") and len(message.splitlines()) == 1
     assert message.endswith("cbs-ray search --resume '/data/ray/my exp'")
     assert issubclass(disk_watch.StorageLow, ReportError)  # the command line's one line
+
+
+@pytest.mark.parametrize("mode, owner_is_other, refused", [
+    (0o777, True, True),     # another user's folder anyone can write into: its pickles are not ours
+    (0o775, True, True),
+    (0o1777, True, False),   # sticky, like /tmp: others cannot replace what we write
+    (0o755, True, False),
+    (0o777, False, False),   # our own
+])
+def test_a_storage_folder_others_can_write_into_is_refused(mode, owner_is_other, refused, tmp_path):
+    import os
+
+    from cbs_ray.tune.prepare import check_own_storage
+
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(mode)
+    if owner_is_other:
+        if os.geteuid() != 0:
+            pytest.skip("needs root to give a folder to another user")
+        os.chown(folder, 65534, 65534)
+    if refused:
+        with pytest.raises(SpecError, match="belongs to another user and others can write there"):
+            check_own_storage(folder / "ray_results")
+    else:
+        check_own_storage(folder / "ray_results")
