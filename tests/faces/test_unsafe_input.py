@@ -82,3 +82,16 @@ def test_the_resume_command_is_shell_quoted(path, tmp_path):
 def test_help_and_the_ctrl_c_hint_name_the_cbs_ray_command(capsys):
     assert main(["search", "--help"]) == 0
     assert "python -m cbs_ray.search" not in capsys.readouterr().out
+
+
+def test_the_ctrl_c_hint_is_cbs_rays_own_and_quoted(monkeypatch, capsys):
+    from cbs_ray.tune import api, runner
+
+    def interrupted(*_, **__):
+        raise runner.SearchInterrupted("/ray/x$(touch PWNED)")
+
+    monkeypatch.setattr(api, "run_search", interrupted)
+    assert main(["search"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == ("interrupted: finished trials and checkpoints are kept; continue with: "
+                           "cbs-ray search --resume '/ray/x$(touch PWNED)'")
