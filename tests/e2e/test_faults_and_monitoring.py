@@ -257,7 +257,7 @@ def test_ctrl_c_stops_the_search_and_prints_the_resume_command(tmp_path):
     finally:
         _kill_session(driver.pid)
         driver.wait()
-    assert f"continue with: cbs-ray search --resume {shlex.quote(experiment)}" in log.read_text()
+    assert f"continue with: cbs-ray search --resume {shlex.quote(str(experiment))}" in log.read_text()
     assert "Tuner.restore(" not in log.read_text()  # Tune's own advice (Python) is not printed (issue 40 row 13)
     assert not (tmp_path / "out" / "summary.json").exists()  # no report of a half-run search as if done
 
