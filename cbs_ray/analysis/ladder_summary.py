@@ -203,11 +203,14 @@ def _validate(history: pd.DataFrame, rungs: list, fit, budget: int, meta: dict, 
                 "baselines": {k: {"b_crit": v, "log2_error": None} for k, v in baselines.items()},
                 "beats_baselines": None}
     errors = {k: {"b_crit": v, "log2_error": log2_error(v, measured) if v else None} for k, v in baselines.items()}
-    error = log2_error(fit.b_crit, measured) if fit.b_crit else None
-    within = fit.interval_90 is not None and fit.interval_90[0] <= measured <= fit.interval_90[1]
-    beats = error is not None and all(e["log2_error"] is None or error < e["log2_error"] for e in errors.values())
+    if not fit.b_crit or fit.interval_90 is None:  # the prediction was refused: there is nothing to judge
+        return {**out, "within_interval": None, "log2_error": None, "baselines": errors, "beats_baselines": None,
+                "target_met": None}
+    error = log2_error(fit.b_crit, measured)
+    within = fit.interval_90[0] <= measured <= fit.interval_90[1]
+    beats = all(e["log2_error"] is None or error < e["log2_error"] for e in errors.values())
     return {**out, "within_interval": within, "log2_error": error, "baselines": errors, "beats_baselines": beats,
-            "target_met": bool(within and error is not None and error <= LOG2_TARGET and beats)}
+            "target_met": bool(within and error <= LOG2_TARGET and beats)}
 
 
 def headline(summary: LadderSummary) -> list[str]:
@@ -254,6 +257,9 @@ def headline(summary: LadderSummary) -> list[str]:
     if v:
         if v["measured_b_crit"] is None:
             lines.append(f"Validation: B_crit at the full budget not measurable ({v['measured_reason']})")
+        elif v["within_interval"] is None:  # the prediction was refused: the measurement stands alone
+            lines.append(f"Validation: measured B_crit {v['measured_b_crit']:.3g} at the full budget; no prediction to "
+                         f"judge against it (refused above)")
         else:
             err = f"{v['log2_error']:.2f}" if v["log2_error"] is not None else "–"
             base = ", ".join(f"{k} {e['log2_error']:.2f}" for k, e in v["baselines"].items()

@@ -25,13 +25,16 @@ import pandas as pd
 from cbs_ray.analysis.branch_schedule import CRITERION, control_batches
 from cbs_ray.analysis.branch_summary import summarize_branches
 from cbs_ray.maths.budget import scratch_grid_samples
+from cbs_ray.records.columns import Column
 from cbs_ray.records.meta import FORMAT, ExperimentMeta
-from cbs_ray.records.storage import ReportError, first_error, load_history
+from cbs_ray.records.names import resume_command
+from cbs_ray.records.storage import ReportError, failed_trials, first_error, load_history
 from cbs_ray.report.branch import headline, write_branch_report
 from cbs_ray.spec.branch_section import Branching, resolve_branching
 from cbs_ray.spec.load import spec_from_dict, spec_to_dict
 from cbs_ray.spec.resolve import tokens_per_sample
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.train.checkpoint import TRUNK_DONE
 from cbs_ray.train.run_plan import branch_configs, trunk_config, validation_configs
 from cbs_ray.tune.branch_gate import PublishedCheckpoints, never_started
 from cbs_ray.tune.prepare import data_fingerprint, prepare
@@ -39,9 +42,9 @@ from cbs_ray.tune.runner import new_experiment, on_the_cluster, points_config, r
 from cbs_ray.tune.search_method import SearchMethod, check_batches_fit, check_spec_objects_only, experiment_out
 from cbs_ray.tune.trunk_watch import TrunkWatch
 
-__all__ = ["METHOD", "BranchResult", "branch_history", "branch_plan_lines", "branch_search_samples",
+__all__ = ["failed_roles", "METHOD", "BranchResult", "branch_history", "branch_plan_lines", "branch_search_samples",
            "branch_tokens_per_sample", "check_no_objects", "report_branch_experiment", "resume_branch_search",
-           "same_spec_schedule", "scratch_search_samples", "summarize_branch_experiment"]
+           "same_spec_schedule", "scratch_search_samples", "summarize_branch_experiment", "TrunkFailed", "trunk_lost"]
 
 
 @dataclass
@@ -192,8 +195,7 @@ def _fit_branches(spec: SearchSpec, data, budget: int, config, br: Branching, ve
         "checkpoint_dir": checkpoint_dir, "spec": spec_to_dict(spec), "format": FORMAT,
         "data_fingerprint": data_fingerprint(data)})
     meta.write(path)
-    print(f"experiment: {path}\n  if this run is killed, continue it with: python -m cbs_ray.search --resume {path}",
-          flush=True)
+    print(f"experiment: {path}\n  if this run is killed, continue it with: {resume_command(path)}", flush=True)
     points = [trunk_config(br, checkpoint_dir), *branch_configs(br, checkpoint_dir)]
     # Each branch starts once its checkpoint is published (no trial waits in a slot for one); TrunkWatch marks
     # the end of a trunk that fails for good, and the gate then drops the branches whose checkpoint never came.
@@ -301,9 +303,42 @@ def summarize_branch_experiment(spec: SearchSpec, path: str, out: Path, schedule
         raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
     summary = summarize_branches(history, meta)
     html = write_branch_report(summary, history, out)
+    lost = trunk_lost(history, failed_roles(path, meta.get("checkpoint_dir")), int(meta["budget_samples"]))
+    if lost is not None:  # no schedule can be read from branches that never had their checkpoints
+        raise TrunkFailed(f"branch: the trunk (B={summary.trunk[Column.batch_size]}) failed for good at {lost} "
+                          f"samples{first_error(path)}; no schedule is recommended (what was measured: {html})")
     print("\n".join(headline(summary)))
     print(f"Report: {html}\nSummary: {out / 'summary.json'}  (experiment: {path})", flush=True)
     return BranchResult(spec, summary, history, path, out, schedule_path)
+
+
+class TrunkFailed(ReportError):
+    """The trunk of a branch search failed for good (``resources.max_failures`` spent): the search ends with one
+    line and a non-zero exit, its report written but no schedule recommended (issue 40 row 6)."""
+
+
+def trunk_lost(history: pd.DataFrame, failed_roles: set, budget_samples: int) -> Optional[int]:
+    """The samples the trunk had trained when it failed for good, or None when it did not: a trunk among the
+    failed trials (``failed_roles``: an error file or Tune's ERROR; a killed actor's trial stays "running" in
+    Tune's saved state) that never reached the budget (one restarted after a failure and finished did)."""
+    trunk = history[history[Column.role] == "trunk"] if Column.role in history else history.iloc[:0]
+    failed_flag = Column.failed in trunk and trunk[Column.failed].astype(bool).any()
+    trained = int(trunk[Column.samples_seen].max()) if len(trunk) else 0
+    if ("trunk" in failed_roles or failed_flag) and trained < budget_samples:
+        return trained
+    return None
+
+
+def failed_roles(path: str, checkpoint_dir: Optional[str]) -> set:
+    """The roles of the trials that failed: ``trunk`` where the trunk's end marker says ``failed`` (written by
+    ``tune.trunk_watch`` when Tune gives up on it; Tune's saved state still calls a killed trial running), and
+    the roles of the trials with an error file."""
+    roles = {(t.config or {}).get("role") for t in failed_trials(path)[0]}
+    marker = Path(checkpoint_dir or "", TRUNK_DONE)
+    if checkpoint_dir and "://" not in checkpoint_dir and marker.is_file() and \
+            marker.read_text().strip() == "failed":
+        roles.add("trunk")
+    return roles
 
 
 def report_branch_experiment(path: str, meta: Optional[ExperimentMeta] = None, *, output_dir: Optional[str] = None,

@@ -12,6 +12,7 @@ from typing import Optional
 
 from cbs_ray.analysis.ladder_summary import headline, summarize_ladder
 from cbs_ray.records.meta import FORMAT, ExperimentMeta
+from cbs_ray.records.names import resume_command
 from cbs_ray.records.storage import ReportError, first_error, load_history
 from cbs_ray.report.ladder import write_ladder_report
 from cbs_ray.spec.ladder_section import Ladder, resolve_ladder
@@ -89,8 +90,7 @@ def run_ladder_search(spec: SearchSpec, prepared, *, objects=None, probe=None, o
             "max_seq_length": spec.data.max_seq_length, "spec": spec_to_dict(spec), "format": FORMAT,
             "data_fingerprint": data_fingerprint(data)})
         meta.write(path)
-        print(f"experiment: {path}\n  if this run is killed, continue it with: python -m cbs_ray.search --resume "
-              f"{path}", flush=True)
+        print(f"experiment: {path}\n  if this run is killed, continue it with: {resume_command(path)}", flush=True)
         path = run_tuner(spec, data, budget, config, name=name, verbose=verbose,
                          callbacks=tracker_callbacks_for(spec, budget, meta), **points_config(ladder_configs(ld)))
     return summarize_ladder_experiment(path, out)

@@ -18,6 +18,7 @@ from cbs_ray.analysis.summary_record import Answer, Summary
 from cbs_ray.analysis.tables import noise_scale_table, per_batch_table, trial_table
 from cbs_ray.maths.noise_scale import proposed_grid
 from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.records.names import default_report_dir, resume_command
 from cbs_ray.records.storage import load_history
 from cbs_ray.report.scratch import analyze
 from cbs_ray.report.text import headline
@@ -152,7 +153,8 @@ def report(path: str, meta: Optional[ExperimentMeta] = None, *, output_dir: Opti
     """``python -m cbs_ray.report`` on a from-scratch experiment: rebuilt from what Tune stored (``meta`` is
     None where the metadata cannot be read: ``analyze`` then says why)."""
     rebuilt = analyze(path, tolerance=tolerance, target=target, turning_fit=turning_fit)
-    out = Path(output_dir or Path("cbs_results") / (rebuilt.summary.name or "report"))
+    name = meta.name if meta is not None else "report"  # ExperimentMeta.read checked it is one folder name
+    out = Path(output_dir or default_report_dir(name))
     html_path = rebuilt.write(out)
     print("\n".join(headline(rebuilt.summary)))
     print(f"Report: {html_path.resolve()}")
@@ -235,7 +237,7 @@ def fit_experiment(spec: SearchSpec, data, budget: int, config, verbose: int) ->
     meta.write(path)
     print(f"experiment: {path}\n  if this run is killed, continue it with: " + (
         f"resume_search({path!r}, model_init=..., train_dataset=..., ...) in Python" if meta.user_objects
-        else f"python -m cbs_ray.search --resume {path}"), flush=True)
+        else resume_command(path)), flush=True)
     return run_tuner(spec, data, budget, config, name=name, verbose=verbose, expected_trials=expected_trials,
                      callbacks=tracker_callbacks_for(spec, budget, meta), **tune_config)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.records.names import default_report_dir
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 
@@ -40,8 +41,8 @@ class SearchMethod:
 
 def experiment_out(meta: ExperimentMeta, output_dir: Optional[str]) -> Path:
     """Where ``python -m cbs_ray.report`` writes an experiment's report: ``output_dir``, else
-    ``./cbs_results/<name>``."""
-    return Path(output_dir or Path("cbs_results") / (meta.name or "report"))
+    the method's own folder (``records.meta.default_report_dir``: ``./cbs_results/<name>[-method]``)."""
+    return Path(output_dir or default_report_dir(meta.name or "report", meta.method))
 
 
 def check_spec_objects_only(method: str, objects) -> None:
