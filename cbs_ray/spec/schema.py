@@ -362,6 +362,15 @@ class LadderSpec:
     the seed-mean evaluations (log–log); ``fit`` from a curve L∞ + a·s^−p fitted to each batch's evaluations
     over its seeds (``maths.ladder.fit_loss_curve``: one noisy evaluation moves nothing by itself, but one
     power law cannot follow a curve with a plateau, such as an LM's unigram phase: BENCHMARKS.md, issue 27)."""
+    reading: Literal["ewa", "raw"] = "ewa"
+    """What the rungs read each run's loss from: ``ewa``, an average of its iterates (polynomial-decay averaging,
+    ``maths.averaging``; at a constant LR the raw iterate sits on an LR-noise floor that grows with the LR, i.e.
+    with the batch) evaluated beside the raw model at every evaluation; or ``raw``, the raw model's."""
+    cap: float = field(default=4.0, metadata=check(at_least(1)))
+    """How far a run may go, in multiples of where it is read: each batch trains until it reaches the last rung's
+    target (the smallest batch's loss at the fraction) or ``cap`` × the fraction; with ``--validate-prediction``,
+    until it reaches the smallest batch's loss at D or ``cap`` × D. The smallest batch itself stops at the fraction
+    (at D when validating)."""
 
 
 @dataclass

@@ -55,6 +55,7 @@ BAD = [
      "search.study_storage: the grid strategy does not use Optuna"),
     (["data.builtin_negation=1.5"], "data.builtin_negation: must be in [0, 1], got 1.5"),
     (["data.markov_vocab_size=1"], "data.markov_vocab_size: must be at least 2, got 1"),
+    (["ladder.cap=0.5"], "ladder.cap: must be at least 1, got 0.5"),
     (["data.markov_rank=0"], "data.markov_rank: must be at least 1, got 0"),
     (["data.markov_zipf_exponent=-1"], "data.markov_zipf_exponent: must be >= 0, got -1"),
     (["data.markov_coupling=-0.5"], "data.markov_coupling: must be >= 0, got -0.5"),
