@@ -222,14 +222,18 @@ def _validate(full: dict, rungs: list, fit, budget: int, meta: dict, bootstrap: 
     """The prediction against the rung at D of the full runs (each batch until it reached the smallest batch's loss
     at D, or the cap), beside the naive baselines and what B_simple would have predicted."""
     measured_rungs = rung_readings(full, bootstrap=bootstrap, **_reading(meta)) if full else []
+    # The measurement's samples: each batch up to where it reached the smallest batch's loss at D (or the cap), not
+    # what a run trained on while it waited for that target to be known.
+    measurement = samples_trained(full, ladder_cuts(full, reference_stop=budget, cap=int(meta.get(
+        "ladder_run_stop", 0)) or math.inf)) if full else 0
     at_d = next((r for r in measured_rungs if int(r.samples_seen) == budget), None)
     measured = at_d.b_crit if at_d is not None else None
     out = {"measured_b_crit": measured, "measured_b_crit_ci": list(at_d.b_crit_ci) if at_d and at_d.b_crit_ci else None,
            "measured_overhead_20pct": at_d.overhead_20pct if at_d else None,
            "measured_reason": at_d.reason if at_d and measured is None else None,
            "measured_censored": list(at_d.censored) if at_d else None,
-           "measurement_samples": samples_trained(full) if full else 0,
-           "samples_ratio": ladder_samples / samples_trained(full) if full else None, "log2_target": LOG2_TARGET,
+           "measurement_samples": measurement,
+           "samples_ratio": ladder_samples / measurement if measurement else None, "log2_target": LOG2_TARGET,
            "measurement_cap_samples": int(meta.get("ladder_run_stop", 0)) or None}
     baselines = {"no_extrapolation": no_extrapolation(rungs),
                  **{f"borrowed_exponent_{g:g}": borrowed_exponent(rungs, budget, g) for g in BORROWED_EXPONENTS}}
