@@ -48,8 +48,10 @@ def test_the_markov_ladder_reads_the_average_and_stops_each_batch_at_its_target(
     last = history.groupby("batch_size")["samples_seen"].max()
     assert last[8] == 2048                                  # the smallest batch: to D, not beyond
     target = history[(history.batch_size == 8) & (history.samples_seen == 2048)]["ewa_excess_loss"].iloc[0]
-    for batch in (16, 32, 64):                              # every other: until it reached that loss, or 4·D
+    for batch in (16, 32, 64):  # every other: until it reached that loss (or went on to 4·D = 8192, never further)
         run = history[history.batch_size == batch].sort_values("samples_seen")
         reached = run[run.ewa_excess_loss <= target]
-        assert last[batch] == (reached.samples_seen.iloc[0] if len(reached) else 8192)
+        # stopped once it had reached it (at its crossing, or a few evaluations later where the smallest batch's
+        # loss at D was not known yet: the two runs train side by side), never at the cap having reached it early
+        assert len(reached) == 0 and last[batch] == 8192 or reached.samples_seen.iloc[0] <= last[batch] < 8192
     assert v["samples_ratio"] is not None and 0 < v["samples_ratio"] < 1
