@@ -292,11 +292,13 @@ def fit_ladder(rungs: Sequence[Rung], *, budget_samples: float, bootstrap: int =
     rung with no interval or an unbounded end (∞, or 0 from resamples with no tradeoff) gets no weight and
     is excluded. Weight = 1 / sd², sd = (log hi − log lo) / (2 · 1.96), floored at ``SD_FLOOR``.
 
-    Bootstrap (``bootstrap`` usable resamples, at most 50× that many draws): resample the rungs with
-    replacement (skipping resamples with fewer than 3 distinct rungs) AND draw each picked rung's log B_crit
-    from a normal about its own with its own sd; refit, record the exponent and the prediction at the
-    budget. Both intervals are the 5th/95th percentiles. This counts the rungs' noise about twice over
-    (once in the spread between rungs, once drawn), so the intervals err wide.
+    Bootstrap (``bootstrap`` usable resamples, at most 50× that many draws): where every used rung carries its
+    batches' steps (``rung_readings``' rungs do), resample the batches, the same at every rung, and refit every rung
+    and the power law (``_batch_resamples``): the rungs are read off the same runs, so their errors are not
+    independent. Otherwise (hand-built rungs) resample the rungs with replacement (skipping resamples with fewer
+    than 3 distinct rungs) AND draw each picked rung's log B_crit from a normal about its own with its own sd;
+    this counts the rungs' noise about twice over, so the intervals err wide. Either way refit, record the
+    exponent and the prediction at the budget; both intervals are the 5th/95th percentiles.
 
     Refusals, checked in this order (b_crit None and ``refusal`` says which):
       * fewer than 3 usable rungs;
@@ -335,7 +337,9 @@ def fit_ladder(rungs: Sequence[Rung], *, budget_samples: float, bootstrap: int =
                          f"of freedom, p = {p:.2g} < {POOR_FIT_P})", **base)
     rng = np.random.default_rng(seed)
     exps, preds = [], []
-    for _ in range(50 * bootstrap):
+    if all(sum(math.isfinite(s) for s in r.steps_by_batch.values()) >= 3 for r in used):
+        exps, preds = _batch_resamples(used, dict(zip(d_used, w)), budget_samples, bootstrap, rng)
+    for _ in range(50 * bootstrap if not exps else 0):
         if len(exps) >= bootstrap:
             break
         pick = rng.integers(0, len(used), len(used))
@@ -360,6 +364,37 @@ def fit_ladder(rungs: Sequence[Rung], *, budget_samples: float, bootstrap: int =
     interval = (float(np.percentile(preds, 5)), float(np.percentile(preds, 95)))
     return LadderFit(exponent_ci=exponent_ci, b_crit=constant * budget_samples ** exponent, interval_90=interval,
                      refusal=None, **base)
+
+
+def _batch_resamples(rungs: Sequence[Rung], weights: dict, budget_samples: float, bootstrap: int,
+                     rng: np.random.Generator) -> tuple[list, list]:
+    """The exponent and the prediction at ``budget_samples`` over resamples of the **batches** (with replacement, the
+    same resample at every rung, at least 3 distinct): every rung's B_crit refitted from the picked batches' steps
+    (``fit_tradeoff``, no bootstrap of its own) and drawn about it with ``SD_FLOOR`` (the floor every rung's error
+    has: resampled batches alone say nothing of the reading's own bias), then the power law through the rungs with a
+    finite B_crit (at least 3; ``weights`` by samples_seen). The rungs are read off the same runs, so their errors move together: drawing each
+    rung's error independently (the fallback where the rungs carry no steps) counts one run's noise once per rung
+    and makes the exponent's interval far too wide (issue 36: p = 1 on the markov language, SE 0.25)."""
+    batches = np.array(sorted({b for r in rungs for b in r.steps_by_batch}))
+    exps, preds = [], []
+    for _ in range(50 * bootstrap):
+        if len(exps) >= bootstrap:
+            break
+        pick = rng.choice(batches, len(batches))
+        if len(np.unique(pick)) < 3:
+            continue
+        xs, ys = [], []
+        for r in rungs:
+            b_crit = fit_tradeoff(pick, [r.steps_by_batch.get(int(b), math.nan) for b in pick], bootstrap=0).b_crit
+            if b_crit is not None and math.isfinite(b_crit) and b_crit > 0:
+                xs.append(r.samples_seen)
+                ys.append(b_crit * math.exp(rng.normal(0.0, SD_FLOOR)))  # no rung is read better than SD_FLOOR
+        if len(set(xs)) < 3:
+            continue
+        c_i, e_i = fit_power_law(xs, ys, [weights[x] for x in xs])
+        exps.append(e_i)
+        preds.append(c_i * budget_samples ** e_i)
+    return exps, preds
 
 
 def recommend_batch(interval_low: float) -> int:
