@@ -288,3 +288,18 @@ def test_fitted_curves_read_the_noisy_ladder():
         == REF_POINTS[2:]
     with pytest.raises(ValueError, match="curve_model"):
         rung_readings(curves, curve_model="spline")
+
+
+def test_the_intervals_resample_the_batches_when_the_rungs_carry_their_steps():
+    """Rungs read off the same runs (``rung_readings``' rungs carry every batch's steps) get their intervals from
+    resampling the batches, the same at every rung: on exact curves (B_crit = c·D^0.5) the truth is inside and the
+    exponent's interval is narrower than the same rungs' with their steps dropped, whose errors are drawn
+    independently rung by rung."""
+    import dataclasses
+
+    rungs = rung_readings(synthetic_curves(0.5, 512.0), bootstrap=200)
+    joint = fit_ladder(rungs, budget_samples=BUDGET, bootstrap=300)
+    apart = fit_ladder([dataclasses.replace(r, steps_by_batch={}) for r in rungs], budget_samples=BUDGET,
+                       bootstrap=300)
+    assert joint.exponent_ci[0] < 0.5 < joint.exponent_ci[1] and joint.interval_90[0] < 512 < joint.interval_90[1]
+    assert joint.exponent_ci[1] - joint.exponent_ci[0] < apart.exponent_ci[1] - apart.exponent_ci[0]
