@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FRESH_BUDGETS", "MarkovChain", "markov_data", "excess_loss_sum", "log_softmax", "markov_chain", "sample_sequences"]
+__all__ = ["FRESH_BUDGETS", "MarkovChain", "markov_data", "excess_loss_sum", "log_softmax", "markov_chain",
+           "sample_sequences"]
 
 
 FRESH_BUDGETS = 4
@@ -64,9 +65,10 @@ def markov_chain(vocab_size: int, rank: int, zipf_exponent: float, coupling: flo
 
 
 def sample_sequences(chain: MarkovChain, count: int, length: int, seed) -> np.ndarray:
-    """``count`` sequences of ``length`` tokens (int64 [count, length]), deterministic in ``seed`` (what ``numpy.random.default_rng`` takes): the first token
-    from ``chain.first_log_probs``, each next one from the row of the token before it. Every row's CDF is laid end
-    to end (row i shifted by i), so one ``searchsorted`` draws a whole column."""
+    """``count`` sequences of ``length`` tokens (int64 [count, length]), deterministic in ``seed`` (what
+    ``numpy.random.default_rng`` takes): the first token from ``chain.first_log_probs``, each next one from the row
+    of the token before it. Every row's CDF is laid end to end (row i shifted by i), so one ``searchsorted`` draws
+    a whole column."""
     rng = np.random.default_rng(seed)
     vocab = chain.vocab_size
     sequences = np.empty((count, length), dtype=np.int64)

@@ -42,7 +42,8 @@ BORROWED_EXPONENTS = (
 @dataclass(frozen=True)
 class Rung:
     """One rung: the reference batch's seed-mean loss at ``samples_seen`` is the target; ``steps_by_batch``
-    maps every batch to its optimizer steps to reach it (NaN if never reached within its run, or ``censored``). ``b_crit`` / ``b_crit_ci``
+    maps every batch to its optimizer steps to reach it (NaN if never reached within its run, or ``censored``).
+    ``b_crit`` / ``b_crit_ci``
     (95 %) / ``reason`` come from ``fit_tradeoff``, ``overhead_20pct`` from ``overhead_rule``."""
 
     samples_seen: float
@@ -335,10 +336,8 @@ def fit_ladder(rungs: Sequence[Rung], *, budget_samples: float, bootstrap: int =
         return LadderFit(exponent_ci=None, b_crit=None, interval_90=None, refusal=f"poor fit: B_crit does not "
                          f"follow one power law in D (weighted chi-square {chi2:.1f} on {len(used) - 2} degrees "
                          f"of freedom, p = {p:.2g} < {POOR_FIT_P})", **base)
-    rng = np.random.default_rng(seed)
-    exps, preds = [], []
-    if all(sum(math.isfinite(s) for s in r.steps_by_batch.values()) >= 3 for r in used):
-        exps, preds = _batch_resamples(used, dict(zip(d_used, w)), budget_samples, bootstrap, rng)
+    rng, joint = np.random.default_rng(seed), all(sum(map(math.isfinite, r.steps_by_batch.values())) >= 3 for r in used)
+    exps, preds = _batch_resamples(used, dict(zip(d_used, w)), budget_samples, bootstrap, rng) if joint else ([], [])
     for _ in range(50 * bootstrap if not exps else 0):
         if len(exps) >= bootstrap:
             break
@@ -372,9 +371,10 @@ def _batch_resamples(rungs: Sequence[Rung], weights: dict, budget_samples: float
     same resample at every rung, at least 3 distinct): every rung's B_crit refitted from the picked batches' steps
     (``fit_tradeoff``, no bootstrap of its own) and drawn about it with ``SD_FLOOR`` (the floor every rung's error
     has: resampled batches alone say nothing of the reading's own bias), then the power law through the rungs with a
-    finite B_crit (at least 3; ``weights`` by samples_seen). The rungs are read off the same runs, so their errors move together: drawing each
-    rung's error independently (the fallback where the rungs carry no steps) counts one run's noise once per rung
-    and makes the exponent's interval far too wide (issue 36: p = 1 on the markov language, SE 0.25)."""
+    finite B_crit (at least 3; ``weights`` by samples_seen). The rungs are read off the same runs, so their errors
+    move together: drawing each rung's error independently (the fallback where the rungs carry no steps) counts
+    one run's noise once per rung and makes the exponent's interval far too wide (issue 36: p = 1 on the markov
+    language, SE 0.25)."""
     batches = np.array(sorted({b for r in rungs for b in r.steps_by_batch}))
     exps, preds = [], []
     for _ in range(50 * bootstrap):

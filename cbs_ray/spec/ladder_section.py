@@ -6,7 +6,8 @@ Every run trains one batch at a **constant LR** after a warmup (the alpha rule's
 D·first_rung and at every factor of √2 after it (each rounded to the nearest whole batch of the largest batch). The
 smallest batch (the reference) trains to ``fraction`` of the full budget D; every other batch until it reaches the
 reference's loss there (the last rung's target: a larger batch needs more samples, E(B) = E_min·(1 + B/B_crit)), or
-``cap`` × the fraction, where the run stops: ``tune.ladder``'s stopper ends it, ``analysis.ladder_stop`` decides. The rungs are the evaluations from twice the warmup on
+``cap`` × the fraction, where the run stops: ``tune.ladder``'s stopper ends it, ``analysis.ladder_stop``
+decides. The rungs are the evaluations from twice the warmup on
 (``rungs_from``): every batch warms up over the same samples (a fraction of its steps to the fraction), and a
 rung inside that warmup would measure the warmup, not the batch. The warmup is a fraction of the steps the batch
 takes to the fraction, whichever run it is, so that a run that goes on (``ladder.validate``) is the ladder's

@@ -174,7 +174,8 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: bool | in
         param_space=param_space,
         run_config=tune.RunConfig(
             name=name, storage_path=spec.storage_uri, verbose=int(verbose),
-            stop=nothing_fits if stopper is None else tune.stopper.CombinedStopper(nothing_fits, stopper), callbacks=[NothingFitsWatch(nothing_fits), *callbacks],
+            stop=nothing_fits if stopper is None else tune.stopper.CombinedStopper(nothing_fits, stopper),
+            callbacks=[NothingFitsWatch(nothing_fits), *callbacks],
             checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
             # An in-process trial whose process dies restarts from its last checkpoint; a TorchTrainer
             # trial restarts its workers itself (trial.py), so Tune does not restart it again.
