@@ -1,5 +1,14 @@
-"""Issue 27's targets: the ladder's prediction of the full run's critical batch against a measurement, on two
-tasks, as a user runs it (``--set search.method=ladder --validate-prediction``).
+"""Issue 27's and 36's targets: the ladder's prediction of the full run's critical batch against a measurement, as a
+user runs it (``--set search.method=ladder --validate-prediction``).
+
+Issue 36 (``--markov``): the built-in markov language (``search_spaces/markov_lm.yaml``) at two settings, the default
+(Zipf 1, coupling 3) and ``markov_far`` (Zipf 1.5, coupling 2), 3 seeds each (``search.seed`` 0, 1, 2: data order and
+init; ``ladder.seeds=1``, so every seed is its own ladder and its own measurement). The criteria (``MARKOV_CRITERIA``)
+are fixed here before any run and printed before the runs: on every seed of both settings the measured B_crit(D)
+inside the predicted 90 % interval, |log2(predicted / measured)| ≤ 0.5, a smaller error than no extrapolation, the
+ladder's samples ≤ 0.3 of the measurement's; on the setting whose mean exponent lies further from the borrowed
+exponents (0.383, 0.47, 0.571), a smaller error than each of them on every seed; the two settings' mean exponents
+differ by ≥ 0.15.
 
 The success criteria are the code's, fixed before any of these runs (``analysis.ladder_summary``): the measured
 B_crit(D) inside the predicted 90 % interval, |log2(predicted / measured)| ≤ 0.5 (``LOG2_TARGET``), a smaller
@@ -23,6 +32,7 @@ Tune experiments go to a temporary directory; one Ray per task, one after the ot
 Ray lock (``flock /tmp/ray.lock python bench/ladder_validation.py``).
 
     python bench/ladder_validation.py [--only lm,bert,sst2lm,sst2bert] [--keep DIR]
+    python bench/ladder_validation.py --markov [--only markov,markov_far] [--seeds 0,1,2] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -58,8 +68,24 @@ TASKS = {
 }
 
 
-def run(task: str, tmp: Path) -> tuple[float, dict]:
-    space, sets = TASKS[task]
+MARKOV = {
+    "markov": ("search_spaces/markov_lm.yaml", []),
+    "markov_far": ("search_spaces/markov_lm.yaml", ["data.markov_zipf_exponent=1.5", "data.markov_coupling=2"]),
+}
+
+MARKOV_CRITERIA = {
+    "log2_error_max": 0.5,        # |log2(predicted / measured)| on every seed
+    "samples_ratio_max": 0.3,     # the ladder's samples over the measurement's
+    "exponent_gap_min": 0.15,     # between the two settings' mean exponents
+}
+"""Issue 36's success criteria, fixed before any run (and printed before the runs)."""
+
+
+def run(task: str, tmp: Path, *, seed: int | None = None) -> tuple[float, dict]:
+    space, sets = {**TASKS, **MARKOV}[task]
+    if seed is not None:
+        sets = [*sets, "ladder.seeds=1", f"search.seed={seed}"]
+        task = f"{task}-s{seed}"
     out = tmp / task
     argv = [sys.executable, "-m", "cbs_ray.search", "--space", space, "--set", "search.method=ladder",
             "--validate-prediction", "--set", f"storage_path={tmp / 'rr'}", "--output", str(out)]
@@ -99,16 +125,87 @@ def report(task: str, wall: float, s: dict) -> None:
           f"from-scratch search at D)")
 
 
+def markov_row(setting: str, seed: int, wall: float, s: dict) -> dict:
+    """One seed's figures, and its verdicts on the criteria that hold per seed."""
+    lad, pred, v = s["ladder"], s["prediction"], s["prediction_validation"]
+    base = {k: b["log2_error"] for k, b in v["baselines"].items()}
+    error, interval = v["log2_error"], pred["interval_90"]
+    row = {"setting": setting, "seed": seed, "wall_s": round(wall), "rungs_used": len(lad["rungs_used"]),
+           "span": lad["rung_span"], "exponent": lad["exponent"], "exponent_se": lad["exponent_se"],
+           "predicted": pred["b_crit"], "interval_90": interval, "measured": v["measured_b_crit"], "log2_error": error,
+           "baselines": base, "b_simple": v["b_simple_prediction"], "samples_ratio": v["samples_ratio"],
+           "refusal": lad["refusal"], "measured_reason": v["measured_reason"]}
+    row["inside"] = bool(v["within_interval"])
+    row["error_ok"] = error is not None and error <= MARKOV_CRITERIA["log2_error_max"]
+    row["beats_no_extrapolation"] = error is not None and base["no_extrapolation"] is not None and \
+        error < base["no_extrapolation"]
+    row["beats_borrowed"] = error is not None and all(e is not None and error < e for k, e in base.items()
+                                                      if k.startswith("borrowed"))
+    row["ratio_ok"] = v["samples_ratio"] is not None and v["samples_ratio"] <= MARKOV_CRITERIA["samples_ratio_max"]
+    return row
+
+
+def markov_verdict(rows: list[dict]) -> bool:
+    """Print the per-seed table and the criteria's verdicts; True if every criterion holds."""
+    from cbs_ray.maths.ladder import BORROWED_EXPONENTS
+
+    def fmt(x, f=".3g"):
+        return "–" if x is None else format(x, f)
+
+    for r in rows:
+        lo, hi = r["interval_90"] or (None, None)
+        print(f"TABLE {r['setting']} seed {r['seed']}: rungs {r['rungs_used']} (span {fmt(r['span'])}x), exponent "
+              f"{fmt(r['exponent'])} ± {fmt(r['exponent_se'], '.2g')}, predicted {fmt(r['predicted'])} "
+              f"[{fmt(lo)}, {fmt(hi)}], measured {fmt(r['measured'])}, |log2 err| {fmt(r['log2_error'], '.2f')}; "
+              + ", ".join(f"{k} {fmt(e, '.2f')}" for k, e in r["baselines"].items())
+              + f"; B_simple's {fmt((r['b_simple'] or {}).get('b_crit'))} ({fmt((r['b_simple'] or {}).get('log2_error'), '.2f')})"
+              f"; samples ratio {fmt(r['samples_ratio'], '.3f')}; {r['wall_s']} s"
+              + (f"; refusal: {r['refusal']}" if r["refusal"] else "")
+              + (f"; measurement: {r['measured_reason']}" if r["measured_reason"] else ""))
+    settings = sorted({r["setting"] for r in rows})
+    mean_exp = {k: (sum(e) / len(e) if (e := [r["exponent"] for r in rows if r["setting"] == k and r["exponent"]
+                                             is not None]) else None) for k in settings}
+    far = max((k for k in settings if mean_exp[k] is not None),
+              key=lambda k: min(abs(mean_exp[k] - g) for g in BORROWED_EXPONENTS), default=None)
+    verdicts = {
+        "measured B_crit(D) inside the 90 % interval on every seed": all(r["inside"] for r in rows),
+        f"|log2 error| <= {MARKOV_CRITERIA['log2_error_max']} on every seed": all(r["error_ok"] for r in rows),
+        "smaller error than no extrapolation on every seed": all(r["beats_no_extrapolation"] for r in rows),
+        f"smaller error than each borrowed exponent on every seed of {far}":
+            far is not None and all(r["beats_borrowed"] for r in rows if r["setting"] == far),
+        f"ladder samples <= {MARKOV_CRITERIA['samples_ratio_max']} of the measurement's": all(r["ratio_ok"] for r in rows),
+        f"mean exponents differ by >= {MARKOV_CRITERIA['exponent_gap_min']} ({mean_exp})":
+            len(settings) == 2 and None not in mean_exp.values()
+            and abs(mean_exp[settings[0]] - mean_exp[settings[1]]) >= MARKOV_CRITERIA["exponent_gap_min"],
+    }
+    for name, ok in verdicts.items():
+        print(f"VERDICT {'met' if ok else 'MISSED'}: {name}")
+    return all(verdicts.values())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default=",".join(TASKS))
+    parser.add_argument("--only", default=None)
+    parser.add_argument("--markov", action="store_true", help="issue 36's validation on the markov language")
+    parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--keep", help="write the reports under this directory instead of a temporary one")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(args.keep or name)
-        for task in args.only.split(","):
-            wall, summary = run(task, tmp)
-            report(task, wall, summary)
+        if not args.markov:
+            for task in (args.only or ",".join(TASKS)).split(","):
+                wall, summary = run(task, tmp)
+                report(task, wall, summary)
+            return
+        print(f"CRITERIA (fixed before the runs): {MARKOV_CRITERIA}; see this script's docstring", flush=True)
+        rows = []
+        for setting in (args.only or ",".join(MARKOV)).split(","):
+            for seed in (int(x) for x in args.seeds.split(",")):
+                wall, summary = run(setting, tmp, seed=seed)
+                report(f"{setting}-s{seed}", wall, summary)
+                rows.append(markov_row(setting, seed, wall, summary))
+                (tmp / "markov_rows.json").write_text(json.dumps(rows, indent=1))
+        markov_verdict(rows)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from cbs_ray.analysis.branch_points import _clean
+from cbs_ray.analysis.ladder_stop import ladder_cuts, samples_trained
 from cbs_ray.maths.ladder import (
     BORROWED_EXPONENTS,
     Rung,
@@ -46,7 +47,6 @@ from cbs_ray.maths.ladder import (
 )
 from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
 from cbs_ray.records.columns import Column, require_columns
-from cbs_ray.spec.ladder_section import MEASURE_FACTOR
 
 __all__ = ["LOG2_TARGET", "LadderSummary", "headline", "ladder_curves", "summarize_ladder"]
 
@@ -86,19 +86,23 @@ class LadderSummary:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False)
 
 
-def ladder_curves(history: pd.DataFrame, *, up_to: Optional[int] = None) -> dict[int, list[list[tuple[float, float]]]]:
+def ladder_curves(history: pd.DataFrame, *, up_to: Optional[int] = None, column: str = Column.eval_loss,
+                  cuts: Optional[dict] = None) -> dict[int, list[list[tuple[float, float]]]]:
     """``maths.ladder.Curves`` from the history: per batch, one curve per run (trial), its (samples_seen,
-    eval_loss) reports up to ``up_to``; a diverged report's loss is NaN."""
-    require_columns(history, [Column.trial_id, Column.batch_size, Column.samples_seen, Column.eval_loss],
+    ``column``) reports up to ``up_to`` (and its batch's cut in ``cuts``: ``analysis.ladder_stop.ladder_cuts``);
+    a diverged report's loss is NaN."""
+    require_columns(history, [Column.trial_id, Column.batch_size, Column.samples_seen, column],
                     where="ladder_curves")
     curves: dict = {}
     for _, run in history.groupby(Column.trial_id, sort=True):
         run = run.sort_values(Column.samples_seen, kind="stable").drop_duplicates(Column.samples_seen, keep="last")
         if up_to is not None:
             run = run[run[Column.samples_seen] <= up_to]
+        if cuts is not None:
+            run = run[run[Column.samples_seen] <= cuts.get(int(run[Column.batch_size].iloc[0]), math.inf)]
         diverged = run[Column.diverged].astype(bool) if Column.diverged in run else pd.Series(False, index=run.index)
         points = [(float(s), float(v) if not d and math.isfinite(float(v)) else math.nan)
-                  for s, v, d in zip(run[Column.samples_seen], run[Column.eval_loss], diverged)]
+                  for s, v, d in zip(run[Column.samples_seen], pd.to_numeric(run[column], errors="coerce"), diverged)]
         if points:
             curves.setdefault(int(run[Column.batch_size].iloc[0]), []).append(points)
     return curves
@@ -111,14 +115,14 @@ def noise_scale_at(history: pd.DataFrame, samples: list) -> dict:
     ``exponent``, the power law in D through them (None with fewer than 3). A diagnostic beside the rungs, not
     a reading of them: B_simple is a property of the gradient, B_crit of the steps the batches took."""
     if Column.b_simple not in history:
-        return {"by_rung": [], "exponent": None}
+        return {"by_rung": [], "exponent": None, "constant": None}
     values = pd.to_numeric(history[Column.b_simple], errors="coerce")
     ok = history.assign(**{Column.b_simple: values})[np.isfinite(values) & values.gt(0)
                                                      & history[Column.samples_seen].isin(samples)]
     by = [[int(d), float(g[Column.b_simple].median()), int(g[Column.trial_id].nunique())]
           for d, g in ok.groupby(Column.samples_seen, sort=True)]
-    exponent = fit_power_law([d for d, _, _ in by], [b for _, b, _ in by])[1] if len(by) >= 3 else None
-    return {"by_rung": by, "exponent": exponent}
+    constant, exponent = fit_power_law([d for d, _, _ in by], [b for _, b, _ in by]) if len(by) >= 3 else (None, None)
+    return {"by_rung": by, "exponent": exponent, "constant": constant}
 
 
 def _reading(meta: dict) -> dict:
@@ -130,7 +134,15 @@ def _reading(meta: dict) -> dict:
 def _rung_record(r: Rung) -> dict:
     return {Column.samples_seen: r.samples_seen, "b_crit": r.b_crit, "b_crit_ci": list(r.b_crit_ci) if r.b_crit_ci else None,
             "overhead_20pct": r.overhead_20pct, "target_loss": r.target_loss,
-            "steps_by_batch": {str(b): s for b, s in r.steps_by_batch.items()}, "reason": r.reason}
+            "steps_by_batch": {str(b): s for b, s in r.steps_by_batch.items()}, "reason": r.reason,
+            "censored": list(r.censored)}
+
+
+def reading_of(meta: dict) -> tuple[str, str]:
+    """(``ladder.reading``, the history column the rungs read): an experiment from before issue 36 read the raw
+    model's eval_loss."""
+    reading, metric = meta.get("ladder_reading", "raw"), meta.get("ladder_metric", Column.eval_loss)
+    return reading, (f"ewa_{metric}" if reading == "ewa" else metric)
 
 
 def _mean_curves(curves: dict) -> dict:
@@ -149,19 +161,28 @@ def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000
     """The ladder's summary from its history and ``meta`` (``spec.ladder_section.Ladder.to_meta``, ``name``,
     ``experiment_path``, ``max_seq_length`` where known). ``schedule``: branch mode's batch-size schedule for
     the same spec where one exists (``{"experiment", "batch_size_schedule", "alpha", "validated"}``), carried
-    into the prediction as ``batch_size_schedule`` beside the fixed batch."""
+    into the prediction as ``batch_size_schedule`` beside the fixed batch. The rungs read ``ladder.reading``'s
+    column, each batch's runs up to where a ladder alone would have stopped them (``ladder_stop.ladder_cuts``)."""
     budget, stop = int(meta["budget_samples"]), int(meta["ladder_stop_samples"])
     batches, seeds = [int(b) for b in meta["ladder_batches"]], int(meta["ladder_seeds"])
     reading = _reading(meta)
-    rungs = [r for r in (rung_readings(ladder_curves(history, up_to=stop), bootstrap=bootstrap, **reading)
-                         if len(history) else [])
-             if r.samples_seen >= reading["fit_from"]]  # not inside the warmup (spec.ladder_section)
+    reading_name, column = reading_of(meta)
+    full = ladder_curves(history, column=column) if len(history) else {}
+    cap = int(float(meta.get("ladder_cap", 1.0)) * stop) // max(batches) * max(batches)
+    cuts = ladder_cuts(full, reference_stop=stop, cap=cap) if full else {}
+    rungs = [r for r in (rung_readings(ladder_curves(history, column=column, up_to=max(cap, stop), cuts=cuts),
+                                       bootstrap=bootstrap, **reading) if full else [])
+             if r.samples_seen >= reading["fit_from"] and r.samples_seen <= stop]  # not inside the warmup
     fit = fit_ladder(rungs, budget_samples=budget, bootstrap=bootstrap)
+    noise = noise_scale_at(history, [int(r.samples_seen) for r in rungs]) if len(history) else None
     ladder = {"fraction_samples": stop, "rungs": [_rung_record(r) for r in rungs], "exponent": fit.exponent,
-              "exponent_ci": list(fit.exponent_ci) if fit.exponent_ci else None, "constant": fit.constant,
-              "fit_p_value": fit.fit_p_value, "rungs_used": list(fit.rungs_used), "refusal": fit.refusal,
-              "overhead_exponent": fit.overhead_exponent, "curve": reading["curve_model"],
-              "noise_scale": noise_scale_at(history, [int(r.samples_seen) for r in rungs]) if len(history) else None}
+              "exponent_ci": list(fit.exponent_ci) if fit.exponent_ci else None, "exponent_se": fit.exponent_se,
+              "constant": fit.constant, "fit_p_value": fit.fit_p_value, "rungs_used": list(fit.rungs_used),
+              "refusal": fit.refusal, "overhead_exponent": fit.overhead_exponent, "curve": reading["curve_model"],
+              "reading": reading_name, "column": column, "cap_samples": cap,
+              "cuts": {str(b): c for b, c in sorted(cuts.items())},
+              "rung_span": (max(fit.rungs_used) / min(fit.rungs_used)) if fit.rungs_used else None,
+              "noise_scale": noise}
     recommended = recommend_batch(fit.interval_90[0]) if fit.interval_90 else None
     alpha, base_lr, base_batch = float(meta["ladder_alpha"]), float(meta["base_lr"]), int(meta["base_batch"])
     prediction = {"budget_samples": budget, "b_crit": fit.b_crit,
@@ -169,8 +190,11 @@ def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000
                   "overhead_20pct": fit.overhead_20pct, "refusal": fit.refusal,
                   Column.peak_lr: scaled_lr(base_lr, recommended, base_batch, alpha) if recommended else None,
                   Column.warmup_steps: warmup_steps(float(meta[Column.warmup_fraction]), budget // recommended)
-                  if recommended else None, Column.alpha: alpha, "batch_size_schedule": schedule}
-    validation = _validate(history, rungs, fit, budget, meta, bootstrap) if meta.get("ladder_validate") else None
+                  if recommended else None, Column.alpha: alpha, "batch_size_schedule": schedule,
+                  "b_simple_prediction": _b_simple_prediction(noise, budget)}
+    ladder_samples = samples_trained(full, cuts) if full else 0
+    validation = _validate(full, rungs, fit, budget, meta, bootstrap, ladder_samples, prediction) \
+        if meta.get("ladder_validate") else None
     tokens = meta.get("tokens_per_sample") or meta.get("max_seq_length")
     laws = {}
     if tokens:
@@ -178,30 +202,46 @@ def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000
                 closed_form_laws(budget * tokens).items()}
         laws["note"] = (f"{'packed' if meta.get('tokens_per_sample') else 'at most'} {tokens} tokens a sample; fitted "
                         f"on models and budgets far larger than this one: a reference, not a measurement")
-    full = len(batches) * seeds * budget
-    cost = {"ladder_samples": len(batches) * seeds * stop, "full_budget_samples": full,
-            "fraction_of_full": stop / budget}
+    whole = len(batches) * seeds * budget
+    cost = {"ladder_samples": ladder_samples, "full_budget_samples": whole, "fraction_of_full": ladder_samples / whole}
     return LadderSummary(ladder=ladder, prediction=prediction, prediction_validation=validation,
-                         reference_laws=laws, curves=_mean_curves(ladder_curves(history)) if len(history) else {},
-                         cost=cost, batch_sizes=batches, name=meta.get("name"),
-                         experiment_path=meta.get("experiment_path"))
+                         reference_laws=laws, curves=_mean_curves(full), cost=cost, batch_sizes=batches,
+                         name=meta.get("name"), experiment_path=meta.get("experiment_path"),
+                         metric=meta.get("ladder_metric", Column.eval_loss))
 
 
-def _validate(history: pd.DataFrame, rungs: list, fit, budget: int, meta: dict, bootstrap: int) -> dict:
-    """The prediction against the rung at D of the full-budget runs, beside the naive baselines."""
-    full = rung_readings(ladder_curves(history), bootstrap=bootstrap, **_reading(meta))
-    at_d = next((r for r in full if int(r.samples_seen) == budget), None)
+def _b_simple_prediction(noise: Optional[dict], budget: int) -> Optional[float]:
+    """What B_simple along the same runs would have predicted at D: its power law over the rungs, extrapolated."""
+    if not noise or noise.get("exponent") is None:
+        return None
+    return float(noise["constant"] * budget ** noise["exponent"])
+
+
+def _validate(full: dict, rungs: list, fit, budget: int, meta: dict, bootstrap: int, ladder_samples: int,
+              prediction: dict) -> dict:
+    """The prediction against the rung at D of the full runs (each batch until it reached the smallest batch's loss
+    at D, or the cap), beside the naive baselines and what B_simple would have predicted."""
+    measured_rungs = rung_readings(full, bootstrap=bootstrap, **_reading(meta)) if full else []
+    # The measurement's samples: each batch up to where it reached the smallest batch's loss at D (or the cap), not
+    # what a run trained on while it waited for that target to be known.
+    measurement = samples_trained(full, ladder_cuts(full, reference_stop=budget, cap=int(meta.get(
+        "ladder_run_stop", 0)) or math.inf)) if full else 0
+    at_d = next((r for r in measured_rungs if int(r.samples_seen) == budget), None)
     measured = at_d.b_crit if at_d is not None else None
     out = {"measured_b_crit": measured, "measured_b_crit_ci": list(at_d.b_crit_ci) if at_d and at_d.b_crit_ci else None,
            "measured_overhead_20pct": at_d.overhead_20pct if at_d else None,
            "measured_reason": at_d.reason if at_d and measured is None else None,
-           "samples_ratio": int(meta["ladder_stop_samples"]) / (MEASURE_FACTOR * budget), "log2_target": LOG2_TARGET}
+           "measured_censored": list(at_d.censored) if at_d else None,
+           "measurement_samples": measurement,
+           "samples_ratio": ladder_samples / measurement if measurement else None, "log2_target": LOG2_TARGET,
+           "measurement_cap_samples": int(meta.get("ladder_run_stop", 0)) or None}
     baselines = {"no_extrapolation": no_extrapolation(rungs),
                  **{f"borrowed_exponent_{g:g}": borrowed_exponent(rungs, budget, g) for g in BORROWED_EXPONENTS}}
+    simple = prediction.get("b_simple_prediction")
     if measured is None or not math.isfinite(measured):
         return {**out, "within_interval": None, "log2_error": None,
                 "baselines": {k: {"b_crit": v, "log2_error": None} for k, v in baselines.items()},
-                "beats_baselines": None}
+                "beats_baselines": None, "b_simple_prediction": {"b_crit": simple, "log2_error": None}}
     errors = {k: {"b_crit": v, "log2_error": log2_error(v, measured) if v else None} for k, v in baselines.items()}
     if not fit.b_crit or fit.interval_90 is None:  # the prediction was refused: there is nothing to judge
         return {**out, "within_interval": None, "log2_error": None, "baselines": errors, "beats_baselines": None,
@@ -210,22 +250,30 @@ def _validate(history: pd.DataFrame, rungs: list, fit, budget: int, meta: dict, 
     within = fit.interval_90[0] <= measured <= fit.interval_90[1]
     beats = all(e["log2_error"] is None or error < e["log2_error"] for e in errors.values())
     return {**out, "within_interval": within, "log2_error": error, "baselines": errors, "beats_baselines": beats,
-            "target_met": bool(within and error <= LOG2_TARGET and beats)}
+            "b_simple_prediction": {"b_crit": simple, "log2_error": log2_error(simple, measured) if simple else None},
+            "target_met": bool(within and error is not None and error <= LOG2_TARGET and beats)}
 
 
 def headline(summary: LadderSummary) -> list[str]:
     """The lines the search prints at the end."""
     lad, pred = summary.ladder, summary.prediction
-    lines = [f"Ladder: runs to {lad['fraction_samples']} of {pred['budget_samples']} samples "
-             f"({summary.cost['fraction_of_full']:.0%}), batches {summary.batch_sizes}"]
+    reading = {"ewa": "the average of the iterates (ladder.reading ewa)", "raw": "the raw model (ladder.reading raw)"}
+    lines = [f"Ladder: the smallest batch to {lad['fraction_samples']} of {pred['budget_samples']} samples, every other "
+             f"until it reached that loss or {lad.get('cap_samples')} ({summary.cost['fraction_of_full']:.0%} of a "
+             f"from-scratch search at D), batches {summary.batch_sizes}; {lad.get('column', 'eval_loss')} read through "
+             f"{reading.get(lad.get('reading', 'raw'), lad.get('reading'))}"]
     for r in lad["rungs"]:
         ci = r["b_crit_ci"]
         b = f"{r['b_crit']:.3g}" + (f" [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else "") if r["b_crit"] else \
             f"– ({r['reason']})"
-        lines.append(f"  rung at {r[Column.samples_seen]:g} samples: B_crit {b}; 20 % rule {r['overhead_20pct']}")
+        censored = r.get("censored") or []
+        lines.append(f"  rung at {r[Column.samples_seen]:g} samples: B_crit {b}; 20 % rule {r['overhead_20pct']}"
+                     + (f"; censored (below the target at their first evaluation): {censored}" if censored else ""))
     if lad["exponent"] is not None:
         eci = lad["exponent_ci"]
-        lines.append(f"Fit: B_crit ∝ D^{lad['exponent']:.3g}" + (f" (90 % [{eci[0]:.3g}, {eci[1]:.3g}])" if eci else "")
+        se = lad.get("exponent_se")
+        lines.append(f"Fit: B_crit ∝ D^{lad['exponent']:.3g}" + (f" ± {se:.2g} (SE)" if se is not None else "")
+                     + (f" (90 % [{eci[0]:.3g}, {eci[1]:.3g}])" if eci else "")
                      + (f", p = {lad['fit_p_value']:.2g}" if lad["fit_p_value"] is not None else ""))
     noise = lad.get("noise_scale") or {}
     if len(noise.get("by_rung") or []) >= 2:
@@ -268,5 +316,9 @@ def headline(summary: LadderSummary) -> list[str]:
                          f"{'inside' if v['within_interval'] else 'outside'} the interval; |log2 error| {err} "
                          f"(target ≤ {LOG2_TARGET}; baselines: {base}); the ladder trained "
                          f"{v['samples_ratio']:.2f} of the measurement's samples")
+            simple = v.get("b_simple_prediction") or {}
+            if simple.get("b_crit"):
+                lines.append(f"Beside it: B_simple along the same runs would have predicted {simple['b_crit']:.3g} "
+                             f"(|log2 error| {simple['log2_error']:.2f})")
     return lines
 

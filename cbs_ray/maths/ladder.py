@@ -23,7 +23,7 @@ from cbs_ray.maths.tradeoff import fit_tradeoff, overhead_rule, samples_to_targe
 
 __all__ = ["BORROWED_EXPONENTS", "CURVE_MODELS", "POOR_FIT_P", "SD_FLOOR", "Curves", "LadderFit", "LossCurve", "Rung",
            "borrowed_exponent", "closed_form_laws", "fit_ladder", "fit_loss_curve", "fit_power_law", "log2_error",
-           "no_extrapolation", "recommend_batch", "rung_readings"]
+           "no_extrapolation", "power_law_exponent_se", "recommend_batch", "rung_readings", "samples_to_loglog"]
 
 Curves = dict[int, list[list[tuple[float, float]]]]  # batch -> over seeds: [(samples_seen, eval_loss), ...]
 
@@ -42,7 +42,8 @@ BORROWED_EXPONENTS = (
 @dataclass(frozen=True)
 class Rung:
     """One rung: the reference batch's seed-mean loss at ``samples_seen`` is the target; ``steps_by_batch``
-    maps every batch to its optimizer steps to reach it (NaN if never reached). ``b_crit`` / ``b_crit_ci``
+    maps every batch to its optimizer steps to reach it (NaN if never reached within its run, or ``censored``).
+    ``b_crit`` / ``b_crit_ci``
     (95 %) / ``reason`` come from ``fit_tradeoff``, ``overhead_20pct`` from ``overhead_rule``."""
 
     samples_seen: float
@@ -52,6 +53,9 @@ class Rung:
     b_crit_ci: tuple[float, float] | None
     overhead_20pct: int | None
     reason: str | None
+    censored: tuple = ()
+    """The batches already below the target at their first evaluation: left-censored, a bound on their samples
+    (at most that evaluation's), never a crossing, so left out of the rung's fit (their steps are NaN)."""
 
 
 def _seed_mean(seeds: Sequence[Sequence[tuple[float, float]]]) -> tuple[list[float], list[float]]:
@@ -63,16 +67,27 @@ def _seed_mean(seeds: Sequence[Sequence[tuple[float, float]]]) -> tuple[list[flo
 
 
 def _samples_to_target_loglog(samples: Sequence[float], losses: Sequence[float], target: float) -> float:
+    """See ``samples_to_loglog``: NaN for a curve already at or below ``target`` at its first evaluation."""
+    return samples_to_loglog(samples, losses, target)[0]
+
+
+def samples_to_loglog(samples: Sequence[float], losses: Sequence[float], target: float) -> tuple[float, bool]:
     """``samples_to_target`` with the interpolation between two evaluations made in log samples and log loss:
     exact where the curve is a power law between them (a geometric cadence leaves a factor of 2 between
     evaluations, over which a straight line in samples overstates the loss of a convex curve and so the samples
-    a batch needs). Losses must be positive (a cross-entropy is); a non-positive one counts as missing."""
+    a batch needs). Losses must be positive (a cross-entropy is); a non-positive one counts as missing.
+    Returns (samples, censored): a curve already at or below the target at its first evaluation is left-censored,
+    (NaN, True): it needed at most that evaluation's samples, a bound, never a crossing."""
     pairs = [(math.log(s), math.log(v)) if s > 0 and v > 0 and math.isfinite(v) else (math.log(s), math.nan)
              for s, v in zip(samples, losses) if s > 0]
     if not pairs or not target > 0:
-        return math.nan
-    found = samples_to_target([p[0] for p in pairs], [p[1] for p in pairs], math.log(target), mode="min")
-    return math.exp(found) if math.isfinite(found) else math.nan
+        return math.nan, False
+    xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
+    found = samples_to_target(xs, ys, math.log(target), mode="min", censor_first=True)
+    if math.isfinite(found):
+        return math.exp(found), False
+    first = next((y for _, y in sorted(zip(xs, ys)) if math.isfinite(y)), math.nan)
+    return math.nan, bool(first <= math.log(target))
 
 
 CURVE_MODELS = ("fit", "interpolate")
@@ -97,15 +112,19 @@ class LossCurve:
         return self.floor + self.scale * samples ** -self.exponent
 
     def samples_to(self, target: float) -> float:
-        """Samples at which the curve reaches ``target``: the first fitted point's samples if it is already at or
-        below it there (an upper bound, as ``samples_to_target`` credits it), NaN if not by the last (nothing
-        is extrapolated past the run)."""
-        if self.loss(self.first) <= target:
-            return float(self.first)
+        """Samples at which the curve reaches ``target``: NaN if it is already at or below it at the first fitted
+        point (left-censored: a bound, never a crossing; ``censored``) or not by the last (nothing is
+        extrapolated past the run)."""
+        if self.censored(target):
+            return math.nan
         if self.scale <= 0 or target <= self.floor:
             return math.nan
         found = (self.scale / (target - self.floor)) ** (1.0 / self.exponent)
         return float(found) if found <= self.last * (1 + 1e-9) else math.nan
+
+    def censored(self, target: float) -> bool:
+        """Already at or below ``target`` at the first fitted point."""
+        return self.loss(self.first) <= target
 
 
 def fit_loss_curve(points: Sequence[tuple[float, float]]) -> LossCurve | None:
@@ -133,10 +152,14 @@ def fit_loss_curve(points: Sequence[tuple[float, float]]) -> LossCurve | None:
     return LossCurve(floor, scale, exponent, first, last)
 
 
-def _samples_to(curve: LossCurve | None, means: tuple[list[float], list[float]], target: float, model: str) -> float:
+def _samples_to(curve: LossCurve | None, means: tuple[list[float], list[float]], target: float, model: str
+                ) -> tuple[float, bool]:
+    """(samples to ``target``, left-censored) by ``model``."""
     if model == "interpolate":
-        return _samples_to_target_loglog(*means, target)
-    return math.nan if curve is None else curve.samples_to(target)
+        return samples_to_loglog(*means, target)
+    if curve is None:
+        return math.nan, False
+    return curve.samples_to(target), curve.censored(target)
 
 
 def rung_readings(curves: Curves, *, reference_batch: int | None = None, bootstrap: int = 1000,
@@ -153,9 +176,10 @@ def rung_readings(curves: Curves, *, reference_batch: int | None = None, bootstr
       evaluation moves neither the target nor a batch's crossing by itself. The rungs are the reference's
       evaluations from ``fit_from`` on.
 
-    S(B) = samples / B. Either way a batch already below the target at its first evaluation is credited with
-    that evaluation's samples (an upper bound on what it needed), and a batch that does not reach a rung's
-    target within its run is left out of that rung's fit (NaN).
+    S(B) = samples / B; the reference's own samples are the rung's, by definition. Either way a batch already
+    below the target at its first evaluation is left-censored: its samples are a bound (at most that
+    evaluation's), never a crossing, so it is left out of the rung's fit and named in ``Rung.censored``; a batch
+    that does not reach a rung's target within its run (right-censored) is left out too (NaN).
     ``bootstrap``/``seed`` go to ``fit_tradeoff``; with only 3 batch sizes it has too few resamples with 3
     distinct ones for an interval, so such a rung cannot be weighted by ``fit_ladder``: measure at least 4."""
     if not curves:
@@ -175,10 +199,12 @@ def rung_readings(curves: Curves, *, reference_batch: int | None = None, bootstr
             target = fitted[ref].loss(d)
         if math.isnan(target):
             continue
-        steps = {b: _samples_to(fitted.get(b), means[b], target, curve_model) / b for b in batches}
+        found = {b: (d, False) if b == ref else _samples_to(fitted.get(b), means[b], target, curve_model)
+                 for b in batches}
+        steps = {b: samples / b for b, (samples, _) in found.items()}
         fit = fit_tradeoff(batches, [steps[b] for b in batches], bootstrap=bootstrap, seed=seed)
         rungs.append(Rung(d, target, steps, fit.b_crit, fit.ci, overhead_rule(batches, [steps[b] for b in batches]),
-                          fit.reason))
+                          fit.reason, censored=tuple(b for b, (_, c) in found.items() if c)))
     return rungs
 
 
@@ -197,6 +223,22 @@ def fit_power_law(x: Sequence[float], y: Sequence[float], weights: Sequence[floa
     design = np.stack([np.ones_like(x), np.log(x)], axis=1) * root[:, None]
     (log_c, exponent), *_ = np.linalg.lstsq(design, np.log(y) * root, rcond=None)
     return float(math.exp(log_c)), float(exponent)
+
+
+def power_law_exponent_se(x: Sequence[float], y: Sequence[float], weights: Sequence[float]) -> float:
+    """The standard error of ``fit_power_law``'s exponent with ``weights`` = 1 / variance of log y: the weighted
+    least-squares covariance (XᵀWX)⁻¹'s slope entry, scaled up by √(χ²/(n − 2)) where the points scatter more
+    than their own errors say (never down). Points as ``fit_power_law`` keeps them; NaN with fewer than 3."""
+    x, y, w = (np.asarray(v, dtype=float) for v in (x, y, weights))
+    keep = np.isfinite(x) & np.isfinite(y) & np.isfinite(w) & (x > 0) & (y > 0) & (w > 0)
+    x, y, w = np.log(x[keep]), np.log(y[keep]), w[keep]
+    if len(np.unique(x)) < 3:
+        return math.nan
+    design = np.stack([np.ones_like(x), x], axis=1)
+    cov = np.linalg.inv(design.T @ (design * w[:, None]))
+    coef = cov @ design.T @ (w * y)
+    chi2 = float(np.sum(w * (y - design @ coef) ** 2))
+    return float(math.sqrt(cov[1, 1]) * max(1.0, math.sqrt(chi2 / (len(x) - 2))))
 
 
 def _chi2_sf(x: float, dof: int) -> float:
@@ -231,6 +273,9 @@ class LadderFit:
     overhead_constant: float | None = None
     overhead_exponent: float | None = None
     overhead_20pct: float | None = None
+    exponent_se: float | None = None
+    """The exponent's standard error (``power_law_exponent_se``: the weighted fit's, never below what the rungs'
+    scatter about the line says)."""
 
 
 def _usable(rung: Rung) -> bool:
@@ -248,11 +293,13 @@ def fit_ladder(rungs: Sequence[Rung], *, budget_samples: float, bootstrap: int =
     rung with no interval or an unbounded end (∞, or 0 from resamples with no tradeoff) gets no weight and
     is excluded. Weight = 1 / sd², sd = (log hi − log lo) / (2 · 1.96), floored at ``SD_FLOOR``.
 
-    Bootstrap (``bootstrap`` usable resamples, at most 50× that many draws): resample the rungs with
-    replacement (skipping resamples with fewer than 3 distinct rungs) AND draw each picked rung's log B_crit
-    from a normal about its own with its own sd; refit, record the exponent and the prediction at the
-    budget. Both intervals are the 5th/95th percentiles. This counts the rungs' noise about twice over
-    (once in the spread between rungs, once drawn), so the intervals err wide.
+    Bootstrap (``bootstrap`` usable resamples, at most 50× that many draws): where every used rung carries its
+    batches' steps (``rung_readings``' rungs do), resample the batches, the same at every rung, and refit every rung
+    and the power law (``_batch_resamples``): the rungs are read off the same runs, so their errors are not
+    independent. Otherwise (hand-built rungs) resample the rungs with replacement (skipping resamples with fewer
+    than 3 distinct rungs) AND draw each picked rung's log B_crit from a normal about its own with its own sd;
+    this counts the rungs' noise about twice over, so the intervals err wide. Either way refit, record the
+    exponent and the prediction at the budget; both intervals are the 5th/95th percentiles.
 
     Refusals, checked in this order (b_crit None and ``refusal`` says which):
       * fewer than 3 usable rungs;
@@ -282,15 +329,16 @@ def fit_ladder(rungs: Sequence[Rung], *, budget_samples: float, bootstrap: int =
     constant, exponent = fit_power_law(d, np.exp(log_b), w)
     chi2 = float(np.sum(w * (log_b - math.log(constant) - exponent * np.log(d)) ** 2))
     p = _chi2_sf(chi2, len(used) - 2)
+    se = power_law_exponent_se(d, np.exp(log_b), w)
     base = dict(budget_samples=budget_samples, constant=constant, exponent=exponent, rungs_used=d_used,
-                fit_p_value=p, **extra)
+                fit_p_value=p, exponent_se=se if math.isfinite(se) else None, **extra)
     if p < POOR_FIT_P:
         return LadderFit(exponent_ci=None, b_crit=None, interval_90=None, refusal=f"poor fit: B_crit does not "
                          f"follow one power law in D (weighted chi-square {chi2:.1f} on {len(used) - 2} degrees "
                          f"of freedom, p = {p:.2g} < {POOR_FIT_P})", **base)
-    rng = np.random.default_rng(seed)
-    exps, preds = [], []
-    for _ in range(50 * bootstrap):
+    rng, joint = np.random.default_rng(seed), all(sum(map(math.isfinite, r.steps_by_batch.values())) >= 3 for r in used)
+    exps, preds = _batch_resamples(used, dict(zip(d_used, w)), budget_samples, bootstrap, rng) if joint else ([], [])
+    for _ in range(50 * bootstrap if not exps else 0):
         if len(exps) >= bootstrap:
             break
         pick = rng.integers(0, len(used), len(used))
@@ -315,6 +363,38 @@ def fit_ladder(rungs: Sequence[Rung], *, budget_samples: float, bootstrap: int =
     interval = (float(np.percentile(preds, 5)), float(np.percentile(preds, 95)))
     return LadderFit(exponent_ci=exponent_ci, b_crit=constant * budget_samples ** exponent, interval_90=interval,
                      refusal=None, **base)
+
+
+def _batch_resamples(rungs: Sequence[Rung], weights: dict, budget_samples: float, bootstrap: int,
+                     rng: np.random.Generator) -> tuple[list, list]:
+    """The exponent and the prediction at ``budget_samples`` over resamples of the **batches** (with replacement, the
+    same resample at every rung, at least 3 distinct): every rung's B_crit refitted from the picked batches' steps
+    (``fit_tradeoff``, no bootstrap of its own) and drawn about it with ``SD_FLOOR`` (the floor every rung's error
+    has: resampled batches alone say nothing of the reading's own bias), then the power law through the rungs with a
+    finite B_crit (at least 3; ``weights`` by samples_seen). The rungs are read off the same runs, so their errors
+    move together: drawing each rung's error independently (the fallback where the rungs carry no steps) counts
+    one run's noise once per rung and makes the exponent's interval far too wide (issue 36: p = 1 on the markov
+    language, SE 0.25)."""
+    batches = np.array(sorted({b for r in rungs for b in r.steps_by_batch}))
+    exps, preds = [], []
+    for _ in range(50 * bootstrap):
+        if len(exps) >= bootstrap:
+            break
+        pick = rng.choice(batches, len(batches))
+        if len(np.unique(pick)) < 3:
+            continue
+        xs, ys = [], []
+        for r in rungs:
+            b_crit = fit_tradeoff(pick, [r.steps_by_batch.get(int(b), math.nan) for b in pick], bootstrap=0).b_crit
+            if b_crit is not None and math.isfinite(b_crit) and b_crit > 0:
+                xs.append(r.samples_seen)
+                ys.append(b_crit * math.exp(rng.normal(0.0, SD_FLOOR)))  # no rung is read better than SD_FLOOR
+        if len(set(xs)) < 3:
+            continue
+        c_i, e_i = fit_power_law(xs, ys, [weights[x] for x in xs])
+        exps.append(e_i)
+        preds.append(c_i * budget_samples ** e_i)
+    return exps, preds
 
 
 def recommend_batch(interval_low: float) -> int:

@@ -22,10 +22,11 @@ __all__ = ["samples_to_target", "TradeoffFit", "fit_tradeoff", "overhead_rule"]
 
 
 def samples_to_target(samples: Sequence[float], metrics: Sequence[float], target: float, *,
-                      mode: str = "max") -> float:
+                      mode: str = "max", censor_first: bool = False) -> float:
     """Samples at which a trial first reaches ``target``, interpolated linearly between the two reported
     milestones that bracket the crossing. NaN if never reached; the first milestone itself if it is
-    already reached there (nothing was reported before it)."""
+    already reached there (nothing was reported before it: an upper bound), or, with ``censor_first``, NaN: a
+    run already past the target at its first report is left-censored (a bound, never a crossing)."""
     sign = 1.0 if mode == "max" else -1.0
     previous = None
     for s, m in sorted(zip(samples, metrics)):
@@ -34,7 +35,7 @@ def samples_to_target(samples: Sequence[float], metrics: Sequence[float], target
             continue
         if sign * m >= sign * target:
             if previous is None:
-                return float(s)
+                return math.nan if censor_first else float(s)
             s0, m0 = previous
             return float(s0 + (s - s0) * (sign * (target - m0)) / (sign * (m - m0)))
         previous = (s, m)

@@ -67,12 +67,13 @@ def ladder_plot(summary: LadderSummary, path: Path) -> Path:
     return _save(fig, path)
 
 
-RUNG_COLUMNS = ["samples seen", "B_crit", "95 % CI", "20 % rule", "target loss", "why none"]
+RUNG_COLUMNS = ["samples seen", "B_crit", "95 % CI", "20 % rule", "target loss", "censored", "why none"]
 
 
 def _rung_rows(summary: LadderSummary) -> list[dict]:
     return [{"samples seen": r[Column.samples_seen], "B_crit": r["b_crit"], "95 % CI": r["b_crit_ci"],
              "20 % rule": r["overhead_20pct"], "target loss": r["target_loss"],
+             "censored": ", ".join(map(str, r.get("censored") or [])) or None,
              **({"why none": r["reason"]} if r["b_crit"] is None else {})} for r in summary.ladder["rungs"]]
 
 

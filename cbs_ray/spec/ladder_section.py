@@ -2,18 +2,20 @@
 LR rule, where each run stops and evaluates, all in samples (``Ladder``). Pure: what one run trains is
 ``train.run_plan.ladder_plan``; what the runs mean is ``analysis.ladder_summary``.
 
-Every run trains one batch at a **constant LR** after a warmup (the alpha rule's LR at its batch) up to
-``fraction`` of the full budget D, evaluating at D·first_rung and at every factor of √2 after it (each rounded to
-the nearest whole batch of the largest batch). The rungs are the evaluations from twice the warmup on
+Every run trains one batch at a **constant LR** after a warmup (the alpha rule's LR at its batch), evaluating at
+D·first_rung and at every factor of √2 after it (each rounded to the nearest whole batch of the largest batch). The
+smallest batch (the reference) trains to ``fraction`` of the full budget D; every other batch until it reaches the
+reference's loss there (the last rung's target: a larger batch needs more samples, E(B) = E_min·(1 + B/B_crit)), or
+``cap`` × the fraction, where the run stops: ``tune.ladder``'s stopper ends it, ``analysis.ladder_stop``
+decides. The rungs are the evaluations from twice the warmup on
 (``rungs_from``): every batch warms up over the same samples (a fraction of its steps to the fraction), and a
 rung inside that warmup would measure the warmup, not the batch. The warmup is a fraction of the steps the batch
 takes to the fraction, whichever run it is, so that a run that goes on (``ladder.validate``) is the ladder's
 run exactly up to the fraction: nothing a run trains before the fraction depends on where it stops.
 
 The validation measures B_crit at D: the reference batch's loss at D is the target, and a larger batch needs
-more than D samples to reach it (E(B) = B·S(B) grows with B), so the validation's runs go on to
-``MEASURE_FACTOR`` × D, evaluating at every doubling; a batch that has not reached the target by then is left
-out of that rung's fit.
+more than D samples to reach it (E(B) = B·S(B) grows with B), so the validation's runs go on until each reaches it
+or ``cap`` × D; a batch that has not reached the target by then is left out of that rung's fit (right-censored).
 """
 
 from __future__ import annotations
@@ -25,11 +27,15 @@ from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["MEASURE_FACTOR", "MIN_LADDER_BATCHES", "Ladder", "resolve_ladder"]
+__all__ = ["MIN_LADDER_BATCHES", "MIN_RUNG_SPAN", "Ladder", "resolve_ladder"]
 
-MEASURE_FACTOR = 2
-"""How far the validation's runs go, in budgets: to 2·D, so that batches up to about B_crit + 2·B_smallest
-reach the smallest batch's loss at D (E_B/D = (B + B_crit)/(B_crit + B_smallest) in McCandlish's model)."""
+MIN_RUNG_SPAN = 8
+"""The rungs should span at least this factor in D (first to last): over less, the exponent's standard error is too
+large for a prediction (issue 36: over 2.5× it was about 0.5). The plan says so where they span less (the rungs
+start at twice the warmup: a warmup fraction of 1/16 or less leaves 8×)."""
+
+LADDER_METRICS = ("eval_loss", "excess_loss")
+"""The losses the rungs can read (positive, lower is better): the ladder reads ``search.metric`` if it is one."""
 
 MIN_LADDER_BATCHES = 4
 """The fewest batch sizes a ladder takes: each rung fits S(B) = S_min + E_min/B (``maths.tradeoff``) with a
@@ -62,6 +68,13 @@ class Ladder:
     tokens_per_sample: Optional[int] = None
     curve: str = "interpolate"
     """How the rungs read each batch's curve (``ladder.curve``, ``maths.ladder.CURVE_MODELS``)."""
+    reading: str = "ewa"
+    """``ladder.reading``: the average of the iterates (``ewa``) or the raw model (``raw``)."""
+    cap: float = 4.0
+    """``ladder.cap``: a run stops by ``cap`` × where it is read (the fraction; D when validating)."""
+    metric: str = "eval_loss"
+    """What the rungs read: ``search.metric`` where it is a loss the loop reports (``eval_loss``; the markov
+    language's ``excess_loss``), else ``eval_loss``."""
 
     @property
     def warmup_samples(self) -> int:
@@ -78,10 +91,32 @@ class Ladder:
         return tuple(e for e in self.evaluations if self.rungs_from <= e <= self.stop_samples)
 
     @property
+    def reference_stop(self) -> int:
+        """Where the smallest batch's runs stop: at D with ``validate`` (its loss there is the measurement's
+        target), else at the fraction (its loss there is the last rung's target)."""
+        return self.budget_samples if self.validate else self.stop_samples
+
+    @property
+    def ladder_cap(self) -> int:
+        """The most a ladder run trains to reach the last rung's target: ``cap`` × the fraction."""
+        return _whole(self.cap * self.stop_samples, self.batches[-1])
+
+    @property
     def run_stop(self) -> int:
-        """Where each run stops: ``MEASURE_FACTOR`` × D with ``validate`` (the ladder reads its first
-        ``stop_samples``), else the fraction."""
-        return MEASURE_FACTOR * self.budget_samples if self.validate else self.stop_samples
+        """The most any run trains: ``cap`` × D with ``validate`` (the ladder reads each run up to where it reaches
+        the last rung's target), else ``ladder_cap``; the stopper ends a run once it reaches its target."""
+        return _whole(self.cap * self.budget_samples, self.batches[-1]) if self.validate else self.ladder_cap
+
+    @property
+    def reading_column(self) -> str:
+        """The history's column the rungs read: ``ewa_<metric>`` or ``<metric>``."""
+        return f"ewa_{self.metric}" if self.reading == "ewa" else self.metric
+
+    @property
+    def rung_span(self) -> float:
+        """Last rung over first, in D."""
+        rungs = self.rung_evaluations
+        return rungs[-1] / rungs[0] if rungs else 0.0
 
     @property
     def run_evaluations(self) -> tuple[int, ...]:
@@ -96,26 +131,22 @@ class Ladder:
         return warmup_steps(self.warmup_fraction, self.stop_samples // batch)
 
     @property
-    def ladder_samples(self) -> int:
-        """What the ladder trains: every batch × seed to the fraction."""
-        return len(self.batches) * self.seeds * self.stop_samples
+    def ladder_samples_at_most(self) -> int:
+        """The most the ladder trains: the smallest batch's seeds to the fraction, every other to the cap."""
+        return self.seeds * (self.stop_samples + (len(self.batches) - 1) * self.ladder_cap)
 
     @property
     def full_samples(self) -> int:
         """What a from-scratch search at the full budget trains over the same batches and seeds: each to D."""
         return len(self.batches) * self.seeds * self.budget_samples
 
-    @property
-    def measurement_samples(self) -> int:
-        """What the validation's measurement trains: every batch × seed to ``MEASURE_FACTOR`` × D."""
-        return MEASURE_FACTOR * self.full_samples
-
     def to_meta(self) -> dict:
         return {"ladder_batches": list(self.batches), "ladder_seeds": self.seeds, "ladder_alpha": self.alpha,
                 "warmup_fraction": self.warmup_fraction, "budget_samples": self.budget_samples,
                 "ladder_stop_samples": self.stop_samples, "ladder_evaluations": list(self.evaluations),
                 "ladder_validate": self.validate, "tokens_per_sample": self.tokens_per_sample,
-                "ladder_rungs_from": self.rungs_from, "ladder_curve": self.curve,
+                "ladder_rungs_from": self.rungs_from, "ladder_curve": self.curve, "ladder_reading": self.reading,
+                "ladder_cap": self.cap, "ladder_metric": self.metric, "ladder_run_stop": self.run_stop,
                 "base_lr": self.base_lr, "base_batch": self.base_batch}
 
 
@@ -142,16 +173,19 @@ def resolve_ladder(spec: SearchSpec, budget_samples: int, tokens_per_sample: Opt
     if first < largest:
         raise SpecError(f"ladder.first_rung: {lad.first_rung:g} of the budget is under one batch of {largest}; "
                         f"raise it")
-    points, k = {first, stop, budget_samples, MEASURE_FACTOR * budget_samples}, 1
-    while first * 2 ** (k / 2) < MEASURE_FACTOR * budget_samples:
+    furthest = _whole(lad.cap * (budget_samples if lad.validate else stop), largest)
+    points, k = {first, stop, budget_samples, furthest}, 1
+    while first * 2 ** (k / 2) < furthest:
         points.add(max(largest, round(first * 2 ** (k / 2) / largest) * largest))
         k += 1
-    evaluations = sorted(p for p in points if p <= MEASURE_FACTOR * budget_samples)
+    evaluations = sorted(p for p in points if p <= furthest)
     alpha = lad.alpha if lad.alpha is not None else sum(s.alpha_range) / 2
+    metric = s.metric if s.metric in LADDER_METRICS else "eval_loss"
     ladder = Ladder(batches=batches, seeds=lad.seeds, alpha=float(alpha),
                     warmup_fraction=sum(s.warmup_fraction_range) / 2, budget_samples=budget_samples, stop_samples=stop,
                     evaluations=tuple(evaluations), validate=lad.validate, base_lr=t.base_lr, base_batch=t.base_batch,
-                    min_steps=lad.min_steps, tokens_per_sample=tokens_per_sample, curve=lad.curve)
+                    min_steps=lad.min_steps, tokens_per_sample=tokens_per_sample, curve=lad.curve,
+                    reading=lad.reading, cap=float(lad.cap), metric=metric)
     rungs = ladder.rung_evaluations
     if len(rungs) < MIN_RUNGS:  # a plan that can never predict: refused before anything trains (issue 40 row 10)
         raise SpecError(f"ladder.first_rung: the plan has {len(rungs)} rung(s) ({', '.join(map(str, rungs)) or 'none'} "

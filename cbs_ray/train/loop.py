@@ -32,6 +32,7 @@ from cbs_ray.maths.noise_scale import NOT_MEASURABLE, b_simple
 from cbs_ray.records.trial_report import TrialReport
 from cbs_ray.sources.builtin import _METRICS_OF_EVERY_TASK, WORST_METRIC
 from cbs_ray.sources.protocol import Position
+from cbs_ray.train.averaging import AVERAGED_PREFIX
 from cbs_ray.train.checkpoint import mark_trunk_done, publish_state, save_state
 from cbs_ray.train.config import TrialConfig
 from cbs_ray.train.failure import FailureLog
@@ -41,6 +42,9 @@ from cbs_ray.train.setup import _batch_plan_for, _Parts, _Progress, _setup
 
 EMA_ALPHA = 0.5
 """The weight of each step's training loss in the EMA branch mode may compare (Merrill et al. 2025, §3.1)."""
+
+AVERAGED_METRICS = ("eval_loss", "excess_loss")
+"""The metrics of the average of the iterates a run reports beside the raw model's (``ewa_eval_loss``, …)."""
 
 __all__ = ["StepReadings", "train_loop"]
 
@@ -190,6 +194,8 @@ def _optimizer_step(cfg: TrialConfig, session, parts: _Parts, position: Optional
     scaler.update()
     parts.scheduler.step()
     optimizer.zero_grad(set_to_none=True)
+    if parts.average is not None:
+        parts.average.update_parameters(getattr(parts.model, "module", parts.model))
     return StepReadings(step_loss, grad_norm, lr, skipped=False, diverged=False)
 
 
@@ -237,8 +243,13 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: _Parts, progress: _Pro
     samples = progress.samples
     position = position or Position()
     position.phase, position.samples = "evaluation", samples
+    limit = cfg.plan.evaluation_limit(samples)
     evaluation = parts.source.evaluate(parts.forward, session, cfg, batch_size=parts.eval_batch, position=position,
-                                       limit=cfg.plan.evaluation_limit(samples))
+                                       limit=limit)
+    if parts.average is not None:  # the average of the iterates, beside the raw model (ladder.reading: ewa)
+        averaged = parts.source.evaluate(parts.average.module, session, cfg, batch_size=parts.eval_batch,
+                                         position=position, limit=limit)
+        evaluation.update({f"{AVERAGED_PREFIX}{key}": averaged[key] for key in AVERAGED_METRICS if key in averaged})
     if samples == cfg.budget_samples and parts.source.has_dev:
         position.phase = "dev evaluation"
         dev = parts.source.evaluate(parts.forward, session, cfg, on_dev=True, batch_size=parts.eval_batch,

@@ -92,6 +92,9 @@ class RunPlan:
     these from the training set (0: all of it, from scratch), so that every run, whatever its micro-batch, has
     the same epoch boundaries: a branch continues the trunk's data order exactly, and so does a restart of
     either."""
+    averages_iterates: bool = False
+    """A ladder run read through the average of its iterates (``ladder.reading: ewa``): the loop keeps one
+    (``train.averaging``) and evaluates it beside the raw model at every evaluation (``ewa_*`` metrics)."""
 
     # ---- what the run does -------------------------------------------------------------------------
     def evaluation_limit(self, samples: int) -> Optional[int]:
@@ -286,12 +289,13 @@ def scratch_plan(spec: SearchSpec, batch: int, alpha: float, warmup_fraction: fl
 
 def ladder_plan(ladder: Ladder, batch: int, stop_samples: int) -> RunPlan:
     """A ladder run's plan (``spec.ladder_section``): ``batch`` from 0 to ``stop_samples`` at the alpha rule's LR,
-    constant after its warmup, evaluating at the ladder's geometric points up to the stop."""
+    constant after its warmup, evaluating at the ladder's geometric points up to the stop (the stopper may end it
+    sooner: ``analysis.ladder_stop``), with the average of its iterates where ``ladder.reading`` is ``ewa``."""
     steps = optimizer_steps(stop_samples, batch)
     return RunPlan(role=None, lr_batch=batch, batch_schedule=((0, batch),), start_samples=0, stop_samples=stop_samples,
                    report_at=tuple(e for e in ladder.evaluations if e <= stop_samples), alpha=ladder.alpha,
                    lr_peak=ladder.peak_lr(batch), lr_warmup_steps=ladder.warmup_steps(batch), lr_total_steps=steps,
-                   lr_decay="constant")
+                   lr_decay="constant", averages_iterates=ladder.reading == "ewa")
 
 
 def ladder_configs(ladder: Ladder) -> list[dict]:

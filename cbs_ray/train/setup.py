@@ -15,6 +15,7 @@ from cbs_ray.maths.budget import BatchPlan, plan_batch
 from cbs_ray.maths.noise_scale import NoiseScaleMeter
 from cbs_ray.sources.amp import autocast_dtype
 from cbs_ray.sources.choose import loop_source
+from cbs_ray.train.averaging import iterate_average
 from cbs_ray.train.checkpoint import load_branch_start, load_state, wait_for_trunk
 from cbs_ray.train.config import TrialConfig
 from cbs_ray.train.data_order import _endless_micro_batches, _ResumableSampler
@@ -46,6 +47,8 @@ class _Parts:
     local_sqnorm: Optional[Callable[[], torch.Tensor]]
     source: Any
     """Where the model and data come from: ``BuiltinSource`` (the spec's) or ``sources.user_objects.UserObjects``."""
+    average: Any = None
+    """The average of the iterates (``train.averaging``; a ladder run with ``ladder.reading: ewa``), else None."""
 
 
 @dataclass
@@ -221,7 +224,8 @@ def _setup(cfg: TrialConfig, data, session) -> tuple[_Parts, _Progress]:
                    amp_dtype=amp_dtype, plan=plan, eval_batch=eval_batch, micro_batches=micro_batches,
                    params=params, is_ddp=hasattr(model, "no_sync"),
                    clip=training.grad_clip_norm if training.grad_clip_norm is not None else float("inf"),
-                   noise=noise, local_sqnorm=local_sqnorm, source=source)
+                   noise=noise, local_sqnorm=local_sqnorm, source=source,
+                   average=iterate_average(getattr(model, "module", model)) if cfg.plan.averages_iterates else None)
     samples = cfg.plan.samples_after(step)
     progress = _Progress(step=step, drawn=drawn, resumed_from_samples=samples if step else 0,
                          loop_start=time.perf_counter() - saved.get("wall_time_s", 0.0),

@@ -7,15 +7,19 @@ Its ``METHOD`` is its entry in ``tune.api.METHODS``.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Optional
 
+from ray.tune.stopper import Stopper
+
+from cbs_ray.analysis.ladder_stop import LadderStop
 from cbs_ray.analysis.ladder_summary import headline, summarize_ladder
 from cbs_ray.records.meta import FORMAT, ExperimentMeta
 from cbs_ray.records.names import resume_command
 from cbs_ray.records.storage import ReportError, first_error, load_history
 from cbs_ray.report.ladder import write_ladder_report
-from cbs_ray.spec.ladder_section import Ladder, resolve_ladder
+from cbs_ray.spec.ladder_section import MIN_RUNG_SPAN, Ladder, resolve_ladder
 from cbs_ray.spec.load import spec_from_dict, spec_to_dict
 from cbs_ray.spec.resolve import tokens_per_sample
 from cbs_ray.spec.schema import SearchSpec
@@ -44,22 +48,46 @@ def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
     budget over the same batches."""
     steps = ", ".join(f"B={b}: {ld.stop_samples // b}" for b in ld.batches)
     rungs = ld.rung_evaluations
+    reading = ("the average of its iterates (ladder.reading ewa: polynomial-decay averaging, evaluated beside the raw "
+               "model)" if ld.reading == "ewa" else "the raw model (ladder.reading raw)")
     lines = [
-        f"{spec.name}: ladder, full budget D = {ld.budget_samples} samples; every batch trains to "
-        f"{ld.stop_samples} samples ({ld.stop_samples / ld.budget_samples:.0%} of D) at a constant LR after warmup",
+        f"{spec.name}: ladder, full budget D = {ld.budget_samples} samples; the smallest batch trains to "
+        f"{ld.stop_samples} samples ({ld.stop_samples / ld.budget_samples:.0%} of D), every other until it reaches "
+        f"the smallest batch's {ld.metric} there or {ld.ladder_cap} samples (ladder.cap {ld.cap:g}), at a constant "
+        f"LR after warmup; each run's {ld.metric} read through {reading}",
         f"  batches {list(ld.batches)} x {ld.seeds} seeds = {len(ld.batches) * ld.seeds} trials; peak lr by alpha "
         f"{ld.alpha:g}: " + ", ".join(f"B={b}: {ld.peak_lr(b):.3g}" for b in ld.batches),
         f"  optimizer steps to the fraction: {steps} (floor ladder.min_steps={ld.min_steps})",
         f"  rungs at {', '.join(map(str, rungs))} samples (from twice the warmup, {ld.warmup_samples} samples, "
-        f"on); B_crit fitted at each, then B_crit ∝ D^γ extrapolated to {ld.budget_samples}",
-        f"  samples trained: {ld.ladder_samples} = {ld.ladder_samples / ld.full_samples:.2f} of one from-scratch "
-        f"search at the full budget over the same batches and seeds ({ld.full_samples})",
+        f"on; a span of {ld.rung_span:.3g}x in D); B_crit fitted at each, then B_crit ∝ D^γ extrapolated to "
+        f"{ld.budget_samples}",
+        f"  samples trained: at most {ld.ladder_samples_at_most} = {ld.ladder_samples_at_most / ld.full_samples:.2f} "
+        f"of one from-scratch search at the full budget over the same batches and seeds ({ld.full_samples})",
     ]
+    if ld.rung_span < MIN_RUNG_SPAN:
+        lines.append(f"  warning: the rungs span under {MIN_RUNG_SPAN}x in D, too short to read the exponent well; "
+                     f"lower the warmup (search.warmup_fraction_range) or ladder.first_rung, or raise ladder.fraction")
     if ld.validate:
-        lines.append(f"  then (--validate-prediction): the same runs go on to {ld.run_stop} samples, 2 x D, so that the "
-                     f"larger batches reach the smallest one's loss at D ({ld.measurement_samples} samples in all); "
-                     f"the ladder reads only their first {ld.stop_samples}")
+        lines.append(f"  then (--validate-prediction): the runs go on, the smallest batch to D, every other until it "
+                     f"reaches the smallest batch's {ld.metric} at D or {ld.run_stop} samples (ladder.cap x D); the "
+                     f"ladder reads each run only up to where it alone would have stopped")
     return lines
+
+
+class LadderStopper(Stopper):
+    """Ends a ladder run once it has trained far enough (``analysis.ladder_stop.LadderStop`` decides)."""
+
+    def __init__(self, ld: Ladder):
+        self.rule = LadderStop(reference_batch=min(ld.batches), reference_stop=ld.reference_stop, seeds=ld.seeds)
+        self.column = ld.reading_column
+
+    def __call__(self, trial_id, result) -> bool:
+        value = result.get(self.column)
+        return self.rule.observe(int(result["batch_size"]), int(result.get("config", {}).get("seed_offset", 0)),
+                                 int(result["samples_seen"]), math.nan if value is None else float(value))
+
+    def stop_all(self) -> bool:
+        return False
 
 
 def _resolved(spec: SearchSpec, prepared) -> Ladder:
@@ -86,13 +114,14 @@ def run_ladder_search(spec: SearchSpec, prepared, *, objects=None, probe=None, o
         on_the_cluster(spec, context)
         name, path = new_experiment(spec, "ladder")
         meta = ExperimentMeta.from_dict({
-            "name": spec.name, "method": "ladder", "metric": "eval_loss", "mode": "min", **ld.to_meta(),
+            "name": spec.name, "method": "ladder", "metric": ld.metric, "mode": "min", **ld.to_meta(),
             "max_seq_length": spec.data.max_seq_length, "spec": spec_to_dict(spec), "format": FORMAT,
             "data_fingerprint": data_fingerprint(data)})
         meta.write(path)
         print(f"experiment: {path}\n  if this run is killed, continue it with: {resume_command(path)}", flush=True)
         path = run_tuner(spec, data, budget, config, name=name, verbose=verbose,
-                         callbacks=tracker_callbacks_for(spec, budget, meta), **points_config(ladder_configs(ld)))
+                         callbacks=tracker_callbacks_for(spec, budget, meta), stopper=LadderStopper(ld),
+                         **points_config(ladder_configs(ld)))
     return summarize_ladder_experiment(path, out)
 
 

@@ -162,7 +162,7 @@ def points_config(points: list[dict]) -> dict:
 def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: bool | int, name: str | None = None,
                param_space: dict | None = None, restore: str | None = None, callbacks: list = (),
                branching: Branching | None = None, expected_trials: Callable[[], int] | None = None,
-               **tune_config) -> str:
+               stopper=None, **tune_config) -> str:
     """One Tune experiment of ``run_trial`` (the search, or the repeats), new or restored from the
     experiment path ``restore``; returns its path.
 
@@ -170,7 +170,8 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: bool | in
     trial and each of its Ray Train workers gets their ``DataRef`` and fetches them where the loop runs
     (zero-copy for numpy arrays), instead of a multi-worker trial pickling them into its Train run. A
     restored experiment puts them afresh. ``branching`` (branch mode: the ``branch:`` section, resolved once on the
-    driver) goes to every trial, whose plan is built from it. Not ``verbose``: the progress display
+    driver) goes to every trial, whose plan is built from it. ``stopper``: a Tune ``Stopper`` beside the one that
+    ends the search when nothing fits (the ladder's, ``tune.ladder``). Not ``verbose``: the progress display
     (``tune.progress``) instead of Tune's tables (``verbose`` is Tune's level: True is 1)."""
     import ray
     from ray import tune
@@ -220,7 +221,8 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: bool | in
         param_space=param_space,
         run_config=tune.RunConfig(
             name=name, storage_path=spec.storage_uri, verbose=int(verbose),
-            stop=nothing_fits, callbacks=[NothingFitsWatch(nothing_fits), DiskWatch(spec.storage_uri), *callbacks],
+            stop=nothing_fits if stopper is None else tune.stopper.CombinedStopper(nothing_fits, stopper),
+            callbacks=[NothingFitsWatch(nothing_fits), DiskWatch(spec.storage_uri), *callbacks],
             checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
             # An in-process trial whose process dies restarts from its last checkpoint; a TorchTrainer
             # trial restarts its workers itself (trial.py), so Tune does not restart it again.

@@ -46,7 +46,11 @@ def test_the_ladder_recovers_a_known_exponent_and_predicts_the_measured_b_crit()
     # and better than B_crit at the last rung with a reading: 1024 (64, a factor 2.8 off; at 2048 the larger
     # batches have not reached the target within the ladder's 2048 samples).
     assert v["measured_b_crit"] == pytest.approx(true, rel=0.03)
-    assert v["within_interval"] and v["log2_error"] <= 0.5 and v["samples_ratio"] == 0.125  # 2048 of 2 x 8192
+    assert v["within_interval"] and v["log2_error"] <= 0.5
+    # the ladder's samples (every batch to where it reached the last rung's target, at most the fraction in an
+    # experiment from before ladder.cap) over the measurement's (every batch to where it reached the loss at D)
+    assert v["samples_ratio"] == pytest.approx(s.cost["ladder_samples"] / v["measurement_samples"])
+    assert v["samples_ratio"] < 0.15
     assert v["baselines"]["no_extrapolation"]["log2_error"] == pytest.approx(math.log2(true / 64), abs=0.05)
     assert v["beats_baselines"] and v["target_met"]
     assert set(v["baselines"]) == {"no_extrapolation", "borrowed_exponent_0.383", "borrowed_exponent_0.47",
@@ -80,7 +84,11 @@ def test_summary_json_keys_and_report_files(tmp_path):
     text = page.read_text()  # the rungs as a table (one row each), the answer box first
     assert text.count("<tr>") == 1 + len(d["ladder"]["rungs"]) and text.index('class="answer') < text.index("<table>")
     lines = headline(s)
-    assert lines[0].startswith("Ladder: runs to 2048 of 8192 samples (25%)")
+    assert lines[0].startswith("Ladder: the smallest batch to 2048 of 8192 samples, every other until it reached "
+                               "that loss or 2048")
+    assert lines[0].endswith("eval_loss read through the raw model (ladder.reading raw)")  # an experiment from before
+    assert {"exponent_se", "reading", "rung_span", "cuts"} <= set(d["ladder"]) and d["ladder"]["reading"] == "raw"
+    assert d["ladder"]["exponent_se"] > 0 and "censored" in d["ladder"]["rungs"][0]
     assert any(line.startswith("Validation: measured B_crit") for line in lines)
 
 
@@ -115,7 +123,10 @@ def test_the_noise_scale_on_the_way_is_read_beside_the_rungs():
     assert s.ladder["noise_scale"]["by_rung"][0] == [256, 2.56, 3]
     line = next(x for x in headline(s) if x.startswith("Gradient noise scale B_simple on the way: 2.56 at 256"))
     assert "(∝ D^1)" in line and "it grows with data where no growing B_crit could be read" in line
-    assert summarize_ladder(history(), META, bootstrap=0).ladder["noise_scale"] == {"by_rung": [], "exponent": None}
+    assert summarize_ladder(history(), META, bootstrap=0).ladder["noise_scale"] == {"by_rung": [], "exponent": None,
+                                                                                   "constant": None}
+    assert noise["constant"] == pytest.approx(0.01)  # B_simple = D / 100: what it would predict at D = 8192: 81.92
+    assert s.prediction["b_simple_prediction"] == pytest.approx(81.92)
 
 
 def test_the_ladder_plot_draws_the_rungs_and_the_noise_scale(tmp_path, monkeypatch):

@@ -12,9 +12,9 @@ from cbs_ray.spec.load import load_spec
 pytestmark = pytest.mark.slow
 
 LM = "search_spaces/tiny_causal_lm.yaml"
-# The tiny causal LM at D = 2048 samples: batches 8…64, one seed, runs to half of D (16 steps at B=64),
-# evaluations from 128 at every factor √2 to 1024 (the ladder; its rungs from twice the warmup, 256, on) and on
-# to 4096 (the validation).
+# The tiny causal LM at D = 2048 samples: batches 8…64, one seed, the smallest to half of D (16 steps at B=64) for
+# the ladder (its rungs from twice the warmup, 256, on) and to D for the validation, every other until it reaches
+# the smallest one's loss there or 4·D = 8192; evaluations from 128 at every factor √2.
 SMALL = ["search.method=ladder", "training.budget_samples=2048", "training.eval_every_samples=1024",
          "asha.grace_period_samples=1024", "search.batch_sizes=[8, 16, 32, 64]", "data.builtin_eval_examples=512",
          "data.builtin_train_examples=4096", "ladder.fraction=0.5", "ladder.seeds=1", "ladder.first_rung=0.0625",
@@ -36,10 +36,10 @@ def test_every_batch_is_a_trial_evaluated_on_the_geometric_cadence(ladder):
 
     trials = ExperimentAnalysis(summary.experiment_path).trials
     assert sorted(2 ** t.config["log2_batch"] for t in trials) == [8, 16, 32, 64]
-    assert all(t.status == "TERMINATED" and t.config["ladder_stop_samples"] == 4096 for t in trials)
+    assert all(t.status == "TERMINATED" and t.config["ladder_stop_samples"] == 8192 for t in trials)
     history = json.loads((out / "summary.json").read_text())
     curves = history["curves"]
-    assert [s for s, _ in curves["8"]] == [128, 192, 256, 384, 512, 704, 1024, 1472, 2048, 2880, 4096]
+    assert [s for s, _ in curves["8"]] == [128, 192, 256, 384, 512, 704, 1024, 1472, 2048]  # stopped at D
 
 
 def test_summary_json_has_the_ladder_the_prediction_and_its_validation(ladder):
@@ -52,7 +52,7 @@ def test_summary_json_has_the_ladder_the_prediction_and_its_validation(ladder):
     assert p["budget_samples"] == 2048
     assert (p["b_crit"] is None) == (p["refusal"] is not None)  # a prediction, or the reason there is none
     v = d["prediction_validation"]
-    assert v["samples_ratio"] == pytest.approx(1024 / 4096)
+    assert 0 < v["samples_ratio"] < 1 and d["ladder"]["reading"] == "ewa" and "exponent_se" in d["ladder"]
     assert {"measured_b_crit", "within_interval", "log2_error", "baselines"} <= set(v)
     for name in ("report.html", "report.md", "ladder.png", "history.csv"):
         assert (out / name).stat().st_size > 0

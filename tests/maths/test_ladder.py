@@ -79,13 +79,38 @@ def test_rung_readings_by_hand():
     assert second.b_crit == pytest.approx(32)
     assert second.b_crit_ci is None   # 3 batch sizes: too few resamples with 3 distinct ones for a CI
     assert second.overhead_20pct == 16          # 32 needs 3200 > 1.2 · 2400 samples
-    # target 3.0: 32 and 64 are already below it at their first evaluation (2400, 4000 samples)
-    assert first.steps_by_batch == pytest.approx({16: 75, 32: 75, 64: 62.5})
+    # target 3.0: 32 and 64 are already below it at their first evaluation (2400, 4000 samples): left-censored,
+    # a bound (they needed at most 75 and 62.5 steps), never a crossing, so no B_crit at that rung
+    assert first.steps_by_batch[16] == pytest.approx(75)
+    assert math.isnan(first.steps_by_batch[32]) and math.isnan(first.steps_by_batch[64])
+    assert first.censored == (32, 64) and first.b_crit is None and second.censored == ()
     # target 1.0: only 16 reaches it (the unshared 0.5 at 6000 is not in the mean)
     assert third.steps_by_batch[16] == pytest.approx(225)
     assert math.isnan(third.steps_by_batch[32]) and math.isnan(third.steps_by_batch[64])
     assert third.b_crit is None and "at least 3" in third.reason
     assert rung_readings(curves, reference_batch=32, bootstrap=0)[0].samples_seen == 2400
+
+
+def test_the_exponents_standard_error_by_hand():
+    """Three points on y = x (slope 1) at x = 1, e, e², each log y with sd 0.1: SE = 0.1 / √Σ(ln x − 1)² = 0.1 / √2;
+    points off the line scale it up by √(χ²/(n − 2)), never down."""
+    from cbs_ray.maths.ladder import power_law_exponent_se
+
+    x = [1.0, math.e, math.e ** 2]
+    assert power_law_exponent_se(x, x, [100.0] * 3) == pytest.approx(0.1 / math.sqrt(2))
+    # log y = 0, 1.2, 2: fitted slope 1, residuals -0.0667, 0.1333, -0.0667; χ² = 100·0.02667 = 2.667 on 1 dof
+    scattered = power_law_exponent_se(x, [1.0, math.exp(1.2), math.e ** 2], [100.0] * 3)
+    assert scattered == pytest.approx(0.1 / math.sqrt(2) * math.sqrt(100 * (2 * 0.2 ** 2 / 9 + 0.4 ** 2 / 9)))
+    assert math.isnan(power_law_exponent_se(x[:2], x[:2], [1.0, 1.0]))
+
+
+def test_a_run_below_the_target_at_its_first_report_is_censored():
+    """samples_to_target: reached at the first report is a bound; with censor_first it is NaN, never a crossing."""
+    from cbs_ray.maths.tradeoff import samples_to_target
+
+    assert samples_to_target([100, 200], [1.0, 0.5], 2.0, mode="min") == 100            # the old credit
+    assert math.isnan(samples_to_target([100, 200], [1.0, 0.5], 2.0, mode="min", censor_first=True))
+    assert samples_to_target([100, 200], [3.0, 1.0], 2.0, mode="min", censor_first=True) == 150  # a crossing
 
 
 def test_interpolation_between_evaluations_is_log_log():
@@ -102,10 +127,16 @@ def test_interpolation_between_evaluations_is_log_log():
 @pytest.mark.parametrize("gamma, truth", [(0.5, 512.0), (0.3, 256.0)])
 def test_exact_synthetic_ladder_recovers_the_exponent(gamma, truth):
     rungs = rung_readings(synthetic_curves(gamma, truth), bootstrap=200)
-    c = truth / BUDGET ** gamma                     # γ = 0.5: B_crit = 64, 90.5, …, 362 over D/64 … D/2
-    assert [r.b_crit for r in rungs] == pytest.approx([c * d ** gamma for d in REF_POINTS], rel=1e-6)
+    c = truth / BUDGET ** gamma                     # γ = 0.5: B_crit = 90.5, …, 362 over D/32 … D/2
+    # at the first rung every other batch's first evaluation is at the target itself: left-censored (it may have
+    # got there sooner), so no B_crit there
+    assert rungs[0].b_crit is None and rungs[0].censored == tuple(BATCHES[1:])
+    assert [r.b_crit for r in rungs[1:]] == pytest.approx([c * d ** gamma for d in REF_POINTS[1:]], rel=1e-6)
     fit = fit_ladder(rungs, budget_samples=BUDGET)
-    assert fit.refusal is None and len(fit.rungs_used) == 6
+    assert fit.refusal is None and len(fit.rungs_used) == 5
+    # on the line (χ² = 0), every rung's sd floored at 0.05: SE = 0.05 / √Σ(ln D_j − mean)², the D_j a factor 2
+    # apart: Σ = (ln 2)² · (4 + 1 + 0 + 1 + 4) = 4.805, SE = 0.02281
+    assert fit.exponent_se == pytest.approx(0.05 / math.sqrt(10 * math.log(2) ** 2), rel=1e-6)
     assert fit.exponent == pytest.approx(gamma, abs=1e-6) and fit.constant == pytest.approx(c, rel=1e-5)
     assert fit.exponent_ci[0] < gamma < fit.exponent_ci[1]
     assert fit.b_crit == pytest.approx(truth, rel=1e-5)
@@ -229,11 +260,12 @@ def test_loss_curve_fit_recovers_a_known_curve():
     assert curve.exponent == pytest.approx(0.5, rel=0.025)
     assert curve.floor == pytest.approx(3.0, abs=0.05) and curve.first == 400 and curve.last == xs[-1]
     assert curve.samples_to(3.7) == pytest.approx(3265.3, rel=0.01)
-    assert curve.samples_to(5.0) == 400                      # already below at the first point: credited there
+    assert math.isnan(curve.samples_to(5.0)) and curve.censored(5.0)  # below at the first point: a bound only
     assert math.isnan(curve.samples_to(3.55))                # at 5289, past the last point (4525): not read
     # a flat or rising curve is its mean: below it from the start, above it never
     flat = fit_loss_curve([(x, 2.0 + 0.001 * k) for k, x in enumerate(xs)])
-    assert flat.scale == 0 and flat.samples_to(2.1) == 400 and math.isnan(flat.samples_to(1.9))
+    assert flat.scale == 0 and flat.censored(2.1) and math.isnan(flat.samples_to(2.1))
+    assert math.isnan(flat.samples_to(1.9)) and not flat.censored(1.9)
     assert fit_loss_curve([(400, 3.0), (800, 2.0), (800, 2.1), (1600, math.nan)]) is None  # 2 distinct points
 
 
@@ -256,3 +288,18 @@ def test_fitted_curves_read_the_noisy_ladder():
         == REF_POINTS[2:]
     with pytest.raises(ValueError, match="curve_model"):
         rung_readings(curves, curve_model="spline")
+
+
+def test_the_intervals_resample_the_batches_when_the_rungs_carry_their_steps():
+    """Rungs read off the same runs (``rung_readings``' rungs carry every batch's steps) get their intervals from
+    resampling the batches, the same at every rung: on exact curves (B_crit = c·D^0.5) the truth is inside and the
+    exponent's interval is narrower than the same rungs' with their steps dropped, whose errors are drawn
+    independently rung by rung."""
+    import dataclasses
+
+    rungs = rung_readings(synthetic_curves(0.5, 512.0), bootstrap=200)
+    joint = fit_ladder(rungs, budget_samples=BUDGET, bootstrap=300)
+    apart = fit_ladder([dataclasses.replace(r, steps_by_batch={}) for r in rungs], budget_samples=BUDGET,
+                       bootstrap=300)
+    assert joint.exponent_ci[0] < 0.5 < joint.exponent_ci[1] and joint.interval_90[0] < 512 < joint.interval_90[1]
+    assert joint.exponent_ci[1] - joint.exponent_ci[0] < apart.exponent_ci[1] - apart.exponent_ci[0]

@@ -19,24 +19,29 @@ def _sets(overrides):
 
 def test_the_ladder_resolved_against_the_budget():
     ld = resolve_ladder(load_spec(LM, LADDER), 8192)
-    # batches 8…64, two seeds; runs to 1/4 of D = 2048 (32 steps at 64); evaluations from D/64 = 128 at every
-    # factor √2 (to whole batches of 64) up to 2·D for the validation; the rungs from twice the warmup (0.1 of
-    # 2048: 204 samples) on, up to the fraction.
+    # batches 8…64, two seeds; the smallest to 1/4 of D = 2048 (32 steps at 64), the others until they reach its
+    # loss there or the cap, 4 × the fraction = 8192; evaluations from D/64 = 128 at every factor √2 (to whole
+    # batches of 64) up to the cap (4·D = 32768 for the validation); the rungs from twice the warmup (0.1 of 2048:
+    # 204 samples) on, up to the fraction.
     assert (ld.batches, ld.seeds, ld.stop_samples) == ((8, 16, 32, 64), 2, 2048)
-    assert ld.evaluations == (128, 192, 256, 384, 512, 704, 1024, 1472, 2048, 2880, 4096, 5824, 8192, 11584, 16384)
+    assert ld.evaluations == (128, 192, 256, 384, 512, 704, 1024, 1472, 2048, 2880, 4096, 5824, 8192)
     assert ld.warmup_samples == 204 and ld.rungs_from == 512 and ld.rung_evaluations == (512, 704, 1024, 1472, 2048)
-    assert ld.alpha == 0.75 and ld.run_stop == 2048  # the middle of alpha_range; no validation: the fraction
-    assert ld.ladder_samples == 4 * 2 * 2048 and ld.full_samples == 4 * 2 * 8192
-    assert resolve_ladder(load_spec(LM, LADDER + ["ladder.validate=true"]), 8192).run_stop == 16384
+    assert ld.alpha == 0.75 and ld.run_stop == ld.ladder_cap == 8192 and ld.reference_stop == 2048
+    assert ld.ladder_samples_at_most == 2 * (2048 + 3 * 8192) and ld.full_samples == 4 * 2 * 8192
+    assert ld.reading == "ewa" and ld.reading_column == "ewa_eval_loss" and ld.rung_span == 4
+    validated = resolve_ladder(load_spec(LM, LADDER + ["ladder.validate=true"]), 8192)
+    assert validated.run_stop == 32768 and validated.reference_stop == 8192 and validated.evaluations[-1] == 32768
 
 
 def test_a_ladder_run_is_constant_lr_after_warmup_and_its_prefix_does_not_depend_on_its_stop():
     spec = load_spec(LM, LADDER)
     ld = resolve_ladder(spec, 8192)
     short, long = [plan_from_config(spec, {**config, "ladder_stop_samples": stop}, 8192)
-                   for config in ladder_configs(ld)[-1:] for stop in (2048, 16384)]
+                   for config in ladder_configs(ld)[-1:] for stop in (2048, 8192)]
     assert short.batch_schedule == ((0, 64),) and short.report_at == (128, 192, 256, 384, 512, 704, 1024, 1472, 2048)
-    assert long.report_at[-1] == 16384 and short.lr_decay == "constant"
+    assert long.report_at[-1] == 8192 and short.lr_decay == "constant"
+    assert short.averages_iterates and not plan_from_config(load_spec(LM, LADDER + ["ladder.reading=raw"]),
+                                                            ladder_configs(ld)[0], 8192).averages_iterates
     assert short.lr_warmup_steps == long.lr_warmup_steps == 3  # 0.1 of the 32 steps to the fraction
     factors_short, factors_long = short.lr_factors(), long.lr_factors()
     assert [factors_short(k) for k in range(32)] == [factors_long(k) for k in range(32)]
@@ -47,10 +52,14 @@ def test_a_ladder_run_is_constant_lr_after_warmup_and_its_prefix_does_not_depend
 def test_dry_run_prints_the_rungs_and_the_cost(capsys):
     assert main(["--space", LM, "--dry-run", "--validate-prediction", *_sets(LADDER)]) == 0
     out = capsys.readouterr().out
-    assert "ladder, full budget D = 8192 samples; every batch trains to 2048 samples (25% of D)" in out
-    assert "rungs at 512, 704, 1024, 1472, 2048 samples (from twice the warmup" in out
-    assert "samples trained: 16384 = 0.25 of one from-scratch search at the full budget" in out
-    assert "then (--validate-prediction): the same runs go on to 16384 samples" in out
+    assert ("ladder, full budget D = 8192 samples; the smallest batch trains to 2048 samples (25% of D), every other "
+            "until it reaches the smallest batch's eval_loss there or 8192 samples (ladder.cap 4)") in out
+    assert "read through the average of its iterates (ladder.reading ewa" in out
+    assert "rungs at 512, 704, 1024, 1472, 2048 samples (from twice the warmup" in out and "a span of 4x in D" in out
+    assert "warning: the rungs span under 8x in D" in out
+    assert "samples trained: at most 53248 = 0.81 of one from-scratch search at the full budget" in out
+    assert ("then (--validate-prediction): the runs go on, the smallest batch to D, every other until it reaches the "
+            "smallest batch's eval_loss at D or 32768 samples") in out
 
 
 @pytest.mark.parametrize("overrides, message", [
