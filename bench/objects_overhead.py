@@ -100,7 +100,7 @@ def experiment(path: str, workers: int, data, config, args, storage: str, rss: R
     if path == "spec":
         spec = load_spec(None, SHAPE + kind + [f"data.builtin_eval_examples={EVAL_EXAMPLES}"])
         prepared = prepare(spec)
-        trains_on = (data, prepared[1], config)
+        trains_on = (data, prepared.budget_samples, config)
     else:
         spec = load_spec(None, SHAPE + kind)
         model = {"name": spec.model.name, "config": spec.model.config}

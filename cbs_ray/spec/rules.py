@@ -259,8 +259,8 @@ def _study_needs_optuna(spec: SearchSpec) -> None:
 
 def _branch_mode_stands_alone(spec: SearchSpec) -> None:
     """What branch mode cannot combine with: a probe-chosen grid (the branches need their batches before
-    anything trains), an Optuna study (branch mode trains a fixed grid: each checkpoint × batch × alpha),
-    trackers (not wired to branch mode's runs yet). ``search.repeats``, ``num_trials``, ``strategy`` and the
+    anything trains), an Optuna study (branch mode trains a fixed grid: each checkpoint × batch × alpha), a
+    storage URI (the trunk's checkpoints go to a shared directory). ``search.repeats``, ``num_trials``, ``strategy`` and the
     ``asha`` section are a from-scratch search's and are ignored; the schedule switch needs branch mode."""
     s = spec.search
     if s.method != "branch":
@@ -274,8 +274,6 @@ def _branch_mode_stands_alone(spec: SearchSpec) -> None:
     if s.study_storage is not None:
         raise SpecError("search.study_storage: search.method branch trains a fixed grid (checkpoint × batch × "
                         "alpha), not an Optuna study; drop the study storage")
-    if spec.tracking != TrackingSpec():
-        raise SpecError("tracking: not available with search.method branch yet; drop the tracking section")
     if "://" in spec.storage_path:
         raise SpecError(f"storage_path: search.method branch writes the trunk's checkpoints to a directory every "
                         f"trial reads (a local or shared filesystem), not a URI; got {spec.storage_path}")

@@ -70,7 +70,7 @@ def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, e
     # and its report's folder may be named after the model the check builds.
     probe = probe_spec(spec) if spec.auto_batch_sizes else None
     prepared = prepare(probe or spec, objects) if objects is not None else None
-    if prepared is not None and _named_after_the_model(spec, prepared[0]) and probe is not None:
+    if prepared is not None and _named_after_the_model(spec, prepared.data) and probe is not None:
         probe = probe_spec(spec)
     out = output_dir_for(spec, output_dir)
     check_before_ray(spec, out)
@@ -148,7 +148,7 @@ def _beside(experiment_path: str) -> Path:
 
 def _check_same_data(meta: ExperimentMeta, prepared, path: str) -> None:
     """The spec prepares what the experiment's trials trained on: the same budget, the same fingerprint."""
-    data, budget, _ = prepared
+    data, budget = prepared.data, prepared.budget_samples
     if meta.format < FORMAT and meta.user_objects is None:
         raise SpecError(f"--resume: {path} was written by an earlier cbs-ray (metadata format {meta.format}, "
                         f"without a fingerprint of its data), so resuming could not tell whether the spec "

@@ -34,13 +34,28 @@ from cbs_ray.spec.resolve import tokens_per_sample
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import branch_configs, trunk_config, validation_configs
 from cbs_ray.tune.branch_gate import PublishedCheckpoints, never_started
-from cbs_ray.tune.prepare import data_fingerprint, prepare
-from cbs_ray.tune.runner import new_experiment, on_the_cluster, points_config, ray_session, run_tuner
-from cbs_ray.tune.search_method import SearchMethod, check_batches_fit, check_spec_objects_only, experiment_out
+from cbs_ray.sources.object_checks import check_same_architecture, objects_meta
+from cbs_ray.tune.prepare import Prepared, data_fingerprint, prepare
+from cbs_ray.tune.runner import (
+    new_experiment,
+    on_the_cluster,
+    points_config,
+    ray_session,
+    run_tuner,
+    tracker_callbacks_for,
+)
+from cbs_ray.tune.search_method import (
+    SearchMethod,
+    attach_to_trackers,
+    check_batches_fit,
+    experiment_out,
+    if_killed_line,
+)
+from cbs_ray.tune.tracking import start_mlflow_parent
 from cbs_ray.tune.trunk_watch import TrunkWatch
 
 __all__ = ["METHOD", "BranchResult", "branch_history", "branch_plan_lines", "branch_search_samples",
-           "branch_tokens_per_sample", "check_no_objects", "report_branch_experiment", "resume_branch_search",
+           "branch_tokens_per_sample", "report_branch_experiment", "resume_branch_search",
            "same_spec_schedule", "scratch_search_samples", "summarize_branch_experiment"]
 
 
@@ -139,34 +154,37 @@ def branch_plan_lines(spec: SearchSpec, br: Branching) -> list[str]:
 
 # ---- on Ray ------------------------------------------------------------------------------------------
 
-def run_branch_search(spec: SearchSpec, prepared, *, objects=None, probe: Optional[SearchSpec] = None, out: Path,
-                      verbose: bool | int = False, address: Optional[str] = None) -> BranchResult:
+def run_branch_search(spec: SearchSpec, prepared: Prepared, *, objects=None, probe: Optional[SearchSpec] = None,
+                      out: Path, verbose: bool | int = False, address: Optional[str] = None) -> BranchResult:
     """The branch search of ``spec`` on what ``tune.prepare.prepare`` made of it (``run_search`` calls this for
     ``search.method: branch``): resolve the ``branch:`` section against the budget (a bad window or
     checkpoint is a ``SpecError`` here, before Ray starts), run the trunk and the branches as one Tune
     experiment, with ``branch.validate_schedule`` the recommended schedule as a second one, and write the
-    report to ``out``. ``probe`` is unused: the spec's rules refuse auto batch sizes in branch mode."""
-    check_no_objects(objects)
-    data, budget, config = prepared
+    report to ``out``. ``probe`` is unused: the spec's rules refuse auto batch sizes in branch mode. On the
+    user's own objects the driver first checks that ``model_init`` rebuilds one architecture (a branch loads the
+    trunk's state dict into a model of its own)."""
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     br = _resolved(spec, prepared)
+    if prepared.on_objects:
+        check_same_architecture(spec, data, (br.trunk_batch, br.largest_batch))
     for line in branch_plan_lines(spec, br):
         print(line, flush=True)
     with ray_session(address, verbose=verbose) as context:
         on_the_cluster(spec, context)
-        path = _fit_branches(spec, data, budget, config, br, verbose)
+        path = _fit_branches(spec, prepared, br, verbose)
         schedule_path = _validate_schedule(spec, data, budget, config, br, path, verbose) \
             if spec.branch.validate_schedule else None
-    return summarize_branch_experiment(spec, path, out, schedule_path)
+    return summarize_branch_experiment(spec, path, out, schedule_path, attach=True)
 
 
-def resume_branch_search(spec: SearchSpec, path: str, meta: ExperimentMeta, prepared, *, out: Path,
+def resume_branch_search(spec: SearchSpec, path: str, meta: ExperimentMeta, prepared: Prepared, *, out: Path,
                          verbose: bool | int = False, address: Optional[str] = None) -> BranchResult:
     """Continue a killed branch search (``tune.api.resume_search`` calls this for a branch experiment):
     the trunk and branch trials from their checkpoints, then the schedule run, restored if it had started,
     trained now if it had not."""
     from ray import tune  # Ray only where a search runs
 
-    data, budget, config = prepared
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     tokens = meta.tokens_per_sample
     br = resolve_branching(spec, budget, tokens)
     with ray_session(address, verbose=verbose) as context:
@@ -178,11 +196,12 @@ def resume_branch_search(spec: SearchSpec, path: str, meta: ExperimentMeta, prep
             run_tuner(spec, data, budget, config, verbose=verbose, restore=schedule_path, branching=br)
         elif spec.branch.validate_schedule:  # not started, or killed before Tune saved its state
             schedule_path = _validate_schedule(spec, data, budget, config, br, path, verbose)
-    return summarize_branch_experiment(spec, path, out, schedule_path)
+    return summarize_branch_experiment(spec, path, out, schedule_path, attach=True)
 
 
-def _fit_branches(spec: SearchSpec, data, budget: int, config, br: Branching, verbose: int) -> str:
+def _fit_branches(spec: SearchSpec, prepared: Prepared, br: Branching, verbose: int) -> str:
     """The trunk and the branches: one Tune experiment, the trunk first; returns its path."""
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
 
     name, path = new_experiment(spec, "branch")
     checkpoint_dir = f"{path}/trunk_checkpoints"
@@ -190,16 +209,16 @@ def _fit_branches(spec: SearchSpec, data, budget: int, config, br: Branching, ve
     meta = ExperimentMeta.from_dict({
         "name": spec.name, "method": "branch", "metric": "eval_loss", "mode": "min", **br.to_meta(),
         "checkpoint_dir": checkpoint_dir, "spec": spec_to_dict(spec), "format": FORMAT,
-        "data_fingerprint": data_fingerprint(data)})
+        "data_fingerprint": data_fingerprint(data), **objects_meta(data),
+        **({"mlflow_parent_run_id": start_mlflow_parent(spec, path)} if spec.tracking.mlflow is not None else {})})
     meta.write(path)
-    print(f"experiment: {path}\n  if this run is killed, continue it with: python -m cbs_ray.search --resume {path}",
-          flush=True)
+    print(if_killed_line(path, meta), flush=True)
     points = [trunk_config(br, checkpoint_dir), *branch_configs(br, checkpoint_dir)]
     # Each branch starts once its checkpoint is published (no trial waits in a slot for one); TrunkWatch marks
     # the end of a trunk that fails for good, and the gate then drops the branches whose checkpoint never came.
     tune_config = {**points_config(points), "search_alg": PublishedCheckpoints(points, checkpoint_dir)}
     path = run_tuner(spec, data, budget, config, name=name, verbose=verbose, branching=br,
-                     callbacks=[TrunkWatch(checkpoint_dir)],
+                     callbacks=[TrunkWatch(checkpoint_dir), *tracker_callbacks_for(spec, budget, meta)],
                      expected_trials=lambda: len(points) - len(never_started(points, checkpoint_dir)), **tune_config)
     dropped = never_started(points, checkpoint_dir)
     if dropped:
@@ -236,7 +255,8 @@ def _validate_schedule(spec: SearchSpec, data, budget: int, config, br: Branchin
     print(f"schedule: training {schedule} (alpha {alpha:g}) for {br.budget_samples} samples against fixed batches "
           f"{', '.join(f'{n} B={b}' for n, b in controls)}, on {br.validation_seeds} seeds ({len(points)} runs)\n"
           f"  criterion, fixed before these runs: {CRITERION}", flush=True)
-    return run_tuner(spec, data, budget, config, name=name, verbose=verbose, branching=br, **points_config(points))
+    return run_tuner(spec, data, budget, config, name=name, verbose=verbose, branching=br,
+                     callbacks=tracker_callbacks_for(spec, budget, meta), **points_config(points))
 
 
 def branch_history(path: str, schedule_path: Optional[str]) -> tuple[pd.DataFrame, Optional[str]]:
@@ -290,9 +310,10 @@ def same_spec_schedule(path: str, meta: ExperimentMeta) -> Optional[dict]:
 
 
 def summarize_branch_experiment(spec: SearchSpec, path: str, out: Path, schedule_path: Optional[str] = None, *,
-                                tolerance: Optional[float] = None) -> BranchResult:
+                                tolerance: Optional[float] = None, attach: bool = False) -> BranchResult:
     """The branch summary of the experiment at ``path`` (and its schedule run), written to ``out`` as the
-    branch report; prints the answer. ``tolerance`` reads CBS(t) at another tolerance than the spec's."""
+    branch report; prints the answer. ``tolerance`` reads CBS(t) at another tolerance than the spec's.
+    ``attach``: the report goes to the spec's trackers too (a search's end, not the report command)."""
     meta = {**ExperimentMeta.read(path).to_dict(), "experiment_path": path}
     if tolerance is not None:
         meta["tolerance"] = tolerance
@@ -303,6 +324,8 @@ def summarize_branch_experiment(spec: SearchSpec, path: str, out: Path, schedule
     html = write_branch_report(summary, history, out)
     print("\n".join(headline(summary)))
     print(f"Report: {html}\nSummary: {out / 'summary.json'}  (experiment: {path})", flush=True)
+    if attach:
+        attach_to_trackers(spec, path, out, summary.to_dict().get("answer") or {}, headline(summary))
     return BranchResult(spec, summary, history, path, out, schedule_path)
 
 
@@ -327,18 +350,13 @@ def plan_lines(spec: SearchSpec) -> list[str]:
     return branch_plan_lines(spec, _resolved(spec, prepare(spec)))
 
 
-def _resolved(spec: SearchSpec, prepared) -> Branching:
-    """The ``branch:`` section against the prepared data: the budget, and every batch within the training set
-    (a larger one would fail every run at set-up)."""
-    data, budget, _ = prepared
-    br = resolve_branching(spec, budget, branch_tokens_per_sample(spec))
-    check_batches_fit("branch.batch_sizes", max(br.branch_batches), data.train_examples)
+def _resolved(spec: SearchSpec, prepared: Prepared) -> Branching:
+    """The ``branch:`` section against the prepared data: the budget (in the prepared data's tokens where it is
+    in tokens), and every batch within the training set (a larger one would fail every run at set-up)."""
+    tokens = None if spec.training.budget_tokens is None else prepared.tokens_per_sample
+    br = resolve_branching(spec, prepared.budget_samples, tokens)
+    check_batches_fit("branch.batch_sizes", max(br.branch_batches), prepared.train_examples)
     return br
-
-
-def check_no_objects(objects) -> None:
-    """Branch mode runs on the spec's model and data (the trunk's checkpoints hold the loop's own state)."""
-    check_spec_objects_only("branch", objects)
 
 
 METHOD = SearchMethod("branch", plan_lines=plan_lines, run=run_branch_search, resume=resume_branch_search,

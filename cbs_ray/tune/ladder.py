@@ -16,11 +16,11 @@ from cbs_ray.records.storage import ReportError, first_error, load_history
 from cbs_ray.report.ladder import write_ladder_report
 from cbs_ray.spec.ladder_section import Ladder, resolve_ladder
 from cbs_ray.spec.load import spec_from_dict, spec_to_dict
-from cbs_ray.spec.resolve import tokens_per_sample
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import ladder_configs
 from cbs_ray.tune.branch import same_spec_schedule
-from cbs_ray.tune.prepare import data_fingerprint, prepare
+from cbs_ray.sources.object_checks import objects_meta
+from cbs_ray.tune.prepare import Prepared, data_fingerprint, prepare
 from cbs_ray.tune.runner import (
     new_experiment,
     on_the_cluster,
@@ -29,13 +29,16 @@ from cbs_ray.tune.runner import (
     run_tuner,
     tracker_callbacks_for,
 )
-from cbs_ray.tune.search_method import SearchMethod, check_batches_fit, check_spec_objects_only, experiment_out
+from cbs_ray.tune.search_method import (
+    SearchMethod,
+    attach_to_trackers,
+    check_batches_fit,
+    experiment_out,
+    if_killed_line,
+)
+from cbs_ray.tune.tracking import start_mlflow_parent
 
 __all__ = ["METHOD", "ladder_plan_lines", "report_ladder_experiment", "run_ladder_search"]
-
-
-def _tokens(spec: SearchSpec) -> Optional[int]:
-    return None if spec.training.budget_tokens is None else tokens_per_sample(spec)
 
 
 def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
@@ -61,10 +64,12 @@ def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
     return lines
 
 
-def _resolved(spec: SearchSpec, prepared) -> Ladder:
-    data, budget, _ = prepared
-    ld = resolve_ladder(spec, budget, _tokens(spec))
-    check_batches_fit("search.batch_sizes", max(ld.batches), data.train_examples)
+def _resolved(spec: SearchSpec, prepared: Prepared) -> Ladder:
+    """The ``ladder:`` section against the prepared budget (in the prepared data's tokens where it is in tokens),
+    every batch within the training set."""
+    tokens = None if spec.training.budget_tokens is None else prepared.tokens_per_sample
+    ld = resolve_ladder(spec, prepared.budget_samples, tokens)
+    check_batches_fit("search.batch_sizes", max(ld.batches), prepared.train_examples)
     return ld
 
 
@@ -72,12 +77,11 @@ def plan_lines(spec: SearchSpec) -> list[str]:
     return ladder_plan_lines(spec, _resolved(spec, prepare(spec)))
 
 
-def run_ladder_search(spec: SearchSpec, prepared, *, objects=None, probe=None, out: Path, verbose: bool | int = False,
+def run_ladder_search(spec: SearchSpec, prepared: Prepared, *, objects=None, probe=None, out: Path, verbose: bool | int = False,
                       address: Optional[str] = None):
     """The ladder of ``spec`` (``run_search`` calls this for ``search.method: ladder``): every (batch, seed) run
     as a trial of one Tune experiment, then the summary and report written to ``out``."""
-    check_spec_objects_only("ladder", objects)
-    data, budget, config = prepared
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     ld = _resolved(spec, prepared)
     for line in ladder_plan_lines(spec, ld):
         print(line, flush=True)
@@ -87,28 +91,30 @@ def run_ladder_search(spec: SearchSpec, prepared, *, objects=None, probe=None, o
         meta = ExperimentMeta.from_dict({
             "name": spec.name, "method": "ladder", "metric": "eval_loss", "mode": "min", **ld.to_meta(),
             "max_seq_length": spec.data.max_seq_length, "spec": spec_to_dict(spec), "format": FORMAT,
-            "data_fingerprint": data_fingerprint(data)})
+            "data_fingerprint": data_fingerprint(data), **objects_meta(data),
+            **({"mlflow_parent_run_id": start_mlflow_parent(spec, path)} if spec.tracking.mlflow is not None else {})})
         meta.write(path)
-        print(f"experiment: {path}\n  if this run is killed, continue it with: python -m cbs_ray.search --resume "
-              f"{path}", flush=True)
+        print(if_killed_line(path, meta), flush=True)
         path = run_tuner(spec, data, budget, config, name=name, verbose=verbose,
                          callbacks=tracker_callbacks_for(spec, budget, meta), **points_config(ladder_configs(ld)))
-    return summarize_ladder_experiment(path, out)
+    return summarize_ladder_experiment(path, out, attach_to=spec)
 
 
-def resume_ladder_search(spec: SearchSpec, path: str, meta: ExperimentMeta, prepared, *, out: Path,
+def resume_ladder_search(spec: SearchSpec, path: str, meta: ExperimentMeta, prepared: Prepared, *, out: Path,
                          verbose: bool | int = False, address: Optional[str] = None):
-    data, budget, config = prepared
+    """Continue a killed ladder: its unfinished runs from their checkpoints, then its report."""
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     with ray_session(address, verbose=verbose) as context:
         on_the_cluster(spec, context)
         print(f"resuming {path}", flush=True)
         run_tuner(spec, data, budget, config, verbose=verbose, restore=path,
                   callbacks=tracker_callbacks_for(spec, budget, meta))
-    return summarize_ladder_experiment(path, out)
+    return summarize_ladder_experiment(path, out, attach_to=spec)
 
 
-def summarize_ladder_experiment(path: str, out: Path):
-    """The ladder's summary of the experiment at ``path``, its report written to ``out``; prints the answer."""
+def summarize_ladder_experiment(path: str, out: Path, *, attach_to: Optional[SearchSpec] = None):
+    """The ladder's summary of the experiment at ``path``, its report written to ``out``; prints the answer.
+    ``attach_to``: the spec whose trackers get the report too (a search's end, not the report command)."""
     stored = ExperimentMeta.read(path)
     history = load_history(path)
     if history.empty:
@@ -118,6 +124,8 @@ def summarize_ladder_experiment(path: str, out: Path):
     page = write_ladder_report(summary, history, out)
     print("\n".join(headline(summary)))
     print(f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})", flush=True)
+    if attach_to is not None:
+        attach_to_trackers(attach_to, path, out, summary.to_dict().get("answer") or {}, headline(summary))
     return summary
 
 

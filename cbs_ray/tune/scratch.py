@@ -39,10 +39,10 @@ from cbs_ray.tune.runner import (
     run_tuner,
     tracker_callbacks_for,
 )
-from cbs_ray.tune.search_method import SearchMethod
+from cbs_ray.tune.search_method import SearchMethod, attach_to_trackers, if_killed_line
 from cbs_ray.tune.search_space import grid_points, per_batch_space, plan_lines, tune_space
 from cbs_ray.tune.study import PersistentStudySearch, open_storage
-from cbs_ray.tune.tracking import attach_report, enabled, start_mlflow_parent
+from cbs_ray.tune.tracking import start_mlflow_parent
 
 __all__ = ["SearchResult", "METHOD", "fit_experiment", "repeat_best", "run_probe", "summarize_experiment"]
 
@@ -90,8 +90,7 @@ def dry_run_lines(spec: SearchSpec) -> list[str]:
     if spec.auto_batch_sizes:
         lines.append("batch sizes: auto — a probe run measures B_simple first; the probe:")
         spec = probe_spec(spec)
-    _, budget, _ = prepare(spec)
-    return lines + plan_lines(spec, budget)
+    return lines + plan_lines(spec, prepare(spec).budget_samples)
 
 
 def run(spec: SearchSpec, prepared, *, objects=None, probe: Optional[SearchSpec] = None, out: Path,
@@ -105,7 +104,7 @@ def run(spec: SearchSpec, prepared, *, objects=None, probe: Optional[SearchSpec]
             for change in apply_batch_grid(spec, grid):
                 print(f"auto batch sizes: {change}", flush=True)
             prepared = prepare(spec, objects)
-        data, budget, config = prepared
+        data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
         for line in plan_lines(spec, budget):
             print(line, flush=True)
         experiment_path = fit_experiment(spec, data, budget, config, verbose)
@@ -119,7 +118,7 @@ def resume(spec: SearchSpec, path: str, meta: ExperimentMeta, prepared, *, out: 
     """The search's trials from their checkpoints, then its repeats (restored, or started if they had not)."""
     from ray import tune  # Ray only where a search runs
 
-    data, budget, config = prepared
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     with ray_session(address, verbose=verbose) as context:
         on_the_cluster(spec, context)
         print(f"resuming {path}", flush=True)
@@ -210,9 +209,7 @@ def fit_experiment(spec: SearchSpec, data, budget: int, config, verbose: int) ->
         # so that --resume can say it cannot rebuild the user's objects
         user_objects=objects_meta(data).get("user_objects"))
     meta.write(path)
-    print(f"experiment: {path}\n  if this run is killed, continue it with: " + (
-        f"resume_search({path!r}, model_init=..., train_dataset=..., ...) in Python" if meta.user_objects
-        else f"python -m cbs_ray.search --resume {path}"), flush=True)
+    print(if_killed_line(path, meta), flush=True)
     return run_tuner(spec, data, budget, config, name=name, verbose=verbose,
                      callbacks=tracker_callbacks_for(spec, budget, meta), **tune_config)
 
@@ -221,7 +218,7 @@ def run_probe(probe: SearchSpec, prepared, *, verbose: int = 0) -> tuple[float, 
     """Run the probe (a ``probe_spec`` and what ``prepare`` made of it) inside a Ray session; returns
     (B_simple averaged over the run, proposed grid)."""
 
-    data, budget, config = prepared
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     print(f"probe: {plan_lines(probe, budget)[1].strip()}, {budget} samples", flush=True)
     _, noise = noise_scale_table(load_history(fit_experiment(probe, data, budget, config, verbose)))
     if noise["mean"] is None or not noise["mean"] > 0:
@@ -249,21 +246,8 @@ def summarize_experiment(spec: SearchSpec, experiment_path: str, budget: int, ou
     print(per_batch[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     print("\n".join(headline(summary)))
     print(f"Report: {html}\nSummary: {out / 'summary.json'}  (experiment: {experiment_path})")
-    _attach_to_trackers(spec, experiment_path, out, summary)
+    attach_to_trackers(spec, experiment_path, out, summary.to_dict().get("answer") or {}, headline(summary))
     return result
-
-
-def _attach_to_trackers(spec: SearchSpec, experiment_path: str, out: Path, summary: Summary) -> None:
-    """The report's files to each tracker's search run; a tracker that fails here costs nothing already
-    written (the report is on disk), so it is one printed line."""
-    if not enabled(spec.tracking):
-        return
-    try:
-        lines = attach_report(spec, experiment_path, ExperimentMeta.read(experiment_path), out,
-                              summary.to_dict().get("answer") or {}, headline(summary))
-    except Exception as e:
-        lines = [f"tracking: the report was written but not attached to the trackers: {type(e).__name__}: {e}"]
-    print("\n".join(lines), flush=True)
 
 
 METHOD = SearchMethod("scratch", plan_lines=dry_run_lines, run=run, resume=resume, report=report)

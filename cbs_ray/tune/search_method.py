@@ -14,8 +14,9 @@ from typing import Any, Callable, Optional
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.tune.tracking import attach_report, enabled
 
-__all__ = ["SearchMethod", "check_batches_fit", "check_spec_objects_only", "experiment_out"]
+__all__ = ["SearchMethod", "check_batches_fit", "experiment_out", "if_killed_line", "attach_to_trackers"]
 
 
 @dataclass(frozen=True)
@@ -44,12 +45,24 @@ def experiment_out(meta: ExperimentMeta, output_dir: Optional[str]) -> Path:
     return Path(output_dir or Path("cbs_results") / (meta.name or "report"))
 
 
-def check_spec_objects_only(method: str, objects) -> None:
-    """A method that runs only on the spec's model and data (``branch``: the trunk's checkpoints hold the loop's
-    own state; ``ladder``) refuses the user's own ``model_init`` and datasets, in one line."""
-    if objects is not None:
-        raise SpecError(f"search.method: {method} runs on the spec's model and data, not on your own model_init and "
-                        f"datasets yet; use search.method scratch")
+def if_killed_line(path: str, meta: ExperimentMeta) -> str:
+    """The line every method prints once its experiment's metadata is written: where it is, and how to continue
+    it if killed (from Python with the same objects where it runs on the user's own, else the command line)."""
+    return f"experiment: {path}\n  if this run is killed, continue it with: " + (
+        f"resume_search({path!r}, model_init=..., train_dataset=..., ...) in Python" if meta.user_objects
+        else f"python -m cbs_ray.search --resume {path}")
+
+
+def attach_to_trackers(spec: SearchSpec, experiment_path: str, out: Path, answer: dict, headline: list[str]) -> None:
+    """The report's files to each tracker's search run (``tune.tracking.attach_report``); a tracker that fails
+    here costs nothing already written (the report is on disk), so it is one printed line."""
+    if not enabled(spec.tracking):
+        return
+    try:
+        lines = attach_report(spec, experiment_path, ExperimentMeta.read(experiment_path), out, answer, headline)
+    except Exception as e:
+        lines = [f"tracking: the report was written but not attached to the trackers: {type(e).__name__}: {e}"]
+    print("\n".join(lines), flush=True)
 
 
 def check_batches_fit(key: str, largest: int, train_examples: int) -> None:

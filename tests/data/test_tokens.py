@@ -213,11 +213,29 @@ def test_load_history_adds_tokens_seen_from_the_experiment_meta(tmp_path):
     assert load_history(str(tmp_path))["tokens_seen"].tolist() == [2048 * 1024, 4096 * 1024]
 
 
-def test_a_token_budget_needs_the_spec_s_own_texts():
-    # With model_init and datasets of the user's own, cbs-ray packs nothing: it cannot know the tokens per sample.
-    from cbs_ray.sources.object_checks import _options_the_objects_cannot_take
+def test_a_token_budget_on_the_users_objects_counts_their_input_ids():
+    """Issue 35: with model_init and datasets of the user's own, a token budget counts the items' input_ids, which
+    must all have one length (packed blocks); the budget is whole samples of that many tokens, in whole report
+    intervals. Items of two lengths, or without input_ids, are one line each."""
+    import types
+
+    from cbs_ray.sources.object_checks import token_budget_tokens_per_sample
 
     spec = load_spec(None, ["task=causal-lm", "search.metric=eval_loss", "search.mode=min", *TOKENS,
                             "training.budget_tokens=1048576"])
-    with pytest.raises(SpecError, match=r"^training\.budget_tokens: counts the tokens of the spec's own packed"):
-        _options_the_objects_cannot_take(spec)
+
+    def objects(items):
+        return types.SimpleNamespace(train_dataset=items, train_examples=len(items))
+
+    blocks_of_64 = [{"input_ids": list(range(64))} for _ in range(600)]
+    assert token_budget_tokens_per_sample(spec, objects(blocks_of_64)) == 64
+    # 1048576 tokens = 16384 samples of 64 tokens, a whole number of the default report interval (2048).
+    assert resolve_budget(spec, 600, 64) == 16384
+    assert resolve_budget(spec, 600, 100) == 10240  # 10485 samples of 100 tokens, rounded down to 5 intervals
+    ragged = blocks_of_64[:-1] + [{"input_ids": list(range(57))}]  # the last item is short
+    with pytest.raises(SpecError, match=r"^training\.budget_tokens: your train_dataset's items have input_ids of "
+                                        r"different lengths \(64 tokens at item 0, 57 at item 599\)"):
+        token_budget_tokens_per_sample(spec, objects(ragged))
+    with pytest.raises(SpecError, match=r"^training\.budget_tokens: your train_dataset's items carry no input_ids"):
+        token_budget_tokens_per_sample(spec, objects([{"x": 1}] * 8))
+    assert token_budget_tokens_per_sample(load_spec(None, []), objects(ragged)) is None  # no token budget

@@ -393,8 +393,8 @@ def test_a_causal_lms_accumulated_gradient_is_its_whole_batchs_with_the_labels_c
     is the one batch of both's."""
     torch.manual_seed(0)
     model = tiny_gpt2()
-    objects, _ = prepare(plain.search_spec(SMALL + ["search.metric=eval_loss", "search.mode=min"]),
-                         user_objects(model_init=tiny_gpt2, train_dataset=Tokens(64), eval_dataset=Tokens(16)))[::2]
+    objects = prepare(plain.search_spec(SMALL + ["search.metric=eval_loss", "search.mode=min"]),
+                      user_objects(model_init=tiny_gpt2, train_dataset=Tokens(64), eval_dataset=Tokens(16))).data
     assert objects.label_shift and objects.model_class == "GPT2LMHeadModel"
     ids = torch.randint(1, 50, (4, 12), generator=torch.Generator().manual_seed(1))
     labels = ids.clone()

@@ -40,7 +40,6 @@ BAD = [
     (["search.batch_sizes=auto"], "search.batch_sizes: auto is not available with search.method branch"),
     (["search.strategy=tpe", "search.study_storage=sqlite:///x.db"],
      "search.study_storage: search.method branch trains a fixed grid"),
-    (["tracking.tensorboard=true"], "tracking: not available with search.method branch yet"),
     (["storage_path=s3://bucket/runs"], "storage_path: search.method branch writes the trunk's checkpoints"),
 ]
 
@@ -144,12 +143,33 @@ def test_probe_of_a_branch_spec_is_a_plain_trial():
     assert probe.search.method == "scratch" and not probe.branch.validate_schedule
 
 
-def test_run_search_refuses_objects_in_branch_mode():
-    from cbs_ray.tune.branch import check_no_objects
+def test_branch_mode_on_objects_needs_model_init_to_rebuild_one_architecture():
+    """Issue 35: a branch loads the trunk's state dict, so two fresh models (for the trunk's trial and the largest
+    branch's) must hold the same names and shapes; a model_init(trial) whose width follows the batch is refused in
+    one line naming the first tensor that differs, one that does not passes."""
+    import torch
 
-    with pytest.raises(SpecError, match="^search.method: branch runs on the spec's model and data"):
-        check_no_objects(object())
-    check_no_objects(None)
+    from cbs_ray.sources.object_checks import check_same_architecture
+    from cbs_ray.sources.user_objects import user_objects
+
+    class Net(torch.nn.Module):
+        def __init__(self, width=4):
+            super().__init__()
+            self.layer = torch.nn.Linear(3, width)
+            self.head = torch.nn.Linear(width, 2)
+
+        def forward(self, x, labels):
+            return {"loss": torch.nn.functional.cross_entropy(self.head(self.layer(x)), labels), "logits": x}
+
+    items = [{"x": torch.ones(3), "labels": torch.tensor(i % 2)} for i in range(64)]
+    spec = load_spec(None, ["search.metric=eval_loss", "search.mode=min"])
+    same = user_objects(model_init=lambda trial: Net(), train_dataset=items, eval_dataset=items)
+    check_same_architecture(spec, same, (16, 64))
+    grows = user_objects(model_init=lambda trial: Net(trial["batch_size"] // 8), train_dataset=items,
+                         eval_dataset=items)
+    with pytest.raises(SpecError, match=r"^model_init: builds two different architectures .*: layer\.weight is "
+                                        r"\(2, 3\) in one model and \(8, 3\) in the other$"):
+        check_same_architecture(spec, grows, (16, 64))
 
 
 def test_the_gpu_branch_space_gives_every_branch_the_step_floor():

@@ -12,6 +12,7 @@ from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
 from cbs_ray.tune import branch, ladder, scratch
 from cbs_ray.tune.api import METHODS, _check_same_data, method_named
+from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.search_method import SearchMethod
 
 
@@ -25,8 +26,10 @@ def test_every_method_the_spec_accepts_has_one_entry_with_the_four_functions():
 
 
 def test_the_dry_run_plan_is_the_methods_own(monkeypatch):
-    data = types.SimpleNamespace(train_examples=10 ** 6)  # (data, budget, config): no data prepared here
-    budget = lambda spec: (data, spec.training.budget_samples, None)
+    from cbs_ray.tune.prepare import Prepared
+
+    data = types.SimpleNamespace(train_examples=10 ** 6)  # no data prepared here
+    budget = lambda spec: Prepared(data, spec.training.budget_samples, None)
     monkeypatch.setattr(scratch, "prepare", budget)
     monkeypatch.setattr(branch, "prepare", budget)
     lines = method_named("scratch").plan_lines(load_spec(None))
@@ -46,13 +49,13 @@ class _Data:
 
 
 def test_resume_refuses_other_data_and_an_experiment_that_cannot_say_what_it_trained_on():
-    _check_same_data(_meta(), (_Data("aa"), 64, None), "/x")  # the same data: resumes
+    _check_same_data(_meta(), Prepared(_Data("aa"), 64, None), "/x")  # the same data: resumes
     with pytest.raises(SpecError, match="the budget is now 128 samples"):
-        _check_same_data(_meta(), (_Data("aa"), 128, None), "/x")
+        _check_same_data(_meta(), Prepared(_Data("aa"), 128, None), "/x")
     with pytest.raises(SpecError, match="other tokens than the experiment's trials trained on"):
-        _check_same_data(_meta(), (_Data("bb"), 64, None), "/x")
+        _check_same_data(_meta(), Prepared(_Data("bb"), 64, None), "/x")
     with pytest.raises(SpecError, match="metadata format 1, without a fingerprint"):
-        _check_same_data(_meta(format=1, data_fingerprint=None), (_Data("aa"), 64, None), "/x")
+        _check_same_data(_meta(format=1, data_fingerprint=None), Prepared(_Data("aa"), 64, None), "/x")
 
 
 def test_a_branch_report_refuses_the_scratch_reports_flags_and_a_non_finite_target_is_exit_2(tmp_path, capsys):
