@@ -18,7 +18,7 @@ largest rung (no extrapolation) and that × (D / D_rung)^γ for exponents borrow
 
 Where this departs from the issue's sketch: the LR follows one alpha (``ladder.alpha``), not one searched at the
 smallest rung. Branch mode's schedule for the same spec, where one exists, is carried beside the fixed batch
-(``schedule``: ``tune.branch.same_spec_schedule`` finds it), not combined with the prediction.
+(``schedule``: ``tune.same_spec.same_spec_schedule`` finds it), not combined with the prediction.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from cbs_ray.analysis.branch_points import _clean
+from cbs_ray.analysis.json_values import json_clean
 from cbs_ray.maths.ladder import (
     BORROWED_EXPONENTS,
     Rung,
@@ -79,7 +79,7 @@ class LadderSummary:
     metric: str = "eval_loss"
 
     def to_dict(self) -> dict:
-        record = _clean(asdict(self))
+        record = json_clean(asdict(self))
         return {"method": record.pop("method"), **record}
 
     def to_json(self) -> str:

@@ -17,8 +17,8 @@ from cbs_ray.analysis.ladder_summary import LadderSummary, headline
 from cbs_ray.records.columns import Column
 from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
-from cbs_ray.report.plots import _save  # (sets matplotlib's Agg backend)
-from cbs_ray.report.text import _table, html_answer_box, html_table
+from cbs_ray.report.plots import save_figure  # (sets matplotlib's Agg backend)
+from cbs_ray.report.text import markdown_table, html_answer_box, html_table
 
 __all__ = ["PLOT", "ladder_plot", "write_ladder_report"]
 
@@ -64,7 +64,7 @@ def ladder_plot(summary: LadderSummary, path: Path) -> Path:
     ax.set_title("The ladder: B_crit against data, extrapolated to the budget")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="best")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 RUNG_COLUMNS = ["samples seen", "B_crit", "95 % CI", "20 % rule", "target loss", "why none"]
@@ -84,7 +84,7 @@ def _law_lines(summary: LadderSummary) -> list[str]:
 def _markdown(summary: LadderSummary) -> str:
     laws = "\n".join(f"- {x}" for x in _law_lines(summary))
     return "\n".join([f"# Ladder: {summary.name or ''}\n", "\n".join(f"> {x}" for x in headline(summary)) + "\n",
-                      f"![{PLOT}]({PLOT}.png)\n", "## Rungs\n", _table(_rung_rows(summary), RUNG_COLUMNS),
+                      f"![{PLOT}]({PLOT}.png)\n", "## Rungs\n", markdown_table(_rung_rows(summary), RUNG_COLUMNS),
                       "## For reference: closed-form laws\n",
                       (laws + f"\n\n{summary.reference_laws.get('note', '')}\n") if laws else "None (no tokens per sample).\n"])
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from cbs_ray.maths.budget import samples_for_tokens
 from cbs_ray.spec.errors import SpecError
-from cbs_ray.spec.rules import _check_budget, validate
+from cbs_ray.spec.rules import check_budget, validate
 from cbs_ray.spec.schema import SearchSpec
 
 __all__ = ["packing_on", "tokens_per_sample"]
@@ -57,7 +57,7 @@ def resolve_budget(spec: SearchSpec, train_examples: int, tokens_per_sample: int
         if samples <= 0:
             raise SpecError(f"training.budget_tokens: {t.budget_tokens} tokens is less than one report interval "
                             f"({t.eval_every_samples} samples of {tokens_per_sample} tokens)")
-        _check_budget(spec, samples)
+        check_budget(spec, samples)
         return samples
     if t.budget_tokens is not None:  # validated: a whole number of report intervals within the budget rules
         return samples_for_tokens(t.budget_tokens, spec.data.max_seq_length, t.eval_every_samples)[0]
@@ -65,7 +65,7 @@ def resolve_budget(spec: SearchSpec, train_examples: int, tokens_per_sample: int
     if samples <= 0:
         raise SpecError(f"training.budget_epochs: {t.budget_epochs} epochs of {train_examples} examples is "
                         f"less than one report interval ({t.eval_every_samples} samples)")
-    _check_budget(spec, samples)
+    check_budget(spec, samples)
     return samples
 
 

@@ -44,6 +44,7 @@ from cbs_ray.tune.runner import (
     run_tuner,
     tracker_callbacks_for,
 )
+from cbs_ray.tune.same_spec import branch_history
 from cbs_ray.tune.search_method import (
     SearchMethod,
     attach_to_trackers,
@@ -56,7 +57,8 @@ from cbs_ray.tune.trunk_watch import TrunkWatch
 
 __all__ = ["METHOD", "BranchResult", "branch_history", "branch_plan_lines", "branch_search_samples",
            "branch_tokens_per_sample", "report_branch_experiment", "resume_branch_search",
-           "same_spec_schedule", "scratch_search_samples", "summarize_branch_experiment"]
+           "scratch_search_samples", "summarize_branch_experiment"]
+# branch_history and same_spec_schedule live in tune.same_spec (the ladder reads a branch experiment too).
 
 
 @dataclass
@@ -257,56 +259,6 @@ def _validate_schedule(spec: SearchSpec, data, budget: int, config, br: Branchin
           f"  criterion, fixed before these runs: {CRITERION}", flush=True)
     return run_tuner(spec, data, budget, config, name=name, verbose=verbose, branching=br,
                      callbacks=tracker_callbacks_for(spec, budget, meta), **points_config(points))
-
-
-def branch_history(path: str, schedule_path: Optional[str]) -> tuple[pd.DataFrame, Optional[str]]:
-    """The history of the branch experiment at ``path`` and of its schedule run at ``schedule_path``, and that
-    path (None where there is none, or its state cannot be read: then the branches alone, said)."""
-    frames = [load_history(path)]
-    if schedule_path:
-        try:
-            frames.append(load_history(schedule_path))
-        except Exception as e:  # its state missing (killed before Tune saved it): report the branches alone
-            print(f"schedule: its run cannot be read ({str(e).splitlines()[0]}); reporting without it", flush=True)
-            schedule_path = None
-    frames = [f for f in frames if len(f)]
-    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), schedule_path
-
-
-def same_spec_schedule(path: str, meta: ExperimentMeta) -> Optional[dict]:
-    """Branch mode's batch-size schedule for the run an experiment at ``path`` (a ladder's, ``meta``) is about:
-    the newest branch experiment beside it (``<name>-branch-*`` in the same storage) with the same spec name,
-    the same data (``data_fingerprint``) and the same budget, summarized as branch mode reports it; None where
-    there is none or the storage is remote. ``{"experiment", "batch_size_schedule", "alpha", "validated"}``,
-    ``validated`` the schedule validation's verdict where it ran (``below_frontier``, ``loss_holds``)."""
-    root = Path(path).parent
-    if "://" in path or not root.is_dir() or meta.data_fingerprint is None:
-        return None
-    for candidate in sorted(root.glob(f"{meta.name}-branch-*"), reverse=True):
-        if candidate.name.endswith("-schedule") or not candidate.is_dir():
-            continue
-        try:
-            other = ExperimentMeta.read(str(candidate))
-        except ReportError:
-            continue
-        if (other.method, other.name, other.data_fingerprint, other.budget_samples) != \
-                ("branch", meta.name, meta.data_fingerprint, meta.budget_samples):
-            continue
-        recorded = other.to_dict()
-        try:
-            history, _ = branch_history(str(candidate), recorded.get("schedule_experiment"))
-            if history.empty:
-                continue
-            summary = summarize_branches(history, {**recorded, "experiment_path": str(candidate)})
-        except Exception as e:  # a damaged neighbour must not cost the ladder its report
-            print(f"schedule: {candidate} cannot be read ({str(e).splitlines()[0]}); looking further", flush=True)
-            continue
-        sv = summary.schedule_validation
-        return {"experiment": str(candidate), "batch_size_schedule": [[int(a), int(b)] for a, b in
-                                                                       summary.batch_size_schedule],
-                "alpha": summary.schedule_alpha,
-                "validated": None if sv is None else {"below_frontier": sv.below_frontier, "loss_holds": sv.loss_holds}}
-    return None
 
 
 def summarize_branch_experiment(spec: SearchSpec, path: str, out: Path, schedule_path: Optional[str] = None, *,

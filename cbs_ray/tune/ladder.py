@@ -18,7 +18,7 @@ from cbs_ray.spec.ladder_section import Ladder, resolve_ladder
 from cbs_ray.spec.load import spec_from_dict, spec_to_dict
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import ladder_configs
-from cbs_ray.tune.branch import same_spec_schedule
+from cbs_ray.tune.same_spec import same_spec_schedule
 from cbs_ray.sources.object_checks import objects_meta
 from cbs_ray.tune.prepare import Prepared, data_fingerprint, prepare
 from cbs_ray.tune.runner import (

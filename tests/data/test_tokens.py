@@ -75,15 +75,15 @@ def test_prepared_causal_lm_data_are_full_blocks_of_every_token():
 
 
 def test_texts_too_short_for_one_block_are_a_one_line_error():
-    from cbs_ray.data.tokenize import _pack_texts
+    from cbs_ray.data.tokenize import pack_texts
 
     def documents(texts):  # one token per word, then EOS (0)
         return [[1] * len(t.split()) + [0] for t in texts]
 
     # "a b" and "c" are 3 + 2 = 5 tokens, blank texts none: not one block of 8, but blocks of 4 (the 5th dropped)
     with pytest.raises(SpecError, match=r"^data\.max_seq_length: packed, the 2 texts hold 5 tokens, not one block of 8$"):
-        _pack_texts(documents, ["a b", "  ", "c"], block_length=8)
-    assert _pack_texts(documents, ["a b", "  ", "c"], block_length=4)[0].tolist() == [[1, 1, 0, 1]]
+        pack_texts(documents, ["a b", "  ", "c"], block_length=8)
+    assert pack_texts(documents, ["a b", "  ", "c"], block_length=4)[0].tolist() == [[1, 1, 0, 1]]
 
 
 def gpt2_style_tokenizer(directory) -> str:
