@@ -23,7 +23,7 @@ from cbs_ray.spec.checks import (
 )
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.ladder_section import resolve_ladder
-from cbs_ray.spec.schema import GenerationSpec, SearchSpec, TrackingSpec, dataloader_workers
+from cbs_ray.spec.schema import GenerationSpec, SearchSpec, dataloader_workers
 
 # ---- validation ------------------------------------------------------------------------------------
 

@@ -16,70 +16,34 @@ starts runs and reads them. Its ``METHOD`` is its entry in ``tune.api.METHODS``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-import pandas as pd
-
+from cbs_ray.analysis.answer import bound_text
 from cbs_ray.analysis.branch_schedule import CRITERION, control_batches
 from cbs_ray.analysis.branch_summary import summarize_branches
 from cbs_ray.maths.budget import scratch_grid_samples
-from cbs_ray.records.meta import FORMAT, ExperimentMeta
+from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import ReportError, first_error, load_history
 from cbs_ray.report.branch import headline, write_branch_report
+from cbs_ray.sources.object_checks import check_same_architecture
 from cbs_ray.spec.branch_section import Branching, resolve_branching
-from cbs_ray.spec.load import spec_from_dict, spec_to_dict
+from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.resolve import tokens_per_sample
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import branch_configs, trunk_config, validation_configs
 from cbs_ray.tune.branch_gate import PublishedCheckpoints, never_started
-from cbs_ray.sources.object_checks import check_same_architecture, objects_meta
-from cbs_ray.tune.prepare import Prepared, data_fingerprint, prepare
-from cbs_ray.tune.runner import (
-    new_experiment,
-    on_the_cluster,
-    points_config,
-    ray_session,
-    run_tuner,
-    tracker_callbacks_for,
-)
+from cbs_ray.tune.driver import Stages, run_method
+from cbs_ray.tune.prepare import Prepared
+from cbs_ray.tune.result import SearchResult
+from cbs_ray.tune.runner import points_config
 from cbs_ray.tune.same_spec import branch_history
-from cbs_ray.tune.search_method import (
-    SearchMethod,
-    attach_to_trackers,
-    check_batches_fit,
-    experiment_out,
-    if_killed_line,
-)
-from cbs_ray.tune.tracking import start_mlflow_parent
+from cbs_ray.tune.search_method import MethodAnswer, Reading, check_batches_fit
 from cbs_ray.tune.trunk_watch import TrunkWatch
 
-__all__ = ["METHOD", "BranchResult", "branch_history", "branch_plan_lines", "branch_search_samples",
-           "branch_tokens_per_sample", "report_branch_experiment", "resume_branch_search",
-           "scratch_search_samples", "summarize_branch_experiment"]
-# branch_history and same_spec_schedule live in tune.same_spec (the ladder reads a branch experiment too).
-
-
-@dataclass
-class BranchResult:
-    """What a branch search produced: its summary (``analysis.branch_summary.BranchSummary``), the history of every run
-    (trunk, branches, schedule run), and where everything is on disk."""
-
-    spec: SearchSpec
-    summary: object
-    history: pd.DataFrame
-    experiment_path: str
-    output_dir: Path
-    schedule_experiment_path: Optional[str] = None
-
-    @property
-    def critical_batch_over_training(self) -> list:
-        return self.summary.critical_batch_over_training
-
-    @property
-    def batch_size_schedule(self) -> list:
-        return self.summary.batch_size_schedule
+__all__ = ["METHOD", "BranchMethod", "branch_answer", "branch_plan_lines", "branch_search_samples",
+           "branch_tokens_per_sample", "fit_branches", "resolved_branching", "run_branch_search",
+           "scratch_search_samples", "validate_schedule_run"]
 
 
 def branch_tokens_per_sample(spec: SearchSpec) -> Optional[int]:
@@ -156,72 +120,111 @@ def branch_plan_lines(spec: SearchSpec, br: Branching) -> list[str]:
 
 # ---- on Ray ------------------------------------------------------------------------------------------
 
-def run_branch_search(spec: SearchSpec, prepared: Prepared, *, objects=None, probe: Optional[SearchSpec] = None,
-                      out: Path, verbose: bool | int = False, address: Optional[str] = None) -> BranchResult:
-    """The branch search of ``spec`` on what ``tune.prepare.prepare`` made of it (``run_search`` calls this for
-    ``search.method: branch``): resolve the ``branch:`` section against the budget (a bad window or
-    checkpoint is a ``SpecError`` here, before Ray starts), run the trunk and the branches as one Tune
-    experiment, with ``branch.validate_schedule`` the recommended schedule as a second one, and write the
-    report to ``out``. ``probe`` is unused: the spec's rules refuse auto batch sizes in branch mode. On the
-    user's own objects the driver first checks that ``model_init`` rebuilds one architecture (a branch loads the
-    trunk's state dict into a model of its own)."""
-    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
-    br = _resolved(spec, prepared)
-    if prepared.on_objects:
-        check_same_architecture(spec, data, (br.trunk_batch, br.largest_batch))
-    for line in branch_plan_lines(spec, br):
-        print(line, flush=True)
-    with ray_session(address, verbose=verbose) as context:
-        on_the_cluster(spec, context)
-        path = _fit_branches(spec, prepared, br, verbose)
-        schedule_path = _validate_schedule(spec, data, budget, config, br, path, verbose) \
-            if spec.branch.validate_schedule else None
-    return summarize_branch_experiment(spec, path, out, schedule_path, attach=True)
+class BranchMethod:
+    """``search.method: branch`` (``tune.search_method.SearchMethod``)."""
 
+    name = "branch"
+    described = "a branch search"
+    report_flags = ("--tolerance",)
 
-def resume_branch_search(spec: SearchSpec, path: str, meta: ExperimentMeta, prepared: Prepared, *, out: Path,
-                         verbose: bool | int = False, address: Optional[str] = None) -> BranchResult:
-    """Continue a killed branch search (``tune.api.resume_search`` calls this for a branch experiment):
-    the trunk and branch trials from their checkpoints, then the schedule run, restored if it had started,
-    trained now if it had not."""
-    from ray import tune  # Ray only where a search runs
+    def plan_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
+        """The branch plan against the prepared budget (``branch_plan_lines``)."""
+        return branch_plan_lines(spec, resolved_branching(spec, prepared))
 
-    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
-    tokens = meta.tokens_per_sample
-    br = resolve_branching(spec, budget, tokens)
-    with ray_session(address, verbose=verbose) as context:
-        on_the_cluster(spec, context)
-        print(f"resuming {path}", flush=True)
-        run_tuner(spec, data, budget, config, verbose=verbose, restore=path, branching=br)
+    def check(self, spec: SearchSpec, prepared: Prepared) -> None:
+        """The ``branch:`` section against the budget (a bad window or checkpoint is a ``SpecError`` here, before Ray
+        starts), every batch within the training set; on the user's objects, ``model_init`` rebuilds one
+        architecture (a branch loads the trunk's state dict into a model of its own)."""
+        br = resolved_branching(spec, prepared)
+        if prepared.on_objects:
+            check_same_architecture(spec, prepared.data, (br.trunk_batch, br.largest_batch))
+
+    def run(self, spec: SearchSpec, prepared: Prepared, stages: Stages, probe: Optional[SearchSpec]) -> str:
+        """The trunk and the branches as one Tune experiment, with ``branch.validate_schedule`` the recommended
+        schedule as a second one. ``probe`` is unused: the spec's rules refuse auto batch sizes in branch mode."""
+        br = resolved_branching(spec, prepared)
+        path = fit_branches(spec, stages, br)
+        if spec.branch.validate_schedule:
+            validate_schedule_run(spec, stages, br, path)
+        return path
+
+    def resume(self, spec: SearchSpec, path: str, meta: ExperimentMeta, stages: Stages) -> None:
+        """The trunk and branch trials from their checkpoints, then the schedule run, restored if it had started,
+        trained now if it had not."""
+        from ray import tune  # Ray only where a search runs
+
+        br = resolve_branching(spec, stages.prepared.budget_samples, meta.tokens_per_sample)
+        stages.tune(restore=path, branching=br)
         schedule_path = meta.schedule_experiment  # recorded before the schedule run starts
         if schedule_path and tune.Tuner.can_restore(schedule_path):
-            run_tuner(spec, data, budget, config, verbose=verbose, restore=schedule_path, branching=br)
+            stages.tune(restore=schedule_path, branching=br)
         elif spec.branch.validate_schedule:  # not started, or killed before Tune saved its state
-            schedule_path = _validate_schedule(spec, data, budget, config, br, path, verbose)
-    return summarize_branch_experiment(spec, path, out, schedule_path, attach=True)
+            validate_schedule_run(spec, stages, br, path)
+
+    def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
+                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
+        """The branch summary of the experiment at ``path`` and its schedule run; ``tolerance`` reads CBS(t) at
+        another tolerance than the spec's."""
+        meta = meta or ExperimentMeta.read(path)
+        spec_from_dict(meta.spec)  # the experiment's spec still validates
+        recorded = {**meta.to_dict(), "experiment_path": path}
+        if tolerance is not None:
+            recorded["tolerance"] = tolerance
+        history, schedule_path = branch_history(path, recorded.get("schedule_experiment"))
+        if history.empty:
+            raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
+        summary = summarize_branches(history, recorded)
+        return Reading(summary, history, tuple(headline(summary)), branch_answer(summary),
+                       extras={"schedule_experiment_path": schedule_path})
+
+    def render(self, reading: Reading, out: Path) -> Path:
+        return write_branch_report(reading.summary, reading.history, out)
+
+    def run_lines(self, reading: Reading) -> list[str]:
+        return []
+
+    def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
+        return [f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})"]
 
 
-def _fit_branches(spec: SearchSpec, prepared: Prepared, br: Branching, verbose: int) -> str:
+def branch_answer(summary) -> Optional[MethodAnswer]:
+    """The answer branch mode stands behind: CBS(t) at the latest checkpoint that could tell (resolvable), else at
+    the latest one read, with its bound; None where no checkpoint was read."""
+    points = list(summary.critical_batch_over_training)
+    if not points:
+        return None
+    point = next((p for p in reversed(points) if p.resolvable), points[-1])
+    unit = "tokens" if summary.tokens_per_sample else "samples"
+    at = point.tokens_seen if summary.tokens_per_sample and point.tokens_seen else point.samples_seen
+    return MethodAnswer(point.batch_size, point.bound, f"critical batch {bound_text(point.batch_size, point.bound)} "
+                        f"at {at} {unit}" + ("" if point.resolvable else " (not resolvable)"))
+
+
+def run_branch_search(spec: SearchSpec, prepared: Prepared, *, probe: Optional[SearchSpec] = None, out: Path,
+                      verbose: bool | int = False, address: Optional[str] = None) -> SearchResult:
+    """The branch search of ``spec`` on what ``tune.prepare.prepare`` made of it, through the driver
+    (``run_search`` does this for ``search.method: branch``)."""
+    return run_method(METHOD, spec, prepared, probe=probe, out=out, verbose=verbose, address=address)
+
+
+def fit_branches(spec: SearchSpec, stages: Stages, br: Branching) -> str:
     """The trunk and the branches: one Tune experiment, the trunk first; returns its path."""
-    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
+    checkpoint_dir = None
 
-    name, path = new_experiment(spec, "branch")
-    checkpoint_dir = f"{path}/trunk_checkpoints"
-    # What the branch summary reads (branching.summarize_branches): the resolved values, in samples.
-    meta = ExperimentMeta.from_dict({
-        "name": spec.name, "method": "branch", "metric": "eval_loss", "mode": "min", **br.to_meta(),
-        "checkpoint_dir": checkpoint_dir, "spec": spec_to_dict(spec), "format": FORMAT,
-        "data_fingerprint": data_fingerprint(data), **objects_meta(data),
-        **({"mlflow_parent_run_id": start_mlflow_parent(spec, path)} if spec.tracking.mlflow is not None else {})})
-    meta.write(path)
-    print(if_killed_line(path, meta), flush=True)
+    def fields(name: str) -> dict:
+        nonlocal checkpoint_dir
+        checkpoint_dir = f"{spec.storage_uri.rstrip('/')}/{name}/trunk_checkpoints"
+        # What the branch summary reads (summarize_branches): the resolved values, in samples.
+        return {"method": "branch", "metric": "eval_loss", "mode": "min", **br.to_meta(),
+                "checkpoint_dir": checkpoint_dir}
+
+    name, path, meta = stages.open_experiment("branch", fields)
     points = [trunk_config(br, checkpoint_dir), *branch_configs(br, checkpoint_dir)]
     # Each branch starts once its checkpoint is published (no trial waits in a slot for one); TrunkWatch marks
     # the end of a trunk that fails for good, and the gate then drops the branches whose checkpoint never came.
     tune_config = {**points_config(points), "search_alg": PublishedCheckpoints(points, checkpoint_dir)}
-    path = run_tuner(spec, data, budget, config, name=name, verbose=verbose, branching=br,
-                     callbacks=[TrunkWatch(checkpoint_dir), *tracker_callbacks_for(spec, budget, meta)],
-                     expected_trials=lambda: len(points) - len(never_started(points, checkpoint_dir)), **tune_config)
+    path = stages.tune(meta=meta, name=name, branching=br, callbacks=[TrunkWatch(checkpoint_dir)],
+                       expected_trials=lambda: len(points) - len(never_started(points, checkpoint_dir)), **tune_config)
     dropped = never_started(points, checkpoint_dir)
     if dropped:
         starts = sorted({p["start_samples"] for p in dropped})
@@ -230,8 +233,7 @@ def _fit_branches(spec: SearchSpec, prepared: Prepared, br: Branching, verbose: 
     return path
 
 
-def _validate_schedule(spec: SearchSpec, data, budget: int, config, br: Branching, path: str,
-                       verbose: int) -> Optional[str]:
+def validate_schedule_run(spec: SearchSpec, stages: Stages, br: Branching, path: str) -> Optional[str]:
     """Train the recommended schedule for the whole budget against its fixed-batch controls
     (``analysis.branch_schedule.control_batches``), each on ``branch.validation_seeds`` seeds (seed 0 of the
     small batch is the trunk), as a second Tune experiment recorded in the first one's metadata before it
@@ -257,52 +259,10 @@ def _validate_schedule(spec: SearchSpec, data, budget: int, config, br: Branchin
     print(f"schedule: training {schedule} (alpha {alpha:g}) for {br.budget_samples} samples against fixed batches "
           f"{', '.join(f'{n} B={b}' for n, b in controls)}, on {br.validation_seeds} seeds ({len(points)} runs)\n"
           f"  criterion, fixed before these runs: {CRITERION}", flush=True)
-    return run_tuner(spec, data, budget, config, name=name, verbose=verbose, branching=br,
-                     callbacks=tracker_callbacks_for(spec, budget, meta), **points_config(points))
+    return stages.tune(meta=meta, name=name, branching=br, **points_config(points))
 
 
-def summarize_branch_experiment(spec: SearchSpec, path: str, out: Path, schedule_path: Optional[str] = None, *,
-                                tolerance: Optional[float] = None, attach: bool = False) -> BranchResult:
-    """The branch summary of the experiment at ``path`` (and its schedule run), written to ``out`` as the
-    branch report; prints the answer. ``tolerance`` reads CBS(t) at another tolerance than the spec's.
-    ``attach``: the report goes to the spec's trackers too (a search's end, not the report command)."""
-    meta = {**ExperimentMeta.read(path).to_dict(), "experiment_path": path}
-    if tolerance is not None:
-        meta["tolerance"] = tolerance
-    history, schedule_path = branch_history(path, schedule_path or meta.get("schedule_experiment"))
-    if history.empty:
-        raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
-    summary = summarize_branches(history, meta)
-    html = write_branch_report(summary, history, out)
-    print("\n".join(headline(summary)))
-    print(f"Report: {html}\nSummary: {out / 'summary.json'}  (experiment: {path})", flush=True)
-    if attach:
-        attach_to_trackers(spec, path, out, summary.to_dict().get("answer") or {}, headline(summary))
-    return BranchResult(spec, summary, history, path, out, schedule_path)
-
-
-def report_branch_experiment(path: str, meta: Optional[ExperimentMeta] = None, *, output_dir: Optional[str] = None,
-                             tolerance: Optional[float] = None, target: Optional[float] = None,
-                             turning_fit: Optional[str] = None) -> BranchResult:
-    """``python -m cbs_ray.report`` on a branch experiment: its report rebuilt from what Tune stored, to
-    ``output_dir`` (default ``./cbs_results/<name>``), optionally at another tolerance. ``target`` and
-    ``turning_fit`` are the from-scratch report's and refused here, in one line (a ``ReportError``)."""
-    for flag, given in (("--target", target), ("--turning-point", turning_fit)):
-        if given is not None:
-            raise ReportError(f"{flag}: applies to a from-scratch experiment; {path} is a branch search "
-                              f"(its report takes --tolerance and --output)")
-    path = path if "://" in path else str(Path(path).expanduser().resolve())
-    meta = meta or ExperimentMeta.read(path)
-    return summarize_branch_experiment(spec_from_dict(meta.spec), path, experiment_out(meta, output_dir),
-                                       tolerance=tolerance)
-
-
-def plan_lines(spec: SearchSpec) -> list[str]:
-    """``--dry-run``: the branch plan against the prepared budget (``branch_plan_lines``)."""
-    return branch_plan_lines(spec, _resolved(spec, prepare(spec)))
-
-
-def _resolved(spec: SearchSpec, prepared: Prepared) -> Branching:
+def resolved_branching(spec: SearchSpec, prepared: Prepared) -> Branching:
     """The ``branch:`` section against the prepared data: the budget (in the prepared data's tokens where it is
     in tokens), and every batch within the training set (a larger one would fail every run at set-up)."""
     tokens = None if spec.training.budget_tokens is None else prepared.tokens_per_sample
@@ -311,5 +271,5 @@ def _resolved(spec: SearchSpec, prepared: Prepared) -> Branching:
     return br
 
 
-METHOD = SearchMethod("branch", plan_lines=plan_lines, run=run_branch_search, resume=resume_branch_search,
-                      report=report_branch_experiment)
+METHOD = BranchMethod()
+"""Its entry in ``tune.api.METHODS``."""

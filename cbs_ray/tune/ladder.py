@@ -11,34 +11,21 @@ from pathlib import Path
 from typing import Optional
 
 from cbs_ray.analysis.ladder_summary import headline, summarize_ladder
-from cbs_ray.records.meta import FORMAT, ExperimentMeta
+from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import ReportError, first_error, load_history
 from cbs_ray.report.ladder import write_ladder_report
 from cbs_ray.spec.ladder_section import Ladder, resolve_ladder
-from cbs_ray.spec.load import spec_from_dict, spec_to_dict
+from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import ladder_configs
+from cbs_ray.tune.driver import Stages, run_method
+from cbs_ray.tune.prepare import Prepared
+from cbs_ray.tune.result import SearchResult
+from cbs_ray.tune.runner import points_config
 from cbs_ray.tune.same_spec import same_spec_schedule
-from cbs_ray.sources.object_checks import objects_meta
-from cbs_ray.tune.prepare import Prepared, data_fingerprint, prepare
-from cbs_ray.tune.runner import (
-    new_experiment,
-    on_the_cluster,
-    points_config,
-    ray_session,
-    run_tuner,
-    tracker_callbacks_for,
-)
-from cbs_ray.tune.search_method import (
-    SearchMethod,
-    attach_to_trackers,
-    check_batches_fit,
-    experiment_out,
-    if_killed_line,
-)
-from cbs_ray.tune.tracking import start_mlflow_parent
+from cbs_ray.tune.search_method import MethodAnswer, Reading, check_batches_fit
 
-__all__ = ["METHOD", "ladder_plan_lines", "report_ladder_experiment", "run_ladder_search"]
+__all__ = ["METHOD", "LadderMethod", "ladder_answer", "ladder_plan_lines", "resolved_ladder", "run_ladder_search"]
 
 
 def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
@@ -64,7 +51,7 @@ def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
     return lines
 
 
-def _resolved(spec: SearchSpec, prepared: Prepared) -> Ladder:
+def resolved_ladder(spec: SearchSpec, prepared: Prepared) -> Ladder:
     """The ``ladder:`` section against the prepared budget (in the prepared data's tokens where it is in tokens),
     every batch within the training set."""
     tokens = None if spec.training.budget_tokens is None else prepared.tokens_per_sample
@@ -73,74 +60,70 @@ def _resolved(spec: SearchSpec, prepared: Prepared) -> Ladder:
     return ld
 
 
-def plan_lines(spec: SearchSpec) -> list[str]:
-    return ladder_plan_lines(spec, _resolved(spec, prepare(spec)))
+class LadderMethod:
+    """``search.method: ladder`` (``tune.search_method.SearchMethod``)."""
+
+    name = "ladder"
+    described = "a ladder"
+    report_flags = ()
+
+    def plan_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
+        return ladder_plan_lines(spec, resolved_ladder(spec, prepared))
+
+    def check(self, spec: SearchSpec, prepared: Prepared) -> None:
+        resolved_ladder(spec, prepared)
+
+    def run(self, spec: SearchSpec, prepared: Prepared, stages: Stages, probe: Optional[SearchSpec]) -> str:
+        """Every (batch, seed) run as a trial of one Tune experiment."""
+        ld = resolved_ladder(spec, prepared)
+        name, path, meta = stages.open_experiment("ladder", {
+            "method": "ladder", "metric": "eval_loss", "mode": "min", **ld.to_meta(),
+            "max_seq_length": spec.data.max_seq_length})
+        return stages.tune(meta=meta, name=name, **points_config(ladder_configs(ld)))
+
+    def resume(self, spec: SearchSpec, path: str, meta: ExperimentMeta, stages: Stages) -> None:
+        """Its unfinished runs from their checkpoints."""
+        stages.tune(meta=meta, restore=path)
+
+    def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
+                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
+        """The ladder's summary of the experiment at ``path``, with branch mode's schedule for the same spec where
+        one is beside it (``tune.same_spec``)."""
+        stored = meta or ExperimentMeta.read(path)
+        spec_from_dict(stored.spec)  # the experiment's spec still validates
+        history = load_history(path)
+        if history.empty:
+            raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
+        summary = summarize_ladder(history, {**stored.to_dict(), "experiment_path": path},
+                                   schedule=same_spec_schedule(path, stored))
+        return Reading(summary, history, tuple(headline(summary)), ladder_answer(summary))
+
+    def render(self, reading: Reading, out: Path) -> Path:
+        return write_ladder_report(reading.summary, reading.history, out)
+
+    def run_lines(self, reading: Reading) -> list[str]:
+        return []
+
+    def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
+        return [f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})"]
 
 
-def run_ladder_search(spec: SearchSpec, prepared: Prepared, *, objects=None, probe=None, out: Path, verbose: bool | int = False,
-                      address: Optional[str] = None):
-    """The ladder of ``spec`` (``run_search`` calls this for ``search.method: ladder``): every (batch, seed) run
-    as a trial of one Tune experiment, then the summary and report written to ``out``."""
-    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
-    ld = _resolved(spec, prepared)
-    for line in ladder_plan_lines(spec, ld):
-        print(line, flush=True)
-    with ray_session(address, verbose=verbose) as context:
-        on_the_cluster(spec, context)
-        name, path = new_experiment(spec, "ladder")
-        meta = ExperimentMeta.from_dict({
-            "name": spec.name, "method": "ladder", "metric": "eval_loss", "mode": "min", **ld.to_meta(),
-            "max_seq_length": spec.data.max_seq_length, "spec": spec_to_dict(spec), "format": FORMAT,
-            "data_fingerprint": data_fingerprint(data), **objects_meta(data),
-            **({"mlflow_parent_run_id": start_mlflow_parent(spec, path)} if spec.tracking.mlflow is not None else {})})
-        meta.write(path)
-        print(if_killed_line(path, meta), flush=True)
-        path = run_tuner(spec, data, budget, config, name=name, verbose=verbose,
-                         callbacks=tracker_callbacks_for(spec, budget, meta), **points_config(ladder_configs(ld)))
-    return summarize_ladder_experiment(path, out, attach_to=spec)
+def ladder_answer(summary) -> Optional[MethodAnswer]:
+    """The batch the ladder recommends at the full budget (its prediction), None where it refused."""
+    prediction = summary.prediction or {}
+    batch = prediction.get("batch_size")
+    if batch is None:
+        return None
+    b_crit = prediction.get("b_crit")
+    return MethodAnswer(int(batch), None, f"recommended batch {batch} at {prediction.get('budget_samples')} samples"
+                        + (f" (predicted B_crit {b_crit:.3g})" if b_crit is not None else ""))
 
 
-def resume_ladder_search(spec: SearchSpec, path: str, meta: ExperimentMeta, prepared: Prepared, *, out: Path,
-                         verbose: bool | int = False, address: Optional[str] = None):
-    """Continue a killed ladder: its unfinished runs from their checkpoints, then its report."""
-    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
-    with ray_session(address, verbose=verbose) as context:
-        on_the_cluster(spec, context)
-        print(f"resuming {path}", flush=True)
-        run_tuner(spec, data, budget, config, verbose=verbose, restore=path,
-                  callbacks=tracker_callbacks_for(spec, budget, meta))
-    return summarize_ladder_experiment(path, out, attach_to=spec)
+def run_ladder_search(spec: SearchSpec, prepared: Prepared, *, probe: Optional[SearchSpec] = None, out: Path,
+                      verbose: bool | int = False, address: Optional[str] = None) -> SearchResult:
+    """The ladder of ``spec`` through the driver (``run_search`` does this for ``search.method: ladder``)."""
+    return run_method(METHOD, spec, prepared, probe=probe, out=out, verbose=verbose, address=address)
 
 
-def summarize_ladder_experiment(path: str, out: Path, *, attach_to: Optional[SearchSpec] = None):
-    """The ladder's summary of the experiment at ``path``, its report written to ``out``; prints the answer.
-    ``attach_to``: the spec whose trackers get the report too (a search's end, not the report command)."""
-    stored = ExperimentMeta.read(path)
-    history = load_history(path)
-    if history.empty:
-        raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
-    summary = summarize_ladder(history, {**stored.to_dict(), "experiment_path": path},
-                               schedule=same_spec_schedule(path, stored))
-    page = write_ladder_report(summary, history, out)
-    print("\n".join(headline(summary)))
-    print(f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})", flush=True)
-    if attach_to is not None:
-        attach_to_trackers(attach_to, path, out, summary.to_dict().get("answer") or {}, headline(summary))
-    return summary
-
-
-def report_ladder_experiment(path: str, meta: Optional[ExperimentMeta] = None, *, output_dir: Optional[str] = None,
-                             tolerance=None, target=None, turning_fit=None):
-    """``python -m cbs_ray.report`` on a ladder experiment; the from-scratch report's flags are refused."""
-    for flag, given in (("--tolerance", tolerance), ("--target", target), ("--turning-point", turning_fit)):
-        if given is not None:
-            raise ReportError(f"{flag}: applies to a from-scratch experiment; {path} is a ladder (its report takes "
-                              f"--output)")
-    path = path if "://" in path else str(Path(path).expanduser().resolve())
-    meta = meta or ExperimentMeta.read(path)
-    spec_from_dict(meta.spec)  # the experiment's spec still validates
-    return summarize_ladder_experiment(path, experiment_out(meta, output_dir))
-
-
-METHOD = SearchMethod("ladder", plan_lines=plan_lines, run=run_ladder_search, resume=resume_ladder_search,
-                      report=report_ladder_experiment)
+METHOD = LadderMethod()
+"""Its entry in ``tune.api.METHODS``."""

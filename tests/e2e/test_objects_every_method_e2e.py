@@ -100,7 +100,8 @@ def test_branch_mode_runs_on_the_users_gpt2_with_a_token_budget_and_validates_it
     assert history.loc[history["role"] == "branch", "eval_loss"].notna().all()
     summary = json.loads((root / "out" / "summary.json").read_text())
     assert summary["method"] == "branch" and summary["schedule_validation"] is not None
-    assert result.output_dir == root / "out"
+    assert result.report_dir == root / "out" and result.answer.batch_size in (8, 16, 32)
+    assert result.schedule_experiment_path == meta["schedule_experiment"]
     # The trunk's checkpoints hold the user's model's state dict and the optimizer's.
     import torch
 
@@ -127,18 +128,22 @@ def ladder(tmp_path_factory, shared_ray):
 
 
 def test_the_ladder_runs_on_the_users_gpt2_and_validates_its_prediction(ladder):
-    summary, root = ladder
-    meta = read_meta(summary.experiment_path)
+    result, root = ladder
+    meta = read_meta(result.experiment_path)
     assert meta["method"] == "ladder" and meta["user_objects"]["data_collator"]
     summary = json.loads((root / "out" / "summary.json").read_text())
     assert summary["method"] == "ladder" and summary["ladder"]["rungs"]
     assert "prediction_validation" in summary and (root / "out" / "report.html").is_file()
+    assert result.report_dir == root / "out"
+    # The answer is the recommended batch at the full budget, or none where the ladder refused to predict.
+    assert (result.answer is None) == (summary["prediction"]["batch_size"] is None)
 
 
 def test_a_ladder_on_objects_resumes_with_the_same_objects(ladder, capsys):
-    summary, root = ladder
-    resumed, out = _resume(summary, root, capsys)
-    assert f"resuming {summary.experiment_path}" in out and resumed.to_json() == summary.to_json()
+    result, root = ladder
+    resumed, out = _resume(result, root, capsys)
+    assert f"resuming {result.experiment_path}" in out
+    assert json.loads(resumed.reading.to_json())["ladder"] == json.loads(result.reading.to_json())["ladder"]
 
 
 def test_the_from_scratch_search_runs_on_the_users_gpt2(tmp_path, shared_ray):
