@@ -48,7 +48,7 @@ from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
 from cbs_ray.records.columns import Column, require_columns
 from cbs_ray.spec.ladder_section import MEASURE_FACTOR
 
-__all__ = ["LOG2_TARGET", "LadderSummary", "headline", "ladder_curves", "summarize_ladder"]
+__all__ = ["LOG2_TARGET", "LadderSummary", "ladder_curves", "summarize_ladder"]
 
 LOG2_TARGET = 0.5
 """The issue's accuracy target, fixed before any validation: |log2(predicted / measured)| ≤ 0.5."""
@@ -208,59 +208,3 @@ def _validate(history: pd.DataFrame, rungs: list, fit, budget: int, meta: dict, 
     beats = error is not None and all(e["log2_error"] is None or error < e["log2_error"] for e in errors.values())
     return {**out, "within_interval": within, "log2_error": error, "baselines": errors, "beats_baselines": beats,
             "target_met": bool(within and error is not None and error <= LOG2_TARGET and beats)}
-
-
-def headline(summary: LadderSummary) -> list[str]:
-    """The lines the search prints at the end."""
-    lad, pred = summary.ladder, summary.prediction
-    lines = [f"Ladder: runs to {lad['fraction_samples']} of {pred['budget_samples']} samples "
-             f"({summary.cost['fraction_of_full']:.0%}), batches {summary.batch_sizes}"]
-    for r in lad["rungs"]:
-        ci = r["b_crit_ci"]
-        b = f"{r['b_crit']:.3g}" + (f" [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else "") if r["b_crit"] else \
-            f"– ({r['reason']})"
-        lines.append(f"  rung at {r[Column.samples_seen]:g} samples: B_crit {b}; 20 % rule {r['overhead_20pct']}")
-    if lad["exponent"] is not None:
-        eci = lad["exponent_ci"]
-        lines.append(f"Fit: B_crit ∝ D^{lad['exponent']:.3g}" + (f" (90 % [{eci[0]:.3g}, {eci[1]:.3g}])" if eci else "")
-                     + (f", p = {lad['fit_p_value']:.2g}" if lad["fit_p_value"] is not None else ""))
-    noise = lad.get("noise_scale") or {}
-    if len(noise.get("by_rung") or []) >= 2:
-        (d0, b0, _), (d1, b1, _) = noise["by_rung"][0], noise["by_rung"][-1]
-        grows = noise["exponent"] is not None and noise["exponent"] > 0
-        line = (f"Gradient noise scale B_simple on the way: {b0:.3g} at {d0} samples … {b1:.3g} at {d1}"
-                + (f" (∝ D^{noise['exponent']:.2g})" if noise["exponent"] is not None else ""))
-        if grows and pred["b_crit"] is None:
-            line += ("; it grows with data where no growing B_crit could be read (the two need not agree: B_simple "
-                     "is a property of the gradient, B_crit of the steps the batches took to a loss; on the SST-2 LM "
-                     "of BENCHMARKS.md B_simple grew 27-fold while B_crit stayed between 10 and 21)")
-        lines.append(line)
-    if pred["b_crit"] is None:
-        lines.append(f"Prediction: none — {pred['refusal']}")
-    else:
-        lo, hi = pred["interval_90"]
-        lines.append(f"Prediction at {pred['budget_samples']} samples: B_crit {pred['b_crit']:.3g} (90 % [{lo:.3g}, "
-                     f"{hi:.3g}]); recommended batch {pred[Column.batch_size]} (peak lr {pred[Column.peak_lr]:.3g} by alpha "
-                     f"{pred[Column.alpha]:g}, warmup {pred[Column.warmup_steps]} steps)")
-    sched = pred.get("batch_size_schedule")
-    if sched:
-        steps = ", then ".join(f"{b} from {s}" for s, b in sched["batch_size_schedule"][1:])
-        verdict = sched.get("validated")
-        lines.append(f"Batch-size schedule (branch mode, {sched['experiment']}): {sched['batch_size_schedule'][0][1]} "
-                     f"from 0" + (f", then {steps}" if steps else "") + " samples"
-                     + ("" if not verdict else f"; validated: below the fixed-batch frontier {verdict['below_frontier']},"
-                        f" loss within the small batch's {verdict['loss_holds']}"))
-    v = summary.prediction_validation
-    if v:
-        if v["measured_b_crit"] is None:
-            lines.append(f"Validation: B_crit at the full budget not measurable ({v['measured_reason']})")
-        else:
-            err = f"{v['log2_error']:.2f}" if v["log2_error"] is not None else "–"
-            base = ", ".join(f"{k} {e['log2_error']:.2f}" for k, e in v["baselines"].items()
-                             if e["log2_error"] is not None)
-            lines.append(f"Validation: measured B_crit {v['measured_b_crit']:.3g} at the full budget; "
-                         f"{'inside' if v['within_interval'] else 'outside'} the interval; |log2 error| {err} "
-                         f"(target ≤ {LOG2_TARGET}; baselines: {base}); the ladder trained "
-                         f"{v['samples_ratio']:.2f} of the measurement's samples")
-    return lines
-

@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from cbs_ray.analysis.ladder_summary import headline, summarize_ladder
+from cbs_ray.analysis.ladder_summary import summarize_ladder
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import ReportError, first_error, load_history
-from cbs_ray.report.ladder import write_ladder_report
+from cbs_ray.report.ladder import headline, write_ladder_report
 from cbs_ray.spec.ladder_section import Ladder, resolve_ladder
 from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.schema import SearchSpec

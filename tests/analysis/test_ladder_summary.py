@@ -7,7 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from cbs_ray.analysis.ladder_summary import headline, ladder_curves, summarize_ladder
+from cbs_ray.analysis.ladder_summary import ladder_curves, summarize_ladder
+from cbs_ray.report.ladder import headline
 from cbs_ray.report.ladder import write_ladder_report
 from helpers.ladder_curves import history_rows
 
