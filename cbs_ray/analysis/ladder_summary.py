@@ -18,7 +18,7 @@ largest rung (no extrapolation) and that × (D / D_rung)^γ for exponents borrow
 
 Where this departs from the issue's sketch: the LR follows one alpha (``ladder.alpha``), not one searched at the
 smallest rung. Branch mode's schedule for the same spec, where one exists, is carried beside the fixed batch
-(``schedule``: ``tune.same_spec.same_spec_schedule`` finds it), not combined with the prediction.
+(``schedule``: ``report.same_spec.same_spec_schedule`` finds it), not combined with the prediction.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from cbs_ray.tune.driver import Stages, run_method
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.result import SearchResult
 from cbs_ray.tune.runner import points_config
-from cbs_ray.tune.same_spec import branch_history
+from cbs_ray.report.same_spec import branch_history
 from cbs_ray.tune.search_method import MethodAnswer, Reading, check_batches_fit
 from cbs_ray.tune.trunk_watch import TrunkWatch
 

@@ -22,7 +22,7 @@ from cbs_ray.tune.driver import Stages, run_method
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.result import SearchResult
 from cbs_ray.tune.runner import points_config
-from cbs_ray.tune.same_spec import same_spec_schedule
+from cbs_ray.report.same_spec import same_spec_schedule
 from cbs_ray.tune.search_method import MethodAnswer, Reading, check_batches_fit
 
 __all__ = ["METHOD", "LadderMethod", "ladder_answer", "ladder_plan_lines", "resolved_ladder", "run_ladder_search"]
@@ -88,7 +88,7 @@ class LadderMethod:
     def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
                   target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
         """The ladder's summary of the experiment at ``path``, with branch mode's schedule for the same spec where
-        one is beside it (``tune.same_spec``)."""
+        one is beside it (``report.same_spec``)."""
         stored = meta or ExperimentMeta.read(path)
         spec_from_dict(stored.spec)  # the experiment's spec still validates
         history = load_history(path)

@@ -10,7 +10,7 @@ prepared data must satisfy), ``run``/``resume`` (its Tune stages, through the dr
 unpack the data nor write metadata themselves), ``summarize`` (pure: the experiment's history and metadata → a
 ``Reading`` with ``headline()`` and ``to_json()``) and ``render`` (the report's files). Its pure parts live in
 ``spec``/``analysis``/``report`` as the existing methods' do; methods import no one else's module (the
-independence contracts in pyproject.toml), what two share lives in a module both import (``tune.same_spec``).
+independence contracts in pyproject.toml), what two share lives in a module both import (``report.same_spec``).
 """
 
 from __future__ import annotations

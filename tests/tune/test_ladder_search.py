@@ -86,7 +86,7 @@ def test_the_ladder_takes_branch_modes_schedule_for_the_same_spec(tmp_path, monk
     from helpers.branch_history import history
     from helpers.ladder_curves import history_rows
 
-    import cbs_ray.tune.same_spec as same_spec
+    import cbs_ray.report.same_spec as same_spec
     from cbs_ray.analysis.ladder_summary import summarize_ladder
     from cbs_ray.report.ladder import headline
     from cbs_ray.records.meta import ExperimentMeta
