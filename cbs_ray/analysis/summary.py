@@ -9,10 +9,10 @@ import math
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import pandas as pd
 
 from cbs_ray.analysis.answer import answer_of, bound_text
+from cbs_ray.analysis.json_values import json_clean
 from cbs_ray.analysis.readings import (
     target_rules,
     tradeoff_reading,
@@ -92,13 +92,8 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
 
 
 def _records(frame: pd.DataFrame) -> list[dict]:
-    def clean(v):
-        if isinstance(v, (np.integer,)):
-            return int(v)
-        if isinstance(v, (float, np.floating)):
-            return None if not math.isfinite(v) else float(v)
-        return v
-    return [{k: clean(v) for k, v in row.items()} for row in frame.to_dict("records")]
+    """The table's rows, JSON-ready as every summary's values are (``analysis.json_values.json_clean``)."""
+    return [{k: json_clean(v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
 def write_summary(summary: Summary, history: pd.DataFrame, directory: str | Path) -> Path:
