@@ -184,3 +184,10 @@ def test_the_gpu_branch_space_gives_every_branch_the_step_floor():
     lines = branch_plan_lines(spec, br)
     assert not any("warning" in line for line in lines)
     assert any("optimizer steps per window: B=128: 100, B=256: 50, B=512: 25" in line for line in lines)
+
+
+def test_branch_mode_takes_the_spec_s_trackers():
+    """Issue 35: trackers attach to every method; branch mode refused them ("not available with search.method
+    branch yet")."""
+    spec = load_spec(LM, BRANCH + ["tracking.tensorboard=true"])
+    assert spec.tracking.tensorboard and spec.search.method == "branch"
