@@ -195,6 +195,15 @@ def _megatron(summary: BranchSummary) -> tuple[str, str]:
     return flags, note
 
 
+def _integrations(summary: BranchSummary) -> str:
+    return ("from cbs_ray.integrations import BatchSizeSchedule\n"
+            "from cbs_ray.integrations.hf import BatchSizeScheduleCallback, training_arguments\n\n"
+            "schedule = BatchSizeSchedule.from_summary(\"summary.json\")  # this report's schedule, alpha "
+            f"{summary.schedule_alpha or 0.5:g}\n"
+            "args = TrainingArguments(..., **training_arguments(schedule, per_device_train_batch_size=MICRO))\n"
+            "trainer = Trainer(..., args=args, callbacks=[BatchSizeScheduleCallback(schedule)])\n")
+
+
 def trainer_snippets(summary: BranchSummary) -> dict[str, tuple[str, str, str]]:
     """{trainer: (language, snippet, note)} for the recommended schedule."""
     flags, note = _megatron(summary)
@@ -210,6 +219,11 @@ def trainer_snippets(summary: BranchSummary) -> dict[str, tuple[str, str, str]]:
             "Levanter's schedule is in optimizer steps: each start is the step at which the schedule has seen the "
             "switch point's sequences. Scale the learning rate yourself if it should follow the batch."),
         "Megatron-LM (--step-batch-size-schedule)": ("bash", flags, note),
+        "HF Trainer, Lightning or a PyTorch loop (cbs_ray.integrations)": (
+            "python", _integrations(summary),
+            "Reads this report's summary.json: batches by gradient accumulation at a fixed micro-batch, the LR × "
+            f"{2 ** (summary.schedule_alpha or 0.5):.3g} per doubling on top of the trainer's own schedule. Lightning "
+            "and plain loops, and the in-run noise scale: docs/integrations.md."),
     }
 
 

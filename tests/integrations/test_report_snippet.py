@@ -1,0 +1,19 @@
+"""Branch mode's report points to cbs_ray.integrations, with a snippet that reads its own summary.json."""
+
+from helpers.branch_history import META, history
+
+from cbs_ray.analysis.branch_summary import summarize_branches
+from cbs_ray.integrations import BatchSizeSchedule
+from cbs_ray.report.branch import trainer_snippets
+
+
+def test_the_report_snippet_names_from_summary_and_the_schedule_reads_back(tmp_path):
+    summary = summarize_branches(history(), META)
+    snippets = trainer_snippets(summary)
+    language, snippet, note = snippets["HF Trainer, Lightning or a PyTorch loop (cbs_ray.integrations)"]
+    assert language == "python" and 'BatchSizeSchedule.from_summary("summary.json")' in snippet
+    assert "docs/integrations.md" in note and "1.41" in note
+    (tmp_path / "summary.json").write_text(summary.to_json())
+    schedule = BatchSizeSchedule.from_summary(tmp_path)
+    assert [[s.start_samples, s.batch_size] for s in schedule.stages] == summary.batch_size_schedule
+    assert schedule.optimizer_steps() == 144  # the Levanter snippet's num_train_steps for this schedule
