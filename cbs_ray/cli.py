@@ -14,16 +14,32 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 
 from cbs_ray.records.columns import MissingColumnError
-from cbs_ray.records.storage import ReportError
+from cbs_ray.records.names import resume_command
+from cbs_ray.records.storage import META_FILE, ReportError
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
 
 __all__ = ["OneLineParser", "unforeseen_error", "main", "search_main", "report_main", "schema_main",
            "parse_search_args"]
 
-SEARCH_DESCRIPTION = "Run a critical-batch search: python -m cbs_ray.search [--space FILE] [--set key=value ...]"
-REPORT_DESCRIPTION = ("The report: python -m cbs_ray.report EXPERIMENT_DIR [--output DIR] [--tolerance 0.01] "
+SEARCH_DESCRIPTION = "Run a critical-batch search: cbs-ray search [--space FILE] [--set key=value ...]"
+REPORT_DESCRIPTION = ("The report: cbs-ray report EXPERIMENT_DIR [--output DIR] [--tolerance 0.01] "
                       "[--target VALUE]")
+MAX_PATH_CHARS = 4096
+"""Linux's PATH_MAX: a longer ``--output`` cannot be a folder."""
+
+
+def check_output_arg(output: str | None) -> None:
+    """``--output`` can name a folder at all (no NUL, no name over 255 bytes, no path over PATH_MAX): a
+    ``SpecError`` before anything starts, instead of an ``OSError`` or ``ValueError`` from deep inside."""
+    if output is None:
+        return
+    if "\x00" in output:
+        raise SpecError("--output: contains a NUL character")
+    too_long = len(output.encode()) > MAX_PATH_CHARS or any(len(part.encode()) > 255 for part in output.split("/"))
+    if too_long:
+        raise SpecError(f"--output: {output[:60]!r}... is longer than a path can be ({MAX_PATH_CHARS} bytes, "
+                        "255 a folder name)")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -50,8 +66,8 @@ def parse_search_args(argv: list[str] | None = None, prog: str = "python -m cbs_
     parser.add_argument("--space", help="search-space YAML (default: the embedded tiny CPU default)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a spec field, e.g. --set training.budget_samples=16384")
-    parser.add_argument("--output", help="directory for summary.json and trials.csv "
-                                         "(default ./cbs_results/<name>)")
+    parser.add_argument("--output", help="directory for the report (default ./cbs_results/<name>, "
+                                         "./cbs_results/<name>-branch or -ladder for those methods)")
     parser.add_argument("--address", help="Ray cluster address (e.g. auto); default: start Ray locally")
     parser.add_argument("--dry-run", action="store_true", help="validate and print the plan; start nothing")
     parser.add_argument("--resume", metavar="EXPERIMENT_DIR",
@@ -77,6 +93,13 @@ def search_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.se
         args = parse_search_args(argv, prog)
     except SystemExit as e:  # argparse already printed its one-line usage error
         return 2 if e.code else 0
+    try:
+        check_output_arg(args.output)
+        if args.dry_run and args.probe:  # --dry-run ignored --probe without a word
+            raise SpecError("--probe: trains one short run, and --dry-run starts nothing; drop one of them")
+    except SpecError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     # The API imports Ray and torch (seconds): --help and a usage error answer before it.
     from cbs_ray.tune import api, runner
     from cbs_ray.tune.prepare import check_before_ray, output_dir_for
@@ -120,9 +143,9 @@ def search_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.se
     except Exception as e:
         return unforeseen_error(e)
     except KeyboardInterrupt as e:
-        where = e.experiment_path if isinstance(e, runner.SearchInterrupted) else "EXPERIMENT_DIR"
-        print(f"interrupted: finished trials and checkpoints are kept; continue with: "
-              f"python -m cbs_ray.search --resume {where}", file=sys.stderr)
+        again = resume_command(e.experiment_path) if isinstance(e, runner.SearchInterrupted) \
+            else "cbs-ray search --resume EXPERIMENT_DIR"
+        print(f"interrupted: finished trials and checkpoints are kept; continue with: {again}", file=sys.stderr)
         return 130
 
 
@@ -131,7 +154,8 @@ def search_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.se
 def report_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.report") -> int:
     parser = OneLineParser(prog=prog, description=REPORT_DESCRIPTION)
     parser.add_argument("experiment_dir", help="the Tune experiment directory a search wrote")
-    parser.add_argument("--output", help="where to write the report (default: ./cbs_results/<name>)")
+    parser.add_argument("--output", help="where to write the report (default: ./cbs_results/<name>, "
+                                         "<name>-branch or <name>-ladder for those methods)")
     parser.add_argument("--tolerance", type=float, help="turning-point tolerance (relative; default from the spec)")
     parser.add_argument("--target", type=float, help="target metric for the tradeoff and the 20%% rule")
     parser.add_argument("--turning-point", choices=["monotone", "raw"],
@@ -140,6 +164,11 @@ def report_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.re
         args = parser.parse_args(argv)
     except SystemExit as e:
         return 2 if e.code else 0
+    try:
+        check_output_arg(args.output)
+    except SpecError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if args.tolerance is not None and not 0 <= args.tolerance < 1:
         print(f"error: --tolerance: must be in [0, 1), got {args.tolerance}", file=sys.stderr)
         return 2
@@ -154,6 +183,13 @@ def report_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.re
                               target=args.target, turning_fit=args.turning_point)
     except (ReportError, MissingColumnError) as e:  # a history without a column the report needs names it
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (KeyError, TypeError, ValueError, RecursionError) as e:  # metadata of the wrong shape (ladder_batches: "lots")
+        if os.environ.get("CBS_RAY_DEBUG"):
+            raise
+        said = str(e).splitlines()[0] if str(e) else ""
+        print(f"error: {args.experiment_dir}: cannot be reported: {type(e).__name__}: {said[:200]} (its "
+              f"{META_FILE} or results are not what cbs-ray writes; CBS_RAY_DEBUG=1 for the traceback)", file=sys.stderr)
         return 2
     except Exception as e:
         return unforeseen_error(e)
@@ -175,6 +211,10 @@ def schema_main(argv: list[str] | None = None, prog: str = "cbs-ray schema") -> 
         print(json.dumps(spec_json_schema(), indent=2), flush=True)
     except BrokenPipeError:  # cbs-ray schema | head: the reader had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError as e:  # cbs-ray schema > /dev/full: one line, and nothing left to flush at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"error: cannot write the schema to standard output ({e.strerror or e})", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None):
     parser.add_argument("--output", help="where the report goes (default ./cbs_results/hf-pipeline-bert)")
     args = parser.parse_args(argv)
     result = run_search(search_spec(args.overrides), output_dir=args.output, **objects())
-    print(f"critical batch of the pipeline's BERT: {result.critical_batch}")
+    print(f"the pipeline's BERT: {result.answer.text}")  # the answer with its bound ("≥ 128"), not the bare number
     return result
 
 

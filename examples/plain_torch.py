@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None):
     parser.add_argument("--output", help="where the report goes (default ./cbs_results/plain-torch-mlp)")
     args = parser.parse_args(argv)
     result = run_search(search_spec(args.overrides), output_dir=args.output, **objects())
-    print(f"critical batch of the MLP: {result.critical_batch}")
+    print(f"the MLP: {result.answer.text}")  # the answer with its bound ("≤ 16", "≥ 128"), not the bare number
     return result
 
 

@@ -203,8 +203,11 @@ def _validate(history: pd.DataFrame, rungs: list, fit, budget: int, meta: dict, 
                 "baselines": {k: {"b_crit": v, "log2_error": None} for k, v in baselines.items()},
                 "beats_baselines": None}
     errors = {k: {"b_crit": v, "log2_error": log2_error(v, measured) if v else None} for k, v in baselines.items()}
-    error = log2_error(fit.b_crit, measured) if fit.b_crit else None
-    within = fit.interval_90 is not None and fit.interval_90[0] <= measured <= fit.interval_90[1]
-    beats = error is not None and all(e["log2_error"] is None or error < e["log2_error"] for e in errors.values())
+    if not fit.b_crit or fit.interval_90 is None:  # the prediction was refused: there is nothing to judge
+        return {**out, "within_interval": None, "log2_error": None, "baselines": errors, "beats_baselines": None,
+                "target_met": None}
+    error = log2_error(fit.b_crit, measured)
+    within = fit.interval_90[0] <= measured <= fit.interval_90[1]
+    beats = all(e["log2_error"] is None or error < e["log2_error"] for e in errors.values())
     return {**out, "within_interval": within, "log2_error": error, "baselines": errors, "beats_baselines": beats,
-            "target_met": bool(within and error is not None and error <= LOG2_TARGET and beats)}
+            "target_met": bool(within and error <= LOG2_TARGET and beats)}

@@ -150,8 +150,24 @@ def recommend(done: pd.DataFrame, front: list[int], *, metric: str, mode: str, t
             note = past + ": no trial at or below it is within tolerance, so it stays"
         else:
             row, note = done.loc[below], past + ": recommended instead the fastest at or below it"
+    elif cap is not None and int(row[Column.batch_size]) < cap:
+        note = _below_the_cap(done, row, ok, cap=cap, cap_text=cap_text or str(cap))
     return _recommendation(row, metric=metric, budget_samples=budget_samples, note=note,
                            runs=_runs_of(row, per_batch, metric=metric), unsearched=unsearched(row, trials, seeds))
+
+
+def _below_the_cap(done: pd.DataFrame, row, ok: list, *, cap: int, cap_text: str) -> str:
+    """Why the recommendation is a smaller batch than the critical batch (issue 40 row 8: "Critical batch: 128"
+    above "Recommendation: batch 64" said nothing): it was measured faster here, at a quality within tolerance."""
+    batch, time_s = int(row[Column.batch_size]), float(row[Column.projected_time_s])
+    at_cap = [i for i in ok if int(done.loc[i, Column.batch_size]) == cap]
+    said = (f"B={batch} is below the critical batch {cap_text} (the largest batch that costs no quality): it was the "
+            f"fastest within tolerance on this machine ({time_s:.3g} s projected")
+    if at_cap:
+        said += f" vs {float(done.loc[at_cap[0], Column.projected_time_s]):.3g} s for B={cap})"
+    else:
+        said += f"; no trial at B={cap} reached the full budget within tolerance)"
+    return said + f"; B={cap} takes fewer optimizer steps, and is the one to use where a larger batch runs faster"
 
 
 def turning_point_reading(per_batch: pd.DataFrame, measured: pd.DataFrame, *, metric: str, mode: str, tolerance: float,

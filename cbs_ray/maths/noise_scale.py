@@ -78,6 +78,21 @@ class NoiseScaleMeter:
             return math.nan, math.nan
         return self.grad_sq / self.weight, self.trace / self.weight
 
+    def saved(self, averages: tuple[float, float] | None = None) -> list[float]:
+        """What a checkpoint keeps: ``[|G|², tr Σ, weight, count]``, the averages bias-corrected (``averages``:
+        those averaged over the workers, as the report has them). The moving averages are linear in their
+        inputs, so every worker resumed from the workers' mean continues to the mean an uninterrupted run
+        reaches: a resumed trial's noise scale is the one it would have had (issue 40 row 12: a restarted meter
+        read 23 where the uninterrupted run read 829)."""
+        grad_sq, trace = averages if averages is not None else self.averages()
+        return [float(grad_sq), float(trace), float(self.weight), float(self.count)]
+
+    def resume(self, saved: list[float]) -> None:
+        """Continue from ``saved`` (``saved()``); nothing when it holds no finite averages."""
+        grad_sq, trace, weight, count = saved
+        if weight and math.isfinite(grad_sq) and math.isfinite(trace):
+            self.grad_sq, self.trace, self.weight, self.count = grad_sq * weight, trace * weight, weight, int(count)
+
 
 def proposed_grid(b_simple: float, *, smallest: int = 2, largest: int | None = None, span: int = 8) -> list[int]:
     """Powers of two centred on ``b_simple``: from B/span to B·span around the nearest power of two,

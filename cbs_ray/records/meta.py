@@ -16,13 +16,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Optional
 
+from cbs_ray.records.names import name_problem
 from cbs_ray.records.storage import ReportError, read_meta, write_meta
 
 __all__ = ["ExperimentMeta", "FORMAT"]
 
 FORMAT = 2
 """The metadata's format this cbs-ray writes (see the module docstring)."""
-
 
 @dataclass
 class ExperimentMeta:
@@ -74,6 +74,9 @@ class ExperimentMeta:
         missing = [k for k in ("name", "metric", "mode", "spec") if k not in raw]
         if missing:
             raise ReportError(f"{', '.join(missing)} missing from the experiment's metadata")
+        problem = name_problem(raw["name"])
+        if problem:  # the name becomes the report's folder: never a path that leads outside ./cbs_results/
+            raise ReportError(f"the experiment's metadata is damaged: name {problem}")
         known = {k: v for k, v in raw.items() if k in names}
         return cls(**{"format": 1, **known}, branching={k: v for k, v in raw.items() if k not in names})
 

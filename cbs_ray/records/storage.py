@@ -55,6 +55,8 @@ def read_meta(experiment_uri: str) -> dict:
         raise ReportError(f"{experiment_uri}: not a cbs-ray experiment directory (no {META_FILE})") from None
     except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
         raise ReportError(f"{experiment_uri}: {META_FILE} is damaged ({str(e).splitlines()[0]})") from None
+    except RecursionError:  # JSON nested thousands deep: not what cbs-ray writes
+        raise ReportError(f"{experiment_uri}: {META_FILE} is damaged (nested too deep to read)") from None
 
 
 def load_history(experiment_uri: str) -> pd.DataFrame:

@@ -69,6 +69,9 @@ def headline(summary: LadderSummary) -> list[str]:
     if v:
         if v["measured_b_crit"] is None:
             lines.append(f"Validation: B_crit at the full budget not measurable ({v['measured_reason']})")
+        elif v["within_interval"] is None:  # the prediction was refused: the measurement stands alone
+            lines.append(f"Validation: measured B_crit {v['measured_b_crit']:.3g} at the full budget; no prediction to "
+                         f"judge against it (refused above)")
         else:
             err = f"{v['log2_error']:.2f}" if v["log2_error"] is not None else "–"
             base = ", ".join(f"{k} {e['log2_error']:.2f}" for k, e in v["baselines"].items()

@@ -176,8 +176,8 @@ def render_html(summary: Summary, plots: dict[str, Path]) -> str:
 <html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Critical batch report: {html.escape(str(summary.name or ''))}</title><style>{STYLE}</style></head><body>
 <h1>Critical batch report: {html.escape(str(summary.name or ''))}</h1>
-<p class="meta">Experiment <code>{html.escape(str(summary.experiment_path))}</code>; metric <b>{metric}</b>
-({summary.mode}), equal-sample budget {summary.budget_samples} samples per trial.</p>
+<p class="meta">Experiment <code>{html.escape(str(summary.experiment_path))}</code>; metric <b>{html.escape(metric)}</b>
+({html.escape(str(summary.mode))}), equal-sample budget {summary.budget_samples} samples per trial.</p>
 {_answer_box(summary)}
 <div class="lead">{lead}</div>
 <h2>Readings</h2><ul class="readings">{readings}</ul>

@@ -11,6 +11,7 @@ from typing import Optional
 import pandas as pd
 
 from cbs_ray.analysis.branch_summary import summarize_branches
+from cbs_ray.records.columns import Column
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import ReportError, load_history
 
@@ -62,6 +63,6 @@ def same_spec_schedule(path: str, meta: ExperimentMeta) -> Optional[dict]:
         sv = summary.schedule_validation
         return {"experiment": str(candidate), "batch_size_schedule": [[int(a), int(b)] for a, b in
                                                                        summary.batch_size_schedule],
-                "alpha": summary.schedule_alpha,
+                Column.alpha: summary.schedule_alpha,
                 "validated": None if sv is None else {"below_frontier": sv.below_frontier, "loss_holds": sv.loss_holds}}
     return None

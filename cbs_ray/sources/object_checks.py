@@ -80,6 +80,11 @@ def _length(dataset, name: str) -> int:
     size = len(dataset)
     if size == 0:
         raise SpecError(f"{name}: is empty")
+    try:  # a __len__ that claims more than the dataset holds fails every trial at its end, not here
+        dataset[size - 1]
+    except Exception as e:
+        raise SpecError(f"{name}: its __len__ says {size} items, but item {size - 1} cannot be read "
+                        f"({one_line(e)}); make __len__ count what __getitem__ holds") from None
     return size
 
 

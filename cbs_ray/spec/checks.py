@@ -11,6 +11,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from cbs_ray.records.names import NAME_MAX_CHARS, name_problem
 from cbs_ray.spec.errors import SpecError
 
 # ---- single-field checks, declared beside their fields ---------------------------------------------
@@ -45,6 +46,17 @@ def at_least(low: int, *, show_value: bool = True) -> Check:
     return Check(lambda v: v >= low, f"must be at least {low}" + _got(show_value))
 
 
+MAX_REPEATS = 100
+"""The most runs of one configuration a spec may ask for (``search.repeats``, ``branch.repeats``,
+``branch.validation_seeds``, ``ladder.seeds``): each multiplies the trials, and 100 is already hundreds of runs;
+``ladder.seeds=1e8`` (400 M trials) was accepted."""
+
+
+def a_count(most: int) -> Check:
+    """A count of runs from 1 to ``most``: more is a typo, not a plan."""
+    return Check(lambda v: 1 <= v <= most, f"must be from 1 to {most} (each one multiplies the trials), got {{value}}")
+
+
 def non_negative() -> Check:
     return Check(lambda v: v >= 0, "must be >= 0, got {value}")
 
@@ -73,8 +85,9 @@ def ordered_within(low: float, high: float) -> Check:
                  f"must satisfy {low} <= low <= high <= {high}, got {{value!r}}")
 
 
-DIRECTORY_NAME = Check(lambda v: bool(v) and not any(c in v for c in "/\\ "),
-                       "must be a non-empty name without spaces or slashes, got {value!r}")
+DIRECTORY_NAME = Check(lambda v: name_problem(v) is None,
+                       "must be one folder name (no spaces, slashes, control characters, . or ..; at most "
+                       f"{NAME_MAX_CHARS} characters), got {{value!r:.120}}")
 HAS_MODEL_TYPE = Check(lambda c: "model_type" in c, "must contain model_type (e.g. bert, gpt2)")
 BUILTIN_METRICS = ("accuracy", "eval_loss", "perplexity", "bleu")
 """The metrics the spec path computes; ``search.metric`` may name another only with ``compute_metrics``."""

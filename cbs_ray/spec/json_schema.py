@@ -30,6 +30,15 @@ def _sections(cls) -> list[type]:
     return found
 
 
+def _sections_may_be_null(schema: dict) -> None:
+    """A section written ``model: null`` (or left empty, ``model:``) takes its defaults in the loader
+    (``spec.load``), so every section's definition admits null as well (issue 40 row 16); an error inside a
+    section still points at its key."""
+    for section in schema.get("$defs", {}).values():
+        if section.get("type") == "object":
+            section["type"] = ["object", "null"]
+
+
 def spec_json_schema() -> dict:
     """The JSON Schema of a search-space YAML (``SearchSpec``): sections, keys, types, defaults, docs."""
     from pydantic import ConfigDict, TypeAdapter
@@ -46,6 +55,7 @@ def spec_json_schema() -> dict:
     finally:
         for cls in added:
             del cls.__pydantic_config__
+    _sections_may_be_null(schema)
     return {"$schema": SCHEMA_DIALECT, "title": "cbs-ray search spec",
             "description": "A search-space YAML of cbs-ray (cbs-ray search --space FILE); every key is optional, "
                            "the default fills what is left out.", **{k: v for k, v in schema.items() if k != "title"}}

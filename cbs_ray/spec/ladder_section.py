@@ -36,6 +36,11 @@ MIN_LADDER_BATCHES = 4
 bootstrap interval, and with 3 batch sizes too few resamples keep 3 distinct ones for that interval."""
 
 
+MIN_RUNGS = 3
+"""The fewest rungs a ladder plan may have: the exponent of B_crit ∝ D^γ is a line through the rungs' logs, and
+two points leave nothing to judge the fit by (its p-value and interval)."""
+
+
 @dataclass(frozen=True)
 class Ladder:
     """The ``ladder:`` section against the budget, in samples."""
@@ -143,7 +148,13 @@ def resolve_ladder(spec: SearchSpec, budget_samples: int, tokens_per_sample: Opt
         k += 1
     evaluations = sorted(p for p in points if p <= MEASURE_FACTOR * budget_samples)
     alpha = lad.alpha if lad.alpha is not None else sum(s.alpha_range) / 2
-    return Ladder(batches=batches, seeds=lad.seeds, alpha=float(alpha), warmup_fraction=sum(s.warmup_fraction_range) / 2,
-                  budget_samples=budget_samples, stop_samples=stop, evaluations=tuple(evaluations),
-                  validate=lad.validate, base_lr=t.base_lr, base_batch=t.base_batch, min_steps=lad.min_steps,
-                  tokens_per_sample=tokens_per_sample, curve=lad.curve)
+    ladder = Ladder(batches=batches, seeds=lad.seeds, alpha=float(alpha),
+                    warmup_fraction=sum(s.warmup_fraction_range) / 2, budget_samples=budget_samples, stop_samples=stop,
+                    evaluations=tuple(evaluations), validate=lad.validate, base_lr=t.base_lr, base_batch=t.base_batch,
+                    min_steps=lad.min_steps, tokens_per_sample=tokens_per_sample, curve=lad.curve)
+    rungs = ladder.rung_evaluations
+    if len(rungs) < MIN_RUNGS:  # a plan that can never predict: refused before anything trains (issue 40 row 10)
+        raise SpecError(f"ladder.first_rung: the plan has {len(rungs)} rung(s) ({', '.join(map(str, rungs)) or 'none'} "
+                        f"samples, from {ladder.rungs_from} to {stop}); fitting B_crit against D needs at least "
+                        f"{MIN_RUNGS}: lower ladder.first_rung or raise ladder.fraction")
+    return ladder

@@ -20,7 +20,7 @@ from cbs_ray.spec.checks import admits_none, type_hints_of, join_key
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.rules import validate
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.spec.yaml_text import MAX_SPEC_BYTES, SpecYAMLError, parse
+from cbs_ray.spec.yaml_text import MAX_DEPTH, MAX_SPEC_BYTES, SpecYAMLError, parse
 
 __all__ = ["load_spec", "spec_from_dict", "spec_to_dict", "apply_overrides"]
 
@@ -90,6 +90,8 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
             raise SpecError(f"--set {key}: cannot parse value {text!r}") from None
         node, cls = raw, SearchSpec
         parts = key.strip().split(".")
+        if len(parts) > MAX_DEPTH:  # deeper keys ran into RecursionError after --dry-run passed
+            raise SpecError(f"--set {key[:60]}...: {len(parts)} levels deep; a spec key has at most {MAX_DEPTH}")
         for part in parts[:-1]:
             if node.get(part) is None:
                 # Not given (or an empty section): a section starts empty; a mapping the spec leaves at its

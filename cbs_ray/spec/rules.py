@@ -126,8 +126,9 @@ def _tokens_need_a_causal_lm(spec: SearchSpec) -> None:
     a run of tokens), and a token budget needs packed texts: only then is every sample the same tokens."""
     if spec.task != "causal-lm":
         if spec.training.budget_tokens is not None:
-            raise SpecError(f"training.budget_tokens: a token budget needs task causal-lm (the task is "
-                            f"{spec.task}); use training.budget_samples or training.budget_epochs")
+            raise SpecError(f"training.budget_tokens: counts the tokens of the spec's own packed texts, a causal "
+                            f"LM's (the task is {spec.task}), never a train_dataset passed to run_search (used as "
+                            f"given); use training.budget_samples or training.budget_epochs")
         if spec.data.packing:
             raise SpecError(f"data.packing: only a causal LM's texts are packed (the task is {spec.task}); "
                             "drop data.packing")

@@ -10,12 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
 
+from cbs_ray.records.names import default_report_dir
 from cbs_ray.spec.checks import (
     DIRECTORY_NAME,
     HAS_MODEL_TYPE,
     METRIC_NAME,
+    MAX_REPEATS,
     POSITIVE_NUMBER,
     expand_batch_sizes,
+    a_count,
     at_least,
     check,
     greater_than,
@@ -248,7 +251,7 @@ class SearchSection:
     """Points per range (alpha, warmup) of the ``grid`` strategy: 3 gives the ends and the middle."""
     early_stopping: bool = True
     """ASHA early stopping within each batch size; false trains every trial to the full budget."""
-    repeats: int = field(default=1, metadata=check(at_least(1)))
+    repeats: int = field(default=1, metadata=check(a_count(MAX_REPEATS)))
     """Runs per batch size of its finally selected configuration (the best at the full budget): with k > 1
     the best is re-trained k - 1 more times with other seeds, and the report uses the mean with its
     standard error, a range for the turning point and a verdict on whether the noise allows an answer."""
@@ -301,7 +304,7 @@ class BranchSpec:
     0.01 in loss units (nats), the paper's; with ``tolerance_relative`` a fraction of that loss instead."""
     tolerance_relative: bool = False
     """Read ``tolerance`` as relative (loss ≤ reference × (1 + ε)), the pre-paper rule; default absolute."""
-    repeats: int = field(default=1, metadata=check(at_least(1)))
+    repeats: int = field(default=1, metadata=check(a_count(MAX_REPEATS)))
     """Runs per (checkpoint, batch), each with another seed's data order from the checkpoint, the trunk's own
     continuation included (at its batch): each comparison then has a standard error, and the close-call rule
     uses it."""
@@ -315,7 +318,7 @@ class BranchSpec:
     """After the branches: train the recommended batch-size schedule for the whole budget against fixed-batch
     controls (the small batch, the large one the schedule reaches, the iso-step batches), each on
     ``validation_seeds`` seeds, and read the fixed-batch frontier (``--validate-schedule`` sets it)."""
-    validation_seeds: int = field(default=3, metadata=check(at_least(1)))
+    validation_seeds: int = field(default=3, metadata=check(a_count(MAX_REPEATS)))
     """Seeds per run of the schedule's validation (the schedule and every control)."""
 
 
@@ -327,7 +330,7 @@ class LadderSpec:
     fraction: float = field(default=0.25, metadata=check(within(0, 1, ends="()")))
     """How far each run trains, a fraction of the full budget (``training.budget_samples`` or ``budget_tokens``:
     the run you will train)."""
-    seeds: int = field(default=2, metadata=check(at_least(1)))
+    seeds: int = field(default=2, metadata=check(a_count(MAX_REPEATS)))
     """Runs per batch, each with its own seed: the learning curves the rungs read are their means."""
     alpha: Optional[float] = field(default=None, metadata=check(within(0, 1, ends="[]")))
     """The alpha rule's exponent for every batch's LR (lr = base_lr · (B / base_batch) ** alpha). Default: the
@@ -435,7 +438,8 @@ class SearchSpec:
     storage_path: str = "~/ray_results"
     """Where Tune persists the experiment (a local path, shared filesystem or s3:// / gs:// URI)."""
     output_dir: Optional[str] = None
-    """Where summary.json and trials.csv go (default ./cbs_results/<name>)."""
+    """Where the report goes (default ./cbs_results/<name> for a from-scratch search, ./cbs_results/<name>-branch
+    and ./cbs_results/<name>-ladder for the other methods, so that one never clears another's report)."""
 
     # ---- derived values (valid only after validate()) -------------------------------------------
     @property
@@ -451,7 +455,8 @@ class SearchSpec:
 
     @property
     def results_dir(self) -> Path:
-        return Path(self.output_dir or Path("cbs_results") / self.name).expanduser().resolve()
+        """``output_dir``, else the method's own folder (``records.meta.default_report_dir``)."""
+        return Path(self.output_dir or default_report_dir(self.name, self.search.method)).expanduser().resolve()
 
     @property
     def storage_uri(self) -> str:

@@ -271,7 +271,9 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: TrialParts, progress: 
         if session.rank == 0:
             save_state(directory, parts.model, parts.optimizer, parts.scheduler, parts.scaler, progress.step, {
                 "train_time_s": progress.train_time, "wall_time_s": report.wall_time_s,
-                "first_loss": progress.first_loss, "samples_drawn": progress.drawn})
+                "first_loss": progress.first_loss, "samples_drawn": progress.drawn,
+                "noise_meter": parts.noise.saved((noise["grad_sq"], noise["trace_sigma"]))
+                if parts.noise is not None else None})
         session.report(metrics, directory if session.rank == 0 else None)
     return True
 

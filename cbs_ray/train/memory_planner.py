@@ -16,11 +16,15 @@ extrapolated from the sizes already run, would exceed the limit.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import tempfile
 from pathlib import Path
 from typing import Callable
+
+from filelock import FileLock
 
 __all__ = ["plan_micro_batch", "NOTHING_FITS", "PROBE_LIMIT", "ProbeCache", "probe_key", "cuda_fits", "cpu_fits",
            "extrapolated_peak", "PeakResidentMemory"]
@@ -78,12 +82,22 @@ class ProbeCache:
         return min(micro, limit) if micro * 2 <= probed_to or limit <= probed_to else None
 
     def put(self, key: str, micro_batch: int, limit: int) -> None:
-        entries = self._load()
-        entries[key] = {"micro_batch": int(micro_batch), "limit": int(limit)}
+        """Add one entry. The read-modify-write holds a file lock (``filelock``: concurrent trials on a node lost
+        each other's entries) and writes through a temporary file of its own, renamed into place (a reader
+        never sees half a file)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(entries, indent=2))
-        tmp.replace(self.path)  # atomic: concurrent trials never read half a file
+        with FileLock(f"{self.path}.lock"):
+            entries = self._load()
+            entries[key] = {"micro_batch": int(micro_batch), "limit": int(limit)}
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w") as f:
+                    f.write(json.dumps(entries, indent=2))
+                os.replace(tmp, self.path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
 
 
 def _probe_step(model, optimizer, m: int, *, seq_len: int, vocab_size: int, task: str, dtype,

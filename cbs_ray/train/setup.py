@@ -215,6 +215,8 @@ def setup_trial(cfg: TrialConfig, data, session) -> tuple[TrialParts, TrialProgr
     # A branch search measures the noise scale on the trunk only: its B_simple is what the branch summary plots.
     measured = training.noise_scale and cfg.plan.measures_noise_scale
     noise, local_sqnorm = attach_noise_probe(model, params, plan) if measured else (None, None)
+    if noise is not None and saved.get("noise_meter"):  # a restarted trial's noise scale continues, not restarts
+        noise.resume(saved["noise_meter"])
     parts = TrialParts(model=model, forward=forward, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
                    amp_dtype=amp_dtype, plan=plan, eval_batch=eval_batch, micro_batches=micro_batches,
                    params=params, is_ddp=hasattr(model, "no_sync"),

@@ -8,6 +8,7 @@ from its directory with the method that wrote it; ``report_experiment`` rebuilds
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from cbs_ray.records.meta import FORMAT, ExperimentMeta
@@ -117,7 +118,7 @@ def resume_search(experiment_path: str, *, model_init=None, train_dataset=None, 
     damage = damaged_tune_state(path)
     if damage:  # Tune would start afresh and the report would lose every trial before it
         raise SpecError(f"--resume: {path}: Tune's experiment state: {damage}; nothing was started; the trials' "
-                        f"own results are intact: python -m cbs_ray.report {path} reads them")
+                        f"own results are intact: cbs-ray report {shlex.quote(path)} reads them")
     if not tune.Tuner.can_restore(path):
         raise SpecError(f"--resume: {path}: Tune has no experiment state to restore there")
     spec = spec_from_dict(meta.spec)
@@ -182,7 +183,7 @@ def _check_same_data(meta: ExperimentMeta, prepared: Prepared, path: str) -> Non
     if meta.format < FORMAT and meta.user_objects is None:
         raise SpecError(f"--resume: {path} was written by an earlier cbs-ray (metadata format {meta.format}, "
                         f"without a fingerprint of its data), so resuming could not tell whether the spec "
-                        f"still prepares the same data; start a new search (python -m cbs_ray.report still "
+                        f"still prepares the same data; start a new search (cbs-ray report still "
                         f"reads this one)")
     if budget != meta.budget_samples:
         raise SpecError(f"--resume: the data changed: the budget is now {budget} samples, the experiment "

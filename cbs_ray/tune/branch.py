@@ -23,14 +23,16 @@ from cbs_ray.analysis.answer import bound_text
 from cbs_ray.analysis.branch_schedule import CRITERION, control_batches
 from cbs_ray.analysis.branch_summary import summarize_branches
 from cbs_ray.maths.budget import scratch_grid_samples
+from cbs_ray.records.columns import Column
 from cbs_ray.records.meta import ExperimentMeta
-from cbs_ray.records.storage import ReportError, first_error, load_history
+from cbs_ray.records.storage import ReportError, failed_trials, first_error, load_history
 from cbs_ray.report.branch import headline, write_branch_report
 from cbs_ray.sources.object_checks import check_same_architecture
 from cbs_ray.spec.branch_section import Branching, resolve_branching
 from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.resolve import tokens_per_sample
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.train.checkpoint import TRUNK_DONE
 from cbs_ray.train.run_plan import branch_configs, trunk_config, validation_configs
 from cbs_ray.tune.branch_gate import PublishedCheckpoints, never_started
 from cbs_ray.tune.driver import Stages, run_method
@@ -43,7 +45,7 @@ from cbs_ray.tune.trunk_watch import TrunkWatch
 
 __all__ = ["METHOD", "BranchMethod", "branch_answer", "branch_plan_lines", "branch_search_samples",
            "branch_tokens_per_sample", "fit_branches", "resolved_branching", "run_branch_search",
-           "scratch_search_samples", "validate_schedule_run"]
+           "scratch_search_samples", "validate_schedule_run", "TrunkFailed", "trunk_lost", "failed_roles"]
 
 
 def branch_tokens_per_sample(spec: SearchSpec) -> Optional[int]:
@@ -175,16 +177,57 @@ class BranchMethod:
             raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
         summary = summarize_branches(history, recorded)
         return Reading(summary, history, tuple(headline(summary)), branch_answer(summary),
-                       extras={"schedule_experiment_path": schedule_path})
+                       extras={"schedule_experiment_path": schedule_path, "experiment_path": path,
+                               "checkpoint_dir": recorded.get("checkpoint_dir"),
+                               "budget_samples": int(recorded["budget_samples"])})
 
     def render(self, reading: Reading, out: Path) -> Path:
-        return write_branch_report(reading.summary, reading.history, out)
+        """The branch report; a trunk that failed for good ends here in one line (``TrunkFailed``), the report
+        written but no schedule recommended."""
+        html = write_branch_report(reading.summary, reading.history, out)
+        path = reading.extras["experiment_path"]
+        lost = trunk_lost(reading.history, failed_roles(path, reading.extras["checkpoint_dir"]),
+                          reading.extras["budget_samples"])
+        if lost is not None:  # no schedule can be read from branches that never had their checkpoints
+            raise TrunkFailed(f"branch: the trunk (B={reading.summary.trunk[Column.batch_size]}) failed for good at "
+                              f"{lost} samples{first_error(path)}; no schedule is recommended (what was measured: "
+                              f"{html})")
+        return html
 
     def run_lines(self, reading: Reading) -> list[str]:
         return []
 
     def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
         return [f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})"]
+
+
+class TrunkFailed(ReportError):
+    """The trunk of a branch search failed for good (``resources.max_failures`` spent): the search ends with one
+    line and a non-zero exit, its report written but no schedule recommended (issue 40 row 6)."""
+
+
+def trunk_lost(history, failed_roles: set, budget_samples: int) -> Optional[int]:
+    """The samples the trunk had trained when it failed for good, or None when it did not: a trunk among the
+    failed trials (``failed_roles``: an error file or Tune's ERROR; a killed actor's trial stays "running" in
+    Tune's saved state) that never reached the budget (one restarted after a failure and finished did)."""
+    trunk = history[history[Column.role] == "trunk"] if Column.role in history else history.iloc[:0]
+    failed_flag = Column.failed in trunk and trunk[Column.failed].astype(bool).any()
+    trained = int(trunk[Column.samples_seen].max()) if len(trunk) else 0
+    if ("trunk" in failed_roles or failed_flag) and trained < budget_samples:
+        return trained
+    return None
+
+
+def failed_roles(path: str, checkpoint_dir: Optional[str]) -> set:
+    """The roles of the trials that failed: ``trunk`` where the trunk's end marker says ``failed`` (written by
+    ``tune.trunk_watch`` when Tune gives up on it; Tune's saved state still calls a killed trial running), and
+    the roles of the trials with an error file."""
+    roles = {(t.config or {}).get("role") for t in failed_trials(path)[0]}
+    marker = Path(checkpoint_dir or "", TRUNK_DONE)
+    if checkpoint_dir and "://" not in checkpoint_dir and marker.is_file() and \
+            marker.read_text().strip() == "failed":
+        roles.add("trunk")
+    return roles
 
 
 def branch_answer(summary) -> Optional[MethodAnswer]:

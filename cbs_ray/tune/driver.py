@@ -18,7 +18,7 @@ from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.prepare import Prepared, data_fingerprint
 from cbs_ray.tune.result import SearchResult
 from cbs_ray.tune.runner import new_experiment, on_the_cluster, ray_session, run_tuner, tracker_callbacks_for
-from cbs_ray.tune.search_method import Reading, SearchMethod, attach_to_trackers, if_killed_line
+from cbs_ray.tune.search_method import Reading, SearchMethod, attach_to_trackers, experiment_out, if_killed_line
 from cbs_ray.tune.tracking import start_mlflow_parent
 
 __all__ = ["Stages", "run_method", "resume_method", "finish", "report_experiment"]
@@ -110,7 +110,7 @@ def report_experiment(method: SearchMethod, path: str, meta: Optional[Experiment
                               f"report takes {takes})")
     path = path if "://" in path else str(Path(path).expanduser().resolve())
     reading = method.summarize(path, meta, tolerance=tolerance, target=target, turning_fit=turning_fit)
-    out = Path(output_dir or Path("cbs_results") / (reading.name or "report"))
+    out = experiment_out(meta, output_dir)
     page = method.render(reading, out)
     print("\n".join([*reading.headline(), *method.report_lines(page, out, path)]), flush=True)
     return reading

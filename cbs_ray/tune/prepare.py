@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,10 +23,12 @@ from cbs_ray.spec.load import load_spec
 from cbs_ray.spec.resolve import resolve_budget, tokens_per_sample
 from cbs_ray.spec.rules import validate
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.tune.disk_watch import check_free_space
 from cbs_ray.tune.study import check_study, open_storage
 from cbs_ray.tune.tracking import check_installed, check_reachable
 
-__all__ = ["Prepared", "prepare", "as_spec", "check_before_ray", "check_trackers_and_study", "check_writable", "output_dir_for",
+__all__ = ["Prepared", "prepare", "as_spec", "check_before_ray", "check_trackers_and_study", "check_writable",
+           "output_dir_for", "check_own_storage",
            "data_fingerprint"]
 
 
@@ -34,6 +37,8 @@ def as_spec(spec) -> SearchSpec:
     copied (the search writes an auto grid into its copy, never into the caller's) and validated again, since
     a caller may have changed a field after loading; anything else is a ``SpecError``."""
     if isinstance(spec, (str, os.PathLike)):
+        if not Path(spec).is_file():  # load_spec's message names the command line's --space
+            raise SpecError(f"spec: no such file: {spec} (run_search takes a SearchSpec or a spec file's path)")
         return load_spec(spec)
     if not isinstance(spec, SearchSpec):
         raise SpecError(f"spec: expected a SearchSpec (cbs_ray.load_spec) or the path of a spec file, "
@@ -45,10 +50,11 @@ def as_spec(spec) -> SearchSpec:
 
 def check_before_ray(spec: SearchSpec, out: Path, *, resuming: bool = False, dry_run: bool = False) -> None:
     """The checks a search makes before Ray starts that need no data: the trackers and the study, and that
-    the report and the experiment can be written where they go. ``--dry-run`` makes them too, and leaves no
-    directory behind."""
+    the report and the experiment can be written where they go. They leave no directory behind (a search
+    refused after them left an empty ``./cbs_results/<name>/``): the report's writer and Tune make their
+    folders when they write. ``dry_run`` is kept for callers that name it."""
     check_trackers_and_study(spec, resuming=resuming)
-    check_writable(spec, out, keep=not dry_run)
+    check_writable(spec, out, keep=False)
 
 
 def check_writable(spec: SearchSpec, out: Path, *, keep: bool = True) -> None:
@@ -59,7 +65,26 @@ def check_writable(spec: SearchSpec, out: Path, *, keep: bool = True) -> None:
         raise SpecError(f"--output: {out} is a file, not a directory")
     _writable_directory(out, "--output", keep=keep)
     if "://" not in spec.storage_path:  # a URI (s3://, gs://) is checked by Tune when it first writes
+        check_own_storage(Path(spec.storage_uri))
         _writable_directory(Path(spec.storage_uri), "storage_path", keep=keep)
+        check_free_space(spec.storage_uri)
+
+
+def check_own_storage(path: Path) -> None:
+    """A ``SpecError`` where the storage folder (or its nearest existing parent) belongs to another user and
+    others may write into it without the sticky bit: Tune unpickles the experiment's state there on
+    ``--resume``, so anyone who can write there could run code as this user (issue 40)."""
+    folder = path
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        info = folder.stat()
+    except OSError:
+        return
+    others_write = info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX
+    if info.st_uid != os.getuid() and others_write:
+        raise SpecError(f"storage_path: {folder} belongs to another user and others can write there; Tune "
+                        f"unpickles its state on --resume, so use a folder of your own")
 
 
 def _writable_directory(path: Path, key: str, *, keep: bool) -> None:

@@ -22,6 +22,7 @@ from typing import Callable, Optional
 from ray.tune import Callback
 
 from cbs_ray.records.columns import Column
+from cbs_ray.records.storage import error_lines
 
 __all__ = ["ProgressBoard", "SearchProgress", "ENDINGS"]
 
@@ -40,6 +41,8 @@ class _Trial:
     last: Optional[float] = None
     diverged: bool = False
     ending: Optional[str] = None
+    reason: Optional[str] = None
+    """Why a failed trial failed (the last line of its error file), for its line."""
 
     def trained(self) -> int:
         return max(0, min(self.samples, self.stop) - self.start)
@@ -70,6 +73,9 @@ class ProgressBoard:
     clock: Callable[[], float] = time.monotonic
     trials: dict = field(default_factory=dict)
     started_at: Optional[float] = None
+    samples_before: int = 0
+    """Samples trained before this driver started (the trials a resumed search had finished): counted as
+    trained, but not in the rate the ETA reads."""
 
     def started(self, trial_id: str, batch: int, start: int, stop: int) -> None:
         if self.started_at is None:
@@ -86,12 +92,24 @@ class ProgressBoard:
             better = trial.best is None or (value < trial.best if self.mode == "min" else value > trial.best)
             trial.best = value if better else trial.best
 
-    def ended(self, trial_id: str, *, failed: bool = False) -> str:
-        """Mark the trial's end; returns how it ended (one of ``ENDINGS``)."""
+    def ended(self, trial_id: str, *, failed: bool = False, reason: Optional[str] = None) -> str:
+        """Mark the trial's end (``reason``: why a failed one failed); returns how it ended (one of ``ENDINGS``)."""
         trial = self.trials[trial_id]
         trial.ending = ("failed" if failed else "diverged" if trial.diverged
                         else "done" if trial.samples >= trial.stop else "stopped early")
+        trial.reason = reason if failed else None
         return trial.ending
+
+    def ended_before(self, trial_id: str, batch: int, start: int, stop: int, *, samples: int,
+                     value: Optional[float], diverged: bool = False, failed: bool = False) -> None:
+        """A trial that had ended before this driver started (``--resume``): counted as ended, its samples as
+        trained (``samples_before``: not in the ETA's rate), its last reading in the best per batch."""
+        if trial_id in self.trials:
+            return
+        trial = self.trials[trial_id] = _Trial(batch=batch, start=start, stop=stop)
+        self.reported(trial_id, samples, value, diverged)
+        self.ended(trial_id, failed=failed)
+        self.samples_before += trial.trained()
 
     # ---- what it shows ----------------------------------------------------------------------------
 
@@ -112,9 +130,10 @@ class ProgressBoard:
     def eta_s(self) -> Optional[float]:
         """Seconds left at the rate so far (None before the first sample)."""
         trained = self.trained_samples()
-        if not trained:
+        now = trained - self.samples_before  # what this driver trained, at the rate so far
+        if now <= 0:
             return None
-        return self.elapsed_s() * max(0, self.planned_samples() - trained) / trained
+        return self.elapsed_s() * max(0, self.planned_samples() - trained) / now
 
     def best_per_batch(self) -> dict[int, Optional[float]]:
         best: dict[int, Optional[float]] = {}
@@ -146,8 +165,9 @@ class ProgressBoard:
         """The plain line of a trial that just ended (where the output is not a terminal)."""
         t = self.trials[trial_id]
         result = "" if t.last is None else f": {self.metric} {t.last:.4g}"
+        why = f" ({t.reason[:200]})" if t.reason else ""
         c = self.counts()
-        return (f"[{_clock(self.elapsed_s())}] trial B={t.batch} {t.ending}{result} at {t.samples} samples · "
+        return (f"[{_clock(self.elapsed_s())}] trial B={t.batch} {t.ending}{result} at {t.samples} samples{why} · "
                 f"{sum(c[e] for e in ENDINGS)}/{self.planned_trials} ended, {c['running']} running · "
                 f"ETA {'–' if self.eta_s() is None else _clock(self.eta_s())}")
 
@@ -166,6 +186,12 @@ class SearchProgress(Callback):
     def __getstate__(self):  # Tune pickles its callbacks with the experiment; the bars stay here
         return {**self.__dict__, "_bars": None, "stream": None}
 
+    def __setstate__(self, state):
+        # Restored by --resume: the pickled board is as it was at some snapshot, its clock another process's;
+        # the first step rebuilds it from the trials Tune restored (``on_step_begin``).
+        self.__dict__.update(state)
+        self._restored = True
+
     def _out(self):
         return self.stream or sys.stdout
 
@@ -175,6 +201,20 @@ class SearchProgress(Callback):
         return self.live
 
     # ---- Tune's hooks -----------------------------------------------------------------------------
+
+    def on_step_begin(self, iteration, trials, **info):
+        # A resumed search: Tune restores the trials that had ended without calling a hook for them.
+        if getattr(self, "_restored", False):
+            self._restored = False
+            self.board.trials.clear()
+            self.board.started_at, self.board.samples_before = None, 0
+        for t in trials:
+            if t.status in ("TERMINATED", "ERROR") and t.trial_id not in self.board.trials:
+                batch, start, stop = self.span_of(t.config)
+                last = t.last_result or {}
+                self.board.ended_before(t.trial_id, batch, start, stop, samples=int(last.get(Column.samples_seen, 0)),
+                                        value=last.get(self.board.metric), diverged=bool(last.get(Column.diverged)),
+                                        failed=t.status == "ERROR")
 
     def on_trial_start(self, iteration, trials, trial, **info):
         batch, start, stop = self.span_of(trial.config)
@@ -207,7 +247,8 @@ class SearchProgress(Callback):
         if trial.trial_id not in self.board.trials:
             batch, start, stop = self.span_of(trial.config)
             self.board.started(trial.trial_id, batch, start, stop)
-        ending = self.board.ended(trial.trial_id, failed=failed)
+        lines = error_lines(trial) if failed else []
+        ending = self.board.ended(trial.trial_id, failed=failed, reason=lines[-1] if lines else None)
         if not self._is_live():
             print(self.board.event_line(trial.trial_id), file=self._out(), flush=True)
         elif ending == "failed":

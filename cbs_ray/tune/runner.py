@@ -21,7 +21,9 @@ from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import plan_from_config, trial_name
 from cbs_ray.train.trial import DataRef, in_process, run_trial, trial_resources
+from cbs_ray.tune import disk_watch
 from cbs_ray.tune.dashboard import monitoring_lines
+from cbs_ray.tune.disk_watch import DiskWatch, StorageLow
 from cbs_ray.tune.nothing_fits import NothingFitsStopper, NothingFitsWatch, nothing_fits_in_experiment
 from cbs_ray.tune.placement import check_placeable
 from cbs_ray.tune.progress import ProgressBoard, SearchProgress
@@ -29,7 +31,9 @@ from cbs_ray.tune.search_space import max_concurrent
 from cbs_ray.tune.tracker_callbacks import tracking_callbacks
 from cbs_ray.tune.tracking import enabled
 
-__all__ = ["ray_session", "DoesNotFit", "SearchInterrupted"]
+__all__ = ["ray_session", "DoesNotFit", "SearchInterrupted", "RayDidNotStart", "ray_start_failure", "private_temp_dir",
+           "short_temp_root", "fits_ray_sockets", "no_tune_restore_advice", "no_trial_traceback",
+           "quiet_tune"]
 
 
 @contextlib.contextmanager
@@ -43,10 +47,17 @@ def ray_session(address: str | None = None, *, verbose: bool | int = True):
     started_here, context = not ray.is_initialized(), None
     if started_here:
         quiet = {} if verbose else {"log_to_driver": False}
-        if address or os.environ.get("RAY_ADDRESS"):
-            context = ray.init(address=address, logging_level=logging.WARNING, **quiet)
-        else:
-            context = start_local_ray(**quiet)
+        try:
+            if address or os.environ.get("RAY_ADDRESS"):
+                context = ray.init(address=address, logging_level=logging.WARNING, **quiet)
+            else:
+                context = start_local_ray(**quiet)
+        except (ConnectionError, RuntimeError, OSError, ValueError, TimeoutError) as e:
+            raise RayDidNotStart(ray_start_failure(e, address)) from e
+        except Exception as e:  # Ray raises a bare Exception, sometimes with no message, when a node cannot start
+            if type(e) is not Exception:
+                raise
+            raise RayDidNotStart(ray_start_failure(e, address)) from e
     try:
         yield context
     finally:
@@ -54,8 +65,25 @@ def ray_session(address: str | None = None, *, verbose: bool | int = True):
             ray.shutdown()
 
 
+class RayDidNotStart(SpecError):
+    """``ray.init`` failed: the message says why (Ray's own words, or where its logs are when it gave none)."""
+
+
+def ray_start_failure(e: BaseException, address: str | None) -> str:
+    """One line for a Ray that did not start: its message, else where its logs are."""
+    said = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    where = f"the cluster at {address}" if address else f"a local Ray (logs: {private_temp_dir()}/ray/session_latest/logs)"
+    return f"Ray did not start: {said or type(e).__name__ + ' with no message'} ({where})"
+
+
 PRIVATE_TEMP_DIR = "cbs-ray-{uid}"
 """Ray's temp dir of a local search, under the system's temp dir, private to the user (mode 0700)."""
+
+UNIX_SOCKET_PATH_MAX = 107
+"""Linux's limit on an AF_UNIX socket's path (``sun_path`` is 108 bytes with its NUL)."""
+RAY_SOCKET_TAIL = "/session_2026-12-02_02-51-03_123456_4194304/sockets/plasma_store"
+"""The longest path Ray puts under its temp dir for a socket: a session (date, time, microseconds, a pid up to
+``pid_max``) and the object store's socket."""
 
 
 def start_local_ray(**options):
@@ -74,7 +102,7 @@ def start_local_ray(**options):
 def private_temp_dir() -> str:
     """``<tmp>/cbs-ray-<uid>``, made 0700 if new; a fresh ``mkdtemp`` (0700 too) when that path is not a
     directory this user owns with no access for others."""
-    path = Path(tempfile.gettempdir()) / PRIVATE_TEMP_DIR.format(uid=os.getuid())
+    path = Path(short_temp_root()) / PRIVATE_TEMP_DIR.format(uid=os.getuid())
     try:
         path.mkdir(mode=0o700, exist_ok=True)
         info = path.lstat()
@@ -82,7 +110,24 @@ def private_temp_dir() -> str:
             return str(path)
     except OSError:
         pass
-    return tempfile.mkdtemp(prefix="cbs-ray-")
+    return tempfile.mkdtemp(prefix="cbs-ray-", dir=short_temp_root())
+
+
+def fits_ray_sockets(temp_root: str) -> bool:
+    """Whether Ray's sockets fit AF_UNIX's path limit under ``<temp_root>/cbs-ray-<uid>/ray``."""
+    longest = f"{temp_root}/{PRIVATE_TEMP_DIR.format(uid=os.getuid())}/ray{RAY_SOCKET_TAIL}"
+    return len(longest.encode()) <= UNIX_SOCKET_PATH_MAX
+
+
+def short_temp_root() -> str:
+    """The system's temp dir (``TMPDIR``), or ``/tmp`` where that is too long for Ray's socket paths (a search
+    failed with "AF_UNIX path length cannot exceed 107 bytes" where plain ``ray.init()`` started); a
+    ``SpecError`` naming the cause and the fix when neither fits."""
+    for root in (tempfile.gettempdir(), "/tmp"):
+        if fits_ray_sockets(root) and os.path.isdir(root) and os.access(root, os.W_OK | os.X_OK):
+            return root
+    raise SpecError(f"TMPDIR: {tempfile.gettempdir()} is too long for Ray's socket paths (AF_UNIX allows "
+                    f"{UNIX_SOCKET_PATH_MAX} bytes) and /tmp cannot be written; set TMPDIR to a short folder")
 
 
 def on_the_cluster(spec: SearchSpec, context=None) -> None:
@@ -142,11 +187,13 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: bool | in
     # which is cheap here and is what makes a killed search resumable.
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     if restore:
-        # Tune restores the experiment's own stopper and callbacks (pickled with it): read the reason back
-        # from the error files.
+        # Tune restores the experiment's own stopper and callbacks (pickled with it, DiskWatch too): read the
+        # reason back from the error files.
         tuner = tune.Tuner.restore(restore, trainable=trainable, resume_unfinished=True, resume_errored=True)
+        disk_watch.stopped_for.clear()
         with quiet_tune(verbose):
             grid = tuner.fit()
+        _raise_if_storage_low(grid.experiment_path)
         _raise_if_nothing_fits(nothing_fits_in_experiment(grid.experiment_path), grid.experiment_path)
         return _finished(grid, expected_trials=0)
     nothing_fits = NothingFitsStopper()
@@ -173,18 +220,34 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: bool | in
         param_space=param_space,
         run_config=tune.RunConfig(
             name=name, storage_path=spec.storage_uri, verbose=int(verbose),
-            stop=nothing_fits, callbacks=[NothingFitsWatch(nothing_fits), *callbacks],
+            stop=nothing_fits, callbacks=[NothingFitsWatch(nothing_fits), DiskWatch(spec.storage_uri), *callbacks],
             checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
             # An in-process trial whose process dies restarts from its last checkpoint; a TorchTrainer
             # trial restarts its workers itself (trial.py), so Tune does not restart it again.
             failure_config=tune.FailureConfig(max_failures=spec.resources.max_failures if in_process(spec) else 0)),
     )
+    disk_watch.stopped_for.clear()  # what an earlier search in this process saw is not this one's
     with quiet_tune(verbose):
         grid = tuner.fit()
+    _raise_if_storage_low(grid.experiment_path)
     _raise_if_nothing_fits(nothing_fits.reason, grid.experiment_path)
     # A searcher may start fewer trials than it was given (branch mode's, whose checkpoint never came).
     expected = expected_trials() if expected_trials is not None else tune_config.get("num_samples", 1)
     return _finished(grid, expected_trials=expected)
+
+
+def no_tune_restore_advice(record: logging.LogRecord) -> bool:
+    """A logging filter: drops Tune's "Resume experiment with: Tuner.restore(path=..., trainable=...)", which
+    told a ``cbs-ray search`` user to write Python (issue 40 row 13); the command line prints
+    ``cbs-ray search --resume DIR`` instead."""
+    return "Tuner.restore(" not in record.getMessage()
+
+
+def no_trial_traceback(record: logging.LogRecord) -> bool:
+    """A logging filter, without ``--verbose``: drops Tune's "Trial task failed for trial ..." with the worker's
+    whole traceback (23 lines on a killed worker); the progress line names the failure and its reason, and the
+    trial's error file keeps the traceback."""
+    return not record.getMessage().startswith("Trial task failed for trial")
 
 
 @contextlib.contextmanager
@@ -192,15 +255,24 @@ def quiet_tune(verbose: bool | int):
     """Not ``verbose``: Tune's output engine silent for this ``fit`` (``RAY_AIR_NEW_OUTPUT=0`` with verbose 0, the
     one setting of Tune's that prints nothing, where the new engine still prints its experiment box) and Optuna's
     INFO lines (the study it creates) off; both as they were afterwards. ``verbose``: nothing changes."""
+    tune_logger = logging.getLogger("ray.tune.tune")
+    tune_logger.addFilter(no_tune_restore_advice)  # cbs-ray prints its own resume command on Ctrl-C
     if verbose:
-        yield
+        try:
+            yield
+        finally:
+            tune_logger.removeFilter(no_tune_restore_advice)
         return
     env_before = os.environ.get("RAY_AIR_NEW_OUTPUT")
     os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
+    controller_logger = logging.getLogger("ray.tune.execution.tune_controller")
+    controller_logger.addFilter(no_trial_traceback)
     try:
         with quiet_optuna(verbose):
             yield
     finally:
+        tune_logger.removeFilter(no_tune_restore_advice)
+        controller_logger.removeFilter(no_trial_traceback)
         if env_before is None:
             os.environ.pop("RAY_AIR_NEW_OUTPUT", None)
         else:
@@ -235,6 +307,11 @@ def progress_display(spec: SearchSpec, budget: int, planned_trials: int, branchi
 
     return SearchProgress(ProgressBoard(planned_trials=planned_trials, default_span=budget, metric=metric, mode=mode),
                           span_of)
+
+
+def _raise_if_storage_low(experiment_path: str) -> None:
+    if disk_watch.stopped_for:
+        raise StorageLow(disk_watch.storage_low_message(experiment_path))
 
 
 class DoesNotFit(RuntimeError):

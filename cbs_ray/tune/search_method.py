@@ -22,6 +22,7 @@ from typing import Any, Optional, Protocol
 import pandas as pd
 
 from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.records.names import default_report_dir, resume_command
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.tracking import attach_report, enabled
@@ -103,10 +104,13 @@ class SearchMethod(Protocol):
         """What the report command prints after the headline."""
 
 
-def experiment_out(meta: ExperimentMeta, output_dir: Optional[str]) -> Path:
-    """Where ``python -m cbs_ray.report`` writes an experiment's report: ``output_dir``, else
-    ``./cbs_results/<name>``."""
-    return Path(output_dir or Path("cbs_results") / (meta.name or "report"))
+def experiment_out(meta: Optional[ExperimentMeta], output_dir: Optional[str]) -> Path:
+    """Where ``python -m cbs_ray.report`` writes an experiment's report: ``output_dir``, else the method's own
+    folder (``records.names.default_report_dir``: ``./cbs_results/<name>[-method]``; ``report`` for an experiment
+    whose metadata cannot be read)."""
+    if meta is None:
+        return Path(output_dir or default_report_dir("report"))
+    return Path(output_dir or default_report_dir(meta.name or "report", meta.method))
 
 
 def if_killed_line(path: str, meta: ExperimentMeta) -> str:
@@ -114,7 +118,7 @@ def if_killed_line(path: str, meta: ExperimentMeta) -> str:
     it if killed (from Python with the same objects where it runs on the user's own, else the command line)."""
     return f"experiment: {path}\n  if this run is killed, continue it with: " + (
         f"resume_search({path!r}, model_init=..., train_dataset=..., ...) in Python" if meta.user_objects
-        else f"python -m cbs_ray.search --resume {path}")
+        else resume_command(path))
 
 
 def attach_to_trackers(spec: SearchSpec, experiment_path: str, out: Path, answer: dict, headline: list[str]) -> None:

@@ -130,3 +130,16 @@ def test_the_ladder_plot_draws_the_rungs_and_the_noise_scale(tmp_path, monkeypat
     ladder_report.ladder_plot(summarize_ladder(frame, META, bootstrap=100), tmp_path / "a.png")
     assert {"B_crit at a rung (95 %; grey: not fitted)", "B_simple on the way (a diagnostic)",
             "measured at D"} <= set(labels[0])
+
+
+def test_a_refused_prediction_is_not_judged():
+    # Issue 40 row 9: B_crit does not grow, the prediction is refused; the validation measures B_crit at D but
+    # judges nothing ("within_interval: false", "outside the interval" before).
+    s = summarize_ladder(history(gamma=0.0, c=40.0, noise=0.002), META, bootstrap=300)
+    v = s.prediction_validation
+    assert s.prediction["b_crit"] is None and v is not None
+    assert (v["within_interval"], v["log2_error"], v["beats_baselines"], v["target_met"]) == (None, None, None, None)
+    lines = headline(s)
+    assert not any("outside the interval" in line for line in lines)
+    if v["measured_b_crit"] is not None:
+        assert any("no prediction to judge against it" in line for line in lines)

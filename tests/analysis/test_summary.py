@@ -483,3 +483,16 @@ def test_a_recommended_seed_whose_proposals_never_finished_says_alpha_and_warmup
     # The proposal won: nothing to say; nor without seeds (a grid seeds nothing).
     assert recommendation(tpe8=perplexity_run("tpe8", 8, 4.5, alpha=0.55, warmup=0.18)).unsearched is None
     assert recommendation(seeds=None).unsearched is None
+
+
+# ---- issue 40 row 8: a recommendation below the critical batch says why ---------------------------------
+
+def test_a_recommendation_below_the_critical_batch_says_why():
+    h = _final({16: 0.80, 32: 0.80, 64: 0.80, 128: 0.60})
+    h.loc[h.batch_size == 64, "samples_per_s"] = 10.0  # B=64 measured slow (a loaded machine): B=32 is faster
+    s = summarize(h, metric="accuracy", mode="max", budget_samples=1024, tolerance=0.02)
+    assert (s.answer.batch_size, s.recommendation.batch_size) == (64, 32)
+    assert s.recommendation.note.startswith("B=32 is below the critical batch 64 (the largest batch that costs no "
+                                            "quality): it was the fastest within tolerance on this machine (")
+    assert "s for B=64)" in s.recommendation.note
+    assert json.loads(s.to_json())["recommendation"]["note"] == s.recommendation.note

@@ -157,7 +157,7 @@ def test_the_probe_of_a_token_budget_trains_samples_of_the_same_packed_data():
 
 BAD = [
     ([*TOKENS, "training.budget_tokens=100000"],
-     "training.budget_tokens: a token budget needs task causal-lm (the task is sequence-classification)"),
+     "training.budget_tokens: counts the tokens of the spec's own packed texts, a causal LM's (the task is sequence-classification)"),
     (["training.budget_tokens=100000"], "training: set exactly one of budget_samples, budget_epochs and budget_tokens"),
     ([*TOKENS, "training.budget_epochs=2", "training.budget_tokens=100000"],
      "training: set exactly one of budget_samples, budget_epochs and budget_tokens"),

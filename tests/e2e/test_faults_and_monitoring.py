@@ -4,6 +4,7 @@ mid-search and ``--resume``, the dashboard's HTTP API on 127.0.0.1 and the trial
 import json
 import os
 import signal
+import shlex
 import subprocess
 import sys
 import time
@@ -256,7 +257,8 @@ def test_ctrl_c_stops_the_search_and_prints_the_resume_command(tmp_path):
     finally:
         _kill_session(driver.pid)
         driver.wait()
-    assert f"continue with: python -m cbs_ray.search --resume {experiment}" in log.read_text()
+    assert f"continue with: cbs-ray search --resume {shlex.quote(str(experiment))}" in log.read_text()
+    assert "Tuner.restore(" not in log.read_text()  # Tune's own advice (Python) is not printed (issue 40 row 13)
     assert not (tmp_path / "out" / "summary.json").exists()  # no report of a half-run search as if done
 
 

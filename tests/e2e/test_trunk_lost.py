@@ -59,4 +59,10 @@ def test_a_killed_trunk_ends_the_branch_search_in_under_a_minute(tmp_path):
     # (2 branch batches at alpha 0.5 per checkpoint: the paper's one LR per batch)
     assert ("at 2048, 4096 samples; their 4 branches are not run" in text
             or "at 4096 samples; their 2 branches are not run" in text), text[-3000:]
-    assert "interrupted" not in text and "Critical batch over training" in text, text[-3000:]
+    # Issue 40 row 6: a trunk that failed for good ends the search non-zero in one line, with no schedule
+    # recommended from branches that never had their checkpoints; the report of what was measured is written.
+    assert search.returncode == 1, text[-3000:]
+    errors = [line for line in text.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "the trunk (B=8) failed for good" in errors[0], text[-3000:]
+    assert "interrupted" not in text and "Recommend" not in text, text[-3000:]
+    assert (tmp_path / "out" / "summary.json").is_file()

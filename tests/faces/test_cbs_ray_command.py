@@ -90,3 +90,12 @@ def test_the_installed_script_runs():
     done = subprocess.run([sys.executable, "-m", "cbs_ray.search", "--bogus"], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 2
+
+
+@pytest.mark.parametrize("document", [{"model": None}, {"training": None, "asha": None}, {"ladder": None}])
+def test_the_schema_accepts_a_null_section_as_the_loader_does(document, capsys):
+    # Issue 40 row 16: the loader reads `model: null` as the section's defaults; the schema refused it.
+    from cbs_ray.spec.load import spec_from_dict
+
+    spec_from_dict(dict(document))
+    assert list(jsonschema.Draft202012Validator(_schema(capsys)).iter_errors(document)) == []

@@ -314,3 +314,23 @@ def test_the_recipes_command_is_the_packages_console_script():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"].get("scripts", {})
     assert scripts.get("cbs-ray") == "cbs_ray.cli:main"  # which hands `search ARGS` to cli.COMMANDS["search"]
+
+
+@pytest.mark.parametrize("env, named", [
+    ({"SLURM_JOB_NUM_NODES": "$(touch PWNED)"}, "SLURM_JOB_NUM_NODES"),
+    ({"SLURM_JOB_NUM_NODES": "a[$(touch PWNED)]"}, "SLURM_JOB_NUM_NODES"),
+    ({"SLURM_GPUS_PER_NODE": "a100:x[$(touch PWNED)]"}, "SLURM_GPUS_PER_NODE"),
+    ({"SLURM_GPUS_PER_NODE": None}, "SLURM_GPUS_PER_NODE"),
+    ({"SLURM_CPUS_ON_NODE": "0"}, "SLURM_CPUS_ON_NODE"),
+])
+def test_slurms_counts_are_checked_before_any_arithmetic(env, named, tmp_path):
+    # Issue 40: the script evaluated SLURM_JOB_NUM_NODES and SLURM_GPUS_PER_NODE inside $((...)), where bash runs
+    # an injected command; an unset SLURM_GPUS_PER_NODE stopped it with "unbound variable".
+    unset = [k for k, v in env.items() if v is None]
+    if unset:
+        done, argv = run_sbatch(tmp_path, **{k: "" for k in unset})
+    else:
+        done, argv = run_sbatch(tmp_path, **env)
+    assert done.returncode == 2 and f"error: {named} must be a positive whole number" in done.stderr, done.stderr
+    assert "unbound variable" not in done.stderr and argv == []
+    assert not (ROOT / "PWNED").exists() and not (tmp_path / "PWNED").exists()

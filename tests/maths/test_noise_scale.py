@@ -93,3 +93,29 @@ def test_the_average_noise_scale_counts_a_negative_trace_estimate():
     history.loc[1, "b_simple"] = 5.0  # even if a report carried one, the ratio of means is not positive
     assert math.isnan(noise_scale_table(history)[1]["mean"])
 
+
+
+def test_a_meter_resumed_from_its_saved_state_reads_what_an_uninterrupted_one_reads():
+    # Issue 40 row 12: a trial restarted from a checkpoint began its moving averages again, so its noise scale
+    # differed from an identical run's (B_simple 23 vs 829 at one report).
+    import random
+
+    from cbs_ray.maths.noise_scale import NoiseScaleMeter
+
+    rng = random.Random(0)
+    pairs = [(rng.uniform(1.0, 3.0), rng.uniform(0.5, 1.0)) for _ in range(100)]
+    whole = NoiseScaleMeter(8, 64)
+    for small, big in pairs:
+        whole.add(small, big)
+    first = NoiseScaleMeter(8, 64)
+    for small, big in pairs[:40]:
+        first.add(small, big)
+    resumed = NoiseScaleMeter(8, 64)
+    resumed.resume(first.saved())
+    for small, big in pairs[40:]:
+        resumed.add(small, big)
+    assert resumed.averages() == pytest.approx(whole.averages(), rel=1e-12)
+    assert resumed.count == whole.count
+    fresh = NoiseScaleMeter(8, 64)
+    fresh.resume(NoiseScaleMeter(8, 64).saved())  # nothing measured yet: nothing to continue
+    assert fresh.weight == 0

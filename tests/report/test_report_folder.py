@@ -25,3 +25,36 @@ def test_the_same_experiments_report_is_rewritten_in_place(tmp_path, capsys):
     with report_folder(tmp_path, "/ray/scratch-1") as directory:
         assert (directory / "trials.csv").exists()
     assert capsys.readouterr().err == ""
+
+
+# ---- issue 40 rows 2 and the full folder: no writer follows a link it did not make ----------------------
+
+import errno  # noqa: E402
+
+import pytest  # noqa: E402
+
+from cbs_ray.records.storage import ReportError  # noqa: E402
+from cbs_ray.report.folder import LOCK_FILE, FolderError  # noqa: E402
+
+
+@pytest.mark.parametrize("name", [LOCK_FILE, "summary.json", "report.md", "report.html", "trials.csv", "pareto.png"])
+def test_a_link_in_the_report_folder_is_never_followed(name, tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / name).symlink_to(victim)
+    with report_folder(out, "/ray/exp-1") as directory:
+        (directory / name).write_text("report")  # what a writer does with the name
+    assert victim.read_text() == "keep me"
+    assert not (out / name).is_symlink()
+
+
+def test_a_full_report_folder_names_the_path_and_how_to_rebuild(tmp_path):
+    with pytest.raises(FolderError) as raised:
+        with report_folder(tmp_path / "out", "/ray/my exp-1"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    message = str(raised.value)
+    assert isinstance(raised.value, ReportError) and len(message.splitlines()) == 1
+    assert str(tmp_path / "out") in message and "No space left on device" in message
+    assert "cbs-ray report '/ray/my exp-1'" in message

@@ -38,3 +38,14 @@ def test_the_report_page_loads_every_image_and_fits_the_width(tmp_path):
     assert 'data-images="5/5"' in body.group(0), body.group(0)
     assert 'data-fits="true"' in body.group(0), body.group(0)
     assert "Critical batch: ≥ 256" in dom
+
+
+def test_a_users_metric_name_is_escaped_on_the_page():
+    # Issue 40: a metric name (any key compute_metrics returns) went into the page unescaped.
+    import dataclasses
+
+    from cbs_ray.report.page import render_html
+
+    s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
+    page = render_html(dataclasses.replace(s, metric="acc<script>x()</script>"), {})
+    assert "<script>" not in page and "acc&lt;script&gt;" in page

@@ -77,6 +77,19 @@ class Renamed(torch.utils.data.Dataset):
         return {self.key: x, "labels": y}
 
 
+class Overstated(torch.utils.data.Dataset):
+    """Says it holds 2048 items and holds 256 (issue 40): every trial failed at its end."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self):
+        return 2048
+
+    def __getitem__(self, i):
+        return self.dataset[i]
+
+
 class Stream(torch.utils.data.IterableDataset):
     def __iter__(self):
         return iter([])
@@ -116,6 +129,8 @@ BAD_INPUT = {
     "an iterable dataset": (_bad(train_dataset=Stream()),
                             "train_dataset: must be a map-style dataset"),
     "the default collator on tuples": (_bad(data_collator=None), "train_dataset (the default collator"),
+    "a __len__ that overstates": (_bad(train_dataset=Overstated(plain.Blobs(256, seed=1))),
+                                  "train_dataset: its __len__ says 2048 items, but item 2047 cannot be read"),
 }
 
 

@@ -158,3 +158,27 @@ def test_the_cuda_probe_reads_an_out_of_memory_runtime_error_as_does_not_fit(mon
             probe(4)
     else:
         assert probe(4) is False
+
+
+def test_concurrent_puts_keep_every_entry(tmp_path):
+    # Issue 40: put was a read-modify-write through one fixed .tmp name with no lock; trials on one node lost
+    # each other's entries.
+    import multiprocessing
+
+    path = tmp_path / "probe.json"
+    ctx = multiprocessing.get_context("fork")
+    writers = [ctx.Process(target=_put_many, args=(str(path), w)) for w in range(4)]
+    for p in writers:
+        p.start()
+    for p in writers:
+        p.join(timeout=60)
+    assert all(p.exitcode == 0 for p in writers)
+    cache = ProbeCache(path)
+    assert all(cache.get(f"w{w}-k{k}", 64) == 8 for w in range(4) for k in range(25))
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def _put_many(path: str, writer: int) -> None:
+    cache = ProbeCache(path)
+    for k in range(25):
+        cache.put(f"w{writer}-k{k}", 8, 64)

@@ -62,7 +62,7 @@ def test_dry_run_prints_the_rungs_and_the_cost(capsys):
     (["search.strategy=grid", "search.early_stopping=false"],
      "search.strategy: grid with search.grid_points=3 asks for an alpha grid"),
     (["search.batch_sizes=auto"], "search.batch_sizes: auto is not available with search.method ladder"),
-    (["ladder.seeds=0"], "ladder.seeds: must be at least 1, got 0"),
+    (["ladder.seeds=0"], "ladder.seeds: must be from 1 to 100 (each one multiplies the trials), got 0"),
 ])
 def test_bad_ladder_input_is_one_line_before_ray(overrides, message, capsys):
     with pytest.raises(SpecError, match="^" + message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")

@@ -131,3 +131,48 @@ def test_the_callback_pickles_without_its_display():
     assert copy._bars is None and copy.board.trials.keys() == {"a"}
     progress.on_experiment_end([])
     assert "trials 0/4 ended" in out.getvalue() and "best accuracy per batch" in out.getvalue()
+
+
+# ---- issue 40 rows 11 and 17: a resumed search counts what had ended; a failed trial's line says why --------
+
+def test_after_resume_the_trials_that_had_ended_are_counted_and_not_in_the_rate():
+    out = io.StringIO()
+    b, clock = board()
+    progress = SearchProgress(b, lambda config: (2 ** config["log2_batch"], 0, 1000), stream=out)
+    restored = [SimpleNamespace(trial_id=tid, config={"log2_batch": 4}, status=status,
+                                last_result={"samples_seen": samples, "accuracy": acc})
+                for tid, status, samples, acc in (("a", "TERMINATED", 1000, 0.9), ("b", "TERMINATED", 250, 0.5),
+                                                  ("c", "ERROR", 500, 0.4), ("d", "PENDING", 0, None))]
+    progress.on_step_begin(0, restored)
+    progress.on_step_begin(1, restored)  # once each
+    assert b.counts() == {"running": 0, "done": 1, "stopped early": 1, "diverged": 0, "failed": 1}
+    assert b.trials_line().startswith("trials 3/4 ended")
+    assert b.trained_samples() == 1750 and b.best_per_batch() == {16: 0.9}
+    assert b.eta_s() is None  # nothing trained by this driver yet: no rate
+    d = _trial("d", 16)
+    progress.on_trial_start(0, [], d)
+    clock.now += 10
+    progress.on_trial_result(0, [], d, {"samples_seen": 500, "accuracy": 0.8})  # 500 in 10 s, 500 left
+    assert b.eta_s() == pytest.approx(10)
+
+
+def test_a_failed_trials_line_carries_its_reason():
+    b, _ = board()
+    b.started("a", 16, 0, 1000)
+    b.reported("a", 250, 0.4)
+    b.ended("a", failed=True, reason="RuntimeError: CUDA out of memory")
+    assert b.event_line("a").startswith("[0:00] trial B=16 failed: accuracy 0.4 at 250 samples "
+                                        "(RuntimeError: CUDA out of memory) · ")
+
+
+def test_a_callback_restored_by_resume_rebuilds_its_board_from_the_restored_trials():
+    import pickle
+
+    b, _ = board()
+    progress = SearchProgress(b, None, stream=io.StringIO())
+    b.started("a", 16, 0, 1000)
+    copy = pickle.loads(pickle.dumps(progress))  # the snapshot Tune pickled: "a" still running in it
+    copy.span_of = lambda config: (16, 0, 1000)
+    copy.on_step_begin(0, [SimpleNamespace(trial_id="a", config={}, status="TERMINATED",
+                                           last_result={"samples_seen": 1000, "accuracy": 0.9})])
+    assert copy.board.counts()["done"] == 1 and copy.board.samples_before == 1000

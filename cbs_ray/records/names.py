@@ -1,0 +1,43 @@
+"""The names an experiment puts on disk, defined once and needing nothing: its name as one safe folder name,
+each search method's default report folder, and the command that resumes it (issue 40 rows 3, 4 and 7)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Optional
+
+__all__ = ["NAME_MAX_CHARS", "REPORT_SUFFIX", "name_problem", "default_report_dir", "resume_command"]
+
+NAME_MAX_CHARS = 100
+"""The longest experiment name: it becomes one directory name (``./cbs_results/<name>``) and, with the date and
+time, a Tune experiment directory; 100 leaves room under every filesystem's 255-byte limit on one name."""
+
+REPORT_SUFFIX = {"scratch": "", "branch": "-branch", "ladder": "-ladder"}
+"""The default report folder of each search method, after the name: ``./cbs_results/<name><suffix>``, so that
+a ladder run after a branch run of the same spec (as docs/ladder.md suggests) never clears the branch report."""
+
+
+def name_problem(name) -> Optional[str]:
+    """Why ``name`` cannot be one safe path component (a directory name of its own, never a path that leads
+    elsewhere), or None when it can."""
+    if not isinstance(name, str) or not name:
+        return "must be a non-empty name"
+    if len(name) > NAME_MAX_CHARS:
+        return f"must be at most {NAME_MAX_CHARS} characters, got {len(name)}"
+    if name in (".", ".."):
+        return f"must be a folder's own name, not {name!r}"
+    if any(c in "/\\ " or not c.isprintable() for c in name):
+        return f"must be one folder name without spaces, slashes or control characters, got {name!r}"
+    return None
+
+
+def default_report_dir(name: str, method: str = "scratch") -> Path:
+    """``./cbs_results/<name>`` for a from-scratch search, ``./cbs_results/<name>-branch`` and
+    ``./cbs_results/<name>-ladder`` for the others (``REPORT_SUFFIX``): every method's own folder."""
+    return Path("cbs_results") / f"{name}{REPORT_SUFFIX.get(method, '-' + method)}"
+
+
+def resume_command(experiment_path: str) -> str:
+    """The command that continues a search, shell-quoted so that pasting it runs only that command."""
+    return f"cbs-ray search --resume {shlex.quote(str(experiment_path))}"
