@@ -191,3 +191,31 @@ def test_branch_mode_takes_the_spec_s_trackers():
     branch yet")."""
     spec = load_spec(LM, BRANCH + ["tracking.tensorboard=true"])
     assert spec.tracking.tensorboard and spec.search.method == "branch"
+
+
+def test_the_progress_display_reads_every_runs_span_off_its_plan():
+    """Issue 35: the generic runner's progress display asks each trial's RunPlan for its batch, start and stop, not
+    the config's role strings: the trunk and a schedule run train the budget, a branch its window from its
+    checkpoint, a from-scratch trial the budget, a ladder run to its own stop (2·D with ladder.validate)."""
+    from cbs_ray.spec.ladder_section import resolve_ladder
+    from cbs_ray.train.run_plan import branch_configs, ladder_configs, schedule_config, trunk_config
+    from cbs_ray.tune.runner import progress_display
+
+    spec = load_spec(LM, BRANCH)
+    budget = spec.training.budget_samples
+    br = resolve_branching(spec, budget)
+    span = progress_display(spec, budget, 3, br).span_of
+    assert span(trunk_config(br, "/x")) == (br.trunk_batch, 0, budget)
+    branch = branch_configs(br, "/x")[-1]
+    start = branch["start_samples"]
+    assert span(branch) == (2 ** branch["log2_batch"], start, start + br.window_samples) and start > 0
+    assert span(schedule_config(br, [[0, br.trunk_batch], [start, 2 * br.trunk_batch]], 0.5)) == \
+        (br.trunk_batch, 0, budget)
+    scratch = load_spec(None)
+    scratch_budget = scratch.training.budget_samples
+    assert progress_display(scratch, scratch_budget, 1, None).span_of(
+        {"log2_batch": 4, "alpha": 0.5, "warmup_fraction": 0.1}) == (16, 0, scratch_budget)
+    ladder = load_spec(LM, ["search.method=ladder", "search.batch_sizes=[8, 16, 32, 64]", "ladder.validate=true"])
+    ld = resolve_ladder(ladder, budget)
+    run = ladder_configs(ld)[0]
+    assert progress_display(ladder, budget, 1, None).span_of(run) == (ld.batches[0], 0, 2 * budget)
