@@ -5,7 +5,14 @@ Per seed, three Tune experiments over the same space and the same equal-sample b
 1. *grid*: every batch size × a fixed grid of alpha and warmup (``search.strategy=grid``, 3 × 3 points),
    each trained to the full budget, no early stopping: the manual method;
 2. *cbs-ray*: the space as shipped (multivariate TPE + ASHA within each batch size, in samples);
-3. *random*: Optuna's random sampler, the same number of trials as (2), no early stopping.
+3. *random*: Optuna's random sampler, the same number of trials as (2), no early stopping;
+4. *bisect*: ``search.strategy=bisect`` (issue 38: alpha once, then the batches by bisection on the monotone
+   reading, each once);
+5. *one-per-batch*: one full run per batch size at its seeded configuration (middle alpha, the seed rule's
+   warmup), no early stopping: the simple alternative a reviewer would name.
+
+``--strategies`` picks which run (all by default); ``--grid-from FILE`` takes the grid's figures from an earlier
+run's JSON instead of training it again (its 63 full runs take ~10 min a seed on 2 cores), and says so.
 
 For each: total samples processed (the sum over trials of the samples each trained on), wall time, the
 critical batch by each method of the reporter (turning point, McCandlish fit, 20 % rule) and the best dev
@@ -14,6 +21,7 @@ within one grid step (a factor of 2). Results go to ``--out`` as JSON after ever
 stopped run keeps what it finished.
 
     python bench/search_cost.py [--seeds 0 1 2] [--space search_spaces/sst2_tiny_cpu.yaml] [--set K=V ...]
+        [--strategies bisect one-per-batch] [--grid-from bench/search_cost.json]
 """
 
 from __future__ import annotations
@@ -31,6 +39,8 @@ STRATEGIES = {
     "grid": ["search.strategy=grid", "search.early_stopping=false"],
     "cbs-ray": [],
     "random": ["search.strategy=random", "search.early_stopping=false"],
+    "bisect": ["search.strategy=bisect"],
+    "one-per-batch": ["search.early_stopping=false"],  # num_trials = the batch count: only the seeded points run
 }
 
 
@@ -71,28 +81,82 @@ def within_one_step(a, b) -> bool:
     return a is not None and b is not None and abs(math.log2(a) - math.log2(b)) <= 1
 
 
+def monotone_turning_point(run: dict, tolerance: float, mode: str = "max"):
+    """The monotone turning point of a run's per-batch bests (for a stored run that predates the key)."""
+    from cbs_ray.maths.critical_batch import turning_point
+
+    best = {int(b): (math.nan if v is None else v) for b, v in run["per_batch_best"].items()}
+    batches = sorted(best)
+    return turning_point(batches, [best[b] for b in batches], mode=mode, tolerance=tolerance, monotone=True)
+
+
+def report_bisect(results: dict, *, grid_stored: bool) -> None:
+    """Issue 38's criteria, fixed before the runs: bisect's samples <= 0.08 of the grid's; its turning point
+    within one grid step of the grid's on every seed; no worse than one full run per batch (samples, and
+    agreement with the grid)."""
+    from cbs_ray.spec.load import load_spec
+
+    spec = load_spec(results["space"], results["overrides"])
+    tolerance, mode = spec.search.tolerance, spec.search.mode
+    print(f"\ncriteria (fixed before the runs): bisect samples/grid <= 0.08; turning point (monotone) within one "
+          f"grid step of the grid's on every seed; no worse than one run per batch"
+          + (" (grid figures stored from an earlier run)" if grid_stored else ""))
+    print("seed  grid tp  bisect tp  one-per-batch tp  bisect/grid samples  one-per-batch/grid  bisect wall s  "
+          "one-per-batch wall s")
+    met = []
+    for seed, runs in results["seeds"].items():
+        grid, bisect, one = runs.get("grid", {}), runs.get("bisect", {}), runs.get("one-per-batch", {})
+        if "samples" not in grid or "samples" not in bisect:
+            print(f"{seed}: missing: {[r.get('error') for r in (grid, bisect, one)]}")
+            met.append(False)
+            continue
+        grid_tp = monotone_turning_point(grid, tolerance, mode)
+        ratio = bisect["samples"] / grid["samples"]
+        one_ratio = one["samples"] / grid["samples"] if "samples" in one else math.nan
+        agree = within_one_step(grid_tp, bisect["turning_point_monotone"])
+        one_agree = within_one_step(grid_tp, one.get("turning_point_monotone"))
+        met.append(ratio <= 0.08 and agree and (agree or not one_agree) and not ratio > one_ratio)
+        print(f"{seed:>4}  {grid_tp:>7}  {bisect['turning_point_monotone']:>9}  "
+              f"{str(one.get('turning_point_monotone')):>16}  {ratio:>19.3f}  {one_ratio:>18.3f}  "
+              f"{bisect['wall_s']:>13}  {str(one.get('wall_s')):>20}")
+    print(f"RESULT bisect: criteria met on {sum(met)}/{len(met)} seeds")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--space", default=str(ROOT / "search_spaces" / "sst2_tiny_cpu.yaml"))
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--out", default=str(ROOT / "bench" / "search_cost.json"))
+    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=list(STRATEGIES))
+    parser.add_argument("--grid-from", default=None, help="an earlier run's JSON to take the grid's figures from")
     args = parser.parse_args()
+    if args.grid_from:
+        stored = json.loads(Path(args.grid_from).read_text())
 
     import logging
 
     import ray
 
+    from cbs_ray.spec.load import load_spec
+
     results = {"space": args.space, "overrides": args.overrides, "seeds": {}}
+    batches = len(load_spec(args.space, args.overrides).batch_sizes)
     ray.init(include_dashboard=False, logging_level=logging.WARNING)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for seed in args.seeds:
                 runs = results["seeds"].setdefault(str(seed), {})
+                if args.grid_from:
+                    runs["grid"] = {**stored["seeds"][str(seed)]["grid"], "stored": args.grid_from}
                 for name, extra in STRATEGIES.items():
+                    if name not in args.strategies or (name == "grid" and args.grid_from):
+                        continue
                     overrides = args.overrides + [f"search.seed={seed}"] + extra
                     if name == "random":  # as many trials as the search ran
                         overrides.append(f"search.num_trials={runs['cbs-ray']['trials']}")
+                    if name == "one-per-batch":
+                        overrides.append(f"search.num_trials={batches}")
                     try:
                         runs[name] = measure(args.space, overrides, f"{tmp}/ray", f"{tmp}/out/{seed}-{name}")
                     except Exception as e:  # keep the other experiments' figures
@@ -102,6 +166,11 @@ def main() -> None:
     finally:
         ray.shutdown()
 
+    if "bisect" in args.strategies:
+        report_bisect(results, grid_stored=bool(args.grid_from))
+    if not {"cbs-ray", "random"} <= set(args.strategies):  # the issue-7 table needs both
+        print(f"results: {args.out}")
+        return
     print("\nseed  samples search/grid  wall search/grid  samples random/grid  turning point grid/search/random"
           "  agree  best acc grid/search/random  selected trial's dev acc grid/search/random")
     agreements = []

@@ -84,12 +84,13 @@ class BuiltinSource:
 
 @torch.no_grad()
 def evaluate(model, session, data, cfg: TrialSettings, *, on_dev: bool = False,
-             batch_size: Optional[int] = None, position: Optional[Position] = None) -> dict:
-    """Metric over the whole eval set (``on_dev``: the dev set): each rank sums over its exact shard
-    (rank::world_size, no padding duplicates) in batches of ``batch_size`` (default
+             batch_size: Optional[int] = None, position: Optional[Position] = None,
+             limit: Optional[int] = None) -> dict:
+    """Metric over the whole eval set (``on_dev``: the dev set), or its first ``limit`` examples: each rank sums
+    over its exact shard (rank::world_size, no padding duplicates) in batches of ``batch_size`` (default
     ``training.eval_batch_size``), sums are all-reduced, then divided. ``position.batch`` follows the batches."""
     model.eval()
-    shard = slice(session.rank, None, session.world_size)
+    shard = slice(session.rank, limit, session.world_size)
     arrays = (data.dev_ids, data.dev_mask, data.dev_labels) if on_dev else (data.eval_ids, data.eval_mask,
                                                                              data.eval_labels)
     ids, mask, labels = (torch.tensor(a[shard]) for a in arrays)

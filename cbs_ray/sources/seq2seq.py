@@ -109,12 +109,13 @@ class Seq2SeqSource(BuiltinSource):
 
 @torch.no_grad()
 def evaluate_seq2seq(model, session, data, cfg: TrialSettings, *, on_dev: bool = False,
-                     batch_size: Optional[int] = None, position: Optional[Position] = None) -> dict:
+                     batch_size: Optional[int] = None, position: Optional[Position] = None,
+                     limit: Optional[int] = None) -> dict:
     """eval_loss (mean over target tokens) and perplexity over the whole eval set (``on_dev``: the dev
-    set), each rank over its exact shard rank::world_size; with ``search.metric: bleu`` also ``bleu``, from
+    set; ``limit``: its first ``limit`` examples), each rank over its exact shard rank::world_size; with ``search.metric: bleu`` also ``bleu``, from
     the shards' BLEU statistics summed over the ranks. One all-reduce carries both."""
     model.eval()
-    shard = slice(session.rank, None, session.world_size)
+    shard = slice(session.rank, limit, session.world_size)
     arrays = (data.dev_ids, data.dev_mask, data.dev_labels) if on_dev else (data.eval_ids, data.eval_mask,
                                                                              data.eval_labels)
     references = (data.dev_references if on_dev else data.eval_references)[shard]

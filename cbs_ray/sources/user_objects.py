@@ -158,8 +158,8 @@ class UserObjects:
         return forward(**inputs)["loss"] * items
 
     def evaluate(self, model, session, cfg, *, on_dev: bool = False, batch_size: Optional[int] = None,
-                 position: Optional[Position] = None) -> dict:
-        return evaluate(self, model, session, cfg, batch_size=batch_size, position=position)
+                 position: Optional[Position] = None, limit: Optional[int] = None) -> dict:
+        return evaluate(self, model, session, cfg, batch_size=batch_size, position=position, limit=limit)
 
     def probe_workload(self, model: torch.nn.Module, device) -> tuple[dict, int, Callable[[int], dict]]:
         """What the micro-batch probe (``training.probe_micro_batch``) trains on instead of random tokens:
@@ -300,16 +300,17 @@ def model_inputs(batch: Mapping, device) -> dict:
 
 @torch.no_grad()
 def evaluate(objects: UserObjects, model, session, cfg, *, batch_size: Optional[int] = None,
-             position: Optional[Position] = None) -> dict:
-    """eval_loss (the mean over the eval set's items, summed per rank over its exact shard rank::workers,
-    all-reduced), perplexity and eval_examples; with ``compute_metrics`` its metrics, computed once on the
+             position: Optional[Position] = None, limit: Optional[int] = None) -> dict:
+    """eval_loss (the mean over the eval set's items, or its first ``limit`` examples', summed per rank over its
+    exact shard rank::workers, all-reduced), perplexity and eval_examples; with ``compute_metrics`` its metrics, computed once on the
     logits (``preprocess_logits_for_metrics``'s of each batch, where given) and labels gathered from every rank
     (rank 0 computes, the others receive the result). ``position.batch`` follows the eval batches."""
     from transformers.trainer_pt_utils import nested_concat
 
     model.eval()
     dataset = objects.eval_dataset
-    shard = torch.utils.data.Subset(dataset, range(session.rank, len(dataset), session.world_size))
+    examples = len(dataset) if limit is None else min(limit, len(dataset))
+    shard = torch.utils.data.Subset(dataset, range(session.rank, examples, session.world_size))
     size = batch_size or cfg.spec.training.eval_batch_size
     loader = torch.utils.data.DataLoader(shard, batch_size=size, shuffle=False, collate_fn=objects.collate)
     amp_dtype = autocast_dtype(cfg.spec.training.precision, session.device)  # the model is evaluated as it trains
@@ -333,7 +334,7 @@ def evaluate(objects: UserObjects, model, session, cfg, *, batch_size: Optional[
     eval_loss = float(sums[0] / sums[1])
     metrics = {}
     if keep:
-        metrics = _metrics_over_all_ranks(objects.compute_metrics, logits, labels, session, len(dataset))
+        metrics = _metrics_over_all_ranks(objects.compute_metrics, logits, labels, session, examples)
     model.train()
     return {**metrics, "eval_loss": eval_loss, "perplexity": math.exp(min(eval_loss, 700.0)),
             "eval_examples": int(sums[2])}

@@ -237,7 +237,8 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: TrialParts, progress: 
     samples = progress.samples
     position = position or Position()
     position.phase, position.samples = "evaluation", samples
-    evaluation = parts.source.evaluate(parts.forward, session, cfg, batch_size=parts.eval_batch, position=position)
+    evaluation = parts.source.evaluate(parts.forward, session, cfg, batch_size=parts.eval_batch, position=position,
+                                       limit=cfg.plan.evaluation_limit(samples))
     if samples == cfg.budget_samples and parts.source.has_dev:
         position.phase = "dev evaluation"
         dev = parts.source.evaluate(parts.forward, session, cfg, on_dev=True, batch_size=parts.eval_batch,

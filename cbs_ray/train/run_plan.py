@@ -84,6 +84,10 @@ class RunPlan:
     """The schedule validation's run kind (``schedule``, ``small``, ``large``, ``iso_steps``); None otherwise."""
     resets_optimizer: bool = False
     """A branch that starts with fresh optimizer state (``branch.optimizer_state: reset``)."""
+    eval_subset: Optional[int] = None
+    """A from-scratch trial's reports before its last evaluate only the evaluation set's first ``eval_subset``
+    examples (``training.eval_subset_examples``); the last report, where the answer is read, evaluates all of
+    them. None: every report evaluates all of them."""
     largest_batch: int = 0
     """The search's largest batch (trunk's and branches'). Every run of the search trains on a whole number of
     these from the training set (0: all of it, from scratch), so that every run, whatever its micro-batch, has
@@ -91,6 +95,11 @@ class RunPlan:
     either."""
 
     # ---- what the run does -------------------------------------------------------------------------
+    def evaluation_limit(self, samples: int) -> Optional[int]:
+        """How many of the evaluation set's examples the report at ``samples`` evaluates (None: all of them):
+        ``eval_subset`` before the run's last report, all of them at it."""
+        return None if samples >= self.stop_samples else self.eval_subset
+
     @property
     def publishes_checkpoints(self) -> bool:
         """The trunk: it publishes its state at each of ``save_at`` for the branches (``checkpoint_path``) and
@@ -272,7 +281,8 @@ def scratch_plan(spec: SearchSpec, batch: int, alpha: float, warmup_fraction: fl
     return RunPlan(role=None, lr_batch=batch, batch_schedule=((0, batch),), start_samples=0,
                    stop_samples=budget_samples, report_at=tuple(milestones(budget_samples, t.eval_every_samples)),
                    alpha=alpha, lr_peak=scaled_lr(t.base_lr, batch, t.base_batch, alpha),
-                   lr_warmup_steps=warmup_steps(warmup_fraction, steps), lr_total_steps=steps, lr_decay=t.lr_decay)
+                   lr_warmup_steps=warmup_steps(warmup_fraction, steps), lr_total_steps=steps, lr_decay=t.lr_decay,
+                   eval_subset=t.eval_subset_examples)
 
 
 def trial_name(config: dict, trial_id: str) -> str:

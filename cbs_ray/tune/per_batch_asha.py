@@ -43,14 +43,18 @@ class PerBatchASHA(FIFOScheduler):
         batch_of: maps a trial's config to its batch size.
         time_attr, max_t, grace_period, reduction_factor: as for ``AsyncHyperBandScheduler``
             (here in samples: ``samples_seen``, the budget and the grace period).
+        reduction_factors: a batch size's own reduction factor where it differs (the ``bisect`` strategy's
+            alpha batch: its candidates' count, so that only the best goes on from each rung).
     """
 
     def __init__(self, batch_of: Callable[[dict], int], *, time_attr: str, max_t: int, grace_period: int,
-                 reduction_factor: float, metric: str | None = None, mode: str | None = None):
+                 reduction_factor: float, metric: str | None = None, mode: str | None = None,
+                 reduction_factors: Dict[int, float] | None = None):
         super().__init__()
         self._batch_of = batch_of
         self._asha_args = dict(time_attr=time_attr, max_t=max_t, grace_period=grace_period,
                                reduction_factor=reduction_factor)
+        self._reduction_factors = dict(reduction_factors or {})
         self._metric, self._mode = metric, mode
         self._by_batch: Dict[int, AsyncHyperBandScheduler] = {}
         self._trial_batch: Dict[str, int] = {}
@@ -69,8 +73,10 @@ class PerBatchASHA(FIFOScheduler):
 
     def bracket(self, batch_size: int) -> AsyncHyperBandScheduler:
         if batch_size not in self._by_batch:
+            args = {**self._asha_args, "reduction_factor": self._reduction_factors.get(
+                batch_size, self._asha_args["reduction_factor"])}
             self._by_batch[batch_size] = AsyncHyperBandScheduler(
-                metric=self._metric, mode=self._mode, brackets=1, **self._asha_args)
+                metric=self._metric, mode=self._mode, brackets=1, **args)
         return self._by_batch[batch_size]
 
     def _for(self, trial) -> AsyncHyperBandScheduler:

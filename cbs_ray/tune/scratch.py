@@ -24,6 +24,7 @@ from cbs_ray.spec.resolve import apply_batch_grid
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.config import batch_size_of
 from cbs_ray.tune.driver import Stages
+from cbs_ray.tune.bisection_search import BisectionSearcher, bisection_plan_lines
 from cbs_ray.tune.per_batch_asha import PerBatchASHA
 from cbs_ray.tune.prepare import Prepared, prepare
 from cbs_ray.tune.runner import points_config, quiet_optuna
@@ -31,7 +32,7 @@ from cbs_ray.tune.search_method import Reading
 from cbs_ray.tune.search_space import grid_points, per_batch_space, plan_lines, tune_space
 from cbs_ray.tune.study import PersistentStudySearch, open_storage
 
-__all__ = ["METHOD", "ScratchMethod", "fit_experiment", "repeat_best", "run_probe"]
+__all__ = ["METHOD", "ScratchMethod", "fit_experiment", "repeat_best", "run_probe", "search_plan_lines"]
 
 
 class ScratchMethod:
@@ -42,7 +43,7 @@ class ScratchMethod:
     report_flags = ("--tolerance", "--target", "--turning-point")
 
     def plan_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
-        return plan_lines(spec, prepared.budget_samples)
+        return search_plan_lines(spec, prepared.budget_samples)
 
     def check(self, spec: SearchSpec, prepared: Prepared) -> None:
         """The budget's and batches' checks ran where the data were prepared."""
@@ -99,6 +100,20 @@ class ScratchMethod:
         return [f"Report: {page.resolve()}"]
 
 
+def search_plan_lines(spec: SearchSpec, budget: int) -> list[str]:
+    """The plan per batch size, how much of the evaluation set each report evaluates, and with the ``bisect``
+    strategy the walk it will take."""
+    lines = plan_lines(spec, budget)
+    subset = spec.training.eval_subset_examples
+    if subset is not None:
+        # An accuracy's standard error is at most 0.5/sqrt(n) (at 50 %); other metrics' noise is the data's.
+        noise = f" (an accuracy's standard error at most {0.5 / subset ** 0.5:.2g})" if spec.search.metric == "accuracy" \
+            else ""
+        lines.append(f"  evaluation: reports before the last on the evaluation set's first {subset} examples{noise}, "
+                     f"for ASHA's comparisons and the curves; the last, where the answer is read, on all of them")
+    return lines + bisection_plan_lines(spec, budget) if spec.search.strategy == "bisect" else lines
+
+
 def repeat_best(spec: SearchSpec, stages: Stages, experiment_path: str) -> None:
     """Re-train each batch size's best completed configuration ``repeats - 1`` more times with other
     seeds, as a second Tune experiment recorded in the first one's metadata."""
@@ -129,8 +144,15 @@ def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
         "tokens_per_sample": stages.prepared.tokens_per_sample,
         "study": {"storage": s.study_storage, "name": s.study_name or name} if s.study_storage is not None else None})
     study_name = s.study_name or name  # with search.study_storage
+    expected_trials, reduction_factors = None, {}
     if s.strategy == "grid":
         tune_config = points_config(grid_points(spec))
+    elif s.strategy == "bisect":
+        searcher = BisectionSearcher.for_spec(spec, budget)
+        tune_config = {"num_samples": searcher.most_trials, "search_alg": searcher}
+        expected_trials = searcher.expected_trials
+        # successive halving among the alpha candidates: only the best goes on from each rung
+        reduction_factors = {searcher.policy.alpha_batch: max(spec.asha.reduction_factor, len(searcher.policy.alphas))}
     else:
         import optuna
         from ray.tune.search.optuna import OptunaSearch
@@ -159,8 +181,9 @@ def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
     if s.early_stopping:
         tune_config["scheduler"] = PerBatchASHA(
             batch_size_of, time_attr="samples_seen", max_t=budget, grace_period=spec.asha.grace_period_samples,
-            reduction_factor=spec.asha.reduction_factor, metric=s.metric, mode=s.mode)
-    return stages.tune(meta=meta, name=name, **tune_config)
+            reduction_factor=spec.asha.reduction_factor, metric=s.metric, mode=s.mode,
+            reduction_factors=reduction_factors)
+    return stages.tune(meta=meta, name=name, expected_trials=expected_trials, **tune_config)
 
 
 def run_probe(probe: SearchSpec, prepared, *, verbose: int = 0) -> tuple[float, list[int]]:

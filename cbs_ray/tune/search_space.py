@@ -21,8 +21,9 @@ def plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
     t, s, r = spec.training, spec.search, spec.resources
     repeats = (f" + up to {len(spec.batch_sizes) * (s.repeats - 1)} repeat trials (each batch size's best, "
                f"{s.repeats - 1} more seed{'s' if s.repeats > 2 else ''})" if s.repeats > 1 else "")
-    lines = [f"{spec.name}: {len(spec.batch_sizes)} batch sizes, {num_trials(spec)} trials{repeats} ({s.strategy}"
-             f"{', balanced over batch sizes' if s.balance_batches and s.strategy != 'grid' else ''}"
+    most = "up to " if s.strategy == "bisect" else ""
+    lines = [f"{spec.name}: {len(spec.batch_sizes)} batch sizes, {most}{num_trials(spec)} trials{repeats} ({s.strategy}"
+             f"{', balanced over batch sizes' if s.balance_batches and s.strategy in ('tpe', 'random') else ''}"
              f"{', ASHA early stopping' if s.early_stopping else ', no early stopping'}), "
              f"{budget_samples} samples each (equal-sample budget), report every {t.eval_every_samples} "
              f"samples, metric {s.metric} ({s.mode}), alpha in {s.alpha_range}, warmup fraction in "
@@ -117,7 +118,12 @@ def grid_points(spec: SearchSpec) -> list[dict]:
 
 
 def num_trials(spec: SearchSpec) -> int:
-    return len(grid_points(spec)) if spec.search.strategy == "grid" else spec.search.num_trials
+    """The trials the search starts (``bisect``: the most it can start, every alpha candidate and every other
+    batch once)."""
+    s = spec.search
+    if s.strategy == "bisect":
+        return s.grid_points + len(spec.batch_sizes) - 1
+    return len(grid_points(spec)) if s.strategy == "grid" else s.num_trials
 
 
 def max_concurrent(spec: SearchSpec, cluster: dict) -> int:

@@ -99,6 +99,7 @@ BAD = [
     (["search.grid_points=0"], "search.grid_points: must be at least 1"),
     (["training.memory_limit_gb=0"], "training.memory_limit_gb: must be positive or null"),
     (["training.eval_batch_size=0"], "training.eval_batch_size: must be at least 1"),
+    (["training.eval_subset_examples=0"], "training.eval_subset_examples: must be positive or null, got 0"),
     # batch_sizes: auto trains its probe at training.base_batch: errors name that field.
     (["search.batch_sizes=auto", "training.base_batch=24"],
      "training.base_batch (the probe's batch with search.batch_sizes: auto): batch size must be a power of two"),

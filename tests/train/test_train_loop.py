@@ -296,3 +296,14 @@ def test_evaluation_runs_in_the_training_precision(precision, autocast):
 
     metrics = evaluate(Recording(), LocalSession(), data, setup)
     assert seen and set(seen) == {autocast} and metrics["accuracy"] >= 0
+
+
+def test_reports_before_the_last_evaluate_the_subset_and_the_last_all_of_the_evaluation_set():
+    """training.eval_subset_examples: 128 eval examples in SMALL; a subset of 32 for the report at 128 samples,
+    all 128 at the last (256), where the answer is read. The subset is the set's first 32: the same for every
+    trial, so two trials' intermediate reports stay paired."""
+    reports, _ = run(["training.eval_subset_examples=32"], batch=32)
+    assert [r["eval_examples"] for r in reports] == [32, 128]
+    whole, _ = run(["training.eval_subset_examples=null"], batch=32)
+    assert [r["eval_examples"] for r in whole] == [128, 128]
+    assert reports[-1]["accuracy"] == whole[-1]["accuracy"]  # the same training; only the first report differs

@@ -97,3 +97,21 @@ def test_trials_restored_by_resume_refill_the_rungs_from_their_persisted_results
     assert s.on_trial_result(None, other, result(2048, 0.5)) == TrialScheduler.CONTINUE
     # The resumed trial is judged at the next rung against what "a" had there (0.7).
     assert s.on_trial_result(None, unfinished, result(4096, 0.65)) == TrialScheduler.STOP
+
+
+def test_a_batch_of_its_own_reduction_factor_keeps_only_the_best_from_a_rung():
+    """The bisect strategy's alpha batch (3 candidates: reduction factor 3): a second candidate between the
+    first's 0.70 and a third's 0.78 goes on under factor 2 (above the median of what the rung holds) but not
+    under factor 3 (below the top third)."""
+    def run(factors):
+        s = PerBatchASHA(batch_size_of, time_attr="samples_seen", max_t=8192, grace_period=2048,
+                         reduction_factor=2, metric="accuracy", mode="max", reduction_factors=factors)
+        first, third, second = trial("a", 4), trial("c", 4), trial("b", 4)
+        for t in (first, third, second):
+            s.on_trial_add(None, t)
+        s.on_trial_result(None, first, result(2048, 0.70))
+        s.on_trial_result(None, third, result(2048, 0.78))
+        return s.on_trial_result(None, second, result(2048, 0.75))
+
+    assert run({}) == TrialScheduler.CONTINUE and run({32: 3}) == TrialScheduler.CONTINUE  # another batch's
+    assert run({16: 3}) == TrialScheduler.STOP

@@ -81,3 +81,42 @@ def test_the_plan_says_whether_micro_batches_will_be_probed():
     assert "fits within 2.0 GiB per worker" in last_line("training.probe_micro_batch=true", "training.memory_limit_gb=2")
     assert "not probed (a CPU probe needs training.memory_limit_gb)" in last_line("training.probe_micro_batch=true")
     assert "fits on a GPU" in last_line("training.probe_micro_batch=true", "resources.use_gpu=true")
+
+
+def test_bisect_plans_at_most_every_alpha_and_every_other_batch_once_and_says_what_it_saves():
+    from cbs_ray.tune.scratch import search_plan_lines
+
+    spec = load_spec(None, ["search.strategy=bisect"])  # the default's grid: 16..512, 3 alphas
+    assert num_trials(spec) == 3 + 6 - 1
+    lines = search_plan_lines(spec, 7168)
+    assert "up to 8 trials (bisect, ASHA early stopping)" in lines[0]
+    assert "alpha chosen once at B=128 among [0.625, 0.5, 0.75] (ASHA inside that batch, reduction factor 3" in lines[-2]
+    assert "at most 8 runs of 7168 samples = 0.148 of the exhaustive grid (54 runs" in lines[-1]
+    assert "first 4096 examples (an accuracy's standard error at most 0.0078)" in lines[-3]
+
+
+def test_bisect_searcher_hands_out_the_policys_runs_and_reads_how_each_ended():
+    import math
+
+    from ray.tune.search import Searcher
+
+    from cbs_ray.maths.bisection import Run
+    from cbs_ray.tune.bisection_search import BisectionSearcher
+
+    spec = load_spec(None, ["search.strategy=bisect", "search.batch_sizes=[16, 32, 64]"])
+    searcher = BisectionSearcher.for_spec(spec, 7168)
+    configs = [searcher.suggest(f"t{i}") for i in range(4)]
+    # alpha at 32 (3 candidates) and B=16 (= base_batch: its LR does not depend on alpha); then it waits
+    assert [c["log2_batch"] for c in configs[:3]] == [5, 5, 5] and configs[3]["log2_batch"] == 4
+    assert configs[0]["warmup_fraction"] == 0.125 and configs[3]["warmup_fraction"] == 0.1  # the seed rule
+    assert searcher.suggest("t4") is None
+    done = {"samples_seen": 7168, "accuracy": 0.9}
+    searcher.on_trial_complete("t0", {**done, "accuracy": 0.80})
+    searcher.on_trial_complete("t1", {"samples_seen": 2048, "accuracy": 0.95})  # stopped early: not a measurement
+    searcher.on_trial_complete("t2", done)
+    searcher.on_trial_complete("t3", {**done, "diverged": True})  # NaN: outside the tolerance
+    # candidates 0.625 (t0: 0.80), 0.5 (t1: stopped), 0.75 (t2: 0.9): 0.75; B=16 diverged (NaN, not within tolerance)
+    assert searcher.policy.alpha == 0.75 and math.isnan(searcher.policy.results[Run(16, 0.625)])
+    assert searcher.suggest("t5")["log2_batch"] == 6  # above 32 (the reading): the open top's middle, 64
+    searcher.on_trial_complete("t5", {**done, "accuracy": 0.5})
+    assert searcher.suggest("t6") == Searcher.FINISHED and searcher.expected_trials() == 5

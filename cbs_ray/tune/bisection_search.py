@@ -1,0 +1,113 @@
+"""The ``bisect`` strategy on Tune: a thin ``Searcher`` over the pure policy ``maths.bisection.Bisection``.
+
+Tune asks ``suggest`` whenever a trial slot is free; the searcher hands out the policy's next run (its warmup by
+the seed rule, ``tune.search_space.seed_warmup``), ``None`` while the next decision waits on a running trial, and
+``FINISHED`` once the policy has nothing left to ask. ``on_trial_complete`` tells the policy how each run ended:
+its metric where it completed the budget, nothing where ASHA stopped it early, NaN where it diverged or failed.
+Its state is pickled with the experiment, so ``--resume`` continues the walk where it stopped.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from typing import Optional
+
+from ray.tune.search import Searcher
+
+from cbs_ray.maths.bisection import Bisection, Run, middle_first
+from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.tune.search_space import seed_warmup
+
+__all__ = ["BisectionSearcher", "bisection_for", "bisection_alphas", "bisection_plan_lines"]
+
+
+def bisection_alphas(spec: SearchSpec) -> list[float]:
+    """The alpha candidates: ``search.grid_points`` evenly spaced over ``search.alpha_range`` (3: the ends and
+    the middle), the middle first (the seeded configurations' alpha, the first candidate, which ASHA never
+    stops)."""
+    low, high = spec.search.alpha_range
+    n = spec.search.grid_points
+    return middle_first([low] if n == 1 else [round(low + (high - low) * i / (n - 1), 6) for i in range(n)])
+
+
+def bisection_for(spec: SearchSpec) -> Bisection:
+    s = spec.search
+    return Bisection(list(spec.batch_sizes), bisection_alphas(spec), mode=s.mode, tolerance=s.tolerance,
+                     base_batch=spec.training.base_batch)
+
+
+def bisection_plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
+    """``--dry-run``: what the bisection trains, at most, against the exhaustive grid (every batch × alpha ×
+    warmup point of the ``grid`` strategy, each to the full budget)."""
+    policy = bisection_for(spec)
+    most = len(policy.alphas) + len(policy.grid) - 1
+    grid_runs = len(spec.batch_sizes) * spec.search.grid_points ** 2
+    return [f"  bisect: alpha chosen once at B={policy.alpha_batch} among {policy.alphas} (ASHA inside that batch, "
+            f"reduction factor {len(policy.alphas)}, stops the weaker at its rungs), warmup by the seed rule; then "
+            f"batch {policy.grid[0]}, then the middle of the bracket above the monotone turning point until the "
+            f"answer and its neighbours are measured, each once",
+            f"  at most {most} runs of {budget_samples} samples = {most / grid_runs:.3f} of the exhaustive grid "
+            f"({grid_runs} runs: {len(spec.batch_sizes)} batches x {spec.search.grid_points} alphas x "
+            f"{spec.search.grid_points} warmups)"]
+
+
+class BisectionSearcher(Searcher):
+    """Tune's side of the ``bisect`` strategy (module docstring)."""
+
+    def __init__(self, policy: Bisection, *, warmups: dict[int, float], budget_samples: int, metric: str,
+                 mode: str):
+        super().__init__(metric=metric, mode=mode)
+        self.policy = policy
+        self.warmups = warmups
+        self.budget_samples = budget_samples
+        self.queue: list[Run] = []
+        self.trial_runs: dict[str, Run] = {}
+
+    @classmethod
+    def for_spec(cls, spec: SearchSpec, budget_samples: int) -> "BisectionSearcher":
+        s = spec.search
+        warmups = {b: seed_warmup(s.warmup_fraction_range, b, spec.training.base_batch) for b in spec.batch_sizes}
+        return cls(bisection_for(spec), warmups=warmups, budget_samples=budget_samples, metric=s.metric, mode=s.mode)
+
+    @property
+    def most_trials(self) -> int:
+        """The most trials the walk can start: every alpha candidate, then every other batch once."""
+        return len(self.policy.alphas) + len(self.policy.grid) - 1
+
+    def expected_trials(self) -> int:
+        """The trials started, once the walk has finished; until then the most it can start."""
+        return len(self.trial_runs) if self.policy.finished else self.most_trials
+
+    def suggest(self, trial_id: str) -> Optional[dict]:
+        if not self.queue:
+            self.queue += self.policy.next_runs()
+        if not self.queue:
+            return Searcher.FINISHED if self.policy.finished else None
+        run = self.queue.pop(0)
+        self.trial_runs[trial_id] = run
+        return {"log2_batch": run.batch.bit_length() - 1, "alpha": run.alpha,
+                "warmup_fraction": self.warmups[run.batch]}
+
+    def on_trial_complete(self, trial_id: str, result: Optional[dict] = None, error: bool = False) -> None:
+        run = self.trial_runs.get(trial_id)
+        if run is None:
+            return
+        self.policy.ended(run, self.metric_of(result, error))
+
+    def metric_of(self, result: Optional[dict], error: bool) -> Optional[float]:
+        """The run's metric at the full budget; None where it stopped early; NaN where it failed or diverged."""
+        if error or not result or result.get("diverged"):
+            return math.nan
+        if result.get("samples_seen", 0) < self.budget_samples:
+            return None
+        value = result.get(self.metric)
+        return float(value) if value is not None else math.nan
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as f:
+            pickle.dump(self.__dict__, f)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as f:
+            self.__dict__.update(pickle.load(f))
