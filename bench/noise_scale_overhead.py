@@ -17,6 +17,8 @@ import tempfile
 import time
 
 from cbs_ray.tune.api import prepare
+from cbs_ray.tune.driver import Stages
+from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.scratch import fit_experiment
 from cbs_ray.spec.load import load_spec
 from cbs_ray.train.loop import train_loop
@@ -46,7 +48,7 @@ def two_workers(noise: bool, storage: str) -> float:
                                     f"training.noise_scale={str(noise).lower()}",
                                     "training.eval_every_samples=2048", "asha.grace_period_samples=2048"])
     data, budget, config = prepare(spec)
-    history = load_history(fit_experiment(spec, data, budget, config, verbose=0))
+    history = load_history(fit_experiment(spec, Stages(spec, Prepared(data, budget, config), verbose=0)))
     return float(history["samples_per_s"].median())
 
 

@@ -38,6 +38,8 @@ import psutil  # Ray's own copy (ray/thirdparty_files), on the path once ray is 
 import torch
 
 from cbs_ray.tune.api import prepare
+from cbs_ray.tune.driver import Stages
+from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.scratch import fit_experiment
 from cbs_ray.sources.model import build_model
 from cbs_ray.spec.load import load_spec
@@ -100,7 +102,7 @@ def experiment(path: str, workers: int, data, config, args, storage: str, rss: R
     if path == "spec":
         spec = load_spec(None, SHAPE + kind + [f"data.builtin_eval_examples={EVAL_EXAMPLES}"])
         prepared = prepare(spec)
-        trains_on = (data, prepared[1], config)
+        trains_on = Prepared(data, prepared.budget_samples, config)
     else:
         spec = load_spec(None, SHAPE + kind)
         model = {"name": spec.model.name, "config": spec.model.config}
@@ -110,7 +112,7 @@ def experiment(path: str, workers: int, data, config, args, storage: str, rss: R
             eval_dataset=TokenIds(data.eval_ids, data.eval_mask, data.eval_labels))
         trains_on = prepare(spec, objects)
     before = psutil.Process().memory_info().rss
-    history = load_history(fit_experiment(spec, *trains_on, verbose=0))
+    history = load_history(fit_experiment(spec, Stages(spec, trains_on, verbose=0)))
     trials = history.groupby("trial_id").agg(started=("trial_started_at", "min"), first=("first_step_at", "min"),
                                              ended=("reported_at", "max"), train=("train_time_s", "max"))
     trials = trials.sort_values("started")

@@ -23,6 +23,8 @@ import time
 import ray
 
 from cbs_ray.tune.api import prepare
+from cbs_ray.tune.driver import Stages
+from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.scratch import fit_experiment
 from cbs_ray.spec.load import load_spec
 from cbs_ray.records.storage import load_history
@@ -36,7 +38,8 @@ def experiment(workers: int, storage: str) -> tuple[float, list[float]]:
     spec = load_spec(None, SHAPE + [f"resources.workers_per_trial={workers}", f"storage_path={storage}"])
     data, budget, config = prepare(spec)
     started = time.time()
-    history = load_history(fit_experiment(spec, data, budget, config, verbose=0)).sort_values("first_step_at")
+    stages = Stages(spec, Prepared(data, budget, config), verbose=0)
+    history = load_history(fit_experiment(spec, stages)).sort_values("first_step_at")
     first, ended = history["first_step_at"].tolist(), history["reported_at"].tolist()
     return first[0] - started, [first[i] - ended[i - 1] for i in range(1, len(first))]
 

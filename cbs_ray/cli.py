@@ -14,7 +14,6 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 
 from cbs_ray.records.columns import MissingColumnError
-from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.names import resume_command
 from cbs_ray.records.storage import META_FILE, ReportError
 from cbs_ray.spec.errors import SpecError
@@ -123,7 +122,7 @@ def search_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.se
                          + (["ladder.validate=true"] if args.validate_prediction else []))
         if args.dry_run:  # every check the run makes before Ray, then the method's plan
             check_before_ray(spec, output_dir_for(spec, args.output), dry_run=True)
-            print("\n".join(api.method_named(spec.search.method).plan_lines(spec)))
+            print("\n".join(api.dry_run_lines(spec)))
             return 0
         if args.probe:
             probe = probe_spec(spec)
@@ -180,13 +179,8 @@ def report_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.re
         print(f"error: --target: must be a finite number, got {args.target}", file=sys.stderr)
         return 2
     try:
-        try:
-            meta = ExperimentMeta.read(args.experiment_dir)
-        except ReportError:
-            meta = None  # the from-scratch report says why
-        method = api.method_named(meta.method if meta else "scratch")
-        method.report(args.experiment_dir, meta, output_dir=args.output, tolerance=args.tolerance, target=args.target,
-                      turning_fit=args.turning_point)
+        api.report_experiment(args.experiment_dir, output_dir=args.output, tolerance=args.tolerance,
+                              target=args.target, turning_fit=args.turning_point)
     except (ReportError, MissingColumnError) as e:  # a history without a column the report needs names it
         print(f"error: {e}", file=sys.stderr)
         return 2

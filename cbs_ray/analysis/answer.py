@@ -86,7 +86,7 @@ def _cross_checks(turning: TurningPoint, tradeoff: Tradeoff, overhead: OverheadR
     return (all(agreed) if agreed else None), "Cross-checks: " + "; ".join(parts)
 
 
-def _answer(turning: TurningPoint, tradeoff: Tradeoff, overhead: OverheadRule, grid: list[int], *,
+def answer_of(turning: TurningPoint, tradeoff: Tradeoff, overhead: OverheadRule, grid: list[int], *,
             min_batch: int) -> Answer:
     """The headline's answer: the turning point, as the spec reads it (``search.turning_point``), is the
     critical batch; the verdict says how sure; the tradeoff and the 20 % rule are cross-checks."""

@@ -53,6 +53,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from cbs_ray.analysis.json_values import json_clean
 from cbs_ray.maths.critical_batch import LOWER, UPPER
 from cbs_ray.records.columns import Column, require_columns
 
@@ -67,43 +68,26 @@ POWER_FACTOR = 2.0
 """A point is resolvable when the trunk improves by at least this many ε over the window."""
 
 
-def _finite(value) -> bool:
+def is_finite_number(value) -> bool:
     return value is not None and isinstance(value, (int, float, np.number)) and math.isfinite(float(value))
 
 
-def _clean(value):
-    """JSON-ready: numpy scalars as Python ones, NaN/inf as None, dataclasses through their ``to_dict``."""
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    return value
-
-
-def _as_dict(obj) -> dict:
-    return {f.name: _clean(getattr(obj, f.name)) for f in fields(obj)
+def as_dict(obj) -> dict:
+    return {f.name: json_clean(getattr(obj, f.name)) for f in fields(obj)
             if not (f.metadata.get("omit_if_none") and getattr(obj, f.name) is None)}
 
 
-def _role(history: pd.DataFrame, role: str) -> pd.DataFrame:
+def rows_of_role(history: pd.DataFrame, role: str) -> pd.DataFrame:
     if history.empty or Column.role not in history:
         return history.iloc[0:0]
     return history[history[Column.role] == role]
 
 
-def _diverged(row) -> bool:
+def diverged_runs(row) -> bool:
     """A report that diverged (its ``diverged`` flag) or has no finite eval loss: it fails."""
     flag = row.get(Column.diverged, False)
     flagged = isinstance(flag, (bool, np.bool_, int, np.integer)) and bool(flag)
-    return flagged or not _finite(row.get(Column.eval_loss))
+    return flagged or not is_finite_number(row.get(Column.eval_loss))
 
 
 # ---- CBS(t) ------------------------------------------------------------------------------------------
@@ -146,7 +130,7 @@ class BranchOutcome:
     """``recovers``, ``fails``, ``diverged`` (every run), ``missing`` (none reported) or ``trunk``."""
 
     def to_dict(self) -> dict:
-        return _as_dict(self)
+        return as_dict(self)
 
 
 @dataclass(frozen=True)
@@ -187,10 +171,10 @@ class CbsPoint:
         return next((o for o in self.branches if o.batch_size == batch), None)
 
     def to_dict(self) -> dict:
-        record = _as_dict(self)
+        record = as_dict(self)
         # The per-batch readings once more as flat maps, for a table or a quick look in summary.json.
-        record["loss_by_batch"] = {str(o.batch_size): _clean(o.loss) for o in self.branches}
-        record["alpha_by_batch"] = {str(o.batch_size): _clean(o.alpha) for o in self.branches}
+        record["loss_by_batch"] = {str(o.batch_size): json_clean(o.loss) for o in self.branches}
+        record["alpha_by_batch"] = {str(o.batch_size): json_clean(o.alpha) for o in self.branches}
         return record
 
 
@@ -198,13 +182,13 @@ BRANCH_POINT_COLUMNS = [Column.start_samples, Column.samples_seen, Column.batch_
 """What CBS(t) cannot be read without, besides ``role`` (without it no run is a branch) and the loss compared."""
 
 
-def _last_by_samples(frame: pd.DataFrame) -> pd.DataFrame:
+def last_by_samples(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per samples_seen (a resumed run may report a milestone twice: the later report counts)."""
     return frame.drop_duplicates(subset=[Column.samples_seen], keep="last") if not frame.empty else frame
 
 
 def _value(row, column: str) -> Optional[float]:
-    if _diverged(row) or not _finite(row.get(column)):
+    if diverged_runs(row) or not is_finite_number(row.get(column)):
         return None
     return float(row[column])
 
@@ -214,7 +198,7 @@ def _trunk_loss_at(trunk: pd.DataFrame, samples: int, column: str = Column.eval_
     return None if rows.empty else _value(rows.iloc[-1], column)
 
 
-def _run_key(frame: pd.DataFrame) -> list[str]:
+def run_key(frame: pd.DataFrame) -> list[str]:
     if Column.trial_id in frame:
         return [Column.trial_id]
     return [c for c in (Column.batch_size, Column.alpha, Column.seed_offset) if c in frame]
@@ -222,7 +206,7 @@ def _run_key(frame: pd.DataFrame) -> list[str]:
 
 def _seed_of(row) -> int:
     value = row.get(Column.seed_offset)
-    return int(value) if _finite(value) else 0
+    return int(value) if is_finite_number(value) else 0
 
 
 def _mean_se(values: list[float]) -> tuple[Optional[float], Optional[float]]:
@@ -254,7 +238,7 @@ def _batch_reading(runs: pd.DataFrame, column: str) -> tuple[Optional[float], Op
         if v is None:
             diverged += 1
             continue
-        alpha = float(r[Column.alpha]) if Column.alpha in r and _finite(r[Column.alpha]) else None
+        alpha = float(r[Column.alpha]) if Column.alpha in r and is_finite_number(r[Column.alpha]) else None
         values.setdefault(alpha, []).append(v)
     if not values:
         return None, None, None, 0, len(runs), diverged
@@ -270,8 +254,8 @@ def _point(start: int, branches: pd.DataFrame, trunk: pd.DataFrame, *, trunk_bat
     # Each run's last report up to the window's end: at the end, or earlier where it diverged (a run stopped
     # early without diverging has not finished and is left out).
     upto = branches[branches[Column.samples_seen] <= end].sort_values(Column.samples_seen, kind="stable")
-    last = upto.drop_duplicates(subset=_run_key(branches), keep="last")
-    at_end = (last[[r[Column.samples_seen] == end or _diverged(r) for _, r in last.iterrows()]] if not last.empty
+    last = upto.drop_duplicates(subset=run_key(branches), keep="last")
+    at_end = (last[[r[Column.samples_seen] == end or diverged_runs(r) for _, r in last.iterrows()]] if not last.empty
               else last)
     trunk_end = _trunk_loss_at(trunk, end, column)
     # The trunk's continuations with other seeds (branch runs at its batch) join its own loss at t + Δ.
@@ -348,12 +332,12 @@ def critical_batch_over_training(history: pd.DataFrame, *, trunk_batch: int, win
     rows), earliest first (module docstring). ``history`` needs ``role``, ``start_samples``, ``samples_seen``,
     ``batch_size`` and the loss compared (``loss_column(loss)``); ``alpha``, ``seed_offset``, ``diverged`` and
     ``trial_id`` where present. ``relative``: ε a fraction of the reference loss."""
-    branches = _role(history, "branch")
+    branches = rows_of_role(history, "branch")
     if branches.empty:
         return []
     column = loss_column(loss)
     require_columns(history, [*BRANCH_POINT_COLUMNS, column], where="critical_batch_over_training")
-    trunk = _last_by_samples(_role(history, "trunk").sort_values(Column.samples_seen, kind="stable"))
+    trunk = last_by_samples(rows_of_role(history, "trunk").sort_values(Column.samples_seen, kind="stable"))
     return [_point(int(start), group, trunk, trunk_batch=trunk_batch, window_samples=window_samples,
                    tolerance=tolerance, tokens_per_sample=tokens_per_sample, relative=relative, column=column)
             for start, group in branches.groupby(Column.start_samples, sort=True)]

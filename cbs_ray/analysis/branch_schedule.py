@@ -26,7 +26,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from cbs_ray.analysis.branch_points import CbsPoint, _as_dict, _diverged, _finite, _role
+from cbs_ray.analysis.branch_points import CbsPoint, as_dict, diverged_runs, is_finite_number, rows_of_role
 from cbs_ray.records.columns import Column, require_columns
 
 __all__ = ["CRITERION", "CONTROL_NAMES", "Control", "ScheduleValidation", "control_batches", "recommend_schedule",
@@ -136,7 +136,7 @@ class Control:
     diverged: int = 0
 
     def to_dict(self) -> dict:
-        return _as_dict(self)
+        return as_dict(self)
 
 
 @dataclass(frozen=True)
@@ -160,10 +160,10 @@ class ScheduleValidation:
         return next((c for c in self.controls if c.name == name), None)
 
     def to_dict(self) -> dict:
-        return _as_dict(self)
+        return as_dict(self)
 
 
-def _final(frame: pd.DataFrame):
+def last_report(frame: pd.DataFrame):
     return frame.sort_values(Column.samples_seen, kind="stable").iloc[-1] if not frame.empty else None
 
 
@@ -176,23 +176,23 @@ def _finals(history: pd.DataFrame, budget: int) -> list[tuple[str, Optional[int]
     """(control, fixed batch or None, seed, final loss or None (diverged), steps) per run that reached the budget
     or diverged; the trunk counts as ``small`` seed 0."""
     out = []
-    trunk = _final(_role(history, "trunk"))
-    if trunk is not None and (int(trunk[Column.samples_seen]) == budget or _diverged(trunk)):
-        out.append(("small", int(trunk[Column.batch_size]), 0, None if _diverged(trunk) else
+    trunk = last_report(rows_of_role(history, "trunk"))
+    if trunk is not None and (int(trunk[Column.samples_seen]) == budget or diverged_runs(trunk)):
+        out.append(("small", int(trunk[Column.batch_size]), 0, None if diverged_runs(trunk) else
                     float(trunk[Column.eval_loss]), int(trunk[Column.steps])))
-    runs = _role(history, "schedule")
+    runs = rows_of_role(history, "schedule")
     if runs.empty:
         return out
     key = [Column.trial_id] if Column.trial_id in runs else [c for c in (Column.control, Column.batch_size,
                                                                           Column.seed_offset) if c in runs]
     for _, run in runs.groupby(key, sort=False, dropna=False):
-        last = _final(run)
-        if int(last[Column.samples_seen]) != budget and not _diverged(last):
+        last = last_report(run)
+        if int(last[Column.samples_seen]) != budget and not diverged_runs(last):
             continue  # unfinished
         name = _control_of(last)
-        seed = int(last[Column.seed_offset]) if Column.seed_offset in last and _finite(last[Column.seed_offset]) else 0
+        seed = int(last[Column.seed_offset]) if Column.seed_offset in last and is_finite_number(last[Column.seed_offset]) else 0
         out.append((name, None if name == "schedule" else int(last[Column.batch_size]), seed,
-                    None if _diverged(last) else float(last[Column.eval_loss]), int(last[Column.steps])))
+                    None if diverged_runs(last) else float(last[Column.eval_loss]), int(last[Column.steps])))
     return out
 
 
@@ -212,7 +212,7 @@ def validate_schedule(history: pd.DataFrame, *, budget_samples: Optional[int] = 
     """The validation's reading (module docstring) from the ``role == "schedule"`` runs (``control``,
     ``seed_offset``) and the trunk (``small`` at seed 0); None when no schedule run reported. Runs that did not
     reach ``budget_samples`` (default: the trunk's last ``samples_seen``) are left out."""
-    runs = _role(history, "schedule")
+    runs = rows_of_role(history, "schedule")
     if runs.empty:
         return None
     require_columns(history, [Column.steps, Column.eval_loss], where="validate_schedule")
@@ -277,7 +277,7 @@ def samples_trained(history: pd.DataFrame) -> dict[str, int]:
     for _, run in history.groupby(runs, sort=False):
         last = run.sort_values(Column.samples_seen, kind="stable").iloc[-1]
         start = last.get(Column.start_samples)
-        start = int(start) if _finite(start) else 0
+        start = int(start) if is_finite_number(start) else 0
         role = str(last.get(Column.role, "trunk"))
         out[role] = out.get(role, 0) + int(last[Column.samples_seen]) - start
     return out

@@ -12,23 +12,23 @@ import pandas as pd
 
 from cbs_ray.analysis.branch_points import (
     CbsPoint,
-    _as_dict,
-    _clean,
-    _diverged,
-    _finite,
-    _role,
-    _run_key,
+    as_dict,
+    diverged_runs,
+    is_finite_number,
+    rows_of_role,
+    run_key,
     critical_batch_over_training,
 )
 from cbs_ray.analysis.branch_schedule import (
     ScheduleValidation,
-    _final,
+    last_report,
     recommend_schedule,
     samples_trained,
     schedule_in_tokens,
     validate_schedule,
 )
 from cbs_ray.analysis.branch_trend import Trend, b_simple_over_training, trend
+from cbs_ray.analysis.json_values import json_clean
 from cbs_ray.maths.budget import scratch_grid_samples
 from cbs_ray.records.columns import Column
 
@@ -87,7 +87,7 @@ class BranchSummary:
     experiment_path: Optional[str] = field(default=None, metadata={"omit_if_none": True})
 
     def to_dict(self) -> dict:
-        record = _as_dict(self)
+        record = as_dict(self)
         # method first: the key a reader checks to tell a branch summary from a from-scratch one
         return {"method": record.pop("method"), **record}
 
@@ -96,21 +96,21 @@ class BranchSummary:
 
 
 def _branch_records(history: pd.DataFrame, window_samples: int) -> list[dict]:
-    branches = _role(history, "branch")
+    branches = rows_of_role(history, "branch")
     if branches.empty:
         return []
     rows = []
-    for _, run in branches.groupby(_run_key(branches), sort=False):
+    for _, run in branches.groupby(run_key(branches), sort=False):
         run = run.sort_values(Column.samples_seen, kind="stable")
         last, start = run.iloc[-1], int(run.iloc[-1][Column.start_samples])
         at_end = run[run[Column.samples_seen] == start + window_samples]
         end_row = at_end.iloc[-1] if not at_end.empty else None
-        loss = None if end_row is None or _diverged(end_row) else float(end_row[Column.eval_loss])
+        loss = None if end_row is None or diverged_runs(end_row) else float(end_row[Column.eval_loss])
         rows.append({Column.start_samples: start, Column.batch_size: int(last[Column.batch_size]),
-                     Column.alpha: _clean(last.get(Column.alpha)), Column.peak_lr: _clean(last.get(Column.peak_lr)),
-                     Column.eval_loss: loss, Column.diverged: bool(_diverged(last)),
-                     Column.seed_offset: int(last[Column.seed_offset]) if _finite(last.get(Column.seed_offset)) else 0,
-                     Column.samples_seen: int(last[Column.samples_seen]), Column.steps: _clean(last.get(Column.steps)),
+                     Column.alpha: json_clean(last.get(Column.alpha)), Column.peak_lr: json_clean(last.get(Column.peak_lr)),
+                     Column.eval_loss: loss, Column.diverged: bool(diverged_runs(last)),
+                     Column.seed_offset: int(last[Column.seed_offset]) if is_finite_number(last.get(Column.seed_offset)) else 0,
+                     Column.samples_seen: int(last[Column.samples_seen]), Column.steps: json_clean(last.get(Column.steps)),
                      **({Column.trial_id: str(last[Column.trial_id])} if Column.trial_id in last else {})})
     return sorted(rows, key=lambda r: (r[Column.start_samples], r[Column.batch_size], r[Column.alpha] or 0.0,
                                        r[Column.seed_offset]))
@@ -133,14 +133,14 @@ def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
     points = critical_batch_over_training(history, trunk_batch=trunk_batch, window_samples=window, tolerance=tolerance,
                                           tokens_per_sample=tokens, relative=relative, loss=loss)
     schedule = recommend_schedule(points, trunk_batch=trunk_batch, largest_batch=max(batches))
-    final = _final(_role(history, "trunk"))
+    final = last_report(rows_of_role(history, "trunk"))
     final_lr = final.get(Column.peak_lr) if final is not None else None
-    trunk = {Column.batch_size: trunk_batch, Column.peak_lr: _clean(meta.get("trunk_peak_lr", final_lr)),
-             "final_eval_loss": None if final is None or _diverged(final) else float(final[Column.eval_loss]),
+    trunk = {Column.batch_size: trunk_batch, Column.peak_lr: json_clean(meta.get("trunk_peak_lr", final_lr)),
+             "final_eval_loss": None if final is None or diverged_runs(final) else float(final[Column.eval_loss]),
              Column.samples_seen: None if final is None else int(final[Column.samples_seen]),
-             Column.steps: None if final is None else _clean(final.get(Column.steps))}
+             Column.steps: None if final is None else json_clean(final.get(Column.steps))}
     by_role = samples_trained(history)
-    alphas = meta.get("alphas") or sorted(_role(history, "branch")[Column.alpha].dropna().unique().tolist()
+    alphas = meta.get("alphas") or sorted(rows_of_role(history, "branch")[Column.alpha].dropna().unique().tolist()
                                           if Column.alpha in history else [])
     scratch = scratch_grid_samples(budget, batches, alphas) if alphas else None
     deviations = list(meta.get("deviations") or [])

@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from cbs_ray.analysis.answer import bound_text
-from cbs_ray.analysis.branch_points import CbsPoint, _as_dict, _finite, _last_by_samples, _role
+from cbs_ray.analysis.branch_points import CbsPoint, as_dict, is_finite_number, last_by_samples, rows_of_role
 from cbs_ray.maths.critical_batch import LOWER, UPPER
 from cbs_ray.records.columns import Column
 
@@ -31,7 +31,7 @@ class Decrease:
     """Every batch in (to_batch, from_batch] was a close comparison at one of the two checkpoints."""
 
     def to_dict(self) -> dict:
-        return _as_dict(self)
+        return as_dict(self)
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Trend:
     decreases: tuple[Decrease, ...] = ()
 
     def to_dict(self) -> dict:
-        return _as_dict(self)
+        return as_dict(self)
 
 
 def _unit(samples: int, tokens_per_sample: Optional[int]) -> str:
@@ -111,9 +111,9 @@ def trend(points: Sequence[CbsPoint], *, tokens_per_sample: Optional[int] = None
 def b_simple_over_training(history: pd.DataFrame) -> list[list[float]]:
     """The trunk's B_simple (McCandlish et al. 2018) per report: ``[samples_seen, b_simple]`` pairs, NaN
     (not measurable yet) left out."""
-    trunk = _role(history, "trunk")
+    trunk = rows_of_role(history, "trunk")
     if trunk.empty or Column.b_simple not in trunk:
         return []
-    trunk = _last_by_samples(trunk.sort_values(Column.samples_seen, kind="stable"))
+    trunk = last_by_samples(trunk.sort_values(Column.samples_seen, kind="stable"))
     return [[int(r[Column.samples_seen]), float(r[Column.b_simple])] for _, r in trunk.iterrows()
-            if _finite(r[Column.b_simple]) and float(r[Column.b_simple]) > 0]
+            if is_finite_number(r[Column.b_simple]) and float(r[Column.b_simple]) > 0]

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from cbs_ray.analysis.summary_record import OverheadRule, Recommendation, Tradeoff, TurningPoint, Uncertainty, Verdict
-from cbs_ray.analysis.tables import _ratio_of_means, _steps_to_target, per_batch_table, unequal_effort
+from cbs_ray.analysis.tables import ratio_of_means, steps_to_target_table, per_batch_table, unequal_effort
 from cbs_ray.maths.critical_batch import LOWER, edge_bound, monotone_fit, turning_point, within_tolerance
 from cbs_ray.maths.lr_schedule import warmup_steps
 from cbs_ray.maths.tradeoff import TradeoffFit, fit_tradeoff, overhead_rule
@@ -170,7 +170,7 @@ def _below_the_cap(done: pd.DataFrame, row, ok: list, *, cap: int, cap_text: str
     return said + f"; B={cap} takes fewer optimizer steps, and is the one to use where a larger batch runs faster"
 
 
-def _turning_point(per_batch: pd.DataFrame, measured: pd.DataFrame, *, metric: str, mode: str, tolerance: float,
+def turning_point_reading(per_batch: pd.DataFrame, measured: pd.DataFrame, *, metric: str, mode: str, tolerance: float,
                    turning_fit: str) -> tuple[TurningPoint, dict]:
     """The turning point read both ways (the spec's ``turning_fit`` is the answer), and the monotone fit
     per batch size ({} when no batch size completed)."""
@@ -204,7 +204,7 @@ def _turning_point(per_batch: pd.DataFrame, measured: pd.DataFrame, *, metric: s
                         unequal_effort=effort), fitted
 
 
-def _tradeoff(fit: TradeoffFit, *, left_out: Optional[str], reason: Optional[str]) -> Tradeoff:
+def tradeoff_reading(fit: TradeoffFit, *, left_out: Optional[str], reason: Optional[str]) -> Tradeoff:
     # An unbounded end (B_crit = ∞ in enough resamples) is None: JSON has no infinity.
     return Tradeoff(b_crit=fit.b_crit, left_out=left_out,
                     ci95=[v if math.isfinite(v) else None for v in fit.ci] if fit.ci else None,
@@ -212,11 +212,11 @@ def _tradeoff(fit: TradeoffFit, *, left_out: Optional[str], reason: Optional[str
                     b_crit_bound=fit.bound_at)
 
 
-def _target_rules(history: pd.DataFrame, trials: pd.DataFrame, *, metric: str, mode: str,
+def target_rules(history: pd.DataFrame, trials: pd.DataFrame, *, metric: str, mode: str,
                   target: float) -> tuple[pd.DataFrame, pd.DataFrame, Tradeoff, OverheadRule]:
     """Steps to ``target`` per trial and per batch size (the tables gain those columns), and the two rules
     that read them: the steps/samples tradeoff and the 20 % rule."""
-    trials = trials.merge(_steps_to_target(history, metric=metric, mode=mode, target=target),
+    trials = trials.merge(steps_to_target_table(history, metric=metric, mode=mode, target=target),
                           left_on=Column.trial_id, right_index=True, how="left")
     per_batch = per_batch_table(trials, metric=metric, mode=mode)
     reached = per_batch.dropna(subset=[Column.steps_to_target])
@@ -242,16 +242,16 @@ def _target_rules(history: pd.DataFrame, trials: pd.DataFrame, *, metric: str, m
         if not len(reached):
             fit_reason = b20_reason = note
             note = None
-    return (trials, per_batch, _tradeoff(fit, left_out=note, reason=fit_reason),
+    return (trials, per_batch, tradeoff_reading(fit, left_out=note, reason=fit_reason),
             OverheadRule(b20, b20_reason, left_out=note, bound=edge_bound(b20, batches)))
 
 
-def _with_noise_scale(history: pd.DataFrame, per_batch: pd.DataFrame, trials: pd.DataFrame,
+def with_noise_scale(history: pd.DataFrame, per_batch: pd.DataFrame, trials: pd.DataFrame,
                       noise_rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The tables with B_simple early and over training, per batch size and per trial."""
     per_batch = per_batch.merge(noise_rows, on=Column.batch_size, how="left")
     measured = history.dropna(subset=[Column.b_simple]).sort_values(Column.samples_seen)
     per_trial = pd.DataFrame(
-        [{Column.trial_id: t, Column.b_simple_early: _ratio_of_means(g.head(1)),
-          Column.b_simple_mean: _ratio_of_means(g)} for t, g in measured.groupby(Column.trial_id)])
+        [{Column.trial_id: t, Column.b_simple_early: ratio_of_means(g.head(1)),
+          Column.b_simple_mean: ratio_of_means(g)} for t, g in measured.groupby(Column.trial_id)])
     return per_batch, trials.merge(per_trial, on=Column.trial_id, how="left")

@@ -9,15 +9,15 @@ import math
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import pandas as pd
 
-from cbs_ray.analysis.answer import _answer, bound_text
+from cbs_ray.analysis.answer import answer_of, bound_text
+from cbs_ray.analysis.json_values import json_clean
 from cbs_ray.analysis.readings import (
-    _target_rules,
-    _tradeoff,
-    _turning_point,
-    _with_noise_scale,
+    target_rules,
+    tradeoff_reading,
+    turning_point_reading,
+    with_noise_scale,
     default_target,
     recommend,
 )
@@ -49,25 +49,25 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
     trials = trial_table(history, metric=metric, budget_samples=budget_samples)
     per_batch = per_batch_table(trials, metric=metric, mode=mode) if len(trials) else pd.DataFrame()
     measured = per_batch.dropna(subset=[f"best_{metric}"]) if len(per_batch) else per_batch
-    turning, fitted = _turning_point(per_batch, measured, metric=metric, mode=mode, tolerance=tolerance,
+    turning, fitted = turning_point_reading(per_batch, measured, metric=metric, mode=mode, tolerance=tolerance,
                                      turning_fit=turning_fit)
 
     target_source = "user" if target is not None else "default: worst per-batch best"
     if target is None and len(measured):
         target = default_target(measured, metric=metric, mode=mode)
     no_target = "no completed trial to take a target from"
-    tradeoff = _tradeoff(TradeoffFit(None, None, None), left_out=None, reason=no_target)
+    tradeoff = tradeoff_reading(TradeoffFit(None, None, None), left_out=None, reason=no_target)
     overhead = OverheadRule(None, no_target)
     if target is not None and len(trials):
-        trials, per_batch, tradeoff, overhead = _target_rules(history, trials, metric=metric, mode=mode,
+        trials, per_batch, tradeoff, overhead = target_rules(history, trials, metric=metric, mode=mode,
                                                               target=target)
     if fitted:
         per_batch[f"fit_{metric}"] = per_batch[Column.batch_size].map(fitted)
     noise_rows, noise = noise_scale_table(history)
     if len(noise_rows):
-        per_batch, trials = _with_noise_scale(history, per_batch, trials, noise_rows)
+        per_batch, trials = with_noise_scale(history, per_batch, trials, noise_rows)
 
-    answer = _answer(turning, tradeoff, overhead, [int(b) for b in per_batch.get(Column.batch_size, [])],
+    answer = answer_of(turning, tradeoff, overhead, [int(b) for b in per_batch.get(Column.batch_size, [])],
                      min_batch=min_batch_size)
     done = trials[trials[Column.status] == "completed"].reset_index(drop=True)
     done[Column.projected_time_s] = budget_samples / done[Column.samples_per_s]
@@ -92,13 +92,8 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
 
 
 def _records(frame: pd.DataFrame) -> list[dict]:
-    def clean(v):
-        if isinstance(v, (np.integer,)):
-            return int(v)
-        if isinstance(v, (float, np.floating)):
-            return None if not math.isfinite(v) else float(v)
-        return v
-    return [{k: clean(v) for k, v in row.items()} for row in frame.to_dict("records")]
+    """The table's rows, JSON-ready as every summary's values are (``analysis.json_values.json_clean``)."""
+    return [{k: json_clean(v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
 def write_summary(summary: Summary, history: pd.DataFrame, directory: str | Path) -> Path:

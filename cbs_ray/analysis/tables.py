@@ -72,7 +72,7 @@ def restarts(resumed_from_samples: Sequence) -> int:
     return count
 
 
-def _steps_to_target(history: pd.DataFrame, *, metric: str, mode: str, target: float) -> pd.DataFrame:
+def steps_to_target_table(history: pd.DataFrame, *, metric: str, mode: str, target: float) -> pd.DataFrame:
     """Per trial: optimizer steps to first reach ``target`` (interpolated), NaN if never, and
     ``target_at_first_report``: reached by the first report already, so the steps are only an upper bound
     (nothing says how much earlier)."""
@@ -89,7 +89,7 @@ def _steps_to_target(history: pd.DataFrame, *, metric: str, mode: str, target: f
 NOISE_COLUMNS = [Column.grad_sq, Column.trace_sigma]  # the noise scale's two estimates, B_simple their ratio
 
 
-def _ratio_of_means(frame: pd.DataFrame) -> float:
+def ratio_of_means(frame: pd.DataFrame) -> float:
     ok = frame[NOISE_COLUMNS].dropna()
     return float(b_simple(ok[Column.grad_sq].mean(), ok[Column.trace_sigma].mean())) if len(ok) else math.nan
 
@@ -111,13 +111,13 @@ def noise_scale_table(history: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     measured = history[finite].sort_values(Column.samples_seen, kind="stable")
     positive = pd.to_numeric(measured[Column.b_simple], errors="coerce") > 0
     first = measured[positive].groupby(Column.trial_id).head(1)
-    rows = [{Column.batch_size: int(b), Column.b_simple_early: _ratio_of_means(first[first[Column.batch_size] == b]),
-             Column.b_simple_mean: _ratio_of_means(group)}
+    rows = [{Column.batch_size: int(b), Column.b_simple_early: ratio_of_means(first[first[Column.batch_size] == b]),
+             Column.b_simple_mean: ratio_of_means(group)}
             for b, group in measured.groupby(Column.batch_size)]
     # How many reports carried both estimates, and how many of them had no positive B_simple of their own
     # (counted in the means all the same): the reader's measure of how settled the figure is.
     not_positive = int((~positive).sum())
-    return pd.DataFrame(rows), {"early": _ratio_of_means(first), "mean": _ratio_of_means(measured), "note": None,
+    return pd.DataFrame(rows), {"early": ratio_of_means(first), "mean": ratio_of_means(measured), "note": None,
                                 "reports": len(measured), "reports_not_positive": not_positive}
 
 

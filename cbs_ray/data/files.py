@@ -97,7 +97,7 @@ def hold_out(train: Texts, count: int, *, seed: int = 0) -> tuple[Texts, Texts]:
             ([texts[i] for i in held_in_order], [labels[i] for i in held_in_order]))
 
 
-def _loaded_splits(d: DataSpec) -> tuple[tuple, tuple[str, str]]:
+def loaded_splits(d: DataSpec) -> tuple[tuple, tuple[str, str]]:
     """The training and evaluation splits of ``data.source`` hub or files, as loaded (columns not yet
     read), and what errors call them (``split train``, the file's path)."""
     if d.source == "hub":
@@ -121,7 +121,7 @@ def _loaded_splits(d: DataSpec) -> tuple[tuple, tuple[str, str]]:
     return (loaded["train_file"], loaded["eval_file"]), (d.train_file, d.eval_file)
 
 
-def _cut_splits(train: tuple, evaluation: tuple, d: DataSpec) -> tuple[tuple, tuple, tuple | None]:
+def cut_splits(train: tuple, evaluation: tuple, d: DataSpec) -> tuple[tuple, tuple, tuple | None]:
     """``max_eval_examples``, then ``holdout_examples`` (the eval set becomes the dev set, a held-out sample
     of the training set the eval set), then ``max_train_examples``; each split a tuple of parallel lists."""
     if d.max_eval_examples:
@@ -147,10 +147,10 @@ def load_texts(spec: SearchSpec) -> tuple[Texts, Texts, Texts | None]:
         train = builtin_sentiment(d.builtin_train_examples, seed=1, negation=d.builtin_negation)
         evaluation = builtin_sentiment(d.builtin_eval_examples, seed=2, negation=d.builtin_negation)
     else:
-        (train_split, eval_split), wheres = _loaded_splits(d)
+        (train_split, eval_split), wheres = loaded_splits(d)
         train = _columns(train_split, d, needs_labels, wheres[0])
         evaluation = _columns(eval_split, d, needs_labels, wheres[1], evaluation=True)
         if needs_labels:
             train_labels, eval_labels = label_ids([(wheres[0], train[1]), (wheres[1], evaluation[1])])
             train, evaluation = (train[0], train_labels), (evaluation[0], eval_labels)
-    return _cut_splits(train, evaluation, d)
+    return cut_splits(train, evaluation, d)

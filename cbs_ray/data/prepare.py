@@ -13,7 +13,7 @@ from cbs_ray.data.arrays import PreparedData
 from cbs_ray.data.files import load_texts
 from cbs_ray.data.markov import FRESH_BUDGETS, markov_data
 from cbs_ray.data.seq2seq_pairs import prepare_seq2seq_data
-from cbs_ray.data.tokenize import _pack_texts, _pretrained_tokenizer, _train_word_tokenizer
+from cbs_ray.data.tokenize import pack_texts, pretrained_tokenizer, train_word_tokenizer
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.resolve import packing_on
 from cbs_ray.spec.schema import SearchSpec
@@ -31,11 +31,11 @@ def prepare_data(spec: SearchSpec) -> PreparedData:
     max_len = spec.data.max_seq_length
     tokenizer_name = spec.model.tokenizer or spec.model.name
     if tokenizer_name:
-        encode, documents, vocab_size, pad_id = _pretrained_tokenizer(tokenizer_name, max_len)
+        encode, documents, vocab_size, pad_id = pretrained_tokenizer(tokenizer_name, max_len)
     else:
-        encode, documents, vocab_size, pad_id = _train_word_tokenizer(train_texts, spec.model.vocab_size, max_len)
+        encode, documents, vocab_size, pad_id = train_word_tokenizer(train_texts, spec.model.vocab_size, max_len)
     if packing_on(spec):  # a causal LM's texts as one stream cut into full blocks (the labels are unused)
-        encode = functools.partial(_pack_texts, documents, block_length=max_len)
+        encode = functools.partial(pack_texts, documents, block_length=max_len)
     train_ids, train_mask = encode(train_texts)
     eval_ids, eval_mask = encode(eval_texts)
     if packing_on(spec):

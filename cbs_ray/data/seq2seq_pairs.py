@@ -11,7 +11,7 @@ import numpy as np
 
 from cbs_ray.data.arrays import Pairs, PreparedData
 from cbs_ray.data.builtin import builtin_translation
-from cbs_ray.data.files import _cut_splits, _loaded_splits
+from cbs_ray.data.files import cut_splits, loaded_splits
 from cbs_ray.data.tokenize import SPECIAL_TOKENS
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import DataSpec, SearchSpec
@@ -65,10 +65,10 @@ def load_text_pairs(spec: SearchSpec) -> tuple[Pairs, Pairs, Pairs | None]:
         train = builtin_translation(d.builtin_train_examples, seed=1)
         evaluation = builtin_translation(d.builtin_eval_examples, seed=2)
     else:
-        (train_split, eval_split), wheres = _loaded_splits(d)
+        (train_split, eval_split), wheres = loaded_splits(d)
         train = _pair_columns(train_split, d, wheres[0])
         evaluation = _pair_columns(eval_split, d, wheres[1], evaluation=True)
-    return _cut_splits(train, evaluation, d)
+    return cut_splits(train, evaluation, d)
 
 
 def _seq2seq_word_tokenizer(texts: list[str], vocab_size: int):

@@ -51,7 +51,7 @@ def pack(ids, mask=None, *, block_length: int, separator: int | None = None) -> 
     return blocks(token_stream(ids, mask, separator), block_length)
 
 
-def _pack_texts(documents, texts: list[str], *, block_length: int, chunk: int = 10_000) -> tuple[np.ndarray, np.ndarray]:
+def pack_texts(documents, texts: list[str], *, block_length: int, chunk: int = 10_000) -> tuple[np.ndarray, np.ndarray]:
     """``texts`` tokenized whole by ``documents`` (each ending in the tokenizer's EOS or [SEP]) and packed, a
     chunk of texts at a time so that only the stream, not every text's token list, is held at once. Blank
     texts (wikitext's empty lines) add nothing. SpecError when not one block fills."""
@@ -66,7 +66,7 @@ def _pack_texts(documents, texts: list[str], *, block_length: int, chunk: int = 
 
 # ---- tokenization ----------------------------------------------------------------------------------
 
-def _train_word_tokenizer(texts: list[str], vocab_size: int, max_len: int):
+def train_word_tokenizer(texts: list[str], vocab_size: int, max_len: int):
     from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 
     tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
@@ -91,7 +91,7 @@ def _train_word_tokenizer(texts: list[str], vocab_size: int, max_len: int):
     return encode, documents, tok.get_vocab_size(), tok.token_to_id("[PAD]")
 
 
-def _pretrained_tokenizer(name: str, max_len: int):
+def pretrained_tokenizer(name: str, max_len: int):
     from transformers import AutoTokenizer
 
     try:

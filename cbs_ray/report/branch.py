@@ -29,8 +29,8 @@ from cbs_ray.maths.critical_batch import LOWER, UPPER
 from cbs_ray.records.columns import Column
 from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
-from cbs_ray.report.plots import _save  # (sets matplotlib's Agg backend)
-from cbs_ray.report.text import _table, html_answer_box, html_table
+from cbs_ray.report.plots import save_figure  # (sets matplotlib's Agg backend)
+from cbs_ray.report.text import markdown_table, html_answer_box, html_table
 
 __all__ = ["FRONTIER_PLOT", "PLOT", "cbs_over_training_plot", "frontier_plot", "headline", "render_html",
            "render_markdown", "trainer_snippets", "write_branch_report"]
@@ -282,7 +282,7 @@ def cbs_over_training_plot(summary: BranchSummary, path: Path) -> Path:
     ax.set_ylabel("batch size" + (" (sequences)" if summary.tokens_per_sample else ""))
     ax.set_title("Critical batch over training (branches from the trunk)")
     ax.legend(fontsize=7, loc="best")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # ---- tables and pages ------------------------------------------------------------------------------------
@@ -349,7 +349,7 @@ def frontier_plot(summary: BranchSummary, path: Path) -> Optional[Path]:
     ax.set_ylabel("final eval loss (mean, 95 % CI)")
     ax.set_title("The schedule against the fixed-batch frontier")
     ax.legend(fontsize=7, loc="best")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _validation_records(summary: BranchSummary) -> list[dict]:
@@ -370,7 +370,7 @@ def render_markdown(summary: BranchSummary, plot: Optional[Path]) -> str:
              "\n>\n".join(f"> {line.strip()}" for line in lines) + "\n"]
     if plot is not None:
         parts.append(f"![{PLOT}]({plot.name})\n")
-    parts += ["## Critical batch over training\n", _definition(summary) + "\n", _table(rows, columns),
+    parts += ["## Critical batch over training\n", _definition(summary) + "\n", markdown_table(rows, columns),
               f"\nShape: {summary.trend.text}\n",
               "## Recommended batch-size schedule\n", f"{_schedule_text(summary)}\n",
               "```json\n" + str(summary.batch_size_schedule) + "\n```\n"]
@@ -379,11 +379,11 @@ def render_markdown(summary: BranchSummary, plot: Optional[Path]) -> str:
     sv = summary.schedule_validation
     frontier = f"\n![{FRONTIER_PLOT}]({FRONTIER_PLOT}.png)\n" if sv and sv.frontier else ""
     parts += ["## Schedule validation\n", (f"Criterion (fixed before the runs): {sv.criterion}.\n\n{sv.text}\n\n"
-                                            + _table(_validation_records(summary), VALIDATION_COLUMNS) + frontier)
+                                            + markdown_table(_validation_records(summary), VALIDATION_COLUMNS) + frontier)
               if sv else "Not run: `--validate-schedule` trains the schedule against fixed batches.\n",
               "## Deviations from the paper\n", "\n".join(f"- {d}" for d in summary.deviations) + "\n"
               if summary.deviations else "None.\n",
-              "## Branches\n", _table(summary.branches, BRANCH_COLUMNS),
+              "## Branches\n", markdown_table(summary.branches, BRANCH_COLUMNS),
               "\n## Gradient noise scale on the trunk\n", _b_simple_line(summary) + "\n",
               "\n## Cost\n", _cost_line(summary) + "\n"]
     return "\n".join(parts)

@@ -13,16 +13,86 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from cbs_ray.analysis.ladder_summary import LadderSummary, headline
+from cbs_ray.analysis.ladder_summary import LOG2_TARGET, LadderSummary
 from cbs_ray.records.columns import Column
 from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
-from cbs_ray.report.plots import _save  # (sets matplotlib's Agg backend)
-from cbs_ray.report.text import _table, html_answer_box, html_table
+from cbs_ray.report.plots import save_figure  # (sets matplotlib's Agg backend)
+from cbs_ray.report.text import markdown_table, html_answer_box, html_table
 
-__all__ = ["PLOT", "ladder_plot", "write_ladder_report"]
+__all__ = ["PLOT", "headline", "ladder_plot", "write_ladder_report"]
 
 PLOT = "ladder"
+
+
+def headline(summary: LadderSummary) -> list[str]:
+    """The lines the search prints at the end (report.md opens with them too)."""
+    lad, pred = summary.ladder, summary.prediction
+    reading = {"ewa": "the average of the iterates (ladder.reading ewa)", "raw": "the raw model (ladder.reading raw)"}
+    lines = [f"Ladder: the smallest batch to {lad['fraction_samples']} of {pred['budget_samples']} samples, every other "
+             f"until it reached that loss or {lad.get('cap_samples')} ({summary.cost['fraction_of_full']:.0%} of a "
+             f"from-scratch search at D), batches {summary.batch_sizes}; {lad.get('column', 'eval_loss')} read through "
+             f"{reading.get(lad.get('reading', 'raw'), lad.get('reading'))}"]
+    for r in lad["rungs"]:
+        ci = r["b_crit_ci"]
+        b = f"{r['b_crit']:.3g}" + (f" [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else "") if r["b_crit"] else \
+            f"– ({r['reason']})"
+        censored = r.get("censored") or []
+        lines.append(f"  rung at {r[Column.samples_seen]:g} samples: B_crit {b}; 20 % rule {r['overhead_20pct']}"
+                     + (f"; censored (below the target at their first evaluation): {censored}" if censored else ""))
+    if lad["exponent"] is not None:
+        eci = lad["exponent_ci"]
+        se = lad.get("exponent_se")
+        lines.append(f"Fit: B_crit ∝ D^{lad['exponent']:.3g}" + (f" ± {se:.2g} (SE)" if se is not None else "")
+                     + (f" (90 % [{eci[0]:.3g}, {eci[1]:.3g}])" if eci else "")
+                     + (f", p = {lad['fit_p_value']:.2g}" if lad["fit_p_value"] is not None else ""))
+    noise = lad.get("noise_scale") or {}
+    if len(noise.get("by_rung") or []) >= 2:
+        (d0, b0, _), (d1, b1, _) = noise["by_rung"][0], noise["by_rung"][-1]
+        grows = noise["exponent"] is not None and noise["exponent"] > 0
+        line = (f"Gradient noise scale B_simple on the way: {b0:.3g} at {d0} samples … {b1:.3g} at {d1}"
+                + (f" (∝ D^{noise['exponent']:.2g})" if noise["exponent"] is not None else ""))
+        if grows and pred["b_crit"] is None:
+            line += ("; it grows with data where no growing B_crit could be read (the two need not agree: B_simple "
+                     "is a property of the gradient, B_crit of the steps the batches took to a loss; on the SST-2 LM "
+                     "of BENCHMARKS.md B_simple grew 27-fold while B_crit stayed between 10 and 21)")
+        lines.append(line)
+    if pred["b_crit"] is None:
+        lines.append(f"Prediction: none — {pred['refusal']}")
+    else:
+        lo, hi = pred["interval_90"]
+        lines.append(f"Prediction at {pred['budget_samples']} samples: B_crit {pred['b_crit']:.3g} (90 % [{lo:.3g}, "
+                     f"{hi:.3g}]); recommended batch {pred[Column.batch_size]} (peak lr {pred[Column.peak_lr]:.3g} by alpha "
+                     f"{pred[Column.alpha]:g}, warmup {pred[Column.warmup_steps]} steps)")
+    sched = pred.get("batch_size_schedule")
+    if sched:
+        steps = ", then ".join(f"{b} from {s}" for s, b in sched["batch_size_schedule"][1:])
+        verdict = sched.get("validated")
+        lines.append(f"Batch-size schedule (branch mode, {sched['experiment']}): {sched['batch_size_schedule'][0][1]} "
+                     f"from 0" + (f", then {steps}" if steps else "") + " samples"
+                     + ("" if not verdict else f"; validated: below the fixed-batch frontier {verdict['below_frontier']},"
+                        f" loss within the small batch's {verdict['loss_holds']}"))
+    v = summary.prediction_validation
+    if v:
+        if v["measured_b_crit"] is None:
+            lines.append(f"Validation: B_crit at the full budget not measurable ({v['measured_reason']})")
+        elif v["within_interval"] is None:  # the prediction was refused: the measurement stands alone
+            lines.append(f"Validation: measured B_crit {v['measured_b_crit']:.3g} at the full budget; no prediction to "
+                         f"judge against it (refused above)")
+        else:
+            err = f"{v['log2_error']:.2f}" if v["log2_error"] is not None else "–"
+            base = ", ".join(f"{k} {e['log2_error']:.2f}" for k, e in v["baselines"].items()
+                             if e["log2_error"] is not None)
+            lines.append(f"Validation: measured B_crit {v['measured_b_crit']:.3g} at the full budget; "
+                         f"{'inside' if v['within_interval'] else 'outside'} the interval; |log2 error| {err} "
+                         f"(target ≤ {LOG2_TARGET}; baselines: {base}); the ladder trained "
+                         f"{v['samples_ratio']:.2f} of the measurement's samples")
+            simple = v.get("b_simple_prediction") or {}
+            if simple.get("b_crit"):
+                lines.append(f"Beside it: B_simple along the same runs would have predicted {simple['b_crit']:.3g} "
+                             f"(|log2 error| {simple['log2_error']:.2f})")
+    return lines
+
 
 
 def ladder_plot(summary: LadderSummary, path: Path) -> Path:
@@ -64,7 +134,7 @@ def ladder_plot(summary: LadderSummary, path: Path) -> Path:
     ax.set_title("The ladder: B_crit against data, extrapolated to the budget")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="best")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 RUNG_COLUMNS = ["samples seen", "B_crit", "95 % CI", "20 % rule", "target loss", "censored", "why none"]
@@ -85,7 +155,7 @@ def _law_lines(summary: LadderSummary) -> list[str]:
 def _markdown(summary: LadderSummary) -> str:
     laws = "\n".join(f"- {x}" for x in _law_lines(summary))
     return "\n".join([f"# Ladder: {summary.name or ''}\n", "\n".join(f"> {x}" for x in headline(summary)) + "\n",
-                      f"![{PLOT}]({PLOT}.png)\n", "## Rungs\n", _table(_rung_rows(summary), RUNG_COLUMNS),
+                      f"![{PLOT}]({PLOT}.png)\n", "## Rungs\n", markdown_table(_rung_rows(summary), RUNG_COLUMNS),
                       "## For reference: closed-form laws\n",
                       (laws + f"\n\n{summary.reference_laws.get('note', '')}\n") if laws else "None (no tokens per sample).\n"])
 

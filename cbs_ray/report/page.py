@@ -15,7 +15,7 @@ from cbs_ray.records.columns import Column
 
 # ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as
 # they were this module's before.
-from cbs_ray.report.text import _fmt, _recommendation_line, _snippet, _table, headline, training_arguments
+from cbs_ray.report.text import format_value, recommendation_line, recommendation_snippet, markdown_table, headline, training_arguments
 
 __all__ = ["render_markdown", "render_html"]
 
@@ -79,24 +79,24 @@ def render_markdown(summary: Summary, plots: dict[str, Path]) -> str:
     importance_intro, importance_rows = _importance(summary)
     box = [f"**Critical batch: {value}**" + (f" ({rest})" if rest else ""), answer.cross_checks]
     box += [f"Unequal search effort: {note}" for note in answer.notes]
-    box += _recommendation_line(summary.recommendation, metric).split("\n")
+    box += recommendation_line(summary.recommendation, metric).split("\n")
     parts = [f"# Critical batch report: {summary.name or ''}\n",
              f"Experiment: `{summary.experiment_path}`; metric **{metric}** ({summary.mode}), "
              f"equal-sample budget {summary.budget_samples} samples per trial.\n",
              "\n>\n".join(f"> {line.strip()}" for line in box) + "\n"]
     if summary.recommendation:
-        parts.append("Paste into a training config:\n\n```yaml\n" + _snippet(summary) + "```\n")
+        parts.append("Paste into a training config:\n\n```yaml\n" + recommendation_snippet(summary) + "```\n")
     if training_arguments(summary):
         parts.append("Or into a Hugging Face Trainer:\n\n```python\n" + training_arguments(summary) + "```\n")
     if FIRST_PLOT in plots:
         parts.append(f"![{FIRST_PLOT}]({plots[FIRST_PLOT].name})\n")
     parts += ["## Readings\n", "\n".join(f"- {line}" for line in _readings(summary)) + "\n",
-              "## Per batch size\n", _table(summary.per_batch, _columns(KEY_COLUMNS, metric)),
-              "\nAll columns:\n", _table(summary.per_batch, _columns(PER_BATCH_COLUMNS, metric)),
-              "\n## What mattered\n", importance_intro + "\n", _table(importance_rows, IMPORTANCE_COLUMNS),
+              "## Per batch size\n", markdown_table(summary.per_batch, _columns(KEY_COLUMNS, metric)),
+              "\nAll columns:\n", markdown_table(summary.per_batch, _columns(PER_BATCH_COLUMNS, metric)),
+              "\n## What mattered\n", importance_intro + "\n", markdown_table(importance_rows, IMPORTANCE_COLUMNS),
               "\n## Pareto front (projected time = budget ÷ measured samples/s)\n",
-              _table(summary.pareto_projected, pcols),
-              "\n## Pareto front (measured wall time)\n", _table(summary.pareto, pcols)]
+              markdown_table(summary.pareto_projected, pcols),
+              "\n## Pareto front (measured wall time)\n", markdown_table(summary.pareto, pcols)]
     parts += [f"\n![{name}]({path.name})\n" for name, path in plots.items() if name != FIRST_PLOT]
     return "\n".join(parts)
 
@@ -131,9 +131,9 @@ def _answer_box(summary: Summary) -> str:
     answer, esc = summary.answer, html.escape
     value, rest = _answer_parts(summary)
     sure = answer.resolved is True and answer.bound is None and answer.cross_checks_agree is not False
-    rec_lines = _recommendation_line(summary.recommendation, summary.metric).split("\n")
+    rec_lines = recommendation_line(summary.recommendation, summary.metric).split("\n")
     notes = [f"Unequal search effort: {n}" for n in answer.notes] + [line.strip() for line in rec_lines[1:]]
-    snippet, hf_args = _snippet(summary), training_arguments(summary)
+    snippet, hf_args = recommendation_snippet(summary), training_arguments(summary)
     # One row per part of the answer line; its short cross-check and note marks give way to the full lines.
     rows = [part for part in rest.split("; ") if part not in set(CROSS_CHECKS.values()) | {EFFORT_MARK}]
     return (f'<div class="answer{"" if sure else " unsure"}"><div class="cols"><div class="main">'
@@ -159,7 +159,7 @@ def render_html(summary: Summary, plots: dict[str, Path]) -> str:
         if frame.empty:
             return "<p><em>none</em></p>"
         # Cells as the markdown writes them (None, NaN, lists); headers may wrap after an underscore.
-        frame = frame[[c for c in columns if c in frame]].map(lambda v: html.escape(_fmt(v)))
+        frame = frame[[c for c in columns if c in frame]].map(lambda v: html.escape(format_value(v)))
         frame.columns = [html.escape(c).replace("_", "_<wbr>") for c in frame.columns]
         return '<div class="wide">' + frame.to_html(index=False, border=0, escape=False) + "</div>"
 

@@ -25,7 +25,7 @@ def _batch_axis(ax) -> None:
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
 
 
-def _save(fig, path: Path) -> Path:
+def save_figure(fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -56,7 +56,7 @@ def metric_vs_batch(summary: Summary, path: Path) -> Path:
     ax.set_ylabel(f"{metric} at {summary.budget_samples} samples")
     ax.set_title("Quality at equal samples vs batch size")
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _turning_label(summary: Summary) -> str:
@@ -115,7 +115,7 @@ def steps_vs_samples(summary: Summary, path: Path) -> Path:
                   else "samples to target")
     ax.set_ylabel("optimizer steps to target")
     ax.set_title("Steps/samples tradeoff (McCandlish et al. 2018)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def pareto_plot(summary: Summary, path: Path) -> Path:
@@ -137,7 +137,7 @@ def pareto_plot(summary: Summary, path: Path) -> Path:
     ax.set_ylabel(metric)
     ax.set_title("Training time vs quality")
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def lr_vs_batch(summary: Summary, path: Path) -> Path:
@@ -157,7 +157,7 @@ def lr_vs_batch(summary: Summary, path: Path) -> Path:
     ax.set_xlabel("batch size")
     ax.set_ylabel("peak learning rate")
     ax.set_title("Best learning rate vs batch size")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def noise_scale_plot(summary: Summary, history, path: Path) -> Path:
@@ -179,7 +179,7 @@ def noise_scale_plot(summary: Summary, history, path: Path) -> Path:
     ax.set_xlabel("samples seen")
     ax.set_ylabel("B_simple = tr(Σ) / |G|²")
     ax.set_title("Gradient noise scale during training")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def all_plots(summary: Summary, directory: Path, history=None) -> dict[str, Path]:

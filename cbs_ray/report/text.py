@@ -21,32 +21,32 @@ __all__ = ["headline", "html_answer_box", "html_table"]
 
 # ---- rendering -------------------------------------------------------------------------------------
 
-def _fmt(v) -> str:
+def format_value(v) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, list):
-        return ", ".join(_fmt(x) for x in v) or "–"
+        return ", ".join(format_value(x) for x in v) or "–"
     return str(v)
 
 
-def _table(records: list[dict], columns: list[str]) -> str:
+def markdown_table(records: list[dict], columns: list[str]) -> str:
     columns = [c for c in columns if any(c in r for r in records)]
     if not records or not columns:
         return "_none_\n"
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_fmt(r.get(c)) for c in columns) + " |" for r in records]
+    lines += ["| " + " | ".join(format_value(r.get(c)) for c in columns) + " |" for r in records]
     return "\n".join(lines) + "\n"
 
 
 def html_table(records: list[dict], columns: list[str]) -> str:
-    """``_table`` for report.html: the columns some record has, escaped, in a scrolling box."""
+    """``markdown_table`` for report.html: the columns some record has, escaped, in a scrolling box."""
     columns = [c for c in columns if any(c in r for r in records)]
     if not records or not columns:
         return "<p><em>none</em></p>"
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(c)))}</td>" for c in columns) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(format_value(r.get(c)))}</td>" for c in columns) + "</tr>"
                    for r in records)
     return f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>'
 
@@ -113,7 +113,7 @@ def _recommended_figure(rec: Recommendation) -> str:
     return f"{rec.metric_mean:.4g}{se} (mean of {rec.runs} runs; this trial {rec.metric_value:.4g})"
 
 
-def _recommendation_line(rec: Optional[Recommendation], metric: str) -> str:
+def recommendation_line(rec: Optional[Recommendation], metric: str) -> str:
     if not rec:
         return "Recommendation: none (no trial reached the full budget)"
     return (f"Recommendation: batch {rec.batch_size}, alpha {rec.alpha:.3g}, peak lr "
@@ -145,7 +145,7 @@ def headline(summary: Summary) -> list[str]:
         lines.append("Diverged (non-finite or exploding loss; worst metric recorded): " + "; ".join(
             f"B={r[Column.batch_size]}: {r[Column.diverged]} trial(s), peak lr "
             + ", ".join(f"{lr:.3g}" for lr in r.get(Column.diverged_peak_lrs, [])) for r in unstable))
-    lines += _recommendation_line(summary.recommendation, metric).split("\n")
+    lines += recommendation_line(summary.recommendation, metric).split("\n")
     return lines
 
 
@@ -153,7 +153,7 @@ SNIPPET_KEYS = ["batch_size", "alpha", "peak_lr", "warmup_fraction", "warmup_ste
                 "optimizer_steps"]  # the recommendation's lines to paste into a training config
 
 
-def _snippet(summary: Summary) -> str:
+def recommendation_snippet(summary: Summary) -> str:
     rec = summary.recommendation
     if not rec:
         return ""

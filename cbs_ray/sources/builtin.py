@@ -19,7 +19,7 @@ __all__ = ["evaluate", "WORST_METRIC", "BuiltinSource"]
 
 WORST_METRIC = {"accuracy": 0.0, "eval_loss": float("inf"), "perplexity": float("inf"), "bleu": 0.0,
                 "excess_loss": float("inf")}
-_METRICS_OF_EVERY_TASK = ("eval_loss", "perplexity")
+METRICS_OF_EVERY_TASK = ("eval_loss", "perplexity")
 
 
 def summed_loss(model, batch: dict, cfg: TrialSettings) -> torch.Tensor:

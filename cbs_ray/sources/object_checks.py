@@ -34,7 +34,11 @@ from cbs_ray.sources.user_objects import (
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import DataSpec, ModelSpec, SearchSpec
 
-__all__ = ["check_objects", "check_resume", "objects_meta"]
+__all__ = ["check_objects", "check_resume", "objects_meta", "token_budget_tokens_per_sample", "TOKEN_ITEMS",
+           "check_same_architecture"]
+
+TOKEN_ITEMS = 512
+"""How many training items (the first ones, and the last) a token budget measures ``input_ids`` on."""
 
 
 def _set_fields(section, default) -> str:
@@ -63,9 +67,6 @@ def _options_the_objects_cannot_take(spec: SearchSpec) -> None:
     if t.label_smoothing:
         raise SpecError("training.label_smoothing: the model from model_init computes its own loss; smooth the "
                         "labels there")
-    if t.budget_tokens is not None:
-        raise SpecError("training.budget_tokens: counts the tokens of the spec's own packed texts; your "
-                        "train_dataset is used as given: set training.budget_samples (samples × your tokens per sample)")
 
 
 def _length(dataset, name: str) -> int:
@@ -318,3 +319,56 @@ def check_resume(meta: ExperimentMeta, objects: Optional[UserObjects], path: str
                         f"model_init=..., train_dataset=..., eval_dataset=..., ...)")
     if objects is not None and not recorded:
         raise SpecError(f"model_init: {path} was run on its spec's own model and data; resume it without objects")
+
+
+def token_budget_tokens_per_sample(spec: SearchSpec, objects: UserObjects) -> Optional[int]:
+    """With a token budget (``training.budget_tokens``), the tokens of one training item: the length of its
+    ``input_ids``, which must be the same for every item (texts packed into blocks, as HF's ``run_clm`` groups
+    them), so that a sample is a fixed number of tokens. Measured on the first ``TOKEN_ITEMS`` items and the
+    last; a ``SpecError`` (one line) where the items carry no ``input_ids`` or their lengths differ. None
+    without a token budget."""
+    if spec.training.budget_tokens is None:
+        return None
+    dataset, size = objects.train_dataset, objects.train_examples
+    lengths = {}
+    for i in dict.fromkeys([*range(min(TOKEN_ITEMS, size)), size - 1]):
+        item = dataset[i]
+        ids = item.get("input_ids") if isinstance(item, Mapping) else None
+        if ids is None:
+            raise SpecError("training.budget_tokens: your train_dataset's items carry no input_ids to count tokens "
+                            "in; set training.budget_samples")
+        lengths.setdefault(int(ids.numel()) if torch.is_tensor(ids) else len(ids), i)
+    if len(lengths) > 1:
+        (a, i), (b, j) = list(lengths.items())[:2]
+        raise SpecError(f"training.budget_tokens: your train_dataset's items have input_ids of different lengths "
+                        f"({a} tokens at item {i}, {b} at item {j}); a token budget needs every item the same "
+                        f"length (pack the texts into blocks); set training.budget_samples")
+    return next(iter(lengths))
+
+
+def check_same_architecture(spec: SearchSpec, objects: UserObjects, batches: tuple[int, ...]) -> None:
+    """Branch mode on the user's objects: a branch loads the trunk's state dict (weights and optimizer state)
+    into a model of its own, so ``model_init`` must rebuild one architecture. Two fresh models (for the trial of
+    the first and of the last of ``batches``: a ``model_init(trial)`` sees their hyperparameters) must hold the
+    same parameter and buffer names with the same shapes, and one micro-batch must run through each; a
+    ``SpecError`` in one line if not."""
+    def fresh(batch: int) -> torch.nn.Module:
+        trial = {**checking_trial(spec), "batch_size": batch}
+        model = objects.model_init(trial) if required_parameters(objects.model_init) == 1 else objects.model_init()
+        return quiet_default_loss(model)
+
+    try:
+        first, second = fresh(batches[0]), fresh(batches[-1])
+    except Exception as e:
+        raise SpecError(f"model_init: raised {one_line(e)}") from None
+    shapes = [{k: tuple(v.shape) for k, v in m.state_dict().items()} for m in (first, second)]
+    if shapes[0] != shapes[1]:
+        differs = next((k for k in {**shapes[0], **shapes[1]} if shapes[0].get(k) != shapes[1].get(k)))
+        raise SpecError(f"model_init: builds two different architectures (branch mode loads the trunk's weights into "
+                        f"each branch's model): {differs} is {shapes[0].get(differs, 'missing')} in one model and "
+                        f"{shapes[1].get(differs, 'missing')} in the other")
+    micro = plan_batch(batches[0], spec.resources.workers_per_trial, spec.training.micro_batch_size).micro_batch
+    batch = _batch_of(objects, "train_dataset", micro)
+    for model in (first, second):
+        model.train()
+        _output_of(model, batch, "train_dataset", objects)

@@ -97,48 +97,48 @@ METRIC_NAME = Check(lambda v: bool(v) and v.replace("_", "").replace("-", "").is
 POSITIVE_NUMBER = Check(lambda v: v > 0 and math.isfinite(v), "must be a positive number, got {value}")
 
 
-def _join(where: str, key: str) -> str:
+def join_key(where: str, key: str) -> str:
     return f"{where}.{key}" if where else key
 
 
 @functools.cache
-def _hints(cls) -> dict:
+def type_hints_of(cls) -> dict:
     return typing.get_type_hints(cls)
 
 
-def _admits_none(hint: Any) -> bool:
+def admits_none(hint: Any) -> bool:
     return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
 
 
-def _expand_batch_sizes(value: Any) -> list[int]:
+def expand_batch_sizes(value: Any) -> list[int]:
     if isinstance(value, dict):
         unknown = set(value) - {"min", "max"}
         if unknown or not {"min", "max"} <= set(value):
             raise SpecError("search.batch_sizes: expected {min: B, max: B} or a list of powers of two")
         low, high = value["min"], value["max"]
         for name, b in (("min", low), ("max", high)):
-            _check_power_of_two(b, f"search.batch_sizes.{name}")
+            check_power_of_two(b, f"search.batch_sizes.{name}")
         if low > high:
             raise SpecError("search.batch_sizes: min is larger than max")
         return [2 ** k for k in range(low.bit_length() - 1, high.bit_length())]
     if isinstance(value, list):
-        return _batch_list(value, "search.batch_sizes")
+        return batch_list(value, "search.batch_sizes")
     raise SpecError(f"search.batch_sizes: expected a list or {{min, max}}, got {value!r}")
 
 
-def _batch_list(values: list, path: str) -> list[int]:
+def batch_list(values: list, path: str) -> list[int]:
     """A listed grid of batch sizes (``search.batch_sizes``, ``branch.batch_sizes``): non-empty, powers of two,
     no duplicate; sorted."""
     if not values:
         raise SpecError(f"{path}: empty list")
     for b in values:
-        _check_power_of_two(b, path)
+        check_power_of_two(b, path)
     if len(set(values)) != len(values):
         raise SpecError(f"{path}: duplicate batch size")
     return sorted(values)
 
 
-def _check_power_of_two(b: Any, path: str) -> None:
+def check_power_of_two(b: Any, path: str) -> None:
     if isinstance(b, bool) or not isinstance(b, int):
         raise SpecError(f"{path}: expected integer batch sizes, got {b!r}")
     if b <= 0:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import yaml
 
-from cbs_ray.spec.checks import _admits_none, _hints, _join
+from cbs_ray.spec.checks import admits_none, type_hints_of, join_key
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.rules import validate
 from cbs_ray.spec.schema import SearchSpec
@@ -118,7 +118,7 @@ def _section_of(hint: Any):
     absent or null turns it off, a mapping, even an empty one, turns it on); None for a plain field."""
     if dataclasses.is_dataclass(hint):
         return hint
-    inner = [a for a in typing.get_args(hint) if a is not type(None)] if _admits_none(hint) else []
+    inner = [a for a in typing.get_args(hint) if a is not type(None)] if admits_none(hint) else []
     return inner[0] if len(inner) == 1 and dataclasses.is_dataclass(inner[0]) else None
 
 
@@ -146,17 +146,17 @@ def _build(cls, raw: Any, where: str):
         raw = {}
     if not isinstance(raw, dict):
         raise SpecError(f"{where or 'spec'}: expected a mapping, got {type(raw).__name__}")
-    hints = _hints(cls)
+    hints = type_hints_of(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(raw) - names)
     if unknown:
-        raise SpecError(f"{_join(where, unknown[0])}: unknown key (known: {', '.join(sorted(names))})")
+        raise SpecError(f"{join_key(where, unknown[0])}: unknown key (known: {', '.join(sorted(names))})")
     values = {}
     for key, value in raw.items():
-        path = _join(where, key)
+        path = join_key(where, key)
         hint = hints[key]
         section = _section_of(hint)
-        if section is not None and value is None and _admits_none(hint):
+        if section is not None and value is None and admits_none(hint):
             values[key] = None
         elif section is not None:
             values[key] = _build(section, value, path)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from cbs_ray.maths.budget import samples_for_tokens
 from cbs_ray.spec.errors import SpecError
-from cbs_ray.spec.rules import _check_budget, validate
+from cbs_ray.spec.rules import check_budget, validate
 from cbs_ray.spec.schema import SearchSpec
 
 __all__ = ["packing_on", "tokens_per_sample"]
@@ -39,10 +39,11 @@ def apply_batch_grid(spec: SearchSpec, grid: list[int]) -> list[str]:
     return changes
 
 
-def resolve_budget(spec: SearchSpec, train_examples: int) -> int:
+def resolve_budget(spec: SearchSpec, train_examples: int, tokens_per_sample: int | None = None) -> int:
     """The equal-sample budget in samples, resolving ``budget_epochs`` against the training set size (with
-    packed texts, its number of blocks) and ``budget_tokens`` into whole samples of ``max_seq_length``
-    tokens, and checking batch sizes against the data."""
+    packed texts, its number of blocks) and ``budget_tokens`` into whole samples of ``tokens_per_sample``
+    tokens (the user's items' length; default ``max_seq_length``, the spec's packed blocks), and checking batch
+    sizes against the data."""
 
     largest = spec.batch_sizes[-1]
     if largest > train_examples:
@@ -51,13 +52,20 @@ def resolve_budget(spec: SearchSpec, train_examples: int) -> int:
     t = spec.training
     if t.budget_samples is not None:
         return t.budget_samples
+    if t.budget_tokens is not None and tokens_per_sample is not None:  # the user's items: checked here
+        samples = samples_for_tokens(t.budget_tokens, tokens_per_sample, t.eval_every_samples)[0]
+        if samples <= 0:
+            raise SpecError(f"training.budget_tokens: {t.budget_tokens} tokens is less than one report interval "
+                            f"({t.eval_every_samples} samples of {tokens_per_sample} tokens)")
+        check_budget(spec, samples)
+        return samples
     if t.budget_tokens is not None:  # validated: a whole number of report intervals within the budget rules
         return samples_for_tokens(t.budget_tokens, spec.data.max_seq_length, t.eval_every_samples)[0]
     samples = int(t.budget_epochs * train_examples) // t.eval_every_samples * t.eval_every_samples
     if samples <= 0:
         raise SpecError(f"training.budget_epochs: {t.budget_epochs} epochs of {train_examples} examples is "
                         f"less than one report interval ({t.eval_every_samples} samples)")
-    _check_budget(spec, samples)
+    check_budget(spec, samples)
     return samples
 
 

@@ -14,16 +14,16 @@ from cbs_ray.maths.budget import samples_for_tokens
 from cbs_ray.spec.branch_section import check_point, resolve_branching
 from cbs_ray.spec.checks import (
     BUILTIN_METRICS,
-    _admits_none,
-    _batch_list,
-    _check_power_of_two,
-    _expand_batch_sizes,
-    _hints,
-    _join,
+    admits_none,
+    batch_list,
+    check_power_of_two,
+    expand_batch_sizes,
+    type_hints_of,
+    join_key,
 )
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.ladder_section import resolve_ladder
-from cbs_ray.spec.schema import GenerationSpec, SearchSpec, TrackingSpec, dataloader_workers
+from cbs_ray.spec.schema import GenerationSpec, SearchSpec, dataloader_workers
 
 # ---- validation ------------------------------------------------------------------------------------
 
@@ -43,12 +43,12 @@ def validate(spec: SearchSpec) -> None:
 
 def _check_fields(section: Any, where: str) -> None:
     """Apply the checks declared in each field's metadata, section by section in field order."""
-    hints = _hints(type(section))
+    hints = type_hints_of(type(section))
     for f in dataclasses.fields(section):
-        value, path = getattr(section, f.name), _join(where, f.name)
+        value, path = getattr(section, f.name), join_key(where, f.name)
         if dataclasses.is_dataclass(value):
             _check_fields(value, path)
-        elif value is not None or not _admits_none(hints[f.name]):
+        elif value is not None or not admits_none(hints[f.name]):
             for rule in f.metadata.get("checks", ()):
                 rule(value, path)
 
@@ -59,9 +59,9 @@ _PROBE_BATCH = "training.base_batch (the probe's batch with search.batch_sizes: 
 
 def _batch_grid_is_well_formed(spec: SearchSpec) -> None:
     if spec.auto_batch_sizes:
-        _check_power_of_two(spec.training.base_batch, _PROBE_BATCH)
+        check_power_of_two(spec.training.base_batch, _PROBE_BATCH)
     else:
-        _expand_batch_sizes(spec.search.batch_sizes)
+        expand_batch_sizes(spec.search.batch_sizes)
 
 
 # ---- cross-field rules: each names the field it blames ----------------------------------------------
@@ -118,7 +118,7 @@ def _reports_land_on_whole_batches(spec: SearchSpec) -> None:
 
 def _budget_samples_fit(spec: SearchSpec) -> None:
     if spec.training.budget_samples is not None:
-        _check_budget(spec, spec.training.budget_samples)
+        check_budget(spec, spec.training.budget_samples)
 
 
 def _tokens_need_a_causal_lm(spec: SearchSpec) -> None:
@@ -149,10 +149,10 @@ def _budget_tokens_fit(spec: SearchSpec) -> None:
         raise SpecError(f"training.budget_tokens: {t.budget_tokens} tokens is less than one report interval "
                         f"({t.eval_every_samples} samples of {spec.data.max_seq_length} tokens = "
                         f"{t.eval_every_samples * spec.data.max_seq_length} tokens)")
-    _check_budget(spec, samples)
+    check_budget(spec, samples)
 
 
-def _check_budget(spec: SearchSpec, budget: int) -> None:
+def check_budget(spec: SearchSpec, budget: int) -> None:
     """The budget rules, for ``budget_samples`` or the budget ``budget_epochs`` resolves to."""
     _budget_fits_the_cadence(spec, budget)
     _grace_period_fits_budget(spec, budget)
@@ -275,8 +275,8 @@ def _study_needs_optuna(spec: SearchSpec) -> None:
 
 def _branch_mode_stands_alone(spec: SearchSpec) -> None:
     """What branch mode cannot combine with: a probe-chosen grid (the branches need their batches before
-    anything trains), an Optuna study (branch mode trains a fixed grid: each checkpoint × batch × alpha),
-    trackers (not wired to branch mode's runs yet). ``search.repeats``, ``num_trials``, ``strategy`` and the
+    anything trains), an Optuna study (branch mode trains a fixed grid: each checkpoint × batch × alpha), a
+    storage URI (the trunk's checkpoints go to a shared directory). ``search.repeats``, ``num_trials``, ``strategy`` and the
     ``asha`` section are a from-scratch search's and are ignored; the schedule switch needs branch mode."""
     s = spec.search
     if s.method != "branch":
@@ -290,8 +290,6 @@ def _branch_mode_stands_alone(spec: SearchSpec) -> None:
     if s.study_storage is not None:
         raise SpecError("search.study_storage: search.method branch trains a fixed grid (checkpoint × batch × "
                         "alpha), not an Optuna study; drop the study storage")
-    if spec.tracking != TrackingSpec():
-        raise SpecError("tracking: not available with search.method branch yet; drop the tracking section")
     if "://" in spec.storage_path:
         raise SpecError(f"storage_path: search.method branch writes the trunk's checkpoints to a directory every "
                         f"trial reads (a local or shared filesystem), not a URI; got {spec.storage_path}")
@@ -304,9 +302,9 @@ def _branch_batches_are_larger_than_the_trunks(spec: SearchSpec) -> None:
     if spec.search.method != "branch":
         return
     if b.trunk_batch_size is not None:
-        _check_power_of_two(b.trunk_batch_size, "branch.trunk_batch_size")
+        check_power_of_two(b.trunk_batch_size, "branch.trunk_batch_size")
     trunk = b.trunk_batch_size or spec.batch_sizes[0]
-    branches = _batch_list(b.batch_sizes, "branch.batch_sizes") if b.batch_sizes is not None else \
+    branches = batch_list(b.batch_sizes, "branch.batch_sizes") if b.batch_sizes is not None else \
         [x for x in spec.batch_sizes if x > trunk]
     if not branches:
         raise SpecError(f"branch.batch_sizes: no batch size larger than the trunk's ({trunk}) to branch at; "

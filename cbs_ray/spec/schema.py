@@ -17,7 +17,7 @@ from cbs_ray.spec.checks import (
     METRIC_NAME,
     MAX_REPEATS,
     POSITIVE_NUMBER,
-    _expand_batch_sizes,
+    expand_batch_sizes,
     a_count,
     at_least,
     check,
@@ -488,7 +488,7 @@ class SearchSpec:
         """The candidate batch sizes; with ``auto``, until the probe has run, just the probe's batch."""
         if self.auto_batch_sizes:
             return [self.training.base_batch]
-        return _expand_batch_sizes(self.search.batch_sizes)
+        return expand_batch_sizes(self.search.batch_sizes)
 
     @property
     def results_dir(self) -> Path:

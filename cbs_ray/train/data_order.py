@@ -9,7 +9,7 @@ import itertools
 import torch
 
 
-class _ResumableSampler(torch.utils.data.DistributedSampler):
+class ResumableSampler(torch.utils.data.DistributedSampler):
     """A DistributedSampler whose epoch can start ``skip`` indices in, without loading what comes before
     (a restarted trial's position in its epoch)."""
 
@@ -19,7 +19,7 @@ class _ResumableSampler(torch.utils.data.DistributedSampler):
         return itertools.islice(super().__iter__(), self.skip, None)
 
 
-def _endless_micro_batches(loader, drawn: int = 0):
+def endless_micro_batches(loader, drawn: int = 0):
     """The loader's micro-batches, epoch after epoch, after the first ``drawn`` (what the trial took before
     its checkpoint). The sampler shuffles by (seed, epoch), the same on every rank, so a restarted trial
     continues the data order exactly where it stopped, mid-epoch included."""

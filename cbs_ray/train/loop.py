@@ -30,15 +30,15 @@ import torch
 from cbs_ray.maths.budget import BatchPlan
 from cbs_ray.maths.noise_scale import NOT_MEASURABLE, b_simple
 from cbs_ray.records.trial_report import TrialReport
-from cbs_ray.sources.builtin import _METRICS_OF_EVERY_TASK, WORST_METRIC
+from cbs_ray.sources.builtin import METRICS_OF_EVERY_TASK, WORST_METRIC
 from cbs_ray.sources.protocol import Position
 from cbs_ray.train.averaging import AVERAGED_PREFIX
 from cbs_ray.train.checkpoint import mark_trunk_done, publish_state, save_state
 from cbs_ray.train.config import TrialConfig
 from cbs_ray.train.failure import FailureLog
 from cbs_ray.train.gauges import TrialGauges
-from cbs_ray.train.noise_probe import _sqnorm
-from cbs_ray.train.setup import _batch_plan_for, _Parts, _Progress, _setup
+from cbs_ray.train.noise_probe import sqnorm
+from cbs_ray.train.setup import batch_plan_for, TrialParts, TrialProgress, setup_trial
 
 EMA_ALPHA = 0.5
 """The weight of each step's training loss in the EMA branch mode may compare (Merrill et al. 2025, §3.1)."""
@@ -100,13 +100,13 @@ def _train(cfg: TrialConfig, data, session, position: Position) -> None:
     run = cfg.plan
     report_at = set(run.report_at)
     save_at = set(run.save_at) if run.publishes_checkpoints else set()
-    parts, progress = _setup(cfg, data, session)
+    parts, progress = setup_trial(cfg, data, session)
     gauges = TrialGauges(cfg.trial_id, cfg.batch_size, cfg.metric) if cfg.trial_id and session.rank == 0 else None
     parts.model.train()
     while progress.samples < run.stop_samples:
         batch = run.batch_at(progress.samples)  # the batch of this step; the micro-batch stays the run's
         if batch != parts.plan.batch_size:
-            parts.plan = _batch_plan_for(batch, parts.plan.micro_batch, parts.plan.workers)
+            parts.plan = batch_plan_for(batch, parts.plan.micro_batch, parts.plan.workers)
         # The step's first micro-batch in this worker's data order (_accumulate_gradients adds its own k).
         position.phase, position.samples = "training", progress.samples
         position.batch = progress.drawn // parts.plan.micro_batch
@@ -140,7 +140,7 @@ def _train(cfg: TrialConfig, data, session, position: Position) -> None:
         mark_trunk_done(run.checkpoint_dir, str(progress.samples))
 
 
-def _publish_for_branches(cfg: TrialConfig, parts: _Parts, progress: _Progress) -> None:
+def _publish_for_branches(cfg: TrialConfig, parts: TrialParts, progress: TrialProgress) -> None:
     """The trunk's state at a branch point, where the branches from it read it: everything a restart would
     take, and the data position a branch continues the trunk's data order from."""
     path = cfg.plan.checkpoint_path(progress.samples)
@@ -150,7 +150,7 @@ def _publish_for_branches(cfg: TrialConfig, parts: _Parts, progress: _Progress) 
         print(f"trunk: checkpoint for the branches at {progress.samples} samples: {path}", flush=True)
 
 
-def _optimizer_step(cfg: TrialConfig, session, parts: _Parts, position: Optional[Position] = None) -> StepReadings:
+def _optimizer_step(cfg: TrialConfig, session, parts: TrialParts, position: Optional[Position] = None) -> StepReadings:
     """One optimizer step over the plan's micro-batches: forward and backward each, unscale and clip, one
     read of the device, then the step taken, skipped (fp16 overflow) or refused (diverged). ``position.batch``
     follows the micro-batch being drawn or trained."""
@@ -199,7 +199,7 @@ def _optimizer_step(cfg: TrialConfig, session, parts: _Parts, position: Optional
     return StepReadings(step_loss, grad_norm, lr, skipped=False, diverged=False)
 
 
-def _accumulate_gradients(cfg: TrialConfig, session, parts: _Parts, batches: list,
+def _accumulate_gradients(cfg: TrialConfig, session, parts: TrialParts, batches: list,
                           position: Optional[Position] = None, first: Optional[int] = None):
     """Forward and backward over the step's host micro-batches. Returns the step's loss (a device tensor,
     read with the norm), the noise probe's first-micro-batch squared norm (or None), the loss factor
@@ -230,13 +230,13 @@ def _accumulate_gradients(cfg: TrialConfig, session, parts: _Parts, batches: lis
         if k == 0 and parts.noise is not None and parts.local_sqnorm is None:
             # The first micro-batch's own mean gradient: its mean loss carried to_mean × its items
             # (1 / accumulation for equal micro-batches of examples).
-            small = _sqnorm(parts.params) / (to_mean * max(local_items[0], 1)) ** 2
+            small = sqnorm(parts.params) / (to_mean * max(local_items[0], 1)) ** 2
     return step_loss, small, to_mean, local_items
 
 
 # ---- at a milestone -------------------------------------------------------------------------------
 
-def _at_milestone(cfg: TrialConfig, data, session, parts: _Parts, progress: _Progress, readings: StepReadings,
+def _at_milestone(cfg: TrialConfig, data, session, parts: TrialParts, progress: TrialProgress, readings: StepReadings,
                   gauges: Optional[TrialGauges], position: Optional[Position] = None) -> bool:
     """Evaluate (and at the full budget the dev set), check the interval for divergence, report, and
     checkpoint (rank 0). False when the trial diverged (reported as such) and must stop."""
@@ -290,7 +290,7 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: _Parts, progress: _Pro
     return True
 
 
-def _trial_report(cfg: TrialConfig, plan: BatchPlan, progress: _Progress, readings: StepReadings,
+def _trial_report(cfg: TrialConfig, plan: BatchPlan, progress: TrialProgress, readings: StepReadings,
                   train_loss: float, **fields_of_this_report) -> TrialReport:
     """The report at the trial's current step: what every report has, plus this one's own fields. ``plan``
     is the batch in use (the last step's, with its peak LR by the alpha rule)."""
@@ -315,10 +315,10 @@ def ray_node_id() -> str:
     return ray.get_runtime_context().get_node_id() or ""
 
 
-def _report_divergence(session, cfg: TrialConfig, plan: BatchPlan, progress: _Progress, readings: StepReadings,
+def _report_divergence(session, cfg: TrialConfig, plan: BatchPlan, progress: TrialProgress, readings: StepReadings,
                        train_loss: float) -> None:
     """Report a diverged trial: the worst metric for its task, no checkpoint."""
-    worst = {name: value for name, value in WORST_METRIC.items() if name in _METRICS_OF_EVERY_TASK
+    worst = {name: value for name, value in WORST_METRIC.items() if name in METRICS_OF_EVERY_TASK
              or (name, cfg.task) in (("accuracy", "sequence-classification"), ("bleu", "seq2seq"))}
     if cfg.metric not in worst:  # a compute_metrics key: the worst its direction allows
         worst[cfg.metric] = -math.inf if cfg.spec.search.mode == "max" else math.inf

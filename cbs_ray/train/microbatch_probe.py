@@ -13,7 +13,7 @@ from cbs_ray.train.memory_planner import ProbeCache, cpu_fits, cuda_fits, plan_m
 from cbs_ray.train.optimizer import make_optimizer
 
 
-def _probe_micro_batch(model, cfg: TrialConfig, session, amp_dtype, source=None) -> tuple[Optional[int], Optional[int]]:
+def probe_micro_batch_size(model, cfg: TrialConfig, session, amp_dtype, source=None) -> tuple[Optional[int], Optional[int]]:
     """On CUDA: the largest micro-batch that fits (memory_planner), cached per model, sequence length,
     precision and device, agreed across ranks by taking the minimum. On a CPU the same within
     ``memory_limit_gb`` of peak resident memory, and skipped without one. Returns the micro-batch cap and

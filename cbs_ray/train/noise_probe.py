@@ -10,13 +10,13 @@ from cbs_ray.maths.budget import BatchPlan
 from cbs_ray.maths.noise_scale import NoiseScaleMeter
 
 
-def _sqnorm(params) -> torch.Tensor:
+def sqnorm(params) -> torch.Tensor:
     # One fused kernel over all gradients (the same one clip_grad_norm_ uses), not one per parameter.
     norms = torch._foreach_norm([p.grad.detach() for p in params if p.grad is not None])
     return torch.linalg.vector_norm(torch.stack(norms)) ** 2
 
 
-def _attach_noise_probe(model, params, plan: BatchPlan):
+def attach_noise_probe(model, params, plan: BatchPlan):
     """Set up the two gradients B_simple needs (see noise_scale.py). Returns (meter, local_sqnorm) where
     ``local_sqnorm()`` gives the small-batch squared norm of the step just taken (a tensor on the device:
     reading it is left to the loop's one sync per step), or (None, None).

@@ -36,7 +36,8 @@ from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.checkpoint import trunk_checkpoint_path
 
 __all__ = ["RunPlan", "ROLES", "plan_from_config", "scratch_plan", "trunk_config", "branch_configs", "schedule_config",
-           "validation_configs", "format_batch_schedule", "parse_batch_schedule", "ladder_plan", "ladder_configs"]
+           "validation_configs", "format_batch_schedule", "parse_batch_schedule", "ladder_plan", "ladder_configs",
+           "trial_name"]
 
 ROLES = ("trunk", "branch", "schedule")
 """The runs of a branch search: the trunk (which is also the fixed small batch the schedule is validated
@@ -285,6 +286,21 @@ def scratch_plan(spec: SearchSpec, batch: int, alpha: float, warmup_fraction: fl
                    alpha=alpha, lr_peak=scaled_lr(t.base_lr, batch, t.base_batch, alpha),
                    lr_warmup_steps=warmup_steps(warmup_fraction, steps), lr_total_steps=steps, lr_decay=t.lr_decay,
                    eval_subset=t.eval_subset_examples)
+
+
+def trial_name(config: dict, trial_id: str) -> str:
+    """A trial's name (and its directory's) from its Tune config: its batch; in a branch search its role, and a
+    branch's checkpoint, alpha and seed, a validation run's kind and seed."""
+    role, batch = config.get("role"), 2 ** int(config["log2_batch"])
+    seed = int(config.get("seed_offset", 0) or 0)
+    seeded = f"_s{seed}" if seed else ""
+    if role == "branch":  # branch mode: which checkpoint, batch, alpha and seed
+        return f"branch_B{batch}_from{config['start_samples']}_a{config['alpha']:g}{seeded}_{trial_id}"
+    if role == "schedule":  # the validation: which run kind and seed
+        return f"{config.get('control') or 'schedule'}_B{batch}{seeded}_{trial_id}"
+    if role:
+        return f"{role}_B{batch}_{trial_id}"
+    return f"B{batch}_{trial_id}"
 
 
 def ladder_plan(ladder: Ladder, batch: int, stop_samples: int) -> RunPlan:

@@ -1,6 +1,6 @@
 """A trial's set-up, in stages after torchtune's recipes and Levanter's trainer: the model
 (``_setup_model``), the optimizer and LR schedule (``_setup_optimizer``), a restore from a checkpoint or a
-branch's start (``_restore``), the data (``_setup_data``); ``_setup`` runs them in order.
+branch's start (``_restore``), the data (``_setup_data``); ``setup_trial`` runs them in order.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from cbs_ray.sources.choose import loop_source
 from cbs_ray.train.averaging import iterate_average
 from cbs_ray.train.checkpoint import load_branch_start, load_state, wait_for_trunk
 from cbs_ray.train.config import TrialConfig
-from cbs_ray.train.data_order import _endless_micro_batches, _ResumableSampler
-from cbs_ray.train.microbatch_probe import _probe_micro_batch
-from cbs_ray.train.noise_probe import _attach_noise_probe
+from cbs_ray.train.data_order import endless_micro_batches, ResumableSampler
+from cbs_ray.train.microbatch_probe import probe_micro_batch_size
+from cbs_ray.train.noise_probe import attach_noise_probe
 from cbs_ray.train.optimizer import make_optimizer
 
 
 @dataclass
-class _Parts:
+class TrialParts:
     """What building makes and the step and the milestones use."""
 
     model: torch.nn.Module
@@ -52,7 +52,7 @@ class _Parts:
 
 
 @dataclass
-class _Progress:
+class TrialProgress:
     """Where the trial stands: the step, the examples drawn and the clocks a checkpoint saves, and the
     current report interval."""
 
@@ -85,7 +85,7 @@ def _setup_model(cfg: TrialConfig, session, amp_dtype, source) -> tuple[torch.nn
     if training.gradient_checkpointing:
         # The HF model's own switch (renamed in transformers 5), before DDP wraps the model.
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
-    micro_cap, fits_up_to = _probe_micro_batch(model, cfg, session, amp_dtype, source) if training.probe_micro_batch \
+    micro_cap, fits_up_to = probe_micro_batch_size(model, cfg, session, amp_dtype, source) if training.probe_micro_batch \
         else (training.micro_batch_size, None)
     # A forward without gradients needs less memory than a training step of the same size: evaluating in
     # batches no larger than the probed size cannot run out where training did not. Larger could: a
@@ -106,7 +106,7 @@ def _first_batch_plan(cfg: TrialConfig, workers: int, micro_cap: Optional[int]) 
     """How the first step's batch is made. From scratch: the trial's one batch, micro-batches of at most
     ``micro_cap``. A branch search's run (``RunPlan.fixes_micro_batch``): the micro-batch is fixed for the run,
     planned for the smallest batch of its schedule; a larger batch accumulates more micro-batches
-    (``_batch_plan_for``). A run at the trunk's batch with the noise scale on, on a single worker, takes
+    (``batch_plan_for``). A run at the trunk's batch with the noise scale on, on a single worker, takes
     micro-batches of half that batch (``RunPlan.noise_micro_batch``): the trunk's B_simple is measured (the
     probe needs accumulation ≥ 2), and the schedule run trains exactly as the trunk while their batches agree."""
     run = cfg.plan
@@ -116,10 +116,10 @@ def _first_batch_plan(cfg: TrialConfig, workers: int, micro_cap: Optional[int]) 
     if cfg.spec.training.noise_scale and workers == 1 and half:
         micro_cap = min(micro_cap or half, half)
     micro = plan_batch(min(b for _, b in run.batch_schedule), workers, micro_cap).micro_batch
-    return _batch_plan_for(cfg.batch_size, micro, workers)
+    return batch_plan_for(cfg.batch_size, micro, workers)
 
 
-def _batch_plan_for(batch: int, micro: int, workers: int) -> BatchPlan:
+def batch_plan_for(batch: int, micro: int, workers: int) -> BatchPlan:
     """``batch`` in micro-batches of ``micro`` on each of ``workers`` (a branch search's run: its micro-batch
     at the batch of the step)."""
     per_worker, rest = divmod(batch, workers)
@@ -180,14 +180,14 @@ def _setup_data(cfg: TrialConfig, source, session, plan: BatchPlan, drawn: int):
     # of (seed, epoch), which a restart can replay. Ray's prepare_data_loader leaves it in place; without it,
     # it adds one with seed 0 (the same data order for every seed, so repeats would differ only in their
     # initial weights) and rebuilds the loader without persistent_workers.
-    sampler = _ResumableSampler(dataset, num_replicas=session.world_size, rank=session.rank, shuffle=True,
+    sampler = ResumableSampler(dataset, num_replicas=session.world_size, rank=session.rank, shuffle=True,
                                 seed=cfg.seed, drop_last=True)
     loader = session.prepare_data_loader(torch.utils.data.DataLoader(
         dataset, batch_size=plan.micro_batch, sampler=sampler, drop_last=True, collate_fn=collate,
         generator=torch.Generator().manual_seed(cfg.seed), num_workers=workers,
         pin_memory=cfg.use_gpu if training.pin_memory is None else training.pin_memory,
         persistent_workers=workers > 0 if training.persistent_workers is None else training.persistent_workers))
-    return _endless_micro_batches(loader, drawn=drawn // plan.micro_batch)
+    return endless_micro_batches(loader, drawn=drawn // plan.micro_batch)
 
 
 def _whole_batches(dataset, batch: int):
@@ -200,7 +200,7 @@ def _whole_batches(dataset, batch: int):
     return dataset if usable == len(dataset) else torch.utils.data.Subset(dataset, range(usable))
 
 
-def _setup(cfg: TrialConfig, data, session) -> tuple[_Parts, _Progress]:
+def setup_trial(cfg: TrialConfig, data, session) -> tuple[TrialParts, TrialProgress]:
     """Everything the steps need, in order: model, optimizer and schedule, restore, data, noise probe."""
     training = cfg.spec.training
     amp_dtype = autocast_dtype(training.precision, session.device)
@@ -217,17 +217,17 @@ def _setup(cfg: TrialConfig, data, session) -> tuple[_Parts, _Progress]:
     params = [p for p in model.parameters() if p.requires_grad]
     # A branch search measures the noise scale on the trunk only: its B_simple is what the branch summary plots.
     measured = training.noise_scale and cfg.plan.measures_noise_scale
-    noise, local_sqnorm = _attach_noise_probe(model, params, plan) if measured else (None, None)
+    noise, local_sqnorm = attach_noise_probe(model, params, plan) if measured else (None, None)
     if noise is not None and saved.get("noise_meter"):  # a restarted trial's noise scale continues, not restarts
         noise.resume(saved["noise_meter"])
-    parts = _Parts(model=model, forward=forward, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
+    parts = TrialParts(model=model, forward=forward, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
                    amp_dtype=amp_dtype, plan=plan, eval_batch=eval_batch, micro_batches=micro_batches,
                    params=params, is_ddp=hasattr(model, "no_sync"),
                    clip=training.grad_clip_norm if training.grad_clip_norm is not None else float("inf"),
                    noise=noise, local_sqnorm=local_sqnorm, source=source,
                    average=iterate_average(getattr(model, "module", model)) if cfg.plan.averages_iterates else None)
     samples = cfg.plan.samples_after(step)
-    progress = _Progress(step=step, drawn=drawn, resumed_from_samples=samples if step else 0,
+    progress = TrialProgress(step=step, drawn=drawn, resumed_from_samples=samples if step else 0,
                          loop_start=time.perf_counter() - saved.get("wall_time_s", 0.0),
                          train_time=saved.get("train_time_s", 0.0), first_loss=saved.get("first_loss"),
                          samples=samples)

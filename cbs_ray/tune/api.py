@@ -1,8 +1,9 @@
 """Run a critical-batch experiment on Ray: the Python API behind ``python -m cbs_ray.search``.
 
 Spec → data and model config (validated before any Ray process starts, ``tune.prepare``) → the search
-method's Tune experiments (``METHODS``: ``tune.scratch``, ``tune.branch``) → its report written to the output
-directory. ``resume_search`` continues a killed experiment from its directory with the method that wrote it.
+method's Tune experiments (``METHODS``: ``tune.scratch``, ``tune.branch``, ``tune.ladder``, each run by
+``tune.driver``) → its report written to the output directory. ``resume_search`` continues a killed experiment
+from its directory with the method that wrote it; ``report_experiment`` rebuilds an experiment's report.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from cbs_ray.sources.user_objects import experiment_name, user_objects
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.tune import branch, ladder, scratch
-from cbs_ray.tune.prepare import as_spec, check_before_ray, data_fingerprint, output_dir_for, prepare
+from cbs_ray.tune import branch, driver, ladder, scratch
+from cbs_ray.tune.prepare import Prepared, as_spec, check_before_ray, data_fingerprint, output_dir_for, prepare
 from cbs_ray.tune.probe import probe_spec
-from cbs_ray.tune.scratch import SearchResult
+from cbs_ray.tune.result import SearchResult
 from cbs_ray.tune.search_method import SearchMethod
 
-__all__ = ["SearchResult", "run_search", "resume_search", "prepare", "METHODS", "method_named"]
+__all__ = ["SearchResult", "run_search", "resume_search", "prepare", "METHODS", "method_named", "dry_run_lines",
+           "report_experiment"]
 
 METHODS: dict[str, SearchMethod] = {m.name: m for m in (scratch.METHOD, branch.METHOD, ladder.METHOD)}
 """Every search method by its ``search.method`` name."""
@@ -55,8 +57,9 @@ def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, e
     ``spec`` is a ``SearchSpec`` (``load_spec``) or the path of a spec file; it is validated here (a field
     changed after loading is checked as loading would) and never changed: the search works on a copy.
 
-    The search is the one ``search.method`` names (``METHODS``): a ``SearchResult`` from scratch, a
-    ``tune.branch.BranchResult`` for branch mode (the critical batch over training).
+    The search is the one ``search.method`` names (``METHODS``); every method returns a ``SearchResult``
+    (``.answer``, ``.summary``, ``.experiment_path``, ``.report_dir``; branch mode's critical batch over training
+    and schedule, the ladder's prediction as its properties).
 
     While it runs it shows a progress display (``tune.progress``: a live block on a terminal, a line per
     finished trial elsewhere); ``verbose=True`` (or Tune's level, 1 to 3) shows Tune's tables and the workers'
@@ -71,14 +74,14 @@ def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, e
     # and its report's folder may be named after the model the check builds.
     probe = probe_spec(spec) if spec.auto_batch_sizes else None
     prepared = prepare(probe or spec, objects) if objects is not None else None
-    if prepared is not None and _named_after_the_model(spec, prepared[0]) and probe is not None:
+    if prepared is not None and _named_after_the_model(spec, prepared.data) and probe is not None:
         probe = probe_spec(spec)
     out = output_dir_for(spec, output_dir)
     check_before_ray(spec, out)
     if prepared is None:
         prepared = prepare(probe or spec)
-    return method_named(spec.search.method).run(spec, prepared, objects=objects, probe=probe, out=out,
-                                                verbose=verbose, address=address)
+    return driver.run_method(method_named(spec.search.method), spec, prepared, probe=probe, out=out,
+                             verbose=verbose, address=address)
 
 
 def resume_search(experiment_path: str, *, model_init=None, train_dataset=None, eval_dataset=None,
@@ -99,7 +102,7 @@ def resume_search(experiment_path: str, *, model_init=None, train_dataset=None, 
     An experiment run with objects (``run_search(spec, model_init=…, …)``) resumes only with the same
     objects passed again, and one run from its spec only without them; the command line cannot resume
     an objects experiment and says so. A branch search (``search.method: branch``) resumes its trunk and
-    branches, then its schedule run, and returns a ``tune.branch.BranchResult``.
+    branches, then its schedule run; a ladder its runs.
     """
     from ray import tune  # the API module stays importable without starting anything of Ray's
 
@@ -124,7 +127,34 @@ def resume_search(experiment_path: str, *, model_init=None, train_dataset=None, 
     check_before_ray(spec, out, resuming=True)
     prepared = prepare(spec, objects)
     _check_same_data(meta, prepared, path)
-    return method_named(meta.method).resume(spec, path, meta, prepared, out=out, verbose=verbose, address=address)
+    return driver.resume_method(method_named(meta.method), spec, path, meta, prepared, out=out, verbose=verbose,
+                                address=address)
+
+
+def dry_run_lines(spec: SearchSpec) -> list[str]:
+    """``--dry-run``: the method's plan against the prepared data (with ``batch_sizes: auto``, the probe's, which
+    runs first), after the checks a search makes before Ray."""
+    lines = []
+    if spec.auto_batch_sizes:
+        lines.append("batch sizes: auto — a probe run measures B_simple first; the probe:")
+        spec = probe_spec(spec)
+    method, prepared = method_named(spec.search.method), prepare(spec)
+    method.check(spec, prepared)
+    return lines + method.plan_lines(spec, prepared)
+
+
+def report_experiment(path: str, *, output_dir: str | None = None, tolerance: float | None = None,
+                      target: float | None = None, turning_fit: str | None = None):
+    """``python -m cbs_ray.report``: the report of the experiment at ``path`` rebuilt with the method that wrote
+    it (from scratch where its metadata cannot be read: that report says why), printed and written to
+    ``output_dir``; returns the method's ``Reading``."""
+    try:
+        meta = ExperimentMeta.read(path)
+    except ReportError:
+        meta = None
+    return driver.report_experiment(method_named(meta.method if meta else "scratch"), path, meta,
+                                    output_dir=output_dir, tolerance=tolerance, target=target,
+                                    turning_fit=turning_fit)
 
 
 def _named_after_the_model(spec: SearchSpec, objects) -> bool:
@@ -147,9 +177,9 @@ def _beside(experiment_path: str) -> Path:
     return Path(experiment_path) / "report"
 
 
-def _check_same_data(meta: ExperimentMeta, prepared, path: str) -> None:
+def _check_same_data(meta: ExperimentMeta, prepared: Prepared, path: str) -> None:
     """The spec prepares what the experiment's trials trained on: the same budget, the same fingerprint."""
-    data, budget, _ = prepared
+    data, budget = prepared.data, prepared.budget_samples
     if meta.format < FORMAT and meta.user_objects is None:
         raise SpecError(f"--resume: {path} was written by an earlier cbs-ray (metadata format {meta.format}, "
                         f"without a fingerprint of its data), so resuming could not tell whether the spec "

@@ -16,56 +16,36 @@ starts runs and reads them. Its ``METHOD`` is its entry in ``tune.api.METHODS``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-import pandas as pd
-
+from cbs_ray.analysis.answer import bound_text
 from cbs_ray.analysis.branch_schedule import CRITERION, control_batches
 from cbs_ray.analysis.branch_summary import summarize_branches
 from cbs_ray.maths.budget import scratch_grid_samples
 from cbs_ray.records.columns import Column
-from cbs_ray.records.meta import FORMAT, ExperimentMeta
-from cbs_ray.records.names import resume_command
+from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import ReportError, failed_trials, first_error, load_history
 from cbs_ray.report.branch import headline, write_branch_report
+from cbs_ray.sources.object_checks import check_same_architecture
 from cbs_ray.spec.branch_section import Branching, resolve_branching
-from cbs_ray.spec.load import spec_from_dict, spec_to_dict
+from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.resolve import tokens_per_sample
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.checkpoint import TRUNK_DONE
 from cbs_ray.train.run_plan import branch_configs, trunk_config, validation_configs
 from cbs_ray.tune.branch_gate import PublishedCheckpoints, never_started
-from cbs_ray.tune.prepare import data_fingerprint, prepare
-from cbs_ray.tune.runner import new_experiment, on_the_cluster, points_config, ray_session, run_tuner
-from cbs_ray.tune.search_method import SearchMethod, check_batches_fit, check_spec_objects_only, experiment_out
+from cbs_ray.tune.driver import Stages, run_method
+from cbs_ray.tune.prepare import Prepared
+from cbs_ray.tune.result import SearchResult
+from cbs_ray.tune.runner import points_config
+from cbs_ray.report.same_spec import branch_history
+from cbs_ray.tune.search_method import MethodAnswer, Reading, check_batches_fit
 from cbs_ray.tune.trunk_watch import TrunkWatch
 
-__all__ = ["failed_roles", "METHOD", "BranchResult", "branch_history", "branch_plan_lines", "branch_search_samples",
-           "branch_tokens_per_sample", "check_no_objects", "report_branch_experiment", "resume_branch_search",
-           "same_spec_schedule", "scratch_search_samples", "summarize_branch_experiment", "TrunkFailed", "trunk_lost"]
-
-
-@dataclass
-class BranchResult:
-    """What a branch search produced: its summary (``analysis.branch_summary.BranchSummary``), the history of every run
-    (trunk, branches, schedule run), and where everything is on disk."""
-
-    spec: SearchSpec
-    summary: object
-    history: pd.DataFrame
-    experiment_path: str
-    output_dir: Path
-    schedule_experiment_path: Optional[str] = None
-
-    @property
-    def critical_batch_over_training(self) -> list:
-        return self.summary.critical_batch_over_training
-
-    @property
-    def batch_size_schedule(self) -> list:
-        return self.summary.batch_size_schedule
+__all__ = ["METHOD", "BranchMethod", "branch_answer", "branch_plan_lines", "branch_search_samples",
+           "branch_tokens_per_sample", "fit_branches", "resolved_branching", "run_branch_search",
+           "scratch_search_samples", "validate_schedule_run", "TrunkFailed", "trunk_lost", "failed_roles"]
 
 
 def branch_tokens_per_sample(spec: SearchSpec) -> Optional[int]:
@@ -142,67 +122,152 @@ def branch_plan_lines(spec: SearchSpec, br: Branching) -> list[str]:
 
 # ---- on Ray ------------------------------------------------------------------------------------------
 
-def run_branch_search(spec: SearchSpec, prepared, *, objects=None, probe: Optional[SearchSpec] = None, out: Path,
-                      verbose: bool | int = False, address: Optional[str] = None) -> BranchResult:
-    """The branch search of ``spec`` on what ``tune.prepare.prepare`` made of it (``run_search`` calls this for
-    ``search.method: branch``): resolve the ``branch:`` section against the budget (a bad window or
-    checkpoint is a ``SpecError`` here, before Ray starts), run the trunk and the branches as one Tune
-    experiment, with ``branch.validate_schedule`` the recommended schedule as a second one, and write the
-    report to ``out``. ``probe`` is unused: the spec's rules refuse auto batch sizes in branch mode."""
-    check_no_objects(objects)
-    data, budget, config = prepared
-    br = _resolved(spec, prepared)
-    for line in branch_plan_lines(spec, br):
-        print(line, flush=True)
-    with ray_session(address, verbose=verbose) as context:
-        on_the_cluster(spec, context)
-        path = _fit_branches(spec, data, budget, config, br, verbose)
-        schedule_path = _validate_schedule(spec, data, budget, config, br, path, verbose) \
-            if spec.branch.validate_schedule else None
-    return summarize_branch_experiment(spec, path, out, schedule_path)
+class BranchMethod:
+    """``search.method: branch`` (``tune.search_method.SearchMethod``)."""
 
+    name = "branch"
+    described = "a branch search"
+    report_flags = ("--tolerance",)
 
-def resume_branch_search(spec: SearchSpec, path: str, meta: ExperimentMeta, prepared, *, out: Path,
-                         verbose: bool | int = False, address: Optional[str] = None) -> BranchResult:
-    """Continue a killed branch search (``tune.api.resume_search`` calls this for a branch experiment):
-    the trunk and branch trials from their checkpoints, then the schedule run, restored if it had started,
-    trained now if it had not."""
-    from ray import tune  # Ray only where a search runs
+    def plan_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
+        """The branch plan against the prepared budget (``branch_plan_lines``)."""
+        return branch_plan_lines(spec, resolved_branching(spec, prepared))
 
-    data, budget, config = prepared
-    tokens = meta.tokens_per_sample
-    br = resolve_branching(spec, budget, tokens)
-    with ray_session(address, verbose=verbose) as context:
-        on_the_cluster(spec, context)
-        print(f"resuming {path}", flush=True)
-        run_tuner(spec, data, budget, config, verbose=verbose, restore=path, branching=br)
+    def check(self, spec: SearchSpec, prepared: Prepared) -> None:
+        """The ``branch:`` section against the budget (a bad window or checkpoint is a ``SpecError`` here, before Ray
+        starts), every batch within the training set; on the user's objects, ``model_init`` rebuilds one
+        architecture (a branch loads the trunk's state dict into a model of its own)."""
+        br = resolved_branching(spec, prepared)
+        if prepared.on_objects:
+            check_same_architecture(spec, prepared.data, (br.trunk_batch, br.largest_batch))
+
+    def run(self, spec: SearchSpec, prepared: Prepared, stages: Stages, probe: Optional[SearchSpec]) -> str:
+        """The trunk and the branches as one Tune experiment, with ``branch.validate_schedule`` the recommended
+        schedule as a second one. ``probe`` is unused: the spec's rules refuse auto batch sizes in branch mode."""
+        br = resolved_branching(spec, prepared)
+        path = fit_branches(spec, stages, br)
+        if spec.branch.validate_schedule:
+            validate_schedule_run(spec, stages, br, path)
+        return path
+
+    def resume(self, spec: SearchSpec, path: str, meta: ExperimentMeta, stages: Stages) -> None:
+        """The trunk and branch trials from their checkpoints, then the schedule run, restored if it had started,
+        trained now if it had not."""
+        from ray import tune  # Ray only where a search runs
+
+        br = resolve_branching(spec, stages.prepared.budget_samples, meta.tokens_per_sample)
+        stages.tune(restore=path, branching=br)
         schedule_path = meta.schedule_experiment  # recorded before the schedule run starts
         if schedule_path and tune.Tuner.can_restore(schedule_path):
-            run_tuner(spec, data, budget, config, verbose=verbose, restore=schedule_path, branching=br)
+            stages.tune(restore=schedule_path, branching=br)
         elif spec.branch.validate_schedule:  # not started, or killed before Tune saved its state
-            schedule_path = _validate_schedule(spec, data, budget, config, br, path, verbose)
-    return summarize_branch_experiment(spec, path, out, schedule_path)
+            validate_schedule_run(spec, stages, br, path)
+
+    def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
+                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
+        """The branch summary of the experiment at ``path`` and its schedule run; ``tolerance`` reads CBS(t) at
+        another tolerance than the spec's."""
+        meta = meta or ExperimentMeta.read(path)
+        spec_from_dict(meta.spec)  # the experiment's spec still validates
+        recorded = {**meta.to_dict(), "experiment_path": path}
+        if tolerance is not None:
+            recorded["tolerance"] = tolerance
+        history, schedule_path = branch_history(path, recorded.get("schedule_experiment"))
+        if history.empty:
+            raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
+        summary = summarize_branches(history, recorded)
+        return Reading(summary, history, tuple(headline(summary)), branch_answer(summary),
+                       extras={"schedule_experiment_path": schedule_path, "experiment_path": path,
+                               "checkpoint_dir": recorded.get("checkpoint_dir"),
+                               "budget_samples": int(recorded["budget_samples"])})
+
+    def render(self, reading: Reading, out: Path) -> Path:
+        """The branch report; a trunk that failed for good ends here in one line (``TrunkFailed``), the report
+        written but no schedule recommended."""
+        html = write_branch_report(reading.summary, reading.history, out)
+        path = reading.extras["experiment_path"]
+        lost = trunk_lost(reading.history, failed_roles(path, reading.extras["checkpoint_dir"]),
+                          reading.extras["budget_samples"])
+        if lost is not None:  # no schedule can be read from branches that never had their checkpoints
+            raise TrunkFailed(f"branch: the trunk (B={reading.summary.trunk[Column.batch_size]}) failed for good at "
+                              f"{lost} samples{first_error(path)}; no schedule is recommended (what was measured: "
+                              f"{html})")
+        return html
+
+    def run_lines(self, reading: Reading) -> list[str]:
+        return []
+
+    def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
+        return [f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})"]
 
 
-def _fit_branches(spec: SearchSpec, data, budget: int, config, br: Branching, verbose: int) -> str:
+class TrunkFailed(ReportError):
+    """The trunk of a branch search failed for good (``resources.max_failures`` spent): the search ends with one
+    line and a non-zero exit, its report written but no schedule recommended (issue 40 row 6)."""
+
+
+def trunk_lost(history, failed_roles: set, budget_samples: int) -> Optional[int]:
+    """The samples the trunk had trained when it failed for good, or None when it did not: a trunk among the
+    failed trials (``failed_roles``: an error file or Tune's ERROR; a killed actor's trial stays "running" in
+    Tune's saved state) that never reached the budget (one restarted after a failure and finished did)."""
+    trunk = history[history[Column.role] == "trunk"] if Column.role in history else history.iloc[:0]
+    failed_flag = Column.failed in trunk and trunk[Column.failed].astype(bool).any()
+    trained = int(trunk[Column.samples_seen].max()) if len(trunk) else 0
+    if ("trunk" in failed_roles or failed_flag) and trained < budget_samples:
+        return trained
+    return None
+
+
+def failed_roles(path: str, checkpoint_dir: Optional[str]) -> set:
+    """The roles of the trials that failed: ``trunk`` where the trunk's end marker says ``failed`` (written by
+    ``tune.trunk_watch`` when Tune gives up on it; Tune's saved state still calls a killed trial running), and
+    the roles of the trials with an error file."""
+    roles = {(t.config or {}).get("role") for t in failed_trials(path)[0]}
+    marker = Path(checkpoint_dir or "", TRUNK_DONE)
+    if checkpoint_dir and "://" not in checkpoint_dir and marker.is_file() and \
+            marker.read_text().strip() == "failed":
+        roles.add("trunk")
+    return roles
+
+
+def branch_answer(summary) -> Optional[MethodAnswer]:
+    """The answer branch mode stands behind: CBS(t) at the latest checkpoint that could tell (resolvable), else at
+    the latest one read, with its bound; None where no checkpoint was read."""
+    points = list(summary.critical_batch_over_training)
+    if not points:
+        return None
+    point = next((p for p in reversed(points) if p.resolvable), points[-1])
+    unit = "tokens" if summary.tokens_per_sample else "samples"
+    at = point.tokens_seen if summary.tokens_per_sample and point.tokens_seen else point.samples_seen
+    return MethodAnswer(point.batch_size, point.bound, f"critical batch {bound_text(point.batch_size, point.bound)} "
+                        f"at {at} {unit}" + ("" if point.resolvable else " (not resolvable)"))
+
+
+def run_branch_search(spec: SearchSpec, prepared: Prepared, *, probe: Optional[SearchSpec] = None, out: Path,
+                      verbose: bool | int = False, address: Optional[str] = None) -> SearchResult:
+    """The branch search of ``spec`` on what ``tune.prepare.prepare`` made of it, through the driver
+    (``run_search`` does this for ``search.method: branch``)."""
+    return run_method(METHOD, spec, prepared, probe=probe, out=out, verbose=verbose, address=address)
+
+
+def fit_branches(spec: SearchSpec, stages: Stages, br: Branching) -> str:
     """The trunk and the branches: one Tune experiment, the trunk first; returns its path."""
+    checkpoint_dir = None
 
-    name, path = new_experiment(spec, "branch")
-    checkpoint_dir = f"{path}/trunk_checkpoints"
-    # What the branch summary reads (branching.summarize_branches): the resolved values, in samples.
-    meta = ExperimentMeta.from_dict({
-        "name": spec.name, "method": "branch", "metric": "eval_loss", "mode": "min", **br.to_meta(),
-        "checkpoint_dir": checkpoint_dir, "spec": spec_to_dict(spec), "format": FORMAT,
-        "data_fingerprint": data_fingerprint(data)})
-    meta.write(path)
-    print(f"experiment: {path}\n  if this run is killed, continue it with: {resume_command(path)}", flush=True)
+    def fields(name: str) -> dict:
+        nonlocal checkpoint_dir
+        checkpoint_dir = f"{spec.storage_uri.rstrip('/')}/{name}/trunk_checkpoints"
+        # What the branch summary reads (summarize_branches): the resolved values, in samples.
+        return {"method": "branch", "metric": "eval_loss", "mode": "min", **br.to_meta(),
+                "checkpoint_dir": checkpoint_dir}
+
+    name, path, meta = stages.open_experiment("branch", fields)
     points = [trunk_config(br, checkpoint_dir), *branch_configs(br, checkpoint_dir)]
     # Each branch starts once its checkpoint is published (no trial waits in a slot for one); TrunkWatch marks
     # the end of a trunk that fails for good, and the gate then drops the branches whose checkpoint never came.
     tune_config = {**points_config(points), "search_alg": PublishedCheckpoints(points, checkpoint_dir)}
-    path = run_tuner(spec, data, budget, config, name=name, verbose=verbose, branching=br,
-                     callbacks=[TrunkWatch(checkpoint_dir)],
-                     expected_trials=lambda: len(points) - len(never_started(points, checkpoint_dir)), **tune_config)
+    path = stages.tune(meta=meta, name=name, branching=br, callbacks=[TrunkWatch(checkpoint_dir)],
+                       expected_trials=lambda: len(points) - len(never_started(points, checkpoint_dir)), **tune_config)
     dropped = never_started(points, checkpoint_dir)
     if dropped:
         starts = sorted({p["start_samples"] for p in dropped})
@@ -211,8 +276,7 @@ def _fit_branches(spec: SearchSpec, data, budget: int, config, br: Branching, ve
     return path
 
 
-def _validate_schedule(spec: SearchSpec, data, budget: int, config, br: Branching, path: str,
-                       verbose: int) -> Optional[str]:
+def validate_schedule_run(spec: SearchSpec, stages: Stages, br: Branching, path: str) -> Optional[str]:
     """Train the recommended schedule for the whole budget against its fixed-batch controls
     (``analysis.branch_schedule.control_batches``), each on ``branch.validation_seeds`` seeds (seed 0 of the
     small batch is the trunk), as a second Tune experiment recorded in the first one's metadata before it
@@ -238,143 +302,17 @@ def _validate_schedule(spec: SearchSpec, data, budget: int, config, br: Branchin
     print(f"schedule: training {schedule} (alpha {alpha:g}) for {br.budget_samples} samples against fixed batches "
           f"{', '.join(f'{n} B={b}' for n, b in controls)}, on {br.validation_seeds} seeds ({len(points)} runs)\n"
           f"  criterion, fixed before these runs: {CRITERION}", flush=True)
-    return run_tuner(spec, data, budget, config, name=name, verbose=verbose, branching=br, **points_config(points))
+    return stages.tune(meta=meta, name=name, branching=br, **points_config(points))
 
 
-def branch_history(path: str, schedule_path: Optional[str]) -> tuple[pd.DataFrame, Optional[str]]:
-    """The history of the branch experiment at ``path`` and of its schedule run at ``schedule_path``, and that
-    path (None where there is none, or its state cannot be read: then the branches alone, said)."""
-    frames = [load_history(path)]
-    if schedule_path:
-        try:
-            frames.append(load_history(schedule_path))
-        except Exception as e:  # its state missing (killed before Tune saved it): report the branches alone
-            print(f"schedule: its run cannot be read ({str(e).splitlines()[0]}); reporting without it", flush=True)
-            schedule_path = None
-    frames = [f for f in frames if len(f)]
-    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), schedule_path
-
-
-def same_spec_schedule(path: str, meta: ExperimentMeta) -> Optional[dict]:
-    """Branch mode's batch-size schedule for the run an experiment at ``path`` (a ladder's, ``meta``) is about:
-    the newest branch experiment beside it (``<name>-branch-*`` in the same storage) with the same spec name,
-    the same data (``data_fingerprint``) and the same budget, summarized as branch mode reports it; None where
-    there is none or the storage is remote. ``{"experiment", "batch_size_schedule", "alpha", "validated"}``,
-    ``validated`` the schedule validation's verdict where it ran (``below_frontier``, ``loss_holds``)."""
-    root = Path(path).parent
-    if "://" in path or not root.is_dir() or meta.data_fingerprint is None:
-        return None
-    for candidate in sorted(root.glob(f"{meta.name}-branch-*"), reverse=True):
-        if candidate.name.endswith("-schedule") or not candidate.is_dir():
-            continue
-        try:
-            other = ExperimentMeta.read(str(candidate))
-        except ReportError:
-            continue
-        if (other.method, other.name, other.data_fingerprint, other.budget_samples) != \
-                ("branch", meta.name, meta.data_fingerprint, meta.budget_samples):
-            continue
-        recorded = other.to_dict()
-        try:
-            history, _ = branch_history(str(candidate), recorded.get("schedule_experiment"))
-            if history.empty:
-                continue
-            summary = summarize_branches(history, {**recorded, "experiment_path": str(candidate)})
-        except Exception as e:  # a damaged neighbour must not cost the ladder its report
-            print(f"schedule: {candidate} cannot be read ({str(e).splitlines()[0]}); looking further", flush=True)
-            continue
-        sv = summary.schedule_validation
-        return {"experiment": str(candidate), "batch_size_schedule": [[int(a), int(b)] for a, b in
-                                                                       summary.batch_size_schedule],
-                "alpha": summary.schedule_alpha,
-                "validated": None if sv is None else {"below_frontier": sv.below_frontier, "loss_holds": sv.loss_holds}}
-    return None
-
-
-def summarize_branch_experiment(spec: SearchSpec, path: str, out: Path, schedule_path: Optional[str] = None, *,
-                                tolerance: Optional[float] = None) -> BranchResult:
-    """The branch summary of the experiment at ``path`` (and its schedule run), written to ``out`` as the
-    branch report; prints the answer. ``tolerance`` reads CBS(t) at another tolerance than the spec's."""
-    meta = {**ExperimentMeta.read(path).to_dict(), "experiment_path": path}
-    if tolerance is not None:
-        meta["tolerance"] = tolerance
-    history, schedule_path = branch_history(path, schedule_path or meta.get("schedule_experiment"))
-    if history.empty:
-        raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
-    summary = summarize_branches(history, meta)
-    html = write_branch_report(summary, history, out)
-    lost = trunk_lost(history, failed_roles(path, meta.get("checkpoint_dir")), int(meta["budget_samples"]))
-    if lost is not None:  # no schedule can be read from branches that never had their checkpoints
-        raise TrunkFailed(f"branch: the trunk (B={summary.trunk[Column.batch_size]}) failed for good at {lost} "
-                          f"samples{first_error(path)}; no schedule is recommended (what was measured: {html})")
-    print("\n".join(headline(summary)))
-    print(f"Report: {html}\nSummary: {out / 'summary.json'}  (experiment: {path})", flush=True)
-    return BranchResult(spec, summary, history, path, out, schedule_path)
-
-
-class TrunkFailed(ReportError):
-    """The trunk of a branch search failed for good (``resources.max_failures`` spent): the search ends with one
-    line and a non-zero exit, its report written but no schedule recommended (issue 40 row 6)."""
-
-
-def trunk_lost(history: pd.DataFrame, failed_roles: set, budget_samples: int) -> Optional[int]:
-    """The samples the trunk had trained when it failed for good, or None when it did not: a trunk among the
-    failed trials (``failed_roles``: an error file or Tune's ERROR; a killed actor's trial stays "running" in
-    Tune's saved state) that never reached the budget (one restarted after a failure and finished did)."""
-    trunk = history[history[Column.role] == "trunk"] if Column.role in history else history.iloc[:0]
-    failed_flag = Column.failed in trunk and trunk[Column.failed].astype(bool).any()
-    trained = int(trunk[Column.samples_seen].max()) if len(trunk) else 0
-    if ("trunk" in failed_roles or failed_flag) and trained < budget_samples:
-        return trained
-    return None
-
-
-def failed_roles(path: str, checkpoint_dir: Optional[str]) -> set:
-    """The roles of the trials that failed: ``trunk`` where the trunk's end marker says ``failed`` (written by
-    ``tune.trunk_watch`` when Tune gives up on it; Tune's saved state still calls a killed trial running), and
-    the roles of the trials with an error file."""
-    roles = {(t.config or {}).get("role") for t in failed_trials(path)[0]}
-    marker = Path(checkpoint_dir or "", TRUNK_DONE)
-    if checkpoint_dir and "://" not in checkpoint_dir and marker.is_file() and \
-            marker.read_text().strip() == "failed":
-        roles.add("trunk")
-    return roles
-
-
-def report_branch_experiment(path: str, meta: Optional[ExperimentMeta] = None, *, output_dir: Optional[str] = None,
-                             tolerance: Optional[float] = None, target: Optional[float] = None,
-                             turning_fit: Optional[str] = None) -> BranchResult:
-    """``python -m cbs_ray.report`` on a branch experiment: its report rebuilt from what Tune stored, to
-    ``output_dir`` (default ``./cbs_results/<name>``), optionally at another tolerance. ``target`` and
-    ``turning_fit`` are the from-scratch report's and refused here, in one line (a ``ReportError``)."""
-    for flag, given in (("--target", target), ("--turning-point", turning_fit)):
-        if given is not None:
-            raise ReportError(f"{flag}: applies to a from-scratch experiment; {path} is a branch search "
-                              f"(its report takes --tolerance and --output)")
-    path = path if "://" in path else str(Path(path).expanduser().resolve())
-    meta = meta or ExperimentMeta.read(path)
-    return summarize_branch_experiment(spec_from_dict(meta.spec), path, experiment_out(meta, output_dir),
-                                       tolerance=tolerance)
-
-
-def plan_lines(spec: SearchSpec) -> list[str]:
-    """``--dry-run``: the branch plan against the prepared budget (``branch_plan_lines``)."""
-    return branch_plan_lines(spec, _resolved(spec, prepare(spec)))
-
-
-def _resolved(spec: SearchSpec, prepared) -> Branching:
-    """The ``branch:`` section against the prepared data: the budget, and every batch within the training set
-    (a larger one would fail every run at set-up)."""
-    data, budget, _ = prepared
-    br = resolve_branching(spec, budget, branch_tokens_per_sample(spec))
-    check_batches_fit("branch.batch_sizes", max(br.branch_batches), data.train_examples)
+def resolved_branching(spec: SearchSpec, prepared: Prepared) -> Branching:
+    """The ``branch:`` section against the prepared data: the budget (in the prepared data's tokens where it is
+    in tokens), and every batch within the training set (a larger one would fail every run at set-up)."""
+    tokens = None if spec.training.budget_tokens is None else prepared.tokens_per_sample
+    br = resolve_branching(spec, prepared.budget_samples, tokens)
+    check_batches_fit("branch.batch_sizes", max(br.branch_batches), prepared.train_examples)
     return br
 
 
-def check_no_objects(objects) -> None:
-    """Branch mode runs on the spec's model and data (the trunk's checkpoints hold the loop's own state)."""
-    check_spec_objects_only("branch", objects)
-
-
-METHOD = SearchMethod("branch", plan_lines=plan_lines, run=run_branch_search, resume=resume_branch_search,
-                      report=report_branch_experiment)
+METHOD = BranchMethod()
+"""Its entry in ``tune.api.METHODS``."""

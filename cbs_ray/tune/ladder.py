@@ -14,33 +14,22 @@ from typing import Optional
 from ray.tune.stopper import Stopper
 
 from cbs_ray.analysis.ladder_stop import LadderStop
-from cbs_ray.analysis.ladder_summary import headline, summarize_ladder
-from cbs_ray.records.meta import FORMAT, ExperimentMeta
-from cbs_ray.records.names import resume_command
+from cbs_ray.analysis.ladder_summary import summarize_ladder
+from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import ReportError, first_error, load_history
-from cbs_ray.report.ladder import write_ladder_report
+from cbs_ray.report.ladder import headline, write_ladder_report
 from cbs_ray.spec.ladder_section import MIN_RUNG_SPAN, Ladder, resolve_ladder
-from cbs_ray.spec.load import spec_from_dict, spec_to_dict
-from cbs_ray.spec.resolve import tokens_per_sample
+from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import ladder_configs
-from cbs_ray.tune.branch import same_spec_schedule
-from cbs_ray.tune.prepare import data_fingerprint, prepare
-from cbs_ray.tune.runner import (
-    new_experiment,
-    on_the_cluster,
-    points_config,
-    ray_session,
-    run_tuner,
-    tracker_callbacks_for,
-)
-from cbs_ray.tune.search_method import SearchMethod, check_batches_fit, check_spec_objects_only, experiment_out
+from cbs_ray.tune.driver import Stages, run_method
+from cbs_ray.tune.prepare import Prepared
+from cbs_ray.tune.result import SearchResult
+from cbs_ray.tune.runner import points_config
+from cbs_ray.report.same_spec import same_spec_schedule
+from cbs_ray.tune.search_method import MethodAnswer, Reading, check_batches_fit
 
-__all__ = ["METHOD", "ladder_plan_lines", "report_ladder_experiment", "run_ladder_search"]
-
-
-def _tokens(spec: SearchSpec) -> Optional[int]:
-    return None if spec.training.budget_tokens is None else tokens_per_sample(spec)
+__all__ = ["METHOD", "LadderMethod", "ladder_answer", "ladder_plan_lines", "resolved_ladder", "run_ladder_search"]
 
 
 def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
@@ -90,78 +79,79 @@ class LadderStopper(Stopper):
         return False
 
 
-def _resolved(spec: SearchSpec, prepared) -> Ladder:
-    data, budget, _ = prepared
-    ld = resolve_ladder(spec, budget, _tokens(spec))
-    check_batches_fit("search.batch_sizes", max(ld.batches), data.train_examples)
+def resolved_ladder(spec: SearchSpec, prepared: Prepared) -> Ladder:
+    """The ``ladder:`` section against the prepared budget (in the prepared data's tokens where it is in tokens),
+    every batch within the training set."""
+    tokens = None if spec.training.budget_tokens is None else prepared.tokens_per_sample
+    ld = resolve_ladder(spec, prepared.budget_samples, tokens)
+    check_batches_fit("search.batch_sizes", max(ld.batches), prepared.train_examples)
     return ld
 
 
-def plan_lines(spec: SearchSpec) -> list[str]:
-    return ladder_plan_lines(spec, _resolved(spec, prepare(spec)))
+class LadderMethod:
+    """``search.method: ladder`` (``tune.search_method.SearchMethod``)."""
+
+    name = "ladder"
+    described = "a ladder"
+    report_flags = ()
+
+    def plan_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
+        return ladder_plan_lines(spec, resolved_ladder(spec, prepared))
+
+    def check(self, spec: SearchSpec, prepared: Prepared) -> None:
+        resolved_ladder(spec, prepared)
+
+    def run(self, spec: SearchSpec, prepared: Prepared, stages: Stages, probe: Optional[SearchSpec]) -> str:
+        """Every (batch, seed) run as a trial of one Tune experiment."""
+        ld = resolved_ladder(spec, prepared)
+        name, path, meta = stages.open_experiment("ladder", {
+            "method": "ladder", "metric": ld.metric, "mode": "min", **ld.to_meta(),
+            "max_seq_length": spec.data.max_seq_length})
+        return stages.tune(meta=meta, name=name, stopper=LadderStopper(ld), **points_config(ladder_configs(ld)))
+
+    def resume(self, spec: SearchSpec, path: str, meta: ExperimentMeta, stages: Stages) -> None:
+        """Its unfinished runs from their checkpoints."""
+        stages.tune(meta=meta, restore=path)
+
+    def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
+                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
+        """The ladder's summary of the experiment at ``path``, with branch mode's schedule for the same spec where
+        one is beside it (``report.same_spec``)."""
+        stored = meta or ExperimentMeta.read(path)
+        spec_from_dict(stored.spec)  # the experiment's spec still validates
+        history = load_history(path)
+        if history.empty:
+            raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
+        summary = summarize_ladder(history, {**stored.to_dict(), "experiment_path": path},
+                                   schedule=same_spec_schedule(path, stored))
+        return Reading(summary, history, tuple(headline(summary)), ladder_answer(summary))
+
+    def render(self, reading: Reading, out: Path) -> Path:
+        return write_ladder_report(reading.summary, reading.history, out)
+
+    def run_lines(self, reading: Reading) -> list[str]:
+        return []
+
+    def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
+        return [f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})"]
 
 
-def run_ladder_search(spec: SearchSpec, prepared, *, objects=None, probe=None, out: Path, verbose: bool | int = False,
-                      address: Optional[str] = None):
-    """The ladder of ``spec`` (``run_search`` calls this for ``search.method: ladder``): every (batch, seed) run
-    as a trial of one Tune experiment, then the summary and report written to ``out``."""
-    check_spec_objects_only("ladder", objects)
-    data, budget, config = prepared
-    ld = _resolved(spec, prepared)
-    for line in ladder_plan_lines(spec, ld):
-        print(line, flush=True)
-    with ray_session(address, verbose=verbose) as context:
-        on_the_cluster(spec, context)
-        name, path = new_experiment(spec, "ladder")
-        meta = ExperimentMeta.from_dict({
-            "name": spec.name, "method": "ladder", "metric": ld.metric, "mode": "min", **ld.to_meta(),
-            "max_seq_length": spec.data.max_seq_length, "spec": spec_to_dict(spec), "format": FORMAT,
-            "data_fingerprint": data_fingerprint(data)})
-        meta.write(path)
-        print(f"experiment: {path}\n  if this run is killed, continue it with: {resume_command(path)}", flush=True)
-        path = run_tuner(spec, data, budget, config, name=name, verbose=verbose,
-                         callbacks=tracker_callbacks_for(spec, budget, meta), stopper=LadderStopper(ld),
-                         **points_config(ladder_configs(ld)))
-    return summarize_ladder_experiment(path, out)
+def ladder_answer(summary) -> Optional[MethodAnswer]:
+    """The batch the ladder recommends at the full budget (its prediction), None where it refused."""
+    prediction = summary.prediction or {}
+    batch = prediction.get("batch_size")
+    if batch is None:
+        return None
+    b_crit = prediction.get("b_crit")
+    return MethodAnswer(int(batch), None, f"recommended batch {batch} at {prediction.get('budget_samples')} samples"
+                        + (f" (predicted B_crit {b_crit:.3g})" if b_crit is not None else ""))
 
 
-def resume_ladder_search(spec: SearchSpec, path: str, meta: ExperimentMeta, prepared, *, out: Path,
-                         verbose: bool | int = False, address: Optional[str] = None):
-    data, budget, config = prepared
-    with ray_session(address, verbose=verbose) as context:
-        on_the_cluster(spec, context)
-        print(f"resuming {path}", flush=True)
-        run_tuner(spec, data, budget, config, verbose=verbose, restore=path,
-                  callbacks=tracker_callbacks_for(spec, budget, meta))
-    return summarize_ladder_experiment(path, out)
+def run_ladder_search(spec: SearchSpec, prepared: Prepared, *, probe: Optional[SearchSpec] = None, out: Path,
+                      verbose: bool | int = False, address: Optional[str] = None) -> SearchResult:
+    """The ladder of ``spec`` through the driver (``run_search`` does this for ``search.method: ladder``)."""
+    return run_method(METHOD, spec, prepared, probe=probe, out=out, verbose=verbose, address=address)
 
 
-def summarize_ladder_experiment(path: str, out: Path):
-    """The ladder's summary of the experiment at ``path``, its report written to ``out``; prints the answer."""
-    stored = ExperimentMeta.read(path)
-    history = load_history(path)
-    if history.empty:
-        raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
-    summary = summarize_ladder(history, {**stored.to_dict(), "experiment_path": path},
-                               schedule=same_spec_schedule(path, stored))
-    page = write_ladder_report(summary, history, out)
-    print("\n".join(headline(summary)))
-    print(f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})", flush=True)
-    return summary
-
-
-def report_ladder_experiment(path: str, meta: Optional[ExperimentMeta] = None, *, output_dir: Optional[str] = None,
-                             tolerance=None, target=None, turning_fit=None):
-    """``python -m cbs_ray.report`` on a ladder experiment; the from-scratch report's flags are refused."""
-    for flag, given in (("--tolerance", tolerance), ("--target", target), ("--turning-point", turning_fit)):
-        if given is not None:
-            raise ReportError(f"{flag}: applies to a from-scratch experiment; {path} is a ladder (its report takes "
-                              f"--output)")
-    path = path if "://" in path else str(Path(path).expanduser().resolve())
-    meta = meta or ExperimentMeta.read(path)
-    spec_from_dict(meta.spec)  # the experiment's spec still validates
-    return summarize_ladder_experiment(path, experiment_out(meta, output_dir))
-
-
-METHOD = SearchMethod("ladder", plan_lines=plan_lines, run=run_ladder_search, resume=resume_ladder_search,
-                      report=report_ladder_experiment)
+METHOD = LadderMethod()
+"""Its entry in ``tune.api.METHODS``."""

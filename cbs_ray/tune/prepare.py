@@ -9,24 +9,26 @@ import copy
 import os
 import stat
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from cbs_ray.data.prepare import prepare_data
 from cbs_ray.sources.model import check_buildable, model_config
-from cbs_ray.sources.object_checks import check_objects
+from cbs_ray.sources.object_checks import check_objects, token_budget_tokens_per_sample
+from cbs_ray.sources.user_objects import UserObjects
 from cbs_ray.spec.checks import BUILTIN_METRICS
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
-from cbs_ray.spec.resolve import resolve_budget
+from cbs_ray.spec.resolve import resolve_budget, tokens_per_sample
 from cbs_ray.spec.rules import validate
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.disk_watch import check_free_space
 from cbs_ray.tune.study import check_study, open_storage
 from cbs_ray.tune.tracking import check_installed, check_reachable
 
-__all__ = ["prepare", "as_spec", "check_before_ray", "check_trackers_and_study", "check_writable", "output_dir_for",
-           "check_own_storage",
+__all__ = ["Prepared", "prepare", "as_spec", "check_before_ray", "check_trackers_and_study", "check_writable",
+           "output_dir_for", "check_own_storage",
            "data_fingerprint"]
 
 
@@ -100,16 +102,50 @@ def _writable_directory(path: Path, key: str, *, keep: bool) -> None:
                     made.rmdir()
 
 
-def prepare(spec: SearchSpec, objects=None):
-    """(data, budget in samples, model config). A named model's config first, so an unknown name is reported
+@dataclass(frozen=True)
+class Prepared:
+    """What a search trains on, prepared on the driver before Ray starts (``prepare``): the same record for
+    every method, whether the data are the spec's or the user's own objects."""
+
+    data: Any
+    """The spec path's tokenized ``data.PreparedData`` (or ``Seq2SeqData``), or the user's checked
+    ``sources.user_objects.UserObjects``: what every trial fetches from Ray's object store."""
+    budget_samples: int
+    """The equal-sample budget, resolved (``budget_epochs`` against the training set, ``budget_tokens`` in whole
+    samples)."""
+    model_config: Any = None
+    """The Hugging Face config the trials build the spec's model from; the objects' model's own (None for a
+    plain torch module)."""
+    tokens_per_sample: Optional[int] = None
+    """Tokens in every training sample where that is one number: the spec's packed texts
+    (``data.max_seq_length``), or the user's items' ``input_ids`` where they all have one length; else None."""
+
+    @property
+    def on_objects(self) -> bool:
+        """Whether the search trains the user's own model and data (``run_search(model_init=…, …)``)."""
+        return isinstance(self.data, UserObjects)
+
+    @property
+    def train_examples(self) -> int:
+        return self.data.train_examples
+
+    def __iter__(self):
+        """Unpacks as the (data, budget, model config) triple scripts written before this record unpack."""
+        return iter((self.data, self.budget_samples, self.model_config))
+
+
+def prepare(spec: SearchSpec, objects=None) -> Prepared:
+    """The ``Prepared`` record of the spec. A named model's config first, so an unknown name is reported
     as such, then the tokenized data and the budget. With the user's ``objects``
     (``sources.user_objects.UserObjects``), their checks instead (one micro-batch through the model on the
     driver, ``check_objects``): then the data are the objects themselves, with what the check found for the
     workers (the model's class, its label shift, the columns its forward takes), and the config is the model's
-    own (None for a plain torch module)."""
+    own (None for a plain torch module). A token budget with objects counts the items' ``input_ids``
+    (``token_budget_tokens_per_sample``)."""
     if objects is not None:
         objects, config = check_objects(spec, objects)
-        return objects, resolve_budget(spec, objects.train_examples), config
+        tokens = token_budget_tokens_per_sample(spec, objects)
+        return Prepared(objects, resolve_budget(spec, objects.train_examples, tokens), config, tokens)
     if spec.search.metric not in BUILTIN_METRICS:
         raise SpecError(f"search.metric: {spec.search.metric} is not one the spec's model and data report "
                         f"({', '.join(BUILTIN_METRICS)}); another metric needs run_search(..., compute_metrics=...)")
@@ -122,7 +158,7 @@ def prepare(spec: SearchSpec, objects=None):
     config = model_config(model, spec.task, vocab_size=data.vocab_size, num_labels=data.num_labels,
                           pad_id=data.pad_id, max_seq_length=spec.data.max_seq_length)
     check_buildable(model, spec.task, config)
-    return data, budget, config
+    return Prepared(data, budget, config, tokens_per_sample(spec))
 
 
 def data_fingerprint(data) -> Optional[str]:

@@ -19,7 +19,7 @@ from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.spec.branch_section import Branching
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.train.config import batch_size_of
+from cbs_ray.train.run_plan import plan_from_config, trial_name
 from cbs_ray.train.trial import DataRef, in_process, run_trial, trial_resources
 from cbs_ray.tune import disk_watch
 from cbs_ray.tune.dashboard import monitoring_lines
@@ -304,9 +304,8 @@ def progress_display(spec: SearchSpec, budget: int, planned_trials: int, branchi
     metric, mode = ("eval_loss", "min") if branching else (spec.search.metric, spec.search.mode)
 
     def span_of(config: dict) -> tuple[int, int, int]:
-        start = int(config.get("start_samples", 0))
-        window = branching.window_samples if branching and config.get("role") == "branch" else budget - start
-        return batch_size_of(config), start, start + window
+        plan = plan_from_config(spec, config, budget, branching=branching)
+        return plan.batch_schedule[0][1], plan.start_samples, plan.stop_samples
 
     return SearchProgress(ProgressBoard(planned_trials=planned_trials, default_span=budget, metric=metric, mode=mode),
                           span_of)
@@ -356,17 +355,8 @@ def _finished(grid, *, expected_trials: int) -> str:
 
 
 def _trial_name(trial) -> str:
-    config = trial.config
-    role, batch = config.get("role"), batch_size_of(config)
-    seed = int(config.get("seed_offset", 0) or 0)
-    seeded = f"_s{seed}" if seed else ""
-    if role == "branch":  # branch mode: which checkpoint, batch, alpha and seed
-        return f"branch_B{batch}_from{config['start_samples']}_a{config['alpha']:g}{seeded}_{trial.trial_id}"
-    if role == "schedule":  # the validation: which run kind and seed
-        return f"{config.get('control') or 'schedule'}_B{batch}{seeded}_{trial.trial_id}"
-    if role:
-        return f"{role}_B{batch}_{trial.trial_id}"
-    return f"B{batch}_{trial.trial_id}"
+    # Tune pickles this function by name with the experiment: it stays here, the naming is the run plan's.
+    return trial_name(trial.config, trial.trial_id)
 
 
 def new_experiment(spec: SearchSpec, kind: str = "") -> tuple[str, str]:

@@ -8,92 +8,96 @@ from __future__ import annotations
 
 import functools
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import pandas as pd
 
-from cbs_ray.analysis.summary_record import Answer, Summary
 from cbs_ray.analysis.tables import noise_scale_table, per_batch_table, trial_table
 from cbs_ray.maths.noise_scale import proposed_grid
 from cbs_ray.records.meta import ExperimentMeta
-from cbs_ray.records.names import default_report_dir, resume_command
 from cbs_ray.records.storage import load_history
 from cbs_ray.report.scratch import analyze
 from cbs_ray.report.text import headline
-from cbs_ray.sources.object_checks import objects_meta
 from cbs_ray.spec.errors import SpecError
-from cbs_ray.spec.load import spec_to_dict
-from cbs_ray.spec.resolve import apply_batch_grid, tokens_per_sample
+from cbs_ray.spec.resolve import apply_batch_grid
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.config import batch_size_of
+from cbs_ray.tune.driver import Stages
 from cbs_ray.tune.bisection_search import BisectionSearcher, bisection_plan_lines
 from cbs_ray.tune.per_batch_asha import PerBatchASHA
-from cbs_ray.tune.prepare import data_fingerprint, prepare
-from cbs_ray.tune.probe import probe_spec
-from cbs_ray.tune.runner import (
-    new_experiment,
-    on_the_cluster,
-    points_config,
-    quiet_optuna,
-    ray_session,
-    run_tuner,
-    tracker_callbacks_for,
-)
-from cbs_ray.tune.search_method import SearchMethod
+from cbs_ray.tune.prepare import Prepared, prepare
+from cbs_ray.tune.runner import points_config, quiet_optuna
+from cbs_ray.tune.search_method import Reading
 from cbs_ray.tune.search_space import grid_points, per_batch_space, plan_lines, tune_space
 from cbs_ray.tune.study import PersistentStudySearch, open_storage
-from cbs_ray.tune.tracking import attach_report, enabled, start_mlflow_parent
 
-__all__ = ["SearchResult", "METHOD", "fit_experiment", "repeat_best", "run_probe", "summarize_experiment"]
-
-
-@dataclass
-class SearchResult:
-    """What a search produced: the tables, the answer, and where everything is on disk.
-
-    ``answer`` is the critical batch the report stands behind (``analysis.summary_record.Answer``):
-    ``answer.batch_size``, ``answer.bound`` ("upper": the critical batch is at most ``batch_size``, "≤ 8", the
-    drop comes right after the smallest batch measured; "lower": at least, "≥ 128", no drop seen up to the
-    largest; None: a value), ``answer.resolved`` (whether the noise lets the tolerance be told apart; None
-    without repeats), and ``answer.text``, the headline's line. ``critical_batch`` is ``answer.batch_size``
-    alone: read it with ``answer.bound``, since 8 may mean "≤ 8"."""
-
-    spec: SearchSpec
-    summary: Summary
-    trials: pd.DataFrame
-    history: pd.DataFrame
-    experiment_path: str
-    output_dir: Path
-
-    @property
-    def answer(self) -> Answer:
-        """The critical batch with its bound and verdict (``Summary.answer``)."""
-        return self.summary.answer
-
-    @property
-    def critical_batch(self) -> int | None:
-        """The critical batch's number, without its bound: ``answer.batch_size`` (see ``answer.bound``)."""
-        return self.summary.critical_batch.batch_size
-
-    @property
-    def per_batch(self) -> pd.DataFrame:
-        return pd.DataFrame(self.summary.per_batch)
-
-    @property
-    def pareto(self) -> pd.DataFrame:
-        return pd.DataFrame(self.summary.pareto)
+__all__ = ["METHOD", "ScratchMethod", "fit_experiment", "repeat_best", "run_probe", "search_plan_lines"]
 
 
-def dry_run_lines(spec: SearchSpec) -> list[str]:
-    """``--dry-run``: the plan per batch size (with ``batch_sizes: auto``, the probe's, which runs first)."""
-    lines = []
-    if spec.auto_batch_sizes:
-        lines.append("batch sizes: auto — a probe run measures B_simple first; the probe:")
-        spec = probe_spec(spec)
-    _, budget, _ = prepare(spec)
-    return lines + search_plan_lines(spec, budget)
+class ScratchMethod:
+    """``search.method: scratch`` (``tune.search_method.SearchMethod``)."""
+
+    name = "scratch"
+    described = "a from-scratch search"
+    report_flags = ("--tolerance", "--target", "--turning-point")
+
+    def plan_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
+        return search_plan_lines(spec, prepared.budget_samples)
+
+    def check(self, spec: SearchSpec, prepared: Prepared) -> None:
+        """The budget's and batches' checks ran where the data were prepared."""
+
+    def run(self, spec: SearchSpec, prepared: Prepared, stages: Stages, probe: Optional[SearchSpec]) -> str:
+        """The probe first with auto batch sizes (then the search's own data are prepared with the grid it chose),
+        the Tune experiment, the repeats."""
+        if probe is not None:
+            _, grid = run_probe(probe, prepared, verbose=stages.verbose)
+            for change in apply_batch_grid(spec, grid):
+                print(f"auto batch sizes: {change}", flush=True)
+            objects = prepared.data if prepared.on_objects else None
+            stages = Stages(spec, prepare(spec, objects), stages.verbose)
+            for line in self.plan_lines(spec, stages.prepared):
+                print(line, flush=True)
+        experiment_path = fit_experiment(spec, stages)
+        if spec.search.repeats > 1:
+            repeat_best(spec, stages, experiment_path)
+        return experiment_path
+
+    def resume(self, spec: SearchSpec, path: str, meta: ExperimentMeta, stages: Stages) -> None:
+        """The search's trials from their checkpoints, then its repeats (restored, or started if they had not)."""
+        from ray import tune  # Ray only where a search runs
+
+        stages.tune(restore=path)
+        repeats = meta.repeats_experiment  # recorded before the repeats start
+        if repeats and tune.Tuner.can_restore(repeats):
+            stages.tune(restore=repeats)
+        elif spec.search.repeats > 1:  # not started, or killed before Tune saved its state
+            repeat_best(spec, stages, path)
+
+    def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
+                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
+        """The report rebuilt from what Tune stored (``report.scratch.analyze``: where ``meta`` cannot be read it
+        says why)."""
+        rebuilt = analyze(path, tolerance=tolerance, target=target, turning_fit=turning_fit)
+        summary = rebuilt.summary
+        return Reading(summary, rebuilt.history, tuple(headline(summary)), summary.answer, source=rebuilt)
+
+    def render(self, reading: Reading, out: Path) -> Path:
+        return reading.source.write(out)
+
+    def run_lines(self, reading: Reading) -> list[str]:
+        """The best metric per batch size at the full budget, as a table."""
+        summary = reading.summary
+        metric, per_batch = summary.metric, pd.DataFrame(summary.per_batch)
+        cols = [c for c in ["batch_size", "trials", "completed", "stopped", "diverged", f"best_{metric}",
+                            f"dev_{metric}", "alpha", "warmup_fraction", "peak_lr", "steps_to_target", "wall_time_s"]
+                if c in per_batch]
+        return ["\nBest metric per batch size at the full budget:",
+                per_batch[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}")]
+
+    def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
+        return [f"Report: {page.resolve()}"]
 
 
 def search_plan_lines(spec: SearchSpec, budget: int) -> list[str]:
@@ -110,61 +114,11 @@ def search_plan_lines(spec: SearchSpec, budget: int) -> list[str]:
     return lines + bisection_plan_lines(spec, budget) if spec.search.strategy == "bisect" else lines
 
 
-def run(spec: SearchSpec, prepared, *, objects=None, probe: Optional[SearchSpec] = None, out: Path,
-        verbose: bool | int = False, address: Optional[str] = None) -> SearchResult:
-    """The search on Ray: the probe first with auto batch sizes (then the search's own data are prepared
-    with the grid it chose), the Tune experiment, the repeats, the report."""
-    with ray_session(address, verbose=verbose) as context:
-        on_the_cluster(spec, context)
-        if probe is not None:
-            _, grid = run_probe(probe, prepared, verbose=verbose)
-            for change in apply_batch_grid(spec, grid):
-                print(f"auto batch sizes: {change}", flush=True)
-            prepared = prepare(spec, objects)
-        data, budget, config = prepared
-        for line in search_plan_lines(spec, budget):
-            print(line, flush=True)
-        experiment_path = fit_experiment(spec, data, budget, config, verbose)
-        if spec.search.repeats > 1:
-            repeat_best(spec, data, budget, config, experiment_path, verbose)
-    return summarize_experiment(spec, experiment_path, budget, out)
-
-
-def resume(spec: SearchSpec, path: str, meta: ExperimentMeta, prepared, *, out: Path, verbose: bool | int = False,
-           address: Optional[str] = None) -> SearchResult:
-    """The search's trials from their checkpoints, then its repeats (restored, or started if they had not)."""
-    from ray import tune  # Ray only where a search runs
-
-    data, budget, config = prepared
-    with ray_session(address, verbose=verbose) as context:
-        on_the_cluster(spec, context)
-        print(f"resuming {path}", flush=True)
-        run_tuner(spec, data, budget, config, verbose=verbose, restore=path)
-        repeats = meta.repeats_experiment  # recorded before the repeats start
-        if repeats and tune.Tuner.can_restore(repeats):
-            run_tuner(spec, data, budget, config, verbose=verbose, restore=repeats)
-        elif spec.search.repeats > 1:  # not started, or killed before Tune saved its state
-            repeat_best(spec, data, budget, config, path, verbose)
-    return summarize_experiment(spec, path, budget, out)
-
-
-def report(path: str, meta: Optional[ExperimentMeta] = None, *, output_dir: Optional[str] = None, tolerance: Optional[float] = None,
-           target: Optional[float] = None, turning_fit: Optional[str] = None) -> None:
-    """``python -m cbs_ray.report`` on a from-scratch experiment: rebuilt from what Tune stored (``meta`` is
-    None where the metadata cannot be read: ``analyze`` then says why)."""
-    rebuilt = analyze(path, tolerance=tolerance, target=target, turning_fit=turning_fit)
-    name = meta.name if meta is not None else "report"  # ExperimentMeta.read checked it is one folder name
-    out = Path(output_dir or default_report_dir(name))
-    html_path = rebuilt.write(out)
-    print("\n".join(headline(rebuilt.summary)))
-    print(f"Report: {html_path.resolve()}")
-
-
-def repeat_best(spec: SearchSpec, data, budget: int, config, experiment_path: str, verbose: int) -> None:
+def repeat_best(spec: SearchSpec, stages: Stages, experiment_path: str) -> None:
     """Re-train each batch size's best completed configuration ``repeats - 1`` more times with other
     seeds, as a second Tune experiment recorded in the first one's metadata."""
 
-    s = spec.search
+    s, budget = spec.search, stages.prepared.budget_samples
     trials = trial_table(load_history(experiment_path), metric=s.metric, budget_samples=budget)
     best = per_batch_table(trials, metric=s.metric, mode=s.mode).dropna(subset=[f"best_{s.metric}"])
     points = [{"log2_batch": int(row.batch_size).bit_length() - 1, "alpha": float(row.alpha),
@@ -179,14 +133,16 @@ def repeat_best(spec: SearchSpec, data, budget: int, config, experiment_path: st
     meta = ExperimentMeta.read(experiment_path)  # recorded first, so that a killed run's repeats can be resumed
     meta.repeats_experiment = f"{spec.storage_uri.rstrip('/')}/{name}"
     meta.write(experiment_path)
-    run_tuner(spec, data, budget, config, name=name, verbose=verbose,
-              callbacks=tracker_callbacks_for(spec, budget, meta), **points_config(points))
+    stages.tune(meta=meta, name=name, **points_config(points))
 
 
-def fit_experiment(spec: SearchSpec, data, budget: int, config, verbose: int) -> str:
+def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
     """The search's Tune experiment (searcher, per-batch ASHA, the metadata first); returns its path."""
-    s = spec.search
-    name, path = new_experiment(spec)
+    s, budget = spec.search, stages.prepared.budget_samples
+    name, path, meta = stages.open_experiment("", lambda name: {
+        "metric": s.metric, "mode": s.mode, "budget_samples": budget, "tolerance": s.tolerance,
+        "tokens_per_sample": stages.prepared.tokens_per_sample,
+        "study": {"storage": s.study_storage, "name": s.study_name or name} if s.study_storage is not None else None})
     study_name = s.study_name or name  # with search.study_storage
     expected_trials, reduction_factors = None, {}
     if s.strategy == "grid":
@@ -213,7 +169,7 @@ def fit_experiment(spec: SearchSpec, data, budget: int, config, verbose: int) ->
         if s.study_storage is not None:  # the study in a database or journal file, exact about each trial
             make_searcher = functools.partial(PersistentStudySearch, budget_samples=budget)
             searcher.update(storage=open_storage(s.study_storage), study_name=study_name)
-        with quiet_optuna(verbose):  # the searcher creates its study here
+        with quiet_optuna(stages.verbose):  # the searcher creates its study here
             if s.balance_batches:
                 space, points = per_batch_space(spec)
                 tune_config = {"num_samples": s.num_trials, "search_alg": make_searcher(
@@ -227,68 +183,26 @@ def fit_experiment(spec: SearchSpec, data, budget: int, config, verbose: int) ->
             batch_size_of, time_attr="samples_seen", max_t=budget, grace_period=spec.asha.grace_period_samples,
             reduction_factor=spec.asha.reduction_factor, metric=s.metric, mode=s.mode,
             reduction_factors=reduction_factors)
-    meta = ExperimentMeta(
-        name=spec.name, metric=s.metric, mode=s.mode, budget_samples=budget, tolerance=s.tolerance,
-        tokens_per_sample=tokens_per_sample(spec), spec=spec_to_dict(spec), data_fingerprint=data_fingerprint(data),
-        mlflow_parent_run_id=start_mlflow_parent(spec, path) if spec.tracking.mlflow is not None else None,
-        study={"storage": s.study_storage, "name": study_name} if s.study_storage is not None else None,
-        # so that --resume can say it cannot rebuild the user's objects
-        user_objects=objects_meta(data).get("user_objects"))
-    meta.write(path)
-    print(f"experiment: {path}\n  if this run is killed, continue it with: " + (
-        f"resume_search({path!r}, model_init=..., train_dataset=..., ...) in Python" if meta.user_objects
-        else resume_command(path)), flush=True)
-    return run_tuner(spec, data, budget, config, name=name, verbose=verbose, expected_trials=expected_trials,
-                     callbacks=tracker_callbacks_for(spec, budget, meta), **tune_config)
+    return stages.tune(meta=meta, name=name, expected_trials=expected_trials, **tune_config)
 
 
 def run_probe(probe: SearchSpec, prepared, *, verbose: int = 0) -> tuple[float, list[int]]:
     """Run the probe (a ``probe_spec`` and what ``prepare`` made of it) inside a Ray session; returns
     (B_simple averaged over the run, proposed grid)."""
 
-    data, budget, config = prepared
+    budget = prepared.budget_samples
     print(f"probe: {plan_lines(probe, budget)[1].strip()}, {budget} samples", flush=True)
-    _, noise = noise_scale_table(load_history(fit_experiment(probe, data, budget, config, verbose)))
+    _, noise = noise_scale_table(load_history(fit_experiment(probe, Stages(probe, prepared, verbose))))
     if noise["mean"] is None or not noise["mean"] > 0:
         raise SpecError(f"search.batch_sizes: the probe could not measure B_simple "
                         f"({noise['note'] or 'the estimate did not settle; lengthen asha.grace_period_samples'})")
     # Each batch size must split over the workers (the smallest is at least one sample per worker).
-    grid = proposed_grid(noise["mean"], smallest=max(2, probe.resources.workers_per_trial), largest=data.train_examples)
+    grid = proposed_grid(noise["mean"], smallest=max(2, probe.resources.workers_per_trial),
+                         largest=prepared.train_examples)
     print(f"probe: B_simple = {noise['mean']:.3g} (early {noise['early']:.3g}); proposed batch sizes {grid}",
           flush=True)
     return noise["mean"], grid
 
 
-def summarize_experiment(spec: SearchSpec, experiment_path: str, budget: int, out: Path) -> SearchResult:
-    """Run the reporter on the finished experiment, write it to ``out`` and print the answer."""
-    rebuilt = analyze(experiment_path)
-    html = rebuilt.write(out)
-    summary = rebuilt.summary
-    result = SearchResult(spec, summary, pd.DataFrame(summary.trials), rebuilt.history, experiment_path, out)
-    metric = spec.search.metric
-    per_batch = result.per_batch
-    print("\nBest metric per batch size at the full budget:")
-    cols = [c for c in ["batch_size", "trials", "completed", "stopped", "diverged", f"best_{metric}",
-                        f"dev_{metric}", "alpha", "warmup_fraction", "peak_lr", "steps_to_target", "wall_time_s"]
-            if c in per_batch]
-    print(per_batch[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    print("\n".join(headline(summary)))
-    print(f"Report: {html}\nSummary: {out / 'summary.json'}  (experiment: {experiment_path})")
-    _attach_to_trackers(spec, experiment_path, out, summary)
-    return result
-
-
-def _attach_to_trackers(spec: SearchSpec, experiment_path: str, out: Path, summary: Summary) -> None:
-    """The report's files to each tracker's search run; a tracker that fails here costs nothing already
-    written (the report is on disk), so it is one printed line."""
-    if not enabled(spec.tracking):
-        return
-    try:
-        lines = attach_report(spec, experiment_path, ExperimentMeta.read(experiment_path), out,
-                              summary.to_dict().get("answer") or {}, headline(summary))
-    except Exception as e:
-        lines = [f"tracking: the report was written but not attached to the trackers: {type(e).__name__}: {e}"]
-    print("\n".join(lines), flush=True)
-
-
-METHOD = SearchMethod("scratch", plan_lines=dry_run_lines, run=run, resume=resume, report=report)
+METHOD = ScratchMethod()
+"""Its entry in ``tune.api.METHODS``."""

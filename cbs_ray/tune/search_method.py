@@ -1,56 +1,136 @@
-"""The seam every search method fills (``search.method``: ``scratch``, ``branch``), after the way Tune looks up
-a searcher by name: the same four functions for each, looked up from one table (``tune.api.METHODS``), so
-that neither the command lines nor ``run_search`` fork on the method.
+"""The seam every search method fills (``search.method``: ``scratch``, ``branch``, ``ladder``), after Ray Tune's
+shape (a scheduler's pure bracket behind a thin adaptor) and Optuna's (one module per sampler behind
+``BaseSampler``): a method is one module under ``tune/`` whose ``METHOD`` satisfies ``SearchMethod``, plus its
+entry in ``tune.api.METHODS``; ``tune.driver`` does the Ray choreography once for every method (the session,
+the experiment and its metadata, the "if killed" line, each stage's Tune run, resume, summarize, render, print,
+trackers) and returns one ``tune.result.SearchResult``.
 
-A new method is one module under ``tune/`` that defines these four and a ``METHOD``, plus its entry in
-``tune.api.METHODS``; its pure parts go in ``spec``/``analysis``/``report`` as the existing methods' do."""
+A method's steps: ``plan_lines`` and ``check`` (pure, before Ray: the plan a user checks first, and what the
+prepared data must satisfy), ``run``/``resume`` (its Tune stages, through the driver's ``Stages``: they never
+unpack the data nor write metadata themselves), ``summarize`` (pure: the experiment's history and metadata → a
+``Reading`` with ``headline()`` and ``to_json()``) and ``render`` (the report's files). Its pure parts live in
+``spec``/``analysis``/``report`` as the existing methods' do; methods import no one else's module (the
+independence contracts in pyproject.toml), what two share lives in a module both import (``report.same_spec``).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional, Protocol
+
+import pandas as pd
 
 from cbs_ray.records.meta import ExperimentMeta
-from cbs_ray.records.names import default_report_dir
+from cbs_ray.records.names import default_report_dir, resume_command
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.tune.tracking import attach_report, enabled
 
-__all__ = ["SearchMethod", "check_batches_fit", "check_spec_objects_only", "experiment_out"]
+__all__ = ["SearchMethod", "Reading", "MethodAnswer", "check_batches_fit", "experiment_out", "if_killed_line",
+           "attach_to_trackers"]
 
 
 @dataclass(frozen=True)
-class SearchMethod:
-    """One search method's entry points."""
+class MethodAnswer:
+    """The headline's answer of a method whose summary has no ``Answer`` of its own (branch mode, the ladder):
+    the batch it stands behind, its bound ("lower": at least, "upper": at most, None: a value) and its line."""
+
+    batch_size: Optional[int]
+    bound: Optional[str]
+    text: str
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a method's ``summarize`` makes of an experiment: its typed summary (``analysis.summary_record.Summary``,
+    ``analysis.branch_summary.BranchSummary`` or ``analysis.ladder_summary.LadderSummary``), the history it read,
+    the headline and the answer; ``source`` is what ``render`` writes from (the from-scratch ``report.scratch.
+    Report``), ``extras`` the method's other readings (branch mode's schedule experiment)."""
+
+    summary: Any
+    history: pd.DataFrame
+    lines: tuple[str, ...]
+    answer: Any
+    source: Any = None
+    extras: dict = field(default_factory=dict)
+
+    def headline(self) -> list[str]:
+        """The answer first, then the readings: what the search prints and report.md opens with."""
+        return list(self.lines)
+
+    def to_json(self) -> str:
+        """summary.json."""
+        return self.summary.to_json()
+
+    @property
+    def name(self) -> Optional[str]:
+        return getattr(self.summary, "name", None)
+
+
+class SearchMethod(Protocol):
+    """One search method's steps (module docstring)."""
 
     name: str
     """``search.method``'s value, and ``ExperimentMeta.method`` of the experiments it writes."""
-    plan_lines: Callable[[SearchSpec], list[str]]
-    """``--dry-run``: the plan a user checks first, from the validated spec (its data prepared, nothing run)."""
-    run: Callable[..., Any]
-    """``run(spec, prepared, *, objects, probe, out, verbose, address)``: the whole search on Ray, its report
-    written to ``out``; returns the method's result object. ``prepared`` is ``tune.prepare.prepare``'s
-    (data, budget, model config), of ``probe`` (a ``tune.probe.probe_spec``) when the batch sizes are auto."""
-    resume: Callable[..., Any]
-    """``resume(spec, path, meta, prepared, *, out, verbose, address)``: continue the experiment at ``path``
-    (its ``ExperimentMeta``), then report it to ``out``."""
-    report: Callable[..., Any]
-    """``report(path, meta, *, output_dir, tolerance, target, turning_fit)``: ``python -m cbs_ray.report``
-    on an experiment of this method; prints the answer and where the report went."""
+    described: str
+    """What the report command calls an experiment of it ("a branch search")."""
+    report_flags: tuple[str, ...]
+    """The report command's flags it reads beside ``--output`` (others are refused in one line)."""
+
+    def plan_lines(self, spec: SearchSpec, prepared) -> list[str]:
+        """The plan a user checks first (``--dry-run``, and printed as a search starts)."""
+
+    def check(self, spec: SearchSpec, prepared) -> None:
+        """What the prepared data must satisfy, on the driver before Ray starts (one ``SpecError`` line)."""
+
+    def run(self, spec: SearchSpec, prepared, stages, probe: Optional[SearchSpec]) -> str:
+        """The method's Tune stages through ``stages`` (``tune.driver.Stages``); returns the experiment's path."""
+
+    def resume(self, spec: SearchSpec, path: str, meta: ExperimentMeta, stages) -> None:
+        """Continue the killed experiment at ``path``: its stages restored, or started if they had not."""
+
+    def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
+                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
+        """The experiment's reading (no printing, nothing written)."""
+
+    def render(self, reading: Reading, out: Path) -> Path:
+        """The report's files in ``out``; returns the page's path."""
+
+    def run_lines(self, reading: Reading) -> list[str]:
+        """Lines a search prints before the headline at its end (the from-scratch per-batch table)."""
+
+    def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
+        """What the report command prints after the headline."""
 
 
-def experiment_out(meta: ExperimentMeta, output_dir: Optional[str]) -> Path:
-    """Where ``python -m cbs_ray.report`` writes an experiment's report: ``output_dir``, else
-    the method's own folder (``records.meta.default_report_dir``: ``./cbs_results/<name>[-method]``)."""
+def experiment_out(meta: Optional[ExperimentMeta], output_dir: Optional[str]) -> Path:
+    """Where ``python -m cbs_ray.report`` writes an experiment's report: ``output_dir``, else the method's own
+    folder (``records.names.default_report_dir``: ``./cbs_results/<name>[-method]``; ``report`` for an experiment
+    whose metadata cannot be read)."""
+    if meta is None:
+        return Path(output_dir or default_report_dir("report"))
     return Path(output_dir or default_report_dir(meta.name or "report", meta.method))
 
 
-def check_spec_objects_only(method: str, objects) -> None:
-    """A method that runs only on the spec's model and data (``branch``: the trunk's checkpoints hold the loop's
-    own state; ``ladder``) refuses the user's own ``model_init`` and datasets, in one line."""
-    if objects is not None:
-        raise SpecError(f"search.method: {method} runs on the spec's model and data, not on your own model_init and "
-                        f"datasets yet; use search.method scratch")
+def if_killed_line(path: str, meta: ExperimentMeta) -> str:
+    """The line every method prints once its experiment's metadata is written: where it is, and how to continue
+    it if killed (from Python with the same objects where it runs on the user's own, else the command line)."""
+    return f"experiment: {path}\n  if this run is killed, continue it with: " + (
+        f"resume_search({path!r}, model_init=..., train_dataset=..., ...) in Python" if meta.user_objects
+        else resume_command(path))
+
+
+def attach_to_trackers(spec: SearchSpec, experiment_path: str, out: Path, answer: dict, headline: list[str]) -> None:
+    """The report's files to each tracker's search run (``tune.tracking.attach_report``); a tracker that fails
+    here costs nothing already written (the report is on disk), so it is one printed line."""
+    if not enabled(spec.tracking):
+        return
+    try:
+        lines = attach_report(spec, experiment_path, ExperimentMeta.read(experiment_path), out, answer, headline)
+    except Exception as e:
+        lines = [f"tracking: the report was written but not attached to the trackers: {type(e).__name__}: {e}"]
+    print("\n".join(lines), flush=True)
 
 
 def check_batches_fit(key: str, largest: int, train_examples: int) -> None:

@@ -380,7 +380,7 @@ def test_the_plot_shows_the_points_that_are_not_resolvable(tmp_path, monkeypatch
         drawn["lines"] = {line.get_label(): list(line.get_xdata()) for line in fig.axes[0].get_lines()}
         return path
 
-    monkeypatch.setattr(branch_report, "_save", keep)
+    monkeypatch.setattr(branch_report, "save_figure", keep)
     s = summarize_branches(history(trunk={**TRUNK_LOSS, 4096: 3.215}), META)
     branch_report.cbs_over_training_plot(s, tmp_path / "p.png")
     label = "not resolvable (the trunk moved < 2ε)"

@@ -7,7 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from cbs_ray.analysis.ladder_summary import headline, ladder_curves, summarize_ladder
+from cbs_ray.analysis.ladder_summary import ladder_curves, summarize_ladder
+from cbs_ray.report.ladder import headline
 from cbs_ray.report.ladder import write_ladder_report
 from helpers.ladder_curves import history_rows
 
@@ -133,7 +134,7 @@ def test_the_ladder_plot_draws_the_rungs_and_the_noise_scale(tmp_path, monkeypat
     import cbs_ray.report.ladder as ladder_report
 
     labels = []
-    monkeypatch.setattr(ladder_report, "_save", lambda fig, path: labels.append(
+    monkeypatch.setattr(ladder_report, "save_figure", lambda fig, path: labels.append(
         [t.get_text() for t in fig.axes[0].get_legend().get_texts()]) or path)
     frame = history()
     frame["b_simple"] = frame.samples_seen / 100.0

@@ -75,15 +75,15 @@ def test_prepared_causal_lm_data_are_full_blocks_of_every_token():
 
 
 def test_texts_too_short_for_one_block_are_a_one_line_error():
-    from cbs_ray.data.tokenize import _pack_texts
+    from cbs_ray.data.tokenize import pack_texts
 
     def documents(texts):  # one token per word, then EOS (0)
         return [[1] * len(t.split()) + [0] for t in texts]
 
     # "a b" and "c" are 3 + 2 = 5 tokens, blank texts none: not one block of 8, but blocks of 4 (the 5th dropped)
     with pytest.raises(SpecError, match=r"^data\.max_seq_length: packed, the 2 texts hold 5 tokens, not one block of 8$"):
-        _pack_texts(documents, ["a b", "  ", "c"], block_length=8)
-    assert _pack_texts(documents, ["a b", "  ", "c"], block_length=4)[0].tolist() == [[1, 1, 0, 1]]
+        pack_texts(documents, ["a b", "  ", "c"], block_length=8)
+    assert pack_texts(documents, ["a b", "  ", "c"], block_length=4)[0].tolist() == [[1, 1, 0, 1]]
 
 
 def gpt2_style_tokenizer(directory) -> str:
@@ -213,11 +213,29 @@ def test_load_history_adds_tokens_seen_from_the_experiment_meta(tmp_path):
     assert load_history(str(tmp_path))["tokens_seen"].tolist() == [2048 * 1024, 4096 * 1024]
 
 
-def test_a_token_budget_needs_the_spec_s_own_texts():
-    # With model_init and datasets of the user's own, cbs-ray packs nothing: it cannot know the tokens per sample.
-    from cbs_ray.sources.object_checks import _options_the_objects_cannot_take
+def test_a_token_budget_on_the_users_objects_counts_their_input_ids():
+    """Issue 35: with model_init and datasets of the user's own, a token budget counts the items' input_ids, which
+    must all have one length (packed blocks); the budget is whole samples of that many tokens, in whole report
+    intervals. Items of two lengths, or without input_ids, are one line each."""
+    import types
+
+    from cbs_ray.sources.object_checks import token_budget_tokens_per_sample
 
     spec = load_spec(None, ["task=causal-lm", "search.metric=eval_loss", "search.mode=min", *TOKENS,
                             "training.budget_tokens=1048576"])
-    with pytest.raises(SpecError, match=r"^training\.budget_tokens: counts the tokens of the spec's own packed"):
-        _options_the_objects_cannot_take(spec)
+
+    def objects(items):
+        return types.SimpleNamespace(train_dataset=items, train_examples=len(items))
+
+    blocks_of_64 = [{"input_ids": list(range(64))} for _ in range(600)]
+    assert token_budget_tokens_per_sample(spec, objects(blocks_of_64)) == 64
+    # 1048576 tokens = 16384 samples of 64 tokens, a whole number of the default report interval (2048).
+    assert resolve_budget(spec, 600, 64) == 16384
+    assert resolve_budget(spec, 600, 100) == 10240  # 10485 samples of 100 tokens, rounded down to 5 intervals
+    ragged = blocks_of_64[:-1] + [{"input_ids": list(range(57))}]  # the last item is short
+    with pytest.raises(SpecError, match=r"^training\.budget_tokens: your train_dataset's items have input_ids of "
+                                        r"different lengths \(64 tokens at item 0, 57 at item 599\)"):
+        token_budget_tokens_per_sample(spec, objects(ragged))
+    with pytest.raises(SpecError, match=r"^training\.budget_tokens: your train_dataset's items carry no input_ids"):
+        token_budget_tokens_per_sample(spec, objects([{"x": 1}] * 8))
+    assert token_budget_tokens_per_sample(load_spec(None, []), objects(ragged)) is None  # no token budget

@@ -139,13 +139,12 @@ def no_ray(monkeypatch):
     """Fails the test if the search gets as far as starting Ray."""
     import ray
 
-    from cbs_ray.tune import branch, scratch
+    from cbs_ray.tune import driver
 
     def refuse(*_, **__):
         raise AssertionError("Ray would start")
 
-    for method in (scratch, branch):  # where each search method starts Ray
-        monkeypatch.setattr(method, "ray_session", refuse)
+    monkeypatch.setattr(driver, "ray_session", refuse)  # where every search method starts Ray
     yield
     assert not ray.is_initialized()
 
@@ -408,8 +407,8 @@ def test_a_causal_lms_accumulated_gradient_is_its_whole_batchs_with_the_labels_c
     is the one batch of both's."""
     torch.manual_seed(0)
     model = tiny_gpt2()
-    objects, _ = prepare(plain.search_spec(SMALL + ["search.metric=eval_loss", "search.mode=min"]),
-                         user_objects(model_init=tiny_gpt2, train_dataset=Tokens(64), eval_dataset=Tokens(16)))[::2]
+    objects = prepare(plain.search_spec(SMALL + ["search.metric=eval_loss", "search.mode=min"]),
+                      user_objects(model_init=tiny_gpt2, train_dataset=Tokens(64), eval_dataset=Tokens(16))).data
     assert objects.label_shift and objects.model_class == "GPT2LMHeadModel"
     ids = torch.randint(1, 50, (4, 12), generator=torch.Generator().manual_seed(1))
     labels = ids.clone()
@@ -435,15 +434,11 @@ def test_a_causal_lms_accumulated_gradient_is_its_whole_batchs_with_the_labels_c
 def test_the_experiment_is_named_after_the_models_class_unless_the_spec_names_it(monkeypatch, tmp_path):
     """Issue 28: with the default spec's name the experiment was tiny-bert-sentiment-<date>, the demo's, and its
     report went to ./cbs_results/tiny-bert-sentiment/."""
-    from cbs_ray.tune import api
+    from cbs_ray.tune import api, driver
 
     ran = {}
-
-    class Method:
-        def run(self, spec, prepared, *, out, **_):
-            ran.update(name=spec.name, out=out)
-
-    monkeypatch.setattr(api, "method_named", lambda name: Method())
+    monkeypatch.setattr(driver, "run_method", lambda method, spec, prepared, *, out, **_: ran.update(name=spec.name,
+                                                                                                       out=out))
     monkeypatch.chdir(tmp_path)
     common = ["search.batch_sizes=[16, 32]", "search.num_trials=2", "training.budget_samples=256",
               "training.eval_every_samples=128", "asha.grace_period_samples=128", f"storage_path={tmp_path}"]

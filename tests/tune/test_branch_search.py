@@ -40,7 +40,6 @@ BAD = [
     (["search.batch_sizes=auto"], "search.batch_sizes: auto is not available with search.method branch"),
     (["search.strategy=tpe", "search.study_storage=sqlite:///x.db"],
      "search.study_storage: search.method branch trains a fixed grid"),
-    (["tracking.tensorboard=true"], "tracking: not available with search.method branch yet"),
     (["storage_path=s3://bucket/runs"], "storage_path: search.method branch writes the trunk's checkpoints"),
 ]
 
@@ -144,12 +143,33 @@ def test_probe_of_a_branch_spec_is_a_plain_trial():
     assert probe.search.method == "scratch" and not probe.branch.validate_schedule
 
 
-def test_run_search_refuses_objects_in_branch_mode():
-    from cbs_ray.tune.branch import check_no_objects
+def test_branch_mode_on_objects_needs_model_init_to_rebuild_one_architecture():
+    """Issue 35: a branch loads the trunk's state dict, so two fresh models (for the trunk's trial and the largest
+    branch's) must hold the same names and shapes; a model_init(trial) whose width follows the batch is refused in
+    one line naming the first tensor that differs, one that does not passes."""
+    import torch
 
-    with pytest.raises(SpecError, match="^search.method: branch runs on the spec's model and data"):
-        check_no_objects(object())
-    check_no_objects(None)
+    from cbs_ray.sources.object_checks import check_same_architecture
+    from cbs_ray.sources.user_objects import user_objects
+
+    class Net(torch.nn.Module):
+        def __init__(self, width=4):
+            super().__init__()
+            self.layer = torch.nn.Linear(3, width)
+            self.head = torch.nn.Linear(width, 2)
+
+        def forward(self, x, labels):
+            return {"loss": torch.nn.functional.cross_entropy(self.head(self.layer(x)), labels), "logits": x}
+
+    items = [{"x": torch.ones(3), "labels": torch.tensor(i % 2)} for i in range(64)]
+    spec = load_spec(None, ["search.metric=eval_loss", "search.mode=min"])
+    same = user_objects(model_init=lambda trial: Net(), train_dataset=items, eval_dataset=items)
+    check_same_architecture(spec, same, (16, 64))
+    grows = user_objects(model_init=lambda trial: Net(trial["batch_size"] // 8), train_dataset=items,
+                         eval_dataset=items)
+    with pytest.raises(SpecError, match=r"^model_init: builds two different architectures .*: layer\.weight is "
+                                        r"\(2, 3\) in one model and \(8, 3\) in the other$"):
+        check_same_architecture(spec, grows, (16, 64))
 
 
 def test_the_gpu_branch_space_gives_every_branch_the_step_floor():
@@ -164,3 +184,40 @@ def test_the_gpu_branch_space_gives_every_branch_the_step_floor():
     lines = branch_plan_lines(spec, br)
     assert not any("warning" in line for line in lines)
     assert any("optimizer steps per window: B=128: 100, B=256: 50, B=512: 25" in line for line in lines)
+
+
+def test_branch_mode_takes_the_spec_s_trackers():
+    """Issue 35: trackers attach to every method; branch mode refused them ("not available with search.method
+    branch yet")."""
+    spec = load_spec(LM, BRANCH + ["tracking.tensorboard=true"])
+    assert spec.tracking.tensorboard and spec.search.method == "branch"
+
+
+def test_the_progress_display_reads_every_runs_span_off_its_plan():
+    """Issue 35: the generic runner's progress display asks each trial's RunPlan for its batch, start and stop, not
+    the config's role strings: the trunk and a schedule run train the budget, a branch its window from its
+    checkpoint, a from-scratch trial the budget, a ladder run to its own stop (2·D with ladder.validate)."""
+    from cbs_ray.spec.ladder_section import resolve_ladder
+    from cbs_ray.train.run_plan import branch_configs, ladder_configs, schedule_config, trunk_config
+    from cbs_ray.tune.runner import progress_display
+
+    spec = load_spec(LM, BRANCH)
+    budget = spec.training.budget_samples
+    br = resolve_branching(spec, budget)
+    span = progress_display(spec, budget, 3, br).span_of
+    assert span(trunk_config(br, "/x")) == (br.trunk_batch, 0, budget)
+    branch = branch_configs(br, "/x")[-1]
+    start = branch["start_samples"]
+    assert span(branch) == (2 ** branch["log2_batch"], start, start + br.window_samples) and start > 0
+    assert span(schedule_config(br, [[0, br.trunk_batch], [start, 2 * br.trunk_batch]], 0.5)) == \
+        (br.trunk_batch, 0, budget)
+    scratch = load_spec(None)
+    scratch_budget = scratch.training.budget_samples
+    assert progress_display(scratch, scratch_budget, 1, None).span_of(
+        {"log2_batch": 4, "alpha": 0.5, "warmup_fraction": 0.1}) == (16, 0, scratch_budget)
+    ladder = load_spec(LM, ["search.method=ladder", "search.batch_sizes=[8, 16, 32, 64]", "ladder.validate=true"])
+    ld = resolve_ladder(ladder, budget)
+    run = ladder_configs(ld)[0]
+    # validated: every run may go on to ladder.cap x D (issue 36), the span the display counts
+    assert progress_display(ladder, budget, 1, None).span_of(run) == (ld.batches[0], 0, ld.run_stop)
+    assert ld.run_stop == int(ld.cap * budget)

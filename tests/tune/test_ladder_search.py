@@ -95,8 +95,9 @@ def test_the_ladder_takes_branch_modes_schedule_for_the_same_spec(tmp_path, monk
     from helpers.branch_history import history
     from helpers.ladder_curves import history_rows
 
-    import cbs_ray.tune.branch as branch
-    from cbs_ray.analysis.ladder_summary import headline, summarize_ladder
+    import cbs_ray.report.same_spec as same_spec
+    from cbs_ray.analysis.ladder_summary import summarize_ladder
+    from cbs_ray.report.ladder import headline
     from cbs_ray.records.meta import ExperimentMeta
 
     def meta(method="branch", fingerprint="abc", budget=8192):
@@ -108,14 +109,14 @@ def test_the_ladder_takes_branch_modes_schedule_for_the_same_spec(tmp_path, monk
     ladder = meta("ladder")
     ladder.write(ladder_path)
     read = []
-    monkeypatch.setattr(branch, "branch_history", lambda path, schedule: (read.append(path), (history(), None))[1])
-    assert branch.same_spec_schedule(ladder_path, ladder) is None          # nothing beside it
+    monkeypatch.setattr(same_spec, "branch_history", lambda path, schedule: (read.append(path), (history(), None))[1])
+    assert same_spec.same_spec_schedule(ladder_path, ladder) is None          # nothing beside it
     meta().write(str(tmp_path / "tiny-branch-20261201-090000"))            # the same spec
     meta(fingerprint="other").write(str(tmp_path / "tiny-branch-20261201-110000"))
     meta(budget=4096).write(str(tmp_path / "tiny-branch-20261201-120000"))
     meta().write(str(tmp_path / "tiny-branch-20261201-090000-schedule"))
     (tmp_path / "tiny-branch-20261201-130000").mkdir()
-    found = branch.same_spec_schedule(ladder_path, ladder)
+    found = same_spec.same_spec_schedule(ladder_path, ladder)
     assert read == [str(tmp_path / "tiny-branch-20261201-090000")]        # the others were not even read
     assert found["experiment"] == read[0] and found["batch_size_schedule"] == [[0, 16], [1024, 32], [2048, 128]]
     assert found["alpha"] == 0.5 and found["validated"] is None             # no schedule run in this history
@@ -126,4 +127,4 @@ def test_the_ladder_takes_branch_modes_schedule_for_the_same_spec(tmp_path, monk
     assert s.prediction["batch_size_schedule"] == found
     assert f"Batch-size schedule (branch mode, {read[0]}): 16 from 0, then 32 from 1024, then 128 from 2048 samples" \
         in headline(s)
-    assert branch.same_spec_schedule("s3://bucket/tiny-ladder-1", ladder) is None  # remote storage: not looked for
+    assert same_spec.same_spec_schedule("s3://bucket/tiny-ladder-1", ladder) is None  # remote storage: not looked for

@@ -12,27 +12,32 @@ from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
 from cbs_ray.tune import branch, ladder, scratch
 from cbs_ray.tune.api import METHODS, _check_same_data, method_named
+from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.search_method import SearchMethod
 
+STEPS = [name for name in vars(SearchMethod) if not name.startswith("_") and callable(getattr(SearchMethod, name))]
 
-def test_every_method_the_spec_accepts_has_one_entry_with_the_four_functions():
+
+def test_every_method_the_spec_accepts_has_one_entry_with_the_protocols_steps():
     assert set(METHODS) == {"scratch", "branch", "ladder"}
+    assert set(STEPS) == {"plan_lines", "check", "run", "resume", "summarize", "render", "run_lines", "report_lines"}
     for name, method in METHODS.items():
-        assert isinstance(method, SearchMethod) and method.name == name
-        assert all(callable(f) for f in (method.plan_lines, method.run, method.resume, method.report))
+        assert method.name == name and method.described.startswith("a ")
+        assert all(callable(getattr(method, step)) for step in STEPS)
     assert method_named("scratch") is scratch.METHOD and method_named("branch") is branch.METHOD
     assert method_named("ladder") is ladder.METHOD
 
 
-def test_the_dry_run_plan_is_the_methods_own(monkeypatch):
-    data = types.SimpleNamespace(train_examples=10 ** 6)  # (data, budget, config): no data prepared here
-    budget = lambda spec: (data, spec.training.budget_samples, None)
-    monkeypatch.setattr(scratch, "prepare", budget)
-    monkeypatch.setattr(branch, "prepare", budget)
-    lines = method_named("scratch").plan_lines(load_spec(None))
+def test_the_dry_run_plan_is_the_methods_own():
+    from cbs_ray.tune.prepare import Prepared
+
+    data = types.SimpleNamespace(train_examples=10 ** 6)  # no data prepared here
+    budget = lambda spec: Prepared(data, spec.training.budget_samples, None)
+    spec = load_spec(None)
+    lines = method_named("scratch").plan_lines(spec, budget(spec))
     assert lines[0].startswith("tiny-bert-sentiment") and any("B=128" in line for line in lines)
     lm = load_spec("search_spaces/tiny_causal_lm.yaml", ["search.method=branch"])
-    assert "branch mode (Merrill et al. 2025)" in method_named("branch").plan_lines(lm)[0]
+    assert "branch mode (Merrill et al. 2025)" in method_named("branch").plan_lines(lm, budget(lm))[0]
 
 
 def _meta(**changes):
@@ -46,13 +51,13 @@ class _Data:
 
 
 def test_resume_refuses_other_data_and_an_experiment_that_cannot_say_what_it_trained_on():
-    _check_same_data(_meta(), (_Data("aa"), 64, None), "/x")  # the same data: resumes
+    _check_same_data(_meta(), Prepared(_Data("aa"), 64, None), "/x")  # the same data: resumes
     with pytest.raises(SpecError, match="the budget is now 128 samples"):
-        _check_same_data(_meta(), (_Data("aa"), 128, None), "/x")
+        _check_same_data(_meta(), Prepared(_Data("aa"), 128, None), "/x")
     with pytest.raises(SpecError, match="other tokens than the experiment's trials trained on"):
-        _check_same_data(_meta(), (_Data("bb"), 64, None), "/x")
+        _check_same_data(_meta(), Prepared(_Data("bb"), 64, None), "/x")
     with pytest.raises(SpecError, match="metadata format 1, without a fingerprint"):
-        _check_same_data(_meta(format=1, data_fingerprint=None), (_Data("aa"), 64, None), "/x")
+        _check_same_data(_meta(format=1, data_fingerprint=None), Prepared(_Data("aa"), 64, None), "/x")
 
 
 def test_a_branch_report_refuses_the_scratch_reports_flags_and_a_non_finite_target_is_exit_2(tmp_path, capsys):
@@ -78,6 +83,9 @@ def test_a_search_result_gives_the_answer_with_its_bound_not_the_number_alone():
              "samples_seen": 1024, "accuracy": accuracy, "wall_time_s": 1024 / b, "samples_per_s": float(b),
              "diverged": False} for b, accuracy in ((8, 0.80), (16, 0.70), (32, 0.65))]
     summary = summarize(pd.DataFrame(rows), metric="accuracy", mode="max", budget_samples=1024)
-    result = scratch.SearchResult(load_spec(None), summary, pd.DataFrame(), pd.DataFrame(), "/x/exp", None)
+    from cbs_ray.tune.result import SearchResult
+    from cbs_ray.tune.search_method import Reading
+
+    result = SearchResult(load_spec(None), Reading(summary, pd.DataFrame(), (), summary.answer), "/x/exp", None)
     assert (result.answer.batch_size, result.answer.bound, result.answer.resolved) == (8, "upper", None)
     assert result.critical_batch == 8 and result.answer.text.startswith("Critical batch: ≤ 8 (")

@@ -1,0 +1,124 @@
+"""The one driver behind every search method (``tune.search_method.SearchMethod``): the Ray choreography written
+once. A search: the method's plan and checks before Ray starts, the Ray session and where to watch it, the
+method's Tune stages (each experiment's metadata, the "if killed" line and its Tune run through ``Stages``), then
+summarize, render, print and the trackers, and one ``tune.result.SearchResult``. ``resume`` and the report
+command (``report_experiment``) go through the same steps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Optional
+
+from cbs_ray.records.meta import FORMAT, ExperimentMeta
+from cbs_ray.records.storage import ReportError
+from cbs_ray.sources.object_checks import objects_meta
+from cbs_ray.spec.branch_section import Branching
+from cbs_ray.spec.load import spec_to_dict
+from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.tune.prepare import Prepared, data_fingerprint
+from cbs_ray.tune.result import SearchResult
+from cbs_ray.tune.runner import new_experiment, on_the_cluster, ray_session, run_tuner, tracker_callbacks_for
+from cbs_ray.tune.search_method import Reading, SearchMethod, attach_to_trackers, experiment_out, if_killed_line
+from cbs_ray.tune.tracking import start_mlflow_parent
+
+__all__ = ["Stages", "run_method", "resume_method", "finish", "report_experiment"]
+
+
+class Stages:
+    """What a method's ``run``/``resume`` call to run Tune: it holds the spec, the prepared data and the
+    verbosity, so that no method unpacks the data, writes an experiment's metadata or prints the "if killed"
+    line itself."""
+
+    def __init__(self, spec: SearchSpec, prepared: Prepared, verbose: bool | int):
+        self.spec, self.prepared, self.verbose = spec, prepared, verbose
+
+    def open_experiment(self, kind: str, fields) -> tuple[str, str, ExperimentMeta]:
+        """A new experiment (``runner.new_experiment``: ``<name>[-kind]-<date>-<time>``) with its metadata written
+        first: the spec, the data's fingerprint, what the user's objects were, the MLflow parent run, and the
+        method's ``fields`` (a mapping, or a function of the experiment's name that returns one); prints where it
+        is and how to continue it if killed. Returns (name, path, meta)."""
+        spec, data = self.spec, self.prepared.data
+        name, path = new_experiment(spec, kind)
+        fields = fields(name) if callable(fields) else fields
+        meta = ExperimentMeta.from_dict({
+            "name": spec.name, "spec": spec_to_dict(spec), "format": FORMAT, **fields,
+            "data_fingerprint": data_fingerprint(data), **objects_meta(data),
+            **({"mlflow_parent_run_id": start_mlflow_parent(spec, path)} if spec.tracking.mlflow is not None else {})})
+        meta.write(path)
+        print(if_killed_line(path, meta), flush=True)
+        return name, path, meta
+
+    def tune(self, *, meta: Optional[ExperimentMeta] = None, name: Optional[str] = None,
+             restore: Optional[str] = None, callbacks: list = (), branching: Optional[Branching] = None,
+             expected_trials: Optional[Callable[[], int]] = None, **tune_config) -> str:
+        """One Tune experiment of the prepared data (``runner.run_tuner``), new (``name``) or restored
+        (``restore``); with ``meta``, the spec's trackers' callbacks beside ``callbacks``. Returns its path."""
+        p = self.prepared
+        trackers = tracker_callbacks_for(self.spec, p.budget_samples, meta) if meta is not None else []
+        return run_tuner(self.spec, p.data, p.budget_samples, p.model_config, verbose=self.verbose, name=name,
+                         restore=restore, callbacks=[*callbacks, *trackers], branching=branching,
+                         expected_trials=expected_trials, **tune_config)
+
+
+def run_method(method: SearchMethod, spec: SearchSpec, prepared: Prepared, *, probe: Optional[SearchSpec] = None,
+               out: Path, verbose: bool | int = False, address: Optional[str] = None) -> SearchResult:
+    """The whole search of ``spec`` with ``method`` on Ray, its report written to ``out``. Without a probe the
+    plan is printed and checked before Ray starts; with one (``batch_sizes: auto``) the method prints it once
+    the probe has chosen the grid."""
+    if probe is None:
+        method.check(spec, prepared)
+        for line in method.plan_lines(spec, prepared):
+            print(line, flush=True)
+    with ray_session(address, verbose=verbose) as context:
+        on_the_cluster(spec, context)
+        path = method.run(spec, prepared, Stages(spec, prepared, verbose), probe)
+    return finish(method, spec, path, out)
+
+
+def resume_method(method: SearchMethod, spec: SearchSpec, path: str, meta: ExperimentMeta, prepared: Prepared, *,
+                  out: Path, verbose: bool | int = False, address: Optional[str] = None) -> SearchResult:
+    """Continue the killed experiment at ``path`` (its ``meta``) with the method that wrote it, then report it."""
+    with ray_session(address, verbose=verbose) as context:
+        on_the_cluster(spec, context)
+        print(f"resuming {path}", flush=True)
+        method.resume(spec, path, meta, Stages(spec, prepared, verbose))
+    return finish(method, spec, path, out)
+
+
+def finish(method: SearchMethod, spec: SearchSpec, path: str, out: Path) -> SearchResult:
+    """A search's end: the method's reading of the experiment, its report written to ``out``, the answer
+    printed, the report given to the trackers."""
+    reading = method.summarize(path, ExperimentMeta.read(path))
+    page = method.render(reading, out)
+    lines = [*method.run_lines(reading), *reading.headline(),
+             f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})"]
+    print("\n".join(lines), flush=True)
+    attach_to_trackers(spec, path, out, _answer_record(reading), reading.headline())
+    return SearchResult(spec, reading, path, out)
+
+
+def report_experiment(method: SearchMethod, path: str, meta: Optional[ExperimentMeta], *,
+                      output_dir: Optional[str] = None, tolerance: Optional[float] = None,
+                      target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
+    """``python -m cbs_ray.report`` on an experiment of ``method``: its report rebuilt from what Tune stored, to
+    ``output_dir`` (default ``./cbs_results/<name>``); a flag the method does not read is a ``ReportError``."""
+    given = {"--tolerance": tolerance, "--target": target, "--turning-point": turning_fit}
+    for flag, value in given.items():
+        if value is not None and flag not in method.report_flags:
+            takes = " and ".join([*method.report_flags, "--output"])
+            raise ReportError(f"{flag}: applies to a from-scratch experiment; {path} is {method.described} (its "
+                              f"report takes {takes})")
+    path = path if "://" in path else str(Path(path).expanduser().resolve())
+    reading = method.summarize(path, meta, tolerance=tolerance, target=target, turning_fit=turning_fit)
+    out = experiment_out(meta, output_dir)
+    page = method.render(reading, out)
+    print("\n".join([*reading.headline(), *method.report_lines(page, out, path)]), flush=True)
+    return reading
+
+
+def _answer_record(reading: Reading) -> dict:
+    """The answer as the trackers get it: summary.json's ``answer`` from scratch, else the method's answer."""
+    recorded = reading.summary.to_dict().get("answer")
+    if recorded is not None or reading.answer is None:
+        return recorded or {}
+    return {"batch_size": reading.answer.batch_size, "bound": reading.answer.bound, "text": reading.answer.text}

@@ -1,0 +1,95 @@
+"""What every search returns (``run_search``, ``resume_search``, whatever ``search.method``): one
+``SearchResult`` with the headline's answer, the typed summary, the history and where everything is on disk, and
+each method's own readings as properties."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import pandas as pd
+
+from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.tune.search_method import Reading
+
+__all__ = ["SearchResult"]
+
+
+@dataclass
+class SearchResult:
+    """What a search produced: the answer, the summary, the history, and where everything is on disk.
+
+    ``answer`` is the critical batch the report stands behind, with its bound: from scratch an
+    ``analysis.summary_record.Answer`` (``answer.batch_size``; ``answer.bound`` "upper": the critical batch is at
+    most ``batch_size``, "≤ 8", the drop comes right after the smallest batch measured; "lower": at least, "≥ 128",
+    no drop seen up to the largest; None: a value; ``answer.resolved``, whether the noise lets the tolerance be
+    told apart; ``answer.text``, the headline's line); in branch mode the critical batch at the latest checkpoint
+    read, and for the ladder the recommended batch at the full budget (a ``tune.search_method.MethodAnswer``:
+    ``batch_size``, ``bound``, ``text``). ``summary`` is the method's typed summary (summary.json is its
+    ``to_json``). ``critical_batch`` is ``answer.batch_size`` alone: read it with ``answer.bound``, since 8 may
+    mean "≤ 8"."""
+
+    spec: SearchSpec
+    reading: Reading
+    experiment_path: str
+    report_dir: Path
+
+    def __getattr__(self, name: str):
+        # Every other reading of the method's summary (the ladder's ``prediction``, branch mode's ``trend``), as
+        # the summary names it.
+        if name.startswith("__") or name == "reading":
+            raise AttributeError(name)
+        return getattr(self.reading.summary, name)
+
+    @property
+    def method(self) -> str:
+        return self.spec.search.method
+
+    @property
+    def summary(self) -> Any:
+        return self.reading.summary
+
+    @property
+    def history(self) -> pd.DataFrame:
+        return self.reading.history
+
+    @property
+    def answer(self):
+        return self.reading.answer
+
+    @property
+    def output_dir(self) -> Path:
+        """``report_dir``, by its earlier name."""
+        return self.report_dir
+
+    @property
+    def critical_batch(self) -> Optional[int]:
+        """The critical batch's number, without its bound: ``answer.batch_size`` (see ``answer.bound``)."""
+        return self.answer.batch_size if self.answer is not None else None
+
+    # ---- from scratch ----------------------------------------------------------------------------------
+    @property
+    def trials(self) -> pd.DataFrame:
+        return pd.DataFrame(getattr(self.summary, "trials", []))
+
+    @property
+    def per_batch(self) -> pd.DataFrame:
+        return pd.DataFrame(getattr(self.summary, "per_batch", []))
+
+    @property
+    def pareto(self) -> pd.DataFrame:
+        return pd.DataFrame(getattr(self.summary, "pareto", []))
+
+    # ---- branch mode ------------------------------------------------------------------------------------
+    @property
+    def critical_batch_over_training(self) -> list:
+        return self.summary.critical_batch_over_training
+
+    @property
+    def batch_size_schedule(self) -> list:
+        return self.summary.batch_size_schedule
+
+    @property
+    def schedule_experiment_path(self) -> Optional[str]:
+        return self.reading.extras.get("schedule_experiment_path")
