@@ -73,6 +73,8 @@ class BranchSummary:
     """ε relative to the reference loss (``branch.tolerance_relative``); absolute in nats otherwise."""
     loss: str = "eval"
     """The loss compared (``branch.loss``: ``eval`` or ``train_ema``)."""
+    schedule_rule: str = "once_per_crossing"
+    """How the schedule doubles (``branch.schedule_rule``: ``once_per_crossing`` or ``while_safe``)."""
     repeats: int = 1
     alphas: list = field(default_factory=list)
     deviations: list = field(default_factory=list)
@@ -132,7 +134,11 @@ def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
     relative, loss = bool(meta.get("tolerance_relative", True)), str(meta.get("loss", "eval"))
     points = critical_batch_over_training(history, trunk_batch=trunk_batch, window_samples=window, tolerance=tolerance,
                                           tokens_per_sample=tokens, relative=relative, loss=loss)
-    schedule = recommend_schedule(points, trunk_batch=trunk_batch, largest_batch=max(batches))
+    # An experiment written before issue 37 (no ``schedule_rule`` key) doubled while each doubling was safe.
+    rule = str(meta.get("schedule_rule", "while_safe"))
+    schedule = recommend_schedule(points, trunk_batch=trunk_batch, largest_batch=max(batches), rule=rule)
+    # The validation's margin is the ε recorded when its runs started (pre-registered), not a later --tolerance.
+    margin = float((meta.get("schedule") or {}).get("margin", tolerance))
     final = _final(_role(history, "trunk"))
     final_lr = final.get(Column.peak_lr) if final is not None else None
     trunk = {Column.batch_size: trunk_batch, Column.peak_lr: _clean(meta.get("trunk_peak_lr", final_lr)),
@@ -148,7 +154,8 @@ def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
     return BranchSummary(
         critical_batch_over_training=tuple(points), batch_size_schedule=schedule,
         trend=trend(points, tokens_per_sample=tokens), b_simple_over_training=b_simple_over_training(history),
-        schedule_validation=validate_schedule(history, budget_samples=budget), trunk=trunk,
+        schedule_validation=validate_schedule(history, budget_samples=budget, margin=margin, relative=relative),
+        trunk=trunk,
         branches=_branch_records(history, window), budget_samples=budget, window_samples=window,
         checkpoints=[int(c) for c in meta["checkpoints"]], branch_batches=batches, tolerance=tolerance,
         total_samples=sum(by_role.values()), samples_by_role=by_role, scratch_samples=scratch,
@@ -156,7 +163,7 @@ def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
         budget_tokens=budget * tokens if tokens else None,
         batch_size_schedule_tokens=schedule_in_tokens(schedule, tokens) if tokens else None,
         name=meta.get("name"), experiment_path=meta.get("experiment_path"), tolerance_relative=relative, loss=loss,
-        repeats=int(meta.get("repeats", 1)), alphas=[float(a) for a in alphas], deviations=deviations,
+        schedule_rule=rule, repeats=int(meta.get("repeats", 1)), alphas=[float(a) for a in alphas], deviations=deviations,
         schedule_alpha=schedule_alpha(points, alphas, fallback=float(meta.get("trunk_alpha", 0.5))))
 
 

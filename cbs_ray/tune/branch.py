@@ -22,7 +22,8 @@ from typing import Optional
 
 import pandas as pd
 
-from cbs_ray.analysis.branch_schedule import CRITERION, control_batches
+from cbs_ray.analysis.branch_schedule import control_batches
+from cbs_ray.analysis.schedule_verdicts import criterion_text
 from cbs_ray.analysis.branch_summary import summarize_branches
 from cbs_ray.maths.budget import scratch_grid_samples
 from cbs_ray.records.meta import FORMAT, ExperimentMeta
@@ -131,7 +132,8 @@ def branch_plan_lines(spec: SearchSpec, br: Branching) -> list[str]:
         lines.append(f"  then: the schedule and its fixed-batch controls (small, large, iso-steps) on "
                      f"{br.validation_seeds} seeds, about {branch_search_samples(br, validate_schedule=True) - searched} "
                      f"samples more (--validate-schedule)")
-        lines.append(f"  criterion, fixed before the validation runs: {CRITERION}")
+        lines.append(f"  criterion, fixed before the validation runs: "
+                     f"{criterion_text(br.tolerance, relative=br.tolerance_relative)}")
     if spec.search.repeats > 1:
         lines.append(f"  ignored in branch mode: search.repeats={spec.search.repeats} (branch.repeats sets seeds)")
     return lines
@@ -229,13 +231,15 @@ def _validate_schedule(spec: SearchSpec, data, budget: int, config, br: Branchin
         return None
     name = f"{Path(path).name}-schedule"
     meta.schedule_experiment = f"{spec.storage_uri.rstrip('/')}/{name}"
-    meta.schedule = {"batch_size_schedule": [[int(s), int(b)] for s, b in schedule], "alpha": alpha}
+    criterion = criterion_text(br.tolerance, relative=br.tolerance_relative)
+    meta.schedule = {"batch_size_schedule": [[int(s), int(b)] for s, b in schedule], "alpha": alpha,
+                     "margin": br.tolerance, "criterion": criterion}
     meta.write(path)
     controls = control_batches(schedule, br.budget_samples)
     points = validation_configs(br, schedule, alpha, controls)
     print(f"schedule: training {schedule} (alpha {alpha:g}) for {br.budget_samples} samples against fixed batches "
           f"{', '.join(f'{n} B={b}' for n, b in controls)}, on {br.validation_seeds} seeds ({len(points)} runs)\n"
-          f"  criterion, fixed before these runs: {CRITERION}", flush=True)
+          f"  criterion, fixed before these runs: {criterion}", flush=True)
     return run_tuner(spec, data, budget, config, name=name, verbose=verbose, branching=br, **points_config(points))
 
 
@@ -258,7 +262,8 @@ def same_spec_schedule(path: str, meta: ExperimentMeta) -> Optional[dict]:
     the newest branch experiment beside it (``<name>-branch-*`` in the same storage) with the same spec name,
     the same data (``data_fingerprint``) and the same budget, summarized as branch mode reports it; None where
     there is none or the storage is remote. ``{"experiment", "batch_size_schedule", "alpha", "validated"}``,
-    ``validated`` the schedule validation's verdict where it ran (``below_frontier``, ``loss_holds``)."""
+    ``validated`` the schedule validation's verdicts where it ran (``below_frontier``; ``loss_holds``, its
+    non-inferiority to the small batch)."""
     root = Path(path).parent
     if "://" in path or not root.is_dir() or meta.data_fingerprint is None:
         return None
@@ -285,7 +290,9 @@ def same_spec_schedule(path: str, meta: ExperimentMeta) -> Optional[dict]:
         return {"experiment": str(candidate), "batch_size_schedule": [[int(a), int(b)] for a, b in
                                                                        summary.batch_size_schedule],
                 "alpha": summary.schedule_alpha,
-                "validated": None if sv is None else {"below_frontier": sv.below_frontier, "loss_holds": sv.loss_holds}}
+                "validated": None if sv is None else {"below_frontier": sv.below_frontier.holds,
+                                                      "loss_holds": None if sv.non_inferiority is None
+                                                      else sv.non_inferiority.holds}}
     return None
 
 
