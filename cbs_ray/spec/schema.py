@@ -316,7 +316,8 @@ class BranchSpec:
     controls (the small batch, the large one the schedule reaches, the iso-step batches), each on
     ``validation_seeds`` seeds, and read the fixed-batch frontier (``--validate-schedule`` sets it)."""
     validation_seeds: int = field(default=3, metadata=check(at_least(1)))
-    """Seeds per run of the schedule's validation (the schedule and every control)."""
+    """Seeds per run of the schedule's validation (the schedule and every control), held out from the trunk's
+    (seed offsets 1…n): the paired tests read them seed by seed."""
 
 
 @dataclass

@@ -82,9 +82,9 @@ def _branch_runs(br: Branching) -> int:
 def branch_search_samples(br: Branching, *, validate_schedule: bool = False) -> int:
     """Samples the branch search trains: the trunk's budget and every branch's window (trunk + branches: what
     finding CBS(t) costs); with ``validate_schedule`` an estimate of the validation's runs too (the schedule
-    and three fixed-batch controls on every seed but the trunk's own, each the budget: the iso-step batches are
-    known only once the schedule is)."""
-    validation = (4 * br.validation_seeds - 1) * br.budget_samples if validate_schedule else 0
+    and three fixed-batch controls on every validation seed, each the budget: the iso-step batches are known
+    only once the schedule is)."""
+    validation = 4 * br.validation_seeds * br.budget_samples if validate_schedule else 0
     return br.budget_samples + _branch_runs(br) * br.window_samples + validation
 
 
@@ -129,9 +129,10 @@ def branch_plan_lines(spec: SearchSpec, br: Branching) -> list[str]:
                      f"(branch.window_min_steps): its loss will say more about its first steps than its batch")
     lines += [f"  deviation from the paper: {d}" for d in br.deviations()]
     if validate:
+        more = branch_search_samples(br, validate_schedule=True) - searched
         lines.append(f"  then: the schedule and its fixed-batch controls (small, large, iso-steps) on "
-                     f"{br.validation_seeds} seeds, about {branch_search_samples(br, validate_schedule=True) - searched} "
-                     f"samples more (--validate-schedule)")
+                     f"{br.validation_seeds} seeds held out from the trunk's, about {more} samples more "
+                     f"(--validate-schedule)")
         lines.append(f"  criterion, fixed before the validation runs: "
                      f"{criterion_text(br.tolerance, relative=br.tolerance_relative)}")
     if spec.search.repeats > 1:
@@ -214,8 +215,8 @@ def _fit_branches(spec: SearchSpec, data, budget: int, config, br: Branching, ve
 def _validate_schedule(spec: SearchSpec, data, budget: int, config, br: Branching, path: str,
                        verbose: int) -> Optional[str]:
     """Train the recommended schedule for the whole budget against its fixed-batch controls
-    (``analysis.branch_schedule.control_batches``), each on ``branch.validation_seeds`` seeds (seed 0 of the
-    small batch is the trunk), as a second Tune experiment recorded in the first one's metadata before it
+    (``analysis.branch_schedule.control_batches``), each on ``branch.validation_seeds`` seeds held out from the
+    trunk's, as a second Tune experiment recorded in the first one's metadata before it
     starts, so that a killed run resumes it; None when the schedule keeps the trunk's batch throughout (there
     is nothing to validate)."""
     meta = ExperimentMeta.read(path)
