@@ -128,6 +128,9 @@ def branch_plan_lines(spec: SearchSpec, br: Branching) -> list[str]:
                      f"optimizer steps per window, under the floor of {br.window_min_steps} "
                      f"(branch.window_min_steps): its loss will say more about its first steps than its batch")
     lines += [f"  deviation from the paper: {d}" for d in br.deviations()]
+    rule = {"once_per_crossing": "one doubling per crossing of CBS(t) over twice the batch",
+            "while_safe": "doubling again at a checkpoint while each doubled branch passed"}[br.schedule_rule]
+    lines.append(f"  schedule: {rule} (branch.schedule_rule: {br.schedule_rule}), LR by the alpha rule")
     if validate:
         more = branch_search_samples(br, validate_schedule=True) - searched
         lines.append(f"  then: the schedule and its fixed-batch controls (small, large, iso-steps) on "

@@ -354,6 +354,18 @@ def test_the_ema_training_loss_is_the_paper_s_alternative():
                                      loss="train_ema")[0]
     assert p.batch_size == 64 and p.trunk_loss == pytest.approx(4.5)
     assert points(frame=frame)[0].batch_size == 32  # the eval loss says otherwise
+    # The summary reads both, side by side, whichever branch.loss chose.
+    for loss in ("eval", "train_ema"):
+        compared = summarize_branches(frame, {**META, "loss": loss}).loss_comparison
+        assert [(c["samples_seen"], c["eval"]["batch_size"], c["train_ema"]["batch_size"], c["agree"])
+                for c in compared] == [(1024, 32, 64, False), (2048, 128, 128, True), (4096, 64, 64, True)]
+    assert summarize_branches(history(), META).loss_comparison is None  # no training loss recorded
+
+
+def test_the_schedule_rule_is_recorded_and_an_older_experiment_keeps_its_own():
+    assert summarize_branches(history(), {**META, "schedule_rule": "once_per_crossing"}).batch_size_schedule == \
+        [[0, 16], [1024, 32], [2048, 64]]
+    assert summarize_branches(history(), META).batch_size_schedule == SCHEDULE  # no key: while_safe, as it ran
 
 
 def test_trainer_snippets_follow_the_schedule():
