@@ -296,9 +296,9 @@ def verdict_text(controls: Sequence[Control], ni: NonInferiority, below: BelowFr
 
     rows = "; ".join(f"{c.name}{'' if c.batch_size is None else f' B={c.batch_size}'}: {c.steps} steps, loss "
                      f"{c.final_loss_mean:.4f}{ci(c)} ({c.seeds} seeds)" for c in controls if c.final_loss_mean is not None)
-    word = {True: "is", False: "is not", None: "cannot be shown (fewer than two paired seeds)"}
+    word = {True: "yes", False: "no", None: "not shown (fewer than two paired seeds)"}
     parts = [rows + ("" if held_out else " (the small batch's seed 0 is the trunk: not held out)"),
-             f"Non-inferiority to the small batch {word[ni.holds]} non-inferior: paired difference "
+             f"Non-inferior to the small batch: {word[ni.holds]} — paired difference "
              f"{_signed(ni.difference_mean)} nats, one-sided 95 % upper bound {_signed(ni.upper_95)} against ε = "
              f"{ni.margin:.4g} over {ni.seeds} seeds"]
     if below.frontier_loss is None:

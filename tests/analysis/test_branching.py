@@ -274,7 +274,7 @@ def test_validation_of_an_older_experiment_counts_the_trunk_as_seed_0():
     assert v.steps_saved.against_batch == 16 and v.steps_saved.fraction == pytest.approx(1 - 144 / 512)
     assert v.steps_saved.interval == pytest.approx([1 - 144 / 256, 1 - 144 / 512])
     assert v.steps_saved_vs_small == pytest.approx(1 - 144 / 512)
-    assert "Below the fixed-batch frontier: yes" in v.text and "is non-inferior" in v.text
+    assert "Below the fixed-batch frontier: yes" in v.text and "Non-inferior to the small batch: yes" in v.text
     assert v.criterion.startswith("paired by validation seed")
     assert [round(p["steps"]) for p in v.frontier_band][:3] == [64, 69, 75] and \
         any(p["steps"] == 144 for p in v.frontier_band)
@@ -283,7 +283,7 @@ def test_validation_of_an_older_experiment_counts_the_trunk_as_seed_0():
     assert v.below_frontier.holds is False and "Below the fixed-batch frontier: no" in v.text
     # A schedule 0.05 nats worse than the small batch: not non-inferior.
     v = validate_schedule(history(schedule=validation_rows(schedule=(3.05, 3.06, 3.07))), budget_samples=BUDGET)
-    assert v.non_inferiority.holds is False and "is not non-inferior" in v.text
+    assert v.non_inferiority.holds is False and "Non-inferior to the small batch: no" in v.text
     assert validate_schedule(history()) is None
 
 
@@ -407,6 +407,38 @@ def test_report_writes_every_file(tmp_path):
     assert any(line.startswith("Recommended batch-size schedule: 16 from 0, then 32 from 1024, then 128 from 2048")
                and "LR × 1.41 per doubling" in line for line in lines)
     assert any(line.startswith("Deviation from the paper:") for line in lines)
+
+
+def test_report_says_the_verdicts_the_paired_differences_and_draws_the_band(tmp_path, monkeypatch):
+    import cbs_ray.report.branch as branch_report
+
+    frame = history(schedule=validation_rows())
+    frame["train_loss_ema"] = frame["eval_loss"]
+    s = summarize_branches(frame, META)
+    drawn, save = {}, branch_report._save
+
+    def keep(fig, path):
+        ax = fig.axes[0]
+        drawn.setdefault("labels", []).append([t.get_text() for t in ax.get_legend().get_texts()])
+        drawn.setdefault("titles", []).append(ax.get_title())
+        return save(fig, path)
+
+    monkeypatch.setattr(branch_report, "_save", keep)
+    write_branch_report(s, frame, tmp_path)
+    assert "fixed-batch frontier (interpolated in log-steps)" in drawn["labels"][1] and "its 95 % band" in drawn["labels"][1]
+    assert drawn["titles"][1].startswith("The schedule below the fixed-batch frontier (paired: -0.02")
+    md = (tmp_path / "report.md").read_text()
+    assert "- Non-inferior to the small batch: yes — paired difference +0.0000 nats" in md
+    assert "- Below the fixed-batch frontier: yes — at its 144 steps the frontier (B=64–32" in md
+    assert "- Steps saved against B=16 (512 steps" in md and "72%, interval [44%, 72%]" in md
+    # The paired table: seed 1's schedule 3.02, small 3.02, frontier 3.04 − 0.03 w.
+    w = math.log2(144 / 128)
+    row = next(r for r in branch_report.paired_rows(s) if r["seed"] == 1)
+    assert row["schedule_minus_small"] == "+0.0000" and row["frontier_at_schedule_steps"] == pytest.approx(3.04 - 0.03 * w)
+    assert "| seed | schedule | small | schedule_minus_small |" in md
+    assert "## CBS(t) on the eval loss and on the training loss (EMA)" in md
+    html = (tmp_path / "report.html").read_text()
+    assert "<li>Below the fixed-batch frontier: yes" in html and "schedule_minus_frontier" in html
 
 
 def test_report_with_tokens_and_no_branches(tmp_path):
