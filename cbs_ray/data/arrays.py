@@ -30,6 +30,9 @@ class PreparedData:
     on, and these the eval file/split, evaluated once at the end of each trial (``dev_*`` metrics)."""
     dev_mask: np.ndarray | None = None
     dev_labels: np.ndarray | None = None
+    true_next_log_probs: np.ndarray | None = None
+    """The built-in ``markov`` language only: its next-token log-probabilities after each token [V, V]
+    (``data.markov``), from which the evaluation reads the exact excess loss (``excess_loss``)."""
 
     @property
     def train_examples(self) -> int:

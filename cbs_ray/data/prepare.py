@@ -11,19 +11,22 @@ import numpy as np
 
 from cbs_ray.data.arrays import PreparedData
 from cbs_ray.data.files import load_texts
+from cbs_ray.data.markov import FRESH_BUDGETS, markov_data
 from cbs_ray.data.seq2seq_pairs import prepare_seq2seq_data
 from cbs_ray.data.tokenize import _pack_texts, _pretrained_tokenizer, _train_word_tokenizer
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.resolve import packing_on
 from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["prepare_data"]
+__all__ = ["prepare_data", "prepare_markov_data"]
 
 
 def prepare_data(spec: SearchSpec) -> PreparedData:
     """Load and tokenize the spec's data. Raises SpecError for missing files, columns or splits."""
     if spec.task == "seq2seq":
         return prepare_seq2seq_data(spec)
+    if spec.data.source == "builtin" and spec.data.builtin_task == "markov":
+        return prepare_markov_data(spec)
     (train_texts, train_labels), (eval_texts, eval_labels), dev = load_texts(spec)
     max_len = spec.data.max_seq_length
     tokenizer_name = spec.model.tokenizer or spec.model.name
@@ -54,3 +57,24 @@ def prepare_data(spec: SearchSpec) -> PreparedData:
         if packing_on(spec):
             prepared.dev_labels = np.zeros(len(prepared.dev_ids), dtype=np.int64)
     return prepared
+
+
+def prepare_markov_data(spec: SearchSpec) -> PreparedData:
+    """The built-in ``markov`` language (``data.markov``) as token arrays: its tokens are the ids (no tokenizer,
+    no padding: every sequence is ``max_seq_length`` tokens), and the chain's next-token log-probabilities go
+    with them for the exact excess loss. The training set holds at least ``FRESH_BUDGETS`` budgets of fresh
+    sequences (``data.builtin_train_examples`` if larger); ``max_train_examples`` still cuts it."""
+    d, t = spec.data, spec.training
+    budget = t.budget_samples if t.budget_samples is not None else (t.budget_tokens or 0) // d.max_seq_length
+    train_examples = max(d.builtin_train_examples, FRESH_BUDGETS * budget)
+    if d.max_train_examples:
+        train_examples = min(train_examples, d.max_train_examples)
+    eval_examples = min(d.builtin_eval_examples, d.max_eval_examples or d.builtin_eval_examples)
+    chain, train, evaluation = markov_data(
+        vocab_size=d.markov_vocab_size, rank=d.markov_rank, zipf_exponent=d.markov_zipf_exponent,
+        coupling=d.markov_coupling, seed=d.markov_seed, length=d.max_seq_length, train_examples=train_examples,
+        eval_examples=eval_examples)
+    zeros = np.zeros
+    return PreparedData(train, np.ones_like(train), zeros(len(train), dtype=np.int64), evaluation,
+                        np.ones_like(evaluation), zeros(len(evaluation), dtype=np.int64), d.markov_vocab_size, 0, 0,
+                        true_next_log_probs=chain.next_log_probs)

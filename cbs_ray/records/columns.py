@@ -81,6 +81,7 @@ class Column:
     perplexity = "perplexity"
     accuracy = "accuracy"
     bleu = "bleu"
+    excess_loss = "excess_loss"
     eval_examples = "eval_examples"
 
     # ---- added when the history is read ----
@@ -116,6 +117,8 @@ EVALUATION: dict[str, str] = {
     Column.perplexity: "exp(eval_loss), language models",
     Column.accuracy: "classification",
     Column.bleu: "translation (seq2seq)",
+    Column.excess_loss: "the built-in markov language: eval_loss's cross-entropy over the language's own entropy "
+                        "(an exact KL, nats)",
     Column.eval_examples: "how many examples the evaluation counted (an accuracy's standard error)",
 }
 """The metrics the built-in evaluation (``sources.builtin.evaluate``) reports, and what they are."""

@@ -10,13 +10,15 @@ from typing import Optional
 
 import torch
 
+from cbs_ray.data.markov import excess_loss_sum
 from cbs_ray.sources.amp import autocast_dtype
 from cbs_ray.sources.model import build_model
 from cbs_ray.sources.protocol import Position, TrialSettings, counted
 
 __all__ = ["evaluate", "WORST_METRIC", "BuiltinSource"]
 
-WORST_METRIC = {"accuracy": 0.0, "eval_loss": float("inf"), "perplexity": float("inf"), "bleu": 0.0}
+WORST_METRIC = {"accuracy": 0.0, "eval_loss": float("inf"), "perplexity": float("inf"), "bleu": 0.0,
+                "excess_loss": float("inf")}
 _METRICS_OF_EVERY_TASK = ("eval_loss", "perplexity")
 
 
@@ -85,7 +87,8 @@ class BuiltinSource:
 @torch.no_grad()
 def evaluate(model, session, data, cfg: TrialSettings, *, on_dev: bool = False,
              batch_size: Optional[int] = None, position: Optional[Position] = None) -> dict:
-    """Metric over the whole eval set (``on_dev``: the dev set): each rank sums over its exact shard
+    """Metric over the whole eval set (``on_dev``: the dev set), with the ``markov`` language's exact
+    ``excess_loss`` (``data.markov.excess_loss_sum``) beside ``eval_loss``: each rank sums over its exact shard
     (rank::world_size, no padding duplicates) in batches of ``batch_size`` (default
     ``training.eval_batch_size``), sums are all-reduced, then divided. ``position.batch`` follows the batches."""
     model.eval()
@@ -93,7 +96,8 @@ def evaluate(model, session, data, cfg: TrialSettings, *, on_dev: bool = False,
     arrays = (data.dev_ids, data.dev_mask, data.dev_labels) if on_dev else (data.eval_ids, data.eval_mask,
                                                                              data.eval_labels)
     ids, mask, labels = (torch.tensor(a[shard]) for a in arrays)
-    sums = torch.zeros(3, dtype=torch.float64)  # loss sum, correct, count
+    sums = torch.zeros(4, dtype=torch.float64)  # loss sum, correct, count, excess loss sum (markov)
+    true_next = None if on_dev else data.true_next_log_probs
     task = cfg.task
     size = batch_size or cfg.spec.training.eval_batch_size
     amp_dtype = autocast_dtype(cfg.spec.training.precision, session.device)  # the model is evaluated as it trains
@@ -106,15 +110,20 @@ def evaluate(model, session, data, cfg: TrialSettings, *, on_dev: bool = False,
         if task == "causal-lm":
             shifted, target = logits[:, :-1].flatten(0, 1), batch["labels"][:, 1:].flatten()
             loss = torch.nn.functional.cross_entropy(shifted, target, ignore_index=-100, reduction="sum")
-            sums += torch.tensor([loss.item(), 0.0, float((target != -100).sum())], dtype=torch.float64)
+            excess = 0.0 if true_next is None else excess_loss_sum(
+                torch.log_softmax(shifted, dim=-1).cpu().numpy(), batch["input_ids"][:, :-1].flatten().cpu().numpy(),
+                true_next)  # the markov language's sequences are full length: no padding among the targets
+            sums += torch.tensor([loss.item(), 0.0, float((target != -100).sum()), excess], dtype=torch.float64)
         else:
             loss = torch.nn.functional.cross_entropy(logits, batch["labels"], reduction="sum")
             correct = (logits.argmax(-1) == batch["labels"]).sum()
-            sums += torch.tensor([loss.item(), float(correct), float(len(logits))], dtype=torch.float64)
+            sums += torch.tensor([loss.item(), float(correct), float(len(logits)), 0.0], dtype=torch.float64)
     sums = session.all_reduce(sums.to(session.device)).cpu()
     eval_loss = float(sums[0] / sums[2])
     model.train()
     metrics = {"eval_loss": eval_loss, "perplexity": math.exp(min(eval_loss, 700.0))}
+    if true_next is not None and task == "causal-lm":
+        metrics["excess_loss"] = float(sums[3] / sums[2])
     if task == "sequence-classification":
         metrics["accuracy"] = float(sums[1] / sums[2])
         metrics["eval_examples"] = int(sums[2])  # what the accuracy's standard error is computed from

@@ -76,10 +76,10 @@ def ordered_within(low: float, high: float) -> Check:
 DIRECTORY_NAME = Check(lambda v: bool(v) and not any(c in v for c in "/\\ "),
                        "must be a non-empty name without spaces or slashes, got {value!r}")
 HAS_MODEL_TYPE = Check(lambda c: "model_type" in c, "must contain model_type (e.g. bert, gpt2)")
-BUILTIN_METRICS = ("accuracy", "eval_loss", "perplexity", "bleu")
+BUILTIN_METRICS = ("accuracy", "eval_loss", "perplexity", "bleu", "excess_loss")
 """The metrics the spec path computes; ``search.metric`` may name another only with ``compute_metrics``."""
 METRIC_NAME = Check(lambda v: bool(v) and v.replace("_", "").replace("-", "").isalnum(),
-                    "must be a metric's name (accuracy, eval_loss, perplexity, bleu, or a key compute_metrics "
+                    "must be a metric's name (accuracy, eval_loss, perplexity, bleu, excess_loss, or a key compute_metrics "
                     "returns), got {value!r}")
 POSITIVE_NUMBER = Check(lambda v: v > 0 and math.isfinite(v), "must be a positive number, got {value}")
 

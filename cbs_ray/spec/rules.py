@@ -205,6 +205,21 @@ def _translation_is_seq2seq(spec: SearchSpec) -> None:
         raise SpecError(f"data.builtin_task: translation is a seq2seq task; set task: seq2seq (got {spec.task})")
 
 
+def _markov_is_a_causal_lm(spec: SearchSpec) -> None:
+    """The built-in ``markov`` language is a causal LM's; its exact excess loss exists for it alone, and its
+    generated training set is sized by the budget (no epochs of it)."""
+    d, t = spec.data, spec.training
+    markov = d.source == "builtin" and d.builtin_task == "markov"
+    if markov and spec.task != "causal-lm":
+        raise SpecError(f"data.builtin_task: markov is a causal LM's language; set task: causal-lm (got {spec.task})")
+    if spec.search.metric == "excess_loss" and not markov:
+        raise SpecError("search.metric: excess_loss needs the built-in markov language (data.source: builtin, "
+                        "data.builtin_task: markov), whose true next-token distribution is known; use eval_loss")
+    if markov and t.budget_samples is None and t.budget_tokens is None:
+        raise SpecError("training.budget_epochs: the markov language generates fresh sequences for the budget; "
+                        "give training.budget_samples (or budget_tokens) instead")
+
+
 def _seq2seq_has_no_probe(spec: SearchSpec) -> None:
     if spec.task == "seq2seq" and spec.training.probe_micro_batch:
         raise SpecError("training.probe_micro_batch: not available with task seq2seq yet (the probe trains on "
@@ -362,6 +377,7 @@ CROSS_FIELD_RULES: tuple[Callable[[SearchSpec], None], ...] = (
     _hub_source_names_a_dataset, _local_files_exist, _probe_batch_splits_over_workers,
     _reports_land_on_whole_batches, _budget_samples_fit, _tokens_need_a_causal_lm, _budget_tokens_fit,
     _persistent_workers_need_workers, _every_batch_size_is_trained, _accuracy_needs_classification, _bleu_needs_seq2seq, _translation_is_seq2seq,
+    _markov_is_a_causal_lm,
     _seq2seq_has_no_probe, _generation_needs_seq2seq, _mode_matches_metric,
     _grid_trains_to_the_full_budget, _grace_period_is_whole_report_intervals, _batch_sizes_split_over_workers,
     _study_needs_optuna, _branch_mode_stands_alone, _branch_batches_are_larger_than_the_trunks,

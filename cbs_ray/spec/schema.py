@@ -59,18 +59,33 @@ class ModelSpec:
 class DataSpec:
     source: Literal["builtin", "hub", "files"] = "builtin"
     """Where the text comes from: the built-in offline task, ``load_dataset`` from the hub, or local files."""
-    builtin_task: Literal["sentiment", "translation"] = "sentiment"
+    builtin_task: Literal["sentiment", "translation", "markov"] = "sentiment"
     """The built-in task: ``sentiment``, generated sentences whose label is whether positive words outnumber
-    negative ones, with 5 % label noise; or ``translation`` (``task: seq2seq`` only), word sequences mapped
-    to a made-up language through a fixed dictionary, each adjective moved behind its noun (no download;
-    see ``cbs_ray.data``)."""
+    negative ones, with 5 % label noise; ``translation`` (``task: seq2seq`` only), word sequences mapped
+    to a made-up language through a fixed dictionary, each adjective moved behind its noun; or ``markov``
+    (``task: causal-lm`` only), sequences of a Zipfian, low-rank Markov chain whose next-token distribution is
+    known, so the evaluation also reports the exact ``excess_loss`` (``data.markov``; the ``markov_*`` keys).
+    No download; see ``cbs_ray.data``."""
+    markov_vocab_size: int = field(default=512, metadata=check(at_least(2)))
+    """The ``markov`` language's vocabulary: tokens 0…V−1, token j of Zipf rank j + 1."""
+    markov_rank: int = field(default=16, metadata=check(at_least(1)))
+    """r: the rank of the ``markov`` language's token interactions (U, W ∈ R^{V×r})."""
+    markov_zipf_exponent: float = field(default=1.0, metadata=check(non_negative()))
+    """a: the Zipf exponent of the ``markov`` language; the next token's logits are −a·ln(rank_j) +
+    s·⟨U_i, W_j⟩/√r and the first token follows the Zipf unigram rank^−a."""
+    markov_coupling: float = field(default=3.0, metadata=check(non_negative()))
+    """s: how strongly the ``markov`` language's next token depends on the token before it (0: a unigram)."""
+    markov_seed: int = 1234
+    """The seed that draws the ``markov`` language (U and W) and its training and evaluation sequences; the
+    search's seeds vary the data order and the initial weights, not the language."""
     builtin_negation: float = field(default=0.0, metadata=check(within(0, 1, ends="[]")))
     """The built-in task's chance that a sentiment word is negated by "not" (which flips it). 0 by default:
     a tiny model learns negation as a sudden jump whose timing varies from seed to seed by more than a
     factor 2 of steps, which makes the critical batch a coin toss; 0.2 is the harder task of earlier
     versions."""
     builtin_train_examples: int = field(default=8192, metadata=check(positive(show_value=False)))
-    """Size of the generated training set."""
+    """Size of the generated training set (``markov``: at least 4 budgets of fresh sequences whatever this says,
+    so that no sequence is seen twice within a run)."""
     builtin_eval_examples: int = field(default=24576, metadata=check(positive(show_value=False)))
     """Size of the generated evaluation set. The default keeps an accuracy's standard error at most 0.0032
     even at chance (0.5), so one batch size that failed to learn cannot make the verdict unresolvable."""
@@ -96,7 +111,8 @@ class DataSpec:
     """Column holding the target text (seq2seq only): what the decoder learns to write for ``text_column``."""
     max_seq_length: int = field(default=16, metadata=check(at_least(4)))
     """Tokens per example after truncation/padding (the built-in task's longest sentence is 13 words:
-    16 holds it with [CLS] and [SEP]). For seq2seq: the source's tokens."""
+    16 holds it with [CLS] and [SEP]). For seq2seq: the source's tokens. For ``markov``: every sequence's
+    length."""
     max_target_length: int = field(default=16, metadata=check(at_least(2)))
     """Seq2seq only: target tokens per example after truncation/padding, the end-of-sequence token
     included (the built-in translation's longest target is 7 words)."""
@@ -220,7 +236,8 @@ class SearchSection:
     metric: str = field(default="accuracy", metadata=check(METRIC_NAME))
     """Validation metric to compare: one the spec path computes (``BUILTIN_METRICS``: accuracy, for
     sequence-classification only; eval_loss; perplexity; bleu, seq2seq only, corpus BLEU of the generated eval
-    targets through ``sacrebleu``, see the ``generation`` section), or, with ``run_search``'s
+    targets through ``sacrebleu``, see the ``generation`` section; excess_loss, the built-in ``markov`` language only,
+    nats of cross-entropy over the language's own entropy, mode min), or, with ``run_search``'s
     ``compute_metrics``, any key its dict returns (``f1``, ``worst_class_recall``; set ``mode`` to match)."""
     mode: Literal["max", "min"] = "max"
     """Whether a larger metric is better (checked for the loop's metrics; a ``compute_metrics`` key's is yours)."""

@@ -54,8 +54,12 @@ BAD = [
     (["search.study_storage=cbs.journal", "search.strategy=grid", "search.early_stopping=false"],
      "search.study_storage: the grid strategy does not use Optuna"),
     (["data.builtin_negation=1.5"], "data.builtin_negation: must be in [0, 1], got 1.5"),
+    (["data.markov_vocab_size=1"], "data.markov_vocab_size: must be at least 2, got 1"),
+    (["data.markov_rank=0"], "data.markov_rank: must be at least 1, got 0"),
+    (["data.markov_zipf_exponent=-1"], "data.markov_zipf_exponent: must be >= 0, got -1"),
+    (["data.markov_coupling=-0.5"], "data.markov_coupling: must be >= 0, got -0.5"),
     (["training.adam_beta1=1.0"], "training.adam_beta1: must be in [0, 1), got 1.0"),
-    (["search.metric=f1 score"], "search.metric: must be a metric's name (accuracy, eval_loss, perplexity, bleu, "
+    (["search.metric=f1 score"], "search.metric: must be a metric's name (accuracy, eval_loss, perplexity, bleu, excess_loss, "
                                  "or a key compute_metrics returns), got 'f1 score'"),
     (["branch.tolerance=1.0"], "branch.tolerance: must be in [0, 1), got 1.0"),
     (["training.adam_beta2=-0.1"], "training.adam_beta2: must be in [0, 1), got -0.1"),
