@@ -81,11 +81,13 @@ def validation_tables(v: dict) -> list[str]:
                     f"[{_f(ci[0])}, {_f(ci[1])}] | {seeds} |")
     ni, below, saved = v["non_inferiority"] or {}, v["below_frontier"], v["steps_saved"]
     interval = saved["interval"] or [None, None]
-    rows += ["", "| test | mean difference | one-sided 95 % bound | line | verdict |", "| --- | --- | --- | --- | --- |",
+    rows += ["", "| test | mean difference | one-sided 95 % bound | line | verdict |",
+             "| --- | --- | --- | --- | --- |",
              f"| non-inferior to the small batch | {_f(ni.get('difference_mean'), '+.4f')} | "
              f"{_f(ni.get('upper_95'), '+.4f')} | < ε = {ni.get('margin')} | {ni.get('holds')} |",
              f"| below the frontier (at {below['steps']} steps, frontier {_f(below['frontier_loss'])} between "
-             f"B={below['between']}) | {_f(below['difference_mean'], '+.4f')} | {_f(below['upper_95'], '+.4f')} | < 0 | "
+             f"B={below['between']}) | {_f(below['difference_mean'], '+.4f')} | {_f(below['upper_95'], '+.4f')} | "
+             "< 0 | "
              f"{below['holds']} |",
              f"| steps saved against B={saved['against_batch']} ({saved['against_steps']} steps) | "
              f"{_f(saved['fraction'], '.0%')} | interval [{_f(interval[0], '.0%')}, {_f(interval[1], '.0%')}] | – | "

@@ -194,7 +194,11 @@ def _seed(row) -> int:
     return int(row[Column.seed_offset]) if Column.seed_offset in row and _finite(row[Column.seed_offset]) else 0
 
 
-def _finals(history: pd.DataFrame, budget: int) -> tuple[list[tuple[str, Optional[int], int, Optional[float], int]], bool]:
+Final = tuple[str, Optional[int], int, Optional[float], int]
+"""(control, fixed batch or None, seed, final loss or None (diverged), steps)."""
+
+
+def _finals(history: pd.DataFrame, budget: int) -> tuple[list[Final], bool]:
     """(control, fixed batch or None, seed, final loss or None (diverged), steps) per run that reached the budget
     or diverged; and whether the seeds are held out. An experiment whose schedule ran on seed offset 0 (the
     trunk's: before issue 37) counted the trunk as the small batch's seed 0, and still does."""
@@ -295,7 +299,8 @@ def verdict_text(controls: Sequence[Control], ni: NonInferiority, below: BelowFr
         return f" [{c.final_loss_ci95[0]:.4f}, {c.final_loss_ci95[1]:.4f}]" if c.final_loss_ci95 else ""
 
     rows = "; ".join(f"{c.name}{'' if c.batch_size is None else f' B={c.batch_size}'}: {c.steps} steps, loss "
-                     f"{c.final_loss_mean:.4f}{ci(c)} ({c.seeds} seeds)" for c in controls if c.final_loss_mean is not None)
+                     f"{c.final_loss_mean:.4f}{ci(c)} ({c.seeds} seeds)"
+                     for c in controls if c.final_loss_mean is not None)
     word = {True: "yes", False: "no", None: "not shown (fewer than two paired seeds)"}
     parts = [rows + ("" if held_out else " (the small batch's seed 0 is the trunk: not held out)"),
              f"Non-inferior to the small batch: {word[ni.holds]} — paired difference "
@@ -304,7 +309,8 @@ def verdict_text(controls: Sequence[Control], ni: NonInferiority, below: BelowFr
     if below.frontier_loss is None:
         parts.append("Below the frontier: not read (the fixed batches do not bracket the schedule's steps)")
     else:
-        parts.append(f"Below the fixed-batch frontier: {'yes' if below.holds else 'no' if below.holds is False else 'not shown'}"
+        verdict = "yes" if below.holds else "no" if below.holds is False else "not shown"
+        parts.append(f"Below the fixed-batch frontier: {verdict}"
                      f" — at its {below.steps} steps the frontier (B={below.between[0]}–{below.between[1]}, "
                      f"interpolated in log-steps) is at {below.frontier_loss:.4f}; paired difference "
                      f"{_signed(below.difference_mean)}, one-sided 95 % upper bound {_signed(below.upper_95)} "

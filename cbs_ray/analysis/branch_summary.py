@@ -167,7 +167,8 @@ def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
         budget_tokens=budget * tokens if tokens else None,
         batch_size_schedule_tokens=schedule_in_tokens(schedule, tokens) if tokens else None,
         name=meta.get("name"), experiment_path=meta.get("experiment_path"), tolerance_relative=relative, loss=loss,
-        schedule_rule=rule, repeats=int(meta.get("repeats", 1)), alphas=[float(a) for a in alphas], deviations=deviations,
+        schedule_rule=rule, repeats=int(meta.get("repeats", 1)), alphas=[float(a) for a in alphas],
+        deviations=deviations,
         schedule_alpha=schedule_alpha(points, alphas, fallback=float(meta.get("trunk_alpha", 0.5))),
         loss_comparison=compare_losses(history, points, loss=loss, trunk_batch=trunk_batch, window_samples=window,
                                        tolerance=tolerance, tokens_per_sample=tokens, relative=relative))

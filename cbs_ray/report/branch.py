@@ -411,11 +411,13 @@ def render_markdown(summary: BranchSummary, plot: Optional[Path]) -> str:
     frontier = f"\n![{FRONTIER_PLOT}]({FRONTIER_PLOT}.png)\n" if sv and sv.frontier else ""
     paired = ("\nPaired by seed (the differences the verdicts read):\n\n" + _table(paired_rows(summary), PAIRED_COLUMNS)
               if sv and paired_rows(summary) else "")
-    compared = ("## CBS(t) on the eval loss and on the training loss (EMA)\n\n" + _table(loss_rows(summary), LOSS_COLUMNS)
+    compared = ("## CBS(t) on the eval loss and on the training loss (EMA)\n\n"
+                + _table(loss_rows(summary), LOSS_COLUMNS)
                 if summary.loss_comparison else "")
     parts += ["## Schedule validation\n", (f"Criterion (fixed before the runs): {sv.criterion}.\n\n"
                                             + "\n\n".join(f"- {v}" for v in sv.text.split(". ")) + "\n\n"
-                                            + _table(_validation_records(summary), VALIDATION_COLUMNS) + paired + frontier)
+                                            + _table(_validation_records(summary), VALIDATION_COLUMNS)
+                                            + paired + frontier)
               if sv else "Not run: `--validate-schedule` trains the schedule against fixed batches.\n", compared,
               "## Deviations from the paper\n", "\n".join(f"- {d}" for d in summary.deviations) + "\n"
               if summary.deviations else "None.\n",

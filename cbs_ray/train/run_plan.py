@@ -36,7 +36,8 @@ from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.checkpoint import trunk_checkpoint_path
 
 __all__ = ["RunPlan", "ROLES", "plan_from_config", "scratch_plan", "trunk_config", "branch_configs", "schedule_config",
-           "validation_configs", "validation_seed_offsets", "format_batch_schedule", "parse_batch_schedule", "ladder_plan", "ladder_configs"]
+           "validation_configs", "validation_seed_offsets", "format_batch_schedule", "parse_batch_schedule",
+           "ladder_plan", "ladder_configs"]
 
 ROLES = ("trunk", "branch", "schedule")
 """The runs of a branch search: the trunk, the branches, and the schedule's validation runs (the schedule and

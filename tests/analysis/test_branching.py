@@ -425,7 +425,8 @@ def test_report_says_the_verdicts_the_paired_differences_and_draws_the_band(tmp_
 
     monkeypatch.setattr(branch_report, "_save", keep)
     write_branch_report(s, frame, tmp_path)
-    assert "fixed-batch frontier (interpolated in log-steps)" in drawn["labels"][1] and "its 95 % band" in drawn["labels"][1]
+    frontier_legend = drawn["labels"][1]
+    assert "fixed-batch frontier (interpolated in log-steps)" in frontier_legend and "its 95 % band" in frontier_legend
     assert drawn["titles"][1].startswith("The schedule below the fixed-batch frontier (paired: -0.02")
     md = (tmp_path / "report.md").read_text()
     assert "- Non-inferior to the small batch: yes — paired difference +0.0000 nats" in md
@@ -434,7 +435,8 @@ def test_report_says_the_verdicts_the_paired_differences_and_draws_the_band(tmp_
     # The paired table: seed 1's schedule 3.02, small 3.02, frontier 3.04 − 0.03 w.
     w = math.log2(144 / 128)
     row = next(r for r in branch_report.paired_rows(s) if r["seed"] == 1)
-    assert row["schedule_minus_small"] == "+0.0000" and row["frontier_at_schedule_steps"] == pytest.approx(3.04 - 0.03 * w)
+    assert row["schedule_minus_small"] == "+0.0000"
+    assert row["frontier_at_schedule_steps"] == pytest.approx(3.04 - 0.03 * w)
     assert "| seed | schedule | small | schedule_minus_small |" in md
     assert "## CBS(t) on the eval loss and on the training loss (EMA)" in md
     html = (tmp_path / "report.html").read_text()
