@@ -190,7 +190,7 @@ def schedule_alpha(points, alphas, *, fallback: float) -> float:
 
 
 def _reading(p: CbsPoint) -> dict:
-    return {"batch_size": p.batch_size, "bound": p.bound, "interval": p.interval, "resolvable": p.resolvable,
+    return {Column.batch_size: p.batch_size, "bound": p.bound, "interval": p.interval, "resolvable": p.resolvable,
             "trunk_improvement": _clean(p.trunk_improvement)}
 
 
@@ -212,6 +212,6 @@ def compare_losses(history: pd.DataFrame, points, *, loss: str, **rule) -> Optio
         a, b = by_samples["eval"].get(samples), by_samples["train_ema"].get(samples)
         if a is None or b is None:
             continue
-        out.append({"samples_seen": int(samples), "eval": _reading(a), "train_ema": _reading(b),
+        out.append({Column.samples_seen: int(samples), "eval": _reading(a), "train_ema": _reading(b),
                     "agree": a.batch_size == b.batch_size and a.bound == b.bound and a.resolvable == b.resolvable})
     return out

@@ -321,7 +321,7 @@ def frontier_plot(summary: BranchSummary, path: Path) -> Optional[Path]:
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
     band = sv.frontier_band
     if band:
-        steps = [p["steps"] for p in band]
+        steps = [p[Column.steps] for p in band]
         ax.plot(steps, [p["loss"] for p in band], "-", color="tab:blue", lw=1.0,
                 label="fixed-batch frontier (interpolated in log-steps)")
         if all(p["low"] is not None for p in band):
@@ -371,15 +371,15 @@ def paired_rows(summary: BranchSummary) -> list[dict]:
     return rows
 
 
-LOSS_COLUMNS = ["samples_seen", "eval", "train_ema", "agree"]
+LOSS_COLUMNS = [Column.samples_seen, "eval", "train_ema", "agree"]
 
 
 def loss_rows(summary: BranchSummary) -> list[dict]:
     """CBS(t) on the eval loss beside CBS(t) on the EMA-smoothed training loss, per checkpoint."""
     def cell(r: dict) -> str:
-        return bound_text(r["batch_size"], r["bound"]) + ("" if r["resolvable"] else " (not resolvable)")
+        return bound_text(r[Column.batch_size], r["bound"]) + ("" if r["resolvable"] else " (not resolvable)")
 
-    return [{"samples_seen": c["samples_seen"], "eval": cell(c["eval"]), "train_ema": cell(c["train_ema"]),
+    return [{Column.samples_seen: c[Column.samples_seen], "eval": cell(c["eval"]), "train_ema": cell(c["train_ema"]),
              "agree": "yes" if c["agree"] else "no"} for c in summary.loss_comparison or []]
 
 
