@@ -2,19 +2,22 @@
 validation against fixed batches.
 
 **The schedule** (``recommend_schedule``): start at the trunk's batch; at each resolvable checkpoint where
-CBS(t) reaches twice the current batch, double it once (the paper's rule); double again at the same
-checkpoint only while the measurements say each further doubling is safe: CBS(t) reaches twice the batch
-again *and* the branch at the doubled batch itself recovered, not a close call. Never beyond the largest
-branch batch, never down. The LR follows the alpha rule at the measured alpha, √2 per doubling at alpha 0.5:
-the rule the branches were trained with.
+CBS(t) reaches twice the current batch, double it once (``branch.schedule_rule: once_per_crossing``, the
+default and the paper's: 8 → 16 at the first point where 16 passes, → 32 at a later one). The rule before issue
+37 (``branch.schedule_rule: while_safe``) doubles again at the same checkpoint while the measurements say each
+further doubling is safe: CBS(t) reaches twice the batch again *and* the branch at the doubled batch itself
+recovered, not a close call. Never beyond the largest branch batch, never down. The LR follows the alpha rule at
+the measured alpha, √2 per doubling at alpha 0.5: the rule the branches were trained with.
 
 **The validation** (``validate_schedule``): the schedule's run and fixed-batch controls over the same samples,
-each on the same seeds (seed s of every run shares its initial weights and data order): ``small`` (the
-trunk's batch), ``large`` (the largest batch the schedule reaches, from step 0) and ``iso_steps`` (the two
-powers of two bracketing the fixed batch that would take the schedule's number of steps, where they are not
-``small`` or ``large``). The fixed batches' (steps, mean final loss) pairs are the **frontier**; the schedule
-lies **below** it when it takes fewer optimizer steps than every fixed batch whose mean final loss is at most
-the schedule's (``CRITERION``, fixed before any validation runs and printed with it).
+each on the same validation seeds, held out from the trunk's (seed offsets 1…n; seed s of every run shares its
+initial weights and data order): ``small`` (the trunk's batch), ``large`` (the largest batch the schedule
+reaches, from step 0) and ``iso_steps`` (the two powers of two bracketing the fixed batch that would take the
+schedule's number of steps, where they are not ``small`` or ``large``). The fixed batches' (steps, final loss)
+are the **frontier**. The verdicts are ``analysis.schedule_verdicts``'s paired tests, fixed before any run
+(``criterion_text``, printed before the runs and stored in ``summary.json``): the schedule non-inferior to the
+small batch at ε, below the frontier beyond the noise, and the steps it saves against the best fixed batch
+non-inferior to the small batch.
 """
 
 from __future__ import annotations
@@ -27,24 +30,37 @@ import numpy as np
 import pandas as pd
 
 from cbs_ray.analysis.branch_points import CbsPoint, as_dict, diverged_runs, is_finite_number, rows_of_role
+from cbs_ray.analysis.schedule_verdicts import (
+    BelowFrontier,
+    FixedRun,
+    NonInferiority,
+    StepsSaved,
+    below_frontier,
+    criterion_text,
+    frontier_band,
+    non_inferiority,
+    steps_saved,
+    t_quantile,
+)
 from cbs_ray.records.columns import Column, require_columns
 
-__all__ = ["CRITERION", "CONTROL_NAMES", "Control", "ScheduleValidation", "control_batches", "recommend_schedule",
+__all__ = ["SCHEDULE_RULES", "CONTROL_NAMES", "Control", "ScheduleValidation", "control_batches", "recommend_schedule",
            "samples_trained", "schedule_in_tokens", "schedule_steps", "schedule_total_steps", "t_quantile_975",
-           "validate_schedule"]
+           "validate_schedule", "verdict_text"]
 
 CONTROL_NAMES = ("schedule", "small", "large", "iso_steps")
-CRITERION = ("the schedule is below the fixed-batch frontier when it takes fewer optimizer steps than every fixed "
-             "batch whose mean final eval loss is at most the schedule's; its loss holds when its mean final eval "
-             "loss is at most the upper end of the small batch's 95 % CI")
-"""The validation's success criterion, fixed here before any run (and printed before the runs start)."""
+SCHEDULE_RULES = ("once_per_crossing", "while_safe")
+"""``branch.schedule_rule``'s values (module docstring); the first is the default."""
 
 
 # ---- the schedule ------------------------------------------------------------------------------------
 
-def recommend_schedule(points: Sequence[CbsPoint], *, trunk_batch: int, largest_batch: int) -> list[list[int]]:
-    """The batch-size warmup as ``[start_samples, batch_size]`` pairs (module docstring). Points that are not
-    resolvable, or whose trunk loss is missing, change nothing."""
+def recommend_schedule(points: Sequence[CbsPoint], *, trunk_batch: int, largest_batch: int,
+                       rule: str = "once_per_crossing") -> list[list[int]]:
+    """The batch-size warmup as ``[start_samples, batch_size]`` pairs under ``rule`` (``SCHEDULE_RULES``; module
+    docstring). Points that are not resolvable, or whose trunk loss is missing, change nothing."""
+    if rule not in SCHEDULE_RULES:
+        raise ValueError(f"unknown schedule rule {rule!r} (known: {', '.join(SCHEDULE_RULES)})")
     schedule, batch = [[0, int(trunk_batch)]], int(trunk_batch)
     for p in sorted(points, key=lambda p: p.samples_seen):
         if p.trunk_loss is None or not p.resolvable:
@@ -52,7 +68,7 @@ def recommend_schedule(points: Sequence[CbsPoint], *, trunk_batch: int, largest_
         grown = batch
         if grown * 2 <= min(p.batch_size, largest_batch):
             grown *= 2
-            while grown * 2 <= min(p.batch_size, largest_batch):
+            while rule == "while_safe" and grown * 2 <= min(p.batch_size, largest_batch):
                 o = p.outcome(grown * 2)
                 if o is None or not o.recovers or o.close:
                     break
@@ -105,15 +121,9 @@ def control_batches(schedule: Sequence[Sequence[int]], budget_samples: int) -> l
 
 # ---- the schedule's validation ---------------------------------------------------------------------------
 
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-         12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
-
-
 def t_quantile_975(df: int) -> float:
-    """Student's t 97.5 % quantile at ``df`` degrees of freedom (the table's nearest lower entry; 1.96 past 30)."""
-    if df < 1:
-        raise ValueError(f"degrees of freedom must be at least 1, got {df}")
-    return _T975[max(k for k in _T975 if k <= df)] if df <= 30 else 1.96
+    """Student's t 97.5 % quantile at ``df`` ≥ 1 degrees of freedom (a two-sided 95 % interval)."""
+    return t_quantile(0.975, df)
 
 
 @dataclass(frozen=True)
@@ -131,30 +141,38 @@ class Control:
     final_loss_mean: Optional[float]
     final_loss_ci95: Optional[list]
     """``[low, high]``: mean ± t(0.975, seeds − 1) · standard error; None with fewer than two seeds."""
-    final_losses: list
-    """Each finished seed's final eval loss, by seed offset."""
+    final_losses: dict
+    """Each finished seed's final eval loss, ``{seed offset: loss}``: the pairs the tests read."""
     diverged: int = 0
 
     def to_dict(self) -> dict:
         return as_dict(self)
 
+    def as_fixed_run(self) -> FixedRun:
+        return FixedRun(int(self.batch_size), int(self.steps), {int(s): v for s, v in self.final_losses.items()})
+
 
 @dataclass(frozen=True)
 class ScheduleValidation:
-    """The schedule's runs against the fixed-batch controls over the same samples and seeds."""
+    """The schedule's runs against the fixed-batch controls over the same samples and seeds, read by the
+    pre-registered paired tests of ``analysis.schedule_verdicts``."""
 
     controls: tuple[Control, ...]
     frontier: list
     """The fixed batches' ``[steps, final_loss_mean]`` pairs, fewest steps first."""
-    below_frontier: Optional[bool]
-    """Fewer steps than every fixed batch whose mean final loss is at most the schedule's (None: not readable)."""
-    loss_holds: Optional[bool]
-    """The schedule's mean final loss is at most the upper end of the small batch's 95 % CI (or its mean, with
-    one seed)."""
+    frontier_band: list
+    """The frontier interpolated in log-steps with its 95 % band (``FrontierPoint`` records: ``steps``, ``loss``,
+    ``standard_error``, ``low``, ``high``), the schedule's steps among them."""
+    below_frontier: BelowFrontier
+    non_inferiority: Optional[NonInferiority]
+    steps_saved: StepsSaved
     steps_saved_vs_small: Optional[float]
-    """1 − schedule steps / small-batch steps."""
+    """1 − schedule steps / small-batch steps (the paper's comparison: 43 % on OLMo 1B)."""
     criterion: str
     text: str
+    held_out: bool = True
+    """The validation seeds are disjoint from the trunk's (False: an experiment whose small batch's seed 0 was
+    the trunk itself)."""
 
     def control(self, name: str) -> Optional[Control]:
         return next((c for c in self.controls if c.name == name), None)
@@ -172,17 +190,22 @@ def _control_of(row) -> str:
     return str(value) if isinstance(value, str) and value else "schedule"
 
 
-def _finals(history: pd.DataFrame, budget: int) -> list[tuple[str, Optional[int], int, Optional[float], int]]:
+def _seed(row) -> int:
+    return int(row[Column.seed_offset]) if Column.seed_offset in row and is_finite_number(row[Column.seed_offset]) else 0
+
+
+Final = tuple[str, Optional[int], int, Optional[float], int]
+"""(control, fixed batch or None, seed, final loss or None (diverged), steps)."""
+
+
+def _finals(history: pd.DataFrame, budget: int) -> tuple[list[Final], bool]:
     """(control, fixed batch or None, seed, final loss or None (diverged), steps) per run that reached the budget
-    or diverged; the trunk counts as ``small`` seed 0."""
+    or diverged; and whether the seeds are held out. An experiment whose schedule ran on seed offset 0 (the
+    trunk's: before issue 37) counted the trunk as the small batch's seed 0, and still does."""
     out = []
-    trunk = last_report(rows_of_role(history, "trunk"))
-    if trunk is not None and (int(trunk[Column.samples_seen]) == budget or diverged_runs(trunk)):
-        out.append(("small", int(trunk[Column.batch_size]), 0, None if diverged_runs(trunk) else
-                    float(trunk[Column.eval_loss]), int(trunk[Column.steps])))
     runs = rows_of_role(history, "schedule")
     if runs.empty:
-        return out
+        return out, True
     key = [Column.trial_id] if Column.trial_id in runs else [c for c in (Column.control, Column.batch_size,
                                                                           Column.seed_offset) if c in runs]
     for _, run in runs.groupby(key, sort=False, dropna=False):
@@ -190,70 +213,115 @@ def _finals(history: pd.DataFrame, budget: int) -> list[tuple[str, Optional[int]
         if int(last[Column.samples_seen]) != budget and not diverged_runs(last):
             continue  # unfinished
         name = _control_of(last)
-        seed = int(last[Column.seed_offset]) if Column.seed_offset in last and is_finite_number(last[Column.seed_offset]) else 0
-        out.append((name, None if name == "schedule" else int(last[Column.batch_size]), seed,
+        out.append((name, None if name == "schedule" else int(last[Column.batch_size]), _seed(last),
                     None if diverged_runs(last) else float(last[Column.eval_loss]), int(last[Column.steps])))
-    return out
+    held_out = not any(seed == 0 for _, _, seed, _, _ in out)
+    trunk = last_report(rows_of_role(history, "trunk"))
+    if not held_out and trunk is not None and (int(trunk[Column.samples_seen]) == budget or diverged_runs(trunk)):
+        out.append(("small", int(trunk[Column.batch_size]), 0, None if diverged_runs(trunk) else
+                    float(trunk[Column.eval_loss]), int(trunk[Column.steps])))
+    return out, held_out
 
 
 def _summarise(name: str, batch: Optional[int], runs: list) -> Control:
-    losses = [(seed, loss) for _, _, seed, loss, _ in sorted(runs, key=lambda r: r[2]) if loss is not None]
-    values = [v for _, v in losses]
+    losses = {seed: loss for _, _, seed, loss, _ in sorted(runs, key=lambda r: r[2]) if loss is not None}
+    values = list(losses.values())
     mean = float(np.mean(values)) if values else None
     ci = None
     if len(values) > 1:
         half = t_quantile_975(len(values) - 1) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
         ci = [mean - half, mean + half]
     steps = max((r[4] for r in runs if r[3] is not None), default=None)
-    return Control(name, batch, steps, len(values), mean, ci, values, len(runs) - len(values))
+    return Control(name, batch, steps, len(values), mean, ci, losses, len(runs) - len(values))
 
 
-def validate_schedule(history: pd.DataFrame, *, budget_samples: Optional[int] = None) -> Optional[ScheduleValidation]:
-    """The validation's reading (module docstring) from the ``role == "schedule"`` runs (``control``,
-    ``seed_offset``) and the trunk (``small`` at seed 0); None when no schedule run reported. Runs that did not
-    reach ``budget_samples`` (default: the trunk's last ``samples_seen``) are left out."""
+def _controls(finals: list) -> tuple[Control, ...]:
+    groups: dict = {}
+    for r in finals:
+        groups.setdefault((r[0], r[1]), []).append(r)
+    order = {n: i for i, n in enumerate(CONTROL_NAMES)}
+    return tuple(_summarise(n, b, rs) for (n, b), rs in sorted(groups.items(),
+                                                               key=lambda kv: (order.get(kv[0][0], 9), kv[0][1] or 0)))
+
+
+def _fixed_runs(controls: Sequence[Control]) -> list[FixedRun]:
+    """One fixed run per batch (a batch both ``large`` and ``iso_steps`` counts once, its first)."""
+    runs: dict = {}
+    for c in controls:
+        if c.name != "schedule" and c.final_loss_mean is not None and c.batch_size not in runs:
+            runs[c.batch_size] = c.as_fixed_run()
+    return list(runs.values())
+
+
+def validate_schedule(history: pd.DataFrame, *, budget_samples: Optional[int] = None, margin: float = 0.01,
+                      relative: bool = False) -> Optional[ScheduleValidation]:
+    """The validation's reading (module docstring; the tests: ``analysis.schedule_verdicts``) from the
+    ``role == "schedule"`` runs (``control``, ``seed_offset``); None when no schedule run reported. Runs that did
+    not reach ``budget_samples`` (default: the trunk's last ``samples_seen``) are left out. ``margin``: ε in
+    nats, or with ``relative`` a fraction of the small batch's mean final loss."""
     runs = rows_of_role(history, "schedule")
     if runs.empty:
         return None
     require_columns(history, [Column.steps, Column.eval_loss], where="validate_schedule")
     if budget_samples is None:
         budget_samples = int(history[Column.samples_seen].max())
-    finals = _finals(history, budget_samples)
-    groups: dict = {}
-    for r in finals:
-        groups.setdefault((r[0], r[1]), []).append(r)
-    order = {n: i for i, n in enumerate(CONTROL_NAMES)}
-    controls = tuple(_summarise(n, b, rs) for (n, b), rs in sorted(groups.items(),
-                                                                   key=lambda kv: (order.get(kv[0][0], 9), kv[0][1] or 0)))
-    schedule = next((c for c in controls if c.name == "schedule"), None)
-    fixed = [c for c in controls if c.name != "schedule" and c.final_loss_mean is not None]
-    frontier = sorted([[c.steps, c.final_loss_mean] for c in fixed], key=lambda x: x[0])
-    small = next((c for c in controls if c.name == "small"), None)
-    if schedule is None or schedule.final_loss_mean is None:
-        return ScheduleValidation(controls, frontier, None, None, None, CRITERION,
-                                  "the schedule's runs did not finish (or every one diverged): nothing to read")
-    reaching = [c for c in fixed if c.final_loss_mean <= schedule.final_loss_mean]
-    below = all(schedule.steps < c.steps for c in reaching)
-    loss_holds = None
-    if small is not None and small.final_loss_mean is not None:
-        line = small.final_loss_ci95[1] if small.final_loss_ci95 else small.final_loss_mean
-        loss_holds = schedule.final_loss_mean <= line + 1e-12
-    saved = 1.0 - schedule.steps / small.steps if small is not None and small.steps else None
+    finals, held_out = _finals(history, budget_samples)
+    controls = _controls(finals)
+    schedule, small = next((c for c in controls if c.name == "schedule"), None), next(
+        (c for c in controls if c.name == "small"), None)
+    fixed = _fixed_runs(controls)
+    frontier = sorted([[r.steps, r.mean_se()[0]] for r in fixed], key=lambda x: x[0])
+    criterion = criterion_text(margin, relative=relative)
+    if schedule is None or schedule.final_loss_mean is None or small is None or small.final_loss_mean is None:
+        return ScheduleValidation(controls, frontier, [p.to_dict() for p in frontier_band(fixed)],
+                                  BelowFrontier(0, None, None, None, None, None, 0, {}), None,
+                                  StepsSaved(None, None, None, None, []), None, criterion,
+                                  "the schedule's or the small batch's runs did not finish (or every one diverged): "
+                                  "nothing to read", held_out)
+    nats = margin * small.final_loss_mean if relative else margin
+    ni = non_inferiority(schedule.final_losses, small.final_losses, margin=nats)
+    below = below_frontier(schedule.final_losses, schedule.steps, fixed)
+    saved = steps_saved(schedule.steps, fixed, small_batch=small.batch_size, margin=nats)
+    vs_small = 1.0 - schedule.steps / small.steps if small.steps else None
+    band = [p.to_dict() for p in frontier_band(fixed, extra_steps=[schedule.steps])]
+    text = verdict_text(controls, ni, below, saved, vs_small, held_out)
+    return ScheduleValidation(controls, frontier, band, below, ni, saved, vs_small, criterion, text, held_out)
 
+
+def _signed(value: Optional[float]) -> str:
+    return "–" if value is None else f"{value:+.4f}"
+
+
+def verdict_text(controls: Sequence[Control], ni: NonInferiority, below: BelowFrontier, saved: StepsSaved,
+                 vs_small: Optional[float], held_out: bool = True) -> str:
+    """The three verdicts in words with their figures (the report's and the terminal's)."""
     def ci(c: Control) -> str:
-        return f" [{c.final_loss_ci95[0]:.4g}, {c.final_loss_ci95[1]:.4g}]" if c.final_loss_ci95 else ""
+        return f" [{c.final_loss_ci95[0]:.4f}, {c.final_loss_ci95[1]:.4f}]" if c.final_loss_ci95 else ""
 
     rows = "; ".join(f"{c.name}{'' if c.batch_size is None else f' B={c.batch_size}'}: {c.steps} steps, loss "
-                     f"{c.final_loss_mean:.4g}{ci(c)} ({c.seeds} seeds)" for c in controls if c.final_loss_mean is not None)
-    verdict = ("below the fixed-batch frontier" if below else "not below the fixed-batch frontier: "
-               + ", ".join(f"B={c.batch_size} reaches its loss in {c.steps} steps" for c in reaching
-                           if c.steps <= schedule.steps))
-    text = (f"{rows}. The schedule is {verdict}" + ("" if reaching or not below else
-                                                     " (no fixed batch reaches its loss)")
-            + ("" if loss_holds is None else f"; its loss {'is' if loss_holds else 'is not'} within the small "
-               f"batch's 95 % CI or below it") + (f"; {saved:.0%} fewer steps than the small batch" if saved is not None
-                                                  else ""))
-    return ScheduleValidation(controls, frontier, below, loss_holds, saved, CRITERION, text)
+                     f"{c.final_loss_mean:.4f}{ci(c)} ({c.seeds} seeds)"
+                     for c in controls if c.final_loss_mean is not None)
+    word = {True: "yes", False: "no", None: "not shown (fewer than two paired seeds)"}
+    parts = [rows + ("" if held_out else " (the small batch's seed 0 is the trunk: not held out)"),
+             f"Non-inferior to the small batch: {word[ni.holds]} — paired difference "
+             f"{_signed(ni.difference_mean)} nats, one-sided 95 % upper bound {_signed(ni.upper_95)} against ε = "
+             f"{ni.margin:.4g} over {ni.seeds} seeds"]
+    if below.frontier_loss is None:
+        parts.append("Below the frontier: not read (the fixed batches do not bracket the schedule's steps)")
+    else:
+        verdict = "yes" if below.holds else "no" if below.holds is False else "not shown"
+        parts.append(f"Below the fixed-batch frontier: {verdict}"
+                     f" — at its {below.steps} steps the frontier (B={below.between[0]}–{below.between[1]}, "
+                     f"interpolated in log-steps) is at {below.frontier_loss:.4f}; paired difference "
+                     f"{_signed(below.difference_mean)}, one-sided 95 % upper bound {_signed(below.upper_95)} "
+                     f"(below only under 0)")
+    if saved.fraction is not None:
+        low = "–" if saved.interval[0] is None else f"{saved.interval[0]:.0%}"
+        parts.append(f"Steps saved against B={saved.against_batch} ({saved.against_steps} steps, the fixed batch "
+                     f"with the fewest steps non-inferior to the small batch): {saved.fraction:.0%}, interval "
+                     f"[{low}, {saved.fraction:.0%}]" + ("" if vs_small is None else
+                                                          f"; {vs_small:.0%} against the small batch itself"))
+    return ". ".join(parts)
 
 
 # ---- cost ----------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from cbs_ray.analysis.branch_points import (
     rows_of_role,
     run_key,
     critical_batch_over_training,
+    loss_column,
 )
 from cbs_ray.analysis.branch_schedule import (
     ScheduleValidation,
@@ -32,7 +33,7 @@ from cbs_ray.analysis.json_values import json_clean
 from cbs_ray.maths.budget import scratch_grid_samples
 from cbs_ray.records.columns import Column
 
-__all__ = ["BranchSummary", "schedule_alpha", "summarize_branches"]
+__all__ = ["BranchSummary", "compare_losses", "schedule_alpha", "summarize_branches"]
 
 
 # ---- the summary ----------------------------------------------------------------------------------------
@@ -73,10 +74,15 @@ class BranchSummary:
     """ε relative to the reference loss (``branch.tolerance_relative``); absolute in nats otherwise."""
     loss: str = "eval"
     """The loss compared (``branch.loss``: ``eval`` or ``train_ema``)."""
+    schedule_rule: str = "once_per_crossing"
+    """How the schedule doubles (``branch.schedule_rule``: ``once_per_crossing`` or ``while_safe``)."""
     repeats: int = 1
     alphas: list = field(default_factory=list)
     deviations: list = field(default_factory=list)
     """Where this search departs from the paper's method, one sentence each."""
+    loss_comparison: Optional[list] = None
+    """CBS(t) per checkpoint read on both losses, the eval loss and the paper's EMA-smoothed training loss
+    (``compare_losses``), the same runs and rule; None where the history lacks one of them."""
     schedule_alpha: Optional[float] = None
     """The alpha the schedule's LR follows (√2 per doubling at 0.5)."""
     tokens_per_sample: Optional[int] = field(default=None, metadata={"omit_if_none": True})
@@ -132,7 +138,11 @@ def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
     relative, loss = bool(meta.get("tolerance_relative", True)), str(meta.get("loss", "eval"))
     points = critical_batch_over_training(history, trunk_batch=trunk_batch, window_samples=window, tolerance=tolerance,
                                           tokens_per_sample=tokens, relative=relative, loss=loss)
-    schedule = recommend_schedule(points, trunk_batch=trunk_batch, largest_batch=max(batches))
+    # An experiment written before issue 37 (no ``schedule_rule`` key) doubled while each doubling was safe.
+    rule = str(meta.get("schedule_rule", "while_safe"))
+    schedule = recommend_schedule(points, trunk_batch=trunk_batch, largest_batch=max(batches), rule=rule)
+    # The validation's margin is the ε recorded when its runs started (pre-registered), not a later --tolerance.
+    margin = float((meta.get("schedule") or {}).get("margin", tolerance))
     final = last_report(rows_of_role(history, "trunk"))
     final_lr = final.get(Column.peak_lr) if final is not None else None
     trunk = {Column.batch_size: trunk_batch, Column.peak_lr: json_clean(meta.get("trunk_peak_lr", final_lr)),
@@ -148,7 +158,8 @@ def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
     return BranchSummary(
         critical_batch_over_training=tuple(points), batch_size_schedule=schedule,
         trend=trend(points, tokens_per_sample=tokens), b_simple_over_training=b_simple_over_training(history),
-        schedule_validation=validate_schedule(history, budget_samples=budget), trunk=trunk,
+        schedule_validation=validate_schedule(history, budget_samples=budget, margin=margin, relative=relative),
+        trunk=trunk,
         branches=_branch_records(history, window), budget_samples=budget, window_samples=window,
         checkpoints=[int(c) for c in meta["checkpoints"]], branch_batches=batches, tolerance=tolerance,
         total_samples=sum(by_role.values()), samples_by_role=by_role, scratch_samples=scratch,
@@ -156,8 +167,11 @@ def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
         budget_tokens=budget * tokens if tokens else None,
         batch_size_schedule_tokens=schedule_in_tokens(schedule, tokens) if tokens else None,
         name=meta.get("name"), experiment_path=meta.get("experiment_path"), tolerance_relative=relative, loss=loss,
-        repeats=int(meta.get("repeats", 1)), alphas=[float(a) for a in alphas], deviations=deviations,
-        schedule_alpha=schedule_alpha(points, alphas, fallback=float(meta.get("trunk_alpha", 0.5))))
+        schedule_rule=rule, repeats=int(meta.get("repeats", 1)), alphas=[float(a) for a in alphas],
+        deviations=deviations,
+        schedule_alpha=schedule_alpha(points, alphas, fallback=float(meta.get("trunk_alpha", 0.5))),
+        loss_comparison=compare_losses(history, points, loss=loss, trunk_batch=trunk_batch, window_samples=window,
+                                       tolerance=tolerance, tokens_per_sample=tokens, relative=relative))
 
 
 def schedule_alpha(points, alphas, *, fallback: float) -> float:
@@ -173,3 +187,31 @@ def schedule_alpha(points, alphas, *, fallback: float) -> float:
             if o.status == "recovers" and o.alpha is not None:
                 wins[o.alpha] = wins.get(o.alpha, 0) + 1
     return min(wins, key=lambda a: (-wins[a], a)) if wins else fallback
+
+
+def _reading(p: CbsPoint) -> dict:
+    return {Column.batch_size: p.batch_size, "bound": p.bound, "interval": p.interval, "resolvable": p.resolvable,
+            "trunk_improvement": json_clean(p.trunk_improvement)}
+
+
+def compare_losses(history: pd.DataFrame, points, *, loss: str, **rule) -> Optional[list]:
+    """CBS(t) at every checkpoint on the eval loss and on the EMA-smoothed training loss (the paper's reading,
+    Merrill et al. 2025 App. A), ``points`` being the reading on ``loss``: one record per checkpoint
+    (``samples_seen``, ``eval``, ``train_ema``: each ``batch_size``, ``bound``, ``interval``, ``resolvable``,
+    ``trunk_improvement``; ``agree``: the same CBS(t) and the same resolvability). None where the history has
+    no finite value of the other loss (an experiment that did not record it)."""
+    other = "train_ema" if loss == "eval" else "eval"
+    column = loss_column(other)
+    branches = rows_of_role(history, "branch")
+    if branches.empty or column not in history or not branches[column].map(is_finite_number).any():
+        return None
+    read = {loss: points, other: critical_batch_over_training(history, loss=other, **rule)}
+    by_samples = {name: {p.samples_seen: p for p in pts} for name, pts in read.items()}
+    out = []
+    for samples in sorted(by_samples[loss]):
+        a, b = by_samples["eval"].get(samples), by_samples["train_ema"].get(samples)
+        if a is None or b is None:
+            continue
+        out.append({Column.samples_seen: int(samples), "eval": _reading(a), "train_ema": _reading(b),
+                    "agree": a.batch_size == b.batch_size and a.bound == b.bound and a.resolvable == b.resolvable})
+    return out

@@ -62,7 +62,8 @@ class ExperimentMeta:
     schedule_experiment: Optional[str] = None
     """Branch mode: the schedule run's Tune experiment, recorded before it starts."""
     schedule: Optional[dict] = None
-    """Branch mode: the schedule decided for the schedule run (``batch_size_schedule``, ``alpha``)."""
+    """Branch mode: the schedule decided for the schedule run (``batch_size_schedule``, ``alpha``) and its validation's
+    pre-registered ``margin`` and ``criterion``, recorded before its runs start."""
     branching: dict = field(default_factory=dict)
     """Branch mode: the resolved ``branch:`` section (``Branching.to_meta``), flat beside the fields in the file."""
 

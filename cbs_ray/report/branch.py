@@ -32,8 +32,8 @@ from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import save_figure  # (sets matplotlib's Agg backend)
 from cbs_ray.report.text import markdown_table, html_answer_box, html_table
 
-__all__ = ["FRONTIER_PLOT", "PLOT", "cbs_over_training_plot", "frontier_plot", "headline", "render_html",
-           "render_markdown", "trainer_snippets", "write_branch_report"]
+__all__ = ["FRONTIER_PLOT", "PLOT", "cbs_over_training_plot", "frontier_plot", "headline", "loss_rows", "paired_rows",
+           "render_html", "render_markdown", "trainer_snippets", "write_branch_report"]
 
 PLOT = "cbs_over_training"
 FRONTIER_PLOT = "schedule_frontier"
@@ -327,14 +327,21 @@ def _definition(summary: BranchSummary) -> str:
 
 
 def frontier_plot(summary: BranchSummary, path: Path) -> Optional[Path]:
-    """Final eval loss against optimizer steps: the fixed batches (the frontier, 95 % CIs as bars) and the
-    schedule; None without a validation."""
+    """Final eval loss against optimizer steps: the fixed batches (95 % CIs as bars), the frontier interpolated
+    in log-steps with its 95 % band, and the schedule; None without a validation."""
     sv = summary.schedule_validation
     if sv is None or not any(c.final_loss_mean is not None for c in sv.controls):
         return None
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
-    fixed = sorted((c for c in sv.controls if c.name != "schedule" and c.final_loss_mean is not None),
-                   key=lambda c: c.steps)
+    band = sv.frontier_band
+    if band:
+        steps = [p[Column.steps] for p in band]
+        ax.plot(steps, [p["loss"] for p in band], "-", color="tab:blue", lw=1.0,
+                label="fixed-batch frontier (interpolated in log-steps)")
+        if all(p["low"] is not None for p in band):
+            ax.fill_between(steps, [p["low"] for p in band], [p["high"] for p in band], color="tab:blue", alpha=0.15,
+                            lw=0, label="its 95 % band")
+    fixed = [c for c in sv.controls if c.name != "schedule" and c.final_loss_mean is not None]
     for c in [*fixed, *(c for c in sv.controls if c.name == "schedule" and c.final_loss_mean is not None)]:
         err = None if not c.final_loss_ci95 else [[c.final_loss_mean - c.final_loss_ci95[0]],
                                                   [c.final_loss_ci95[1] - c.final_loss_mean]]
@@ -342,14 +349,52 @@ def frontier_plot(summary: BranchSummary, path: Path) -> Optional[Path]:
         ax.errorbar([c.steps], [c.final_loss_mean], yerr=err, capsize=3, **style)
         ax.annotate(c.name if c.batch_size is None else f"B={c.batch_size}", (c.steps, c.final_loss_mean),
                     xytext=(5, 4), textcoords="offset points", fontsize=8)
-    ax.plot([c.steps for c in fixed], [c.final_loss_mean for c in fixed], "-", color="tab:blue", lw=0.8,
-            label="fixed batches (frontier)")
+    below = sv.below_frontier
+    if below.holds is not None:
+        ax.set_title(f"The schedule {'below' if below.holds else 'not below'} the fixed-batch frontier "
+                     f"(paired: {below.difference_mean:+.4f}, bound {below.upper_95:+.4f})", fontsize=9)
+    else:
+        ax.set_title("The schedule against the fixed-batch frontier", fontsize=9)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("optimizer steps over the budget")
     ax.set_ylabel("final eval loss (mean, 95 % CI)")
-    ax.set_title("The schedule against the fixed-batch frontier")
     ax.legend(fontsize=7, loc="best")
     return save_figure(fig, path)
+
+
+PAIRED_COLUMNS = ["seed", "schedule", "small", "schedule_minus_small", "frontier_at_schedule_steps",
+                  "schedule_minus_frontier"]
+
+
+def paired_rows(summary: BranchSummary) -> list[dict]:
+    """One row per validation seed: the schedule's and the small batch's final loss, the frontier's at the
+    schedule's steps (from that seed's fixed batches), and the paired differences the verdicts read."""
+    sv = summary.schedule_validation
+    schedule, small = (sv.control("schedule"), sv.control("small")) if sv else (None, None)
+    if schedule is None:
+        return []
+    ni = sv.non_inferiority.differences if sv.non_inferiority else {}
+    below = sv.below_frontier.differences
+    rows = []
+    for seed, loss in sorted(schedule.final_losses.items()):
+        d_small, d_frontier = ni.get(seed), below.get(seed)
+        rows.append({"seed": seed, "schedule": loss, "small": (small.final_losses.get(seed) if small else None),
+                     "schedule_minus_small": None if d_small is None else f"{d_small:+.4f}",
+                     "frontier_at_schedule_steps": None if d_frontier is None else loss - d_frontier,
+                     "schedule_minus_frontier": None if d_frontier is None else f"{d_frontier:+.4f}"})
+    return rows
+
+
+LOSS_COLUMNS = [Column.samples_seen, "eval", "train_ema", "agree"]
+
+
+def loss_rows(summary: BranchSummary) -> list[dict]:
+    """CBS(t) on the eval loss beside CBS(t) on the EMA-smoothed training loss, per checkpoint."""
+    def cell(r: dict) -> str:
+        return bound_text(r[Column.batch_size], r["bound"]) + ("" if r["resolvable"] else " (not resolvable)")
+
+    return [{Column.samples_seen: c[Column.samples_seen], "eval": cell(c["eval"]), "train_ema": cell(c["train_ema"]),
+             "agree": "yes" if c["agree"] else "no"} for c in summary.loss_comparison or []]
 
 
 def _validation_records(summary: BranchSummary) -> list[dict]:
@@ -378,9 +423,17 @@ def render_markdown(summary: BranchSummary, plot: Optional[Path]) -> str:
         parts += [f"### {trainer}\n", f"```{language}\n{snippet}```\n", note + "\n"]
     sv = summary.schedule_validation
     frontier = f"\n![{FRONTIER_PLOT}]({FRONTIER_PLOT}.png)\n" if sv and sv.frontier else ""
-    parts += ["## Schedule validation\n", (f"Criterion (fixed before the runs): {sv.criterion}.\n\n{sv.text}\n\n"
-                                            + markdown_table(_validation_records(summary), VALIDATION_COLUMNS) + frontier)
-              if sv else "Not run: `--validate-schedule` trains the schedule against fixed batches.\n",
+    paired = ("\nPaired by seed (the differences the verdicts read):\n\n"
+              + markdown_table(paired_rows(summary), PAIRED_COLUMNS)
+              if sv and paired_rows(summary) else "")
+    compared = ("## CBS(t) on the eval loss and on the training loss (EMA)\n\n"
+                + markdown_table(loss_rows(summary), LOSS_COLUMNS)
+                if summary.loss_comparison else "")
+    parts += ["## Schedule validation\n", (f"Criterion (fixed before the runs): {sv.criterion}.\n\n"
+                                            + "\n\n".join(f"- {v}" for v in sv.text.split(". ")) + "\n\n"
+                                            + markdown_table(_validation_records(summary), VALIDATION_COLUMNS)
+                                            + paired + frontier)
+              if sv else "Not run: `--validate-schedule` trains the schedule against fixed batches.\n", compared,
               "## Deviations from the paper\n", "\n".join(f"- {d}" for d in summary.deviations) + "\n"
               if summary.deviations else "None.\n",
               "## Branches\n", markdown_table(summary.branches, BRANCH_COLUMNS),
@@ -404,12 +457,17 @@ def render_html(summary: BranchSummary, plot: Optional[Path], frontier: Optional
     snippets = "".join(f"<h3>{esc(trainer)}</h3><pre>{esc(snippet)}</pre><p class=\"meta\">{esc(note)}</p>"
                        for trainer, (_, snippet, note) in trainer_snippets(summary).items())
     sv = summary.schedule_validation
-    validation = (f"<p class=\"meta\">Criterion (fixed before the runs): {esc(sv.criterion)}.</p><p>{esc(sv.text)}</p>"
-                  + html_table(_validation_records(summary), VALIDATION_COLUMNS) if sv else
+    validation = (f"<p class=\"meta\">Criterion (fixed before the runs): {esc(sv.criterion)}.</p><ul>"
+                  + "".join(f"<li>{esc(v)}</li>" for v in sv.text.split(". ")) + "</ul>"
+                  + html_table(_validation_records(summary), VALIDATION_COLUMNS)
+                  + ("<p>Paired by seed (the differences the verdicts read):</p>"
+                     + html_table(paired_rows(summary), PAIRED_COLUMNS) if paired_rows(summary) else "") if sv else
                   "<p>Not run: <code>--validate-schedule</code> trains the schedule against fixed batches.</p>")
     if sv and frontier is not None and frontier.exists():
         data = base64.b64encode(frontier.read_bytes()).decode()
         validation += f'<figure><img alt="{FRONTIER_PLOT}" src="data:image/png;base64,{data}"></figure>'
+    compared = ("<h2>CBS(t) on the eval loss and on the training loss (EMA)</h2>"
+                + html_table(loss_rows(summary), LOSS_COLUMNS) if summary.loss_comparison else "")
     deviations = ("<ul>" + "".join(f"<li>{esc(d)}</li>" for d in summary.deviations) + "</ul>"
                   if summary.deviations else "<p>None.</p>")
     title = f"Critical batch over training: {esc(str(summary.name or ''))}"
@@ -427,7 +485,7 @@ trunk batch {summary.trunk[Column.batch_size]}, branches at {esc(', '.join(map(s
 <p>Shape: {esc(summary.trend.text)}</p>
 <h2>Recommended batch-size schedule</h2><p>{esc(_schedule_text(summary))}</p>
 <pre>{esc(str(summary.batch_size_schedule))}</pre>{snippets}
-<h2>Schedule validation</h2>{validation}
+<h2>Schedule validation</h2>{validation}{compared}
 <h2>Deviations from the paper</h2>{deviations}
 <h2>Branches</h2>{html_table(summary.branches, BRANCH_COLUMNS)}
 <h2>Gradient noise scale on the trunk</h2><p>{esc(_b_simple_line(summary))}</p>

@@ -37,7 +37,8 @@ def same_spec_schedule(path: str, meta: ExperimentMeta) -> Optional[dict]:
     the newest branch experiment beside it (``<name>-branch-*`` in the same storage) with the same spec name,
     the same data (``data_fingerprint``) and the same budget, summarized as branch mode reports it; None where
     there is none or the storage is remote. ``{"experiment", "batch_size_schedule", "alpha", "validated"}``,
-    ``validated`` the schedule validation's verdict where it ran (``below_frontier``, ``loss_holds``)."""
+    ``validated`` the schedule validation's verdicts where it ran (``below_frontier``; ``loss_holds``, its
+    non-inferiority to the small batch)."""
     root = Path(path).parent
     if "://" in path or not root.is_dir() or meta.data_fingerprint is None:
         return None
@@ -64,5 +65,7 @@ def same_spec_schedule(path: str, meta: ExperimentMeta) -> Optional[dict]:
         return {"experiment": str(candidate), "batch_size_schedule": [[int(a), int(b)] for a, b in
                                                                        summary.batch_size_schedule],
                 Column.alpha: summary.schedule_alpha,
-                "validated": None if sv is None else {"below_frontier": sv.below_frontier, "loss_holds": sv.loss_holds}}
+                "validated": None if sv is None else {"below_frontier": sv.below_frontier.holds,
+                                                      "loss_holds": None if sv.non_inferiority is None
+                                                      else sv.non_inferiority.holds}}
     return None

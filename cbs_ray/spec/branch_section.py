@@ -59,6 +59,8 @@ class Branching:
     optimizer_state: str = "keep"
     loss: str = "eval"
     validation_seeds: int = 3
+    schedule_rule: str = "once_per_crossing"
+    """How the schedule doubles (``analysis.branch_schedule.SCHEDULE_RULES``)."""
     window_min_steps: int = DEFAULT_WINDOW_MIN_STEPS
 
     @property
@@ -97,6 +99,9 @@ class Branching:
             out.append(f"tolerance relative ({self.tolerance:.3g} of the reference loss; the paper: 0.01 absolute)")
         if self.optimizer_state != "keep":
             out.append("Adam's state reset at each branch (the paper keeps the run's state)")
+        if self.schedule_rule != "once_per_crossing":
+            out.append("the schedule doubles more than once at a checkpoint where each doubling passed "
+                       "(the paper: one doubling per crossing)")
         if self.loss != "train_ema":
             out.append("the eval loss at t + Δ on a fixed eval set (the paper: the training loss, EMA-smoothed)")
         return out
@@ -110,7 +115,8 @@ class Branching:
                 "budget_samples": self.budget_samples, "tokens_per_sample": self.tokens_per_sample,
                 "tolerance_relative": self.tolerance_relative, "repeats": self.repeats,
                 "optimizer_state": self.optimizer_state, "loss": self.loss,
-                "validation_seeds": self.validation_seeds, "window_min_steps": self.window_min_steps,
+                "validation_seeds": self.validation_seeds, "schedule_rule": self.schedule_rule,
+                "window_min_steps": self.window_min_steps,
                 "deviations": self.deviations()}
 
 
@@ -173,4 +179,5 @@ def resolve_branching(spec: SearchSpec, budget_samples: int, tokens_per_sample: 
                      trunk_peak_lr=scaled_lr(t.base_lr, trunk, t.base_batch, trunk_alpha),
                      budget_samples=budget_samples, tokens_per_sample=tokens_per_sample,
                      tolerance_relative=b.tolerance_relative, repeats=b.repeats, optimizer_state=b.optimizer_state,
-                     loss=b.loss, validation_seeds=b.validation_seeds, window_min_steps=b.window_min_steps)
+                     loss=b.loss, validation_seeds=b.validation_seeds, window_min_steps=b.window_min_steps,
+                     schedule_rule=b.schedule_rule)

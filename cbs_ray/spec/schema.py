@@ -342,12 +342,18 @@ class BranchSpec:
     loss: Literal["eval", "train_ema"] = "eval"
     """The loss compared: ``eval`` (the fixed eval set at exactly t + Δ) or ``train_ema`` (the paper's training
     loss smoothed by an EMA with α = 0.5 per optimizer step)."""
+    schedule_rule: Literal["once_per_crossing", "while_safe"] = "once_per_crossing"
+    """How the recommended schedule grows: ``once_per_crossing`` doubles the batch once at each checkpoint where
+    CBS(t) reaches twice it (the paper's: 8 → 16 at the first such point, → 32 at a later one);
+    ``while_safe`` (the rule before issue 37) doubles again at the same checkpoint while the branch at the
+    doubled batch itself passed, not a close call (8 → 32 at one checkpoint)."""
     validate_schedule: bool = False
     """After the branches: train the recommended batch-size schedule for the whole budget against fixed-batch
     controls (the small batch, the large one the schedule reaches, the iso-step batches), each on
     ``validation_seeds`` seeds, and read the fixed-batch frontier (``--validate-schedule`` sets it)."""
     validation_seeds: int = field(default=3, metadata=check(a_count(MAX_REPEATS)))
-    """Seeds per run of the schedule's validation (the schedule and every control)."""
+    """Seeds per run of the schedule's validation (the schedule and every control), held out from the trunk's
+    (seed offsets 1…n): the paired tests read them seed by seed."""
 
 
 @dataclass

@@ -36,12 +36,12 @@ from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.checkpoint import trunk_checkpoint_path
 
 __all__ = ["RunPlan", "ROLES", "plan_from_config", "scratch_plan", "trunk_config", "branch_configs", "schedule_config",
-           "validation_configs", "format_batch_schedule", "parse_batch_schedule", "ladder_plan", "ladder_configs",
-           "trial_name"]
+           "validation_configs", "validation_seed_offsets", "format_batch_schedule", "parse_batch_schedule",
+           "ladder_plan", "ladder_configs", "trial_name"]
 
 ROLES = ("trunk", "branch", "schedule")
-"""The runs of a branch search: the trunk (which is also the fixed small batch the schedule is validated
-against: same seed, same data order, same samples), the branches, and the recommended schedule's run."""
+"""The runs of a branch search: the trunk, the branches, and the schedule's validation runs (the schedule and
+its fixed-batch controls, on seeds held out from the trunk's)."""
 
 
 @dataclass(frozen=True)
@@ -380,12 +380,16 @@ def validation_configs(br: Branching, schedule: Sequence[Sequence[int]], alpha: 
                        controls: Sequence[tuple[str, int]]) -> list[dict]:
     """Every run of the schedule's validation: the schedule and each fixed-batch control (``(name, batch)``)
     on ``br.validation_seeds`` seeds, seed by seed (seed s of every kind shares its initial weights and data
-    order). The small batch's seed 0 is the trunk itself and is not trained again."""
+    order). The seeds are held out from the trunk's (offsets 1…n; the trunk is offset 0): the run the schedule
+    was read from is not one of its controls."""
     configs = []
-    for seed in range(br.validation_seeds):
+    for seed in validation_seed_offsets(br):
         configs.append(schedule_config(br, schedule, alpha, seed_offset=seed))
         for name, batch in controls:
-            if name == "small" and seed == 0:
-                continue
             configs.append(schedule_config(br, [[0, int(batch)]], alpha, control=name, seed_offset=seed))
     return configs
+
+
+def validation_seed_offsets(br: Branching) -> range:
+    """The validation's seed offsets, disjoint from the trunk's 0: 1…``validation_seeds``."""
+    return range(1, br.validation_seeds + 1)

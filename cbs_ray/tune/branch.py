@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Optional
 
 from cbs_ray.analysis.answer import bound_text
-from cbs_ray.analysis.branch_schedule import CRITERION, control_batches
+from cbs_ray.analysis.branch_schedule import control_batches
+from cbs_ray.analysis.schedule_verdicts import criterion_text
 from cbs_ray.analysis.branch_summary import summarize_branches
 from cbs_ray.maths.budget import scratch_grid_samples
 from cbs_ray.records.columns import Column
@@ -64,9 +65,9 @@ def _branch_runs(br: Branching) -> int:
 def branch_search_samples(br: Branching, *, validate_schedule: bool = False) -> int:
     """Samples the branch search trains: the trunk's budget and every branch's window (trunk + branches: what
     finding CBS(t) costs); with ``validate_schedule`` an estimate of the validation's runs too (the schedule
-    and three fixed-batch controls on every seed but the trunk's own, each the budget: the iso-step batches are
-    known only once the schedule is)."""
-    validation = (4 * br.validation_seeds - 1) * br.budget_samples if validate_schedule else 0
+    and three fixed-batch controls on every validation seed, each the budget: the iso-step batches are known
+    only once the schedule is)."""
+    validation = 4 * br.validation_seeds * br.budget_samples if validate_schedule else 0
     return br.budget_samples + _branch_runs(br) * br.window_samples + validation
 
 
@@ -110,11 +111,16 @@ def branch_plan_lines(spec: SearchSpec, br: Branching) -> list[str]:
                      f"optimizer steps per window, under the floor of {br.window_min_steps} "
                      f"(branch.window_min_steps): its loss will say more about its first steps than its batch")
     lines += [f"  deviation from the paper: {d}" for d in br.deviations()]
+    rule = {"once_per_crossing": "one doubling per crossing of CBS(t) over twice the batch",
+            "while_safe": "doubling again at a checkpoint while each doubled branch passed"}[br.schedule_rule]
+    lines.append(f"  schedule: {rule} (branch.schedule_rule: {br.schedule_rule}), LR by the alpha rule")
     if validate:
+        more = branch_search_samples(br, validate_schedule=True) - searched
         lines.append(f"  then: the schedule and its fixed-batch controls (small, large, iso-steps) on "
-                     f"{br.validation_seeds} seeds, about {branch_search_samples(br, validate_schedule=True) - searched} "
-                     f"samples more (--validate-schedule)")
-        lines.append(f"  criterion, fixed before the validation runs: {CRITERION}")
+                     f"{br.validation_seeds} seeds held out from the trunk's, about {more} samples more "
+                     f"(--validate-schedule)")
+        lines.append(f"  criterion, fixed before the validation runs: "
+                     f"{criterion_text(br.tolerance, relative=br.tolerance_relative)}")
     if spec.search.repeats > 1:
         lines.append(f"  ignored in branch mode: search.repeats={spec.search.repeats} (branch.repeats sets seeds)")
     return lines
@@ -278,8 +284,8 @@ def fit_branches(spec: SearchSpec, stages: Stages, br: Branching) -> str:
 
 def validate_schedule_run(spec: SearchSpec, stages: Stages, br: Branching, path: str) -> Optional[str]:
     """Train the recommended schedule for the whole budget against its fixed-batch controls
-    (``analysis.branch_schedule.control_batches``), each on ``branch.validation_seeds`` seeds (seed 0 of the
-    small batch is the trunk), as a second Tune experiment recorded in the first one's metadata before it
+    (``analysis.branch_schedule.control_batches``), each on ``branch.validation_seeds`` seeds held out from the
+    trunk's, as a second Tune experiment recorded in the first one's metadata before it
     starts, so that a killed run resumes it; None when the schedule keeps the trunk's batch throughout (there
     is nothing to validate)."""
     meta = ExperimentMeta.read(path)
@@ -295,13 +301,15 @@ def validate_schedule_run(spec: SearchSpec, stages: Stages, br: Branching, path:
         return None
     name = f"{Path(path).name}-schedule"
     meta.schedule_experiment = f"{spec.storage_uri.rstrip('/')}/{name}"
-    meta.schedule = {"batch_size_schedule": [[int(s), int(b)] for s, b in schedule], "alpha": alpha}
+    criterion = criterion_text(br.tolerance, relative=br.tolerance_relative)
+    meta.schedule = {"batch_size_schedule": [[int(s), int(b)] for s, b in schedule], "alpha": alpha,
+                     "margin": br.tolerance, "criterion": criterion}
     meta.write(path)
     controls = control_batches(schedule, br.budget_samples)
     points = validation_configs(br, schedule, alpha, controls)
     print(f"schedule: training {schedule} (alpha {alpha:g}) for {br.budget_samples} samples against fixed batches "
           f"{', '.join(f'{n} B={b}' for n, b in controls)}, on {br.validation_seeds} seeds ({len(points)} runs)\n"
-          f"  criterion, fixed before these runs: {CRITERION}", flush=True)
+          f"  criterion, fixed before these runs: {criterion}", flush=True)
     return stages.tune(meta=meta, name=name, branching=br, **points_config(points))
 
 

@@ -149,20 +149,31 @@ def test_the_best_alpha_counts_where_several_were_tried():
     assert schedule_alpha([], [0.5, 1.0], fallback=0.75) == 0.75
 
 
-def test_schedule_doubles_once_per_point_unless_each_doubling_is_safe():
+def test_schedule_doubles_once_per_crossing_by_default():
     p1024, p2048, p4096 = points()  # CBS 32, ≥ 128, 64
-    # At 2048 CBS ≥ 128: 32 -> 64 (the paper's one doubling), -> 128 as B=128 itself passed, not close.
+    # The paper's rule: 16 -> 32 at 1024 (CBS 32 reaches twice 16), -> 64 at 2048 (CBS ≥ 128), and at 4096 CBS 64
+    # does not reach twice 64: one doubling per crossing, never two at one checkpoint.
     assert recommend_schedule([p1024, p2048, p4096], trunk_batch=16, largest_batch=128) == \
-        [[0, 16], [1024, 32], [2048, 128]]
+        [[0, 16], [1024, 32], [2048, 64]]
+    upper = points({**LOSSES, (1024, 32): 4.2, (1024, 64): 4.3})[0]  # CBS ≤ 16 at 1024: the trunk's batch stays
+    assert recommend_schedule([upper, p4096], trunk_batch=16, largest_batch=128) == [[0, 16], [4096, 32]]
+    with pytest.raises(ValueError, match="unknown schedule rule"):
+        recommend_schedule([p1024], trunk_batch=16, largest_batch=128, rule="twice")
+
+
+def test_schedule_while_safe_doubles_again_where_each_doubling_is_safe():
+    p1024, p2048, p4096 = points()  # CBS 32, ≥ 128, 64
+    safe = dict(trunk_batch=16, rule="while_safe")
+    # At 2048 CBS ≥ 128: 32 -> 64 (the paper's one doubling), -> 128 as B=128 itself passed, not close.
+    assert recommend_schedule([p1024, p2048, p4096], largest_batch=128, **safe) == [[0, 16], [1024, 32], [2048, 128]]
     # B=128 at 2048 within ε/2 of the line (3.508: 0.008 over 3.5, 0.002 from it): one doubling only, to 64;
     # the later CBS 64 does not double again (it needs 128).
     close = points({**LOSSES, (2048, 128): 3.508})
-    assert recommend_schedule(close, trunk_batch=16, largest_batch=128) == [[0, 16], [1024, 32], [2048, 64]]
-    assert recommend_schedule([p1024, p2048, p4096], trunk_batch=16, largest_batch=64) == \
-        [[0, 16], [1024, 32], [2048, 64]]
+    assert recommend_schedule(close, largest_batch=128, **safe) == [[0, 16], [1024, 32], [2048, 64]]
+    assert recommend_schedule([p1024, p2048, p4096], largest_batch=64, **safe) == [[0, 16], [1024, 32], [2048, 64]]
     upper = points({**LOSSES, (1024, 32): 4.2, (1024, 64): 4.3})[0]  # CBS ≤ 16 at 1024: the trunk's batch stays
     # At 4096 CBS 64: 16 -> 32, and -> 64 as B=64 passed there (0.005 over 3.20, not within ε/2 of the line).
-    assert recommend_schedule([upper, p4096], trunk_batch=16, largest_batch=128) == [[0, 16], [4096, 64]]
+    assert recommend_schedule([upper, p4096], largest_batch=128, **safe) == [[0, 16], [4096, 64]]
 
 
 def test_schedule_in_tokens_and_steps():
@@ -232,33 +243,59 @@ def validation_rows(iso64=(3.03, 3.04, 3.05), schedule=(3.00, 3.02, 3.01)):
 
 
 def test_t_quantiles():
-    assert t_quantile_975(2) == 4.303 and t_quantile_975(11) == 2.228 and t_quantile_975(100) == 1.96
+    assert t_quantile_975(2) == pytest.approx(4.303, abs=1e-3) and t_quantile_975(30) == pytest.approx(2.042, abs=1e-3)
     with pytest.raises(ValueError):
         t_quantile_975(0)
 
 
-def test_validation_reads_the_frontier_on_three_seeds():
+def test_validation_of_an_older_experiment_counts_the_trunk_as_seed_0():
+    # validation_rows: the layout before issue 37, the schedule on seeds 0-2 and the small batch's seed 0 the trunk.
     v = validate_schedule(history(schedule=validation_rows()), budget_samples=BUDGET)
     by = {(c.name, c.batch_size): c for c in v.controls}
     small = by[("small", 16)]
-    assert small.seeds == 3 and small.final_losses == [3.0, 3.02, 3.01]  # the trunk is seed 0
+    assert not v.held_out and "not held out" in v.text
+    assert small.seeds == 3 and small.final_losses == {0: 3.0, 1: 3.02, 2: 3.01}  # the trunk is seed 0
     assert small.final_loss_mean == pytest.approx(3.01)
-    half = 4.303 * 0.01 / math.sqrt(3)  # t(0.975, 2) · sd 0.01 / √3
+    half = 4.302653 * 0.01 / math.sqrt(3)  # t(0.975, 2) · sd 0.01 / √3
     assert small.final_loss_ci95 == pytest.approx([3.01 - half, 3.01 + half])
     assert by[("schedule", None)].steps == 144 and by[("large", 128)].steps == 64
     assert v.frontier == [[64, pytest.approx(3.11)], [128, pytest.approx(3.04)], [256, pytest.approx(3.01)],
                           [512, pytest.approx(3.01)]]
-    # The fixed batches at the schedule's loss (3.01) or below: 32 (256 steps) and 16 (512): both slower.
-    assert v.below_frontier is True and v.loss_holds is True
+    # Paired with the small batch: differences 0, 0, 0 -> non-inferior at ε = 0.01.
+    assert v.non_inferiority.holds is True and v.non_inferiority.difference_mean == pytest.approx(0.0)
+    # 144 steps between B=64 (128) and B=32 (256): per seed the frontier is 3.03 − 0.03 w + 0.01 s, the schedule
+    # 0.025 below on average, sd 0.01: below beyond the noise.
+    w = math.log2(144 / 128)
+    assert v.below_frontier.between == [64, 32]
+    assert v.below_frontier.frontier_loss == pytest.approx((1 - w) * 3.04 + w * 3.01)
+    assert v.below_frontier.difference_mean == pytest.approx(3.01 - ((1 - w) * 3.04 + w * 3.01))
+    assert v.below_frontier.holds is True
+    # No fixed batch but the small one is non-inferior to it (B=32: differences 0, −0.01, +0.01, bound 0.017).
+    assert v.steps_saved.against_batch == 16 and v.steps_saved.fraction == pytest.approx(1 - 144 / 512)
+    assert v.steps_saved.interval == pytest.approx([1 - 144 / 256, 1 - 144 / 512])
     assert v.steps_saved_vs_small == pytest.approx(1 - 144 / 512)
-    assert "below the fixed-batch frontier" in v.text and v.criterion.startswith("the schedule is below")
+    assert "Below the fixed-batch frontier: yes" in v.text and "Non-inferior to the small batch: yes" in v.text
+    assert v.criterion.startswith("paired by validation seed")
+    assert [round(p["steps"]) for p in v.frontier_band][:3] == [64, 69, 75] and \
+        any(p["steps"] == 144 for p in v.frontier_band)
     # B=64 reaching 3.00 in 128 steps, fewer than the schedule's 144: not below.
     v = validate_schedule(history(schedule=validation_rows(iso64=(3.00, 3.00, 3.00))), budget_samples=BUDGET)
-    assert v.below_frontier is False and "B=64 reaches its loss in 128 steps" in v.text
-    # A schedule worse than the small batch's CI.
+    assert v.below_frontier.holds is False and "Below the fixed-batch frontier: no" in v.text
+    # A schedule 0.05 nats worse than the small batch: not non-inferior.
     v = validate_schedule(history(schedule=validation_rows(schedule=(3.05, 3.06, 3.07))), budget_samples=BUDGET)
-    assert v.loss_holds is False
+    assert v.non_inferiority.holds is False and "Non-inferior to the small batch: no" in v.text
     assert validate_schedule(history()) is None
+
+
+def test_validation_on_held_out_seeds_leaves_the_trunk_out():
+    rows = [run("schedule", 128, s, v, 144) for s, v in ((1, 3.00), (2, 3.02), (3, 3.01))]
+    rows += [run("small", 16, s, v, 512) for s, v in ((1, 3.01), (2, 3.02), (3, 3.00))]
+    v = validate_schedule(history(schedule=rows), budget_samples=BUDGET)
+    assert v.held_out and v.control("small").final_losses == {1: 3.01, 2: 3.02, 3: 3.00}  # not the trunk's 3.0
+    assert v.non_inferiority.differences == pytest.approx({1: -0.01, 2: 0.0, 3: 0.01})
+    # A relative margin: ε × the small batch's mean loss.
+    v = validate_schedule(history(schedule=rows), budget_samples=BUDGET, margin=0.01, relative=True)
+    assert v.non_inferiority.margin == pytest.approx(0.0301)
 
 
 def test_samples_trained_per_role():
@@ -276,9 +313,14 @@ def test_summary_json_carries_the_issue_keys():
         [(1024, 32, None, [32, 64], True), (2048, 128, "lower", [128, None], True), (4096, 64, None, [64, 128], True)]
     assert d["batch_size_schedule"] == SCHEDULE and d["schedule_alpha"] == 0.5
     sv = d["schedule_validation"]
-    assert sv["below_frontier"] is True and len(sv["frontier"]) == 4
+    assert sv["below_frontier"]["holds"] is True and len(sv["frontier"]) == 4
+    assert set(sv["non_inferiority"]) >= {"difference_mean", "upper_95", "margin", "holds"}
+    assert set(sv["steps_saved"]) >= {"fraction", "interval", "against_batch"}
+    assert sv["frontier_band"] and set(sv["frontier_band"][0]) == {"steps", "loss", "standard_error", "low", "high"}
+    assert sv["non_inferiority"]["margin"] == TOL
     schedule = next(c for c in sv["controls"] if c["name"] == "schedule")
     assert schedule["batch_size"] is None and schedule["seeds"] == 3 and len(schedule["final_loss_ci95"]) == 2
+    assert schedule["final_losses"] == {"0": 3.0, "1": 3.02, "2": 3.01}  # by seed
     assert {c["name"] for c in sv["controls"]} == {"schedule", "small", "large", "iso_steps"}
     assert d["trunk"] == {"batch_size": 16, "peak_lr": 1e-3, "final_eval_loss": 3.0, "samples_seen": 8192, "steps": 512}
     assert len(d["branches"]) == 9 and d["deviations"] == META["deviations"]
@@ -312,6 +354,18 @@ def test_the_ema_training_loss_is_the_paper_s_alternative():
                                      loss="train_ema")[0]
     assert p.batch_size == 64 and p.trunk_loss == pytest.approx(4.5)
     assert points(frame=frame)[0].batch_size == 32  # the eval loss says otherwise
+    # The summary reads both, side by side, whichever branch.loss chose.
+    for loss in ("eval", "train_ema"):
+        compared = summarize_branches(frame, {**META, "loss": loss}).loss_comparison
+        assert [(c["samples_seen"], c["eval"]["batch_size"], c["train_ema"]["batch_size"], c["agree"])
+                for c in compared] == [(1024, 32, 64, False), (2048, 128, 128, True), (4096, 64, 64, True)]
+    assert summarize_branches(history(), META).loss_comparison is None  # no training loss recorded
+
+
+def test_the_schedule_rule_is_recorded_and_an_older_experiment_keeps_its_own():
+    assert summarize_branches(history(), {**META, "schedule_rule": "once_per_crossing"}).batch_size_schedule == \
+        [[0, 16], [1024, 32], [2048, 64]]
+    assert summarize_branches(history(), META).batch_size_schedule == SCHEDULE  # no key: while_safe, as it ran
 
 
 def test_trainer_snippets_follow_the_schedule():
@@ -353,6 +407,40 @@ def test_report_writes_every_file(tmp_path):
     assert any(line.startswith("Recommended batch-size schedule: 16 from 0, then 32 from 1024, then 128 from 2048")
                and "LR × 1.41 per doubling" in line for line in lines)
     assert any(line.startswith("Deviation from the paper:") for line in lines)
+
+
+def test_report_says_the_verdicts_the_paired_differences_and_draws_the_band(tmp_path, monkeypatch):
+    import cbs_ray.report.branch as branch_report
+
+    frame = history(schedule=validation_rows())
+    frame["train_loss_ema"] = frame["eval_loss"]
+    s = summarize_branches(frame, META)
+    drawn, save = {}, branch_report.save_figure
+
+    def keep(fig, path):
+        ax = fig.axes[0]
+        drawn.setdefault("labels", []).append([t.get_text() for t in ax.get_legend().get_texts()])
+        drawn.setdefault("titles", []).append(ax.get_title())
+        return save(fig, path)
+
+    monkeypatch.setattr(branch_report, "save_figure", keep)
+    write_branch_report(s, frame, tmp_path)
+    frontier_legend = drawn["labels"][1]
+    assert "fixed-batch frontier (interpolated in log-steps)" in frontier_legend and "its 95 % band" in frontier_legend
+    assert drawn["titles"][1].startswith("The schedule below the fixed-batch frontier (paired: -0.02")
+    md = (tmp_path / "report.md").read_text()
+    assert "- Non-inferior to the small batch: yes — paired difference +0.0000 nats" in md
+    assert "- Below the fixed-batch frontier: yes — at its 144 steps the frontier (B=64–32" in md
+    assert "- Steps saved against B=16 (512 steps" in md and "72%, interval [44%, 72%]" in md
+    # The paired table: seed 1's schedule 3.02, small 3.02, frontier 3.04 − 0.03 w.
+    w = math.log2(144 / 128)
+    row = next(r for r in branch_report.paired_rows(s) if r["seed"] == 1)
+    assert row["schedule_minus_small"] == "+0.0000"
+    assert row["frontier_at_schedule_steps"] == pytest.approx(3.04 - 0.03 * w)
+    assert "| seed | schedule | small | schedule_minus_small |" in md
+    assert "## CBS(t) on the eval loss and on the training loss (EMA)" in md
+    html = (tmp_path / "report.html").read_text()
+    assert "<li>Below the fixed-batch frontier: yes" in html and "schedule_minus_frontier" in html
 
 
 def test_report_with_tokens_and_no_branches(tmp_path):

@@ -64,7 +64,7 @@ def test_summary_json_has_the_critical_batch_over_training_and_a_schedule(branch
     assert (branch_search.output_dir / "report.html").is_file()
 
 
-def test_validate_schedule_compares_the_schedule_run_with_the_trunk(branch_search):
+def test_validate_schedule_compares_the_schedule_with_held_out_controls(branch_search):
     summary = json.loads((branch_search.output_dir / "summary.json").read_text())
     if len(summary["batch_size_schedule"]) < 2:  # the schedule kept the trunk's batch: no run to compare
         assert summary["schedule_validation"] is None and branch_search.schedule_experiment_path is None
@@ -72,10 +72,15 @@ def test_validate_schedule_compares_the_schedule_run_with_the_trunk(branch_searc
     assert branch_search.schedule_experiment_path
     assert (branch_search.history["role"] == "schedule").any()
     validation = summary["schedule_validation"]
-    assert validation is not None and isinstance(validation["below_frontier"], bool)
+    assert validation is not None and validation["held_out"] is True
+    assert set(validation["non_inferiority"]) >= {"difference_mean", "upper_95", "margin", "holds"}
+    assert validation["below_frontier"]["holds"] in (True, False, None) and validation["frontier_band"]
+    assert validation["criterion"].startswith("paired by validation seed")
     schedule = next(c for c in validation["controls"] if c["name"] == "schedule")
     small = next(c for c in validation["controls"] if c["name"] == "small")
-    assert schedule["seeds"] == 2 and small["seeds"] == 2 and small["batch_size"] == 8  # the trunk is seed 0
+    assert schedule["seeds"] == 2 and small["seeds"] == 2 and small["batch_size"] == 8
+    # Held out: seed offsets 1 and 2 for every run, the trunk's (0) not among them.
+    assert set(small["final_losses"]) == set(schedule["final_losses"]) == {"1", "2"}
     assert len(schedule["final_loss_ci95"]) == 2 and validation["frontier"]
     points = summary["critical_batch_over_training"]
     assert all(p["branches"][0]["seeds"] == 2 for p in points)  # the trunk and its continuation

@@ -10,6 +10,7 @@ from cbs_ray.tune.branch import branch_search_samples, scratch_search_samples
 from cbs_ray.search import main
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
+from cbs_ray.train.run_plan import validation_configs
 
 LM = "search_spaces/tiny_causal_lm.yaml"
 BRANCH = ["search.method=branch"]
@@ -101,7 +102,8 @@ def test_dry_run_prints_the_branch_plan_and_its_cost(capsys):
     assert "branches: B in [16, 32, 64] x alpha in [0.5] from each checkpoint = 9 trials" in out
     # 8192 (trunk) + 9 x 512 = 12800; from scratch: 8192 x (1 + 3) = 32768.
     assert "samples trained: 12800 (trunk 8192 + branches 4608)" in out and "32768 (0.39 of it)" in out
-    assert "on 3 seeds, about 90112 samples more" in out and "criterion, fixed before the validation runs" in out
+    assert "on 3 seeds held out from the trunk's, about 98304 samples more" in out
+    assert "criterion, fixed before the validation runs" in out
     assert "warning" not in out
     # A window under the floor of steps at the largest batch is warned of; extra alphas are a named deviation.
     assert main(["--space", LM, "--dry-run", *_sets(BRANCH), "--set", "branch.window=128",
@@ -114,11 +116,20 @@ def test_dry_run_prints_the_branch_plan_and_its_cost(capsys):
 def test_samples_of_branch_and_scratch_searches():
     br = resolve_branching(load_spec(LM, BRANCH), 8192)  # 16, 32, 64; window 512
     assert branch_search_samples(br) == 8192 + 3 * 3 * 512 == 12800
-    assert branch_search_samples(br, validate_schedule=True) == 12800 + (4 * 3 - 1) * 8192
+    assert branch_search_samples(br, validate_schedule=True) == 12800 + 4 * 3 * 8192
     assert scratch_search_samples(br) == 8192 * (1 + 3) == 32768
     # Repeats: every batch on 3 seeds, and the trunk's continuation on 2 more, from each checkpoint.
     br = resolve_branching(load_spec(LM, BRANCH + ["branch.repeats=3"]), 8192)
     assert branch_search_samples(br) == 8192 + 3 * (3 * 3 + 2) * 512
+
+
+def test_validation_seeds_are_held_out_from_the_trunk_s():
+    br = resolve_branching(load_spec(LM, BRANCH), 8192)  # the trunk: seed offset 0
+    configs = validation_configs(br, [[0, 8], [1024, 16]], 0.5, [("small", 8), ("large", 16)])
+    assert sorted({c["seed_offset"] for c in configs}) == [1, 2, 3]  # 3 validation seeds, none the trunk's
+    # Every kind on every seed, the small batch included (its seed 0 was the trunk before issue 37).
+    assert sorted((c["control"], c["seed_offset"]) for c in configs) == \
+        sorted((k, s) for k in ("schedule", "small", "large") for s in (1, 2, 3))
 
 
 def test_trial_names_say_role_batch_and_checkpoint():
