@@ -302,15 +302,15 @@ def model_inputs(batch: Mapping, device) -> dict:
 def evaluate(objects: UserObjects, model, session, cfg, *, batch_size: Optional[int] = None,
              position: Optional[Position] = None, limit: Optional[int] = None) -> dict:
     """eval_loss (the mean over the eval set's items, or its first ``limit`` examples', summed per rank over its
-    exact shard rank::workers, all-reduced), perplexity and eval_examples; with ``compute_metrics`` its metrics, computed once on the
-    logits (``preprocess_logits_for_metrics``'s of each batch, where given) and labels gathered from every rank
+    exact shard rank::workers, all-reduced), perplexity and eval_examples; with ``compute_metrics`` its metrics,
+    computed once on the logits (``preprocess_logits_for_metrics``'s of each batch, where given) and labels gathered from every rank
     (rank 0 computes, the others receive the result). ``position.batch`` follows the eval batches."""
     from transformers.trainer_pt_utils import nested_concat
 
     model.eval()
     dataset = objects.eval_dataset
-    examples = len(dataset) if limit is None else min(limit, len(dataset))
-    shard = torch.utils.data.Subset(dataset, range(session.rank, examples, session.world_size))
+    evaluated = len(dataset) if limit is None else min(limit, len(dataset))
+    shard = torch.utils.data.Subset(dataset, range(session.rank, evaluated, session.world_size))
     size = batch_size or cfg.spec.training.eval_batch_size
     loader = torch.utils.data.DataLoader(shard, batch_size=size, shuffle=False, collate_fn=objects.collate)
     amp_dtype = autocast_dtype(cfg.spec.training.precision, session.device)  # the model is evaluated as it trains
@@ -334,7 +334,7 @@ def evaluate(objects: UserObjects, model, session, cfg, *, batch_size: Optional[
     eval_loss = float(sums[0] / sums[1])
     metrics = {}
     if keep:
-        metrics = _metrics_over_all_ranks(objects.compute_metrics, logits, labels, session, examples)
+        metrics = _metrics_over_all_ranks(objects.compute_metrics, logits, labels, session, evaluated)
     model.train()
     return {**metrics, "eval_loss": eval_loss, "perplexity": math.exp(min(eval_loss, 700.0)),
             "eval_examples": int(sums[2])}

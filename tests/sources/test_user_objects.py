@@ -224,6 +224,21 @@ def test_the_plain_example_trains_and_reports_its_own_metrics():
     assert last["accuracy"] > 0.5  # four classes: learned something in 256 samples
 
 
+def test_reports_before_the_last_evaluate_the_first_examples_of_the_users_eval_set():
+    """training.eval_subset_examples on the user's objects: 32 of 101 at 128 samples, compute_metrics on those 32
+    alone, all 101 at the last report."""
+    seen = []
+
+    def counting(prediction):
+        seen.append(len(prediction.label_ids))
+        return plain.compute_metrics(prediction)
+
+    objects = {**plain.objects(train_examples=512, eval_examples=101), "compute_metrics": counting}
+    reports = train_objects(objects, ["training.eval_subset_examples=32"]).reports
+    # (the first call is the driver's check of compute_metrics on one micro-batch)
+    assert [r["eval_examples"] for r in reports] == [32, 101] and seen[-2:] == [32, 101]
+
+
 def test_search_metric_may_be_any_key_compute_metrics_returns_and_only_then():
     reports = train_objects(plain.objects(train_examples=512, eval_examples=101),
                             ["search.metric=worst_class_recall", "search.mode=max"]).reports
