@@ -17,18 +17,16 @@ from ray.tune.search import Searcher
 
 from cbs_ray.maths.bisection import Bisection, Run, middle_first
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.tune.search_space import seed_warmup
+from cbs_ray.tune.search_space import evenly_spaced, num_trials, seed_warmup
 
 __all__ = ["BisectionSearcher", "bisection_for", "bisection_alphas", "bisection_plan_lines"]
 
 
 def bisection_alphas(spec: SearchSpec) -> list[float]:
-    """The alpha candidates: ``search.grid_points`` evenly spaced over ``search.alpha_range`` (3: the ends and
-    the middle), the middle first (the seeded configurations' alpha, the first candidate, which ASHA never
+    """The alpha candidates: the ``grid`` strategy's alphas (``search.grid_points`` evenly spaced over
+    ``search.alpha_range``; 3: the ends and the middle), the middle first (the seeded configurations' alpha, the first candidate, which ASHA never
     stops)."""
-    low, high = spec.search.alpha_range
-    n = spec.search.grid_points
-    return middle_first([low] if n == 1 else [round(low + (high - low) * i / (n - 1), 6) for i in range(n)])
+    return middle_first(evenly_spaced(*spec.search.alpha_range, spec.search.grid_points))
 
 
 def bisection_for(spec: SearchSpec) -> Bisection:
@@ -41,7 +39,7 @@ def bisection_plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
     """``--dry-run``: what the bisection trains, at most, against the exhaustive grid (every batch × alpha ×
     warmup point of the ``grid`` strategy, each to the full budget)."""
     policy = bisection_for(spec)
-    most = len(policy.alphas) + len(policy.grid) - 1
+    most = num_trials(spec)
     grid_runs = len(spec.batch_sizes) * spec.search.grid_points ** 2
     return [f"  bisect: alpha chosen once at B={policy.alpha_batch} among {policy.alphas} (ASHA inside that batch, "
             f"reduction factor {len(policy.alphas)}, stops the weaker at its rungs), warmup by the seed rule; then "

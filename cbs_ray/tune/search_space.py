@@ -13,7 +13,7 @@ from cbs_ray.maths.lr_schedule import scaled_lr, seed_warmup_fraction, warmup_st
 from cbs_ray.spec.schema import SearchSpec
 
 __all__ = ["plan_lines", "tune_space", "PerBatchSpace", "per_batch_space", "seed_warmup", "grid_points",
-           "num_trials", "max_concurrent"]
+           "evenly_spaced", "num_trials", "max_concurrent"]
 
 
 def plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
@@ -104,7 +104,7 @@ def seed_warmup(warmup_range: list, batch_size: int, base_batch: int) -> float:
     return seed_warmup_fraction(warmup_range, batch_size, base_batch)
 
 
-def _evenly(low: float, high: float, n: int) -> list[float]:
+def evenly_spaced(low: float, high: float, n: int) -> list[float]:
     """``n`` evenly spaced values from ``low`` to ``high`` (just ``low`` for n = 1)."""
     return [low] if n == 1 else [round(low + (high - low) * i / (n - 1), 6) for i in range(n)]
 
@@ -114,7 +114,8 @@ def grid_points(spec: SearchSpec) -> list[dict]:
     as many warmup fractions (the ends and the middle for 3)."""
     s = spec.search
     return [{"log2_batch": b.bit_length() - 1, "alpha": a, "warmup_fraction": w} for b in spec.batch_sizes
-            for a in _evenly(*s.alpha_range, s.grid_points) for w in _evenly(*s.warmup_fraction_range, s.grid_points)]
+            for a in evenly_spaced(*s.alpha_range, s.grid_points)
+            for w in evenly_spaced(*s.warmup_fraction_range, s.grid_points)]
 
 
 def num_trials(spec: SearchSpec) -> int:
