@@ -21,7 +21,8 @@ from cbs_ray.report.ladder import headline, write_ladder_report
 from cbs_ray.spec.ladder_section import MIN_RUNG_SPAN, Ladder, resolve_ladder
 from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.train.run_plan import ladder_configs
+from cbs_ray.train.run_plan import ladder_configs, ladder_plan
+from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.tune.driver import Stages, run_method
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.result import SearchResult
@@ -29,7 +30,8 @@ from cbs_ray.tune.runner import points_config
 from cbs_ray.report.same_spec import same_spec_schedule
 from cbs_ray.tune.search_method import MethodAnswer, Reading, check_batches_fit
 
-__all__ = ["METHOD", "LadderMethod", "ladder_answer", "ladder_plan_lines", "resolved_ladder", "run_ladder_search"]
+__all__ = ["METHOD", "LadderMethod", "ladder_answer", "ladder_plan_lines", "ladder_plans", "resolved_ladder",
+           "run_ladder_search"]
 
 
 def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
@@ -79,6 +81,12 @@ class LadderStopper(Stopper):
         return False
 
 
+def ladder_plans(ld: Ladder) -> PresetPlans:
+    """Every (batch, seed) run (``run_plan.ladder_configs``) with its plan (``run_plan.ladder_plan``)."""
+    return PresetPlans.of(ladder_configs(ld), lambda point: ladder_plan(
+        ld, 2 ** int(point["log2_batch"]), int(point["ladder_stop_samples"]), int(point["seed_offset"])))
+
+
 def resolved_ladder(spec: SearchSpec, prepared: Prepared) -> Ladder:
     """The ``ladder:`` section against the prepared budget (in the prepared data's tokens where it is in tokens),
     every batch within the training set."""
@@ -107,11 +115,12 @@ class LadderMethod:
         name, path, meta = stages.open_experiment("ladder", {
             "method": "ladder", "metric": ld.metric, "mode": "min", **ld.to_meta(),
             "max_seq_length": spec.data.max_seq_length})
-        return stages.tune(meta=meta, name=name, stopper=LadderStopper(ld), **points_config(ladder_configs(ld)))
+        plans = ladder_plans(ld)
+        return stages.tune(meta=meta, name=name, stopper=LadderStopper(ld), plans=plans, **points_config(plans.points))
 
     def resume(self, spec: SearchSpec, path: str, meta: ExperimentMeta, stages: Stages) -> None:
         """Its unfinished runs from their checkpoints."""
-        stages.tune(meta=meta, restore=path)
+        stages.tune(meta=meta, restore=path, plans=ladder_plans(resolved_ladder(spec, stages.prepared)))
 
     def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
                   target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
