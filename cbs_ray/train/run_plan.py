@@ -33,7 +33,6 @@ from cbs_ray.maths.lr_schedule import lr_multiplier, scaled_lr, warmup_steps
 from cbs_ray.spec.branch_section import Branching
 from cbs_ray.spec.ladder_section import Ladder
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.train.checkpoint import trunk_checkpoint_path
 
 __all__ = ["RunPlan", "ROLES", "branch_run_plan", "scratch_plan", "trunk_config", "branch_configs", "schedule_config",
            "validation_configs", "validation_seed_offsets", "format_batch_schedule", "parse_batch_schedule",
@@ -230,6 +229,8 @@ class RunPlan:
     def checkpoint_path(self, samples: int) -> str:
         """Where the trunk's checkpoint at ``samples`` is written and branches read it: a directory holding
         ``train.checkpoint.STATE_FILE``."""
+        from cbs_ray.train.checkpoint import trunk_checkpoint_path  # (torch: a plan is read without it)
+
         return trunk_checkpoint_path(self.checkpoint_dir, samples)
 
 

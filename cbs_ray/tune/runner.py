@@ -28,7 +28,6 @@ from cbs_ray.tune.nothing_fits import NothingFitsStopper, NothingFitsWatch, noth
 from cbs_ray.tune.placement import check_placeable
 from cbs_ray.tune.progress import ProgressBoard, SearchProgress
 from cbs_ray.tune.search_space import max_concurrent
-from cbs_ray.tune.tracker_callbacks import tracking_callbacks
 from cbs_ray.tune.tracking import enabled
 
 __all__ = ["ray_session", "DoesNotFit", "SearchInterrupted", "RayDidNotStart", "ray_start_failure", "private_temp_dir",
@@ -143,6 +142,9 @@ def tracker_callbacks_for(spec: SearchSpec, budget: int, plans: TrialPlans, meta
     """The Tune callbacks of the trackers the spec turns on (none when it turns on none)."""
     if not enabled(spec.tracking):
         return []
+    # MLflow's and W&B's imports take seconds: only a search that tracks pays them.
+    from cbs_ray.tune.tracker_callbacks import tracking_callbacks
+
     return tracking_callbacks(spec, budget, plans, meta)
 
 
