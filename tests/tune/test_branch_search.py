@@ -239,3 +239,29 @@ def test_the_progress_display_reads_every_runs_span_off_its_plan():
     # validated: every run may go on to ladder.cap x D (issue 36), the span the display counts
     assert progress_display(ladder, budget, 1, ladder_plans(ld)).span_of(run) == (ld.batches[0], 0, ld.run_stop)
     assert ld.run_stop == int(ld.cap * budget)
+
+
+def test_a_resumed_branch_search_rebuilds_the_plans_its_trials_were_started_with():
+    """Issue 35: a resumed trial finds its plan by its point (``PresetPlans``), so the plans ``resume`` rebuilds
+    from the metadata (the checkpoint folder; the schedule and alpha read back from JSON, lists where the search had
+    tuples) are the ones the search started: every restored point finds the same plan."""
+    import json
+
+    from cbs_ray.train.trial_plans import PresetPlans
+    from cbs_ray.tune.branch import search_plans, validation_plans
+
+    spec = load_spec(LM, BRANCH + ["branch.repeats=2", "branch.validation_seeds=2"])
+    budget = spec.training.budget_samples
+    started = search_plans(spec, resolve_branching(spec, budget), "/ray/exp/trunk_checkpoints")
+    rebuilt = search_plans(spec, resolve_branching(spec, budget), "/ray/exp/trunk_checkpoints")
+    assert started == rebuilt and all(rebuilt.plan(point) == plan for point, (_, plan) in
+                                      zip(started.points, started.runs))
+    schedule = ((0, 16), (budget // 4, 32))
+    br = resolve_branching(spec, budget)
+    first = validation_plans(spec, br, schedule, 0.5)
+    recorded = json.loads(json.dumps({"batch_size_schedule": [list(p) for p in schedule], "alpha": 0.5}))
+    again = validation_plans(spec, br, recorded["batch_size_schedule"], recorded["alpha"])
+    assert first == again and {p["control"] for p in first.points} >= {"schedule", "small", "large"}
+    assert [again.plan(p).seed_offset for p in first.points] == [p["seed_offset"] for p in first.points]
+    with pytest.raises(ValueError, match="no run of this experiment"):
+        PresetPlans.of(first.points[:1], lambda point: first.plan(point)).plan(first.points[-1])
