@@ -100,11 +100,11 @@ def search_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.se
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    # The API imports Ray and torch (seconds): --help and a usage error answer before it.
-    from cbs_ray.tune import api, runner
+    # A search imports Ray and torch (seconds): --help, a usage error and a --dry-run's plan answer before them
+    # (the API imports each method's module when it is asked for, and a --dry-run needs no Ray).
+    from cbs_ray.tune import api
     from cbs_ray.tune.prepare import check_before_ray, output_dir_for
     from cbs_ray.tune.probe import probe_spec
-    from cbs_ray.tune.scratch import run_probe
 
 
     try:
@@ -122,9 +122,13 @@ def search_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.se
                          + (["ladder.validate=true"] if args.validate_prediction else []))
         if args.dry_run:  # every check the run makes before Ray, then the method's plan
             check_before_ray(spec, output_dir_for(spec, args.output), dry_run=True)
-            print("\n".join(api.dry_run_lines(spec)))
+            for line in api.dry_run_lines(spec):  # the plan as soon as it is known, then the model's checks
+                print(line, flush=True)
             return 0
         if args.probe:
+            from cbs_ray.tune import runner
+            from cbs_ray.tune.scratch import run_probe
+
             probe = probe_spec(spec)
             prepared = api.prepare(probe)
             with runner.ray_session(args.address, verbose=args.verbose) as context:
@@ -137,14 +141,16 @@ def search_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.se
     except SpecError as e:  # placement.NeverPlaced too: resources no node of the cluster can ever hold
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except (runner.DoesNotFit, ReportError) as e:  # ran, but nothing to report (every trial failed, say why)
-        print(f"error: {e}", file=sys.stderr)
-        return 1
     except Exception as e:
+        from cbs_ray.tune.runner import DoesNotFit
+
+        if isinstance(e, (DoesNotFit, ReportError)):  # ran, but nothing to report (every trial failed, say why)
+            print(f"error: {e}", file=sys.stderr)
+            return 1
         return unforeseen_error(e)
-    except KeyboardInterrupt as e:
-        again = resume_command(e.experiment_path) if isinstance(e, runner.SearchInterrupted) \
-            else "cbs-ray search --resume EXPERIMENT_DIR"
+    except KeyboardInterrupt as e:  # runner.SearchInterrupted names its experiment; a Ctrl-C elsewhere does not
+        path = getattr(e, "experiment_path", None)
+        again = resume_command(path) if path else "cbs-ray search --resume EXPERIMENT_DIR"
         print(f"interrupted: finished trials and checkpoints are kept; continue with: {again}", file=sys.stderr)
         return 130
 

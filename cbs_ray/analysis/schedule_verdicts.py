@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
-from scipy import stats
 
 from cbs_ray.analysis.branch_points import as_dict
 
@@ -52,6 +51,8 @@ def t_quantile(probability: float, df: int) -> float:
     """Student's t quantile at ``probability`` with ``df`` ≥ 1 degrees of freedom (``scipy.stats.t.ppf``)."""
     if df < 1:
         raise ValueError(f"degrees of freedom must be at least 1, got {df}")
+    from scipy import stats  # a second to import: only where a verdict is read
+
     return float(stats.t.ppf(probability, df))
 
 

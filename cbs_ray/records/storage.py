@@ -11,12 +11,14 @@ import json
 import logging
 import sys
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from cbs_ray.ray_internals import trial_storage
 from cbs_ray.records.columns import Column
 from cbs_ray.records.legacy import old_module_names
+
+if TYPE_CHECKING:  # pandas takes half a second to import: what only names a spec's file (a --dry-run) skips it
+    import pandas as pd
 
 __all__ = ["ReportError", "META_FILE", "write_meta", "read_meta", "load_history", "damaged_tune_state", "with_tokens_seen", "error_lines",
            "failed_trials", "first_error"]
@@ -67,6 +69,8 @@ def load_history(experiment_uri: str) -> pd.DataFrame:
     up to its last complete line, and the lines lost are named on stderr, trial by trial; where Tune's
     experiment state cannot be read, the trials are rebuilt from their own directories' result files (a
     trial with an error file counts as failed) and a line says so."""
+    import pandas as pd
+
     trials = _trials(experiment_uri)
     frames = []
     for trial_id, failed, fs, trial_dir in trials:
@@ -160,6 +164,8 @@ def _results(fs, path: str, trial_id: str) -> pd.DataFrame:
     """One trial's ``result.json`` as Tune's ``ExperimentAnalysis`` reads it (one flattened row per line,
     nested keys joined by ``/``), up to its last complete line; a line that does not parse and the lines after
     it are named on stderr, never silently dropped with the trial."""
+    import pandas as pd
+
     try:
         with fs.open_input_stream(path) as f:
             content = f.readall().decode("utf-8", errors="replace").rstrip("\n")

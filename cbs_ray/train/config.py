@@ -9,9 +9,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from cbs_ray.spec.branch_section import Branching
 from cbs_ray.spec.schema import SearchSpec, dataloader_workers
-from cbs_ray.train.run_plan import RunPlan, plan_from_config
+from cbs_ray.train.run_plan import RunPlan
+from cbs_ray.train.trial_plans import SearchedPlans
 
 __all__ = ["TrialConfig", "batch_size_of"]
 
@@ -24,7 +24,7 @@ def batch_size_of(config: dict) -> int:
 @dataclass(frozen=True)
 class TrialConfig:
     """Everything one trial's loop needs: the spec, plus what Tune chose for this trial and what the
-    driver resolved, with its ``RunPlan``. Built in the trial (``from_tune``), pickled to each of its workers."""
+    driver resolved, with its ``RunPlan``. Built in the trial (``for_plan``), pickled to each of its workers."""
 
     spec: SearchSpec
     """The validated search spec; the loop reads its sections (``training``, ``resources``, ``data``)."""
@@ -54,21 +54,24 @@ class TrialConfig:
     outside Tune (nothing recorded)."""
 
     @classmethod
-    def from_tune(cls, spec: SearchSpec, config: dict, *, budget_samples: int, model_config,
-                  trial_id: str = "", tokens_per_sample: Optional[int] = None,
-                  branching: Optional[Branching] = None, failure_dir: str = "") -> TrialConfig:
-        """From Tune's config: ``log2_batch``, ``alpha``, ``warmup_fraction`` and, for a repeat,
-        ``seed_offset``; a branch search's run's config also has ``role`` (``run_plan.trunk_config`` and its
-        kin). The trial's plan is built here (``run_plan.plan_from_config``: from scratch without ``role``), and
-        its batch is the plan's first; a branch search's run's seed is the search's, the trunk's."""
-        if branching is not None:  # resolved once on the driver; its tokens per sample with it
-            tokens_per_sample = branching.tokens_per_sample
-        plan = plan_from_config(spec, config, budget_samples, tokens_per_sample, branching=branching)
-        return cls(spec=spec, batch_size=plan.batch_schedule[0][1],
-                   alpha=float(config["alpha"]), warmup_fraction=float(config["warmup_fraction"]),
-                   seed=spec.search.seed + int(config.get("seed_offset", 0)), budget_samples=budget_samples,
-                   plan=plan, model_config=model_config, trial_id=trial_id, started_at=time.time(),
-                   tokens_per_sample=tokens_per_sample, failure_dir=failure_dir)
+    def for_plan(cls, spec: SearchSpec, plan: RunPlan, *, budget_samples: int, model_config, trial_id: str = "",
+                 tokens_per_sample: Optional[int] = None, failure_dir: str = "") -> TrialConfig:
+        """A trial of ``plan`` (what the driver's ``train.trial_plans.TrialPlans`` gave it): its batch is the
+        plan's first, its alpha, warmup fraction and seed offset the plan's (the seed is the search's plus it)."""
+        return cls(spec=spec, batch_size=plan.batch_schedule[0][1], alpha=plan.alpha,
+                   warmup_fraction=plan.warmup_fraction, seed=spec.search.seed + plan.seed_offset,
+                   budget_samples=budget_samples, plan=plan, model_config=model_config, trial_id=trial_id,
+                   started_at=time.time(), tokens_per_sample=tokens_per_sample, failure_dir=failure_dir)
+
+    @classmethod
+    def from_tune(cls, spec: SearchSpec, config: dict, *, budget_samples: int, model_config, trial_id: str = "",
+                  failure_dir: str = "") -> TrialConfig:
+        """A from-scratch trial of the searched point ``config`` (``log2_batch``, ``alpha``, ``warmup_fraction``
+        and, for a repeat, ``seed_offset``): ``for_plan`` of ``SearchedPlans``' plan (tests and benches train one
+        this way)."""
+        plan = SearchedPlans(spec, budget_samples).plan(config)
+        return cls.for_plan(spec, plan, budget_samples=budget_samples, model_config=model_config, trial_id=trial_id,
+                            failure_dir=failure_dir)
 
     # ---- derived values ------------------------------------------------------------------------------
     @property

@@ -30,12 +30,11 @@ from typing import Callable, Optional, Sequence
 
 from cbs_ray.maths.budget import milestones, optimizer_steps
 from cbs_ray.maths.lr_schedule import lr_multiplier, scaled_lr, warmup_steps
-from cbs_ray.spec.branch_section import Branching, resolve_branching
-from cbs_ray.spec.ladder_section import Ladder, resolve_ladder
+from cbs_ray.spec.branch_section import Branching
+from cbs_ray.spec.ladder_section import Ladder
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.train.checkpoint import trunk_checkpoint_path
 
-__all__ = ["RunPlan", "ROLES", "plan_from_config", "scratch_plan", "trunk_config", "branch_configs", "schedule_config",
+__all__ = ["RunPlan", "ROLES", "branch_run_plan", "scratch_plan", "trunk_config", "branch_configs", "schedule_config",
            "validation_configs", "validation_seed_offsets", "format_batch_schedule", "parse_batch_schedule",
            "ladder_plan", "ladder_configs", "trial_name"]
 
@@ -93,6 +92,9 @@ class RunPlan:
     these from the training set (0: all of it, from scratch), so that every run, whatever its micro-batch, has
     the same epoch boundaries: a branch continues the trunk's data order exactly, and so does a restart of
     either."""
+    warmup_fraction: float = 0.0
+    """The warmup fraction the trial reports (``warmup_fraction``): its own steps' from scratch, the trunk's
+    schedule's in a branch search, the ladder's."""
     averages_iterates: bool = False
     """A ladder run read through the average of its iterates (``ladder.reading: ewa``): the loop keeps one
     (``train.averaging``) and evaluates it beside the raw model at every evaluation (``ewa_*`` metrics)."""
@@ -227,6 +229,8 @@ class RunPlan:
     def checkpoint_path(self, samples: int) -> str:
         """Where the trunk's checkpoint at ``samples`` is written and branches read it: a directory holding
         ``train.checkpoint.STATE_FILE``."""
+        from cbs_ray.train.checkpoint import trunk_checkpoint_path  # (torch: a plan is read without it)
+
         return trunk_checkpoint_path(self.checkpoint_dir, samples)
 
 
@@ -235,26 +239,18 @@ def _reports(start: int, stop: int, every: int, extra: Sequence[int] = ()) -> tu
     return tuple(sorted({*regular, *(x for x in extra if start < x <= stop), stop}))
 
 
-def plan_from_config(spec: SearchSpec, config: dict, budget_samples: int, tokens_per_sample: Optional[int] = None,
-                     *, branching: Optional[Branching] = None) -> RunPlan:
-    """The plan of the trial whose Tune config is ``config``. Without ``role``, a from-scratch trial's
-    (``log2_batch``, ``alpha``, ``warmup_fraction``: ``scratch_plan``). With it, a branch search's run's (made
-    by ``trunk_config``, ``branch_configs`` or ``schedule_config``: ``role``, ``log2_batch``, ``alpha``,
-    ``warmup_fraction``, ``checkpoint_dir``, and ``start_samples`` for a branch, ``batch_schedule`` for the
-    schedule run), from the spec's ``branch:`` section resolved against the budget: ``branching``, resolved once
-    on the driver and handed to every trial, or resolved here where none is given (a tracker's parameters)."""
-    if "ladder_stop_samples" in config:
-        return ladder_plan(resolve_ladder(spec, budget_samples, tokens_per_sample), 2 ** int(config["log2_batch"]),
-                           int(config["ladder_stop_samples"]))
-    if "role" not in config:
-        return scratch_plan(spec, 2 ** int(config["log2_batch"]), float(config["alpha"]),
-                            float(config["warmup_fraction"]), budget_samples)
-    br = branching or resolve_branching(spec, budget_samples, tokens_per_sample)
-    role, every = config["role"], spec.training.eval_every_samples
-    common = dict(lr_batch=br.trunk_batch, checkpoint_dir=config.get("checkpoint_dir", ""),
-                  alpha=float(config["alpha"]), lr_peak=br.trunk_peak_lr, lr_warmup_steps=br.trunk_warmup_steps,
+def branch_run_plan(spec: SearchSpec, br: Branching, point: dict) -> RunPlan:
+    """The plan of one run of a branch search, built on the driver from its point (made by ``trunk_config``,
+    ``branch_configs`` or ``schedule_config``: its ``role``, ``log2_batch``, ``alpha``, ``checkpoint_dir``, a
+    branch's ``start_samples``, a schedule run's ``batch_schedule`` and ``control``) and the spec's ``branch:``
+    section resolved against the budget (``br``). Every trial gets the plans of its experiment's runs
+    (``train.trial_plans.PresetPlans``), never a config to interpret."""
+    role, every, budget_samples = point["role"], spec.training.eval_every_samples, br.budget_samples
+    common = dict(lr_batch=br.trunk_batch, checkpoint_dir=point.get("checkpoint_dir", ""),
+                  alpha=float(point["alpha"]), lr_peak=br.trunk_peak_lr, lr_warmup_steps=br.trunk_warmup_steps,
                   lr_total_steps=br.trunk_total_steps, lr_decay=spec.training.lr_decay,
-                  largest_batch=br.largest_batch, seed_offset=int(config.get("seed_offset", 0)))
+                  largest_batch=br.largest_batch, seed_offset=int(point.get("seed_offset", 0)),
+                  warmup_fraction=float(point["warmup_fraction"]))
     if role == "trunk":
         ends = [c + br.window_samples for c in br.checkpoints]
         return RunPlan(role=role, batch_schedule=((0, br.trunk_batch),), start_samples=0,
@@ -262,30 +258,32 @@ def plan_from_config(spec: SearchSpec, config: dict, budget_samples: int, tokens
                                                                        [*br.checkpoints, *ends]),
                        save_at=br.checkpoints, **common)
     if role == "branch":
-        start, batch = int(config["start_samples"]), 2 ** int(config["log2_batch"])
+        start, batch = int(point["start_samples"]), 2 ** int(point["log2_batch"])
         stop = start + br.window_samples
         return RunPlan(role=role, batch_schedule=((start, batch),), start_samples=start, stop_samples=stop,
                        report_at=_reports(start, stop, every), resets_optimizer=br.optimizer_state == "reset",
                        **common)
     if role == "schedule":
-        schedule = parse_batch_schedule(config["batch_schedule"])
+        schedule = parse_batch_schedule(point["batch_schedule"])
         return RunPlan(role=role, batch_schedule=schedule, start_samples=0, stop_samples=budget_samples,
-                       report_at=_reports(0, budget_samples, every), control=config.get("control", "schedule"),
+                       report_at=_reports(0, budget_samples, every), control=point.get("control", "schedule"),
                        **common)
     raise ValueError(f"unknown branch-mode role {role!r} (known: {', '.join(ROLES)})")
 
 
-def scratch_plan(spec: SearchSpec, batch: int, alpha: float, warmup_fraction: float, budget_samples: int) -> RunPlan:
+def scratch_plan(spec: SearchSpec, batch: int, alpha: float, warmup_fraction: float, budget_samples: int, *,
+                 seed_offset: int = 0) -> RunPlan:
     """A from-scratch trial's plan: ``batch`` from 0 to the budget, reporting at every ``eval_every_samples``
     milestone, saving nothing for other runs; its peak LR the alpha rule's from ``training.base_lr`` at
-    ``base_batch``, its warmup ``warmup_fraction`` of its own optimizer steps, then ``training.lr_decay``."""
+    ``base_batch``, its warmup ``warmup_fraction`` of its own optimizer steps, then ``training.lr_decay``;
+    ``seed_offset``: a repeat's."""
     t = spec.training
     steps = optimizer_steps(budget_samples, batch)
     return RunPlan(role=None, lr_batch=batch, batch_schedule=((0, batch),), start_samples=0,
                    stop_samples=budget_samples, report_at=tuple(milestones(budget_samples, t.eval_every_samples)),
                    alpha=alpha, lr_peak=scaled_lr(t.base_lr, batch, t.base_batch, alpha),
                    lr_warmup_steps=warmup_steps(warmup_fraction, steps), lr_total_steps=steps, lr_decay=t.lr_decay,
-                   eval_subset=t.eval_subset_examples)
+                   eval_subset=t.eval_subset_examples, seed_offset=seed_offset, warmup_fraction=warmup_fraction)
 
 
 def trial_name(config: dict, trial_id: str) -> str:
@@ -303,7 +301,7 @@ def trial_name(config: dict, trial_id: str) -> str:
     return f"B{batch}_{trial_id}"
 
 
-def ladder_plan(ladder: Ladder, batch: int, stop_samples: int) -> RunPlan:
+def ladder_plan(ladder: Ladder, batch: int, stop_samples: int, seed_offset: int = 0) -> RunPlan:
     """A ladder run's plan (``spec.ladder_section``): ``batch`` from 0 to ``stop_samples`` at the alpha rule's LR,
     constant after its warmup, evaluating at the ladder's geometric points up to the stop (the stopper may end it
     sooner: ``analysis.ladder_stop``), with the average of its iterates where ``ladder.reading`` is ``ewa``."""
@@ -311,7 +309,8 @@ def ladder_plan(ladder: Ladder, batch: int, stop_samples: int) -> RunPlan:
     return RunPlan(role=None, lr_batch=batch, batch_schedule=((0, batch),), start_samples=0, stop_samples=stop_samples,
                    report_at=tuple(e for e in ladder.evaluations if e <= stop_samples), alpha=ladder.alpha,
                    lr_peak=ladder.peak_lr(batch), lr_warmup_steps=ladder.warmup_steps(batch), lr_total_steps=steps,
-                   lr_decay="constant", averages_iterates=ladder.reading == "ewa")
+                   lr_decay="constant", averages_iterates=ladder.reading == "ewa", seed_offset=seed_offset,
+                   warmup_fraction=ladder.warmup_fraction)
 
 
 def ladder_configs(ladder: Ladder) -> list[dict]:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
-from cbs_ray.spec.branch_section import Branching
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.config import TrialConfig
 from cbs_ray.train.loop import train_loop
 from cbs_ray.train.sessions import LocalSession, TrainSession, quiet_per_report_logs
+from cbs_ray.train.trial_plans import TrialPlans
 
 __all__ = ["run_trial", "train_worker", "trial_resources", "worker_resources", "train_workers", "in_process", "DataRef"]
 
@@ -93,17 +93,18 @@ def train_worker(config: dict) -> None:
 
 
 def run_trial(config: dict, *, spec: SearchSpec, data_ref: DataRef, budget_samples: int, model_config,
-              branching: Optional[Branching] = None) -> None:
-    """The Tune function trainable (bound to the spec and the data's ``DataRef`` with
-    ``tune.with_parameters``). An in-process trial fetches the data itself; a multi-worker trial hands
-    its workers the ``DataRef``, so its Train run carries a handle, not the data."""
+              plans: TrialPlans) -> None:
+    """The Tune function trainable (bound to the spec, the data's ``DataRef`` and the experiment's ``plans`` with
+    ``tune.with_parameters``): it trains the plan ``plans`` has for its point ``config``. An in-process trial
+    fetches the data itself; a multi-worker trial hands its workers the ``DataRef``, so its Train run carries a
+    handle, not the data."""
     from ray import tune
 
     context = tune.get_context()
-    trial = TrialConfig.from_tune(spec, config, budget_samples=budget_samples, model_config=model_config,
-                                  trial_id=context.get_trial_id() or "", branching=branching,
-                                  # where a failure's point is recorded, for the next attempt (train.failure)
-                                  failure_dir=context.get_trial_dir() or "")
+    trial = TrialConfig.for_plan(spec, plans.plan(config), budget_samples=budget_samples, model_config=model_config,
+                                 trial_id=context.get_trial_id() or "", tokens_per_sample=plans.tokens_per_sample,
+                                 # where a failure's point is recorded, for the next attempt (train.failure)
+                                 failure_dir=context.get_trial_dir() or "")
     quiet_per_report_logs()
     if in_process(spec):
         train_loop(trial, data_ref.get(), LocalSession())

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Iterator
 
 from cbs_ray.records.meta import FORMAT, ExperimentMeta
 from cbs_ray.records.storage import ReportError, damaged_tune_state
-from cbs_ray.sources.object_checks import check_resume
-from cbs_ray.sources.user_objects import experiment_name, user_objects
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.tune import branch, driver, ladder, scratch
-from cbs_ray.tune.prepare import Prepared, as_spec, check_before_ray, data_fingerprint, output_dir_for, prepare
+from cbs_ray.tune.prepare import (Prepared, as_spec, check_before_ray, data_fingerprint, output_dir_for, prepare,
+                                  prepare_for_plan, with_model_config)
 from cbs_ray.tune.probe import probe_spec
 from cbs_ray.tune.result import SearchResult
 from cbs_ray.tune.search_method import SearchMethod
@@ -27,14 +26,21 @@ from cbs_ray.tune.search_method import SearchMethod
 __all__ = ["SearchResult", "run_search", "resume_search", "prepare", "METHODS", "method_named", "dry_run_lines",
            "report_experiment"]
 
-METHODS: dict[str, SearchMethod] = {m.name: m for m in (scratch.METHOD, branch.METHOD, ladder.METHOD)}
-"""Every search method by its ``search.method`` name."""
+METHODS: tuple[str, ...] = ("scratch", "branch", "ladder")
+"""Every search method's ``search.method`` name; ``method_named`` has its module."""
 
 
 def method_named(name: str) -> SearchMethod:
     """The method ``search.method`` (or an experiment's metadata) names; the spec's check already refused
-    any other name."""
-    return METHODS[name]
+    any other name. Its module is imported here, when asked for: a ``--dry-run`` loads no other method's (nor,
+    for the ladder, any of Ray's machinery before its plan is printed)."""
+    if name == "branch":
+        from cbs_ray.tune import branch as module
+    elif name == "ladder":
+        from cbs_ray.tune import ladder as module
+    else:
+        from cbs_ray.tune import scratch as module
+    return module.METHOD
 
 
 def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, eval_dataset=None, data_collator=None,
@@ -66,6 +72,9 @@ def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, e
     log lines instead.
     """
     spec = as_spec(spec)
+    from cbs_ray.sources.user_objects import user_objects
+    from cbs_ray.tune import driver
+
     objects = user_objects(model_init=model_init, train_dataset=train_dataset, eval_dataset=eval_dataset,
                            data_collator=data_collator, compute_metrics=compute_metrics,
                            preprocess_logits_for_metrics=preprocess_logits_for_metrics)
@@ -106,6 +115,10 @@ def resume_search(experiment_path: str, *, model_init=None, train_dataset=None, 
     """
     from ray import tune  # the API module stays importable without starting anything of Ray's
 
+    from cbs_ray.sources.object_checks import check_resume
+    from cbs_ray.sources.user_objects import user_objects
+    from cbs_ray.tune import driver
+
     objects = user_objects(model_init=model_init, train_dataset=train_dataset, eval_dataset=eval_dataset,
                            data_collator=data_collator, compute_metrics=compute_metrics,
                            preprocess_logits_for_metrics=preprocess_logits_for_metrics)
@@ -131,16 +144,18 @@ def resume_search(experiment_path: str, *, model_init=None, train_dataset=None, 
                                 address=address)
 
 
-def dry_run_lines(spec: SearchSpec) -> list[str]:
-    """``--dry-run``: the method's plan against the prepared data (with ``batch_sizes: auto``, the probe's, which
-    runs first), after the checks a search makes before Ray."""
-    lines = []
+def dry_run_lines(spec: SearchSpec) -> Iterator[str]:
+    """``--dry-run``: the method's plan against the spec's data and budget (with ``batch_sizes: auto``, the
+    probe's, which runs first), each line as soon as it is known, after the checks a search makes before Ray;
+    then the model's checks (its config, a build on the meta device: torch and transformers, seconds to import),
+    so a model that cannot be built is a ``SpecError`` after its plan."""
     if spec.auto_batch_sizes:
-        lines.append("batch sizes: auto — a probe run measures B_simple first; the probe:")
+        yield "batch sizes: auto — a probe run measures B_simple first; the probe:"
         spec = probe_spec(spec)
-    method, prepared = method_named(spec.search.method), prepare(spec)
-    method.check(spec, prepared)
-    return lines + method.plan_lines(spec, prepared)
+    method, planned = method_named(spec.search.method), prepare_for_plan(spec)
+    method.check(spec, planned)
+    yield from method.plan_lines(spec, planned)
+    with_model_config(spec, planned)
 
 
 def report_experiment(path: str, *, output_dir: str | None = None, tolerance: float | None = None,
@@ -152,6 +167,8 @@ def report_experiment(path: str, *, output_dir: str | None = None, tolerance: fl
         meta = ExperimentMeta.read(path)
     except ReportError:
         meta = None
+    from cbs_ray.tune import driver
+
     return driver.report_experiment(method_named(meta.method if meta else "scratch"), path, meta,
                                     output_dir=output_dir, tolerance=tolerance, target=target,
                                     turning_fit=turning_fit)
@@ -164,6 +181,8 @@ def _named_after_the_model(spec: SearchSpec, objects) -> bool:
     from one left out (as the model and data sections: ``check_objects``). True when renamed."""
     if spec.name != SearchSpec().name or not objects.model_class:
         return False
+    from cbs_ray.sources.user_objects import experiment_name
+
     spec.name = experiment_name(objects.model_class)
     print(f"name: {spec.name} (after the model's class {objects.model_class}; set name=... to choose one)", flush=True)
     return True

@@ -16,6 +16,7 @@ starts runs and reads them. Its ``METHOD`` is its entry in ``tune.api.METHODS``.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Optional
 
@@ -34,7 +35,8 @@ from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.resolve import tokens_per_sample
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.checkpoint import TRUNK_DONE
-from cbs_ray.train.run_plan import branch_configs, trunk_config, validation_configs
+from cbs_ray.train.run_plan import branch_configs, branch_run_plan, trunk_config, validation_configs
+from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.tune.branch_gate import PublishedCheckpoints, never_started
 from cbs_ray.tune.driver import Stages, run_method
 from cbs_ray.tune.prepare import Prepared
@@ -46,7 +48,8 @@ from cbs_ray.tune.trunk_watch import TrunkWatch
 
 __all__ = ["METHOD", "BranchMethod", "branch_answer", "branch_plan_lines", "branch_search_samples",
            "branch_tokens_per_sample", "fit_branches", "resolved_branching", "run_branch_search",
-           "scratch_search_samples", "validate_schedule_run", "TrunkFailed", "trunk_lost", "failed_roles"]
+           "scratch_search_samples", "validate_schedule_run", "search_plans", "validation_plans", "METRIC",
+           "TrunkFailed", "trunk_lost", "failed_roles"]
 
 
 def branch_tokens_per_sample(spec: SearchSpec) -> Optional[int]:
@@ -162,10 +165,12 @@ class BranchMethod:
         from ray import tune  # Ray only where a search runs
 
         br = resolve_branching(spec, stages.prepared.budget_samples, meta.tokens_per_sample)
-        stages.tune(restore=path, branching=br)
+        stages.tune(restore=path, plans=search_plans(spec, br, meta.checkpoint_dir))
         schedule_path = meta.schedule_experiment  # recorded before the schedule run starts
         if schedule_path and tune.Tuner.can_restore(schedule_path):
-            stages.tune(restore=schedule_path, branching=br)
+            recorded = meta.schedule  # recorded with the schedule experiment's path
+            plans = validation_plans(spec, br, recorded["batch_size_schedule"], recorded["alpha"])
+            stages.tune(restore=schedule_path, plans=plans)
         elif spec.branch.validate_schedule:  # not started, or killed before Tune saved its state
             validate_schedule_run(spec, stages, br, path)
 
@@ -268,11 +273,13 @@ def fit_branches(spec: SearchSpec, stages: Stages, br: Branching) -> str:
                 "checkpoint_dir": checkpoint_dir}
 
     name, path, meta = stages.open_experiment("branch", fields)
-    points = [trunk_config(br, checkpoint_dir), *branch_configs(br, checkpoint_dir)]
+    plans = search_plans(spec, br, checkpoint_dir)
+    points = plans.points
     # Each branch starts once its checkpoint is published (no trial waits in a slot for one); TrunkWatch marks
     # the end of a trunk that fails for good, and the gate then drops the branches whose checkpoint never came.
     tune_config = {**points_config(points), "search_alg": PublishedCheckpoints(points, checkpoint_dir)}
-    path = stages.tune(meta=meta, name=name, branching=br, callbacks=[TrunkWatch(checkpoint_dir)],
+    path = stages.tune(meta=meta, name=name, plans=plans, progress_metric=METRIC,
+                       callbacks=[TrunkWatch(checkpoint_dir)],
                        expected_trials=lambda: len(points) - len(never_started(points, checkpoint_dir)), **tune_config)
     dropped = never_started(points, checkpoint_dir)
     if dropped:
@@ -306,11 +313,30 @@ def validate_schedule_run(spec: SearchSpec, stages: Stages, br: Branching, path:
                      "margin": br.tolerance, "criterion": criterion}
     meta.write(path)
     controls = control_batches(schedule, br.budget_samples)
-    points = validation_configs(br, schedule, alpha, controls)
+    plans = validation_plans(spec, br, schedule, alpha)
+    points = plans.points
     print(f"schedule: training {schedule} (alpha {alpha:g}) for {br.budget_samples} samples against fixed batches "
           f"{', '.join(f'{n} B={b}' for n, b in controls)}, on {br.validation_seeds} seeds ({len(points)} runs)\n"
           f"  criterion, fixed before these runs: {criterion}", flush=True)
-    return stages.tune(meta=meta, name=name, branching=br, **points_config(points))
+    return stages.tune(meta=meta, name=name, plans=plans, progress_metric=METRIC, **points_config(points))
+
+
+METRIC = ("eval_loss", "min")
+"""What every run of a branch search is compared on (name, mode): the progress display ranks them by it."""
+
+
+def search_plans(spec: SearchSpec, br: Branching, checkpoint_dir: str) -> PresetPlans:
+    """The first experiment's runs, the trunk first, then the branches (``run_plan.trunk_config`` and
+    ``branch_configs``), each with its plan (``run_plan.branch_run_plan``)."""
+    points = [trunk_config(br, checkpoint_dir), *branch_configs(br, checkpoint_dir)]
+    return PresetPlans.of(points, functools.partial(branch_run_plan, spec, br), tokens_per_sample=br.tokens_per_sample)
+
+
+def validation_plans(spec: SearchSpec, br: Branching, schedule, alpha: float) -> PresetPlans:
+    """The schedule validation's runs (``run_plan.validation_configs``: the schedule and its fixed-batch controls,
+    ``analysis.branch_schedule.control_batches``, seed by seed), each with its plan."""
+    points = validation_configs(br, schedule, alpha, control_batches(schedule, br.budget_samples))
+    return PresetPlans.of(points, functools.partial(branch_run_plan, spec, br), tokens_per_sample=br.tokens_per_sample)
 
 
 def resolved_branching(spec: SearchSpec, prepared: Prepared) -> Branching:

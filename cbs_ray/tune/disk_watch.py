@@ -11,23 +11,16 @@ the path and the command that continues it once space is freed."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import time
-from pathlib import Path
-from typing import Callable, Optional
 
 from ray.tune import Callback
 
 from cbs_ray.records.names import resume_command
 from cbs_ray.records.storage import ReportError
-from cbs_ray.spec.errors import SpecError
+from cbs_ray.tune.free_space import MIN_FREE_BYTES, check_free_space, free_bytes, megabytes
 
 __all__ = ["MIN_FREE_BYTES", "DiskWatch", "StorageLow", "check_free_space", "free_bytes", "stopped_for"]
-
-MIN_FREE_BYTES = 64 * 2 ** 20
-"""The free space a search keeps under a local ``storage_path``: room for Tune's next snapshot of the experiment
-and a few trials' checkpoints of a small model. Below it a search does not start, and a running one stops."""
 
 stopped_for: dict = {}
 """What the watch saw when it stopped the search in this driver (``path``, ``free``), for the one line after it."""
@@ -37,36 +30,10 @@ class StorageLow(ReportError):
     """The search stopped because ``storage_path`` was nearly full; its message says where and how to go on."""
 
 
-def free_bytes(path: str) -> Optional[int]:
-    """Free bytes on the filesystem of ``path`` (its nearest existing folder), None for a URI or an unreadable one."""
-    if "://" in path:
-        return None
-    folder = Path(path).expanduser()
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    try:
-        return shutil.disk_usage(folder).free
-    except OSError:
-        return None
-
-
-def _mb(n: int) -> str:
-    return f"{n / 2 ** 20:.1f} MB"
-
-
-def check_free_space(storage: str, *, free: Callable[[str], Optional[int]] = free_bytes) -> None:
-    """A ``SpecError`` before Ray starts when a local ``storage`` has less than ``MIN_FREE_BYTES`` free."""
-    left = free(storage)
-    if left is not None and left < MIN_FREE_BYTES:
-        raise SpecError(f"storage_path: {storage} has {_mb(left)} free, under the {_mb(MIN_FREE_BYTES)} a search "
-                        f"keeps free (a full disk truncates Tune's state and the trials' results); free space there "
-                        f"or choose another storage_path")
-
-
 def storage_low_message(experiment_path: str) -> str:
     """The one line of a search the watch stopped."""
-    return (f"storage_path: {stopped_for['path']} had {_mb(stopped_for['free'])} free, under the "
-            f"{_mb(MIN_FREE_BYTES)} a search keeps free: the search stopped before the disk filled, every trial's "
+    return (f"storage_path: {stopped_for['path']} had {megabytes(stopped_for['free'])} free, under the "
+            f"{megabytes(MIN_FREE_BYTES)} a search keeps free: the search stopped before the disk filled, every trial's "
             f"results and checkpoints kept; free space, then continue with: {resume_command(experiment_path)}")
 
 

@@ -12,9 +12,9 @@ from typing import Callable, Optional
 from cbs_ray.records.meta import FORMAT, ExperimentMeta
 from cbs_ray.records.storage import ReportError
 from cbs_ray.sources.object_checks import objects_meta
-from cbs_ray.spec.branch_section import Branching
 from cbs_ray.spec.load import spec_to_dict
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.train.trial_plans import SearchedPlans, TrialPlans
 from cbs_ray.tune.prepare import Prepared, data_fingerprint
 from cbs_ray.tune.result import SearchResult
 from cbs_ray.tune.runner import new_experiment, on_the_cluster, ray_session, run_tuner, tracker_callbacks_for
@@ -49,15 +49,19 @@ class Stages:
         return name, path, meta
 
     def tune(self, *, meta: Optional[ExperimentMeta] = None, name: Optional[str] = None,
-             restore: Optional[str] = None, callbacks: list = (), branching: Optional[Branching] = None,
-             expected_trials: Optional[Callable[[], int]] = None, **tune_config) -> str:
+             restore: Optional[str] = None, callbacks: list = (), plans: Optional[TrialPlans] = None,
+             progress_metric: Optional[tuple[str, str]] = None, expected_trials: Optional[Callable[[], int]] = None,
+             **tune_config) -> str:
         """One Tune experiment of the prepared data (``runner.run_tuner``), new (``name``) or restored
-        (``restore``); with ``meta``, the spec's trackers' callbacks beside ``callbacks``. Returns its path."""
+        (``restore``), whose trials train what ``plans`` (``train.trial_plans``) hold for their points: a
+        from-scratch trial of its searched point (``SearchedPlans``) where the method gives none. With ``meta``,
+        the spec's trackers' callbacks beside ``callbacks``. Returns its path."""
         p = self.prepared
-        trackers = tracker_callbacks_for(self.spec, p.budget_samples, meta) if meta is not None else []
-        return run_tuner(self.spec, p.data, p.budget_samples, p.model_config, verbose=self.verbose, name=name,
-                         restore=restore, callbacks=[*callbacks, *trackers], branching=branching,
-                         expected_trials=expected_trials, **tune_config)
+        plans = plans or SearchedPlans(self.spec, p.budget_samples)
+        trackers = tracker_callbacks_for(self.spec, p.budget_samples, plans, meta) if meta is not None else []
+        return run_tuner(self.spec, p.data, p.budget_samples, p.model_config, plans=plans, verbose=self.verbose,
+                         name=name, restore=restore, callbacks=[*callbacks, *trackers],
+                         progress_metric=progress_metric, expected_trials=expected_trials, **tune_config)
 
 
 def run_method(method: SearchMethod, spec: SearchSpec, prepared: Prepared, *, probe: Optional[SearchSpec] = None,

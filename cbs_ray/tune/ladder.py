@@ -11,25 +11,25 @@ import math
 from pathlib import Path
 from typing import Optional
 
-from ray.tune.stopper import Stopper
+from typing import TYPE_CHECKING
 
 from cbs_ray.analysis.ladder_stop import LadderStop
-from cbs_ray.analysis.ladder_summary import summarize_ladder
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import ReportError, first_error, load_history
-from cbs_ray.report.ladder import headline, write_ladder_report
 from cbs_ray.spec.ladder_section import MIN_RUNG_SPAN, Ladder, resolve_ladder
 from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.train.run_plan import ladder_configs
-from cbs_ray.tune.driver import Stages, run_method
+from cbs_ray.train.run_plan import ladder_configs, ladder_plan
+from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.tune.prepare import Prepared
-from cbs_ray.tune.result import SearchResult
-from cbs_ray.tune.runner import points_config
-from cbs_ray.report.same_spec import same_spec_schedule
 from cbs_ray.tune.search_method import MethodAnswer, Reading, check_batches_fit
 
-__all__ = ["METHOD", "LadderMethod", "ladder_answer", "ladder_plan_lines", "resolved_ladder", "run_ladder_search"]
+if TYPE_CHECKING:  # the plan (a --dry-run) loads none of Ray's machinery, pandas nor matplotlib: imported where used
+    from cbs_ray.tune.driver import Stages
+    from cbs_ray.tune.result import SearchResult
+
+__all__ = ["METHOD", "LadderMethod", "ladder_answer", "ladder_plan_lines", "ladder_plans", "resolved_ladder",
+           "run_ladder_search"]
 
 
 def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
@@ -63,8 +63,10 @@ def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
     return lines
 
 
-class LadderStopper(Stopper):
-    """Ends a ladder run once it has trained far enough (``analysis.ladder_stop.LadderStop`` decides)."""
+class LadderStopper:
+    """Ends a ladder run once it has trained far enough (``analysis.ladder_stop.LadderStop`` decides). A Tune
+    ``Stopper`` by its two calls (the runner combines it with its own in Tune's ``CombinedStopper``), not by its
+    base class, so that the ladder's plan is read without importing Ray's Tune."""
 
     def __init__(self, ld: Ladder):
         self.rule = LadderStop(reference_batch=min(ld.batches), reference_stop=ld.reference_stop, seeds=ld.seeds)
@@ -77,6 +79,12 @@ class LadderStopper(Stopper):
 
     def stop_all(self) -> bool:
         return False
+
+
+def ladder_plans(ld: Ladder) -> PresetPlans:
+    """Every (batch, seed) run (``run_plan.ladder_configs``) with its plan (``run_plan.ladder_plan``)."""
+    return PresetPlans.of(ladder_configs(ld), lambda point: ladder_plan(
+        ld, 2 ** int(point["log2_batch"]), int(point["ladder_stop_samples"]), int(point["seed_offset"])))
 
 
 def resolved_ladder(spec: SearchSpec, prepared: Prepared) -> Ladder:
@@ -103,20 +111,27 @@ class LadderMethod:
 
     def run(self, spec: SearchSpec, prepared: Prepared, stages: Stages, probe: Optional[SearchSpec]) -> str:
         """Every (batch, seed) run as a trial of one Tune experiment."""
+        from cbs_ray.tune.runner import points_config
+
         ld = resolved_ladder(spec, prepared)
         name, path, meta = stages.open_experiment("ladder", {
             "method": "ladder", "metric": ld.metric, "mode": "min", **ld.to_meta(),
             "max_seq_length": spec.data.max_seq_length})
-        return stages.tune(meta=meta, name=name, stopper=LadderStopper(ld), **points_config(ladder_configs(ld)))
+        plans = ladder_plans(ld)
+        return stages.tune(meta=meta, name=name, stopper=LadderStopper(ld), plans=plans, **points_config(plans.points))
 
     def resume(self, spec: SearchSpec, path: str, meta: ExperimentMeta, stages: Stages) -> None:
         """Its unfinished runs from their checkpoints."""
-        stages.tune(meta=meta, restore=path)
+        stages.tune(meta=meta, restore=path, plans=ladder_plans(resolved_ladder(spec, stages.prepared)))
 
     def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
                   target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
         """The ladder's summary of the experiment at ``path``, with branch mode's schedule for the same spec where
         one is beside it (``report.same_spec``)."""
+        from cbs_ray.analysis.ladder_summary import summarize_ladder
+        from cbs_ray.report.ladder import headline
+        from cbs_ray.report.same_spec import same_spec_schedule
+
         stored = meta or ExperimentMeta.read(path)
         spec_from_dict(stored.spec)  # the experiment's spec still validates
         history = load_history(path)
@@ -127,6 +142,8 @@ class LadderMethod:
         return Reading(summary, history, tuple(headline(summary)), ladder_answer(summary))
 
     def render(self, reading: Reading, out: Path) -> Path:
+        from cbs_ray.report.ladder import write_ladder_report
+
         return write_ladder_report(reading.summary, reading.history, out)
 
     def run_lines(self, reading: Reading) -> list[str]:
@@ -150,6 +167,8 @@ def ladder_answer(summary) -> Optional[MethodAnswer]:
 def run_ladder_search(spec: SearchSpec, prepared: Prepared, *, probe: Optional[SearchSpec] = None, out: Path,
                       verbose: bool | int = False, address: Optional[str] = None) -> SearchResult:
     """The ladder of ``spec`` through the driver (``run_search`` does this for ``search.method: ladder``)."""
+    from cbs_ray.tune.driver import run_method
+
     return run_method(METHOD, spec, prepared, probe=probe, out=out, verbose=verbose, address=address)
 
 

@@ -15,21 +15,17 @@ from typing import Any, Optional
 
 from cbs_ray.data.prepare import prepare_data
 from cbs_ray.sources.model import check_buildable, model_config
-from cbs_ray.sources.object_checks import check_objects, token_budget_tokens_per_sample
-from cbs_ray.sources.user_objects import UserObjects
 from cbs_ray.spec.checks import BUILTIN_METRICS
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
 from cbs_ray.spec.resolve import resolve_budget, tokens_per_sample
 from cbs_ray.spec.rules import validate
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.tune.disk_watch import check_free_space
-from cbs_ray.tune.study import check_study, open_storage
+from cbs_ray.tune.free_space import check_free_space
 from cbs_ray.tune.tracking import check_installed, check_reachable
 
-__all__ = ["Prepared", "prepare", "as_spec", "check_before_ray", "check_trackers_and_study", "check_writable",
-           "output_dir_for", "check_own_storage",
-           "data_fingerprint"]
+__all__ = ["Prepared", "prepare", "prepare_for_plan", "with_model_config", "spec_model", "as_spec", "check_before_ray",
+           "check_trackers_and_study", "check_writable", "output_dir_for", "check_own_storage", "data_fingerprint"]
 
 
 def as_spec(spec) -> SearchSpec:
@@ -123,6 +119,8 @@ class Prepared:
     @property
     def on_objects(self) -> bool:
         """Whether the search trains the user's own model and data (``run_search(model_init=…, …)``)."""
+        from cbs_ray.sources.user_objects import UserObjects  # (torch: the spec's data need it not)
+
         return isinstance(self.data, UserObjects)
 
     @property
@@ -143,22 +141,41 @@ def prepare(spec: SearchSpec, objects=None) -> Prepared:
     own (None for a plain torch module). A token budget with objects counts the items' ``input_ids``
     (``token_budget_tokens_per_sample``)."""
     if objects is not None:
+        from cbs_ray.sources.object_checks import check_objects, token_budget_tokens_per_sample  # (torch)
+
         objects, config = check_objects(spec, objects)
         tokens = token_budget_tokens_per_sample(spec, objects)
         return Prepared(objects, resolve_budget(spec, objects.train_examples, tokens), config, tokens)
+    return with_model_config(spec, prepare_for_plan(spec))
+
+
+def prepare_for_plan(spec: SearchSpec) -> Prepared:
+    """The spec's data and budget, the model's config left None: what a method's plan and checks read (a
+    ``--dry-run`` prints the plan from it before torch and transformers load). A named model's config first, so
+    an unknown name is reported as such."""
     if spec.search.metric not in BUILTIN_METRICS:
         raise SpecError(f"search.metric: {spec.search.metric} is not one the spec's model and data report "
                         f"({', '.join(BUILTIN_METRICS)}); another metric needs run_search(..., compute_metrics=...)")
-    model = {"name": spec.model.name, "config": spec.model.config}
     if spec.model.name:
-        model_config(model, spec.task, vocab_size=0, num_labels=2, pad_id=0,
+        model_config(spec_model(spec), spec.task, vocab_size=0, num_labels=2, pad_id=0,
                      max_seq_length=spec.data.max_seq_length)
     data = prepare_data(spec)
-    budget = resolve_budget(spec, data.train_examples)
+    return Prepared(data, resolve_budget(spec, data.train_examples), None, tokens_per_sample(spec))
+
+
+def with_model_config(spec: SearchSpec, planned: Prepared) -> Prepared:
+    """``planned`` (``prepare_for_plan``) with the model's config for its data, the model built from it on the
+    meta device first (``sources.model.check_buildable``: a config transformers accepts can still fail there)."""
+    data, model = planned.data, spec_model(spec)
     config = model_config(model, spec.task, vocab_size=data.vocab_size, num_labels=data.num_labels,
                           pad_id=data.pad_id, max_seq_length=spec.data.max_seq_length)
     check_buildable(model, spec.task, config)
-    return Prepared(data, budget, config, tokens_per_sample(spec))
+    return Prepared(data, planned.budget_samples, config, planned.tokens_per_sample)
+
+
+def spec_model(spec: SearchSpec) -> dict:
+    """The spec's model as ``sources.model`` takes it: its pretrained name or its config keys."""
+    return {"name": spec.model.name, "config": spec.model.config}
 
 
 def data_fingerprint(data) -> Optional[str]:
@@ -175,6 +192,8 @@ def check_trackers_and_study(spec: SearchSpec, *, resuming: bool = False) -> Non
     check_reachable(spec.tracking)
     s = spec.search
     if s.study_storage is not None:
+        from cbs_ray.tune.study import check_study, open_storage  # (Optuna: only with a study storage)
+
         storage = open_storage(s.study_storage)
         if s.study_name is not None and not resuming:
             held = check_study(storage, s.study_name, metric=s.metric, mode=s.mode)

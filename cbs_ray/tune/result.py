@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Optional
 
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.search_method import Reading
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["SearchResult"]
 
@@ -71,14 +72,20 @@ class SearchResult:
     # ---- from scratch ----------------------------------------------------------------------------------
     @property
     def trials(self) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.DataFrame(getattr(self.summary, "trials", []))
 
     @property
     def per_batch(self) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.DataFrame(getattr(self.summary, "per_batch", []))
 
     @property
     def pareto(self) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.DataFrame(getattr(self.summary, "pareto", []))
 
     # ---- branch mode ------------------------------------------------------------------------------------

@@ -16,11 +16,11 @@ from typing import Callable
 
 from cbs_ray.ray_internals import quiet_token_notice, single_machine
 from cbs_ray.records.meta import ExperimentMeta
-from cbs_ray.spec.branch_section import Branching
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.train.run_plan import plan_from_config, trial_name
+from cbs_ray.train.run_plan import trial_name
 from cbs_ray.train.trial import DataRef, in_process, run_trial, trial_resources
+from cbs_ray.train.trial_plans import TrialPlans
 from cbs_ray.tune import disk_watch
 from cbs_ray.tune.dashboard import monitoring_lines
 from cbs_ray.tune.disk_watch import DiskWatch, StorageLow
@@ -28,7 +28,6 @@ from cbs_ray.tune.nothing_fits import NothingFitsStopper, NothingFitsWatch, noth
 from cbs_ray.tune.placement import check_placeable
 from cbs_ray.tune.progress import ProgressBoard, SearchProgress
 from cbs_ray.tune.search_space import max_concurrent
-from cbs_ray.tune.tracker_callbacks import tracking_callbacks
 from cbs_ray.tune.tracking import enabled
 
 __all__ = ["ray_session", "DoesNotFit", "SearchInterrupted", "RayDidNotStart", "ray_start_failure", "private_temp_dir",
@@ -139,11 +138,14 @@ def on_the_cluster(spec: SearchSpec, context=None) -> None:
     check_placeable(spec)
 
 
-def tracker_callbacks_for(spec: SearchSpec, budget: int, meta: ExperimentMeta) -> list:
+def tracker_callbacks_for(spec: SearchSpec, budget: int, plans: TrialPlans, meta: ExperimentMeta) -> list:
     """The Tune callbacks of the trackers the spec turns on (none when it turns on none)."""
     if not enabled(spec.tracking):
         return []
-    return tracking_callbacks(spec, budget, meta)
+    # MLflow's and W&B's imports take seconds: only a search that tracks pays them.
+    from cbs_ray.tune.tracker_callbacks import tracking_callbacks
+
+    return tracking_callbacks(spec, budget, plans, meta)
 
 
 def points_config(points: list[dict]) -> dict:
@@ -159,20 +161,21 @@ def points_config(points: list[dict]) -> dict:
             "search_alg": BasicVariantGenerator(points_to_evaluate=points), "num_samples": len(points)}
 
 
-def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: bool | int, name: str | None = None,
-               param_space: dict | None = None, restore: str | None = None, callbacks: list = (),
-               branching: Branching | None = None, expected_trials: Callable[[], int] | None = None,
-               stopper=None, **tune_config) -> str:
+def run_tuner(spec: SearchSpec, data, budget: int, config, *, plans: TrialPlans, verbose: bool | int,
+              name: str | None = None, param_space: dict | None = None, restore: str | None = None,
+              callbacks: list = (), progress_metric: tuple[str, str] | None = None,
+              expected_trials: Callable[[], int] | None = None, stopper=None, **tune_config) -> str:
     """One Tune experiment of ``run_trial`` (the search, or the repeats), new or restored from the
     experiment path ``restore``; returns its path.
 
     The data (the spec path's arrays or the user's objects) go into Ray's object store once, here; every
     trial and each of its Ray Train workers gets their ``DataRef`` and fetches them where the loop runs
     (zero-copy for numpy arrays), instead of a multi-worker trial pickling them into its Train run. A
-    restored experiment puts them afresh. ``branching`` (branch mode: the ``branch:`` section, resolved once on the
-    driver) goes to every trial, whose plan is built from it. ``stopper``: a Tune ``Stopper`` beside the one that
-    ends the search when nothing fits (the ladder's, ``tune.ladder``). Not ``verbose``: the progress display
-    (``tune.progress``) instead of Tune's tables (``verbose`` is Tune's level: True is 1)."""
+    restored experiment puts them afresh. ``plans`` (``train.trial_plans``: built by the method on the driver) go
+    to every trial, which trains the plan they hold for its point. ``stopper``: a Tune ``Stopper`` beside the one
+    that ends the search when nothing fits (the ladder's, ``tune.ladder``). Not ``verbose``: the progress display
+    (``tune.progress``, ranking the trials by ``progress_metric``, else the spec's metric) instead of Tune's tables
+    (``verbose`` is Tune's level: True is 1)."""
     import ray
     from ray import tune
     from ray.tune.search.basic_variant import BasicVariantGenerator
@@ -182,7 +185,7 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: bool | in
     data_ref = DataRef.put(data)
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, spec=spec, data_ref=data_ref, budget_samples=budget, model_config=config,
-                             **({"branching": branching} if branching else {})),
+                             plans=plans),
         trial_resources(spec))
     # Every report checkpoints; keeping two per trial forces an experiment snapshot now and then,
     # which is cheap here and is what makes a killed search resumable.
@@ -200,7 +203,7 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, verbose: bool | in
     nothing_fits = NothingFitsStopper()
     if not verbose:
         planned = expected_trials() if expected_trials is not None else tune_config.get("num_samples", 1)
-        callbacks = [*callbacks, progress_display(spec, budget, planned, branching)]
+        callbacks = [*callbacks, progress_display(spec, budget, planned, plans, progress_metric)]
     limit = max_concurrent(spec, ray.cluster_resources())
     search_alg = tune_config.get("search_alg")
     if isinstance(search_alg, BasicVariantGenerator):
@@ -298,13 +301,14 @@ def quiet_optuna(verbose: bool | int):
         optuna.logging.set_verbosity(before)
 
 
-def progress_display(spec: SearchSpec, budget: int, planned_trials: int, branching: Branching | None) -> SearchProgress:
-    """The progress display of one Tune experiment of ``planned_trials`` trials: branch mode's runs are the
-    trunk and the schedule (the budget) and the branches (a window from their checkpoint)."""
-    metric, mode = ("eval_loss", "min") if branching else (spec.search.metric, spec.search.mode)
+def progress_display(spec: SearchSpec, budget: int, planned_trials: int, plans: TrialPlans,
+                     metric: tuple[str, str] | None = None) -> SearchProgress:
+    """The progress display of one Tune experiment of ``planned_trials`` trials, each run's batch, start and stop
+    read off its plan (``plans``), the trials ranked by ``metric`` (name, mode; the spec's where None)."""
+    metric, mode = metric or (spec.search.metric, spec.search.mode)
 
     def span_of(config: dict) -> tuple[int, int, int]:
-        plan = plan_from_config(spec, config, budget, branching=branching)
+        plan = plans.plan(config)
         return plan.batch_schedule[0][1], plan.start_samples, plan.stop_samples
 
     return SearchProgress(ProgressBoard(planned_trials=planned_trials, default_span=budget, metric=metric, mode=mode),

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Protocol
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.names import default_report_dir, resume_command
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.tracking import attach_report, enabled
+
+if TYPE_CHECKING:  # pandas loads in a second: a --dry-run never needs it
+    import pandas as pd
 
 __all__ = ["SearchMethod", "Reading", "MethodAnswer", "check_batches_fit", "experiment_out", "if_killed_line",
            "attach_to_trackers"]

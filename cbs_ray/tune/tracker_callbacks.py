@@ -13,24 +13,26 @@ from ray.tune.result import TIMESTEPS_TOTAL, TRAINING_ITERATION
 
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.train.trial_plans import TrialPlans
 from cbs_ray.tune.tracking import mlflow_uri, trial_params
 
 __all__ = ["tracking_callbacks", "SamplesStepMLflow", "SamplesStepTBX", "SamplesStepWandb"]
 
 
-def tracking_callbacks(spec: SearchSpec, budget_samples: int, meta: ExperimentMeta) -> list:
-    """Ray Tune callbacks for the trackers the spec turns on (``meta``: the experiment's metadata, which
-    holds the MLflow parent run)."""
+def tracking_callbacks(spec: SearchSpec, budget_samples: int, plans: TrialPlans, meta: ExperimentMeta) -> list:
+    """Ray Tune callbacks for the trackers the spec turns on (``plans``: the experiment's trials' plans, whose
+    parameters each trial's run records; ``meta``: the experiment's metadata, which holds the MLflow parent
+    run)."""
     t, callbacks = spec.tracking, []
     if t.mlflow is not None:
         callbacks.append(SamplesStepMLflow(
-            spec=spec, budget_samples=budget_samples, tracking_uri=mlflow_uri(t.mlflow.tracking_uri),
+            spec=spec, budget_samples=budget_samples, plans=plans, tracking_uri=mlflow_uri(t.mlflow.tracking_uri),
             experiment_name=t.mlflow.experiment_name or spec.name,
             tags={"mlflow.parentRunId": meta.mlflow_parent_run_id} if meta.mlflow_parent_run_id else {}))
     if t.tensorboard:
         callbacks.append(SamplesStepTBX())
     if t.wandb is not None:
-        callbacks.append(SamplesStepWandb(spec=spec, budget_samples=budget_samples,
+        callbacks.append(SamplesStepWandb(spec=spec, budget_samples=budget_samples, plans=plans,
                                           project=t.wandb.project or spec.name, mode=t.wandb.mode))
     return callbacks
 
@@ -43,15 +45,15 @@ def _samples_as_step(result: dict) -> dict:
 class SamplesStepMLflow(MLflowLoggerCallback):
     """One MLflow run per trial, a child of the search's parent run, stepped by ``samples_seen``."""
 
-    def __init__(self, *, spec: SearchSpec, budget_samples: int, **kwargs):
+    def __init__(self, *, spec: SearchSpec, budget_samples: int, plans: TrialPlans, **kwargs):
         super().__init__(**kwargs)
-        self._spec, self._budget_samples = spec, budget_samples
+        self._spec, self._budget_samples, self._plans = spec, budget_samples, plans
 
     def log_trial_start(self, trial):
         if trial not in self._trial_runs:
             run = self.mlflow_util.start_run(tags={**self.tags, "trial_name": str(trial)}, run_name=str(trial))
             self._trial_runs[trial] = run.info.run_id
-        params = trial_params(self._spec, self._budget_samples, trial.config)
+        params = trial_params(self._spec, self._budget_samples, self._plans.plan(trial.config))
         params.update({k: v for k, v in trial.config.items() if k not in params})
         self.mlflow_util.log_params(run_id=self._trial_runs[trial], params_to_log=params)
 
@@ -70,9 +72,9 @@ class SamplesStepWandb(WandbLoggerCallback):
     """One W&B run per trial (grouped by experiment), stepped by ``samples_seen``; Tune's iteration count
     is kept as ``tune_iteration``."""
 
-    def __init__(self, *, spec: SearchSpec, budget_samples: int, **kwargs):
+    def __init__(self, *, spec: SearchSpec, budget_samples: int, plans: TrialPlans, **kwargs):
         super().__init__(**kwargs)
-        self._spec, self._budget_samples = spec, budget_samples
+        self._spec, self._budget_samples, self._plans = spec, budget_samples, plans
 
     def setup(self, *args, **kwargs):
         if self.kwargs.get("mode") in ("offline", "disabled"):  # Ray asks for an API key unless told so
@@ -81,7 +83,8 @@ class SamplesStepWandb(WandbLoggerCallback):
 
     def _start_logging_actor(self, trial, exclude_results, **wandb_init_kwargs):
         config = wandb_init_kwargs.get("config") or {}
-        wandb_init_kwargs["config"] = {**config, **trial_params(self._spec, self._budget_samples, trial.config)}
+        wandb_init_kwargs["config"] = {**config, **trial_params(self._spec, self._budget_samples,
+                                                                          self._plans.plan(trial.config))}
         super()._start_logging_actor(trial, exclude_results, **wandb_init_kwargs)
 
     def log_trial_result(self, iteration: int, trial, result: dict):

@@ -21,6 +21,7 @@ from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec, TrackingSpec
 from cbs_ray.train.config import TrialConfig
+from cbs_ray.train.run_plan import RunPlan
 
 __all__ = ["enabled", "check_installed", "check_reachable", "trial_params", "mlflow_uri", "start_mlflow_parent", "attach_report"]
 
@@ -80,10 +81,11 @@ def check_reachable(tracking: TrackingSpec) -> None:
             raise SpecError(f"{key}: cannot write the file store {store}")
 
 
-def trial_params(spec: SearchSpec, budget_samples: int, config: dict) -> dict:
-    """What a trial's run records as parameters: its batch size, alpha, warmup fraction, peak LR and seed."""
+def trial_params(spec: SearchSpec, budget_samples: int, plan: RunPlan) -> dict:
+    """What a trial's run records as parameters: its batch size, alpha, warmup fraction, peak LR and seed, as
+    the trial of ``plan`` trains with them."""
 
-    cfg = TrialConfig.from_tune(spec, config, budget_samples=budget_samples, model_config=None)
+    cfg = TrialConfig.for_plan(spec, plan, budget_samples=budget_samples, model_config=None)
     return {"batch_size": cfg.batch_size, "alpha": cfg.alpha, "warmup_fraction": cfg.warmup_fraction,
             "peak_lr": cfg.peak_lr, "seed": cfg.seed}
 

@@ -15,7 +15,7 @@ import shutil
 import pytest
 
 from cbs_ray.spec.branch_section import resolve_branching
-from cbs_ray.train.run_plan import branch_configs, schedule_config, trunk_config
+from cbs_ray.train.run_plan import branch_configs, branch_run_plan, schedule_config, trunk_config
 from cbs_ray.train.checkpoint import STATE_FILE, TRUNK_DONE
 from cbs_ray.tune.api import prepare
 from cbs_ray.spec.load import load_spec
@@ -43,8 +43,10 @@ def search():
 
 
 def trial(search, config: dict) -> TrialConfig:
+    """The trial of the branch-mode point ``config``, with the plan the driver builds for it."""
     spec, _, budget, model_config = search
-    return TrialConfig.from_tune(spec, config, budget_samples=budget, model_config=model_config)
+    plan = branch_run_plan(spec, resolve_branching(spec, budget), config)
+    return TrialConfig.for_plan(spec, plan, budget_samples=budget, model_config=model_config)
 
 
 def train(search, cfg: TrialConfig, session=None) -> RecordingSession:
@@ -199,15 +201,15 @@ def test_a_diverging_trunk_marks_its_end_and_its_branches_fail_instead_of_waitin
                                       "training.weight_decay=0.0"])
     data, budget, model_config = prepare(spec)
     br = resolve_branching(spec, budget)
-    cfg = TrialConfig.from_tune(spec, trunk_config(br, str(tmp_path)), budget_samples=budget,
-                                model_config=model_config)
+    cfg = TrialConfig.for_plan(spec, branch_run_plan(spec, br, trunk_config(br, str(tmp_path))),
+                               budget_samples=budget, model_config=model_config)
     session = RecordingSession()
     train_loop(cfg, data, session)
     (report,) = session.reports
     assert report["diverged"] and report["role"] == "trunk" and report["samples_seen"] < 128
     assert os.listdir(tmp_path) == [TRUNK_DONE]  # no checkpoint for a branch to start from
-    branch = TrialConfig.from_tune(spec, branch_configs(br, str(tmp_path))[0], budget_samples=budget,
-                                   model_config=model_config)
+    branch = TrialConfig.for_plan(spec, branch_run_plan(spec, br, branch_configs(br, str(tmp_path))[0]),
+                                  budget_samples=budget, model_config=model_config)
     with pytest.raises(RuntimeError, match="the trunk ended without its checkpoint"):
         train_loop(branch, data, RecordingSession())
 

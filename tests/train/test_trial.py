@@ -11,6 +11,7 @@ import cbs_ray.train.trial as trial_module
 from cbs_ray.spec.load import load_spec
 from cbs_ray.train.config import TrialConfig
 from cbs_ray.train.trial import DataRef, run_trial, train_worker
+from cbs_ray.train.trial_plans import SearchedPlans
 
 TUNE_CONFIG = {"log2_batch": 5, "alpha": 0.5, "warmup_fraction": 0.1}
 
@@ -53,7 +54,8 @@ def test_a_multi_worker_trial_hands_its_workers_the_ref_not_the_data(monkeypatch
     monkeypatch.setattr(ray.tune.integration.ray_train, "TuneReportCallback", ray.train.UserCallback)
     spec = load_spec(None, ["resources.workers_per_trial=2", f"storage_path={tmp_path}"])
     data_ref = InMemoryRef(big_data)
-    run_trial(TUNE_CONFIG, spec=spec, data_ref=data_ref, budget_samples=1024, model_config=None)
+    run_trial(TUNE_CONFIG, spec=spec, data_ref=data_ref, budget_samples=1024, model_config=None,
+              plans=SearchedPlans(spec, 1024))
 
     assert made["fitted"] and made["worker"] is train_worker and loops == []  # nothing trained in the trial
     assert set(made["config"]) == {"trial", "data_ref"} and made["config"]["data_ref"] is data_ref
@@ -69,7 +71,8 @@ def test_a_multi_worker_trial_hands_its_workers_the_ref_not_the_data(monkeypatch
 
 def test_an_in_process_trial_fetches_the_data_itself(big_data, loops, tmp_path):
     spec = load_spec(None, [f"storage_path={tmp_path}"])
-    run_trial(TUNE_CONFIG, spec=spec, data_ref=InMemoryRef(big_data), budget_samples=1024, model_config=None)
+    run_trial(TUNE_CONFIG, spec=spec, data_ref=InMemoryRef(big_data), budget_samples=1024, model_config=None,
+              plans=SearchedPlans(spec, 1024))
     (cfg, data, session), = loops
     assert data is big_data and type(session).__name__ == "LocalSession" and cfg.budget_samples == 1024
 

@@ -205,30 +205,63 @@ def test_branch_mode_takes_the_spec_s_trackers():
 
 
 def test_the_progress_display_reads_every_runs_span_off_its_plan():
-    """Issue 35: the generic runner's progress display asks each trial's RunPlan for its batch, start and stop, not
-    the config's role strings: the trunk and a schedule run train the budget, a branch its window from its
-    checkpoint, a from-scratch trial the budget, a ladder run to its own stop (2·D with ladder.validate)."""
+    """Issue 35: the generic runner's progress display asks each trial's RunPlan (the experiment's ``TrialPlans``,
+    built by the method on the driver) for its batch, start and stop, not the config's role strings: the trunk and
+    a schedule run train the budget, a branch its window from its checkpoint, a from-scratch trial the budget, a
+    ladder run to its own stop (2·D with ladder.validate)."""
     from cbs_ray.spec.ladder_section import resolve_ladder
-    from cbs_ray.train.run_plan import branch_configs, ladder_configs, schedule_config, trunk_config
+    from cbs_ray.train.trial_plans import SearchedPlans
+    from cbs_ray.tune.branch import search_plans, validation_plans
+    from cbs_ray.tune.ladder import ladder_plans
     from cbs_ray.tune.runner import progress_display
 
     spec = load_spec(LM, BRANCH)
     budget = spec.training.budget_samples
     br = resolve_branching(spec, budget)
-    span = progress_display(spec, budget, 3, br).span_of
-    assert span(trunk_config(br, "/x")) == (br.trunk_batch, 0, budget)
-    branch = branch_configs(br, "/x")[-1]
+    plans = search_plans(spec, br, "/x")
+    span = progress_display(spec, budget, 3, plans).span_of
+    trunk, *branches = plans.points
+    assert span(trunk) == (br.trunk_batch, 0, budget) and trunk["role"] == "trunk"
+    branch = branches[-1]
     start = branch["start_samples"]
     assert span(branch) == (2 ** branch["log2_batch"], start, start + br.window_samples) and start > 0
-    assert span(schedule_config(br, [[0, br.trunk_batch], [start, 2 * br.trunk_batch]], 0.5)) == \
-        (br.trunk_batch, 0, budget)
+    validation = validation_plans(spec, br, [[0, br.trunk_batch], [start, 2 * br.trunk_batch]], 0.5)
+    schedule_run = validation.points[0]
+    assert schedule_run["control"] == "schedule"
+    assert progress_display(spec, budget, 1, validation).span_of(schedule_run) == (br.trunk_batch, 0, budget)
     scratch = load_spec(None)
     scratch_budget = scratch.training.budget_samples
-    assert progress_display(scratch, scratch_budget, 1, None).span_of(
+    assert progress_display(scratch, scratch_budget, 1, SearchedPlans(scratch, scratch_budget)).span_of(
         {"log2_batch": 4, "alpha": 0.5, "warmup_fraction": 0.1}) == (16, 0, scratch_budget)
     ladder = load_spec(LM, ["search.method=ladder", "search.batch_sizes=[8, 16, 32, 64]", "ladder.validate=true"])
     ld = resolve_ladder(ladder, budget)
-    run = ladder_configs(ld)[0]
+    run = ladder_plans(ld).points[0]
     # validated: every run may go on to ladder.cap x D (issue 36), the span the display counts
-    assert progress_display(ladder, budget, 1, None).span_of(run) == (ld.batches[0], 0, ld.run_stop)
+    assert progress_display(ladder, budget, 1, ladder_plans(ld)).span_of(run) == (ld.batches[0], 0, ld.run_stop)
     assert ld.run_stop == int(ld.cap * budget)
+
+
+def test_a_resumed_branch_search_rebuilds_the_plans_its_trials_were_started_with():
+    """Issue 35: a resumed trial finds its plan by its point (``PresetPlans``), so the plans ``resume`` rebuilds
+    from the metadata (the checkpoint folder; the schedule and alpha read back from JSON, lists where the search had
+    tuples) are the ones the search started: every restored point finds the same plan."""
+    import json
+
+    from cbs_ray.train.trial_plans import PresetPlans
+    from cbs_ray.tune.branch import search_plans, validation_plans
+
+    spec = load_spec(LM, BRANCH + ["branch.repeats=2", "branch.validation_seeds=2"])
+    budget = spec.training.budget_samples
+    started = search_plans(spec, resolve_branching(spec, budget), "/ray/exp/trunk_checkpoints")
+    rebuilt = search_plans(spec, resolve_branching(spec, budget), "/ray/exp/trunk_checkpoints")
+    assert started == rebuilt and all(rebuilt.plan(point) == plan for point, (_, plan) in
+                                      zip(started.points, started.runs))
+    schedule = ((0, 16), (budget // 4, 32))
+    br = resolve_branching(spec, budget)
+    first = validation_plans(spec, br, schedule, 0.5)
+    recorded = json.loads(json.dumps({"batch_size_schedule": [list(p) for p in schedule], "alpha": 0.5}))
+    again = validation_plans(spec, br, recorded["batch_size_schedule"], recorded["alpha"])
+    assert first == again and {p["control"] for p in first.points} >= {"schedule", "small", "large"}
+    assert [again.plan(p).seed_offset for p in first.points] == [p["seed_offset"] for p in first.points]
+    with pytest.raises(ValueError, match="no run of this experiment"):
+        PresetPlans.of(first.points[:1], lambda point: first.plan(point)).plan(first.points[-1])

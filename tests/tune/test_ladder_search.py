@@ -7,7 +7,9 @@ from cbs_ray.search import main
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.ladder_section import resolve_ladder
 from cbs_ray.spec.load import load_spec
-from cbs_ray.train.run_plan import ladder_configs, plan_from_config
+from cbs_ray.train.config import TrialConfig
+from cbs_ray.train.run_plan import ladder_configs, ladder_plan
+from cbs_ray.tune.ladder import ladder_plans
 
 LM = "search_spaces/tiny_causal_lm.yaml"
 LADDER = ["search.method=ladder"]
@@ -36,17 +38,33 @@ def test_the_ladder_resolved_against_the_budget():
 def test_a_ladder_run_is_constant_lr_after_warmup_and_its_prefix_does_not_depend_on_its_stop():
     spec = load_spec(LM, LADDER)
     ld = resolve_ladder(spec, 8192)
-    short, long = [plan_from_config(spec, {**config, "ladder_stop_samples": stop}, 8192)
-                   for config in ladder_configs(ld)[-1:] for stop in (2048, 8192)]
+    short, long = [ladder_plan(ld, 64, stop, 1) for stop in (2048, 8192)]
     assert short.batch_schedule == ((0, 64),) and short.report_at == (128, 192, 256, 384, 512, 704, 1024, 1472, 2048)
     assert long.report_at[-1] == 8192 and short.lr_decay == "constant"
-    assert short.averages_iterates and not plan_from_config(load_spec(LM, LADDER + ["ladder.reading=raw"]),
-                                                            ladder_configs(ld)[0], 8192).averages_iterates
+    raw = resolve_ladder(load_spec(LM, LADDER + ["ladder.reading=raw"]), 8192)
+    assert short.averages_iterates and not ladder_plans(raw).plan(ladder_configs(raw)[0]).averages_iterates
     assert short.lr_warmup_steps == long.lr_warmup_steps == 3  # 0.1 of the 32 steps to the fraction
     factors_short, factors_long = short.lr_factors(), long.lr_factors()
     assert [factors_short(k) for k in range(32)] == [factors_long(k) for k in range(32)]
     assert factors_short(10) == 1.0 and short.peak_lr(64) == pytest.approx(0.002 * (64 / 16) ** 0.75)
     assert [c["seed_offset"] for c in ladder_configs(ld)] == [0, 1] * 4
+
+
+def test_every_ladder_trial_gets_the_plan_the_driver_built_for_its_point():
+    """Issue 35: the trial reads a typed plan, not the config's keys: the driver's ``ladder_plans`` hold one
+    plan per (batch, seed), and the trial's seed, alpha and warmup are its plan's; a point of no run is refused."""
+    spec = load_spec(LM, LADDER)
+    ld = resolve_ladder(spec, 8192)
+    plans = ladder_plans(ld)
+    assert plans.points == ladder_configs(ld)
+    last = plans.points[-1]  # B=64, seed offset 1
+    plan = plans.plan(last)
+    assert (plan.batch_schedule, plan.stop_samples, plan.seed_offset) == (((0, 64),), ld.run_stop, 1)
+    trial = TrialConfig.for_plan(spec, plan, budget_samples=8192, model_config=None)
+    assert (trial.batch_size, trial.seed, trial.alpha, trial.warmup_fraction) == \
+        (64, spec.search.seed + 1, ld.alpha, ld.warmup_fraction)
+    with pytest.raises(ValueError, match="no run of this experiment"):
+        plans.plan({**last, "seed_offset": 7})
 
 
 def test_dry_run_prints_the_rungs_and_the_cost(capsys):

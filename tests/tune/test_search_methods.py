@@ -21,7 +21,8 @@ STEPS = [name for name in vars(SearchMethod) if not name.startswith("_") and cal
 def test_every_method_the_spec_accepts_has_one_entry_with_the_protocols_steps():
     assert set(METHODS) == {"scratch", "branch", "ladder"}
     assert set(STEPS) == {"plan_lines", "check", "run", "resume", "summarize", "render", "run_lines", "report_lines"}
-    for name, method in METHODS.items():
+    for name in METHODS:
+        method = method_named(name)
         assert method.name == name and method.described.startswith("a ")
         assert all(callable(getattr(method, step)) for step in STEPS)
     assert method_named("scratch") is scratch.METHOD and method_named("branch") is branch.METHOD
@@ -89,3 +90,23 @@ def test_a_search_result_gives_the_answer_with_its_bound_not_the_number_alone():
     result = SearchResult(load_spec(None), Reading(summary, pd.DataFrame(), (), summary.answer), "/x/exp", None)
     assert (result.answer.batch_size, result.answer.bound, result.answer.resolved) == (8, "upper", None)
     assert result.critical_batch == 8 and result.answer.text.startswith("Critical batch: ≤ 8 (")
+
+
+def test_a_dry_run_s_plan_loads_no_torch_transformers_ray_pandas_nor_matplotlib():
+    """Issue 35 (issue 36's target: the ladder's plan on markov_lm.yaml in ≤ 2 s): the plan of a ``--dry-run`` is
+    printed from the spec and the data alone, before the model's checks import torch and transformers; nothing of
+    Ray's machinery, pandas or matplotlib loads for it. In a fresh interpreter: this one has them all."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from cbs_ray.spec.load import load_spec\n"
+            "from cbs_ray.tune.api import dry_run_lines\n"
+            "lines = dry_run_lines(load_spec('search_spaces/markov_lm.yaml', ['search.method=ladder']))\n"
+            "plan = [next(lines) for _ in range(5)]\n"
+            "assert plan[0].startswith('markov-lm: ladder'), plan\n"
+            "heavy = ('torch', 'transformers', 'ray', 'pandas', 'matplotlib', 'scipy', 'optuna')\n"
+            "print(sorted(m for m in heavy if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"

@@ -8,6 +8,7 @@ import pytest
 
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
+from cbs_ray.train.trial_plans import SearchedPlans
 from cbs_ray.tune.tracking import check_installed, mlflow_uri, trial_params
 from helpers.training import EARLIER_DEFAULT
 
@@ -18,7 +19,8 @@ TINY = EARLIER_DEFAULT + ["data.builtin_train_examples=2048", "data.builtin_eval
 
 def test_trial_params_are_what_the_trial_trains_with():
     spec = load_spec(None, ["training.base_lr=0.001", "training.base_batch=16", "search.seed=3"])
-    params = trial_params(spec, 4096, {"log2_batch": 6, "alpha": 0.5, "warmup_fraction": 0.1, "seed_offset": 2})
+    plan = SearchedPlans(spec, 4096).plan({"log2_batch": 6, "alpha": 0.5, "warmup_fraction": 0.1, "seed_offset": 2})
+    params = trial_params(spec, 4096, plan)
     # peak LR = base_lr · (B / base_batch) ** alpha = 0.001 · (64 / 16) ** 0.5 = 0.002; seed = 3 + 2
     assert params == {"batch_size": 64, "alpha": 0.5, "warmup_fraction": 0.1, "peak_lr": pytest.approx(0.002),
                       "seed": 5}
