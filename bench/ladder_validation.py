@@ -34,8 +34,9 @@ Tasks (each built-in, offline; the built-in text enlarged to 2·D examples so th
 Tune experiments go to a temporary directory; one Ray per task, one after the other: run it under the machine's
 Ray lock (``flock /tmp/ray.lock python bench/ladder_validation.py``).
 
-    python bench/ladder_validation.py [--only lm,bert,sst2lm,sst2bert] [--keep DIR]
+    python bench/ladder_validation.py [--only lm,bert,sst2lm,sst2bert] [--protocol v2] [--keep DIR]
     python bench/ladder_validation.py --markov [--protocol v2] [--only markov,markov_far] [--seeds 10,12,14] [--keep DIR]
+    python bench/ladder_validation.py --judge DIR1/markov_rows.json DIR2/markov_rows.json ...
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ def run(task: str, tmp: Path, *, seed: int | None = None, protocol: str = "v2") 
     space, sets = {**TASKS, **MARKOV}[task]
     if seed is not None:
         sets = [*sets, *MARKOV_PROTOCOLS[protocol]["sets"], f"search.seed={seed}"]
+    elif protocol == "v2":  # issue 36's knobs on issue 27's tasks (their default 2 seeds per batch; search.seed 0)
+        sets = [*sets, *MARKOV_PROTOCOLS[protocol]["sets"]]
         task = f"{task}-s{seed}"
     out = tmp / task
     argv = [sys.executable, "-m", "cbs_ray.search", "--space", space, "--set", "search.method=ladder",
@@ -206,12 +209,23 @@ def main() -> None:
     parser.add_argument("--seeds", default=None, help="search.seed of each ladder (default: the protocol's)")
     parser.add_argument("--protocol", default="v2", choices=sorted(MARKOV_PROTOCOLS))
     parser.add_argument("--keep", help="write the reports under this directory instead of a temporary one")
+    parser.add_argument("--judge", nargs="+", metavar="ROWS_JSON",
+                        help="judge the markov_rows.json of runs made one seed at a time (--keep DIR each) together, "
+                             "under the same criteria, without running anything")
     args = parser.parse_args()
+    args.protocol_given = any(a.startswith("--protocol") for a in sys.argv[1:])
+    if args.judge:
+        print(f"CRITERIA (fixed before the runs): {MARKOV_CRITERIA}", flush=True)
+        markov_verdict([row for path in args.judge for row in json.loads(Path(path).read_text())])
+        return
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(args.keep or name)
         if not args.markov:
+            if args.protocol_given:
+                print(f"PROTOCOL {args.protocol} (fixed before the runs): {MARKOV_PROTOCOLS[args.protocol]['sets']}; "
+                      f"CRITERIA: {MARKOV_CRITERIA}", flush=True)
             for task in (args.only or ",".join(TASKS)).split(","):
-                wall, summary = run(task, tmp)
+                wall, summary = run(task, tmp, protocol=args.protocol if args.protocol_given else "")
                 report(task, wall, summary)
             return
         protocol = MARKOV_PROTOCOLS[args.protocol]
