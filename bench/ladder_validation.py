@@ -6,12 +6,12 @@ Issue 36 (``--markov``): the built-in markov language (``search_spaces/markov_lm
 (``MARKOV_PROTOCOLS``, printed before the runs): ``v1``, the first run (``search.seed`` 0, 1, 2, ``ladder.seeds=1``,
 so every seed is its own ladder and its own measurement; missed), and ``v2`` (the default), pre-registered after it:
 ``ladder.seeds=2`` (seed-mean curves in the ladder and in the measurement), every batch warmed up over at least 8
-steps and S(B) counted by the LR (``ladder.min_warmup_steps``, ``ladder.step_count``), fresh seeds 10, 12, 14. The criteria (``MARKOV_CRITERIA``)
-are fixed here before any run and printed before the runs: on every seed of both settings the measured B_crit(D)
-inside the predicted 90 % interval, |log2(predicted / measured)| ≤ 0.5, a smaller error than no extrapolation, the
-ladder's samples ≤ 0.3 of the measurement's; on the setting whose mean exponent lies further from the borrowed
-exponents (0.383, 0.47, 0.571), a smaller error than each of them on every seed; the two settings' mean exponents
-differ by ≥ 0.15.
+steps and S(B) counted by the LR (``ladder.min_warmup_steps``, ``ladder.step_count``), fresh seeds 10, 12, 14.
+The criteria (``MARKOV_CRITERIA``) are fixed here before any run and printed before the runs: on every seed of both
+settings the measured B_crit(D) inside the predicted 90 % interval, |log2(predicted / measured)| ≤ 0.5, a smaller
+error than no extrapolation, the ladder's samples ≤ 0.3 of the measurement's; on the setting whose mean exponent lies
+further from the borrowed exponents (0.383, 0.47, 0.571), a smaller error than each of them on every seed; the two
+settings' mean exponents differ by ≥ 0.15.
 
 The success criteria are the code's, fixed before any of these runs (``analysis.ladder_summary``): the measured
 B_crit(D) inside the predicted 90 % interval, |log2(predicted / measured)| ≤ 0.5 (``LOG2_TARGET``), a smaller
@@ -35,7 +35,8 @@ Tune experiments go to a temporary directory; one Ray per task, one after the ot
 Ray lock (``flock /tmp/ray.lock python bench/ladder_validation.py``).
 
     python bench/ladder_validation.py [--only lm,bert,sst2lm,sst2bert] [--protocol v2] [--keep DIR]
-    python bench/ladder_validation.py --markov [--protocol v2] [--only markov,markov_far] [--seeds 10,12,14] [--keep DIR]
+    python bench/ladder_validation.py --markov [--protocol v2] [--only markov,markov_far] [--seeds 10,12,14] \
+        [--keep DIR]
     python bench/ladder_validation.py --judge DIR1/markov_rows.json DIR2/markov_rows.json ...
 """
 
@@ -79,11 +80,13 @@ MARKOV = {
 
 MARKOV_PROTOCOLS = {
     # issue 36 as first run (missed): one run per batch, B=128 warmed up over 1 step, every step counted as one
-    "v1": {"seeds": "0,1,2", "sets": ["ladder.seeds=1", "ladder.min_warmup_steps=0", "ladder.step_count=optimizer"]},
+    "v1": {"seeds": "0,1,2",
+           "sets": ["ladder.seeds=1", "ladder.min_warmup_steps=0", "ladder.step_count=optimizer"]},
     # pre-registered after v1's miss (committed before its runs): two runs per batch in the ladder and in the
     # measurement (seed-mean curves), every batch warmed up over at least 8 steps and S(B) counted by the LR (the
     # space's defaults), fresh seeds: search.seed 10, 12, 14 run seeds {10, 11}, {12, 13}, {14, 15}
-    "v2": {"seeds": "10,12,14", "sets": ["ladder.seeds=2", "ladder.min_warmup_steps=8", "ladder.step_count=lr_weighted"]},
+    "v2": {"seeds": "10,12,14",
+           "sets": ["ladder.seeds=2", "ladder.min_warmup_steps=8", "ladder.step_count=lr_weighted"]},
 }
 """What each validation ran, beside the space (``search_spaces/markov_lm.yaml``) and the setting's knobs."""
 
@@ -210,8 +213,8 @@ def main() -> None:
     parser.add_argument("--protocol", default="v2", choices=sorted(MARKOV_PROTOCOLS))
     parser.add_argument("--keep", help="write the reports under this directory instead of a temporary one")
     parser.add_argument("--judge", nargs="+", metavar="ROWS_JSON",
-                        help="judge the markov_rows.json of runs made one seed at a time (--keep DIR each) together, "
-                             "under the same criteria, without running anything")
+                        help="judge the markov_rows.json of runs made one seed at a time (--keep DIR each) "
+                             "together, under the same criteria, without running anything")
     args = parser.parse_args()
     args.protocol_given = any(a.startswith("--protocol") for a in sys.argv[1:])
     if args.judge:
@@ -222,8 +225,8 @@ def main() -> None:
         tmp = Path(args.keep or name)
         if not args.markov:
             if args.protocol_given:
-                print(f"PROTOCOL {args.protocol} (fixed before the runs): {MARKOV_PROTOCOLS[args.protocol]['sets']}; "
-                      f"CRITERIA: {MARKOV_CRITERIA}", flush=True)
+                print(f"PROTOCOL {args.protocol} (fixed before the runs): "
+                      f"{MARKOV_PROTOCOLS[args.protocol]['sets']}; CRITERIA: {MARKOV_CRITERIA}", flush=True)
             for task in (args.only or ",".join(TASKS)).split(","):
                 wall, summary = run(task, tmp, protocol=args.protocol if args.protocol_given else "")
                 report(task, wall, summary)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["scaled_lr", "warmup_steps", "lr_multiplier", "lr_weighted_steps", "seed_warmup_fraction", "SEED_WARMUP_DOUBLINGS"]
+__all__ = ["scaled_lr", "warmup_steps", "lr_multiplier", "lr_weighted_steps", "seed_warmup_fraction",
+           "SEED_WARMUP_DOUBLINGS"]
 
 
 def scaled_lr(base_lr: float, batch_size: int, base_batch: int, alpha: float) -> float:

@@ -152,7 +152,8 @@ class Ladder:
                 "ladder_validate": self.validate, "tokens_per_sample": self.tokens_per_sample,
                 "ladder_rungs_from": self.rungs_from, "ladder_curve": self.curve, "ladder_reading": self.reading,
                 "ladder_cap": self.cap, "ladder_metric": self.metric, "ladder_step_count": self.step_count,
-                "ladder_warmup_steps": {str(b): self.warmup_steps(b) for b in self.batches}, "ladder_run_stop": self.run_stop,
+                "ladder_warmup_steps": {str(b): self.warmup_steps(b) for b in self.batches},
+                "ladder_run_stop": self.run_stop,
                 "base_lr": self.base_lr, "base_batch": self.base_batch}
 
 
