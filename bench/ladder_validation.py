@@ -2,13 +2,16 @@
 user runs it (``--set search.method=ladder --validate-prediction``).
 
 Issue 36 (``--markov``): the built-in markov language (``search_spaces/markov_lm.yaml``) at two settings, the default
-(Zipf 1, coupling 3) and ``markov_far`` (Zipf 1.5, coupling 2), 3 seeds each (``search.seed`` 0, 1, 2: data order and
-init; ``ladder.seeds=1``, so every seed is its own ladder and its own measurement). The criteria (``MARKOV_CRITERIA``)
-are fixed here before any run and printed before the runs: on every seed of both settings the measured B_crit(D)
-inside the predicted 90 % interval, |log2(predicted / measured)| ≤ 0.5, a smaller error than no extrapolation, the
-ladder's samples ≤ 0.3 of the measurement's; on the setting whose mean exponent lies further from the borrowed
-exponents (0.383, 0.47, 0.571), a smaller error than each of them on every seed; the two settings' mean exponents
-differ by ≥ 0.15.
+(Zipf 1, coupling 3) and ``markov_far`` (Zipf 1.5, coupling 2), 3 seeds each (data order and init), under a protocol
+(``MARKOV_PROTOCOLS``, printed before the runs): ``v1``, the first run (``search.seed`` 0, 1, 2, ``ladder.seeds=1``,
+so every seed is its own ladder and its own measurement; missed), and ``v2`` (the default), pre-registered after it:
+``ladder.seeds=2`` (seed-mean curves in the ladder and in the measurement), every batch warmed up over at least 8
+steps and S(B) counted by the LR (``ladder.min_warmup_steps``, ``ladder.step_count``), fresh seeds 10, 12, 14.
+The criteria (``MARKOV_CRITERIA``) are fixed here before any run and printed before the runs: on every seed of both
+settings the measured B_crit(D) inside the predicted 90 % interval, |log2(predicted / measured)| ≤ 0.5, a smaller
+error than no extrapolation, the ladder's samples ≤ 0.3 of the measurement's; on the setting whose mean exponent lies
+further from the borrowed exponents (0.383, 0.47, 0.571), a smaller error than each of them on every seed; the two
+settings' mean exponents differ by ≥ 0.15.
 
 The success criteria are the code's, fixed before any of these runs (``analysis.ladder_summary``): the measured
 B_crit(D) inside the predicted 90 % interval, |log2(predicted / measured)| ≤ 0.5 (``LOG2_TARGET``), a smaller
@@ -31,8 +34,10 @@ Tasks (each built-in, offline; the built-in text enlarged to 2·D examples so th
 Tune experiments go to a temporary directory; one Ray per task, one after the other: run it under the machine's
 Ray lock (``flock /tmp/ray.lock python bench/ladder_validation.py``).
 
-    python bench/ladder_validation.py [--only lm,bert,sst2lm,sst2bert] [--keep DIR]
-    python bench/ladder_validation.py --markov [--only markov,markov_far] [--seeds 0,1,2] [--keep DIR]
+    python bench/ladder_validation.py [--only lm,bert,sst2lm,sst2bert] [--protocol v2] [--keep DIR]
+    python bench/ladder_validation.py --markov [--protocol v2] [--only markov,markov_far] [--seeds 10,12,14] \
+        [--keep DIR]
+    python bench/ladder_validation.py --judge DIR1/markov_rows.json DIR2/markov_rows.json ...
 """
 
 from __future__ import annotations
@@ -73,6 +78,18 @@ MARKOV = {
     "markov_far": ("search_spaces/markov_lm.yaml", ["data.markov_zipf_exponent=1.5", "data.markov_coupling=2"]),
 }
 
+MARKOV_PROTOCOLS = {
+    # issue 36 as first run (missed): one run per batch, B=128 warmed up over 1 step, every step counted as one
+    "v1": {"seeds": "0,1,2",
+           "sets": ["ladder.seeds=1", "ladder.min_warmup_steps=0", "ladder.step_count=optimizer"]},
+    # pre-registered after v1's miss (committed before its runs): two runs per batch in the ladder and in the
+    # measurement (seed-mean curves), every batch warmed up over at least 8 steps and S(B) counted by the LR (the
+    # space's defaults), fresh seeds: search.seed 10, 12, 14 run seeds {10, 11}, {12, 13}, {14, 15}
+    "v2": {"seeds": "10,12,14",
+           "sets": ["ladder.seeds=2", "ladder.min_warmup_steps=8", "ladder.step_count=lr_weighted"]},
+}
+"""What each validation ran, beside the space (``search_spaces/markov_lm.yaml``) and the setting's knobs."""
+
 MARKOV_CRITERIA = {
     "log2_error_max": 0.5,        # |log2(predicted / measured)| on every seed
     "samples_ratio_max": 0.3,     # the ladder's samples over the measurement's
@@ -81,10 +98,12 @@ MARKOV_CRITERIA = {
 """Issue 36's success criteria, fixed before any run (and printed before the runs)."""
 
 
-def run(task: str, tmp: Path, *, seed: int | None = None) -> tuple[float, dict]:
+def run(task: str, tmp: Path, *, seed: int | None = None, protocol: str = "v2") -> tuple[float, dict]:
     space, sets = {**TASKS, **MARKOV}[task]
     if seed is not None:
-        sets = [*sets, "ladder.seeds=1", f"search.seed={seed}"]
+        sets = [*sets, *MARKOV_PROTOCOLS[protocol]["sets"], f"search.seed={seed}"]
+    elif protocol == "v2":  # issue 36's knobs on issue 27's tasks (their default 2 seeds per batch; search.seed 0)
+        sets = [*sets, *MARKOV_PROTOCOLS[protocol]["sets"]]
         task = f"{task}-s{seed}"
     out = tmp / task
     argv = [sys.executable, "-m", "cbs_ray.search", "--space", space, "--set", "search.method=ladder",
@@ -134,7 +153,10 @@ def markov_row(setting: str, seed: int, wall: float, s: dict) -> dict:
            "span": lad["rung_span"], "exponent": lad["exponent"], "exponent_se": lad["exponent_se"],
            "predicted": pred["b_crit"], "interval_90": interval, "measured": v["measured_b_crit"], "log2_error": error,
            "baselines": base, "b_simple": v["b_simple_prediction"], "samples_ratio": v["samples_ratio"],
-           "refusal": lad["refusal"], "measured_reason": v["measured_reason"]}
+           "refusal": lad["refusal"], "measured_reason": v["measured_reason"], "exponent_ci": lad["exponent_ci"],
+           "rungs": [[r["samples_seen"], r["b_crit"], r["censored"]] for r in lad["rungs"]],
+           "measured_ci": v["measured_b_crit_ci"], "measured_censored": v["measured_censored"],
+           "ladder_samples": s["cost"]["ladder_samples"], "measurement_samples": v["measurement_samples"]}
     row["inside"] = bool(v["within_interval"])
     row["error_ok"] = error is not None and error <= MARKOV_CRITERIA["log2_error_max"]
     row["beats_no_extrapolation"] = error is not None and base["no_extrapolation"] is not None and \
@@ -187,21 +209,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=None)
     parser.add_argument("--markov", action="store_true", help="issue 36's validation on the markov language")
-    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--seeds", default=None, help="search.seed of each ladder (default: the protocol's)")
+    parser.add_argument("--protocol", default="v2", choices=sorted(MARKOV_PROTOCOLS))
     parser.add_argument("--keep", help="write the reports under this directory instead of a temporary one")
+    parser.add_argument("--judge", nargs="+", metavar="ROWS_JSON",
+                        help="judge the markov_rows.json of runs made one seed at a time (--keep DIR each) "
+                             "together, under the same criteria, without running anything")
     args = parser.parse_args()
+    args.protocol_given = any(a.startswith("--protocol") for a in sys.argv[1:])
+    if args.judge:
+        print(f"CRITERIA (fixed before the runs): {MARKOV_CRITERIA}", flush=True)
+        markov_verdict([row for path in args.judge for row in json.loads(Path(path).read_text())])
+        return
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(args.keep or name)
         if not args.markov:
+            if args.protocol_given:
+                print(f"PROTOCOL {args.protocol} (fixed before the runs): "
+                      f"{MARKOV_PROTOCOLS[args.protocol]['sets']}; CRITERIA: {MARKOV_CRITERIA}", flush=True)
             for task in (args.only or ",".join(TASKS)).split(","):
-                wall, summary = run(task, tmp)
+                wall, summary = run(task, tmp, protocol=args.protocol if args.protocol_given else "")
                 report(task, wall, summary)
             return
+        protocol = MARKOV_PROTOCOLS[args.protocol]
         print(f"CRITERIA (fixed before the runs): {MARKOV_CRITERIA}; see this script's docstring", flush=True)
+        print(f"PROTOCOL {args.protocol} (fixed before the runs): {protocol}", flush=True)
         rows = []
         for setting in (args.only or ",".join(MARKOV)).split(","):
-            for seed in (int(x) for x in args.seeds.split(",")):
-                wall, summary = run(setting, tmp, seed=seed)
+            for seed in (int(x) for x in (args.seeds or protocol["seeds"]).split(",")):
+                wall, summary = run(setting, tmp, seed=seed, protocol=args.protocol)
                 report(f"{setting}-s{seed}", wall, summary)
                 rows.append(markov_row(setting, seed, wall, summary))
                 (tmp / "markov_rows.json").write_text(json.dumps(rows, indent=1))

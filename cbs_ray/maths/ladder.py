@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cbs_ray.maths.lr_schedule import lr_weighted_steps
 from cbs_ray.maths.tradeoff import fit_tradeoff, overhead_rule, samples_to_target
 
 __all__ = ["BORROWED_EXPONENTS", "CURVE_MODELS", "POOR_FIT_P", "SD_FLOOR", "Curves", "LadderFit", "LossCurve", "Rung",
@@ -163,7 +164,8 @@ def _samples_to(curve: LossCurve | None, means: tuple[list[float], list[float]],
 
 
 def rung_readings(curves: Curves, *, reference_batch: int | None = None, bootstrap: int = 1000,
-                  seed: int = 0, curve_model: str = "interpolate", fit_from: float = 0.0) -> list[Rung]:
+                  seed: int = 0, curve_model: str = "interpolate", fit_from: float = 0.0,
+                  warmup_steps: dict | None = None) -> list[Rung]:
     """One ``Rung`` per evaluation point of the reference batch (default: the smallest).
 
     ``curves`` maps batch size → list over seeds of learning curves, each a list of (samples_seen,
@@ -176,7 +178,10 @@ def rung_readings(curves: Curves, *, reference_batch: int | None = None, bootstr
       evaluation moves neither the target nor a batch's crossing by itself. The rungs are the reference's
       evaluations from ``fit_from`` on.
 
-    S(B) = samples / B; the reference's own samples are the rung's, by definition. Either way a batch already
+    S(B) = samples / B; with ``warmup_steps`` (batch → its linear warmup's steps) S(B) counts the steps by their LR
+    instead (``maths.lr_schedule.lr_weighted_steps``: a warmup of W steps is worth about W/2 at the peak), so that
+    batches whose warmups differ in steps are compared on the same footing. The reference's own samples are the
+    rung's, by definition. Either way a batch already
     below the target at its first evaluation is left-censored: its samples are a bound (at most that
     evaluation's), never a crossing, so it is left out of the rung's fit and named in ``Rung.censored``; a batch
     that does not reach a rung's target within its run (right-censored) is left out too (NaN).
@@ -201,11 +206,18 @@ def rung_readings(curves: Curves, *, reference_batch: int | None = None, bootstr
             continue
         found = {b: (d, False) if b == ref else _samples_to(fitted.get(b), means[b], target, curve_model)
                  for b in batches}
-        steps = {b: samples / b for b, (samples, _) in found.items()}
+        steps = {b: _steps(samples, b, warmup_steps) for b, (samples, _) in found.items()}
         fit = fit_tradeoff(batches, [steps[b] for b in batches], bootstrap=bootstrap, seed=seed)
         rungs.append(Rung(d, target, steps, fit.b_crit, fit.ci, overhead_rule(batches, [steps[b] for b in batches]),
                           fit.reason, censored=tuple(b for b, (_, c) in found.items() if c)))
     return rungs
+
+
+def _steps(samples: float, batch: int, warmup_steps: dict | None) -> float:
+    """A batch's optimizer steps to ``samples``, counted by their LR where ``warmup_steps`` gives its warmup."""
+    if warmup_steps is None or not math.isfinite(samples):
+        return samples / batch
+    return lr_weighted_steps(samples / batch, int(warmup_steps.get(batch, 0)))
 
 
 def fit_power_law(x: Sequence[float], y: Sequence[float], weights: Sequence[float] | None = None

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["scaled_lr", "warmup_steps", "lr_multiplier", "seed_warmup_fraction", "SEED_WARMUP_DOUBLINGS"]
+__all__ = ["scaled_lr", "warmup_steps", "lr_multiplier", "lr_weighted_steps", "seed_warmup_fraction",
+           "SEED_WARMUP_DOUBLINGS"]
 
 
 def scaled_lr(base_lr: float, batch_size: int, base_batch: int, alpha: float) -> float:
@@ -35,6 +36,25 @@ def warmup_steps(warmup_fraction: float, total_steps: int) -> int:
     if warmup_fraction == 0.0:
         return 0
     return min(total_steps, max(1, round(warmup_fraction * total_steps)))
+
+
+def lr_weighted_steps(steps: float, warmup: int) -> float:
+    """Optimizer steps counted by their LR, in steps at the peak: Σ over the first ``steps`` steps of
+    ``lr_multiplier`` (a linear warmup of ``warmup`` steps from (step + 1)/warmup, constant after). Within the warmup
+    t(t + 1)/(2·warmup); after it t − (warmup − 1)/2 (the warmup's deficit). Continuous in a fractional ``steps`` (a
+    crossing interpolated between evaluations). With ``warmup`` ≤ 1 it is ``steps`` itself.
+
+    The ladder reads S(B) this way with ``ladder.step_count: lr_weighted`` (issue 36): early in training a step's
+    progress is about proportional to its LR, so a warmup of W steps is worth about W/2 peak steps, and batches whose
+    warmups differ in steps (a floor of ``ladder.min_warmup_steps`` for the larger ones) would otherwise read as a
+    shift of S(B) that the tradeoff S = S_min + E_min/B takes for a change of B_crit."""
+    if steps < 0 or warmup < 0:
+        raise ValueError(f"steps and warmup must be non-negative, got {steps}, {warmup}")
+    if warmup <= 1:
+        return float(steps)
+    if steps <= warmup:
+        return steps * (steps + 1) / (2 * warmup)
+    return steps - (warmup - 1) / 2
 
 
 SEED_WARMUP_DOUBLINGS = 4

@@ -32,7 +32,10 @@ def headline(summary: LadderSummary) -> list[str]:
     lines = [f"Ladder: the smallest batch to {lad['fraction_samples']} of {pred['budget_samples']} samples, every other "
              f"until it reached that loss or {lad.get('cap_samples')} ({summary.cost['fraction_of_full']:.0%} of a "
              f"from-scratch search at D), batches {summary.batch_sizes}; {lad.get('column', 'eval_loss')} read through "
-             f"{reading.get(lad.get('reading', 'raw'), lad.get('reading'))}"]
+             f"{reading.get(lad.get('reading', 'raw'), lad.get('reading'))}"
+             + (f"; steps counted by their LR (ladder.step_count lr_weighted; warmup steps "
+                f"{', '.join(f'B={b}: {w}' for b, w in (lad.get('warmup_steps') or {}).items())})"
+                if lad.get("step_count") == "lr_weighted" else "")]
     for r in lad["rungs"]:
         ci = r["b_crit_ci"]
         b = f"{r['b_crit']:.3g}" + (f" [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else "") if r["b_crit"] else \

@@ -72,6 +72,10 @@ class Ladder:
     """``ladder.reading``: the average of the iterates (``ewa``) or the raw model (``raw``)."""
     cap: float = 4.0
     """``ladder.cap``: a run stops by ``cap`` × where it is read (the fraction; D when validating)."""
+    min_warmup_steps: int = 0
+    """``ladder.min_warmup_steps``: every batch warms up over at least this many optimizer steps."""
+    step_count: str = "optimizer"
+    """``ladder.step_count``: how a rung counts S(B) (``optimizer`` or ``lr_weighted``)."""
     metric: str = "eval_loss"
     """What the rungs read: ``search.metric`` where it is a loss the loop reports (``eval_loss``; the markov
     language's ``excess_loss``), else ``eval_loss``."""
@@ -126,9 +130,10 @@ class Ladder:
         return scaled_lr(self.base_lr, batch, self.base_batch, self.alpha)
 
     def warmup_steps(self, batch: int) -> int:
-        """Warmup steps at ``batch``: ``warmup_fraction`` of its steps to the fraction (the same whichever
-        run stops where)."""
-        return warmup_steps(self.warmup_fraction, self.stop_samples // batch)
+        """Warmup steps at ``batch``: ``warmup_fraction`` of its steps to the fraction, at least
+        ``min_warmup_steps`` (never more than those steps), the same whichever run stops where."""
+        steps = self.stop_samples // batch
+        return min(steps, max(warmup_steps(self.warmup_fraction, steps), self.min_warmup_steps))
 
     @property
     def ladder_samples_at_most(self) -> int:
@@ -146,7 +151,9 @@ class Ladder:
                 "ladder_stop_samples": self.stop_samples, "ladder_evaluations": list(self.evaluations),
                 "ladder_validate": self.validate, "tokens_per_sample": self.tokens_per_sample,
                 "ladder_rungs_from": self.rungs_from, "ladder_curve": self.curve, "ladder_reading": self.reading,
-                "ladder_cap": self.cap, "ladder_metric": self.metric, "ladder_run_stop": self.run_stop,
+                "ladder_cap": self.cap, "ladder_metric": self.metric, "ladder_step_count": self.step_count,
+                "ladder_warmup_steps": {str(b): self.warmup_steps(b) for b in self.batches},
+                "ladder_run_stop": self.run_stop,
                 "base_lr": self.base_lr, "base_batch": self.base_batch}
 
 
@@ -185,7 +192,8 @@ def resolve_ladder(spec: SearchSpec, budget_samples: int, tokens_per_sample: Opt
                     warmup_fraction=sum(s.warmup_fraction_range) / 2, budget_samples=budget_samples, stop_samples=stop,
                     evaluations=tuple(evaluations), validate=lad.validate, base_lr=t.base_lr, base_batch=t.base_batch,
                     min_steps=lad.min_steps, tokens_per_sample=tokens_per_sample, curve=lad.curve,
-                    reading=lad.reading, cap=float(lad.cap), metric=metric)
+                    reading=lad.reading, cap=float(lad.cap), metric=metric, min_warmup_steps=lad.min_warmup_steps,
+                    step_count=lad.step_count)
     rungs = ladder.rung_evaluations
     if len(rungs) < MIN_RUNGS:  # a plan that can never predict: refused before anything trains (issue 40 row 10)
         raise SpecError(f"ladder.first_rung: the plan has {len(rungs)} rung(s) ({', '.join(map(str, rungs)) or 'none'} "

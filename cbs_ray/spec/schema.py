@@ -391,6 +391,17 @@ class LadderSpec:
     target (the smallest batch's loss at the fraction) or ``cap`` × the fraction; with ``--validate-prediction``,
     until it reaches the smallest batch's loss at D or ``cap`` × D. The smallest batch itself stops at the fraction
     (at D when validating)."""
+    min_warmup_steps: int = field(default=0, metadata=check(non_negative()))
+    """Every batch warms up over at least this many optimizer steps (0: none beyond the warmup fraction's). The
+    warmup is ``search.warmup_fraction_range``'s middle of the steps to the fraction, the same samples for every
+    batch, which leaves the largest batches a step or two: on the markov language B=128 then took a loss spike at
+    its peak LR and sat on a plateau for 10–20 steps, at random lengths across seeds (issue 36), the noise that
+    decided its rungs and its measurement. ``search_spaces/markov_lm.yaml`` sets 8."""
+    step_count: Literal["optimizer", "lr_weighted"] = "optimizer"
+    """How a rung counts the steps S(B) a batch took to its target: ``optimizer``, every step as one; or
+    ``lr_weighted``, each step by its LR relative to the peak (a linear warmup of W steps counts about W/2:
+    ``maths.lr_schedule.lr_weighted_steps``), so that batches whose warmups differ in steps
+    (``min_warmup_steps``) are compared on the same footing. The measurement at D counts them the same way."""
 
 
 @dataclass

@@ -47,6 +47,10 @@ def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
         f"  batches {list(ld.batches)} x {ld.seeds} seeds = {len(ld.batches) * ld.seeds} trials; peak lr by alpha "
         f"{ld.alpha:g}: " + ", ".join(f"B={b}: {ld.peak_lr(b):.3g}" for b in ld.batches),
         f"  optimizer steps to the fraction: {steps} (floor ladder.min_steps={ld.min_steps})",
+        *([f"  warmup steps (at least ladder.min_warmup_steps={ld.min_warmup_steps}): "
+           + ", ".join(f"B={b}: {ld.warmup_steps(b)}" for b in ld.batches)] if ld.min_warmup_steps else []),
+        *(["  S(B) counted in steps weighted by their LR (ladder.step_count lr_weighted: a warmup of W steps counts "
+           "about W/2)"] if ld.step_count == "lr_weighted" else []),
         f"  rungs at {', '.join(map(str, rungs))} samples (from twice the warmup, {ld.warmup_samples} samples, "
         f"on; a span of {ld.rung_span:.3g}x in D); B_crit fitted at each, then B_crit ∝ D^γ extrapolated to "
         f"{ld.budget_samples}",

@@ -154,3 +154,21 @@ def test_a_refused_prediction_is_not_judged():
     assert not any("outside the interval" in line for line in lines)
     if v["measured_b_crit"] is not None:
         assert any("no prediction to judge against it" in line for line in lines)
+
+
+def test_lr_weighted_steps_count_every_rung_and_the_measurement_the_same_way():
+    """With ladder.step_count lr_weighted the meta's warmups reach both the rungs and the measurement at D: the
+    reference's S at a rung is its steps less (W − 1)/2 past its warmup; the headline says so."""
+    from cbs_ray.maths.lr_schedule import lr_weighted_steps
+
+    warmups = {"8": 26, "16": 13, "32": 8, "64": 8}
+    plain = summarize_ladder(history(), META, bootstrap=50)
+    s = summarize_ladder(history(), {**META, "ladder_step_count": "lr_weighted", "ladder_warmup_steps": warmups},
+                         bootstrap=50)
+    assert s.ladder["step_count"] == "lr_weighted" and plain.ladder["step_count"] == "optimizer"
+    for r, p in zip(s.ladder["rungs"], plain.ladder["rungs"]):
+        assert r["steps_by_batch"]["8"] == pytest.approx(lr_weighted_steps(r["samples_seen"] / 8, 26))
+        assert p["steps_by_batch"]["8"] == pytest.approx(p["samples_seen"] / 8)
+    assert s.ladder["rungs"][-1]["steps_by_batch"]["8"] == 2048 / 8 - 12.5
+    assert s.prediction_validation["measured_b_crit"] != plain.prediction_validation["measured_b_crit"]
+    assert "ladder.step_count lr_weighted" in headline(s)[0] and "step_count" not in headline(plain)[0]

@@ -40,11 +40,15 @@ def test_the_markov_ladder_reads_the_average_and_stops_each_batch_at_its_target(
     assert "exponent_se" in lad and (lad["exponent_se"] is None) == (lad["exponent"] is None or
                                                                      len(lad["rungs_used"]) < 3)
     assert all("censored" in r for r in lad["rungs"])
+    # the space's warmup floor (8 steps: B=64 has 16 to the fraction, 0.05 of which would be 1) reached the runs, and
+    # the rungs counted S(B) by the LR
+    assert lad["step_count"] == "lr_weighted" and lad["warmup_steps"]["64"] == 8 and lad["warmup_steps"]["8"] == 8
     assert {"measured_b_crit", "within_interval", "log2_error", "samples_ratio", "baselines",
             "b_simple_prediction"} <= set(v)
     history = pd.read_csv(out / "history.csv")
     assert {"excess_loss", "ewa_excess_loss", "eval_loss", "ewa_eval_loss"} <= set(history.columns)
     assert (history["excess_loss"] > 0).all() and (history["ewa_excess_loss"] > 0).all()
+    assert set(history[history.batch_size == 64]["warmup_steps"]) == {8}
     last = history.groupby("batch_size")["samples_seen"].max()
     assert last[8] == 2048                                  # the smallest batch: to D, not beyond
     target = history[(history.batch_size == 8) & (history.samples_seen == 2048)]["ewa_excess_loss"].iloc[0]

@@ -303,3 +303,29 @@ def test_the_intervals_resample_the_batches_when_the_rungs_carry_their_steps():
                        bootstrap=300)
     assert joint.exponent_ci[0] < 0.5 < joint.exponent_ci[1] and joint.interval_90[0] < 512 < joint.interval_90[1]
     assert joint.exponent_ci[1] - joint.exponent_ci[0] < apart.exponent_ci[1] - apart.exponent_ci[0]
+
+
+def test_steps_counted_by_their_lr_read_the_true_b_crit_across_unequal_warmups():
+    """Issue 36: batches whose warmups differ in steps (a floor of 8 for the larger ones), each progressing by the LR
+    it trained at. Loss = 5·(τ / (1 + 64/B))^−0.4 with τ its LR-weighted steps, so to any loss S_eff(B) =
+    K·(1 + 64/B): B_crit = 64 at every rung, exactly, in LR-weighted steps. Counting every step as one reads the
+    warmups' deficits (10, 5, 3.5, 3.5, 3.5 steps) as a change of B_crit at the early rungs."""
+    from cbs_ray.maths.lr_schedule import lr_weighted_steps
+
+    warmups = {8: 20, 16: 10, 32: 8, 64: 8, 128: 8}
+
+    def loss(b, samples):
+        return 5.0 * (lr_weighted_steps(samples / b, warmups[b]) / (1 + 64 / b)) ** -0.4
+
+    grid = [256 * 2 ** (k / 32) for k in range(32 * 8 + 1)]  # dense: log-log interpolation all but exact
+    rungs_at = [384, 768, 1536, 3072]
+    curves = {b: [[(s, loss(b, s)) for s in (rungs_at if b == 8 else grid)]] for b in warmups}
+    weighted = rung_readings(curves, bootstrap=0, warmup_steps=warmups)
+    plain = rung_readings(curves, bootstrap=0)
+    assert [r.samples_seen for r in weighted] == rungs_at
+    for r in weighted:
+        assert r.b_crit == pytest.approx(64, rel=0.01)
+        assert r.steps_by_batch[8] == pytest.approx(r.samples_seen / 8 - 9.5)
+    assert plain[0].b_crit < 0.8 * 64  # the deficits read as a smaller B_crit at the first rung …
+    assert plain[-1].b_crit == pytest.approx(64, rel=0.15)  # … less so as the runs grow longer: a spurious exponent
+    assert plain[-1].b_crit > plain[0].b_crit * 1.15

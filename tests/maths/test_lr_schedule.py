@@ -55,3 +55,17 @@ def test_cosine_and_constant_decay():
 def test_no_warmup_starts_at_peak():
     assert lr_multiplier(0, 0, 100) == 1.0
     assert math.isclose(lr_multiplier(50, 0, 100), 0.5)
+
+
+def test_lr_weighted_steps_is_the_sum_of_the_multipliers():
+    from cbs_ray.maths.lr_schedule import lr_multiplier, lr_weighted_steps
+
+    for warmup in (0, 1, 2, 4, 8, 20):
+        for t in range(0, 40):
+            expected = sum(lr_multiplier(k, warmup, 1000, decay="constant") for k in range(t))
+            assert lr_weighted_steps(t, warmup) == pytest.approx(expected)
+    assert lr_weighted_steps(2, 4) == pytest.approx(0.75)   # 1/4 + 2/4
+    assert lr_weighted_steps(10, 4) == pytest.approx(8.5)   # 10 − (4 − 1)/2
+    assert lr_weighted_steps(7.5, 1) == 7.5
+    with pytest.raises(ValueError):
+        lr_weighted_steps(-1, 4)

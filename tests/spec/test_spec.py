@@ -56,6 +56,7 @@ BAD = [
     (["data.builtin_negation=1.5"], "data.builtin_negation: must be in [0, 1], got 1.5"),
     (["data.markov_vocab_size=1"], "data.markov_vocab_size: must be at least 2, got 1"),
     (["ladder.cap=0.5"], "ladder.cap: must be at least 1, got 0.5"),
+    (["ladder.min_warmup_steps=-1"], "ladder.min_warmup_steps: must be >= 0, got -1"),
     (["data.markov_rank=0"], "data.markov_rank: must be at least 1, got 0"),
     (["data.markov_zipf_exponent=-1"], "data.markov_zipf_exponent: must be >= 0, got -1"),
     (["data.markov_coupling=-0.5"], "data.markov_coupling: must be >= 0, got -0.5"),

@@ -67,6 +67,24 @@ def test_every_ladder_trial_gets_the_plan_the_driver_built_for_its_point():
         plans.plan({**last, "seed_offset": 7})
 
 
+def test_a_warmup_floor_in_steps_for_the_larger_batches_and_the_steps_counted_by_their_lr():
+    """ladder.min_warmup_steps raises the warmup of the batches the fraction leaves a step or two (issue 36: B=128
+    warmed up over 1 step on the markov language) and a run's plan carries it; ladder.step_count tells the summary
+    to count S(B) by the LR (the meta carries each batch's warmup)."""
+    plain = resolve_ladder(load_spec(LM, LADDER), 8192)
+    assert [plain.warmup_steps(b) for b in plain.batches] == [26, 13, 6, 3]  # 0.1 of 256, 128, 64, 32 steps
+    assert plain.to_meta()["ladder_step_count"] == "optimizer"
+    spec = load_spec(LM, LADDER + ["ladder.min_warmup_steps=8", "ladder.step_count=lr_weighted"])
+    ld = resolve_ladder(spec, 8192)
+    assert [ld.warmup_steps(b) for b in ld.batches] == [26, 13, 8, 8]
+    assert ld.to_meta()["ladder_warmup_steps"] == {"8": 26, "16": 13, "32": 8, "64": 8}
+    assert ld.to_meta()["ladder_step_count"] == "lr_weighted"
+    assert ladder_plans(ld).plan(ladder_configs(ld)[-1]).lr_warmup_steps == 8
+    assert resolve_ladder(load_spec(LM, LADDER + ["ladder.min_warmup_steps=100"]), 8192).warmup_steps(64) == 32
+    with pytest.raises(SpecError):
+        load_spec(LM, LADDER + ["ladder.step_count=wall"])
+
+
 def test_dry_run_prints_the_rungs_and_the_cost(capsys):
     assert main(["--space", LM, "--dry-run", "--validate-prediction", *_sets(LADDER)]) == 0
     out = capsys.readouterr().out
