@@ -131,7 +131,7 @@ def _reading(meta: dict) -> dict:
     counted by the LR: ``maths.ladder.rung_readings``)."""
     warmups = meta.get("ladder_warmup_steps") if meta.get("ladder_step_count") == "lr_weighted" else None
     return {"curve_model": meta.get("ladder_curve", "interpolate"), "fit_from": int(meta.get("ladder_rungs_from", 0)),
-            "warmup_steps": {int(b): int(w) for b, w in warmups.items()} if warmups else None}
+            Column.warmup_steps: {int(b): int(w) for b, w in warmups.items()} if warmups else None}
 
 
 def _rung_record(r: Rung) -> dict:
@@ -183,7 +183,7 @@ def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000
               "constant": fit.constant, "fit_p_value": fit.fit_p_value, "rungs_used": list(fit.rungs_used),
               "refusal": fit.refusal, "overhead_exponent": fit.overhead_exponent, "curve": reading["curve_model"],
               "reading": reading_name, "column": column, "cap_samples": cap,
-              "step_count": meta.get("ladder_step_count", "optimizer"), "warmup_steps": meta.get("ladder_warmup_steps"),
+              "step_count": meta.get("ladder_step_count", "optimizer"), Column.warmup_steps: meta.get("ladder_warmup_steps"),
               "cuts": {str(b): c for b, c in sorted(cuts.items())},
               "rung_span": (max(fit.rungs_used) / min(fit.rungs_used)) if fit.rungs_used else None,
               "noise_scale": noise}

@@ -34,7 +34,7 @@ def headline(summary: LadderSummary) -> list[str]:
              f"from-scratch search at D), batches {summary.batch_sizes}; {lad.get('column', 'eval_loss')} read through "
              f"{reading.get(lad.get('reading', 'raw'), lad.get('reading'))}"
              + (f"; steps counted by their LR (ladder.step_count lr_weighted; warmup steps "
-                f"{', '.join(f'B={b}: {w}' for b, w in (lad.get('warmup_steps') or {}).items())})"
+                f"{', '.join(f'B={b}: {w}' for b, w in (lad.get(Column.warmup_steps) or {}).items())})"
                 if lad.get("step_count") == "lr_weighted" else "")]
     for r in lad["rungs"]:
         ci = r["b_crit_ci"]
