@@ -144,15 +144,15 @@ def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
         "tokens_per_sample": stages.prepared.tokens_per_sample,
         "study": {"storage": s.study_storage, "name": s.study_name or name} if s.study_storage is not None else None})
     study_name = s.study_name or name  # with search.study_storage
-    expected_trials, reduction_factors = None, {}
+    expected_trials, halving = None, {}
     if s.strategy == "grid":
         tune_config = points_config(grid_points(spec))
     elif s.strategy == "bisect":
         searcher = BisectionSearcher.for_spec(spec, budget)
         tune_config = {"num_samples": searcher.most_trials, "search_alg": searcher}
         expected_trials = searcher.expected_trials
-        # successive halving among the alpha candidates: only the best goes on from each rung
-        reduction_factors = {searcher.policy.alpha_batch: max(spec.asha.reduction_factor, len(searcher.policy.alphas))}
+        # synchronous successive halving among the alpha candidates: only the best goes on from the first rung
+        halving = {searcher.policy.alpha_batch: len(searcher.policy.alphas)}
     else:
         import optuna
         from ray.tune.search.optuna import OptunaSearch
@@ -182,7 +182,7 @@ def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
         tune_config["scheduler"] = PerBatchASHA(
             batch_size_of, time_attr="samples_seen", max_t=budget, grace_period=spec.asha.grace_period_samples,
             reduction_factor=spec.asha.reduction_factor, metric=s.metric, mode=s.mode,
-            reduction_factors=reduction_factors)
+            halving=halving)
     return stages.tune(meta=meta, name=name, expected_trials=expected_trials, **tune_config)
 
 
