@@ -12,7 +12,13 @@ Per seed, three Tune experiments over the same space and the same equal-sample b
    warmup), no early stopping: the simple alternative a reviewer would name.
 
 ``--strategies`` picks which run (all by default); ``--grid-from FILE`` takes the grid's figures from an earlier
-run's JSON instead of training it again (its 63 full runs take ~10 min a seed on 2 cores), and says so.
+run's JSON instead of training it again (its 63 full runs take ~10 min a seed on 2 cores), and says so. An
+existing ``--out`` of the same space and overrides is added to (the seeds run now replace theirs), so seeds can
+run one invocation at a time and be reported together.
+
+With ``bisect``, issue 38's criteria are printed before the runs: against the grid (SST-2: samples <= 0.08 of the
+grid's, the turning point within one grid step, no worse than one run per batch) and, with ``cbs-ray``, against
+the search as shipped (the tiny LMs: samples <= 0.5 of its, the same answer within one grid step).
 
 For each: total samples processed (the sum over trials of the samples each trained on), wall time, the
 critical batch by each method of the reporter (turning point, McCandlish fit, 20 % rule) and the best dev
@@ -90,6 +96,33 @@ def monotone_turning_point(run: dict, tolerance: float, mode: str = "max"):
     return turning_point(batches, [best[b] for b in batches], mode=mode, tolerance=tolerance, monotone=True)
 
 
+GRID_CRITERIA = ("criteria (fixed before the runs): bisect samples/grid <= 0.08; turning point (monotone) within one "
+                 "grid step of the grid's on every seed; no worse than one run per batch")
+SEARCH_CRITERIA = ("criteria (fixed before the runs): bisect samples <= 0.5 x the search as shipped (cbs-ray, "
+                   "repeats included in both); the same turning point (as the spec reads it) within one grid step, "
+                   "on every seed")
+
+
+def report_against_search(results: dict) -> None:
+    """Issue 38's target for the tiny LMs: bisect against the search as shipped, on the same seeds."""
+    print(f"\n{SEARCH_CRITERIA}")
+    print("seed  search tp  bisect tp  search samples  bisect samples  bisect/search  search wall s  bisect wall s")
+    met = []
+    for seed, runs in sorted(results["seeds"].items()):
+        search, bisect = runs.get("cbs-ray", {}), runs.get("bisect", {})
+        if "samples" not in search or "samples" not in bisect:
+            print(f"{seed}: missing: {[r.get('error') for r in (search, bisect)]}")
+            met.append(False)
+            continue
+        ratio = bisect["samples"] / search["samples"]
+        agree = within_one_step(search["turning_point"], bisect["turning_point"])
+        met.append(ratio <= 0.5 and agree)
+        print(f"{seed:>4}  {str(search['turning_point']):>9}  {str(bisect['turning_point']):>9}  "
+              f"{search['samples']:>14}  {bisect['samples']:>14}  {ratio:>13.3f}  {search['wall_s']:>13}  "
+              f"{bisect['wall_s']:>13}")
+    print(f"RESULT bisect vs the search as shipped: criteria met on {sum(met)}/{len(met)} seeds")
+
+
 def report_bisect(results: dict, *, grid_stored: bool) -> None:
     """Issue 38's criteria, fixed before the runs: bisect's samples <= 0.08 of the grid's; its turning point
     within one grid step of the grid's on every seed; no worse than one full run per batch (samples, and
@@ -98,13 +131,11 @@ def report_bisect(results: dict, *, grid_stored: bool) -> None:
 
     spec = load_spec(results["space"], results["overrides"])
     tolerance, mode = spec.search.tolerance, spec.search.mode
-    print(f"\ncriteria (fixed before the runs): bisect samples/grid <= 0.08; turning point (monotone) within one "
-          f"grid step of the grid's on every seed; no worse than one run per batch"
-          + (" (grid figures stored from an earlier run)" if grid_stored else ""))
+    print(f"\n{GRID_CRITERIA}" + (" (grid figures stored from an earlier run)" if grid_stored else ""))
     print("seed  grid tp  bisect tp  one-per-batch tp  bisect/grid samples  one-per-batch/grid  bisect wall s  "
           "one-per-batch wall s")
     met = []
-    for seed, runs in results["seeds"].items():
+    for seed, runs in sorted(results["seeds"].items()):
         grid, bisect, one = runs.get("grid", {}), runs.get("bisect", {}), runs.get("one-per-batch", {})
         if "samples" not in grid or "samples" not in bisect:
             print(f"{seed}: missing: {[r.get('error') for r in (grid, bisect, one)]}")
@@ -141,6 +172,14 @@ def main() -> None:
     from cbs_ray.spec.load import load_spec
 
     results = {"space": args.space, "overrides": args.overrides, "seeds": {}}
+    earlier = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
+    if (earlier.get("space"), earlier.get("overrides")) == (args.space, args.overrides):
+        results["seeds"] = {k: v for k, v in earlier["seeds"].items() if int(k) not in args.seeds}
+        print(f"adding to {args.out} (seeds {sorted(results['seeds'])} kept from it)")
+    if "bisect" in args.strategies:  # printed before anything trains
+        for line, shown in ((GRID_CRITERIA, {"grid", "one-per-batch"} & set(args.strategies)),
+                            (SEARCH_CRITERIA, "cbs-ray" in args.strategies)):
+            print(line if shown else "", end="\n" if shown else "", flush=True)
     batches = len(load_spec(args.space, args.overrides).batch_sizes)
     ray.init(include_dashboard=False, logging_level=logging.WARNING)
     try:
@@ -166,8 +205,10 @@ def main() -> None:
     finally:
         ray.shutdown()
 
-    if "bisect" in args.strategies:
+    if "bisect" in args.strategies and {"grid", "one-per-batch"} & set(args.strategies):
         report_bisect(results, grid_stored=bool(args.grid_from))
+    if {"bisect", "cbs-ray"} <= set(args.strategies):
+        report_against_search(results)
     if not {"cbs-ray", "random"} <= set(args.strategies):  # the issue-7 table needs both
         print(f"results: {args.out}")
         return
