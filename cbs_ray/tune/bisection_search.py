@@ -54,14 +54,13 @@ def bisection_plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
     most = len(spec.batch_sizes) + losers * (rung / budget_samples if rung else 1.0)  # in full runs' samples
     grid_runs = len(spec.batch_sizes) * spec.search.grid_points ** 2
     halving = (f"each trains to {rung} samples and waits until all have, then only the best goes on (synchronous "
-               f"halving; those tied for the best are compared again {rung} samples later)" if rung
-               else "each to the full budget")
+               f"halving)" if rung else "each to the full budget")
     return [f"  bisect: alpha chosen once at B={policy.alpha_batch} among {policy.alphas} ({halving}), warmup by "
             f"the seed rule; then batch {policy.grid[0]}, then the middle of the bracket above the monotone turning "
             f"point until the answer and its neighbours are measured, each once",
-            f"  at most {most:.3g} runs' samples ({most * budget_samples:.0f}) where the first comparison decides = "
-            f"{most / grid_runs:.3f} of the exhaustive grid ({grid_runs} runs: {len(spec.batch_sizes)} batches x "
-            f"{spec.search.grid_points} alphas x {spec.search.grid_points} warmups)"]
+            f"  at most {most:.3g} runs' samples ({most * budget_samples:.0f}) = {most / grid_runs:.3f} of the "
+            f"exhaustive grid ({grid_runs} runs: {len(spec.batch_sizes)} batches x {spec.search.grid_points} alphas x "
+            f"{spec.search.grid_points} warmups)"]
 
 
 class BisectionSearcher(Searcher):

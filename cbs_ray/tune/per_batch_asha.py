@@ -11,8 +11,7 @@ the same batch size can reach a rung first and set its cutoff.
 
 A batch given in ``halving`` (the ``bisect`` strategy's alpha batch) is not ASHA's: its first trials are
 candidates of one synchronous successive halving (``maths.halving``): each pauses at the first rung until every
-candidate has reported there, then those behind the best stop and the best goes on alone (several tied for the
-best: together, to be compared again one rung further).
+candidate has reported there, then only the best goes on and the others stop.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from typing import Callable, Dict
 
 from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, TrialScheduler
 
-from cbs_ray.maths.halving import GO_ON, STOP, TRAIN, WAIT, SynchronousHalving
+from cbs_ray.maths.halving import GO_ON, STOP, WAIT, SynchronousHalving
 from cbs_ray.ray_internals import trial_storage
 
 __all__ = ["PerBatchASHA", "persisted_results"]
@@ -69,7 +68,7 @@ class PerBatchASHA(FIFOScheduler):
         self._halving_candidates = dict(halving or {}) if grace_period < max_t else {}
         self._halving: Dict[int, SynchronousHalving] = {}
         self._candidates: Dict[str, object] = {}  # trial id -> trial, for each halving candidate
-        self._stopped: set = set()  # the halving candidates this scheduler stopped through the controller
+        self._settled: set = set()  # the halving batches whose losers were stopped
 
     @property
     def metric(self):
@@ -140,18 +139,19 @@ class PerBatchASHA(FIFOScheduler):
         return {WAIT: TrialScheduler.PAUSE, STOP: TrialScheduler.STOP}.get(verdict, TrialScheduler.CONTINUE)
 
     def _stop_losers(self, tune_controller, batch: int) -> None:
-        """Stop the losers that wait (paused, or saving to pause), as Ray's HyperBandScheduler does; one running
-        stops at its own report, and the winner (or the tied) are resumed by ``choose_trial_to_run``."""
-        for key in self.halving(batch).losers():
+        """Once decided, stop the losers that wait (paused, or saving to pause), as Ray's HyperBandScheduler
+        does; one running stops at its own report, and the winner is resumed by ``choose_trial_to_run``."""
+        halving = self.halving(batch)
+        if not halving.decided or batch in self._settled:
+            return
+        self._settled.add(batch)
+        for key in halving.losers():
             loser = self._candidates.get(key)
-            if key in self._stopped or loser is None:
-                continue
-            if loser.status == "PAUSED" or getattr(loser, "is_saving", False):
-                self._stopped.add(key)
+            if loser is not None and (loser.status == "PAUSED" or getattr(loser, "is_saving", False)):
                 tune_controller.stop_trial(loser)
 
     def choose_trial_to_run(self, tune_controller):
-        """FIFO's choice, except that a paused halving candidate resumes only once it has won or tied."""
+        """FIFO's choice, except that a paused halving candidate resumes only once it has won."""
         for trial in tune_controller.get_trials():
             if trial.status == "PENDING":
                 return trial
@@ -164,7 +164,7 @@ class PerBatchASHA(FIFOScheduler):
         batch = self._batch_of(trial.config)
         if trial.trial_id not in self._candidates or batch not in self._halving:
             return True
-        return self._halving[batch].verdict(trial.trial_id) in (GO_ON, TRAIN)
+        return self._halving[batch].verdict(trial.trial_id) == GO_ON
 
     def on_trial_result(self, tune_controller, trial, result) -> str:
         if trial.trial_id not in self._trial_batch:
@@ -208,5 +208,5 @@ class PerBatchASHA(FIFOScheduler):
 
     def debug_string(self) -> str:
         lines = [f"B={b}: {s.debug_string()}" for b, s in sorted(self._by_batch.items())]
-        return "\n".join(lines + [f"B={b}: synchronous halving of {h.candidates} every {h.rung} samples, "
-                                   f"{len(h.running())} in the running" for b, h in sorted(self._halving.items())])
+        return "\n".join(lines + [f"B={b}: synchronous halving of {h.candidates} at {h.rung} samples, "
+                                   f"{len(h.at_rung)} at the rung" for b, h in sorted(self._halving.items())])

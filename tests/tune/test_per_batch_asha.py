@@ -143,17 +143,3 @@ def test_no_halving_where_the_rung_is_not_below_the_budget():
     s.on_trial_add(None, first), s.on_trial_add(None, second)
     assert s.on_trial_result(None, first, result(2048, 0.7)) != TrialScheduler.PAUSE  # it completes
     assert "synchronous" not in s.debug_string()
-
-
-def test_candidates_tied_at_the_rung_are_resumed_together_and_compared_again():
-    s = PerBatchASHA(batch_size_of, time_attr="samples_seen", max_t=8192, grace_period=2048,
-                     reduction_factor=2, metric="accuracy", mode="max", halving={16: 2})
-    first, second = trial("a", 4), trial("b", 4)
-    controller = SimpleNamespace(get_trials=lambda: [first, second])
-    for t in (first, second):
-        s.on_trial_add(controller, t)
-    assert s.on_trial_result(controller, first, result(2048, 0.5464)) == TrialScheduler.PAUSE
-    first.status, second.status = "PAUSED", "RUNNING"
-    assert s.on_trial_result(controller, second, result(2048, 0.5464)) == TrialScheduler.CONTINUE  # tied
-    assert s.choose_trial_to_run(controller) is first  # resumed to the next comparison
-    assert s.on_trial_result(controller, second, result(4096, 0.71)) == TrialScheduler.PAUSE
