@@ -79,6 +79,19 @@ def measure(space: str, overrides: list[str], storage: str, output: str) -> dict
             "experiment": result.experiment_path}
 
 
+def unfinished(error) -> dict:
+    """For an experiment that ended with trials its saved state does not show as ended: each trial's saved
+    status, batch, alpha and samples (what the search did before it)."""
+    path = getattr(error, "experiment_path", None)
+    if path is None:
+        return {}
+    from ray.tune import ExperimentAnalysis
+
+    return {"saved_trials": [{"status": t.status, "batch": 2 ** t.config.get("log2_batch", 0),
+                              "alpha": t.config.get("alpha"), "samples": (t.last_result or {}).get("samples_seen")}
+                             for t in ExperimentAnalysis(path).trials]}
+
+
 def _fmt(value) -> str:
     return "-" if value is None else f"{value:.3f}"
 
@@ -170,6 +183,7 @@ def main() -> None:
     import ray
 
     from cbs_ray.spec.load import load_spec
+    from cbs_ray.tune.runner import SearchInterrupted
 
     results = {"space": args.space, "overrides": args.overrides, "seeds": {}}
     earlier = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
@@ -198,8 +212,8 @@ def main() -> None:
                         overrides.append(f"search.num_trials={batches}")
                     try:
                         runs[name] = measure(args.space, overrides, f"{tmp}/ray", f"{tmp}/out/{seed}-{name}")
-                    except Exception as e:  # keep the other experiments' figures
-                        runs[name] = {"error": f"{type(e).__name__}: {e}"}
+                    except (Exception, SearchInterrupted) as e:  # keep the other experiments' figures
+                        runs[name] = {"error": f"{type(e).__name__}: {e}", **unfinished(e)}
                     print(f"seed {seed} {name}: {json.dumps(runs[name])}", flush=True)
                     Path(args.out).write_text(json.dumps(results, indent=2))
     finally:
