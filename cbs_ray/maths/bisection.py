@@ -6,8 +6,9 @@ number per task (lr = base_lr · (B/B0)^α) and warmup has a rule (``lr_schedule
 1. **Alpha once.** ``alphas`` (the middle of ``search.alpha_range`` first, then its ends, by default) are trained at
    one batch, ``alpha_batch`` (the grid's middle, where the edge of the plateau usually lies), together, halved
    synchronously at ASHA's first rung (``maths.halving``, run by ``tune.per_batch_asha``): each waits there until
-   all have reported, then only the best goes on. The best that completed the budget fixes alpha for the rest (a
-   tie: the earlier candidate), and its run is that batch's run. The smallest batch starts at once where its LR does not depend on alpha (it is ``base_batch``).
+   all have reported; the first candidate (the prior guess) goes on, the best other too only where it leads by more
+   than the tolerance. The best that completed the budget fixes alpha for the rest (a tie: the earlier candidate),
+   and its run is that batch's run. The smallest batch starts at once where its LR does not depend on alpha (it is ``base_batch``).
 2. **Batches by bisection on the monotone reading.** The grid's smallest batch (where the best usually is);
    then, while the monotone turning point over the batches measured (``critical_batch.turning_point``,
    ``monotone=True``) has an unmeasured grid batch between it and the next batch measured above it (or the top

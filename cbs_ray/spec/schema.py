@@ -266,7 +266,8 @@ class SearchSection:
     ``grid_points`` evenly spaced alphas × as many warmups (``num_trials`` is then that product), or ``bisect``:
     the search at its cost limit (``maths.bisection``): alpha chosen once among ``grid_points`` values at the
     grid's middle batch by synchronous halving at ASHA's first rung (``maths.halving``: every candidate waits there
-    until all have reported, then only the best goes on), warmup by the seed rule, then each batch trained once,
+    until all have reported; the prior goes on, the best other too only where it leads by more than ``tolerance``),
+    warmup by the seed rule, then each batch trained once,
     the grid's smallest first and then by bisection on the monotone reading until the answer and its neighbours
     are measured (``num_trials``, ``balance_batches`` and ``resources.max_concurrent_trials`` are not used)."""
     balance_batches: bool = True

@@ -28,7 +28,7 @@ __all__ = ["BisectionSearcher", "bisection_for", "bisection_alphas", "bisection_
 def bisection_alphas(spec: SearchSpec) -> list[float]:
     """The alpha candidates: the ``grid`` strategy's alphas (``search.grid_points`` evenly spaced over
     ``search.alpha_range``; 3: the ends and the middle), the middle first (the seeded configurations' alpha: the
-    first candidate, which wins a tie at the rung)."""
+    first candidate, which always goes on from the rung)."""
     return middle_first(evenly_spaced(*spec.search.alpha_range, spec.search.grid_points))
 
 
@@ -53,12 +53,14 @@ def bisection_plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
     losers = len(policy.alphas) - 1
     most = len(spec.batch_sizes) + losers * (rung / budget_samples if rung else 1.0)  # in full runs' samples
     grid_runs = len(spec.batch_sizes) * spec.search.grid_points ** 2
-    halving = (f"each trains to {rung} samples and waits until all have, then only the best goes on (synchronous "
-               f"halving)" if rung else "each to the full budget")
+    halving = (f"each trains to {rung} samples and waits until all have; then {policy.alphas[0]} goes on, the best "
+               f"other too only where it leads by more than the tolerance {spec.search.tolerance:g}, the rest stop; "
+               f"alpha is the best at the full budget" if rung else "each to the full budget")
     return [f"  bisect: alpha chosen once at B={policy.alpha_batch} among {policy.alphas} ({halving}), warmup by "
             f"the seed rule; then batch {policy.grid[0]}, then the middle of the bracket above the monotone turning "
             f"point until the answer and its neighbours are measured, each once",
-            f"  at most {most:.3g} runs' samples ({most * budget_samples:.0f}) = {most / grid_runs:.3f} of the "
+            f"  at most {most:.3g} runs' samples ({most * budget_samples:.0f}) where no other alpha leads"
+            + (f" (+{1 - rung / budget_samples:.3g} where one does)" if rung else "") + f" = {most / grid_runs:.3f} of the "
             f"exhaustive grid ({grid_runs} runs: {len(spec.batch_sizes)} batches x {spec.search.grid_points} alphas x "
             f"{spec.search.grid_points} warmups)"]
 

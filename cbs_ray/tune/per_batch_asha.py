@@ -10,8 +10,9 @@ size has at least one trial at the full budget. ASHA alone would not promise tha
 the same batch size can reach a rung first and set its cutoff.
 
 A batch given in ``halving`` (the ``bisect`` strategy's alpha batch) is not ASHA's: its first trials are
-candidates of one synchronous successive halving (``maths.halving``): each pauses at the first rung until every
-candidate has reported there, then only the best goes on and the others stop.
+candidates of one synchronous halving (``maths.halving``): each pauses at the first rung until every candidate
+has reported there; then the first (the prior guess) goes on, the best other too where it leads by more than
+``halving_margin``, and the rest stop.
 """
 
 from __future__ import annotations
@@ -52,11 +53,12 @@ class PerBatchASHA(FIFOScheduler):
         halving: {batch size: candidates}: that batch's first ``candidates`` trials are halved synchronously at
             the first rung (``grace_period``) instead (the ``bisect`` strategy's alpha batch; none where the
             rung is not below ``max_t``).
+        halving_margin: by how much a challenger must lead the first candidate at the rung to go on too.
     """
 
     def __init__(self, batch_of: Callable[[dict], int], *, time_attr: str, max_t: int, grace_period: int,
                  reduction_factor: float, metric: str | None = None, mode: str | None = None,
-                 halving: Dict[int, int] | None = None):
+                 halving: Dict[int, int] | None = None, halving_margin: float = 0.0):
         super().__init__()
         self._batch_of = batch_of
         self._asha_args = dict(time_attr=time_attr, max_t=max_t, grace_period=grace_period,
@@ -68,7 +70,8 @@ class PerBatchASHA(FIFOScheduler):
         self._halving_candidates = dict(halving or {}) if grace_period < max_t else {}
         self._halving: Dict[int, SynchronousHalving] = {}
         self._candidates: Dict[str, object] = {}  # trial id -> trial, for each halving candidate
-        self._settled: set = set()  # the halving batches whose losers were stopped
+        self._halving_margin = halving_margin
+        self._stopped: set = set()  # the halving candidates this scheduler stopped through the controller
 
     @property
     def metric(self):
@@ -91,7 +94,8 @@ class PerBatchASHA(FIFOScheduler):
         """The synchronous halving of a batch given in ``halving``."""
         if batch_size not in self._halving:
             self._halving[batch_size] = SynchronousHalving(
-                self._halving_candidates[batch_size], self._asha_args["grace_period"], mode=self._mode or "max")
+                self._halving_candidates[batch_size], self._asha_args["grace_period"], mode=self._mode or "max",
+                margin=self._halving_margin)
         return self._halving[batch_size]
 
     def _for(self, trial) -> AsyncHyperBandScheduler:
@@ -139,19 +143,22 @@ class PerBatchASHA(FIFOScheduler):
         return {WAIT: TrialScheduler.PAUSE, STOP: TrialScheduler.STOP}.get(verdict, TrialScheduler.CONTINUE)
 
     def _stop_losers(self, tune_controller, batch: int) -> None:
-        """Once decided, stop the losers that wait (paused, or saving to pause), as Ray's HyperBandScheduler
-        does; one running stops at its own report, and the winner is resumed by ``choose_trial_to_run``."""
-        halving = self.halving(batch)
-        if not halving.decided or batch in self._settled:
-            return
-        self._settled.add(batch)
-        for key in halving.losers():
+        """Stop the losers that wait (paused, or saving to pause), as Ray's HyperBandScheduler does. One whose
+        pause Tune has queued but not yet begun is still running here: ``choose_trial_to_run`` stops it once
+        paused (else it would stay paused and the experiment end unfinished); one running stops at its report."""
+        for key in self.halving(batch).losers():
             loser = self._candidates.get(key)
-            if loser is not None and (loser.status == "PAUSED" or getattr(loser, "is_saving", False)):
+            if key in self._stopped or loser is None:
+                continue
+            if loser.status == "PAUSED" or getattr(loser, "is_saving", False):
+                self._stopped.add(key)
                 tune_controller.stop_trial(loser)
 
     def choose_trial_to_run(self, tune_controller):
-        """FIFO's choice, except that a paused halving candidate resumes only once it has won."""
+        """FIFO's choice, except that a paused halving candidate resumes only once it goes on (a paused loser
+        is stopped here)."""
+        for batch in self._halving:
+            self._stop_losers(tune_controller, batch)
         for trial in tune_controller.get_trials():
             if trial.status == "PENDING":
                 return trial

@@ -151,7 +151,8 @@ def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
         searcher = BisectionSearcher.for_spec(spec, budget)
         tune_config = {"num_samples": searcher.most_trials, "search_alg": searcher}
         expected_trials = searcher.expected_trials
-        # synchronous successive halving among the alpha candidates: only the best goes on from the first rung
+        # synchronous halving among the alpha candidates at the first rung: the prior goes on, a challenger only
+        # where it leads by more than the tolerance
         halving = {searcher.policy.alpha_batch: len(searcher.policy.alphas)}
     else:
         import optuna
@@ -182,7 +183,7 @@ def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
         tune_config["scheduler"] = PerBatchASHA(
             batch_size_of, time_attr="samples_seen", max_t=budget, grace_period=spec.asha.grace_period_samples,
             reduction_factor=spec.asha.reduction_factor, metric=s.metric, mode=s.mode,
-            halving=halving)
+            halving=halving, halving_margin=s.tolerance)
     return stages.tune(meta=meta, name=name, expected_trials=expected_trials, **tune_config)
 
 

@@ -99,10 +99,11 @@ def test_trials_restored_by_resume_refill_the_rungs_from_their_persisted_results
     assert s.on_trial_result(None, unfinished, result(4096, 0.65)) == TrialScheduler.STOP
 
 
-def test_the_halving_batch_pauses_its_candidates_at_the_rung_then_stops_the_losers_and_resumes_the_best():
-    """The bisect strategy's alpha batch (B=16, 3 candidates): each pauses at the first rung (2048) until all
-    three have reported; then the paused losers are stopped through the controller, the best is the paused
-    trial chosen to run next, and the last reporter stops itself. Another batch keeps its ASHA."""
+def test_the_halving_batch_pauses_its_candidates_at_the_rung_then_stops_the_losers_and_resumes_the_prior():
+    """The bisect strategy's alpha batch (B=16, 3 candidates, margin 0.02): each pauses at the first rung (2048)
+    until all three have reported; then the paused losers are stopped through the controller, the prior is the
+    paused trial chosen to run next, and the last reporter stops itself. A loser whose pause Tune had queued but
+    not begun (still running at the decision) is stopped once paused. Another batch keeps its ASHA."""
     class Controller:
         def __init__(self, trials):
             self.trials, self.stopped = trials, []
@@ -116,7 +117,7 @@ def test_the_halving_batch_pauses_its_candidates_at_the_rung_then_stops_the_lose
             s.on_trial_remove(self, t)
 
     s = PerBatchASHA(batch_size_of, time_attr="samples_seen", max_t=8192, grace_period=2048,
-                     reduction_factor=2, metric="accuracy", mode="max", halving={16: 3})
+                     reduction_factor=2, metric="accuracy", mode="max", halving={16: 3}, halving_margin=0.02)
     first, second, third, other = trial("a", 4), trial("b", 4), trial("c", 4), trial("d", 5)
     controller = Controller([first, second, third, other])
     for t in controller.trials:
@@ -124,15 +125,17 @@ def test_the_halving_batch_pauses_its_candidates_at_the_rung_then_stops_the_lose
         s.on_trial_add(controller, t)
     assert s.on_trial_result(controller, first, result(1024, 0.60)) == TrialScheduler.CONTINUE
     assert s.on_trial_result(controller, first, result(2048, 0.70)) == TrialScheduler.PAUSE
-    assert s.on_trial_result(controller, second, result(2048, 0.78)) == TrialScheduler.PAUSE
-    first.status = second.status = "PAUSED"
+    assert s.on_trial_result(controller, second, result(2048, 0.71)) == TrialScheduler.PAUSE
+    first.status, second.status = "PAUSED", "RUNNING"  # "b"'s pause queued, not begun
     third.status = other.status = "RUNNING"
     assert s.choose_trial_to_run(controller) is None  # the waiting candidates stay paused
-    assert s.on_trial_result(controller, third, result(2048, 0.75)) == TrialScheduler.STOP
-    assert controller.stopped == ["a"]  # the paused loser; "c" stops by its own verdict
-    assert s.choose_trial_to_run(controller) is second
-    second.status = "RUNNING"
-    assert s.on_trial_result(controller, second, result(4096, 0.50)) == TrialScheduler.CONTINUE  # no ASHA after
+    assert s.on_trial_result(controller, third, result(2048, 0.715)) == TrialScheduler.STOP  # leads by < 0.02
+    assert controller.stopped == []  # "b" is still running: not stopped yet
+    second.status = "PAUSED"
+    assert s.choose_trial_to_run(controller) is first  # the prior resumes; the paused loser "b" is stopped
+    assert controller.stopped == ["b"]
+    first.status = "RUNNING"
+    assert s.on_trial_result(controller, first, result(4096, 0.50)) == TrialScheduler.CONTINUE  # no ASHA after
     assert s.on_trial_result(controller, other, result(2048, 0.10)) == TrialScheduler.CONTINUE  # B=32: ASHA's
 
 

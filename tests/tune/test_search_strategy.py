@@ -91,9 +91,11 @@ def test_bisect_plans_at_most_every_alpha_and_every_other_batch_once_and_says_wh
     lines = search_plan_lines(spec, 7168)
     assert "up to 8 trials (bisect, ASHA early stopping)" in lines[0]
     assert ("alpha chosen once at B=128 among [0.625, 0.5, 0.75] (each trains to 1024 samples and waits until all "
-            "have, then only the best goes on (synchronous halving))") in lines[-2]
+            "have; then 0.625 goes on, the best other too only where it leads by more than the tolerance 0.01, the "
+            "rest stop; alpha is the best at the full budget)") in lines[-2]
     # 6 batches once + 2 losing candidates at 1024 of 7168 samples = 6.29 runs' samples, 0.116 of 54 runs
-    assert "at most 6.29 runs' samples (45056) = 0.116 of the exhaustive grid (54 runs" in lines[-1]
+    assert ("at most 6.29 runs' samples (45056) where no other alpha leads (+0.857 where one does) = 0.116 of the "
+            "exhaustive grid (54 runs") in lines[-1]
     assert "first 4096 examples (an accuracy's standard error at most 0.0078)" in lines[-3]
 
 
