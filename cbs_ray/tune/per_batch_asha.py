@@ -24,7 +24,7 @@ from typing import Callable, Dict
 from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, TrialScheduler
 
 from cbs_ray.maths.halving import GO_ON, STOP, WAIT, SynchronousHalving
-from cbs_ray.ray_internals import trial_storage
+from cbs_ray.ray_internals import stop_paused_trial, trial_storage
 
 __all__ = ["PerBatchASHA", "persisted_results"]
 
@@ -148,9 +148,12 @@ class PerBatchASHA(FIFOScheduler):
         paused (else it would stay paused and the experiment end unfinished); one running stops at its report."""
         for key in self.halving(batch).losers():
             loser = self._candidates.get(key)
-            if key in self._stopped or loser is None:
+            if loser is None:
                 continue
-            if loser.status == "PAUSED" or getattr(loser, "is_saving", False):
+            if loser.status == "PAUSED":  # even if stopped before while saving: Tune may pause it after
+                self._stopped.add(key)
+                stop_paused_trial(tune_controller, loser)
+            elif getattr(loser, "is_saving", False) and key not in self._stopped:
                 self._stopped.add(key)
                 tune_controller.stop_trial(loser)
 

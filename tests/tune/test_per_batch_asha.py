@@ -106,7 +106,7 @@ def test_the_halving_batch_pauses_its_candidates_at_the_rung_then_stops_the_lose
     not begun (still running at the decision) is stopped once paused. Another batch keeps its ASHA."""
     class Controller:
         def __init__(self, trials):
-            self.trials, self.stopped = trials, []
+            self.trials, self.stopped, self.marked = trials, [], []
 
         def get_trials(self):
             return self.trials
@@ -115,6 +115,9 @@ def test_the_halving_batch_pauses_its_candidates_at_the_rung_then_stops_the_lose
             self.stopped.append(t.trial_id)
             t.status = "TERMINATED"
             s.on_trial_remove(self, t)
+
+        def _mark_trial_to_checkpoint(self, t):  # Tune's, so that the saved state says the paused trial stopped
+            self.marked.append(t.trial_id)
 
     s = PerBatchASHA(batch_size_of, time_attr="samples_seen", max_t=8192, grace_period=2048,
                      reduction_factor=2, metric="accuracy", mode="max", halving={16: 3}, halving_margin=0.02)
@@ -133,7 +136,7 @@ def test_the_halving_batch_pauses_its_candidates_at_the_rung_then_stops_the_lose
     assert controller.stopped == []  # "b" is still running: not stopped yet
     second.status = "PAUSED"
     assert s.choose_trial_to_run(controller) is first  # the prior resumes; the paused loser "b" is stopped
-    assert controller.stopped == ["b"]
+    assert controller.stopped == controller.marked == ["b"]
     first.status = "RUNNING"
     assert s.on_trial_result(controller, first, result(4096, 0.50)) == TrialScheduler.CONTINUE  # no ASHA after
     assert s.on_trial_result(controller, other, result(2048, 0.10)) == TrialScheduler.CONTINUE  # B=32: ASHA's
