@@ -71,7 +71,6 @@ class PerBatchASHA(FIFOScheduler):
         self._halving: Dict[int, SynchronousHalving] = {}
         self._candidates: Dict[str, object] = {}  # trial id -> trial, for each halving candidate
         self._halving_margin = halving_margin
-        self._stopped: set = set()  # the halving candidates this scheduler stopped through the controller
 
     @property
     def metric(self):
@@ -143,19 +142,13 @@ class PerBatchASHA(FIFOScheduler):
         return {WAIT: TrialScheduler.PAUSE, STOP: TrialScheduler.STOP}.get(verdict, TrialScheduler.CONTINUE)
 
     def _stop_losers(self, tune_controller, batch: int) -> None:
-        """Stop the losers that wait (paused, or saving to pause), as Ray's HyperBandScheduler does. One whose
-        pause Tune has queued but not yet begun is still running here: ``choose_trial_to_run`` stops it once
-        paused (else it would stay paused and the experiment end unfinished); one running stops at its report."""
+        """Stop the losers that wait paused. One still saving to pause, or whose pause Tune has queued but not
+        begun, is stopped here once paused (``choose_trial_to_run`` calls this at every step of Tune's loop):
+        Tune pauses a trial stopped while it saves all the same; one running stops at its own report."""
         for key in self.halving(batch).losers():
             loser = self._candidates.get(key)
-            if loser is None:
-                continue
-            if loser.status == "PAUSED":  # even if stopped before while saving: Tune may pause it after
-                self._stopped.add(key)
+            if loser is not None and loser.status == "PAUSED":
                 stop_paused_trial(tune_controller, loser)
-            elif getattr(loser, "is_saving", False) and key not in self._stopped:
-                self._stopped.add(key)
-                tune_controller.stop_trial(loser)
 
     def choose_trial_to_run(self, tune_controller):
         """FIFO's choice, except that a paused halving candidate resumes only once it goes on (a paused loser
