@@ -56,9 +56,12 @@ def bisection_plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
     halving = (f"each trains to {rung} samples and waits until all have; then {policy.alphas[0]} goes on, the best "
                f"other too only where it leads by more than the tolerance {spec.search.tolerance:g}, the rest stop; "
                f"alpha is the best at the full budget" if rung else "each to the full budget")
-    return [f"  bisect: alpha chosen once at B={policy.alpha_batch} among {policy.alphas} ({halving}), warmup by "
-            f"the seed rule; then batch {policy.grid[0]}, then the middle of the bracket above the monotone turning "
-            f"point until the answer and its neighbours are measured, each once",
+    start = (f"alpha chosen once at B={policy.alpha_batch} among {policy.alphas} ({halving}), warmup by the seed "
+             f"rule; then batch {policy.grid[0]}" if len(policy.alphas) > 1 else
+             f"alpha {policy.alphas[0]} (one candidate: nothing to choose), warmup by the seed rule; batch "
+             f"{policy.grid[0]} first")
+    return [f"  bisect: {start}, then the middle of the bracket above the monotone turning point until the answer "
+            f"and its neighbours are measured, each once",
             f"  at most {most:.3g} runs' samples ({most * budget_samples:.0f}) where no other alpha leads"
             + (f" (+{1 - rung / budget_samples:.3g} where one does)" if rung else "") + f" = {most / grid_runs:.3f} of the "
             f"exhaustive grid ({grid_runs} runs: {len(spec.batch_sizes)} batches x {spec.search.grid_points} alphas x "

@@ -153,7 +153,8 @@ def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
         expected_trials = searcher.expected_trials
         # synchronous halving among the alpha candidates at the first rung: the prior goes on, a challenger only
         # where it leads by more than the tolerance
-        halving = {searcher.policy.alpha_batch: len(searcher.policy.alphas)}
+        if len(searcher.policy.alphas) > 1:
+            halving = {searcher.policy.alpha_batch: len(searcher.policy.alphas)}
     else:
         import optuna
         from ray.tune.search.optuna import OptunaSearch

@@ -91,3 +91,16 @@ def test_minimised_metrics_and_a_base_batch_outside_the_grid():
     order = drive(policy, lambda run: loss[run.batch] + (0.0 if run.alpha == 1.0 else 0.1))
     assert order[:2] == [Run(128, 0.5), Run(128, 1.0)] and policy.alpha == 1.0  # given in this order
     assert policy.reading() == 128
+
+
+def test_one_alpha_candidate_has_no_alpha_batch_the_walk_starts_with_the_smallest_and_the_base_batch():
+    """markov_lm.yaml's shape (alpha fixed at 0.5, excess loss, lower is better): the answer is the grid's smallest;
+    8 and 16 (the base batch) at once, 16 outside the tolerance, and the walk ends: 2 runs, where the alpha batch
+    (32) first made it 3."""
+    losses = {8: 0.2348, 16: 0.2488, 32: 0.2432, 64: 0.2668, 128: 0.3135}
+    policy = Bisection([8, 16, 32, 64, 128], [0.5], mode="min", base_batch=16)
+    assert policy.alpha == 0.5
+    order = drive(policy, lambda run: losses[run.batch])
+    assert order == [Run(8, 0.5), Run(16, 0.5)] and policy.reading() == 8
+    policy = Bisection([8, 16, 32, 64, 128], [0.5], mode="min", base_batch=8)  # the base batch is the smallest
+    assert policy.next_runs() == [Run(8, 0.5)]
