@@ -100,7 +100,13 @@ def test_one_alpha_candidate_has_no_alpha_batch_the_walk_starts_with_the_smalles
     losses = {8: 0.2348, 16: 0.2488, 32: 0.2432, 64: 0.2668, 128: 0.3135}
     policy = Bisection([8, 16, 32, 64, 128], [0.5], mode="min", base_batch=16)
     assert policy.alpha == 0.5
-    order = drive(policy, lambda run: losses[run.batch])
-    assert order == [Run(8, 0.5), Run(16, 0.5)] and policy.reading() == 8
+    assert policy.next_runs() == [Run(8, 0.5), Run(16, 0.5)]
+    policy.ended(Run(16, 0.5), losses[16])
+    assert policy.next_runs() == [] and not policy.finished  # asked again while 8 trains: nothing yet
+    policy.ended(Run(8, 0.5), losses[8])
+    assert policy.next_runs() == [] and policy.finished and policy.reading() == 8
+    policy = Bisection([8, 16, 32, 64, 128], [0.5], mode="min", base_batch=16)
+    assert drive(policy, lambda run: {**losses, 16: 0.2349}[run.batch]) == [  # 16 within the tolerance: the walk
+        Run(8, 0.5), Run(16, 0.5), Run(64, 0.5), Run(32, 0.5)]
     policy = Bisection([8, 16, 32, 64, 128], [0.5], mode="min", base_batch=8)  # the base batch is the smallest
     assert policy.next_runs() == [Run(8, 0.5)]
