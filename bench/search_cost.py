@@ -166,6 +166,30 @@ def report_bisect(results: dict, *, grid_stored: bool) -> None:
     print(f"RESULT bisect: criteria met on {sum(met)}/{len(met)} seeds")
 
 
+def strategy_overrides(name: str, overrides: list[str], runs: dict, batches: int) -> list[str]:
+    """The overrides of one strategy's experiment (random: as many trials as the search ran; one per batch: as
+    many as the batches, the seeded points)."""
+    extra = {"random": [f"search.num_trials={runs.get('cbs-ray', {}).get('trials')}"],
+             "one-per-batch": [f"search.num_trials={batches}"]}.get(name, [])
+    return overrides + STRATEGIES[name] + extra
+
+
+def start_results(args) -> dict:
+    """The results to fill: an existing ``--out`` of the same space and overrides less the seeds run now; with
+    ``bisect``, issue 38's criteria printed before anything trains."""
+    results = {"space": args.space, "overrides": args.overrides, "seeds": {}}
+    earlier = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
+    if (earlier.get("space"), earlier.get("overrides")) == (args.space, args.overrides):
+        results["seeds"] = {k: v for k, v in earlier["seeds"].items() if int(k) not in args.seeds}
+        print(f"adding to {args.out} (seeds {sorted(results['seeds'])} kept from it)")
+    if "bisect" in args.strategies:
+        if {"grid", "one-per-batch"} & set(args.strategies):
+            print(GRID_CRITERIA, flush=True)
+        if "cbs-ray" in args.strategies:
+            print(SEARCH_CRITERIA, flush=True)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -185,15 +209,7 @@ def main() -> None:
     from cbs_ray.spec.load import load_spec
     from cbs_ray.tune.runner import SearchInterrupted
 
-    results = {"space": args.space, "overrides": args.overrides, "seeds": {}}
-    earlier = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
-    if (earlier.get("space"), earlier.get("overrides")) == (args.space, args.overrides):
-        results["seeds"] = {k: v for k, v in earlier["seeds"].items() if int(k) not in args.seeds}
-        print(f"adding to {args.out} (seeds {sorted(results['seeds'])} kept from it)")
-    if "bisect" in args.strategies:  # printed before anything trains
-        for line, shown in ((GRID_CRITERIA, {"grid", "one-per-batch"} & set(args.strategies)),
-                            (SEARCH_CRITERIA, "cbs-ray" in args.strategies)):
-            print(line if shown else "", end="\n" if shown else "", flush=True)
+    results = start_results(args)
     batches = len(load_spec(args.space, args.overrides).batch_sizes)
     ray.init(include_dashboard=False, logging_level=logging.WARNING)
     try:
@@ -202,14 +218,10 @@ def main() -> None:
                 runs = results["seeds"].setdefault(str(seed), {})
                 if args.grid_from:
                     runs["grid"] = {**stored["seeds"][str(seed)]["grid"], "stored": args.grid_from}
-                for name, extra in STRATEGIES.items():
+                for name in STRATEGIES:
                     if name not in args.strategies or (name == "grid" and args.grid_from):
                         continue
-                    overrides = args.overrides + [f"search.seed={seed}"] + extra
-                    if name == "random":  # as many trials as the search ran
-                        overrides.append(f"search.num_trials={runs['cbs-ray']['trials']}")
-                    if name == "one-per-batch":
-                        overrides.append(f"search.num_trials={batches}")
+                    overrides = strategy_overrides(name, args.overrides + [f"search.seed={seed}"], runs, batches)
                     try:
                         runs[name] = measure(args.space, overrides, f"{tmp}/ray", f"{tmp}/out/{seed}-{name}")
                     except (Exception, SearchInterrupted) as e:  # keep the other experiments' figures
