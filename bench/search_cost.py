@@ -12,7 +12,13 @@ Per seed, three Tune experiments over the same space and the same equal-sample b
    warmup), no early stopping: the simple alternative a reviewer would name.
 
 ``--strategies`` picks which run (all by default); ``--grid-from FILE`` takes the grid's figures from an earlier
-run's JSON instead of training it again (its 63 full runs take ~10 min a seed on 2 cores), and says so.
+run's JSON instead of training it again (its 63 full runs take ~10 min a seed on 2 cores), and says so. An
+existing ``--out`` of the same space and overrides is added to (the seeds run now replace theirs), so seeds can
+run one invocation at a time and be reported together.
+
+With ``bisect``, issue 38's criteria are printed before the runs: against the grid (SST-2: samples <= 0.08 of the
+grid's, the turning point within one grid step, no worse than one run per batch) and, with ``cbs-ray``, against
+the search as shipped (the tiny LMs: samples <= 0.5 of its, the same answer within one grid step).
 
 For each: total samples processed (the sum over trials of the samples each trained on), wall time, the
 critical batch by each method of the reporter (turning point, McCandlish fit, 20 % rule) and the best dev
@@ -73,6 +79,19 @@ def measure(space: str, overrides: list[str], storage: str, output: str) -> dict
             "experiment": result.experiment_path}
 
 
+def unfinished(error) -> dict:
+    """For an experiment that ended with trials its saved state does not show as ended: each trial's saved
+    status, batch, alpha and samples (what the search did before it)."""
+    path = getattr(error, "experiment_path", None)
+    if path is None:
+        return {}
+    from ray.tune import ExperimentAnalysis
+
+    return {"saved_trials": [{"status": t.status, "batch": 2 ** t.config.get("log2_batch", 0),
+                              "alpha": t.config.get("alpha"), "samples": (t.last_result or {}).get("samples_seen")}
+                             for t in ExperimentAnalysis(path).trials]}
+
+
 def _fmt(value) -> str:
     return "-" if value is None else f"{value:.3f}"
 
@@ -90,6 +109,33 @@ def monotone_turning_point(run: dict, tolerance: float, mode: str = "max"):
     return turning_point(batches, [best[b] for b in batches], mode=mode, tolerance=tolerance, monotone=True)
 
 
+GRID_CRITERIA = ("criteria (fixed before the runs): bisect samples/grid <= 0.08; turning point (monotone) within one "
+                 "grid step of the grid's on every seed; no worse than one run per batch")
+SEARCH_CRITERIA = ("criteria (fixed before the runs): bisect samples <= 0.5 x the search as shipped (cbs-ray, "
+                   "repeats included in both); the same turning point (as the spec reads it) within one grid step, "
+                   "on every seed")
+
+
+def report_against_search(results: dict) -> None:
+    """Issue 38's target for the tiny LMs: bisect against the search as shipped, on the same seeds."""
+    print(f"\n{SEARCH_CRITERIA}")
+    print("seed  search tp  bisect tp  search samples  bisect samples  bisect/search  search wall s  bisect wall s")
+    met = []
+    for seed, runs in sorted(results["seeds"].items()):
+        search, bisect = runs.get("cbs-ray", {}), runs.get("bisect", {})
+        if "samples" not in search or "samples" not in bisect:
+            print(f"{seed}: missing: {[r.get('error') for r in (search, bisect)]}")
+            met.append(False)
+            continue
+        ratio = bisect["samples"] / search["samples"]
+        agree = within_one_step(search["turning_point"], bisect["turning_point"])
+        met.append(ratio <= 0.5 and agree)
+        print(f"{seed:>4}  {str(search['turning_point']):>9}  {str(bisect['turning_point']):>9}  "
+              f"{search['samples']:>14}  {bisect['samples']:>14}  {ratio:>13.3f}  {search['wall_s']:>13}  "
+              f"{bisect['wall_s']:>13}")
+    print(f"RESULT bisect vs the search as shipped: criteria met on {sum(met)}/{len(met)} seeds")
+
+
 def report_bisect(results: dict, *, grid_stored: bool) -> None:
     """Issue 38's criteria, fixed before the runs: bisect's samples <= 0.08 of the grid's; its turning point
     within one grid step of the grid's on every seed; no worse than one full run per batch (samples, and
@@ -98,13 +144,11 @@ def report_bisect(results: dict, *, grid_stored: bool) -> None:
 
     spec = load_spec(results["space"], results["overrides"])
     tolerance, mode = spec.search.tolerance, spec.search.mode
-    print(f"\ncriteria (fixed before the runs): bisect samples/grid <= 0.08; turning point (monotone) within one "
-          f"grid step of the grid's on every seed; no worse than one run per batch"
-          + (" (grid figures stored from an earlier run)" if grid_stored else ""))
+    print(f"\n{GRID_CRITERIA}" + (" (grid figures stored from an earlier run)" if grid_stored else ""))
     print("seed  grid tp  bisect tp  one-per-batch tp  bisect/grid samples  one-per-batch/grid  bisect wall s  "
           "one-per-batch wall s")
     met = []
-    for seed, runs in results["seeds"].items():
+    for seed, runs in sorted(results["seeds"].items()):
         grid, bisect, one = runs.get("grid", {}), runs.get("bisect", {}), runs.get("one-per-batch", {})
         if "samples" not in grid or "samples" not in bisect:
             print(f"{seed}: missing: {[r.get('error') for r in (grid, bisect, one)]}")
@@ -120,6 +164,30 @@ def report_bisect(results: dict, *, grid_stored: bool) -> None:
               f"{str(one.get('turning_point_monotone')):>16}  {ratio:>19.3f}  {one_ratio:>18.3f}  "
               f"{bisect['wall_s']:>13}  {str(one.get('wall_s')):>20}")
     print(f"RESULT bisect: criteria met on {sum(met)}/{len(met)} seeds")
+
+
+def strategy_overrides(name: str, overrides: list[str], runs: dict, batches: int) -> list[str]:
+    """The overrides of one strategy's experiment (random: as many trials as the search ran; one per batch: as
+    many as the batches, the seeded points)."""
+    extra = {"random": [f"search.num_trials={runs.get('cbs-ray', {}).get('trials')}"],
+             "one-per-batch": [f"search.num_trials={batches}"]}.get(name, [])
+    return overrides + STRATEGIES[name] + extra
+
+
+def start_results(args) -> dict:
+    """The results to fill: an existing ``--out`` of the same space and overrides less the seeds run now; with
+    ``bisect``, issue 38's criteria printed before anything trains."""
+    results = {"space": args.space, "overrides": args.overrides, "seeds": {}}
+    earlier = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
+    if (earlier.get("space"), earlier.get("overrides")) == (args.space, args.overrides):
+        results["seeds"] = {k: v for k, v in earlier["seeds"].items() if int(k) not in args.seeds}
+        print(f"adding to {args.out} (seeds {sorted(results['seeds'])} kept from it)")
+    if "bisect" in args.strategies:
+        if {"grid", "one-per-batch"} & set(args.strategies):
+            print(GRID_CRITERIA, flush=True)
+        if "cbs-ray" in args.strategies:
+            print(SEARCH_CRITERIA, flush=True)
+    return results
 
 
 def main() -> None:
@@ -139,8 +207,9 @@ def main() -> None:
     import ray
 
     from cbs_ray.spec.load import load_spec
+    from cbs_ray.tune.runner import SearchInterrupted
 
-    results = {"space": args.space, "overrides": args.overrides, "seeds": {}}
+    results = start_results(args)
     batches = len(load_spec(args.space, args.overrides).batch_sizes)
     ray.init(include_dashboard=False, logging_level=logging.WARNING)
     try:
@@ -149,25 +218,23 @@ def main() -> None:
                 runs = results["seeds"].setdefault(str(seed), {})
                 if args.grid_from:
                     runs["grid"] = {**stored["seeds"][str(seed)]["grid"], "stored": args.grid_from}
-                for name, extra in STRATEGIES.items():
+                for name in STRATEGIES:
                     if name not in args.strategies or (name == "grid" and args.grid_from):
                         continue
-                    overrides = args.overrides + [f"search.seed={seed}"] + extra
-                    if name == "random":  # as many trials as the search ran
-                        overrides.append(f"search.num_trials={runs['cbs-ray']['trials']}")
-                    if name == "one-per-batch":
-                        overrides.append(f"search.num_trials={batches}")
+                    overrides = strategy_overrides(name, args.overrides + [f"search.seed={seed}"], runs, batches)
                     try:
                         runs[name] = measure(args.space, overrides, f"{tmp}/ray", f"{tmp}/out/{seed}-{name}")
-                    except Exception as e:  # keep the other experiments' figures
-                        runs[name] = {"error": f"{type(e).__name__}: {e}"}
+                    except (Exception, SearchInterrupted) as e:  # keep the other experiments' figures
+                        runs[name] = {"error": f"{type(e).__name__}: {e}", **unfinished(e)}
                     print(f"seed {seed} {name}: {json.dumps(runs[name])}", flush=True)
                     Path(args.out).write_text(json.dumps(results, indent=2))
     finally:
         ray.shutdown()
 
-    if "bisect" in args.strategies:
+    if "bisect" in args.strategies and {"grid", "one-per-batch"} & set(args.strategies):
         report_bisect(results, grid_stored=bool(args.grid_from))
+    if {"bisect", "cbs-ray"} <= set(args.strategies):
+        report_against_search(results)
     if not {"cbs-ray", "random"} <= set(args.strategies):  # the issue-7 table needs both
         print(f"results: {args.out}")
         return

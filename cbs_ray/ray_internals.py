@@ -29,6 +29,7 @@ __all__ = [
     "quiet_token_notice",
     "single_machine",
     "started_this_node",
+    "stop_paused_trial",
     "token_auth_enabled",
     "trial_storage",
 ]
@@ -58,6 +59,9 @@ REQUIRED: dict[str, tuple[str, str | None]] = {
     "Train V2 report logger": ("ray.train.v2._internal.execution.context", None),
     # their per-report INFO lines ("Checkpoint successfully created at ...", "Reporting training result N: ...";
     # the second logger is named by its file's path) are raised to WARNING
+    "Tune's controller": ("ray.tune.execution.tune_controller", "TuneController"),
+    # its _mark_trial_to_checkpoint, behind the wrapper Tune hands a scheduler: a paused trial a scheduler stops
+    # is recorded stopped in the experiment's saved state (stop_paused_trial)
 }
 
 
@@ -112,6 +116,24 @@ def cluster_node_groups() -> list[tuple[int, int]]:
 def autoscaling_status() -> bytes | None:
     """Autoscaler v1's status report, as the GCS's internal KV holds it (None before its first)."""
     return _lookup("internal KV")(_lookup("autoscaler status key"))
+
+
+def stop_paused_trial(tune_controller, trial) -> None:
+    """Stop a paused trial from a scheduler (``tune_controller``: what Tune hands a scheduler) and have the
+    experiment's next saved state say so. Tune 2.60's ``stop_trial`` of a trial without an actor (a paused one)
+    sets it TERMINATED but never marks it for the experiment checkpoint, so the saved state keeps it PAUSED and a
+    finished search reads as interrupted (``tune.runner``); Ray's own ``HyperBandScheduler`` stops paused trials
+    the same way."""
+    tune_controller.stop_trial(trial)
+    controller = getattr(tune_controller, "_tune_controller", tune_controller)  # TrialRunnerWrapper's
+    mark = getattr(controller, "_mark_trial_to_checkpoint", None)
+    if mark is None:
+        _lookup("Tune's controller")  # raises if the module moved
+        import ray
+
+        raise RayInternalsMissing(f"Ray {ray.__version__}'s TuneController has no _mark_trial_to_checkpoint (Tune's "
+                                  f"controller); cbs-ray is tested with ray{SUPPORTED_RAY}: install a Ray in that range")
+    mark(trial)
 
 
 def trial_storage(trial) -> tuple:

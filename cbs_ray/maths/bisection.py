@@ -4,11 +4,12 @@ A from-scratch search spends most of its samples choosing alpha and warmup per b
 number per task (lr = base_lr · (B/B0)^α) and warmup has a rule (``lr_schedule.seed_warmup_fraction``). Here:
 
 1. **Alpha once.** ``alphas`` (the middle of ``search.alpha_range`` first, then its ends, by default) are trained at
-   one batch, ``alpha_batch`` (the grid's middle, where the edge of the plateau usually lies), together; ASHA
-   inside that batch (``tune.per_batch_asha``, its reduction factor the candidates' count) stops the weaker ones
-   at its rungs, which makes it successive halving; the first candidate, the prior guess, is never stopped. The
-   best that completed the budget fixes alpha for the rest (a tie: the earlier candidate), and its run is that
-   batch's run. The smallest batch starts at once where its LR does not depend on alpha (it is ``base_batch``).
+   one batch, ``alpha_batch`` (the grid's middle, where the edge of the plateau usually lies), together, halved
+   synchronously at ASHA's first rung (``maths.halving``, run by ``tune.per_batch_asha``): each waits there until
+   all have reported; the first candidate (the prior guess) goes on, the best other too only where it leads by more
+   than the tolerance. The best that completed the budget fixes alpha for the rest (a tie: the earlier candidate),
+   and its run is that batch's run. With one candidate there is nothing to choose: no alpha batch, the walk starts
+   at once with the smallest batch (and ``base_batch``). The smallest batch starts at once where its LR does not depend on alpha (it is ``base_batch``).
 2. **Batches by bisection on the monotone reading.** The grid's smallest batch (where the best usually is);
    then, while the monotone turning point over the batches measured (``critical_batch.turning_point``,
    ``monotone=True``) has an unmeasured grid batch between it and the next batch measured above it (or the top
@@ -82,6 +83,8 @@ class Bisection:
     def alpha(self) -> Optional[float]:
         """The chosen alpha, once every candidate at ``alpha_batch`` has ended: the best that completed (the
         first candidate when none did: the search goes on and the report shows what happened)."""
+        if len(self.alphas) == 1:  # nothing to choose
+            return self.alphas[0]
         candidates = [Run(self.alpha_batch, a) for a in self.alphas]
         if any(c not in self.results for c in candidates):
             return None
@@ -120,7 +123,10 @@ class Bisection:
     def next_runs(self) -> list[Run]:
         """The runs that may start now, in order; each is recorded as proposed."""
         runs = []
-        if not any(r.batch == self.alpha_batch for r in self.proposed):
+        if len(self.alphas) == 1:  # no alpha to choose: the smallest and the base batch, then the walk
+            first = [Run(b, self.alphas[0]) for b in dict.fromkeys([self.grid[0], self.base_batch]) if b in self.grid]
+            runs += first if not self.proposed else [Run(b, self.alpha) for b in self._wanted()]
+        elif not any(r.batch == self.alpha_batch for r in self.proposed):
             runs += [Run(self.alpha_batch, a) for a in self.alphas]
             if self.base_batch in self.grid and self.base_batch != self.alpha_batch:
                 runs.append(Run(self.base_batch, self.alphas[0]))  # its LR is the same at every alpha

@@ -1,10 +1,13 @@
 """The ``bisect`` strategy on Tune: a thin ``Searcher`` over the pure policy ``maths.bisection.Bisection``.
 
-Tune asks ``suggest`` whenever a trial slot is free; the searcher hands out the policy's next run (its warmup by
+Tune asks ``suggest`` whenever it may start a trial; the searcher hands out the policy's next run (its warmup by
 the seed rule, ``tune.search_space.seed_warmup``), ``None`` while the next decision waits on a running trial, and
-``FINISHED`` once the policy has nothing left to ask. ``on_trial_complete`` tells the policy how each run ended:
-its metric where it completed the budget, nothing where ASHA stopped it early, NaN where it diverged or failed.
-Its state is pickled with the experiment, so ``--resume`` continues the walk where it stopped.
+``FINISHED`` once the policy has nothing left to ask. It paces itself (``paces_itself``: the runner sets no
+``max_concurrent_trials``, whose ``ConcurrencyLimiter`` would count the alpha candidates that wait paused at their
+rung as running, and never start the last one). ``on_trial_complete`` tells the policy how each run ended: its
+metric where it completed the budget, nothing where it was stopped early (by the halving at the alpha batch),
+NaN where it diverged or failed. Its state is pickled with the experiment, so ``--resume`` continues the walk
+where it stopped.
 """
 
 from __future__ import annotations
@@ -17,15 +20,15 @@ from ray.tune.search import Searcher
 
 from cbs_ray.maths.bisection import Bisection, Run, middle_first
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.tune.search_space import evenly_spaced, num_trials, seed_warmup
+from cbs_ray.tune.search_space import evenly_spaced, seed_warmup
 
-__all__ = ["BisectionSearcher", "bisection_for", "bisection_alphas", "bisection_plan_lines"]
+__all__ = ["BisectionSearcher", "bisection_for", "bisection_alphas", "bisection_plan_lines", "halving_rung"]
 
 
 def bisection_alphas(spec: SearchSpec) -> list[float]:
     """The alpha candidates: the ``grid`` strategy's alphas (``search.grid_points`` evenly spaced over
-    ``search.alpha_range``; 3: the ends and the middle), the middle first (the seeded configurations' alpha, the first candidate, which ASHA never
-    stops)."""
+    ``search.alpha_range``; 3: the ends and the middle), the middle first (the seeded configurations' alpha: the
+    first candidate, which always goes on from the rung)."""
     return middle_first(evenly_spaced(*spec.search.alpha_range, spec.search.grid_points))
 
 
@@ -35,23 +38,41 @@ def bisection_for(spec: SearchSpec) -> Bisection:
                      base_batch=spec.training.base_batch)
 
 
+def halving_rung(spec: SearchSpec, budget_samples: int) -> Optional[int]:
+    """Where the alpha candidates are compared (ASHA's first rung, ``asha.grace_period_samples``); None where
+    they all train to the full budget (no early stopping, or the rung not below the budget)."""
+    rung = spec.asha.grace_period_samples
+    return rung if spec.search.early_stopping and rung < budget_samples else None
+
+
 def bisection_plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
     """``--dry-run``: what the bisection trains, at most, against the exhaustive grid (every batch × alpha ×
     warmup point of the ``grid`` strategy, each to the full budget)."""
     policy = bisection_for(spec)
-    most = num_trials(spec)
+    rung = halving_rung(spec, budget_samples)
+    losers = len(policy.alphas) - 1
+    most = len(spec.batch_sizes) + losers * (rung / budget_samples if rung else 1.0)  # in full runs' samples
     grid_runs = len(spec.batch_sizes) * spec.search.grid_points ** 2
-    return [f"  bisect: alpha chosen once at B={policy.alpha_batch} among {policy.alphas} (ASHA inside that batch, "
-            f"reduction factor {len(policy.alphas)}, stops the weaker at its rungs), warmup by the seed rule; then "
-            f"batch {policy.grid[0]}, then the middle of the bracket above the monotone turning point until the "
-            f"answer and its neighbours are measured, each once",
-            f"  at most {most} runs of {budget_samples} samples = {most / grid_runs:.3f} of the exhaustive grid "
-            f"({grid_runs} runs: {len(spec.batch_sizes)} batches x {spec.search.grid_points} alphas x "
+    halving = (f"each trains to {rung} samples and waits until all have; then {policy.alphas[0]} goes on, the best "
+               f"other too only where it leads by more than the tolerance {spec.search.tolerance:g}, the rest stop; "
+               f"alpha is the best at the full budget" if rung else "each to the full budget")
+    start = (f"alpha chosen once at B={policy.alpha_batch} among {policy.alphas} ({halving}), warmup by the seed "
+             f"rule; then batch {policy.grid[0]}" if len(policy.alphas) > 1 else
+             f"alpha {policy.alphas[0]} (one candidate: nothing to choose), warmup by the seed rule; batch "
+             f"{policy.grid[0]} first")
+    return [f"  bisect: {start}, then the middle of the bracket above the monotone turning point until the answer "
+            f"and its neighbours are measured, each once",
+            f"  at most {most:.3g} runs' samples ({most * budget_samples:.0f}) where no other alpha leads"
+            + (f" (+{1 - rung / budget_samples:.3g} where one does)" if rung else "") + f" = {most / grid_runs:.3f} of the "
+            f"exhaustive grid ({grid_runs} runs: {len(spec.batch_sizes)} batches x {spec.search.grid_points} alphas x "
             f"{spec.search.grid_points} warmups)"]
 
 
 class BisectionSearcher(Searcher):
     """Tune's side of the ``bisect`` strategy (module docstring)."""
+
+    paces_itself = True
+    """The runner sets no concurrency limit for it (module docstring)."""
 
     def __init__(self, policy: Bisection, *, warmups: dict[int, float], budget_samples: int, metric: str,
                  mode: str):
@@ -94,8 +115,11 @@ class BisectionSearcher(Searcher):
         self.policy.ended(run, self.metric_of(result, error))
 
     def metric_of(self, result: Optional[dict], error: bool) -> Optional[float]:
-        """The run's metric at the full budget; None where it stopped early; NaN where it failed or diverged."""
-        if error or not result or result.get("diverged"):
+        """The run's metric at the full budget; None where it stopped early (no result: stopped while it waited
+        paused); NaN where it failed or diverged."""
+        if not error and not result:
+            return None
+        if error or result.get("diverged"):
             return math.nan
         if result.get("samples_seen", 0) < self.budget_samples:
             return None

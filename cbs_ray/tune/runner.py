@@ -211,7 +211,10 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, plans: TrialPlans,
         # variant generator (a grid, the repeats); the generator takes it itself.
         search_alg.max_concurrent = limit
     # Tune warns of (and ignores) max_concurrent_trials beside a variant generator: it holds the limit itself.
-    trial_limit = None if isinstance(search_alg, BasicVariantGenerator) else limit
+    # A searcher that paces itself (bisect's: it waits on results, and its alpha candidates must all start while the
+    # first ones wait paused at their rung, which Tune's ConcurrencyLimiter would count as running) has no limit.
+    trial_limit = None if isinstance(search_alg, BasicVariantGenerator) or getattr(search_alg, "paces_itself", False) \
+        else limit
     tuner = tune.Tuner(
         trainable,
         tune_config=tune.TuneConfig(max_concurrent_trials=trial_limit,

@@ -144,15 +144,17 @@ def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
         "tokens_per_sample": stages.prepared.tokens_per_sample,
         "study": {"storage": s.study_storage, "name": s.study_name or name} if s.study_storage is not None else None})
     study_name = s.study_name or name  # with search.study_storage
-    expected_trials, reduction_factors = None, {}
+    expected_trials, halving = None, {}
     if s.strategy == "grid":
         tune_config = points_config(grid_points(spec))
     elif s.strategy == "bisect":
         searcher = BisectionSearcher.for_spec(spec, budget)
         tune_config = {"num_samples": searcher.most_trials, "search_alg": searcher}
         expected_trials = searcher.expected_trials
-        # successive halving among the alpha candidates: only the best goes on from each rung
-        reduction_factors = {searcher.policy.alpha_batch: max(spec.asha.reduction_factor, len(searcher.policy.alphas))}
+        # synchronous halving among the alpha candidates at the first rung: the prior goes on, a challenger only
+        # where it leads by more than the tolerance
+        if len(searcher.policy.alphas) > 1:
+            halving = {searcher.policy.alpha_batch: len(searcher.policy.alphas)}
     else:
         import optuna
         from ray.tune.search.optuna import OptunaSearch
@@ -182,7 +184,7 @@ def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
         tune_config["scheduler"] = PerBatchASHA(
             batch_size_of, time_attr="samples_seen", max_t=budget, grace_period=spec.asha.grace_period_samples,
             reduction_factor=spec.asha.reduction_factor, metric=s.metric, mode=s.mode,
-            reduction_factors=reduction_factors)
+            halving=halving, halving_margin=s.tolerance)
     return stages.tune(meta=meta, name=name, expected_trials=expected_trials, **tune_config)
 
 

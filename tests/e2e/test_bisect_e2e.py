@@ -22,6 +22,11 @@ def test_bisect_trains_each_batch_once_at_one_alpha_and_reads_the_turning_point(
     # alpha at B=64 (the grid's upper middle) among 2 candidates, then B=16, 128 and whatever the walk needs
     at_64 = trials[trials["batch_size"] == 64]
     assert sorted(at_64["alpha"].tolist()) == [0.5, 0.75]
+    # synchronous halving: both paused at the first rung (256) until both had reported; the prior (0.5, resumed
+    # from its checkpoint) trained the full budget, the other stopped there or (leading by > the tolerance) went on
+    at_64_history = result.history[result.history["batch_size"] == 64]
+    reached = at_64_history.groupby("alpha")["samples_seen"].max()
+    assert reached[0.5] == 1024 and reached[0.75] in (256, 1024)
     others = trials[trials["batch_size"] != 64]
     assert others.groupby("batch_size").size().max() == 1  # every other batch once
     assert {16, 128} <= set(others["batch_size"])

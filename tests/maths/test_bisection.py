@@ -91,3 +91,22 @@ def test_minimised_metrics_and_a_base_batch_outside_the_grid():
     order = drive(policy, lambda run: loss[run.batch] + (0.0 if run.alpha == 1.0 else 0.1))
     assert order[:2] == [Run(128, 0.5), Run(128, 1.0)] and policy.alpha == 1.0  # given in this order
     assert policy.reading() == 128
+
+
+def test_one_alpha_candidate_has_no_alpha_batch_the_walk_starts_with_the_smallest_and_the_base_batch():
+    """markov_lm.yaml's shape (alpha fixed at 0.5, excess loss, lower is better): the answer is the grid's smallest;
+    8 and 16 (the base batch) at once, 16 outside the tolerance, and the walk ends: 2 runs, where the alpha batch
+    (32) first made it 3."""
+    losses = {8: 0.2348, 16: 0.2488, 32: 0.2432, 64: 0.2668, 128: 0.3135}
+    policy = Bisection([8, 16, 32, 64, 128], [0.5], mode="min", base_batch=16)
+    assert policy.alpha == 0.5
+    assert policy.next_runs() == [Run(8, 0.5), Run(16, 0.5)]
+    policy.ended(Run(16, 0.5), losses[16])
+    assert policy.next_runs() == [] and not policy.finished  # asked again while 8 trains: nothing yet
+    policy.ended(Run(8, 0.5), losses[8])
+    assert policy.next_runs() == [] and policy.finished and policy.reading() == 8
+    policy = Bisection([8, 16, 32, 64, 128], [0.5], mode="min", base_batch=16)
+    assert drive(policy, lambda run: {**losses, 16: 0.2349}[run.batch]) == [  # 16 within the tolerance: the walk
+        Run(8, 0.5), Run(16, 0.5), Run(64, 0.5), Run(32, 0.5)]
+    policy = Bisection([8, 16, 32, 64, 128], [0.5], mode="min", base_batch=8)  # the base batch is the smallest
+    assert policy.next_runs() == [Run(8, 0.5)]

@@ -99,19 +99,53 @@ def test_trials_restored_by_resume_refill_the_rungs_from_their_persisted_results
     assert s.on_trial_result(None, unfinished, result(4096, 0.65)) == TrialScheduler.STOP
 
 
-def test_a_batch_of_its_own_reduction_factor_keeps_only_the_best_from_a_rung():
-    """The bisect strategy's alpha batch (3 candidates: reduction factor 3): a second candidate between the
-    first's 0.70 and a third's 0.78 goes on under factor 2 (above the median of what the rung holds) but not
-    under factor 3 (below the top third)."""
-    def run(factors):
-        s = PerBatchASHA(batch_size_of, time_attr="samples_seen", max_t=8192, grace_period=2048,
-                         reduction_factor=2, metric="accuracy", mode="max", reduction_factors=factors)
-        first, third, second = trial("a", 4), trial("c", 4), trial("b", 4)
-        for t in (first, third, second):
-            s.on_trial_add(None, t)
-        s.on_trial_result(None, first, result(2048, 0.70))
-        s.on_trial_result(None, third, result(2048, 0.78))
-        return s.on_trial_result(None, second, result(2048, 0.75))
+def test_the_halving_batch_pauses_its_candidates_at_the_rung_then_stops_the_losers_and_resumes_the_prior():
+    """The bisect strategy's alpha batch (B=16, 3 candidates, margin 0.02): each pauses at the first rung (2048)
+    until all three have reported; then the paused losers are stopped through the controller, the prior is the
+    paused trial chosen to run next, and the last reporter stops itself. A loser whose pause Tune had queued but
+    not begun (still running at the decision) is stopped once paused. Another batch keeps its ASHA."""
+    class Controller:
+        def __init__(self, trials):
+            self.trials, self.stopped, self.marked = trials, [], []
 
-    assert run({}) == TrialScheduler.CONTINUE and run({32: 3}) == TrialScheduler.CONTINUE  # another batch's
-    assert run({16: 3}) == TrialScheduler.STOP
+        def get_trials(self):
+            return self.trials
+
+        def stop_trial(self, t):
+            self.stopped.append(t.trial_id)
+            t.status = "TERMINATED"
+            s.on_trial_remove(self, t)
+
+        def _mark_trial_to_checkpoint(self, t):  # Tune's, so that the saved state says the paused trial stopped
+            self.marked.append(t.trial_id)
+
+    s = PerBatchASHA(batch_size_of, time_attr="samples_seen", max_t=8192, grace_period=2048,
+                     reduction_factor=2, metric="accuracy", mode="max", halving={16: 3}, halving_margin=0.02)
+    first, second, third, other = trial("a", 4), trial("b", 4), trial("c", 4), trial("d", 5)
+    controller = Controller([first, second, third, other])
+    for t in controller.trials:
+        t.status = "PENDING"
+        s.on_trial_add(controller, t)
+    assert s.on_trial_result(controller, first, result(1024, 0.60)) == TrialScheduler.CONTINUE
+    assert s.on_trial_result(controller, first, result(2048, 0.70)) == TrialScheduler.PAUSE
+    assert s.on_trial_result(controller, second, result(2048, 0.71)) == TrialScheduler.PAUSE
+    first.status, second.status = "PAUSED", "RUNNING"  # "b"'s pause queued, not begun
+    third.status = other.status = "RUNNING"
+    assert s.choose_trial_to_run(controller) is None  # the waiting candidates stay paused
+    assert s.on_trial_result(controller, third, result(2048, 0.715)) == TrialScheduler.STOP  # leads by < 0.02
+    assert controller.stopped == []  # "b" is still running: not stopped yet
+    second.status = "PAUSED"
+    assert s.choose_trial_to_run(controller) is first  # the prior resumes; the paused loser "b" is stopped
+    assert controller.stopped == controller.marked == ["b"]
+    first.status = "RUNNING"
+    assert s.on_trial_result(controller, first, result(4096, 0.50)) == TrialScheduler.CONTINUE  # no ASHA after
+    assert s.on_trial_result(controller, other, result(2048, 0.10)) == TrialScheduler.CONTINUE  # B=32: ASHA's
+
+
+def test_no_halving_where_the_rung_is_not_below_the_budget():
+    s = PerBatchASHA(batch_size_of, time_attr="samples_seen", max_t=2048, grace_period=2048,
+                     reduction_factor=2, metric="accuracy", mode="max", halving={16: 3})
+    first, second = trial("a", 4), trial("b", 4)
+    s.on_trial_add(None, first), s.on_trial_add(None, second)
+    assert s.on_trial_result(None, first, result(2048, 0.7)) != TrialScheduler.PAUSE  # it completes
+    assert "synchronous" not in s.debug_string()

@@ -90,8 +90,12 @@ def test_bisect_plans_at_most_every_alpha_and_every_other_batch_once_and_says_wh
     assert num_trials(spec) == 3 + 6 - 1
     lines = search_plan_lines(spec, 7168)
     assert "up to 8 trials (bisect, ASHA early stopping)" in lines[0]
-    assert "alpha chosen once at B=128 among [0.625, 0.5, 0.75] (ASHA inside that batch, reduction factor 3" in lines[-2]
-    assert "at most 8 runs of 7168 samples = 0.148 of the exhaustive grid (54 runs" in lines[-1]
+    assert ("alpha chosen once at B=128 among [0.625, 0.5, 0.75] (each trains to 1024 samples and waits until all "
+            "have; then 0.625 goes on, the best other too only where it leads by more than the tolerance 0.01, the "
+            "rest stop; alpha is the best at the full budget)") in lines[-2]
+    # 6 batches once + 2 losing candidates at 1024 of 7168 samples = 6.29 runs' samples, 0.116 of 54 runs
+    assert ("at most 6.29 runs' samples (45056) where no other alpha leads (+0.857 where one does) = 0.116 of the "
+            "exhaustive grid (54 runs") in lines[-1]
     assert "first 4096 examples (an accuracy's standard error at most 0.0078)" in lines[-3]
 
 
@@ -112,11 +116,12 @@ def test_bisect_searcher_hands_out_the_policys_runs_and_reads_how_each_ended():
     assert searcher.suggest("t4") is None
     done = {"samples_seen": 7168, "accuracy": 0.9}
     searcher.on_trial_complete("t0", {**done, "accuracy": 0.80})
-    searcher.on_trial_complete("t1", {"samples_seen": 2048, "accuracy": 0.95})  # stopped early: not a measurement
-    searcher.on_trial_complete("t2", done)
+    searcher.on_trial_complete("t1")  # stopped while it waited paused at the rung (Tune gives no result)
+    searcher.on_trial_complete("t2", {"samples_seen": 2048, "accuracy": 0.95})  # stopped early: not a measurement
     searcher.on_trial_complete("t3", {**done, "diverged": True})  # NaN: outside the tolerance
-    # candidates 0.625 (t0: 0.80), 0.5 (t1: stopped), 0.75 (t2: 0.9): 0.75; B=16 diverged (NaN, not within tolerance)
-    assert searcher.policy.alpha == 0.75 and math.isnan(searcher.policy.results[Run(16, 0.625)])
+    assert searcher.policy.results[Run(32, 0.5)] is None and searcher.policy.results[Run(32, 0.75)] is None
+    # candidates 0.625 (t0: 0.80), 0.5 and 0.75 stopped: 0.625; B=16 diverged (NaN, not within tolerance)
+    assert searcher.policy.alpha == 0.625 and math.isnan(searcher.policy.results[Run(16, 0.625)])
     assert searcher.suggest("t5")["log2_batch"] == 6  # above 32 (the reading): the open top's middle, 64
     searcher.on_trial_complete("t5", {**done, "accuracy": 0.5})
     assert searcher.suggest("t6") == Searcher.FINISHED and searcher.expected_trials() == 5

@@ -1,0 +1,102 @@
+"""Synchronous halving at one rung: the ``bisect`` strategy's choice of alpha.
+
+``candidates`` runs (one per alpha, the prior guess first) each train to ``rung`` samples and wait there; once
+every candidate has reported the rung (or ended before it: failed, diverged), the prior guess goes on to the
+full budget, the best of the others goes on too only where it leads the prior there by more than ``margin``
+(``search.tolerance``: what the turning point counts as a real difference), and the rest stop. Alpha is then the
+best of those that completed the budget (``maths.bisection``). Asynchronous ASHA (Li et al. 2020) judges a run
+against whatever its rung holds when it arrives, so two candidates that reach a rung together can both go on;
+here a loser costs the rung and nothing more.
+
+Why the prior is kept: at the first rung the candidates can stand within noise of each other (on SST-2 at 2048
+samples every candidate still predicts about the majority class), and a comparison there picks by noise, or the
+run that learns first, not the one that ends best: measured, a pure best-goes-on rule picked alpha 1 on two of
+three SST-2 seeds, which ended at 0.55 and 0.68 against the prior's 0.81 (BENCHMARKS.md, issue 38).
+
+A tie among the others goes to the earlier; a metric that is not finite (a diverged run, one that ended before the
+rung) leads nothing. Pure: no Ray. ``tune.per_batch_asha.PerBatchASHA`` pauses the waiting trials and stops or
+resumes them by the verdicts here; a resumed experiment replays each trial's persisted reports, which reach the
+same verdicts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Hashable, Optional
+
+__all__ = ["SynchronousHalving", "TRAIN", "WAIT", "GO_ON", "STOP"]
+
+TRAIN = "train"
+"""Below the rung, or not a candidate: train on."""
+WAIT = "wait"
+"""At the rung while another candidate has not reported it: hold (Tune: pause)."""
+GO_ON = "go on"
+"""Train to the full budget (the prior, and a challenger that leads it)."""
+STOP = "stop"
+"""Stop at the rung."""
+
+
+@dataclass
+class SynchronousHalving:
+    """The rung's state: the candidates in the order they were added and each one's metric at the rung."""
+
+    candidates: int
+    """How many runs compete (the first ``candidates`` added; the first is the prior guess)."""
+    rung: int
+    """Where they are compared, in samples (``asha.grace_period_samples``: ASHA's first rung)."""
+    mode: str = "max"
+    margin: float = 0.0
+    """By how much the best challenger must lead the prior at the rung to go on too."""
+    order: list = field(default_factory=list)
+    at_rung: dict = field(default_factory=dict)
+    """Each candidate's metric at its first report at or past the rung (NaN: it ended before, or diverged)."""
+
+    def add(self, key: Hashable) -> bool:
+        """Record ``key`` as a candidate while fewer than ``candidates`` are; whether it is one."""
+        if key not in self.order and len(self.order) < self.candidates:
+            self.order.append(key)
+        return key in self.order
+
+    def report(self, key: Hashable, samples: int, metric: Optional[float]) -> str:
+        """A candidate's report at ``samples``: TRAIN (below the rung), WAIT, GO_ON or STOP (``verdict``)."""
+        if key not in self.order:
+            return TRAIN
+        if samples >= self.rung and key not in self.at_rung:
+            self.at_rung[key] = metric if metric is not None and math.isfinite(metric) else math.nan
+        return self.verdict(key)
+
+    def ended(self, key: Hashable) -> None:
+        """A candidate ended (completed, stopped, failed); before the rung it counts as reporting NaN there."""
+        if key in self.order and key not in self.at_rung:
+            self.at_rung[key] = math.nan
+
+    @property
+    def decided(self) -> bool:
+        return len(self.order) == self.candidates and len(self.at_rung) == self.candidates
+
+    def going_on(self) -> list:
+        """The candidates that train to the full budget, once ``decided`` (else none): the prior, and the best
+        other where it leads the prior by more than ``margin``."""
+        if not self.decided:
+            return []
+        sign = 1.0 if self.mode == "max" else -1.0
+        prior, others = self.order[0], [k for k in self.order[1:] if math.isfinite(self.at_rung[k])]
+        if not others:
+            return [prior]
+        best = max(others, key=lambda k: (sign * self.at_rung[k], -self.order.index(k)))  # a tie: the earlier
+        prior_value = self.at_rung[prior]
+        leads = not math.isfinite(prior_value) or sign * (self.at_rung[best] - prior_value) > self.margin
+        return [prior, best] if leads else [prior]
+
+    def verdict(self, key: Hashable) -> str:
+        if key not in self.order:
+            return TRAIN
+        if not self.decided:
+            return WAIT if key in self.at_rung else TRAIN
+        return GO_ON if key in self.going_on() else STOP
+
+    def losers(self) -> list:
+        """The candidates that stop, once ``decided`` (else none)."""
+        going_on = self.going_on()
+        return [k for k in self.order if self.decided and k not in going_on]
