@@ -161,6 +161,20 @@ def points_config(points: list[dict]) -> dict:
             "search_alg": BasicVariantGenerator(points_to_evaluate=points), "num_samples": len(points)}
 
 
+def _trial_limit(search_alg, limit: int) -> int | None:
+    """Tune's ``max_concurrent_trials`` for ``search_alg`` at ``limit`` trials at once. Tune wraps a Searcher in a
+    ConcurrencyLimiter at that number but warns of (and ignores) it beside a variant generator (a grid, the
+    repeats): the generator takes the limit itself. A searcher that paces itself (bisect's: it waits on results,
+    and its alpha candidates must all start while the first ones wait paused at their rung, which Tune's
+    ConcurrencyLimiter would count as running) has none."""
+    from ray.tune.search.basic_variant import BasicVariantGenerator
+
+    if isinstance(search_alg, BasicVariantGenerator):
+        search_alg.max_concurrent = limit
+        return None
+    return None if getattr(search_alg, "paces_itself", False) else limit
+
+
 def run_tuner(spec: SearchSpec, data, budget: int, config, *, plans: TrialPlans, verbose: bool | int,
               name: str | None = None, param_space: dict | None = None, restore: str | None = None,
               callbacks: list = (), progress_metric: tuple[str, str] | None = None,
@@ -178,7 +192,6 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, plans: TrialPlans,
     (``verbose`` is Tune's level: True is 1)."""
     import ray
     from ray import tune
-    from ray.tune.search.basic_variant import BasicVariantGenerator
 
     # Held until this function returns, i.e. until Tune has run every trial: the data stay in the object
     # store that long (with_parameters keeps only the small DataRef).
@@ -204,17 +217,7 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, plans: TrialPlans,
     if not verbose:
         planned = expected_trials() if expected_trials is not None else tune_config.get("num_samples", 1)
         callbacks = [*callbacks, progress_display(spec, budget, planned, plans, progress_metric)]
-    limit = max_concurrent(spec, ray.cluster_resources())
-    search_alg = tune_config.get("search_alg")
-    if isinstance(search_alg, BasicVariantGenerator):
-        # Tune wraps a Searcher in a ConcurrencyLimiter at max_concurrent_trials but ignores the limit for a
-        # variant generator (a grid, the repeats); the generator takes it itself.
-        search_alg.max_concurrent = limit
-    # Tune warns of (and ignores) max_concurrent_trials beside a variant generator: it holds the limit itself.
-    # A searcher that paces itself (bisect's: it waits on results, and its alpha candidates must all start while the
-    # first ones wait paused at their rung, which Tune's ConcurrencyLimiter would count as running) has no limit.
-    trial_limit = None if isinstance(search_alg, BasicVariantGenerator) or getattr(search_alg, "paces_itself", False) \
-        else limit
+    trial_limit = _trial_limit(tune_config.get("search_alg"), max_concurrent(spec, ray.cluster_resources()))
     tuner = tune.Tuner(
         trainable,
         tune_config=tune.TuneConfig(max_concurrent_trials=trial_limit,
