@@ -7,8 +7,6 @@ micro-batches a step). Shared by ``test_noise_scale_callback_against_trial_e2e.p
 
 from __future__ import annotations
 
-import math
-
 VOCAB, RANK, LENGTH = 64, 8, 16
 TRAIN_ITEMS, EVAL_ITEMS = 4096, 256
 BATCH, MICRO, WORLD = 32, 4, 2
@@ -48,7 +46,8 @@ def datasets_pair():
 
 
 def ratio_of_means(grad_sq: list[float], trace_sigma: list[float]) -> float:
-    """B_simple over training as cbs-ray's report reads a trial's (``analysis.tables``): the mean tr Σ over the
-    readings divided by the mean |G|²."""
-    g, t = sum(grad_sq) / len(grad_sq), sum(trace_sigma) / len(trace_sigma)
-    return t / g if g > 0 and t > 0 else math.nan
+    """B_simple over training as cbs-ray's report reads a trial's (``analysis.tables``): ``maths.noise_scale.b_simple``
+    of the mean |G|² and the mean tr Σ over the readings."""
+    from cbs_ray.maths.noise_scale import b_simple
+
+    return b_simple(sum(grad_sq) / len(grad_sq), sum(trace_sigma) / len(trace_sigma))
