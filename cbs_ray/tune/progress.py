@@ -43,6 +43,9 @@ class _Trial:
     ending: Optional[str] = None
     reason: Optional[str] = None
     """Why a failed trial failed (the last line of its error file), for its line."""
+    said: Optional[tuple] = None
+    """(ending, samples) of the end its last line said: Tune can end a trial twice (a paused loser the halving
+    stops), and the same end is said once."""
 
     def trained(self) -> int:
         return max(0, min(self.samples, self.stop) - self.start)
@@ -99,6 +102,14 @@ class ProgressBoard:
                         else "done" if trial.samples >= trial.stop else "stopped early")
         trial.reason = reason if failed else None
         return trial.ending
+
+    def is_news(self, trial_id: str) -> bool:
+        """Whether the trial's end is not the one its last line said (and, if so, that it is said now): a second
+        end at the same samples with the same ending is not news."""
+        trial = self.trials[trial_id]
+        now = (trial.ending, trial.samples)
+        news, trial.said = trial.said != now, now
+        return news
 
     def ended_before(self, trial_id: str, batch: int, start: int, stop: int, *, samples: int,
                      value: Optional[float], diverged: bool = False, failed: bool = False) -> None:
@@ -249,9 +260,10 @@ class SearchProgress(Callback):
             self.board.started(trial.trial_id, batch, start, stop)
         lines = error_lines(trial) if failed else []
         ending = self.board.ended(trial.trial_id, failed=failed, reason=lines[-1] if lines else None)
-        if not self._is_live():
+        news = self.board.is_news(trial.trial_id)  # a loser Tune ends twice is said once
+        if news and not self._is_live():
             print(self.board.event_line(trial.trial_id), file=self._out(), flush=True)
-        elif ending == "failed":
+        elif news and ending == "failed":
             from tqdm import tqdm
 
             tqdm.write(self.board.event_line(trial.trial_id), file=self._out())

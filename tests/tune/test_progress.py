@@ -176,3 +176,26 @@ def test_a_callback_restored_by_resume_rebuilds_its_board_from_the_restored_tria
     copy.on_step_begin(0, [SimpleNamespace(trial_id="a", config={}, status="TERMINATED",
                                            last_result={"samples_seen": 1000, "accuracy": 0.9})])
     assert copy.board.counts()["done"] == 1 and copy.board.samples_before == 1000
+
+
+# ---- issue 38: a paused loser the halving stops can be ended twice by Tune (its line said twice) --------------
+
+def test_a_trial_ended_twice_at_the_same_samples_is_said_once_and_a_restart_that_trains_more_again():
+    out = io.StringIO()
+    b, _ = board()
+    progress = SearchProgress(b, lambda config: (2 ** config["log2_batch"], 0, 1000), stream=out)
+    a = _trial("a", 128)
+    progress.on_trial_start(0, [], a)
+    progress.on_trial_result(0, [], a, {"samples_seen": 250, "accuracy": 0.491})
+    progress.on_trial_complete(0, [], a)
+    progress.on_trial_start(0, [], a)  # Tune's second end of the loser, with or without a start before it
+    progress.on_trial_complete(0, [], a)
+    progress.on_trial_complete(0, [], a)
+    assert [line.split(" · ")[0] for line in out.getvalue().splitlines()] == [
+        "[0:00] trial B=128 stopped early: accuracy 0.491 at 250 samples"]
+    assert b.counts()["stopped early"] == 1 and b.counts()["running"] == 0
+    progress.on_trial_start(0, [], a)  # a real restart that trains on is news when it ends
+    progress.on_trial_result(0, [], a, {"samples_seen": 1000, "accuracy": 0.9})
+    progress.on_trial_complete(0, [], a)
+    assert out.getvalue().splitlines()[-1].startswith("[0:00] trial B=128 done: accuracy 0.9 at 1000 samples")
+    assert len(out.getvalue().splitlines()) == 2
