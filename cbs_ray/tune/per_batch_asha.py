@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Callable, Dict
+from typing import Callable, Dict, Optional
 
 from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, TrialScheduler
 
@@ -141,13 +141,15 @@ class PerBatchASHA(FIFOScheduler):
             return TrialScheduler.CONTINUE
         return {WAIT: TrialScheduler.PAUSE, STOP: TrialScheduler.STOP}.get(verdict, TrialScheduler.CONTINUE)
 
-    def _stop_losers(self, tune_controller, batch: int) -> None:
+    def _stop_losers(self, tune_controller, batch: int, *, but: Optional[str] = None) -> None:
         """Stop the losers that wait paused. One still saving to pause, or whose pause Tune has queued but not
         begun, is stopped here once paused (``choose_trial_to_run`` calls this at every step of Tune's loop):
-        Tune pauses a trial stopped while it saves all the same; one running stops at its own report."""
+        Tune pauses a trial stopped while it saves all the same; one running stops at its own report. ``but``:
+        the trial Tune is stopping now (its ``stop_trial`` calls ``on_trial_remove`` while the trial is still
+        PAUSED; stopping it again from there ended it twice: two "stopped early" lines, two searcher ends)."""
         for key in self.halving(batch).losers():
             loser = self._candidates.get(key)
-            if loser is not None and loser.status == "PAUSED":
+            if loser is not None and key != but and loser.status == "PAUSED":
                 stop_paused_trial(tune_controller, loser)
 
     def choose_trial_to_run(self, tune_controller):
@@ -204,7 +206,7 @@ class PerBatchASHA(FIFOScheduler):
         batch = self._trial_batch.pop(trial.trial_id, None)
         if batch is not None:
             self.halving(batch).ended(trial.trial_id)
-            self._stop_losers(tune_controller, batch)
+            self._stop_losers(tune_controller, batch, but=trial.trial_id)
 
     def on_trial_error(self, tune_controller, trial):
         self.on_trial_remove(tune_controller, trial)

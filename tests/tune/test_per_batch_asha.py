@@ -142,6 +142,44 @@ def test_the_halving_batch_pauses_its_candidates_at_the_rung_then_stops_the_lose
     assert s.on_trial_result(controller, other, result(2048, 0.10)) == TrialScheduler.CONTINUE  # B=32: ASHA's
 
 
+def test_a_paused_loser_is_stopped_once_when_tune_removes_it_while_still_paused():
+    """Tune 2.60's ``stop_trial`` of a PAUSED trial calls the scheduler's ``on_trial_remove`` (and the searcher's and
+    callbacks' ends) before it sets the trial TERMINATED; the halving must not stop the same trial again from
+    inside that call (it did: each paused loser was ended twice, two "stopped early" lines)."""
+    class TuneOrderController:
+        def __init__(self, trials):
+            self.trials, self.stopped = trials, []
+
+        def get_trials(self):
+            return self.trials
+
+        def stop_trial(self, t):  # Tune's order: scheduler, searcher, callbacks, then the status
+            if t.status in ("TERMINATED", "ERROR"):
+                return
+            if t.status == "PAUSED":
+                s.on_trial_remove(self, t)
+            self.stopped.append(t.trial_id)
+            t.status = "TERMINATED"
+
+        def _mark_trial_to_checkpoint(self, t):
+            pass
+
+    s = PerBatchASHA(batch_size_of, time_attr="samples_seen", max_t=8192, grace_period=2048,
+                     reduction_factor=2, metric="accuracy", mode="max", halving={16: 3}, halving_margin=0.02)
+    first, second, third = trial("a", 4), trial("b", 4), trial("c", 4)
+    controller = TuneOrderController([first, second, third])
+    for t in controller.trials:
+        t.status = "PENDING"
+        s.on_trial_add(controller, t)
+    first.status = second.status = third.status = "RUNNING"
+    assert s.on_trial_result(controller, first, result(2048, 0.70)) == TrialScheduler.PAUSE  # the prior
+    assert s.on_trial_result(controller, second, result(2048, 0.69)) == TrialScheduler.PAUSE
+    first.status = second.status = "PAUSED"
+    assert s.on_trial_result(controller, third, result(2048, 0.71)) == TrialScheduler.STOP  # leads by < 0.02
+    assert controller.stopped == ["b"]  # the paused loser, once
+    assert s.choose_trial_to_run(controller) is first and controller.stopped == ["b"]
+
+
 def test_no_halving_where_the_rung_is_not_below_the_budget():
     s = PerBatchASHA(batch_size_of, time_attr="samples_seen", max_t=2048, grace_period=2048,
                      reduction_factor=2, metric="accuracy", mode="max", halving={16: 3})
