@@ -36,7 +36,7 @@ Tasks (each built-in, offline; the built-in text enlarged to 2·D examples so th
 Tune experiments go to a temporary directory; one Ray per task, one after the other: run it under the machine's
 Ray lock (``flock /tmp/ray.lock python bench/ladder_validation.py``).
 
-    python bench/ladder_validation.py [--only lm,bert,sst2lm,sst2bert] [--protocol v2] [--keep DIR]
+    python bench/ladder_validation.py [--only lm,bert,sst2lm,sst2bert] [--protocol v2] [--set KEY=VALUE] [--keep DIR]
     python bench/ladder_validation.py --markov [--protocol v2] [--only markov,markov_far] [--seeds 10,12,14] \
         [--keep DIR]
     python bench/ladder_validation.py --judge DIR1/markov_rows.json DIR2/markov_rows.json ...
@@ -106,13 +106,14 @@ MARKOV_CRITERIA = {
 """Issue 36's success criteria, fixed before any run (and printed before the runs)."""
 
 
-def run(task: str, tmp: Path, *, seed: int | None = None, protocol: str = "v2") -> tuple[float, dict]:
+def run(task: str, tmp: Path, *, seed: int | None = None, protocol: str = "v2", extra: tuple = ()
+        ) -> tuple[float, dict]:
     space, sets = {**TASKS, **MARKOV}[task]
     if seed is not None:
         sets = [*sets, *MARKOV_PROTOCOLS[protocol]["sets"], f"search.seed={seed}"]
-    elif protocol == "v2":  # issue 36's knobs on issue 27's tasks (their default 2 seeds per batch; search.seed 0)
+    elif protocol in MARKOV_PROTOCOLS:  # issue 36's knobs on issue 27's tasks (search.seed 0)
         sets = [*sets, *MARKOV_PROTOCOLS[protocol]["sets"]]
-        task = f"{task}-s{seed}"
+    sets = [*sets, *extra]  # --set, after the protocol's: a reduction of it, said where its figures are recorded
     out = tmp / task
     argv = [sys.executable, "-m", "cbs_ray.search", "--space", space, "--set", "search.method=ladder",
             "--validate-prediction", "--set", f"storage_path={tmp / 'rr'}", "--output", str(out)]
@@ -219,6 +220,8 @@ def main() -> None:
     parser.add_argument("--markov", action="store_true", help="issue 36's validation on the markov language")
     parser.add_argument("--seeds", default=None, help="search.seed of each ladder (default: the protocol's)")
     parser.add_argument("--protocol", default="v2", choices=sorted(MARKOV_PROTOCOLS))
+    parser.add_argument("--set", dest="extra", action="append", default=[], metavar="KEY=VALUE",
+                        help="a further --set after the protocol's (e.g. a cheaper ladder.seeds), printed before the runs")
     parser.add_argument("--keep", help="write the reports under this directory instead of a temporary one")
     parser.add_argument("--judge", nargs="+", metavar="ROWS_JSON",
                         help="judge the markov_rows.json of runs made one seed at a time (--keep DIR each) "
@@ -234,18 +237,23 @@ def main() -> None:
         if not args.markov:
             if args.protocol_given:
                 print(f"PROTOCOL {args.protocol} (fixed before the runs): "
-                      f"{MARKOV_PROTOCOLS[args.protocol]['sets']}; CRITERIA: {MARKOV_CRITERIA}", flush=True)
+                      f"{MARKOV_PROTOCOLS[args.protocol]['sets']} then {args.extra}; CRITERIA: {MARKOV_CRITERIA}",
+                      flush=True)
             for task in (args.only or ",".join(TASKS)).split(","):
-                wall, summary = run(task, tmp, protocol=args.protocol if args.protocol_given else "")
+                wall, summary = run(task, tmp, protocol=args.protocol if args.protocol_given else "",
+                                    extra=tuple(args.extra))
                 report(task, wall, summary)
+                rows = [markov_row(task, 0, wall, summary)]  # judged on the same criteria where it predicts
+                (tmp / f"{task}_rows.json").write_text(json.dumps(rows, indent=1))
+                markov_verdict(rows)
             return
         protocol = MARKOV_PROTOCOLS[args.protocol]
         print(f"CRITERIA (fixed before the runs): {MARKOV_CRITERIA}; see this script's docstring", flush=True)
-        print(f"PROTOCOL {args.protocol} (fixed before the runs): {protocol}", flush=True)
+        print(f"PROTOCOL {args.protocol} (fixed before the runs): {protocol} then {args.extra}", flush=True)
         rows = []
         for setting in (args.only or ",".join(MARKOV)).split(","):
             for seed in (int(x) for x in (args.seeds or protocol["seeds"]).split(",")):
-                wall, summary = run(setting, tmp, seed=seed, protocol=args.protocol)
+                wall, summary = run(setting, tmp, seed=seed, protocol=args.protocol, extra=tuple(args.extra))
                 report(f"{setting}-s{seed}", wall, summary)
                 rows.append(markov_row(setting, seed, wall, summary))
                 (tmp / "markov_rows.json").write_text(json.dumps(rows, indent=1))
