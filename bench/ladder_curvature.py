@@ -91,19 +91,22 @@ def through_loss(s: dict, rows: list) -> None:
     guess = octave[-1][1] * (budget / octave[-1][0]) ** p
     print(f"  through the loss: B_crit = {c:.3g}·L^{k:.2f} (weighted, over the rungs); the smallest batch's loss at D "
           f"{loss_d:.4f} measured -> B_crit {c * loss_d ** k:.1f}; its last octave's power law (exponent {p:.3f}) "
-          f"gives {guess:.4f} at D -> B_crit {c * guess ** k:.1f} (|log2 err| {abs(math.log2(c * guess ** k / measured)):.2f}"
+          f"gives {guess:.4f} at D -> B_crit {c * guess ** k:.1f} "
+          f"(|log2 err| {abs(math.log2(c * guess ** k / measured)):.2f}"
           f"; measured {measured:.1f})")
     for start in (first, stop / 4, stop / 2):
         curve = fit_loss_curve([(x, v) for x, v in ref if start <= x <= stop])
         if curve is not None:
             guess = curve.loss(budget)
-            print(f"    L∞ + a·s^−p from {start:g} to {stop:g}: floor {curve.floor:.4f}, exponent {curve.exponent:.3f}; "
+            print(f"    L∞ + a·s^−p from {start:g} to {stop:g}: floor {curve.floor:.4f}, "
+                  f"exponent {curve.exponent:.3f}; "
                   f"at D {guess:.4f}" + (f" -> B_crit {c * guess ** k:.1f}" if guess > 0 else ""))
 
 
 def curved(s: dict) -> None:
     """Post hoc: log B_crit quadratic in log D over the ladder's rungs (weighted as ``fit_ladder``), its prediction at
-    D and a 90 % interval from its covariance (scaled up by √(χ²/dof) where the rungs scatter more than their errors)."""
+    D and a 90 % interval from its covariance (scaled up by √(χ²/dof) where the rungs scatter more than their
+    errors)."""
     lad, budget = s["ladder"], s["prediction"]["budget_samples"]
     used = [r for r in lad["rungs"] if r["samples_seen"] in lad["rungs_used"]]
     x = np.log([r["samples_seen"] for r in used])
@@ -119,7 +122,8 @@ def curved(s: dict) -> None:
         se = math.sqrt(at @ cov @ at) * max(1.0, math.sqrt(chi2 / (len(x) - degree - 1)))
         print(f"  log B_crit of degree {degree} in log D over the rungs: coefficients {np.round(coef, 3).tolist()} "
               f"(± {np.round(np.sqrt(np.diag(cov)), 3).tolist()}), χ² {chi2:.2f} on {len(x) - degree - 1}; at D "
-              f"{math.exp(at @ coef):.1f} (90 % {math.exp(at @ coef - 1.645 * se):.1f}–{math.exp(at @ coef + 1.645 * se):.1f})")
+              f"{math.exp(at @ coef):.1f} (90 % {math.exp(at @ coef - 1.645 * se):.1f}–"
+              f"{math.exp(at @ coef + 1.645 * se):.1f})")
 
 
 def longer(s: dict) -> None:

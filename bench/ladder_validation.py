@@ -221,7 +221,7 @@ def main() -> None:
     parser.add_argument("--seeds", default=None, help="search.seed of each ladder (default: the protocol's)")
     parser.add_argument("--protocol", default="v2", choices=sorted(MARKOV_PROTOCOLS))
     parser.add_argument("--set", dest="extra", action="append", default=[], metavar="KEY=VALUE",
-                        help="a further --set after the protocol's (e.g. a cheaper ladder.seeds), printed before the runs")
+                        help="a further --set after the protocol's (a cheaper ladder.seeds), printed before the runs")
     parser.add_argument("--keep", help="write the reports under this directory instead of a temporary one")
     parser.add_argument("--judge", nargs="+", metavar="ROWS_JSON",
                         help="judge the markov_rows.json of runs made one seed at a time (--keep DIR each) "
