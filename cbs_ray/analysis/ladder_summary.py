@@ -245,15 +245,17 @@ def _validate(full: dict, rungs: list, fit, budget: int, meta: dict, bootstrap: 
     if measured is None or not math.isfinite(measured):
         return {**out, "within_interval": None, "log2_error": None,
                 "baselines": {k: {"b_crit": v, "log2_error": None} for k, v in baselines.items()},
-                "beats_baselines": None, "b_simple_prediction": {"b_crit": simple, "log2_error": None}}
+                "beats_baselines": None, "b_simple_prediction": {"b_crit": simple, "log2_error": None},
+                "target_met": None}
     errors = {k: {"b_crit": v, "log2_error": log2_error(v, measured) if v else None} for k, v in baselines.items()}
+    b_simple = {"b_crit": simple, "log2_error": log2_error(simple, measured) if simple else None}
     if not fit.b_crit or fit.interval_90 is None:  # the prediction was refused: there is nothing to judge
         return {**out, "within_interval": None, "log2_error": None, "baselines": errors, "beats_baselines": None,
-                "target_met": None}
+                "b_simple_prediction": b_simple, "target_met": None}
     error = log2_error(fit.b_crit, measured)
     within = fit.interval_90[0] <= measured <= fit.interval_90[1]
     beats = all(e["log2_error"] is None or error < e["log2_error"] for e in errors.values())
     return {**out, "within_interval": within, "log2_error": error, "baselines": errors, "beats_baselines": beats,
-            "b_simple_prediction": {"b_crit": simple, "log2_error": log2_error(simple, measured) if simple else None},
+            "b_simple_prediction": b_simple,
             "target_met": bool(within and error is not None and error <= LOG2_TARGET and beats)}
 

@@ -150,6 +150,8 @@ def test_a_refused_prediction_is_not_judged():
     v = s.prediction_validation
     assert s.prediction["b_crit"] is None and v is not None
     assert (v["within_interval"], v["log2_error"], v["beats_baselines"], v["target_met"]) == (None, None, None, None)
+    judged = summarize_ladder(history(), META, bootstrap=100).prediction_validation
+    assert set(v) == set(judged)  # the same keys either way (a refusal once lacked b_simple_prediction)
     lines = headline(s)
     assert not any("outside the interval" in line for line in lines)
     if v["measured_b_crit"] is not None:
