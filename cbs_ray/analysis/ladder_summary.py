@@ -221,6 +221,20 @@ def _b_simple_prediction(noise: Optional[dict], budget: int) -> Optional[float]:
     return float(noise["constant"] * budget ** noise["exponent"])
 
 
+def _beyond_rungs(measured_rungs: list, stop: int, budget: int) -> dict:
+    """B_crit at every evaluation of the smallest batch from the fraction to D, read from the validation's runs as the
+    measurement at D is (they go on past the fraction), and the exponent that the growth from the fraction to D
+    implies: log(B_crit(D) / B_crit(fraction)) / log(D / fraction). Beside the rungs' power law it shows whether the
+    growth the rungs saw continues to D (issue 36: on the markov language the local exponent falls past the rungs,
+    0.72 over them against 0.575 from the fraction to D; Merrill et al. 2025, arXiv 2505.23971, find the critical
+    batch rising fast early in training, then flattening)."""
+    along = [(r.samples_seen, r.b_crit) for r in measured_rungs if stop <= r.samples_seen <= budget
+             and r.b_crit is not None and math.isfinite(r.b_crit) and r.b_crit > 0]
+    ends = (along[0], along[-1]) if along and along[0][0] == stop and along[-1][0] == budget and stop < budget else None
+    exponent = math.log(ends[1][1] / ends[0][1]) / math.log(budget / stop) if ends else None
+    return {"b_crit_beyond_rungs": [[d, b] for d, b in along], "exponent_beyond_rungs": exponent}
+
+
 def _validate(full: dict, rungs: list, fit, budget: int, meta: dict, bootstrap: int, ladder_samples: int,
               prediction: dict) -> dict:
     """The prediction against the rung at D of the full runs (each batch until it reached the smallest batch's loss
@@ -238,7 +252,8 @@ def _validate(full: dict, rungs: list, fit, budget: int, meta: dict, bootstrap: 
            "measured_censored": list(at_d.censored) if at_d else None,
            "measurement_samples": measurement,
            "samples_ratio": ladder_samples / measurement if measurement else None, "log2_target": LOG2_TARGET,
-           "measurement_cap_samples": int(meta.get("ladder_run_stop", 0)) or None}
+           "measurement_cap_samples": int(meta.get("ladder_run_stop", 0)) or None,
+           **_beyond_rungs(measured_rungs, int(meta["ladder_stop_samples"]), budget)}
     baselines = {"no_extrapolation": no_extrapolation(rungs),
                  **{f"borrowed_exponent_{g:g}": borrowed_exponent(rungs, budget, g) for g in BORROWED_EXPONENTS}}
     simple = prediction.get("b_simple_prediction")
