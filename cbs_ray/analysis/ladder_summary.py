@@ -221,6 +221,20 @@ def _b_simple_prediction(noise: Optional[dict], budget: int) -> Optional[float]:
     return float(noise["constant"] * budget ** noise["exponent"])
 
 
+def _beyond_rungs(measured_rungs: list, stop: int, budget: int) -> dict:
+    """B_crit at every evaluation of the smallest batch from the fraction to D, read from the validation's runs as the
+    measurement at D is (they go on past the fraction), and the exponent that the growth from the fraction to D
+    implies: log(B_crit(D) / B_crit(fraction)) / log(D / fraction). Beside the rungs' power law it shows whether the
+    growth the rungs saw continues to D (issue 36: on the markov language the local exponent falls past the rungs,
+    0.72 over them against 0.575 from the fraction to D; Merrill et al. 2025, arXiv 2505.23971, find the critical
+    batch rising fast early in training, then flattening)."""
+    along = [(r.samples_seen, r.b_crit) for r in measured_rungs if stop <= r.samples_seen <= budget
+             and r.b_crit is not None and math.isfinite(r.b_crit) and r.b_crit > 0]
+    ends = (along[0], along[-1]) if along and along[0][0] == stop and along[-1][0] == budget and stop < budget else None
+    exponent = math.log(ends[1][1] / ends[0][1]) / math.log(budget / stop) if ends else None
+    return {"b_crit_beyond_rungs": [[d, b] for d, b in along], "exponent_beyond_rungs": exponent}
+
+
 def _validate(full: dict, rungs: list, fit, budget: int, meta: dict, bootstrap: int, ladder_samples: int,
               prediction: dict) -> dict:
     """The prediction against the rung at D of the full runs (each batch until it reached the smallest batch's loss
@@ -238,22 +252,25 @@ def _validate(full: dict, rungs: list, fit, budget: int, meta: dict, bootstrap: 
            "measured_censored": list(at_d.censored) if at_d else None,
            "measurement_samples": measurement,
            "samples_ratio": ladder_samples / measurement if measurement else None, "log2_target": LOG2_TARGET,
-           "measurement_cap_samples": int(meta.get("ladder_run_stop", 0)) or None}
+           "measurement_cap_samples": int(meta.get("ladder_run_stop", 0)) or None,
+           **_beyond_rungs(measured_rungs, int(meta["ladder_stop_samples"]), budget)}
     baselines = {"no_extrapolation": no_extrapolation(rungs),
                  **{f"borrowed_exponent_{g:g}": borrowed_exponent(rungs, budget, g) for g in BORROWED_EXPONENTS}}
     simple = prediction.get("b_simple_prediction")
     if measured is None or not math.isfinite(measured):
         return {**out, "within_interval": None, "log2_error": None,
                 "baselines": {k: {"b_crit": v, "log2_error": None} for k, v in baselines.items()},
-                "beats_baselines": None, "b_simple_prediction": {"b_crit": simple, "log2_error": None}}
+                "beats_baselines": None, "b_simple_prediction": {"b_crit": simple, "log2_error": None},
+                "target_met": None}
     errors = {k: {"b_crit": v, "log2_error": log2_error(v, measured) if v else None} for k, v in baselines.items()}
+    b_simple = {"b_crit": simple, "log2_error": log2_error(simple, measured) if simple else None}
     if not fit.b_crit or fit.interval_90 is None:  # the prediction was refused: there is nothing to judge
         return {**out, "within_interval": None, "log2_error": None, "baselines": errors, "beats_baselines": None,
-                "target_met": None}
+                "b_simple_prediction": b_simple, "target_met": None}
     error = log2_error(fit.b_crit, measured)
     within = fit.interval_90[0] <= measured <= fit.interval_90[1]
     beats = all(e["log2_error"] is None or error < e["log2_error"] for e in errors.values())
     return {**out, "within_interval": within, "log2_error": error, "baselines": errors, "beats_baselines": beats,
-            "b_simple_prediction": {"b_crit": simple, "log2_error": log2_error(simple, measured) if simple else None},
+            "b_simple_prediction": b_simple,
             "target_met": bool(within and error is not None and error <= LOG2_TARGET and beats)}
 

@@ -94,6 +94,10 @@ def headline(summary: LadderSummary) -> list[str]:
             if simple.get("b_crit"):
                 lines.append(f"Beside it: B_simple along the same runs would have predicted {simple['b_crit']:.3g} "
                              f"(|log2 error| {simple['log2_error']:.2f})")
+        if v.get("exponent_beyond_rungs") is not None and summary.ladder["exponent"] is not None:
+            lines.append(f"Beyond the rungs: B_crit grew as D^{v['exponent_beyond_rungs']:.3g} from "
+                         f"{summary.ladder['fraction_samples']} samples to D (the rungs' power law: "
+                         f"D^{summary.ladder['exponent']:.3g})")
     return lines
 
 

@@ -150,6 +150,8 @@ def test_a_refused_prediction_is_not_judged():
     v = s.prediction_validation
     assert s.prediction["b_crit"] is None and v is not None
     assert (v["within_interval"], v["log2_error"], v["beats_baselines"], v["target_met"]) == (None, None, None, None)
+    judged = summarize_ladder(history(), META, bootstrap=100).prediction_validation
+    assert set(v) == set(judged)  # the same keys either way (a refusal once lacked b_simple_prediction)
     lines = headline(s)
     assert not any("outside the interval" in line for line in lines)
     if v["measured_b_crit"] is not None:
@@ -172,3 +174,18 @@ def test_lr_weighted_steps_count_every_rung_and_the_measurement_the_same_way():
     assert s.ladder["rungs"][-1]["steps_by_batch"]["8"] == 2048 / 8 - 12.5
     assert s.prediction_validation["measured_b_crit"] != plain.prediction_validation["measured_b_crit"]
     assert "ladder.step_count lr_weighted" in headline(s)[0] and "step_count" not in headline(plain)[0]
+
+
+def test_the_growth_beyond_the_rungs_is_read_from_the_validation_runs():
+    # Issue 36's open question: does the growth the rungs saw go on to D? The validation's runs answer every
+    # evaluation of the smallest batch from the fraction (2048) to D (8192): here 2·D^0.5 at each, exponent 0.5.
+    s = summarize_ladder(history(), META, bootstrap=100)
+    v = s.prediction_validation
+    assert [d for d, _ in v["b_crit_beyond_rungs"]] == [2048, 4096, 8192]
+    assert [b for _, b in v["b_crit_beyond_rungs"]] == pytest.approx([2 * d ** 0.5 for d in (2048, 4096, 8192)],
+                                                                     rel=0.03)
+    assert v["exponent_beyond_rungs"] == pytest.approx(0.5, abs=0.03)
+    assert any(line.startswith("Beyond the rungs: B_crit grew as D^0.4") or
+               line.startswith("Beyond the rungs: B_crit grew as D^0.5") for line in headline(s))
+    flat = summarize_ladder(history(gamma=0.0, c=40.0, noise=0.002), META, bootstrap=100).prediction_validation
+    assert flat["exponent_beyond_rungs"] == pytest.approx(0.0, abs=0.1)
