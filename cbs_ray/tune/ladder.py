@@ -15,20 +15,18 @@ from typing import TYPE_CHECKING
 
 from cbs_ray.analysis.ladder_stop import LadderStop
 from cbs_ray.records.meta import ExperimentMeta
-from cbs_ray.records.storage import ReportError, first_error, load_history
 from cbs_ray.spec.ladder_section import MIN_RUNG_SPAN, Ladder, resolve_ladder
-from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import ladder_configs, ladder_plan
 from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.tune.prepare import Prepared
-from cbs_ray.tune.search_method import MethodAnswer, Reading, check_batches_fit
+from cbs_ray.tune.search_method import check_batches_fit
 
 if TYPE_CHECKING:  # the plan (a --dry-run) loads none of Ray's machinery, pandas nor matplotlib: imported where used
     from cbs_ray.tune.driver import Stages
     from cbs_ray.tune.result import SearchResult
 
-__all__ = ["METHOD", "LadderMethod", "ladder_answer", "ladder_plan_lines", "ladder_plans", "resolved_ladder",
+__all__ = ["METHOD", "LadderMethod", "ladder_plan_lines", "ladder_plans", "resolved_ladder",
            "run_ladder_search"]
 
 
@@ -104,8 +102,6 @@ class LadderMethod:
     """``search.method: ladder`` (``tune.search_method.SearchMethod``)."""
 
     name = "ladder"
-    described = "a ladder"
-    report_flags = ()
 
     def plan_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
         return ladder_plan_lines(spec, resolved_ladder(spec, prepared))
@@ -127,45 +123,6 @@ class LadderMethod:
     def resume(self, spec: SearchSpec, path: str, meta: ExperimentMeta, stages: Stages) -> None:
         """Its unfinished runs from their checkpoints."""
         stages.tune(meta=meta, restore=path, plans=ladder_plans(resolved_ladder(spec, stages.prepared)))
-
-    def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
-                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
-        """The ladder's summary of the experiment at ``path``, with branch mode's schedule for the same spec where
-        one is beside it (``report.same_spec``)."""
-        from cbs_ray.analysis.ladder_summary import summarize_ladder
-        from cbs_ray.report.ladder import headline
-        from cbs_ray.report.same_spec import same_spec_schedule
-
-        stored = meta or ExperimentMeta.read(path)
-        spec_from_dict(stored.spec)  # the experiment's spec still validates
-        history = load_history(path)
-        if history.empty:
-            raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
-        summary = summarize_ladder(history, {**stored.to_dict(), "experiment_path": path},
-                                   schedule=same_spec_schedule(path, stored))
-        return Reading(summary, history, tuple(headline(summary)), ladder_answer(summary))
-
-    def render(self, reading: Reading, out: Path) -> Path:
-        from cbs_ray.report.ladder import write_ladder_report
-
-        return write_ladder_report(reading.summary, reading.history, out)
-
-    def run_lines(self, reading: Reading) -> list[str]:
-        return []
-
-    def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
-        return [f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})"]
-
-
-def ladder_answer(summary) -> Optional[MethodAnswer]:
-    """The batch the ladder recommends at the full budget (its prediction), None where it refused."""
-    prediction = summary.prediction or {}
-    batch = prediction.get("batch_size")
-    if batch is None:
-        return None
-    b_crit = prediction.get("b_crit")
-    return MethodAnswer(int(batch), None, f"recommended batch {batch} at {prediction.get('budget_samples')} samples"
-                        + (f" (predicted B_crit {b_crit:.3g})" if b_crit is not None else ""))
 
 
 def run_ladder_search(spec: SearchSpec, prepared: Prepared, *, probe: Optional[SearchSpec] = None, out: Path,
