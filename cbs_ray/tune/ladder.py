@@ -1,23 +1,23 @@
 """The ladder on Ray (``search.method: ladder``): every (batch, seed) run as a trial of one Tune experiment
 (``<name>-ladder-<date>-<time>``), a plain grid with no ASHA and no TPE (each run's whole curve is the
-measurement), then the ladder's summary and report. The pure parts are ``spec.ladder_section``,
-``train.run_plan.ladder_plan`` and ``analysis.ladder_summary``; this module only starts runs and reads them.
-Its ``METHOD`` is its entry in ``tune.api.METHODS``.
+measurement), then the ladder's summary and report. The pure parts are ``spec.ladder_section`` (the section and
+its rule), ``analysis.ladder_summary`` and ``report.ladder`` (the report steps); this module holds what each run
+trains (``ladder_plan``: a ``train.run_plan.RunPlan``, so that ``train`` knows no method's plan) and starts the
+runs. Its ``METHOD`` is its entry in ``tune.api.method_named``.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from cbs_ray.analysis.ladder_stop import LadderStop
+from cbs_ray.maths.budget import optimizer_steps
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.spec.ladder_section import MIN_RUNG_SPAN, Ladder, resolve_ladder
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.train.run_plan import ladder_configs, ladder_plan
+from cbs_ray.train.run_plan import RunPlan
 from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.search_method import check_batches_fit
@@ -26,8 +26,8 @@ if TYPE_CHECKING:  # the plan (a --dry-run) loads none of Ray's machinery, panda
     from cbs_ray.tune.driver import Stages
     from cbs_ray.tune.result import SearchResult
 
-__all__ = ["METHOD", "LadderMethod", "ladder_plan_lines", "ladder_plans", "resolved_ladder",
-           "run_ladder_search"]
+__all__ = ["METHOD", "LadderMethod", "ladder_configs", "ladder_plan", "ladder_plan_lines", "ladder_plans",
+           "resolved_ladder", "run_ladder_search"]
 
 
 def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
@@ -83,8 +83,28 @@ class LadderStopper:
         return False
 
 
+def ladder_plan(ladder: Ladder, batch: int, stop_samples: int, seed_offset: int = 0) -> RunPlan:
+    """A ladder run's plan (a ``train.run_plan.RunPlan`` of ``spec.ladder_section``'s ``Ladder``): ``batch`` from 0
+    to ``stop_samples`` at the alpha rule's LR, constant after its warmup, evaluating at the ladder's geometric points
+    up to the stop (the stopper may end it sooner: ``analysis.ladder_stop``), with the average of its iterates where
+    ``ladder.reading`` is ``ewa``."""
+    steps = optimizer_steps(stop_samples, batch)
+    return RunPlan(role=None, lr_batch=batch, batch_schedule=((0, batch),), start_samples=0, stop_samples=stop_samples,
+                   report_at=tuple(e for e in ladder.evaluations if e <= stop_samples), alpha=ladder.alpha,
+                   lr_peak=ladder.peak_lr(batch), lr_warmup_steps=ladder.warmup_steps(batch), lr_total_steps=steps,
+                   lr_decay="constant", averages_iterates=ladder.reading == "ewa", seed_offset=seed_offset,
+                   warmup_fraction=ladder.warmup_fraction)
+
+
+def ladder_configs(ladder: Ladder) -> list[dict]:
+    """One Tune config per (batch, seed) of the ladder, each stopping at ``ladder.run_stop``."""
+    return [{"log2_batch": batch.bit_length() - 1, "alpha": ladder.alpha, "warmup_fraction": ladder.warmup_fraction,
+             "seed_offset": seed, "ladder_stop_samples": ladder.run_stop}
+            for batch in ladder.batches for seed in range(ladder.seeds)]
+
+
 def ladder_plans(ld: Ladder) -> PresetPlans:
-    """Every (batch, seed) run (``run_plan.ladder_configs``) with its plan (``run_plan.ladder_plan``)."""
+    """Every (batch, seed) run (``ladder_configs``) with its plan (``ladder_plan``)."""
     return PresetPlans.of(ladder_configs(ld), lambda point: ladder_plan(
         ld, 2 ** int(point["log2_batch"]), int(point["ladder_stop_samples"]), int(point["seed_offset"])))
 
