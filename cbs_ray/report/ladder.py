@@ -241,7 +241,7 @@ class LadderReport:
 def ladder_answer(summary: LadderSummary) -> Optional[MethodAnswer]:
     """The batch the ladder recommends at the full budget (its prediction), None where it refused."""
     prediction = summary.prediction or {}
-    batch = prediction.get("batch_size")
+    batch = prediction.get(Column.batch_size)
     if batch is None:
         return None
     b_crit = prediction.get("b_crit")
