@@ -2,20 +2,21 @@
 ``cbs-ray report`` (also ``python -m cbs_ray.report``: rebuild a report from an experiment directory) and
 ``cbs-ray schema`` (the spec's JSON Schema). They parse, call the Python API, and turn a bad input into one
 line and a non-zero exit: 2 for a bad spec or argument, 1 for a run that has nothing to report, 130 for
-Ctrl-C."""
+Ctrl-C. The report command is ``report.command.report_main``, the one ``python -m cbs_ray.report`` runs; the
+parsing both faces share is ``spec.command_line``'s."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
-from cbs_ray.records.columns import MissingColumnError
 from cbs_ray.records.names import resume_command
-from cbs_ray.records.storage import META_FILE, ReportError
+from cbs_ray.records.storage import ReportError
+from cbs_ray.report.command import report_main
+from cbs_ray.spec.command_line import OneLineParser, check_output_arg, unforeseen_error
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
 
@@ -23,40 +24,6 @@ __all__ = ["OneLineParser", "unforeseen_error", "main", "search_main", "report_m
            "parse_search_args"]
 
 SEARCH_DESCRIPTION = "Run a critical-batch search: cbs-ray search [--space FILE] [--set key=value ...]"
-REPORT_DESCRIPTION = ("The report: cbs-ray report EXPERIMENT_DIR [--output DIR] [--tolerance 0.01] "
-                      "[--target VALUE]")
-MAX_PATH_CHARS = 4096
-"""Linux's PATH_MAX: a longer ``--output`` cannot be a folder."""
-
-
-def check_output_arg(output: str | None) -> None:
-    """``--output`` can name a folder at all (no NUL, no name over 255 bytes, no path over PATH_MAX): a
-    ``SpecError`` before anything starts, instead of an ``OSError`` or ``ValueError`` from deep inside."""
-    if output is None:
-        return
-    if "\x00" in output:
-        raise SpecError("--output: contains a NUL character")
-    too_long = len(output.encode()) > MAX_PATH_CHARS or any(len(part.encode()) > 255 for part in output.split("/"))
-    if too_long:
-        raise SpecError(f"--output: {output[:60]!r}... is longer than a path can be ({MAX_PATH_CHARS} bytes, "
-                        "255 a folder name)")
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports a usage error in one line (exit code 2) instead of the whole usage."""
-
-    def error(self, message):
-        self.exit(2, f"error: {message} (see --help)\n")
-
-
-def unforeseen_error(e: Exception) -> int:
-    """A failure neither command line foresaw: one line and exit code 1, the traceback on request
-    (CBS_RAY_DEBUG=1 re-raises it). Call inside the ``except`` block."""
-    if os.environ.get("CBS_RAY_DEBUG"):
-        raise e
-    print(f"error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
-          "(set CBS_RAY_DEBUG=1 for the traceback)", file=sys.stderr)
-    return 1
 
 
 # ---- python -m cbs_ray.search ----------------------------------------------------------------------
@@ -153,53 +120,6 @@ def search_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.se
         again = resume_command(path) if path else "cbs-ray search --resume EXPERIMENT_DIR"
         print(f"interrupted: finished trials and checkpoints are kept; continue with: {again}", file=sys.stderr)
         return 130
-
-
-# ---- python -m cbs_ray.report ----------------------------------------------------------------------
-
-def report_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.report") -> int:
-    parser = OneLineParser(prog=prog, description=REPORT_DESCRIPTION)
-    parser.add_argument("experiment_dir", help="the Tune experiment directory a search wrote")
-    parser.add_argument("--output", help="where to write the report (default: ./cbs_results/<name>, "
-                                         "<name>-branch or <name>-ladder for those methods)")
-    parser.add_argument("--tolerance", type=float, help="turning-point tolerance (relative; default from the spec)")
-    parser.add_argument("--target", type=float, help="target metric for the tradeoff and the 20%% rule")
-    parser.add_argument("--turning-point", choices=["monotone", "raw"],
-                        help="read the turning point off the monotone fit or the raw bests (default from the spec)")
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:
-        return 2 if e.code else 0
-    try:
-        check_output_arg(args.output)
-    except SpecError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if args.tolerance is not None and not 0 <= args.tolerance < 1:
-        print(f"error: --tolerance: must be in [0, 1), got {args.tolerance}", file=sys.stderr)
-        return 2
-
-    from cbs_ray.tune import api  # (as above: the report's usage errors answer before Ray and torch load)
-
-    if args.target is not None and not math.isfinite(args.target):
-        print(f"error: --target: must be a finite number, got {args.target}", file=sys.stderr)
-        return 2
-    try:
-        api.report_experiment(args.experiment_dir, output_dir=args.output, tolerance=args.tolerance,
-                              target=args.target, turning_fit=args.turning_point)
-    except (ReportError, MissingColumnError) as e:  # a history without a column the report needs names it
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except (KeyError, TypeError, ValueError, RecursionError) as e:  # metadata of the wrong shape (ladder_batches: "lots")
-        if os.environ.get("CBS_RAY_DEBUG"):
-            raise
-        said = str(e).splitlines()[0] if str(e) else ""
-        print(f"error: {args.experiment_dir}: cannot be reported: {type(e).__name__}: {said[:200]} (its "
-              f"{META_FILE} or results are not what cbs-ray writes; CBS_RAY_DEBUG=1 for the traceback)", file=sys.stderr)
-        return 2
-    except Exception as e:
-        return unforeseen_error(e)
-    return 0
 
 
 # ---- cbs-ray schema --------------------------------------------------------------------------------

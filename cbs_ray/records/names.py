@@ -7,11 +7,16 @@ import shlex
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["NAME_MAX_CHARS", "REPORT_SUFFIX", "name_problem", "default_report_dir", "resume_command"]
+__all__ = ["NAME_MAX_CHARS", "REPORT_SUFFIX", "name_problem", "default_report_dir", "resume_command", "TRUNK_DONE"]
 
 NAME_MAX_CHARS = 100
 """The longest experiment name: it becomes one directory name (``./cbs_results/<name>``) and, with the date and
 time, a Tune experiment directory; 100 leaves room under every filesystem's 255-byte limit on one name."""
+
+TRUNK_DONE = "trunk_done"
+"""The marker a branch-mode trunk writes into its checkpoint directory when it ends (finished or diverged; "failed"
+inside when Tune gave up on it): a branch waiting for a checkpoint that is still not there then fails at once
+instead of waiting forever, and the report tells a trunk that failed for good."""
 
 REPORT_SUFFIX = {"scratch": "", "branch": "-branch", "ladder": "-ladder"}
 """The default report folder of each search method, after the name: ``./cbs_results/<name><suffix>``, so that

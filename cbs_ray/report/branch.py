@@ -23,17 +23,24 @@ import pandas as pd
 
 from cbs_ray.analysis.answer import bound_text
 from cbs_ray.analysis.branch_points import CbsPoint
-from cbs_ray.analysis.branch_schedule import schedule_in_tokens, schedule_steps, schedule_total_steps
-from cbs_ray.analysis.branch_summary import BranchSummary
+from cbs_ray.analysis.branch_summary import BranchSummary, summarize_branches
 from cbs_ray.maths.critical_batch import LOWER, UPPER
 from cbs_ray.records.columns import Column
+from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.records.names import TRUNK_DONE
+from cbs_ray.records.storage import ReportError, failed_trials, first_error
 from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import save_figure  # (sets matplotlib's Agg backend)
+from cbs_ray.report.reading import MethodAnswer, Reading
+from cbs_ray.report.same_spec import branch_history
 from cbs_ray.report.text import markdown_table, html_answer_box, html_table
+from cbs_ray.report.trainer_snippets import trainer_snippets
+from cbs_ray.spec.load import spec_from_dict
 
 __all__ = ["FRONTIER_PLOT", "PLOT", "cbs_over_training_plot", "frontier_plot", "headline", "loss_rows", "paired_rows",
-           "render_html", "render_markdown", "trainer_snippets", "write_branch_report"]
+           "render_html", "render_markdown", "write_branch_report", "BranchReport", "REPORT", "TrunkFailed",
+           "branch_answer", "failed_roles", "trunk_lost"]
 
 PLOT = "cbs_over_training"
 FRONTIER_PLOT = "schedule_frontier"
@@ -144,87 +151,6 @@ def headline(summary: BranchSummary) -> list[str]:
     lines.append(_b_simple_line(summary))
     lines.append(_cost_line(summary))
     return lines
-
-
-# ---- trainer snippets -------------------------------------------------------------------------------------
-
-def _olmo_core(summary: BranchSummary) -> str:
-    if summary.tokens_per_sample:
-        pairs = schedule_in_tokens(summary.batch_size_schedule, summary.tokens_per_sample)
-        sizes = ", ".join(str(b) for _, b in pairs)
-        starts = ", ".join(f"Duration.tokens({s})" for s, _ in pairs)
-    else:
-        sizes = ", ".join(f"{b} * SEQUENCE_LENGTH" for _, b in summary.batch_size_schedule)
-        starts = ", ".join(f"Duration.tokens({s} * SEQUENCE_LENGTH)" if s else "Duration.tokens(0)"
-                           for s, _ in summary.batch_size_schedule)
-    return ("from olmo_core.train import Duration\n"
-            "from olmo_core.train.callbacks import BatchSizeSchedulerCallback\n\n"
-            "# global batch sizes in tokens; OLMo-core multiplies the LR by sqrt(new / old) at each change\n"
-            "# (the alpha = 0.5 rule); the LR scheduler must count in tokens (units: tokens, or t_max)\n"
-            "# so that the schedule's shape does not move when the batch changes\n"
-            "trainer_config = trainer_config.with_callback(\n"
-            "    \"batchwup\",\n"
-            "    BatchSizeSchedulerCallback(\n"
-            f"        batch_sizes=[{sizes}],\n"
-            f"        schedule=[{starts}],\n"
-            "    ),\n)\n")
-
-
-def _levanter(summary: BranchSummary) -> str:
-    steps = schedule_steps(summary.batch_size_schedule)
-    total = schedule_total_steps(summary.batch_size_schedule, summary.budget_samples)
-    lines = ["trainer:", f"  num_train_steps: {total}  # the budget, {summary.budget_samples} sequences, under this "
-             "schedule", "  train_batch_size:"]
-    for (step, batch), (samples, _) in zip(steps, summary.batch_size_schedule):
-        lines += [f"    - start: {step}  # optimizer step; {samples} sequences seen", f"      value: {batch}"]
-    return "\n".join(lines) + "\n"
-
-
-def _megatron(summary: BranchSummary) -> tuple[str, str]:
-    """The flags and what they say. Megatron-LM's ``--step-batch-size-schedule "THRESHOLD:BATCH …"``
-    (NVIDIA/Megatron-LM#3779, #4411; it replaced ``--rampup-batch-size``) writes the doubling schedule exactly:
-    thresholds in tokens when ``--seq-length`` is given, in samples otherwise; batches in sequences."""
-    schedule, budget, tokens = summary.batch_size_schedule, summary.budget_samples, summary.tokens_per_sample
-    steps = " ".join(f"{int(s) * tokens if tokens else int(s)}:{int(b)}" for s, b in schedule)
-    length = f" --seq-length {tokens}" if tokens else ""
-    flags = f"--step-batch-size-schedule \"{steps}\" --train-samples {budget}{length}\n"
-    note = (("Thresholds in tokens (with --seq-length), " if tokens else
-             "Thresholds in samples (no --seq-length given; with it they would be read as tokens), ")
-            + "batch sizes in sequences. Megatron does not rescale the LR with the batch: multiply it by "
-            f"{2 ** (summary.schedule_alpha or 0.5):.3g} at each doubling yourself, the rule the branches measured.")
-    return flags, note
-
-
-def _integrations(summary: BranchSummary) -> str:
-    return ("from cbs_ray.integrations import BatchSizeSchedule\n"
-            "from cbs_ray.integrations.hf import BatchSizeScheduleCallback, training_arguments\n\n"
-            "schedule = BatchSizeSchedule.from_summary(\"summary.json\")  # this report's schedule, alpha "
-            f"{summary.schedule_alpha or 0.5:g}\n"
-            "args = TrainingArguments(..., **training_arguments(schedule, per_device_train_batch_size=MICRO))\n"
-            "trainer = Trainer(..., args=args, callbacks=[BatchSizeScheduleCallback(schedule)])\n")
-
-
-def trainer_snippets(summary: BranchSummary) -> dict[str, tuple[str, str, str]]:
-    """{trainer: (language, snippet, note)} for the recommended schedule."""
-    flags, note = _megatron(summary)
-    tokens = summary.tokens_per_sample
-    return {
-        "OLMo-core (BatchSizeSchedulerCallback)": (
-            "python", _olmo_core(summary),
-            "Batch sizes and switch points in tokens" + (f" ({tokens} tokens a sequence)." if tokens else
-                                                         ": set SEQUENCE_LENGTH to your sequence length.")
-            + " Each change must be an integer factor (a doubling is)."),
-        "Levanter (trainer.train_batch_size)": (
-            "yaml", _levanter(summary),
-            "Levanter's schedule is in optimizer steps: each start is the step at which the schedule has seen the "
-            "switch point's sequences. Scale the learning rate yourself if it should follow the batch."),
-        "Megatron-LM (--step-batch-size-schedule)": ("bash", flags, note),
-        "HF Trainer, Lightning or a PyTorch loop (cbs_ray.integrations)": (
-            "python", _integrations(summary),
-            "Reads this report's summary.json: batches by gradient accumulation at a fixed micro-batch, the LR × "
-            f"{2 ** (summary.schedule_alpha or 0.5):.3g} per doubling on top of the trainer's own schedule. Lightning "
-            "and plain loops, and the in-run noise scale: docs/integrations.md."),
-    }
 
 
 # ---- the plot ------------------------------------------------------------------------------------------
@@ -506,3 +432,96 @@ def write_branch_report(summary: BranchSummary, history: pd.DataFrame, directory
         page = directory / "report.html"
         page.write_text(render_html(summary, plot, frontier))
     return page
+
+
+# ---- the method's report steps (``report.reading.MethodReport``) ------------------------------------------
+
+class BranchReport:
+    """``search.method: branch``: the branch summary of an experiment and its schedule run, and its report."""
+
+    name = "branch"
+    described = "a branch search"
+    report_flags = ("--tolerance",)
+
+    def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
+                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
+        """The branch summary of the experiment at ``path`` and its schedule run; ``tolerance`` reads CBS(t) at
+        another tolerance than the spec's."""
+        meta = meta or ExperimentMeta.read(path)
+        spec_from_dict(meta.spec)  # the experiment's spec still validates
+        recorded = {**meta.to_dict(), "experiment_path": path}
+        if tolerance is not None:
+            recorded["tolerance"] = tolerance
+        history, schedule_path = branch_history(path, recorded.get("schedule_experiment"))
+        if history.empty:
+            raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
+        summary = summarize_branches(history, recorded)
+        return Reading(summary, history, tuple(headline(summary)), branch_answer(summary),
+                       extras={"schedule_experiment_path": schedule_path, "experiment_path": path,
+                               "checkpoint_dir": recorded.get("checkpoint_dir"),
+                               "budget_samples": int(recorded["budget_samples"])})
+
+    def render(self, reading: Reading, out: Path) -> Path:
+        """The branch report; a trunk that failed for good ends here in one line (``TrunkFailed``), the report
+        written but no schedule recommended."""
+        page = write_branch_report(reading.summary, reading.history, out)
+        path = reading.extras["experiment_path"]
+        lost = trunk_lost(reading.history, failed_roles(path, reading.extras["checkpoint_dir"]),
+                          reading.extras["budget_samples"])
+        if lost is not None:  # no schedule can be read from branches that never had their checkpoints
+            raise TrunkFailed(f"branch: the trunk (B={reading.summary.trunk[Column.batch_size]}) failed for good at "
+                              f"{lost} samples{first_error(path)}; no schedule is recommended (what was measured: "
+                              f"{page})")
+        return page
+
+    def run_lines(self, reading: Reading) -> list[str]:
+        return []
+
+    def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
+        return [f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})"]
+
+
+class TrunkFailed(ReportError):
+    """The trunk of a branch search failed for good (``resources.max_failures`` spent): the search ends with one
+    line and a non-zero exit, its report written but no schedule recommended (issue 40 row 6)."""
+
+
+def trunk_lost(history, failed_roles: set, budget_samples: int) -> Optional[int]:
+    """The samples the trunk had trained when it failed for good, or None when it did not: a trunk among the
+    failed trials (``failed_roles``: an error file or Tune's ERROR; a killed actor's trial stays "running" in
+    Tune's saved state) that never reached the budget (one restarted after a failure and finished did)."""
+    trunk = history[history[Column.role] == "trunk"] if Column.role in history else history.iloc[:0]
+    failed_flag = Column.failed in trunk and trunk[Column.failed].astype(bool).any()
+    trained = int(trunk[Column.samples_seen].max()) if len(trunk) else 0
+    if ("trunk" in failed_roles or failed_flag) and trained < budget_samples:
+        return trained
+    return None
+
+
+def failed_roles(path: str, checkpoint_dir: Optional[str]) -> set:
+    """The roles of the trials that failed: ``trunk`` where the trunk's end marker says ``failed`` (written by
+    ``tune.trunk_watch`` when Tune gives up on it; Tune's saved state still calls a killed trial running), and
+    the roles of the trials with an error file."""
+    roles = {(t.config or {}).get("role") for t in failed_trials(path)[0]}
+    marker = Path(checkpoint_dir or "", TRUNK_DONE)
+    if checkpoint_dir and "://" not in checkpoint_dir and marker.is_file() and \
+            marker.read_text().strip() == "failed":
+        roles.add("trunk")
+    return roles
+
+
+def branch_answer(summary) -> Optional[MethodAnswer]:
+    """The answer branch mode stands behind: CBS(t) at the latest checkpoint that could tell (resolvable), else at
+    the latest one read, with its bound; None where no checkpoint was read."""
+    points = list(summary.critical_batch_over_training)
+    if not points:
+        return None
+    point = next((p for p in reversed(points) if p.resolvable), points[-1])
+    unit = "tokens" if summary.tokens_per_sample else "samples"
+    at = point.tokens_seen if summary.tokens_per_sample and point.tokens_seen else point.samples_seen
+    return MethodAnswer(point.batch_size, point.bound, f"critical batch {bound_text(point.batch_size, point.bound)} "
+                        f"at {at} {unit}" + ("" if point.resolvable else " (not resolvable)"))
+
+
+REPORT = BranchReport()
+"""Its entry in ``report.methods.REPORTS``."""

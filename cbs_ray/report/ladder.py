@@ -1,7 +1,8 @@
 """The ladder's report: ``summary.json``, ``history.csv``, the log–log plot ``ladder.png`` (B_crit at each rung
 with its interval, the fitted power law, its extrapolation to the full budget with the 90 % band, the
 measurement there when validated, and for reference what closed-form laws give), ``report.md`` and a
-self-contained ``report.html``, from an ``analysis.ladder_summary.LadderSummary``. Needs no cluster.
+self-contained ``report.html``, from an ``analysis.ladder_summary.LadderSummary``; and the method's report steps
+(``LadderReport``: ``report.methods`` holds it). Needs no cluster.
 """
 
 from __future__ import annotations
@@ -9,18 +10,24 @@ from __future__ import annotations
 import base64
 import html
 from pathlib import Path
+from typing import Optional
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from cbs_ray.analysis.ladder_summary import LOG2_TARGET, LadderSummary
+from cbs_ray.analysis.ladder_summary import LOG2_TARGET, LadderSummary, summarize_ladder
 from cbs_ray.records.columns import Column
+from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.records.storage import ReportError, first_error, load_history
 from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import save_figure  # (sets matplotlib's Agg backend)
+from cbs_ray.report.reading import MethodAnswer, Reading
+from cbs_ray.report.same_spec import same_spec_schedule
 from cbs_ray.report.text import markdown_table, html_answer_box, html_table
+from cbs_ray.spec.load import spec_from_dict
 
-__all__ = ["PLOT", "headline", "ladder_plot", "write_ladder_report"]
+__all__ = ["PLOT", "headline", "ladder_plot", "write_ladder_report", "LadderReport", "REPORT", "ladder_answer"]
 
 PLOT = "ladder"
 
@@ -201,3 +208,50 @@ def write_ladder_report(summary: LadderSummary, history: pd.DataFrame, directory
         page = directory / "report.html"
         page.write_text(_html(summary, plot))
     return page
+
+
+# ---- the method's report steps (``report.reading.MethodReport``) ------------------------------------------
+
+class LadderReport:
+    """``search.method: ladder``: the ladder's summary of an experiment, and its report."""
+
+    name = "ladder"
+    described = "a ladder"
+    report_flags = ()
+
+    def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
+                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
+        """The ladder's summary of the experiment at ``path``, with branch mode's schedule for the same spec where
+        one is beside it (``report.same_spec``)."""
+        stored = meta or ExperimentMeta.read(path)
+        spec_from_dict(stored.spec)  # the experiment's spec still validates
+        history = load_history(path)
+        if history.empty:
+            raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
+        summary = summarize_ladder(history, {**stored.to_dict(), "experiment_path": path},
+                                   schedule=same_spec_schedule(path, stored))
+        return Reading(summary, history, tuple(headline(summary)), ladder_answer(summary))
+
+    def render(self, reading: Reading, out: Path) -> Path:
+        return write_ladder_report(reading.summary, reading.history, out)
+
+    def run_lines(self, reading: Reading) -> list[str]:
+        return []
+
+    def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
+        return [f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})"]
+
+
+def ladder_answer(summary: LadderSummary) -> Optional[MethodAnswer]:
+    """The batch the ladder recommends at the full budget (its prediction), None where it refused."""
+    prediction = summary.prediction or {}
+    batch = prediction.get(Column.batch_size)
+    if batch is None:
+        return None
+    b_crit = prediction.get("b_crit")
+    return MethodAnswer(int(batch), None, f"recommended batch {batch} at {prediction.get('budget_samples')} samples"
+                        + (f" (predicted B_crit {b_crit:.3g})" if b_crit is not None else ""))
+
+
+REPORT = LadderReport()
+"""Its entry in ``report.methods.REPORTS``."""

@@ -4,7 +4,7 @@
 Reads only what Tune persisted (through ``records.storage``; no cluster needed), so it works on finished,
 partially finished, still running and resumed experiments; the search runs it at the end. Writes
 ``summary.json``, ``trials.csv``, ``history.csv``, the PNG plots, ``report.md`` and a self-contained
-``report.html`` (images embedded).
+``report.html`` (images embedded). ``ScratchReport`` is the method's report steps (``report.methods`` holds it).
 """
 
 from __future__ import annotations
@@ -23,12 +23,15 @@ from cbs_ray.records.columns import Column
 
 # ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as
 # they were this module's before.
+from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import ReportError, first_error, load_history, read_meta
 from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import render_html, render_markdown
 from cbs_ray.report.plots import all_plots
+from cbs_ray.report.reading import Reading
+from cbs_ray.report.text import headline
 
-__all__ = ["Report", "analyze", "seeded_configurations"]
+__all__ = ["Report", "analyze", "seeded_configurations", "ScratchReport", "REPORT"]
 
 
 @dataclass
@@ -112,3 +115,38 @@ def analyze(source, *, tolerance: Optional[float] = None, target: Optional[float
                         seeds=seeded_configurations(spec, history[Column.batch_size].unique()))
     summary = replace(summary, experiment_path=experiment, name=meta.get("name"), spec=meta.get("spec"))
     return Report(summary, history, experiment)
+
+
+class ScratchReport:
+    """``search.method: scratch``: the report rebuilt from what Tune stored (``report.reading.MethodReport``)."""
+
+    name = "scratch"
+    described = "a from-scratch search"
+    report_flags = ("--tolerance", "--target", "--turning-point")
+
+    def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
+                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
+        """``analyze`` (where ``meta`` cannot be read its report says why)."""
+        rebuilt = analyze(path, tolerance=tolerance, target=target, turning_fit=turning_fit)
+        summary = rebuilt.summary
+        return Reading(summary, rebuilt.history, tuple(headline(summary)), summary.answer, source=rebuilt)
+
+    def render(self, reading: Reading, out: Path) -> Path:
+        return reading.source.write(out)
+
+    def run_lines(self, reading: Reading) -> list[str]:
+        """The best metric per batch size at the full budget, as a table."""
+        summary = reading.summary
+        metric, per_batch = summary.metric, pd.DataFrame(summary.per_batch)
+        cols = [c for c in ["batch_size", "trials", "completed", "stopped", "diverged", f"best_{metric}",
+                            f"dev_{metric}", "alpha", "warmup_fraction", "peak_lr", "steps_to_target", "wall_time_s"]
+                if c in per_batch]
+        return ["\nBest metric per batch size at the full budget:",
+                per_batch[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}")]
+
+    def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
+        return [f"Report: {page.resolve()}"]
+
+
+REPORT = ScratchReport()
+"""Its entry in ``report.methods.REPORTS``."""

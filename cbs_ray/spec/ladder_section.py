@@ -1,6 +1,7 @@
-"""The ``ladder:`` section resolved against the budget (``search.method: ladder``): the batches, the seeds, the
-LR rule, where each run stops and evaluates, all in samples (``Ladder``). Pure: what one run trains is
-``train.run_plan.ladder_plan``; what the runs mean is ``analysis.ladder_summary``.
+"""The ``ladder:`` section (``search.method: ladder``): its fields (``LadderSpec``, ``SearchSpec.ladder``), its rule
+against the rest of the spec (``ladder_stands_alone``), and the section resolved against the budget: the batches,
+the seeds, the LR rule, where each run stops and evaluates, all in samples (``Ladder``). Pure: what one run trains is
+``tune.ladder.ladder_plan``; what the runs mean is ``analysis.ladder_summary``.
 
 Every run trains one batch at a **constant LR** after a warmup (the alpha rule's LR at its batch), evaluating at
 D·first_rung and at every factor of √2 after it (each rounded to the nearest whole batch of the largest batch). The
@@ -20,14 +21,70 @@ or ``cap`` × D; a batch that has not reached the target by then is left out of 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Literal, Optional
 
 from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
+from cbs_ray.spec.checks import MAX_REPEATS, a_count, at_least, check, non_negative, within
 from cbs_ray.spec.errors import SpecError
-from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["MIN_LADDER_BATCHES", "MIN_RUNG_SPAN", "Ladder", "resolve_ladder"]
+# ``spec.schema.SearchSpec`` holds the section (``SearchSpec.ladder``): it imports this module, so the functions
+# here name the whole spec in their annotations without importing it.
+
+__all__ = ["LadderSpec", "MIN_LADDER_BATCHES", "MIN_RUNG_SPAN", "Ladder", "resolve_ladder", "ladder_stands_alone"]
+
+@dataclass
+class LadderSpec:
+    """The ladder (``search.method: ladder``; ``cbs_ray.analysis.ladder_summary``): predict the full run's
+    critical batch from runs of a fraction of its budget."""
+
+    fraction: float = field(default=0.25, metadata=check(within(0, 1, ends="()")))
+    """How far each run trains, a fraction of the full budget (``training.budget_samples`` or ``budget_tokens``:
+    the run you will train)."""
+    seeds: int = field(default=2, metadata=check(a_count(MAX_REPEATS)))
+    """Runs per batch, each with its own seed: the learning curves the rungs read are their means."""
+    alpha: Optional[float] = field(default=None, metadata=check(within(0, 1, ends="[]")))
+    """The alpha rule's exponent for every batch's LR (lr = base_lr · (B / base_batch) ** alpha). Default: the
+    middle of ``search.alpha_range``."""
+    min_steps: int = field(default=16, metadata=check(at_least(1)))
+    """The fewest optimizer steps the largest batch may take within the fraction: fewer, and its curve has too
+    few evaluations after warmup to say when it reaches a rung's loss."""
+    first_rung: float = field(default=1 / 64, metadata=check(within(0, 1, ends="()")))
+    """The first evaluation, a fraction of the full budget; then one at every doubling up to the fraction."""
+    validate: bool = False
+    """Also train the same batches to the full budget under the same protocol and compare the prediction with
+    B_crit measured there (``--validate-prediction`` sets it)."""
+    curve: Literal["interpolate", "fit"] = "interpolate"
+    """How a rung reads the samples each batch needs to reach the smallest batch's loss: ``interpolate`` between
+    the seed-mean evaluations (log–log); ``fit`` from a curve L∞ + a·s^−p fitted to each batch's evaluations
+    over its seeds (``maths.ladder.fit_loss_curve``: one noisy evaluation moves nothing by itself, but one
+    power law cannot follow a curve with a plateau, such as an LM's unigram phase: BENCHMARKS.md, issue 27)."""
+    reading: Literal["ewa", "raw"] = "ewa"
+    """What the rungs read each run's loss from: ``ewa``, an average of its iterates (polynomial-decay averaging,
+    ``maths.averaging``; at a constant LR the raw iterate sits on an LR-noise floor that grows with the LR, i.e.
+    with the batch) evaluated beside the raw model at every evaluation; or ``raw``, the raw model's."""
+    cap: float = field(default=4.0, metadata=check(at_least(1)))
+    """How far a run may go, in multiples of where it is read: each batch trains until it reaches the last rung's
+    target (the smallest batch's loss at the fraction) or ``cap`` × the fraction; with ``--validate-prediction``,
+    until it reaches the smallest batch's loss at D or ``cap`` × D. The smallest batch itself stops at the fraction
+    (at D when validating)."""
+    min_warmup_steps: int = field(default=0, metadata=check(non_negative()))
+    """Every batch warms up over at least this many optimizer steps (0: none beyond the warmup fraction's). The
+    warmup is ``search.warmup_fraction_range``'s middle of the steps to the fraction, the same samples for every
+    batch, which leaves the largest batches a step or two: on the markov language B=128 then took a loss spike at
+    its peak LR and sat on a plateau for 10–20 steps, at random lengths across seeds (issue 36), the noise that
+    decided its rungs and its measurement. ``search_spaces/markov_lm.yaml`` sets 8."""
+    step_count: Literal["optimizer", "lr_weighted"] = "optimizer"
+    """How a rung counts the steps S(B) a batch took to its target: ``optimizer``, every step as one; or
+    ``lr_weighted``, each step by its LR relative to the peak (a linear warmup of W steps counts about W/2:
+    ``maths.lr_schedule.lr_weighted_steps``), so that batches whose warmups differ in steps
+    (``min_warmup_steps``) are compared on the same footing. The measurement at D counts them the same way."""
+
+    def section_rule(self, spec: SearchSpec) -> None:
+        """The section's rule against the rest of the spec (``ladder_stands_alone``): ``spec.rules.validate`` applies
+        every section's after the cross-field rules."""
+        ladder_stands_alone(spec)
+
 
 MIN_RUNG_SPAN = 8
 """The rungs should span at least this factor in D (first to last): over less, the exponent's standard error is too
@@ -200,3 +257,29 @@ def resolve_ladder(spec: SearchSpec, budget_samples: int, tokens_per_sample: Opt
                         f"samples, from {ladder.rungs_from} to {stop}); fitting B_crit against D needs at least "
                         f"{MIN_RUNGS}: lower ladder.first_rung or raise ladder.fraction")
     return ladder
+
+
+def ladder_stands_alone(spec: SearchSpec) -> None:
+    """The ladder's rule among the spec's (``LadderSpec.section_rule``, which ``spec.rules.validate`` applies after
+    the cross-field rules): its validation needs
+    ``search.method: ladder``; it trains a fixed grid of batches × seeds at one alpha (``ladder.alpha``), so a
+    probe-chosen grid, an Optuna study and an alpha grid are refused; with the budget known here, the fraction and
+    the batches are checked (``resolve_ladder``)."""
+    s = spec.search
+    if s.method != "ladder":
+        if spec.ladder.validate:
+            raise SpecError("ladder.validate: validates the ladder's prediction; set search.method=ladder "
+                            "(--validate-prediction)")
+        return
+    if spec.auto_batch_sizes:
+        raise SpecError("search.batch_sizes: auto is not available with search.method ladder (its runs need their "
+                        "batches before anything trains); list at least 4 batch sizes")
+    if s.study_storage is not None:
+        raise SpecError("search.study_storage: search.method ladder trains a fixed grid (batch × seed), not an "
+                        "Optuna study; drop the study storage")
+    if s.strategy == "grid" and s.grid_points > 1:
+        raise SpecError(f"search.strategy: grid with search.grid_points={s.grid_points} asks for an alpha grid, which "
+                        f"would multiply the ladder's cost by {s.grid_points}: the ladder trains one alpha per batch "
+                        f"(ladder.alpha); set it, or search.grid_points=1")
+    if spec.training.budget_samples is not None:
+        resolve_ladder(spec, spec.training.budget_samples)

@@ -22,7 +22,6 @@ from cbs_ray.spec.checks import (
     join_key,
 )
 from cbs_ray.spec.errors import SpecError
-from cbs_ray.spec.ladder_section import resolve_ladder
 from cbs_ray.spec.schema import GenerationSpec, SearchSpec, dataloader_workers
 
 # ---- validation ------------------------------------------------------------------------------------
@@ -31,14 +30,20 @@ def validate(spec: SearchSpec) -> None:
     """Check a built spec, raising ``SpecError`` at the first problem. First the batch grid, which the other
     rules measure against, and the either-or choices (a value that is wrong *and* should not be set at all
     gets the latter message); then every field's own checks, declared beside the field; then the rules that
-    relate fields, in ``CROSS_FIELD_RULES`` order. Checks against the data (the largest batch against the
-    training set, columns, labels) happen once it is loaded: ``resolve_budget`` and ``cbs_ray.data``."""
+    relate fields, in ``CROSS_FIELD_RULES`` order, and last each section's own rule (a search method's section
+    brings its rule with it: ``section_rule(spec)``, as ``spec.ladder_section.LadderSpec`` does). Checks against
+    the data (the largest batch against the training set, columns, labels) happen once it is loaded:
+    ``resolve_budget`` and ``cbs_ray.data``."""
     _batch_grid_is_well_formed(spec)
     _one_model_source(spec)
     _one_budget(spec)
     _check_fields(spec, "")
     for rule in CROSS_FIELD_RULES:
         rule(spec)
+    for section in dataclasses.fields(spec):
+        section_rule = getattr(getattr(spec, section.name), "section_rule", None)
+        if section_rule is not None:
+            section_rule(spec)
 
 
 def _check_fields(section: Any, where: str) -> None:
@@ -348,30 +353,6 @@ def _branch_points_fit_the_budget(spec: SearchSpec) -> None:
         resolve_branching(spec, spec.training.budget_samples)
 
 
-def _ladder_stands_alone(spec: SearchSpec) -> None:
-    """The ladder (``search.method: ladder``): its validation needs it; it trains a fixed grid of batches ×
-    seeds at one alpha (``ladder.alpha``), so a probe-chosen grid, an Optuna study and an alpha grid are
-    refused; with the budget known here, the fraction and the batches are checked (``resolve_ladder``)."""
-    s = spec.search
-    if s.method != "ladder":
-        if spec.ladder.validate:
-            raise SpecError("ladder.validate: validates the ladder's prediction; set search.method=ladder "
-                            "(--validate-prediction)")
-        return
-    if spec.auto_batch_sizes:
-        raise SpecError("search.batch_sizes: auto is not available with search.method ladder (its runs need their "
-                        "batches before anything trains); list at least 4 batch sizes")
-    if s.study_storage is not None:
-        raise SpecError("search.study_storage: search.method ladder trains a fixed grid (batch × seed), not an "
-                        "Optuna study; drop the study storage")
-    if s.strategy == "grid" and s.grid_points > 1:
-        raise SpecError(f"search.strategy: grid with search.grid_points={s.grid_points} asks for an alpha grid, which "
-                        f"would multiply the ladder's cost by {s.grid_points}: the ladder trains one alpha per batch "
-                        f"(ladder.alpha); set it, or search.grid_points=1")
-    if spec.training.budget_samples is not None:
-        resolve_ladder(spec, spec.training.budget_samples)
-
-
 CROSS_FIELD_RULES: tuple[Callable[[SearchSpec], None], ...] = (
     _hub_source_names_a_dataset, _local_files_exist, _probe_batch_splits_over_workers,
     _reports_land_on_whole_batches, _budget_samples_fit, _tokens_need_a_causal_lm, _budget_tokens_fit,
@@ -380,7 +361,7 @@ CROSS_FIELD_RULES: tuple[Callable[[SearchSpec], None], ...] = (
     _seq2seq_has_no_probe, _generation_needs_seq2seq, _mode_matches_metric,
     _grid_trains_to_the_full_budget, _grace_period_is_whole_report_intervals, _batch_sizes_split_over_workers,
     _study_needs_optuna, _branch_mode_stands_alone, _branch_batches_are_larger_than_the_trunks,
-    _branch_points_fit_the_budget, _ladder_stands_alone,
+    _branch_points_fit_the_budget,
 )
 """The rules that relate fields, in the order ``validate`` applies them; the first that fails is the error.
 A rule comes after those it relies on: ``_reports_land_on_whole_batches`` makes ``eval_every_samples`` a

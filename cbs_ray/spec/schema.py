@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 from cbs_ray.records.names import default_report_dir
+from cbs_ray.spec.ladder_section import LadderSpec  # the section lives with its resolution and its rule
 from cbs_ray.spec.checks import (
     DIRECTORY_NAME,
     HAS_MODEL_TYPE,
@@ -356,54 +357,6 @@ class BranchSpec:
     validation_seeds: int = field(default=3, metadata=check(a_count(MAX_REPEATS)))
     """Seeds per run of the schedule's validation (the schedule and every control), held out from the trunk's
     (seed offsets 1…n): the paired tests read them seed by seed."""
-
-
-@dataclass
-class LadderSpec:
-    """The ladder (``search.method: ladder``; ``cbs_ray.analysis.ladder_summary``): predict the full run's
-    critical batch from runs of a fraction of its budget."""
-
-    fraction: float = field(default=0.25, metadata=check(within(0, 1, ends="()")))
-    """How far each run trains, a fraction of the full budget (``training.budget_samples`` or ``budget_tokens``:
-    the run you will train)."""
-    seeds: int = field(default=2, metadata=check(a_count(MAX_REPEATS)))
-    """Runs per batch, each with its own seed: the learning curves the rungs read are their means."""
-    alpha: Optional[float] = field(default=None, metadata=check(within(0, 1, ends="[]")))
-    """The alpha rule's exponent for every batch's LR (lr = base_lr · (B / base_batch) ** alpha). Default: the
-    middle of ``search.alpha_range``."""
-    min_steps: int = field(default=16, metadata=check(at_least(1)))
-    """The fewest optimizer steps the largest batch may take within the fraction: fewer, and its curve has too
-    few evaluations after warmup to say when it reaches a rung's loss."""
-    first_rung: float = field(default=1 / 64, metadata=check(within(0, 1, ends="()")))
-    """The first evaluation, a fraction of the full budget; then one at every doubling up to the fraction."""
-    validate: bool = False
-    """Also train the same batches to the full budget under the same protocol and compare the prediction with
-    B_crit measured there (``--validate-prediction`` sets it)."""
-    curve: Literal["interpolate", "fit"] = "interpolate"
-    """How a rung reads the samples each batch needs to reach the smallest batch's loss: ``interpolate`` between
-    the seed-mean evaluations (log–log); ``fit`` from a curve L∞ + a·s^−p fitted to each batch's evaluations
-    over its seeds (``maths.ladder.fit_loss_curve``: one noisy evaluation moves nothing by itself, but one
-    power law cannot follow a curve with a plateau, such as an LM's unigram phase: BENCHMARKS.md, issue 27)."""
-    reading: Literal["ewa", "raw"] = "ewa"
-    """What the rungs read each run's loss from: ``ewa``, an average of its iterates (polynomial-decay averaging,
-    ``maths.averaging``; at a constant LR the raw iterate sits on an LR-noise floor that grows with the LR, i.e.
-    with the batch) evaluated beside the raw model at every evaluation; or ``raw``, the raw model's."""
-    cap: float = field(default=4.0, metadata=check(at_least(1)))
-    """How far a run may go, in multiples of where it is read: each batch trains until it reaches the last rung's
-    target (the smallest batch's loss at the fraction) or ``cap`` × the fraction; with ``--validate-prediction``,
-    until it reaches the smallest batch's loss at D or ``cap`` × D. The smallest batch itself stops at the fraction
-    (at D when validating)."""
-    min_warmup_steps: int = field(default=0, metadata=check(non_negative()))
-    """Every batch warms up over at least this many optimizer steps (0: none beyond the warmup fraction's). The
-    warmup is ``search.warmup_fraction_range``'s middle of the steps to the fraction, the same samples for every
-    batch, which leaves the largest batches a step or two: on the markov language B=128 then took a loss spike at
-    its peak LR and sat on a plateau for 10–20 steps, at random lengths across seeds (issue 36), the noise that
-    decided its rungs and its measurement. ``search_spaces/markov_lm.yaml`` sets 8."""
-    step_count: Literal["optimizer", "lr_weighted"] = "optimizer"
-    """How a rung counts the steps S(B) a batch took to its target: ``optimizer``, every step as one; or
-    ``lr_weighted``, each step by its LR relative to the peak (a linear warmup of W steps counts about W/2:
-    ``maths.lr_schedule.lr_weighted_steps``), so that batches whose warmups differ in steps
-    (``min_warmup_steps``) are compared on the same footing. The measurement at D counts them the same way."""
 
 
 @dataclass

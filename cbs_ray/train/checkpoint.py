@@ -18,13 +18,12 @@ import time
 
 import torch
 
+from cbs_ray.records.names import TRUNK_DONE  # the report reads it too: defined with the other names
+
 __all__ = ["STATE_FILE", "TRUNK_DONE", "save_state", "load_state", "publish_state", "mark_trunk_done",
            "wait_for_trunk", "load_branch_start"]
 
 STATE_FILE = "state.pt"
-TRUNK_DONE = "trunk_done"
-"""The marker a branch-mode trunk writes into its checkpoint directory when it ends (finished or diverged): a
-branch waiting for a checkpoint that is still not there then fails at once instead of waiting forever."""
 
 
 def save_state(directory: str, model, optimizer, scheduler, scaler, step: int, progress: dict) -> None:

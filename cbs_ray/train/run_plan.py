@@ -31,12 +31,11 @@ from typing import Callable, Optional, Sequence
 from cbs_ray.maths.budget import milestones, optimizer_steps
 from cbs_ray.maths.lr_schedule import lr_multiplier, scaled_lr, warmup_steps
 from cbs_ray.spec.branch_section import Branching
-from cbs_ray.spec.ladder_section import Ladder
 from cbs_ray.spec.schema import SearchSpec
 
 __all__ = ["RunPlan", "ROLES", "branch_run_plan", "scratch_plan", "trunk_config", "branch_configs", "schedule_config",
            "validation_configs", "validation_seed_offsets", "format_batch_schedule", "parse_batch_schedule",
-           "ladder_plan", "ladder_configs", "trial_name"]
+           "trial_name"]
 
 ROLES = ("trunk", "branch", "schedule")
 """The runs of a branch search: the trunk, the branches, and the schedule's validation runs (the schedule and
@@ -299,25 +298,6 @@ def trial_name(config: dict, trial_id: str) -> str:
     if role:
         return f"{role}_B{batch}_{trial_id}"
     return f"B{batch}_{trial_id}"
-
-
-def ladder_plan(ladder: Ladder, batch: int, stop_samples: int, seed_offset: int = 0) -> RunPlan:
-    """A ladder run's plan (``spec.ladder_section``): ``batch`` from 0 to ``stop_samples`` at the alpha rule's LR,
-    constant after its warmup, evaluating at the ladder's geometric points up to the stop (the stopper may end it
-    sooner: ``analysis.ladder_stop``), with the average of its iterates where ``ladder.reading`` is ``ewa``."""
-    steps = optimizer_steps(stop_samples, batch)
-    return RunPlan(role=None, lr_batch=batch, batch_schedule=((0, batch),), start_samples=0, stop_samples=stop_samples,
-                   report_at=tuple(e for e in ladder.evaluations if e <= stop_samples), alpha=ladder.alpha,
-                   lr_peak=ladder.peak_lr(batch), lr_warmup_steps=ladder.warmup_steps(batch), lr_total_steps=steps,
-                   lr_decay="constant", averages_iterates=ladder.reading == "ewa", seed_offset=seed_offset,
-                   warmup_fraction=ladder.warmup_fraction)
-
-
-def ladder_configs(ladder: Ladder) -> list[dict]:
-    """One Tune config per (batch, seed) of the ladder, each stopping at ``ladder.run_stop``."""
-    return [{"log2_batch": _log2(batch), "alpha": ladder.alpha, "warmup_fraction": ladder.warmup_fraction,
-             "seed_offset": seed, "ladder_stop_samples": ladder.run_stop}
-            for batch in ladder.batches for seed in range(ladder.seeds)]
 
 
 def _log2(batch: int) -> int:

@@ -3,7 +3,8 @@
 Spec → data and model config (validated before any Ray process starts, ``tune.prepare``) → the search
 method's Tune experiments (``METHODS``: ``tune.scratch``, ``tune.branch``, ``tune.ladder``, each run by
 ``tune.driver``) → its report written to the output directory. ``resume_search`` continues a killed experiment
-from its directory with the method that wrote it; ``report_experiment`` rebuilds an experiment's report.
+from its directory with the method that wrote it. An experiment's report is rebuilt without any of this
+(``report.methods.report_experiment``: the report command).
 """
 
 from __future__ import annotations
@@ -23,8 +24,7 @@ from cbs_ray.tune.probe import probe_spec
 from cbs_ray.tune.result import SearchResult
 from cbs_ray.tune.search_method import SearchMethod
 
-__all__ = ["SearchResult", "run_search", "resume_search", "prepare", "METHODS", "method_named", "dry_run_lines",
-           "report_experiment"]
+__all__ = ["SearchResult", "run_search", "resume_search", "prepare", "METHODS", "method_named", "dry_run_lines"]
 
 METHODS: tuple[str, ...] = ("scratch", "branch", "ladder")
 """Every search method's ``search.method`` name; ``method_named`` has its module."""
@@ -156,22 +156,6 @@ def dry_run_lines(spec: SearchSpec) -> Iterator[str]:
     method.check(spec, planned)
     yield from method.plan_lines(spec, planned)
     with_model_config(spec, planned)
-
-
-def report_experiment(path: str, *, output_dir: str | None = None, tolerance: float | None = None,
-                      target: float | None = None, turning_fit: str | None = None):
-    """``python -m cbs_ray.report``: the report of the experiment at ``path`` rebuilt with the method that wrote
-    it (from scratch where its metadata cannot be read: that report says why), printed and written to
-    ``output_dir``; returns the method's ``Reading``."""
-    try:
-        meta = ExperimentMeta.read(path)
-    except ReportError:
-        meta = None
-    from cbs_ray.tune import driver
-
-    return driver.report_experiment(method_named(meta.method if meta else "scratch"), path, meta,
-                                    output_dir=output_dir, tolerance=tolerance, target=target,
-                                    turning_fit=turning_fit)
 
 
 def _named_after_the_model(spec: SearchSpec, objects) -> bool:

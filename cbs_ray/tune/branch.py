@@ -20,21 +20,16 @@ import functools
 from pathlib import Path
 from typing import Optional
 
-from cbs_ray.analysis.answer import bound_text
 from cbs_ray.analysis.branch_schedule import control_batches
 from cbs_ray.analysis.schedule_verdicts import criterion_text
 from cbs_ray.analysis.branch_summary import summarize_branches
 from cbs_ray.maths.budget import scratch_grid_samples
-from cbs_ray.records.columns import Column
 from cbs_ray.records.meta import ExperimentMeta
-from cbs_ray.records.storage import ReportError, failed_trials, first_error, load_history
-from cbs_ray.report.branch import headline, write_branch_report
+from cbs_ray.records.storage import load_history
 from cbs_ray.sources.object_checks import check_same_architecture
 from cbs_ray.spec.branch_section import Branching, resolve_branching
-from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.resolve import tokens_per_sample
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.train.checkpoint import TRUNK_DONE
 from cbs_ray.train.run_plan import branch_configs, branch_run_plan, trunk_config, validation_configs
 from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.tune.branch_gate import PublishedCheckpoints, never_started
@@ -42,14 +37,12 @@ from cbs_ray.tune.driver import Stages, run_method
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.result import SearchResult
 from cbs_ray.tune.runner import points_config
-from cbs_ray.report.same_spec import branch_history
-from cbs_ray.tune.search_method import MethodAnswer, Reading, check_batches_fit
+from cbs_ray.tune.search_method import check_batches_fit
 from cbs_ray.tune.trunk_watch import TrunkWatch
 
-__all__ = ["METHOD", "BranchMethod", "branch_answer", "branch_plan_lines", "branch_search_samples",
-           "branch_tokens_per_sample", "fit_branches", "resolved_branching", "run_branch_search",
-           "scratch_search_samples", "validate_schedule_run", "search_plans", "validation_plans", "METRIC",
-           "TrunkFailed", "trunk_lost", "failed_roles"]
+__all__ = ["METHOD", "BranchMethod", "branch_plan_lines", "branch_search_samples", "branch_tokens_per_sample",
+           "fit_branches", "resolved_branching", "run_branch_search", "scratch_search_samples", "validate_schedule_run",
+           "search_plans", "validation_plans", "METRIC"]
 
 
 def branch_tokens_per_sample(spec: SearchSpec) -> Optional[int]:
@@ -135,8 +128,6 @@ class BranchMethod:
     """``search.method: branch`` (``tune.search_method.SearchMethod``)."""
 
     name = "branch"
-    described = "a branch search"
-    report_flags = ("--tolerance",)
 
     def plan_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
         """The branch plan against the prepared budget (``branch_plan_lines``)."""
@@ -173,85 +164,6 @@ class BranchMethod:
             stages.tune(restore=schedule_path, plans=plans)
         elif spec.branch.validate_schedule:  # not started, or killed before Tune saved its state
             validate_schedule_run(spec, stages, br, path)
-
-    def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
-                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
-        """The branch summary of the experiment at ``path`` and its schedule run; ``tolerance`` reads CBS(t) at
-        another tolerance than the spec's."""
-        meta = meta or ExperimentMeta.read(path)
-        spec_from_dict(meta.spec)  # the experiment's spec still validates
-        recorded = {**meta.to_dict(), "experiment_path": path}
-        if tolerance is not None:
-            recorded["tolerance"] = tolerance
-        history, schedule_path = branch_history(path, recorded.get("schedule_experiment"))
-        if history.empty:
-            raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
-        summary = summarize_branches(history, recorded)
-        return Reading(summary, history, tuple(headline(summary)), branch_answer(summary),
-                       extras={"schedule_experiment_path": schedule_path, "experiment_path": path,
-                               "checkpoint_dir": recorded.get("checkpoint_dir"),
-                               "budget_samples": int(recorded["budget_samples"])})
-
-    def render(self, reading: Reading, out: Path) -> Path:
-        """The branch report; a trunk that failed for good ends here in one line (``TrunkFailed``), the report
-        written but no schedule recommended."""
-        html = write_branch_report(reading.summary, reading.history, out)
-        path = reading.extras["experiment_path"]
-        lost = trunk_lost(reading.history, failed_roles(path, reading.extras["checkpoint_dir"]),
-                          reading.extras["budget_samples"])
-        if lost is not None:  # no schedule can be read from branches that never had their checkpoints
-            raise TrunkFailed(f"branch: the trunk (B={reading.summary.trunk[Column.batch_size]}) failed for good at "
-                              f"{lost} samples{first_error(path)}; no schedule is recommended (what was measured: "
-                              f"{html})")
-        return html
-
-    def run_lines(self, reading: Reading) -> list[str]:
-        return []
-
-    def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
-        return [f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})"]
-
-
-class TrunkFailed(ReportError):
-    """The trunk of a branch search failed for good (``resources.max_failures`` spent): the search ends with one
-    line and a non-zero exit, its report written but no schedule recommended (issue 40 row 6)."""
-
-
-def trunk_lost(history, failed_roles: set, budget_samples: int) -> Optional[int]:
-    """The samples the trunk had trained when it failed for good, or None when it did not: a trunk among the
-    failed trials (``failed_roles``: an error file or Tune's ERROR; a killed actor's trial stays "running" in
-    Tune's saved state) that never reached the budget (one restarted after a failure and finished did)."""
-    trunk = history[history[Column.role] == "trunk"] if Column.role in history else history.iloc[:0]
-    failed_flag = Column.failed in trunk and trunk[Column.failed].astype(bool).any()
-    trained = int(trunk[Column.samples_seen].max()) if len(trunk) else 0
-    if ("trunk" in failed_roles or failed_flag) and trained < budget_samples:
-        return trained
-    return None
-
-
-def failed_roles(path: str, checkpoint_dir: Optional[str]) -> set:
-    """The roles of the trials that failed: ``trunk`` where the trunk's end marker says ``failed`` (written by
-    ``tune.trunk_watch`` when Tune gives up on it; Tune's saved state still calls a killed trial running), and
-    the roles of the trials with an error file."""
-    roles = {(t.config or {}).get("role") for t in failed_trials(path)[0]}
-    marker = Path(checkpoint_dir or "", TRUNK_DONE)
-    if checkpoint_dir and "://" not in checkpoint_dir and marker.is_file() and \
-            marker.read_text().strip() == "failed":
-        roles.add("trunk")
-    return roles
-
-
-def branch_answer(summary) -> Optional[MethodAnswer]:
-    """The answer branch mode stands behind: CBS(t) at the latest checkpoint that could tell (resolvable), else at
-    the latest one read, with its bound; None where no checkpoint was read."""
-    points = list(summary.critical_batch_over_training)
-    if not points:
-        return None
-    point = next((p for p in reversed(points) if p.resolvable), points[-1])
-    unit = "tokens" if summary.tokens_per_sample else "samples"
-    at = point.tokens_seen if summary.tokens_per_sample and point.tokens_seen else point.samples_seen
-    return MethodAnswer(point.batch_size, point.bound, f"critical batch {bound_text(point.batch_size, point.bound)} "
-                        f"at {at} {unit}" + ("" if point.resolvable else " (not resolvable)"))
 
 
 def run_branch_search(spec: SearchSpec, prepared: Prepared, *, probe: Optional[SearchSpec] = None, out: Path,

@@ -1,8 +1,9 @@
 """The one driver behind every search method (``tune.search_method.SearchMethod``): the Ray choreography written
 once. A search: the method's plan and checks before Ray starts, the Ray session and where to watch it, the
 method's Tune stages (each experiment's metadata, the "if killed" line and its Tune run through ``Stages``), then
-summarize, render, print and the trackers, and one ``tune.result.SearchResult``. ``resume`` and the report
-command (``report_experiment``) go through the same steps."""
+summarize, render and print with the method's report steps (``report.methods``, the ones the report command
+rebuilds a report with), the trackers, and one ``tune.result.SearchResult``. ``resume`` goes through the same
+steps."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from cbs_ray.records.meta import FORMAT, ExperimentMeta
-from cbs_ray.records.storage import ReportError
+from cbs_ray.report.methods import report_steps
+from cbs_ray.report.reading import Reading
 from cbs_ray.sources.object_checks import objects_meta
 from cbs_ray.spec.load import spec_to_dict
 from cbs_ray.spec.schema import SearchSpec
@@ -18,10 +20,10 @@ from cbs_ray.train.trial_plans import SearchedPlans, TrialPlans
 from cbs_ray.tune.prepare import Prepared, data_fingerprint
 from cbs_ray.tune.result import SearchResult
 from cbs_ray.tune.runner import new_experiment, on_the_cluster, ray_session, run_tuner, tracker_callbacks_for
-from cbs_ray.tune.search_method import Reading, SearchMethod, attach_to_trackers, experiment_out, if_killed_line
+from cbs_ray.tune.search_method import SearchMethod, attach_to_trackers, if_killed_line
 from cbs_ray.tune.tracking import start_mlflow_parent
 
-__all__ = ["Stages", "run_method", "resume_method", "finish", "report_experiment"]
+__all__ = ["Stages", "run_method", "resume_method", "finish"]
 
 
 class Stages:
@@ -90,34 +92,16 @@ def resume_method(method: SearchMethod, spec: SearchSpec, path: str, meta: Exper
 
 
 def finish(method: SearchMethod, spec: SearchSpec, path: str, out: Path) -> SearchResult:
-    """A search's end: the method's reading of the experiment, its report written to ``out``, the answer
-    printed, the report given to the trackers."""
-    reading = method.summarize(path, ExperimentMeta.read(path))
-    page = method.render(reading, out)
-    lines = [*method.run_lines(reading), *reading.headline(),
+    """A search's end: the method's reading of the experiment (its report steps, ``report.methods``), its report
+    written to ``out``, the answer printed, the report given to the trackers."""
+    steps = report_steps(method.name)
+    reading = steps.summarize(path, ExperimentMeta.read(path))
+    page = steps.render(reading, out)
+    lines = [*steps.run_lines(reading), *reading.headline(),
              f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})"]
     print("\n".join(lines), flush=True)
     attach_to_trackers(spec, path, out, _answer_record(reading), reading.headline())
     return SearchResult(spec, reading, path, out)
-
-
-def report_experiment(method: SearchMethod, path: str, meta: Optional[ExperimentMeta], *,
-                      output_dir: Optional[str] = None, tolerance: Optional[float] = None,
-                      target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
-    """``python -m cbs_ray.report`` on an experiment of ``method``: its report rebuilt from what Tune stored, to
-    ``output_dir`` (default ``./cbs_results/<name>``); a flag the method does not read is a ``ReportError``."""
-    given = {"--tolerance": tolerance, "--target": target, "--turning-point": turning_fit}
-    for flag, value in given.items():
-        if value is not None and flag not in method.report_flags:
-            takes = " and ".join([*method.report_flags, "--output"])
-            raise ReportError(f"{flag}: applies to a from-scratch experiment; {path} is {method.described} (its "
-                              f"report takes {takes})")
-    path = path if "://" in path else str(Path(path).expanduser().resolve())
-    reading = method.summarize(path, meta, tolerance=tolerance, target=target, turning_fit=turning_fit)
-    out = experiment_out(meta, output_dir)
-    page = method.render(reading, out)
-    print("\n".join([*reading.headline(), *method.report_lines(page, out, path)]), flush=True)
-    return reading
 
 
 def _answer_record(reading: Reading) -> dict:

@@ -1,35 +1,33 @@
 """The ladder on Ray (``search.method: ladder``): every (batch, seed) run as a trial of one Tune experiment
 (``<name>-ladder-<date>-<time>``), a plain grid with no ASHA and no TPE (each run's whole curve is the
-measurement), then the ladder's summary and report. The pure parts are ``spec.ladder_section``,
-``train.run_plan.ladder_plan`` and ``analysis.ladder_summary``; this module only starts runs and reads them.
-Its ``METHOD`` is its entry in ``tune.api.METHODS``.
+measurement), then the ladder's summary and report. The pure parts are ``spec.ladder_section`` (the section and
+its rule), ``analysis.ladder_summary`` and ``report.ladder`` (the report steps); this module holds what each run
+trains (``ladder_plan``: a ``train.run_plan.RunPlan``, so that ``train`` knows no method's plan) and starts the
+runs. Its ``METHOD`` is its entry in ``tune.api.method_named``.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from cbs_ray.analysis.ladder_stop import LadderStop
+from cbs_ray.maths.budget import optimizer_steps
 from cbs_ray.records.meta import ExperimentMeta
-from cbs_ray.records.storage import ReportError, first_error, load_history
 from cbs_ray.spec.ladder_section import MIN_RUNG_SPAN, Ladder, resolve_ladder
-from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.train.run_plan import ladder_configs, ladder_plan
+from cbs_ray.train.run_plan import RunPlan
 from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.tune.prepare import Prepared
-from cbs_ray.tune.search_method import MethodAnswer, Reading, check_batches_fit
+from cbs_ray.tune.search_method import check_batches_fit
 
 if TYPE_CHECKING:  # the plan (a --dry-run) loads none of Ray's machinery, pandas nor matplotlib: imported where used
     from cbs_ray.tune.driver import Stages
     from cbs_ray.tune.result import SearchResult
 
-__all__ = ["METHOD", "LadderMethod", "ladder_answer", "ladder_plan_lines", "ladder_plans", "resolved_ladder",
-           "run_ladder_search"]
+__all__ = ["METHOD", "LadderMethod", "ladder_configs", "ladder_plan", "ladder_plan_lines", "ladder_plans",
+           "resolved_ladder", "run_ladder_search"]
 
 
 def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
@@ -85,8 +83,28 @@ class LadderStopper:
         return False
 
 
+def ladder_plan(ladder: Ladder, batch: int, stop_samples: int, seed_offset: int = 0) -> RunPlan:
+    """A ladder run's plan (a ``train.run_plan.RunPlan`` of ``spec.ladder_section``'s ``Ladder``): ``batch`` from 0
+    to ``stop_samples`` at the alpha rule's LR, constant after its warmup, evaluating at the ladder's geometric points
+    up to the stop (the stopper may end it sooner: ``analysis.ladder_stop``), with the average of its iterates where
+    ``ladder.reading`` is ``ewa``."""
+    steps = optimizer_steps(stop_samples, batch)
+    return RunPlan(role=None, lr_batch=batch, batch_schedule=((0, batch),), start_samples=0, stop_samples=stop_samples,
+                   report_at=tuple(e for e in ladder.evaluations if e <= stop_samples), alpha=ladder.alpha,
+                   lr_peak=ladder.peak_lr(batch), lr_warmup_steps=ladder.warmup_steps(batch), lr_total_steps=steps,
+                   lr_decay="constant", averages_iterates=ladder.reading == "ewa", seed_offset=seed_offset,
+                   warmup_fraction=ladder.warmup_fraction)
+
+
+def ladder_configs(ladder: Ladder) -> list[dict]:
+    """One Tune config per (batch, seed) of the ladder, each stopping at ``ladder.run_stop``."""
+    return [{"log2_batch": batch.bit_length() - 1, "alpha": ladder.alpha, "warmup_fraction": ladder.warmup_fraction,
+             "seed_offset": seed, "ladder_stop_samples": ladder.run_stop}
+            for batch in ladder.batches for seed in range(ladder.seeds)]
+
+
 def ladder_plans(ld: Ladder) -> PresetPlans:
-    """Every (batch, seed) run (``run_plan.ladder_configs``) with its plan (``run_plan.ladder_plan``)."""
+    """Every (batch, seed) run (``ladder_configs``) with its plan (``ladder_plan``)."""
     return PresetPlans.of(ladder_configs(ld), lambda point: ladder_plan(
         ld, 2 ** int(point["log2_batch"]), int(point["ladder_stop_samples"]), int(point["seed_offset"])))
 
@@ -104,8 +122,6 @@ class LadderMethod:
     """``search.method: ladder`` (``tune.search_method.SearchMethod``)."""
 
     name = "ladder"
-    described = "a ladder"
-    report_flags = ()
 
     def plan_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
         return ladder_plan_lines(spec, resolved_ladder(spec, prepared))
@@ -127,45 +143,6 @@ class LadderMethod:
     def resume(self, spec: SearchSpec, path: str, meta: ExperimentMeta, stages: Stages) -> None:
         """Its unfinished runs from their checkpoints."""
         stages.tune(meta=meta, restore=path, plans=ladder_plans(resolved_ladder(spec, stages.prepared)))
-
-    def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
-                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
-        """The ladder's summary of the experiment at ``path``, with branch mode's schedule for the same spec where
-        one is beside it (``report.same_spec``)."""
-        from cbs_ray.analysis.ladder_summary import summarize_ladder
-        from cbs_ray.report.ladder import headline
-        from cbs_ray.report.same_spec import same_spec_schedule
-
-        stored = meta or ExperimentMeta.read(path)
-        spec_from_dict(stored.spec)  # the experiment's spec still validates
-        history = load_history(path)
-        if history.empty:
-            raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
-        summary = summarize_ladder(history, {**stored.to_dict(), "experiment_path": path},
-                                   schedule=same_spec_schedule(path, stored))
-        return Reading(summary, history, tuple(headline(summary)), ladder_answer(summary))
-
-    def render(self, reading: Reading, out: Path) -> Path:
-        from cbs_ray.report.ladder import write_ladder_report
-
-        return write_ladder_report(reading.summary, reading.history, out)
-
-    def run_lines(self, reading: Reading) -> list[str]:
-        return []
-
-    def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
-        return [f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})"]
-
-
-def ladder_answer(summary) -> Optional[MethodAnswer]:
-    """The batch the ladder recommends at the full budget (its prediction), None where it refused."""
-    prediction = summary.prediction or {}
-    batch = prediction.get("batch_size")
-    if batch is None:
-        return None
-    b_crit = prediction.get("b_crit")
-    return MethodAnswer(int(batch), None, f"recommended batch {batch} at {prediction.get('budget_samples')} samples"
-                        + (f" (predicted B_crit {b_crit:.3g})" if b_crit is not None else ""))
 
 
 def run_ladder_search(spec: SearchSpec, prepared: Prepared, *, probe: Optional[SearchSpec] = None, out: Path,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.tune.search_method import Reading
+from cbs_ray.report.reading import Reading
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,7 +26,7 @@ class SearchResult:
     most ``batch_size``, "≤ 8", the drop comes right after the smallest batch measured; "lower": at least, "≥ 128",
     no drop seen up to the largest; None: a value; ``answer.resolved``, whether the noise lets the tolerance be
     told apart; ``answer.text``, the headline's line); in branch mode the critical batch at the latest checkpoint
-    read, and for the ladder the recommended batch at the full budget (a ``tune.search_method.MethodAnswer``:
+    read, and for the ladder the recommended batch at the full budget (a ``report.reading.MethodAnswer``:
     ``batch_size``, ``bound``, ``text``). ``summary`` is the method's typed summary (summary.json is its
     ``to_json``). ``critical_batch`` is ``answer.batch_size`` alone: read it with ``answer.bound``, since 8 may
     mean "≤ 8"."""

@@ -11,14 +11,10 @@ import warnings
 from pathlib import Path
 from typing import Optional
 
-import pandas as pd
-
 from cbs_ray.analysis.tables import noise_scale_table, per_batch_table, trial_table
 from cbs_ray.maths.noise_scale import proposed_grid
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import load_history
-from cbs_ray.report.scratch import analyze
-from cbs_ray.report.text import headline
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.resolve import apply_batch_grid
 from cbs_ray.spec.schema import SearchSpec
@@ -28,7 +24,6 @@ from cbs_ray.tune.bisection_search import BisectionSearcher, bisection_plan_line
 from cbs_ray.tune.per_batch_asha import PerBatchASHA
 from cbs_ray.tune.prepare import Prepared, prepare
 from cbs_ray.tune.runner import points_config, quiet_optuna
-from cbs_ray.tune.search_method import Reading
 from cbs_ray.tune.search_space import grid_points, per_batch_space, plan_lines, tune_space
 from cbs_ray.tune.study import PersistentStudySearch, open_storage
 
@@ -39,8 +34,6 @@ class ScratchMethod:
     """``search.method: scratch`` (``tune.search_method.SearchMethod``)."""
 
     name = "scratch"
-    described = "a from-scratch search"
-    report_flags = ("--tolerance", "--target", "--turning-point")
 
     def plan_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
         return search_plan_lines(spec, prepared.budget_samples)
@@ -74,30 +67,6 @@ class ScratchMethod:
             stages.tune(restore=repeats)
         elif spec.search.repeats > 1:  # not started, or killed before Tune saved its state
             repeat_best(spec, stages, path)
-
-    def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
-                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
-        """The report rebuilt from what Tune stored (``report.scratch.analyze``: where ``meta`` cannot be read it
-        says why)."""
-        rebuilt = analyze(path, tolerance=tolerance, target=target, turning_fit=turning_fit)
-        summary = rebuilt.summary
-        return Reading(summary, rebuilt.history, tuple(headline(summary)), summary.answer, source=rebuilt)
-
-    def render(self, reading: Reading, out: Path) -> Path:
-        return reading.source.write(out)
-
-    def run_lines(self, reading: Reading) -> list[str]:
-        """The best metric per batch size at the full budget, as a table."""
-        summary = reading.summary
-        metric, per_batch = summary.metric, pd.DataFrame(summary.per_batch)
-        cols = [c for c in ["batch_size", "trials", "completed", "stopped", "diverged", f"best_{metric}",
-                            f"dev_{metric}", "alpha", "warmup_fraction", "peak_lr", "steps_to_target", "wall_time_s"]
-                if c in per_batch]
-        return ["\nBest metric per batch size at the full budget:",
-                per_batch[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}")]
-
-    def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
-        return [f"Report: {page.resolve()}"]
 
 
 def search_plan_lines(spec: SearchSpec, budget: int) -> list[str]:

@@ -33,7 +33,8 @@ from cbs_ray.analysis.branch_schedule import (
 )
 from cbs_ray.analysis.branch_summary import schedule_alpha, summarize_branches
 from cbs_ray.analysis.branch_trend import b_simple_over_training, trend
-from cbs_ray.report.branch import headline, trainer_snippets, write_branch_report
+from cbs_ray.report.branch import headline, write_branch_report
+from cbs_ray.report.trainer_snippets import trainer_snippets
 
 
 def points(losses=LOSSES, tokens=None, **kw):

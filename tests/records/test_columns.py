@@ -30,6 +30,7 @@ NOT_COLUMNS = {
     ("summary_record.py", "batch_size"): "Importance.to_dict: ImportanceReading's fields as summary.json keys",
     ("summary_record.py", "trials"): "Importance.to_dict: ImportanceReading's fields as summary.json keys",
     ("page.py", "trials"): "the 'What mattered' table: ImportanceReading.trials",
+    ("branch.py", "role"): "report.branch.failed_roles: a failed trial's Tune config key (its point), not a column",
 }
 # Where a literal in code names a column (pandas' and dicts' ways to pick one); *_COLUMNS are lists of them.
 PICKING_METHODS = {"get", "sort_values", "groupby", "set_index", "dropna", "drop_duplicates", "merge", "drop", "pop"}

@@ -8,8 +8,7 @@ from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.ladder_section import resolve_ladder
 from cbs_ray.spec.load import load_spec
 from cbs_ray.train.config import TrialConfig
-from cbs_ray.train.run_plan import ladder_configs, ladder_plan
-from cbs_ray.tune.ladder import ladder_plans
+from cbs_ray.tune.ladder import ladder_configs, ladder_plan, ladder_plans
 
 LM = "search_spaces/tiny_causal_lm.yaml"
 LADDER = ["search.method=ladder"]

@@ -15,18 +15,28 @@ from cbs_ray.tune.api import METHODS, _check_same_data, method_named
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.search_method import SearchMethod
 
-STEPS = [name for name in vars(SearchMethod) if not name.startswith("_") and callable(getattr(SearchMethod, name))]
+
+def _steps(protocol) -> set:
+    return {name for name in vars(protocol) if not name.startswith("_") and callable(getattr(protocol, name))}
 
 
 def test_every_method_the_spec_accepts_has_one_entry_with_the_protocols_steps():
-    assert set(METHODS) == {"scratch", "branch", "ladder"}
-    assert set(STEPS) == {"plan_lines", "check", "run", "resume", "summarize", "render", "run_lines", "report_lines"}
+    """Each method's Ray half (``tune.api.method_named``) and its report steps (``report.methods.REPORTS``, which
+    the report command reads without Tune) under the same name."""
+    from cbs_ray.report.methods import REPORTS, report_steps
+    from cbs_ray.report.reading import MethodReport
+
+    assert set(METHODS) == {"scratch", "branch", "ladder"} == set(REPORTS)
+    assert _steps(SearchMethod) == {"plan_lines", "check", "run", "resume"}
+    assert _steps(MethodReport) == {"summarize", "render", "run_lines", "report_lines"}
     for name in METHODS:
-        method = method_named(name)
-        assert method.name == name and method.described.startswith("a ")
-        assert all(callable(getattr(method, step)) for step in STEPS)
+        method, steps = method_named(name), report_steps(name)
+        assert method.name == name == steps.name and steps.described.startswith("a ")
+        assert all(callable(getattr(method, step)) for step in _steps(SearchMethod))
+        assert all(callable(getattr(steps, step)) for step in _steps(MethodReport))
     assert method_named("scratch") is scratch.METHOD and method_named("branch") is branch.METHOD
     assert method_named("ladder") is ladder.METHOD
+    assert report_steps(None) is report_steps("scratch")  # an experiment whose metadata names no method
 
 
 def test_the_dry_run_plan_is_the_methods_own():
@@ -85,7 +95,7 @@ def test_a_search_result_gives_the_answer_with_its_bound_not_the_number_alone():
              "diverged": False} for b, accuracy in ((8, 0.80), (16, 0.70), (32, 0.65))]
     summary = summarize(pd.DataFrame(rows), metric="accuracy", mode="max", budget_samples=1024)
     from cbs_ray.tune.result import SearchResult
-    from cbs_ray.tune.search_method import Reading
+    from cbs_ray.report.reading import Reading
 
     result = SearchResult(load_spec(None), Reading(summary, pd.DataFrame(), (), summary.answer), "/x/exp", None)
     assert (result.answer.batch_size, result.answer.bound, result.answer.resolved) == (8, "upper", None)

@@ -1,0 +1,89 @@
+"""What every search method's report steps make of an experiment, and the steps themselves (``MethodReport``):
+the pure half of a method (``tune.search_method.SearchMethod`` is its Ray half). A method's steps read the
+experiment's history and metadata into a ``Reading`` (``summarize``), write the report's files (``render``) and
+say what to print; ``report.methods`` holds them by ``search.method`` name, for the search's end
+(``tune.driver``) and the report command (``report.command``) alike. Light: pandas only for the type."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Protocol
+
+from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.records.names import default_report_dir
+
+if TYPE_CHECKING:  # pandas loads in a second: a --dry-run never needs it
+    import pandas as pd
+
+__all__ = ["MethodAnswer", "Reading", "MethodReport", "experiment_out"]
+
+
+@dataclass(frozen=True)
+class MethodAnswer:
+    """The headline's answer of a method whose summary has no ``Answer`` of its own (branch mode, the ladder):
+    the batch it stands behind, its bound ("lower": at least, "upper": at most, None: a value) and its line."""
+
+    batch_size: Optional[int]
+    bound: Optional[str]
+    text: str
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a method's ``summarize`` makes of an experiment: its typed summary (``analysis.summary_record.Summary``,
+    ``analysis.branch_summary.BranchSummary`` or ``analysis.ladder_summary.LadderSummary``), the history it read,
+    the headline and the answer; ``source`` is what ``render`` writes from (the from-scratch ``report.scratch.
+    Report``), ``extras`` the method's other readings (branch mode's schedule experiment)."""
+
+    summary: Any
+    history: pd.DataFrame
+    lines: tuple[str, ...]
+    answer: Any
+    source: Any = None
+    extras: dict = field(default_factory=dict)
+
+    def headline(self) -> list[str]:
+        """The answer first, then the readings: what the search prints and report.md opens with."""
+        return list(self.lines)
+
+    def to_json(self) -> str:
+        """summary.json."""
+        return self.summary.to_json()
+
+    @property
+    def name(self) -> Optional[str]:
+        return getattr(self.summary, "name", None)
+
+
+class MethodReport(Protocol):
+    """One search method's report steps (module docstring): pure, no Ray, nothing that trains."""
+
+    name: str
+    """``search.method``'s value, and ``ExperimentMeta.method`` of the experiments it writes."""
+    described: str
+    """What the report command calls an experiment of it ("a branch search")."""
+    report_flags: tuple[str, ...]
+    """The report command's flags it reads beside ``--output`` (others are refused in one line)."""
+
+    def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
+                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
+        """The experiment's reading (no printing, nothing written)."""
+
+    def render(self, reading: Reading, out: Path) -> Path:
+        """The report's files in ``out``; returns the page's path."""
+
+    def run_lines(self, reading: Reading) -> list[str]:
+        """Lines a search prints before the headline at its end (the from-scratch per-batch table)."""
+
+    def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
+        """What the report command prints after the headline."""
+
+
+def experiment_out(meta: Optional[ExperimentMeta], output_dir: Optional[str]) -> Path:
+    """Where ``python -m cbs_ray.report`` writes an experiment's report: ``output_dir``, else the method's own
+    folder (``records.names.default_report_dir``: ``./cbs_results/<name>[-method]``; ``report`` for an experiment
+    whose metadata cannot be read)."""
+    if meta is None:
+        return Path(output_dir or default_report_dir("report"))
+    return Path(output_dir or default_report_dir(meta.name or "report", meta.method))
