@@ -32,7 +32,7 @@ from cbs_ray.records.storage import ReportError, failed_trials, first_error
 from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import save_figure  # (sets matplotlib's Agg backend)
-from cbs_ray.report.reading import MethodAnswer, Reading
+from cbs_ray.report.reading import MethodAnswer, Reading, report_and_summary_line
 from cbs_ray.report.same_spec import branch_history
 from cbs_ray.report.text import markdown_table, html_answer_box, html_table
 from cbs_ray.report.trainer_snippets import trainer_snippets
@@ -478,7 +478,7 @@ class BranchReport:
         return []
 
     def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
-        return [f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})"]
+        return [report_and_summary_line(page, out, path)]
 
 
 class TrunkFailed(ReportError):

@@ -22,7 +22,7 @@ from cbs_ray.records.storage import ReportError, first_error, load_history
 from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import save_figure  # (sets matplotlib's Agg backend)
-from cbs_ray.report.reading import MethodAnswer, Reading
+from cbs_ray.report.reading import MethodAnswer, Reading, report_and_summary_line
 from cbs_ray.report.same_spec import same_spec_schedule
 from cbs_ray.report.text import markdown_table, html_answer_box, html_table
 from cbs_ray.spec.load import spec_from_dict
@@ -239,7 +239,7 @@ class LadderReport:
         return []
 
     def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
-        return [f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})"]
+        return [report_and_summary_line(page, out, path)]
 
 
 def ladder_answer(summary: LadderSummary) -> Optional[MethodAnswer]:

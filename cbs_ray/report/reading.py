@@ -16,7 +16,7 @@ from cbs_ray.records.names import default_report_dir
 if TYPE_CHECKING:  # pandas loads in a second: a --dry-run never needs it
     import pandas as pd
 
-__all__ = ["MethodAnswer", "Reading", "MethodReport", "experiment_out"]
+__all__ = ["MethodAnswer", "Reading", "MethodReport", "experiment_out", "report_and_summary_line"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +87,9 @@ def experiment_out(meta: Optional[ExperimentMeta], output_dir: Optional[str]) ->
     if meta is None:
         return Path(output_dir or default_report_dir("report"))
     return Path(output_dir or default_report_dir(meta.name or "report", meta.method))
+
+
+def report_and_summary_line(page: Path, out: Path, path: str) -> str:
+    """Where a report went: its page, its summary.json and the experiment it reads (what every search prints at its
+    end, and the report command after a branch or ladder experiment's headline)."""
+    return f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})"

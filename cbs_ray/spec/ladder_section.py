@@ -33,6 +33,7 @@ from cbs_ray.spec.errors import SpecError
 
 __all__ = ["LadderSpec", "MIN_LADDER_BATCHES", "MIN_RUNG_SPAN", "Ladder", "resolve_ladder", "ladder_stands_alone"]
 
+
 @dataclass
 class LadderSpec:
     """The ladder (``search.method: ladder``; ``cbs_ray.analysis.ladder_summary``): predict the full run's

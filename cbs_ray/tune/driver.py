@@ -12,7 +12,7 @@ from typing import Callable, Optional
 
 from cbs_ray.records.meta import FORMAT, ExperimentMeta
 from cbs_ray.report.methods import report_steps
-from cbs_ray.report.reading import Reading
+from cbs_ray.report.reading import Reading, report_and_summary_line
 from cbs_ray.sources.object_checks import objects_meta
 from cbs_ray.spec.load import spec_to_dict
 from cbs_ray.spec.schema import SearchSpec
@@ -98,7 +98,7 @@ def finish(method: SearchMethod, spec: SearchSpec, path: str, out: Path) -> Sear
     reading = steps.summarize(path, ExperimentMeta.read(path))
     page = steps.render(reading, out)
     lines = [*steps.run_lines(reading), *reading.headline(),
-             f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})"]
+             report_and_summary_line(page, out, path)]
     print("\n".join(lines), flush=True)
     attach_to_trackers(spec, path, out, _answer_record(reading), reading.headline())
     return SearchResult(spec, reading, path, out)
