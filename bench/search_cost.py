@@ -76,9 +76,10 @@ def measure(space: str, overrides: list[str], storage: str, output: str) -> dict
             "per_batch_best": {int(r["batch_size"]): r.get(f"best_{metric}") for r in summary.per_batch},
             # with data.holdout_examples: the dev-set figure of the trial the method selects
             f"selected_dev_{metric}": selected.get(f"dev_{metric}"),
-            # each trial in the order Tune created it (its id's counter): batch, alpha, samples, status
+            # each trial: batch, alpha, samples, status; by batch and alpha (Tune's trial ids do not say the order
+            # trials started in; the bisect walk's order follows from the per-batch figures by its policy)
             "trained": [[int(t.batch_size), round(float(t.alpha), 4), int(t.samples_seen), t.status]
-                        for t in trials.sort_values("trial_id").itertuples()] if "trial_id" in trials else None,
+                        for t in trials.sort_values(["batch_size", "alpha"]).itertuples()] if len(trials) else None,
             "experiment": result.experiment_path}
 
 
