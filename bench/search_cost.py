@@ -76,6 +76,10 @@ def measure(space: str, overrides: list[str], storage: str, output: str) -> dict
             "per_batch_best": {int(r["batch_size"]): r.get(f"best_{metric}") for r in summary.per_batch},
             # with data.holdout_examples: the dev-set figure of the trial the method selects
             f"selected_dev_{metric}": selected.get(f"dev_{metric}"),
+            # each trial: batch, alpha, samples, status; by batch and alpha (Tune's trial ids do not say the order
+            # trials started in; the bisect walk's order follows from the per-batch figures by its policy)
+            "trained": [[int(t.batch_size), round(float(t.alpha), 4), int(t.samples_seen), t.status]
+                        for t in trials.sort_values(["batch_size", "alpha"]).itertuples()] if len(trials) else None,
             "experiment": result.experiment_path}
 
 
@@ -183,7 +187,7 @@ def start_results(args) -> dict:
         results["seeds"] = {k: v for k, v in earlier["seeds"].items() if int(k) not in args.seeds}
         print(f"adding to {args.out} (seeds {sorted(results['seeds'])} kept from it)")
     if "bisect" in args.strategies:
-        if {"grid", "one-per-batch"} & set(args.strategies):
+        if {"grid", "one-per-batch"} & set(args.strategies) or args.grid_from:
             print(GRID_CRITERIA, flush=True)
         if "cbs-ray" in args.strategies:
             print(SEARCH_CRITERIA, flush=True)
@@ -231,7 +235,7 @@ def main() -> None:
     finally:
         ray.shutdown()
 
-    if "bisect" in args.strategies and {"grid", "one-per-batch"} & set(args.strategies):
+    if "bisect" in args.strategies and ({"grid", "one-per-batch"} & set(args.strategies) or args.grid_from):
         report_bisect(results, grid_stored=bool(args.grid_from))
     if {"bisect", "cbs-ray"} <= set(args.strategies):
         report_against_search(results)

@@ -4,18 +4,23 @@ A from-scratch search spends most of its samples choosing alpha and warmup per b
 number per task (lr = base_lr · (B/B0)^α) and warmup has a rule (``lr_schedule.seed_warmup_fraction``). Here:
 
 1. **Alpha once.** ``alphas`` (the middle of ``search.alpha_range`` first, then its ends, by default) are trained at
-   one batch, ``alpha_batch`` (the grid's middle, where the edge of the plateau usually lies), together, halved
+   one batch, ``alpha_batch`` (by default the walk's first probe, ``minimax_walk.first_probe``: on 7 batches the
+   fifth, on 5 or 6 the fourth; the grid's middle or just above it), together, halved
    synchronously at ASHA's first rung (``maths.halving``, run by ``tune.per_batch_asha``): each waits there until
    all have reported; the first candidate (the prior guess) goes on, the best other too only where it leads by more
    than the tolerance. The best that completed the budget fixes alpha for the rest (a tie: the earlier candidate),
    and its run is that batch's run. With one candidate there is nothing to choose: no alpha batch, the walk starts
    at once with the smallest batch (and ``base_batch``). The smallest batch starts at once where its LR does not depend on alpha (it is ``base_batch``).
-2. **Batches by bisection on the monotone reading.** The grid's smallest batch (where the best usually is);
+2. **Batches by a minimax walk on the monotone reading.** The grid's smallest batch (where the best usually is);
    then, while the monotone turning point over the batches measured (``critical_batch.turning_point``,
    ``monotone=True``) has an unmeasured grid batch between it and the next batch measured above it (or the top
-   of the grid, an open end: the largest batch is trained only where the walk reaches it), the grid batch in the
-   middle of that bracket (in log2, the upper middle); last, the grid neighbour just below the turning point, so
-   that the answer and both its neighbours are measured. Each batch trains once, to the full budget.
+   of the grid, an open end: the largest batch is trained only where the walk reaches it), the grid batch in that
+   bracket that makes the fewest full runs in the worst case until the answer and both its neighbours are
+   measured, then the fewest on average over the answers the bracket still allows (uniform), a tie to the upper
+   middle (``maths.minimax_walk``, which says why; no task's answer is an input to it); last, the grid neighbour
+   just below the turning point, so that the answer and both its neighbours are measured. Each batch trains
+   once, to the full budget. (Until issue 38's session 4 the probe was always the bracket's upper middle and the
+   alpha batch the grid's middle: on 7 batches five runs for two answers, now for one.)
 
 A failed or diverged run counts as a metric of NaN (``turning_point`` takes it as outside the tolerance), so the
 walk goes on below it. Pure: no Ray; ``tune.bisection_search.BisectionSearcher`` feeds it Tune's results.
@@ -28,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from cbs_ray.maths.critical_batch import turning_point
+from cbs_ray.maths.minimax_walk import first_probe, next_probe
 
 __all__ = ["Bisection", "Run", "middle_of", "middle_first"]
 
@@ -69,14 +75,15 @@ class Bisection:
     base_batch: int = 0
     """The batch whose LR does not depend on alpha (``training.base_batch``): trained at once if in the grid."""
     alpha_batch: Optional[int] = None
-    """Where alpha is chosen; default the grid's middle (upper middle for an even count)."""
+    """Where alpha is chosen; default the walk's first probe (``minimax_walk.first_probe``, trained together with
+    the smallest and the base batch)."""
     proposed: list[Run] = field(default_factory=list)
     results: dict[Run, Optional[float]] = field(default_factory=dict)
 
     def __post_init__(self):
         self.grid = sorted(self.grid)
         if self.alpha_batch is None:
-            self.alpha_batch = self.grid[len(self.grid) // 2]
+            self.alpha_batch = self.grid[first_probe(len(self.grid), self.start_indices())]
 
     # ---- what is known ----------------------------------------------------------------------------
     @property
@@ -159,12 +166,13 @@ class Bisection:
         above = [b for b in sorted(measured) if b > reading]
         i = self.grid.index(reading)
         j = self.grid.index(above[0]) if above else len(self.grid)  # the top of the grid: an open end
-        if j - i >= 2:
-            return [self.grid[(i + j + 1) // 2]]
-        below = self.grid.index(reading) - 1
-        if below >= 0 and self.grid[below] not in measured:
-            return [self.grid[below]]
-        return []
+        probe = next_probe(len(self.grid), i, j, [self.grid.index(b) for b in measured])
+        return [] if probe is None else [self.grid[probe]]
+
+    def start_indices(self) -> list[int]:
+        """The grid indices trained before any result is known, the alpha batch aside: the smallest batch, and
+        the base batch where it is in the grid."""
+        return list(dict.fromkeys([0] + ([self.grid.index(self.base_batch)] if self.base_batch in self.grid else [])))
 
     @staticmethod
     def _finite(metric: Optional[float]) -> bool:

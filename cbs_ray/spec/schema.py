@@ -266,11 +266,12 @@ class SearchSection:
     (Optuna's random sampler over the same space), ``grid``: the manual method, every batch size ×
     ``grid_points`` evenly spaced alphas × as many warmups (``num_trials`` is then that product), or ``bisect``:
     the search at its cost limit (``maths.bisection``): alpha chosen once among ``grid_points`` values at the
-    grid's middle batch by synchronous halving at ASHA's first rung (``maths.halving``: every candidate waits there
-    until all have reported; the prior goes on, the best other too only where it leads by more than ``tolerance``),
-    warmup by the seed rule, then each batch trained once,
-    the grid's smallest first and then by bisection on the monotone reading until the answer and its neighbours
-    are measured (``num_trials``, ``balance_batches`` and ``resources.max_concurrent_trials`` are not used)."""
+    walk's first batch (``maths.minimax_walk``; the grid's middle or just above) by synchronous halving at ASHA's
+    first rung (``maths.halving``: every candidate waits there until all have reported; the prior goes on, the
+    best other too only where it leads by more than ``tolerance``), warmup by the seed rule, then each batch
+    trained once, the grid's smallest first and then by a minimax walk on the monotone reading (fewest runs in the
+    worst case, then on average) until the answer and its neighbours are measured (``num_trials``,
+    ``balance_batches`` and ``resources.max_concurrent_trials`` are not used)."""
     balance_batches: bool = True
     """With ``tpe`` or ``random`` (a grid is balanced anyway): the batch sizes take turns (round robin after
     the seeds), so their trial counts differ by at most one (12 trials over 5 batch sizes: 3, 3, 2, 2, 2),

@@ -19,10 +19,12 @@ from typing import Optional
 from ray.tune.search import Searcher
 
 from cbs_ray.maths.bisection import Bisection, Run, middle_first
+from cbs_ray.maths.minimax_walk import runs_by_answer
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.search_space import evenly_spaced, seed_warmup
 
-__all__ = ["BisectionSearcher", "bisection_for", "bisection_alphas", "bisection_plan_lines", "halving_rung"]
+__all__ = ["BisectionSearcher", "bisection_for", "bisection_alphas", "bisection_plan_lines", "halving_rung",
+           "walk_line"]
 
 
 def bisection_alphas(spec: SearchSpec) -> list[float]:
@@ -47,7 +49,8 @@ def halving_rung(spec: SearchSpec, budget_samples: int) -> Optional[int]:
 
 def bisection_plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
     """``--dry-run``: what the bisection trains, at most, against the exhaustive grid (every batch × alpha ×
-    warmup point of the ``grid`` strategy, each to the full budget)."""
+    warmup point of the ``grid`` strategy, each to the full budget), and the batches it trains for each answer
+    where the outcomes are a clean threshold (``minimax_walk.runs_by_answer``)."""
     policy = bisection_for(spec)
     rung = halving_rung(spec, budget_samples)
     losers = len(policy.alphas) - 1
@@ -60,12 +63,25 @@ def bisection_plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
              f"rule; then batch {policy.grid[0]}" if len(policy.alphas) > 1 else
              f"alpha {policy.alphas[0]} (one candidate: nothing to choose), warmup by the seed rule; batch "
              f"{policy.grid[0]} first")
-    return [f"  bisect: {start}, then the middle of the bracket above the monotone turning point until the answer "
-            f"and its neighbours are measured, each once",
+    return [f"  bisect: {start}, then in the bracket above the monotone turning point the batch with the fewest "
+            f"full runs in the worst case (then on average) until the answer and its neighbours are measured, "
+            f"each once",
             f"  at most {most:.3g} runs' samples ({most * budget_samples:.0f}) where no other alpha leads"
             + (f" (+{1 - rung / budget_samples:.3g} where one does)" if rung else "") + f" = {most / grid_runs:.3f} of the "
             f"exhaustive grid ({grid_runs} runs: {len(spec.batch_sizes)} batches x {spec.search.grid_points} alphas x "
-            f"{spec.search.grid_points} warmups)"]
+            f"{spec.search.grid_points} warmups)",
+            walk_line(policy)]
+
+
+def walk_line(policy: Bisection) -> str:
+    """The batches trained at the chosen alpha for each answer, on a clean threshold (noise can add some)."""
+    grid = policy.grid
+    start = policy.start_indices() + ([grid.index(policy.alpha_batch)] if len(policy.alphas) > 1 else [])
+    orders = runs_by_answer(len(grid), start)
+    runs = ", ".join(f"{grid[a]}: {len(order)}" for a, order in orders.items())
+    return (f"  full runs by answer where the outcomes are a clean threshold: {runs} (worst "
+            f"{max(len(o) for o in orders.values())}; e.g. {grid[len(grid) // 2]}: "
+            f"{' '.join(str(grid[i]) for i in orders[len(grid) // 2])})")
 
 
 class BisectionSearcher(Searcher):
