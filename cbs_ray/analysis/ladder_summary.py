@@ -45,6 +45,7 @@ from cbs_ray.maths.ladder import (
     recommend_batch,
     rung_readings,
 )
+from cbs_ray.maths.ladder_loss import LossLadderFit, fit_through_loss
 from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
 from cbs_ray.records.columns import Column, require_columns
 
@@ -173,25 +174,32 @@ def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000
     full = ladder_curves(history, column=column) if len(history) else {}
     cap = int(float(meta.get("ladder_cap", 1.0)) * stop) // max(batches) * max(batches)
     cuts = ladder_cuts(full, reference_stop=stop, cap=cap) if full else {}
-    rungs = [r for r in (rung_readings(ladder_curves(history, column=column, up_to=max(cap, stop), cuts=cuts),
-                                       bootstrap=bootstrap, **reading) if full else [])
+    cut = ladder_curves(history, column=column, up_to=max(cap, stop), cuts=cuts) if full else {}
+    rungs = [r for r in (rung_readings(cut, bootstrap=bootstrap, **reading) if full else [])
              if r.samples_seen >= reading["fit_from"] and r.samples_seen <= stop]  # not inside the warmup
-    fit = fit_ladder(rungs, budget_samples=budget, bootstrap=bootstrap)
+    power_law = fit_ladder(rungs, budget_samples=budget, bootstrap=bootstrap)
+    predict = meta.get("ladder_predict", "power_law")
+    through = fit_through_loss(rungs, [[pt for pt in run if pt[0] <= stop] for run in cut.get(min(cut), [])] if cut
+                               else [], power_law=power_law, stop_samples=stop, bootstrap=bootstrap) \
+        if predict == "loss" else None
+    fit = through or power_law  # the prediction ladder.predict chose; the power law's figures stay in ``ladder``
     noise = noise_scale_at(history, [int(r.samples_seen) for r in rungs]) if len(history) else None
-    ladder = {"fraction_samples": stop, "rungs": [_rung_record(r) for r in rungs], "exponent": fit.exponent,
-              "exponent_ci": list(fit.exponent_ci) if fit.exponent_ci else None, "exponent_se": fit.exponent_se,
-              "constant": fit.constant, "fit_p_value": fit.fit_p_value, "rungs_used": list(fit.rungs_used),
-              "refusal": fit.refusal, "overhead_exponent": fit.overhead_exponent, "curve": reading["curve_model"],
+    ladder = {"fraction_samples": stop, "rungs": [_rung_record(r) for r in rungs], "exponent": power_law.exponent,
+              "exponent_ci": list(power_law.exponent_ci) if power_law.exponent_ci else None,
+              "exponent_se": power_law.exponent_se, "constant": power_law.constant,
+              "fit_p_value": power_law.fit_p_value, "rungs_used": list(power_law.rungs_used),
+              "refusal": power_law.refusal, "overhead_exponent": power_law.overhead_exponent,
+              "curve": reading["curve_model"],
               "reading": reading_name, "column": column, "cap_samples": cap,
               "step_count": meta.get("ladder_step_count", "optimizer"), Column.warmup_steps: meta.get("ladder_warmup_steps"),
               "cuts": {str(b): c for b, c in sorted(cuts.items())},
-              "rung_span": (max(fit.rungs_used) / min(fit.rungs_used)) if fit.rungs_used else None,
-              "noise_scale": noise}
+              "rung_span": (max(power_law.rungs_used) / min(power_law.rungs_used)) if power_law.rungs_used else None,
+              "noise_scale": noise, **(_through_loss_record(through) if through else {})}
     recommended = recommend_batch(fit.interval_90[0]) if fit.interval_90 else None
     alpha, base_lr, base_batch = float(meta["ladder_alpha"]), float(meta["base_lr"]), int(meta["base_batch"])
     prediction = {"budget_samples": budget, "b_crit": fit.b_crit,
                   "interval_90": list(fit.interval_90) if fit.interval_90 else None, Column.batch_size: recommended,
-                  "overhead_20pct": fit.overhead_20pct, "refusal": fit.refusal,
+                  "overhead_20pct": power_law.overhead_20pct, "refusal": fit.refusal,
                   Column.peak_lr: scaled_lr(base_lr, recommended, base_batch, alpha) if recommended else None,
                   Column.warmup_steps: warmup_steps(float(meta[Column.warmup_fraction]), budget // recommended)
                   if recommended else None, Column.alpha: alpha, "batch_size_schedule": schedule,
@@ -199,6 +207,8 @@ def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000
     ladder_samples = samples_trained(full, cuts) if full else 0
     validation = _validate(full, rungs, fit, budget, meta, bootstrap, ladder_samples, prediction) \
         if meta.get("ladder_validate") else None
+    if validation is not None and through is not None:  # the power law's prediction on the same runs, beside it
+        validation["power_law_prediction"] = _power_law_beside(power_law, validation["measured_b_crit"])
     tokens = meta.get("tokens_per_sample") or meta.get("max_seq_length")
     laws = {}
     if tokens:
@@ -212,6 +222,26 @@ def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000
                          reference_laws=laws, curves=_mean_curves(full), cost=cost, batch_sizes=batches,
                          name=meta.get("name"), experiment_path=meta.get("experiment_path"),
                          metric=meta.get("ladder_metric", Column.eval_loss))
+
+
+def _through_loss_record(fit: LossLadderFit) -> dict:
+    """``ladder.predict: loss``'s own figures (``maths.ladder_loss``), recorded only where it was asked for (a
+    summary without ``predict`` is the power law's, as every summary before the key)."""
+    loss = fit.loss
+    return {"predict": "loss", "through_loss": {
+        "constant": fit.constant, "exponent": fit.exponent, "exponent_ci": list(fit.exponent_ci) if fit.exponent_ci
+        else None, "fit_p_value": fit.fit_p_value, "refusal": fit.refusal,
+        "loss_at_budget": loss.loss_at_budget if loss else None, "loss_exponent": loss.exponent if loss else None,
+        "loss_octave_samples": list(loss.samples) if loss else None,
+        "loss_anchor": [loss.anchor_samples, loss.anchor_loss] if loss and loss.anchor_samples else None}}
+
+
+def _power_law_beside(fit, measured: Optional[float]) -> dict:
+    """The power law's prediction where ``ladder.predict`` is ``loss``, and its error against the measurement."""
+    ok = fit.b_crit is not None and measured is not None and math.isfinite(measured)
+    return {"b_crit": fit.b_crit, "interval_90": list(fit.interval_90) if fit.interval_90 else None,
+            "refusal": fit.refusal, "log2_error": log2_error(fit.b_crit, measured) if ok else None,
+            "within_interval": bool(fit.interval_90[0] <= measured <= fit.interval_90[1]) if ok else None}
 
 
 def _b_simple_prediction(noise: Optional[dict], budget: int) -> Optional[float]:

@@ -23,8 +23,9 @@ from cbs_ray.maths.lr_schedule import lr_weighted_steps
 from cbs_ray.maths.tradeoff import fit_tradeoff, overhead_rule, samples_to_target
 
 __all__ = ["BORROWED_EXPONENTS", "CURVE_MODELS", "POOR_FIT_P", "SD_FLOOR", "Curves", "LadderFit", "LossCurve", "Rung",
-           "borrowed_exponent", "closed_form_laws", "fit_ladder", "fit_loss_curve", "fit_power_law", "log2_error",
-           "no_extrapolation", "power_law_exponent_se", "recommend_batch", "rung_readings", "samples_to_loglog"]
+           "batch_resamples", "borrowed_exponent", "chi2_sf", "closed_form_laws", "fit_ladder", "fit_loss_curve",
+           "fit_power_law", "log2_error", "no_extrapolation", "power_law_exponent_se", "recommend_batch",
+           "rung_readings", "rung_resamples", "rung_usable", "rung_weight", "samples_to_loglog", "seed_mean"]
 
 Curves = dict[int, list[list[tuple[float, float]]]]  # batch -> over seeds: [(samples_seen, eval_loss), ...]
 
@@ -59,7 +60,7 @@ class Rung:
     (at most that evaluation's), never a crossing, so left out of the rung's fit (their steps are NaN)."""
 
 
-def _seed_mean(seeds: Sequence[Sequence[tuple[float, float]]]) -> tuple[list[float], list[float]]:
+def seed_mean(seeds: Sequence[Sequence[tuple[float, float]]]) -> tuple[list[float], list[float]]:
     """Mean loss across seeds at the samples points every seed reported (exact equality); a NaN in any seed
     makes that point's mean NaN."""
     by_seed = [{float(s): float(loss) for s, loss in seed} for seed in seeds]
@@ -171,7 +172,7 @@ def rung_readings(curves: Curves, *, reference_batch: int | None = None, bootstr
     ``curves`` maps batch size → list over seeds of learning curves, each a list of (samples_seen,
     eval_loss); lower loss is better. A batch's samples to a rung's target, by ``curve_model``:
 
-    * ``"interpolate"``: on its seed-mean curve (``_seed_mean``), interpolated in log–log between evaluations
+    * ``"interpolate"``: on its seed-mean curve (``seed_mean``), interpolated in log–log between evaluations
       (``_samples_to_target_loglog``); the target is the reference's seed-mean loss at the rung;
     * ``"fit"``: on the curve ``fit_loss_curve`` fits to every seed's evaluations from ``fit_from`` samples on
       (``LossCurve.samples_to``); the target is the reference's *fitted* loss at the rung, so that one noisy
@@ -192,7 +193,7 @@ def rung_readings(curves: Curves, *, reference_batch: int | None = None, bootstr
     if curve_model not in CURVE_MODELS:
         raise ValueError(f"curve_model must be one of {CURVE_MODELS}, got {curve_model!r}")
     ref = min(curves) if reference_batch is None else reference_batch
-    means = {b: _seed_mean(seeds) for b, seeds in curves.items()}
+    means = {b: seed_mean(seeds) for b, seeds in curves.items()}
     fitted = {b: fit_loss_curve([pt for run in seeds for pt in run if pt[0] >= fit_from])
               for b, seeds in curves.items()} if curve_model == "fit" else {}
     batches = sorted(means)
@@ -253,7 +254,7 @@ def power_law_exponent_se(x: Sequence[float], y: Sequence[float], weights: Seque
     return float(math.sqrt(cov[1, 1]) * max(1.0, math.sqrt(chi2 / (len(x) - 2))))
 
 
-def _chi2_sf(x: float, dof: int) -> float:
+def chi2_sf(x: float, dof: int) -> float:
     """P(χ²_dof > x) for an integer dof ≥ 1, closed form (regularised upper incomplete gamma Q(dof/2, x/2))."""
     y = x / 2.0
     if dof % 2 == 0:
@@ -290,7 +291,8 @@ class LadderFit:
     scatter about the line says)."""
 
 
-def _usable(rung: Rung) -> bool:
+def rung_usable(rung: Rung) -> bool:
+    """A finite, positive B_crit with a 95 % interval whose ends are both finite and positive (``fit_ladder``)."""
     ci = rung.b_crit_ci
     return (rung.b_crit is not None and math.isfinite(rung.b_crit) and rung.b_crit > 0 and ci is not None
             and all(v is not None and math.isfinite(v) and v > 0 for v in ci))
@@ -307,7 +309,7 @@ def fit_ladder(rungs: Sequence[Rung], *, budget_samples: float, bootstrap: int =
 
     Bootstrap (``bootstrap`` usable resamples, at most 50× that many draws): where every used rung carries its
     batches' steps (``rung_readings``' rungs do), resample the batches, the same at every rung, and refit every rung
-    and the power law (``_batch_resamples``): the rungs are read off the same runs, so their errors are not
+    and the power law (``rung_resamples``): the rungs are read off the same runs, so their errors are not
     independent. Otherwise (hand-built rungs) resample the rungs with replacement (skipping resamples with fewer
     than 3 distinct rungs) AND draw each picked rung's log B_crit from a normal about its own with its own sd;
     this counts the rungs' noise about twice over, so the intervals err wide. Either way refit, record the
@@ -327,7 +329,7 @@ def fit_ladder(rungs: Sequence[Rung], *, budget_samples: float, bootstrap: int =
     if len({d for d, _ in overhead}) >= 3:
         oc, oe = fit_power_law([d for d, _ in overhead], [b for _, b in overhead])
         extra = {"overhead_constant": oc, "overhead_exponent": oe, "overhead_20pct": oc * budget_samples ** oe}
-    used = [r for r in rungs if _usable(r)]
+    used = [r for r in rungs if rung_usable(r)]
     finite = sum(r.b_crit is not None and math.isfinite(r.b_crit) for r in rungs)
     d_used = tuple(r.samples_seen for r in used)
     if len({r.samples_seen for r in used}) < 3:
@@ -336,11 +338,11 @@ def fit_ladder(rungs: Sequence[Rung], *, budget_samples: float, bootstrap: int =
                          f"({finite} with a finite B_crit)", **extra)
     d = np.array(d_used, dtype=float)
     log_b = np.log([r.b_crit for r in used])
-    sd = np.maximum([(math.log(r.b_crit_ci[1]) - math.log(r.b_crit_ci[0])) / (2 * Z95) for r in used], SD_FLOOR)
-    w = 1.0 / sd ** 2
+    by_d = {r.samples_seen: r for r in used}
+    w = np.array([rung_weight(r) for r in used])
     constant, exponent = fit_power_law(d, np.exp(log_b), w)
     chi2 = float(np.sum(w * (log_b - math.log(constant) - exponent * np.log(d)) ** 2))
-    p = _chi2_sf(chi2, len(used) - 2)
+    p = chi2_sf(chi2, len(used) - 2)
     se = power_law_exponent_se(d, np.exp(log_b), w)
     base = dict(budget_samples=budget_samples, constant=constant, exponent=exponent, rungs_used=d_used,
                 fit_p_value=p, exponent_se=se if math.isfinite(se) else None, **extra)
@@ -348,17 +350,9 @@ def fit_ladder(rungs: Sequence[Rung], *, budget_samples: float, bootstrap: int =
         return LadderFit(exponent_ci=None, b_crit=None, interval_90=None, refusal=f"poor fit: B_crit does not "
                          f"follow one power law in D (weighted chi-square {chi2:.1f} on {len(used) - 2} degrees "
                          f"of freedom, p = {p:.2g} < {POOR_FIT_P})", **base)
-    rng, joint = np.random.default_rng(seed), all(sum(map(math.isfinite, r.steps_by_batch.values())) >= 3 for r in used)
-    exps, preds = _batch_resamples(used, dict(zip(d_used, w)), budget_samples, bootstrap, rng) if joint else ([], [])
-    for _ in range(50 * bootstrap if not exps else 0):
-        if len(exps) >= bootstrap:
-            break
-        pick = rng.integers(0, len(used), len(used))
-        if len(np.unique(pick)) < 3:
-            continue
-        c_i, e_i = fit_power_law(d[pick], np.exp(log_b[pick] + rng.normal(0.0, sd[pick])), w[pick])
-        exps.append(e_i)
-        preds.append(c_i * budget_samples ** e_i)
+    resamples = rung_resamples(used, bootstrap, np.random.default_rng(seed))
+    fits = [fit_power_law([x for x, _ in r], [b for _, b in r], [rung_weight(by_d[x]) for x, _ in r]) for r in resamples]
+    exps, preds = [e_i for _, e_i in fits], [c_i * budget_samples ** e_i for c_i, e_i in fits]
     if not exps:
         return LadderFit(exponent_ci=None, b_crit=None, interval_90=None,
                          refusal="no bootstrap resamples: no interval to predict with", **base)
@@ -377,36 +371,65 @@ def fit_ladder(rungs: Sequence[Rung], *, budget_samples: float, bootstrap: int =
                      refusal=None, **base)
 
 
-def _batch_resamples(rungs: Sequence[Rung], weights: dict, budget_samples: float, bootstrap: int,
-                     rng: np.random.Generator) -> tuple[list, list]:
-    """The exponent and the prediction at ``budget_samples`` over resamples of the **batches** (with replacement, the
-    same resample at every rung, at least 3 distinct): every rung's B_crit refitted from the picked batches' steps
-    (``fit_tradeoff``, no bootstrap of its own) and drawn about it with ``SD_FLOOR`` (the floor every rung's error
-    has: resampled batches alone say nothing of the reading's own bias), then the power law through the rungs with a
-    finite B_crit (at least 3; ``weights`` by samples_seen). The rungs are read off the same runs, so their errors
-    move together: drawing each rung's error independently (the fallback where the rungs carry no steps) counts
-    one run's noise once per rung and makes the exponent's interval far too wide (issue 36: p = 1 on the markov
-    language, SE 0.25)."""
+def rung_weight(rung: Rung) -> float:
+    """A usable rung's weight in ``fit_ladder``: 1 / sd², sd = (log hi − log lo) / (2 · 1.96) of its 95 % interval,
+    floored at ``SD_FLOOR``."""
+    return 1.0 / _rung_sd(rung) ** 2
+
+
+def _rung_sd(rung: Rung) -> float:
+    lo, hi = rung.b_crit_ci
+    return max((math.log(hi) - math.log(lo)) / (2 * Z95), SD_FLOOR)
+
+
+def rung_resamples(rungs: Sequence[Rung], bootstrap: int, rng: np.random.Generator) -> list[list[tuple[float, float]]]:
+    """``fit_ladder``'s resamples of the (usable) rungs, each a list of (samples_seen, B_crit) to refit a law through;
+    ``bootstrap`` of them at most (from at most 50× that many draws), the same list for the same ``rng`` state.
+
+    Where every rung carries at least 3 batches' steps (``rung_readings``' rungs do): resample the **batches**
+    (``batch_resamples``). Otherwise, or where that gives none (hand-built rungs): resample the rungs with replacement
+    (skipping draws with fewer than 3 distinct rungs) AND draw each picked rung's log B_crit from a normal about its own
+    with its own sd (``rung_weight``'s); this counts the rungs' noise about twice over, so the intervals err wide."""
+    joint = all(sum(map(math.isfinite, r.steps_by_batch.values())) >= 3 for r in rungs)
+    out = batch_resamples(rungs, bootstrap, rng) if joint else []
+    d = np.array([r.samples_seen for r in rungs], dtype=float)
+    log_b = np.log([r.b_crit for r in rungs])
+    sd = np.array([_rung_sd(r) for r in rungs])
+    for _ in range(50 * bootstrap if not out else 0):
+        if len(out) >= bootstrap:
+            break
+        pick = rng.integers(0, len(rungs), len(rungs))
+        if len(np.unique(pick)) < 3:
+            continue
+        out.append(list(zip(d[pick].tolist(), np.exp(log_b[pick] + rng.normal(0.0, sd[pick])).tolist())))
+    return out
+
+
+def batch_resamples(rungs: Sequence[Rung], bootstrap: int, rng: np.random.Generator
+                    ) -> list[list[tuple[float, float]]]:
+    """Resamples of the **batches** (with replacement, the same resample at every rung, at least 3 distinct): every
+    rung's B_crit refitted from the picked batches' steps (``fit_tradeoff``, no bootstrap of its own) and drawn about
+    it with ``SD_FLOOR`` (the floor every rung's error has: resampled batches alone say nothing of the reading's own
+    bias); each resample the rungs with a finite B_crit, as (samples_seen, B_crit), kept where there are at least 3.
+    The rungs are read off the same runs, so their errors move together: drawing each rung's error independently
+    (the fallback where the rungs carry no steps) counts one run's noise once per rung and makes the exponent's
+    interval far too wide (issue 36: p = 1 on the markov language, SE 0.25)."""
     batches = np.array(sorted({b for r in rungs for b in r.steps_by_batch}))
-    exps, preds = [], []
+    out: list = []
     for _ in range(50 * bootstrap):
-        if len(exps) >= bootstrap:
+        if len(out) >= bootstrap:
             break
         pick = rng.choice(batches, len(batches))
         if len(np.unique(pick)) < 3:
             continue
-        xs, ys = [], []
+        points = []
         for r in rungs:
             b_crit = fit_tradeoff(pick, [r.steps_by_batch.get(int(b), math.nan) for b in pick], bootstrap=0).b_crit
             if b_crit is not None and math.isfinite(b_crit) and b_crit > 0:
-                xs.append(r.samples_seen)
-                ys.append(b_crit * math.exp(rng.normal(0.0, SD_FLOOR)))  # no rung is read better than SD_FLOOR
-        if len(set(xs)) < 3:
-            continue
-        c_i, e_i = fit_power_law(xs, ys, [weights[x] for x in xs])
-        exps.append(e_i)
-        preds.append(c_i * budget_samples ** e_i)
-    return exps, preds
+                points.append((r.samples_seen, b_crit * math.exp(rng.normal(0.0, SD_FLOOR))))  # no rung better than SD_FLOOR
+        if len({x for x, _ in points}) >= 3:
+            out.append(points)
+    return out
 
 
 def recommend_batch(interval_low: float) -> int:

@@ -67,13 +67,7 @@ def headline(summary: LadderSummary) -> list[str]:
                      "is a property of the gradient, B_crit of the steps the batches took to a loss; on the SST-2 LM "
                      "of BENCHMARKS.md B_simple grew 27-fold while B_crit stayed between 10 and 21)")
         lines.append(line)
-    if pred["b_crit"] is None:
-        lines.append(f"Prediction: none — {pred['refusal']}")
-    else:
-        lo, hi = pred["interval_90"]
-        lines.append(f"Prediction at {pred['budget_samples']} samples: B_crit {pred['b_crit']:.3g} (90 % [{lo:.3g}, "
-                     f"{hi:.3g}]); recommended batch {pred[Column.batch_size]} (peak lr {pred[Column.peak_lr]:.3g} by alpha "
-                     f"{pred[Column.alpha]:g}, warmup {pred[Column.warmup_steps]} steps)")
+    lines += _prediction_lines(summary)
     sched = pred.get("batch_size_schedule")
     if sched:
         steps = ", then ".join(f"{b} from {s}" for s, b in sched["batch_size_schedule"][1:])
@@ -97,6 +91,11 @@ def headline(summary: LadderSummary) -> list[str]:
                          f"{'inside' if v['within_interval'] else 'outside'} the interval; |log2 error| {err} "
                          f"(target ≤ {LOG2_TARGET}; baselines: {base}); the ladder trained "
                          f"{v['samples_ratio']:.2f} of the measurement's samples")
+            beside = v.get("power_law_prediction")
+            if beside:
+                lines.append("Beside it: the power law in D on the same rungs "
+                             + (f"predicted {beside['b_crit']:.3g} (|log2 error| {beside['log2_error']:.2f})"
+                                if beside["log2_error"] is not None else f"made no prediction ({beside['refusal']})"))
             simple = v.get("b_simple_prediction") or {}
             if simple.get("b_crit"):
                 lines.append(f"Beside it: B_simple along the same runs would have predicted {simple['b_crit']:.3g} "
@@ -107,6 +106,27 @@ def headline(summary: LadderSummary) -> list[str]:
                          f"D^{summary.ladder['exponent']:.3g})")
     return lines
 
+
+def _prediction_lines(summary: LadderSummary) -> list[str]:
+    """The prediction, naming how it was made where it was not the power law in D (``ladder.predict``)."""
+    lad, pred = summary.ladder, summary.prediction
+    through = lad.get("through_loss") if lad.get("predict") == "loss" else None
+    how = ""
+    if through and through["exponent"] is not None:
+        octave = through["loss_octave_samples"] or []
+        how = (f" through the loss (ladder.predict loss: B_crit = {through['constant']:.3g}·L^{through['exponent']:.3g} "
+               f"over the rungs"
+               + (f", L at D {through['loss_at_budget']:.4g} by L ∝ s^{through['loss_exponent']:.3g} over "
+                  f"{octave[0]:g}…{octave[-1]:g} samples" if through["loss_at_budget"] is not None and octave else "")
+               + ")")
+    elif through:
+        how = " through the loss (ladder.predict loss)"
+    if pred["b_crit"] is None:
+        return [f"Prediction{how}: none — {pred['refusal']}"]
+    lo, hi = pred["interval_90"]
+    return [f"Prediction at {pred['budget_samples']} samples{how}: B_crit {pred['b_crit']:.3g} (90 % [{lo:.3g}, "
+            f"{hi:.3g}]); recommended batch {pred[Column.batch_size]} (peak lr {pred[Column.peak_lr]:.3g} by alpha "
+            f"{pred[Column.alpha]:g}, warmup {pred[Column.warmup_steps]} steps)"]
 
 
 def ladder_plot(summary: LadderSummary, path: Path) -> Path:
@@ -132,7 +152,8 @@ def ladder_plot(summary: LadderSummary, path: Path) -> Path:
     if pred["b_crit"] is not None:
         lo, hi = pred["interval_90"]
         ax.errorbar([budget], [pred["b_crit"]], yerr=[[pred["b_crit"] - lo], [hi - pred["b_crit"]]], fmt="D",
-                    color="tab:green", capsize=4, label="prediction (90 %)")
+                    color="tab:green", capsize=4,
+                    label="prediction through the loss (90 %)" if lad.get("predict") == "loss" else "prediction (90 %)")
     v = summary.prediction_validation
     if v and v.get("measured_b_crit"):
         ax.plot([budget], [v["measured_b_crit"]], "*", ms=12, color="tab:red", label="measured at D")

@@ -80,6 +80,12 @@ class LadderSpec:
     ``lr_weighted``, each step by its LR relative to the peak (a linear warmup of W steps counts about W/2:
     ``maths.lr_schedule.lr_weighted_steps``), so that batches whose warmups differ in steps
     (``min_warmup_steps``) are compared on the same footing. The measurement at D counts them the same way."""
+    predict: Literal["power_law", "loss"] = "power_law"
+    """How the rungs are extrapolated to D: ``power_law``, B_crit ∝ D^γ fitted over the rungs
+    (``maths.ladder.fit_ladder``); or ``loss``, B_crit = c·L^k fitted over the rungs against their target loss, at
+    the smallest batch's loss at D extrapolated by a power law in samples from its last octave before the fraction
+    (``maths.ladder_loss``: on the markov language B_crit(D) bends beyond the rungs while following the loss; issue
+    36). Either way the power law's exponent is reported."""
 
     def section_rule(self, spec: SearchSpec) -> None:
         """The section's rule against the rest of the spec (``ladder_stands_alone``): ``spec.rules.validate`` applies
@@ -134,6 +140,8 @@ class Ladder:
     """``ladder.min_warmup_steps``: every batch warms up over at least this many optimizer steps."""
     step_count: str = "optimizer"
     """``ladder.step_count``: how a rung counts S(B) (``optimizer`` or ``lr_weighted``)."""
+    predict: str = "power_law"
+    """``ladder.predict``: extrapolate by the power law in D (``power_law``) or through the loss (``loss``)."""
     metric: str = "eval_loss"
     """What the rungs read: ``search.metric`` where it is a loss the loop reports (``eval_loss``; the markov
     language's ``excess_loss``), else ``eval_loss``."""
@@ -212,6 +220,7 @@ class Ladder:
                 "ladder_cap": self.cap, "ladder_metric": self.metric, "ladder_step_count": self.step_count,
                 "ladder_warmup_steps": {str(b): self.warmup_steps(b) for b in self.batches},
                 "ladder_run_stop": self.run_stop,
+                **({"ladder_predict": self.predict} if self.predict != "power_law" else {}),
                 "base_lr": self.base_lr, "base_batch": self.base_batch}
 
 
@@ -251,7 +260,7 @@ def resolve_ladder(spec: SearchSpec, budget_samples: int, tokens_per_sample: Opt
                     evaluations=tuple(evaluations), validate=lad.validate, base_lr=t.base_lr, base_batch=t.base_batch,
                     min_steps=lad.min_steps, tokens_per_sample=tokens_per_sample, curve=lad.curve,
                     reading=lad.reading, cap=float(lad.cap), metric=metric, min_warmup_steps=lad.min_warmup_steps,
-                    step_count=lad.step_count)
+                    step_count=lad.step_count, predict=lad.predict)
     rungs = ladder.rung_evaluations
     if len(rungs) < MIN_RUNGS:  # a plan that can never predict: refused before anything trains (issue 40 row 10)
         raise SpecError(f"ladder.first_rung: the plan has {len(rungs)} rung(s) ({', '.join(map(str, rungs)) or 'none'} "

@@ -189,3 +189,45 @@ def test_the_growth_beyond_the_rungs_is_read_from_the_validation_runs():
                line.startswith("Beyond the rungs: B_crit grew as D^0.5") for line in headline(s))
     flat = summarize_ladder(history(gamma=0.0, c=40.0, noise=0.002), META, bootstrap=100).prediction_validation
     assert flat["exponent_beyond_rungs"] == pytest.approx(0.0, abs=0.1)
+
+
+ROOT2 = sorted({round(128 * 2 ** (k / 2) / 64) * 64 for k in range(15)})  # 128 … 16384, √2 apart
+
+
+def test_predict_loss_recovers_the_known_b_crit_through_the_loss_and_says_so():
+    """``ladder.predict: loss`` on the known curves (B_crit = 2·D^0.5, L = 6·D^−0.2: B_crit = 2·(L/6)^−2.5 exactly),
+    evaluated √2 apart so that the last octave before the stop holds 3 evaluations: the prediction is the known 181,
+    summary.json records ``predict`` and the loss law beside every key it had, the power law's exponent is still
+    ``ladder.exponent``, and the headline names the prediction."""
+    frame = pd.DataFrame(history_rows(BATCHES, ROOT2))
+    meta = {**META, "ladder_evaluations": ROOT2, "ladder_predict": "loss"}
+    s = summarize_ladder(frame, meta, bootstrap=200)
+    plain = summarize_ladder(frame, {**META, "ladder_evaluations": ROOT2}, bootstrap=200).to_dict()
+    d = s.to_dict()
+    true = 2.0 * 8192 ** 0.5
+    assert d["ladder"]["predict"] == "loss" and "predict" not in plain["ladder"]
+    assert set(plain["ladder"]) | {"predict", "through_loss"} == set(d["ladder"])
+    assert set(plain["prediction_validation"]) | {"power_law_prediction"} == set(d["prediction_validation"])
+    assert d["ladder"]["exponent"] == plain["ladder"]["exponent"]           # still the power law's over D
+    loss = d["ladder"]["through_loss"]
+    assert loss["exponent"] == pytest.approx(-2.5, abs=0.3) and loss["loss_octave_samples"] == [1024, 1472, 2048]
+    assert loss["loss_at_budget"] == pytest.approx(6 * 8192 ** -0.2, rel=0.01)
+    assert d["prediction"]["b_crit"] == pytest.approx(true, rel=0.1)
+    assert d["prediction"]["b_crit"] != plain["prediction"]["b_crit"]
+    assert d["prediction"]["interval_90"][0] <= true <= d["prediction"]["interval_90"][1]
+    beside = d["prediction_validation"]["power_law_prediction"]
+    assert beside["b_crit"] == plain["prediction"]["b_crit"]
+    assert beside["log2_error"] == pytest.approx(plain["prediction_validation"]["log2_error"])
+    lines = headline(s)
+    assert any(line.startswith("Prediction at 8192 samples through the loss (ladder.predict loss: B_crit = ")
+               for line in lines)
+    assert any(line.startswith("Beside it: the power law in D on the same rungs predicted") for line in lines)
+
+
+def test_predict_loss_refuses_in_one_line_where_the_last_octave_has_two_evaluations():
+    s = summarize_ladder(history(), {**META, "ladder_predict": "loss"}, bootstrap=100)  # doublings: 1024, 2048
+    assert s.prediction["b_crit"] is None and "needs 3" in s.prediction["refusal"]
+    assert s.ladder["refusal"] is None                                      # the power law's own fit stands
+    assert s.prediction_validation["within_interval"] is None
+    assert any(line.startswith("Prediction through the loss (ladder.predict loss: ") and "none — the loss at D "
+               "cannot be extrapolated" in line for line in headline(s))

@@ -9,7 +9,7 @@ import pytest
 from cbs_ray.maths.ladder import (
     BORROWED_EXPONENTS,
     Rung,
-    _chi2_sf,
+    chi2_sf,
     borrowed_exponent,
     closed_form_laws,
     fit_ladder,
@@ -214,8 +214,8 @@ def test_refuses_a_poor_fit():
 def test_chi2_survival_function_known_values():
     # the 5 % critical values of χ² for 1 … 5 degrees of freedom
     for x, dof in [(3.841459, 1), (5.991465, 2), (7.814728, 3), (9.487729, 4), (11.070498, 5)]:
-        assert _chi2_sf(x, dof) == pytest.approx(0.05, rel=1e-5)
-    assert _chi2_sf(0.0, 3) == 1.0 and _chi2_sf(0.0, 2) == 1.0
+        assert chi2_sf(x, dof) == pytest.approx(0.05, rel=1e-5)
+    assert chi2_sf(0.0, 3) == 1.0 and chi2_sf(0.0, 2) == 1.0
 
 
 def test_fit_power_law():

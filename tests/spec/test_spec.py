@@ -57,6 +57,7 @@ BAD = [
     (["data.markov_vocab_size=1"], "data.markov_vocab_size: must be at least 2, got 1"),
     (["ladder.cap=0.5"], "ladder.cap: must be at least 1, got 0.5"),
     (["ladder.min_warmup_steps=-1"], "ladder.min_warmup_steps: must be >= 0, got -1"),
+    (["ladder.predict=curve"], "ladder.predict: must be one of power_law, loss, got 'curve'"),
     (["data.markov_rank=0"], "data.markov_rank: must be at least 1, got 0"),
     (["data.markov_zipf_exponent=-1"], "data.markov_zipf_exponent: must be >= 0, got -1"),
     (["data.markov_coupling=-0.5"], "data.markov_coupling: must be >= 0, got -0.5"),

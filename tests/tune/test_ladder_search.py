@@ -8,7 +8,7 @@ from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.ladder_section import resolve_ladder
 from cbs_ray.spec.load import load_spec
 from cbs_ray.train.config import TrialConfig
-from cbs_ray.tune.ladder import ladder_configs, ladder_plan, ladder_plans
+from cbs_ray.tune.ladder import ladder_configs, ladder_plan, ladder_plan_lines, ladder_plans
 
 LM = "search_spaces/tiny_causal_lm.yaml"
 LADDER = ["search.method=ladder"]
@@ -82,6 +82,19 @@ def test_a_warmup_floor_in_steps_for_the_larger_batches_and_the_steps_counted_by
     assert resolve_ladder(load_spec(LM, LADDER + ["ladder.min_warmup_steps=100"]), 8192).warmup_steps(64) == 32
     with pytest.raises(SpecError):
         load_spec(LM, LADDER + ["ladder.step_count=wall"])
+
+
+def test_ladder_predict_reaches_the_meta_and_the_plan():
+    """ladder.predict: the default (power_law) leaves the meta as it was (and so every summary before the key); loss
+    is carried to the summary by the meta, and the plan says which prediction."""
+    plain = resolve_ladder(load_spec(LM, LADDER), 8192)
+    assert plain.predict == "power_law" and "ladder_predict" not in plain.to_meta()
+    spec = load_spec(LM, LADDER + ["ladder.predict=loss"])
+    ld = resolve_ladder(spec, 8192)
+    assert ld.predict == "loss" and ld.to_meta()["ladder_predict"] == "loss"
+    lines = "\n".join(ladder_plan_lines(spec, ld))
+    assert "B_crit = c·L^k fitted against each rung's target loss L (ladder.predict loss)" in lines
+    assert "(ladder.predict power_law)" in "\n".join(ladder_plan_lines(load_spec(LM, LADDER), plain))
 
 
 def test_dry_run_prints_the_rungs_and_the_cost(capsys):
