@@ -30,6 +30,12 @@ B_crit against L has its weighted χ² p-value reported (``LossLadderFit.fit_p_v
 issue 36 asked for the power law's refusals, and on a scoping seed of the steep markov setting (seed 60, one run per
 batch) the law in L scored p = 2·10⁻⁵ (χ² 31.6 on 6, the rungs' errors at their 5 % floor) where the law in D
 passed; decided before the fourth session's validation runs.
+
+**Validated and missed** (protocol v4, fresh seeds 70, 72, 74 on two settings of the markov language): 3 of 6
+measurements outside the interval, |log2 error| up to 0.66, worse than the power law in D on 5 of 6 seeds (mean 0.34
+against 0.23). Neither of its two laws held from the rungs to D: L(D) from the last octave erred by 10–24 %, and k
+changed past the rungs (BENCHMARKS.md, issue 36, fourth session (b)). Not the default; kept as an option so that a
+user can read both routes on their own runs.
 """
 
 from __future__ import annotations

@@ -141,7 +141,9 @@ class Ladder:
     step_count: str = "optimizer"
     """``ladder.step_count``: how a rung counts S(B) (``optimizer`` or ``lr_weighted``)."""
     predict: str = "power_law"
-    """``ladder.predict``: extrapolate by the power law in D (``power_law``) or through the loss (``loss``)."""
+    """``ladder.predict``: extrapolate by the power law in D (``power_law``) or through the loss (``loss``: missed
+    its pre-registered validation on the markov language, worse than the power law on 5 of 6 fresh seeds; kept to
+    compare the two on a user's own runs, BENCHMARKS.md issue 36, fourth session)."""
     metric: str = "eval_loss"
     """What the rungs read: ``search.metric`` where it is a loss the loop reports (``eval_loss``; the markov
     language's ``excess_loss``), else ``eval_loss``."""
