@@ -132,7 +132,7 @@ class Bisection:
         """The runs that may start now, in order; each is recorded as proposed."""
         runs = []
         if len(self.alphas) == 1:  # no alpha to choose: the smallest and the base batch, then the walk
-            first = [Run(b, self.alphas[0]) for b in dict.fromkeys([self.grid[0], self.base_batch]) if b in self.grid]
+            first = [Run(self.grid[i], self.alphas[0]) for i in self.start_indices()]
             runs += first if not self.proposed else [Run(b, self.alpha) for b in self._wanted()]
         elif not any(r.batch == self.alpha_batch for r in self.proposed):
             runs += [Run(self.alpha_batch, a) for a in self.alphas]

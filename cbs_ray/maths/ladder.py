@@ -24,8 +24,9 @@ from cbs_ray.maths.tradeoff import fit_tradeoff, overhead_rule, samples_to_targe
 
 __all__ = ["BORROWED_EXPONENTS", "CURVE_MODELS", "POOR_FIT_P", "SD_FLOOR", "Curves", "LadderFit", "LossCurve", "Rung",
            "batch_resamples", "borrowed_exponent", "chi2_sf", "closed_form_laws", "fit_ladder", "fit_loss_curve",
-           "fit_power_law", "log2_error", "no_extrapolation", "power_law_exponent_se", "recommend_batch",
-           "rung_readings", "rung_resamples", "rung_usable", "rung_weight", "samples_to_loglog", "seed_mean"]
+           "fit_power_law", "log2_error", "no_extrapolation", "power_law_chi2", "power_law_exponent_se",
+           "recommend_batch", "rung_readings", "rung_resamples", "rung_usable", "rung_weight", "samples_to_loglog",
+           "seed_mean"]
 
 Curves = dict[int, list[list[tuple[float, float]]]]  # batch -> over seeds: [(samples_seen, eval_loss), ...]
 
@@ -254,6 +255,14 @@ def power_law_exponent_se(x: Sequence[float], y: Sequence[float], weights: Seque
     return float(math.sqrt(cov[1, 1]) * max(1.0, math.sqrt(chi2 / (len(x) - 2))))
 
 
+def power_law_chi2(x: Sequence[float], y: Sequence[float], weights: Sequence[float], constant: float,
+                   exponent: float) -> float:
+    """Σ weight · (log y − log constant − exponent · log x)²: the weighted χ² of ``fit_power_law``'s fit (all points
+    as given; the callers pass only usable ones)."""
+    x, y, w = (np.asarray(v, dtype=float) for v in (x, y, weights))
+    return float(np.sum(w * (np.log(y) - math.log(constant) - exponent * np.log(x)) ** 2))
+
+
 def chi2_sf(x: float, dof: int) -> float:
     """P(χ²_dof > x) for an integer dof ≥ 1, closed form (regularised upper incomplete gamma Q(dof/2, x/2))."""
     y = x / 2.0
@@ -341,7 +350,7 @@ def fit_ladder(rungs: Sequence[Rung], *, budget_samples: float, bootstrap: int =
     by_d = {r.samples_seen: r for r in used}
     w = np.array([rung_weight(r) for r in used])
     constant, exponent = fit_power_law(d, np.exp(log_b), w)
-    chi2 = float(np.sum(w * (log_b - math.log(constant) - exponent * np.log(d)) ** 2))
+    chi2 = power_law_chi2(d, [r.b_crit for r in used], w, constant, exponent)
     p = chi2_sf(chi2, len(used) - 2)
     se = power_law_exponent_se(d, np.exp(log_b), w)
     base = dict(budget_samples=budget_samples, constant=constant, exponent=exponent, rungs_used=d_used,

@@ -51,17 +51,14 @@ from cbs_ray.maths.ladder import (
     Rung,
     chi2_sf,
     fit_power_law,
+    power_law_chi2,
     rung_resamples,
     rung_usable,
     rung_weight,
     seed_mean,
 )
 
-__all__ = ["LOSS_OCTAVE_POINTS", "PREDICTORS", "LossExtrapolation", "LossLadderFit", "extrapolate_loss",
-           "fit_through_loss"]
-
-PREDICTORS = ("power_law", "loss")
-"""``ladder.predict``: the power law in D (``fit_ladder``) or through the loss (``fit_through_loss``)."""
+__all__ = ["LOSS_OCTAVE_POINTS", "LossExtrapolation", "LossLadderFit", "extrapolate_loss", "fit_through_loss"]
 
 LOSS_OCTAVE_POINTS = 3
 """The fewest evaluations in [stop/2, stop] that L(D)'s power law is fitted through."""
@@ -136,8 +133,7 @@ def fit_through_loss(rungs: Sequence[Rung], reference_runs: Sequence[Sequence[tu
     weight = {r.samples_seen: rung_weight(r) for r in used}
     xs = [target[r.samples_seen] for r in used]
     constant, exponent = fit_power_law(xs, [r.b_crit for r in used], [weight[r.samples_seen] for r in used])
-    chi2 = sum(weight[r.samples_seen] * (math.log(r.b_crit) - math.log(constant) - exponent * math.log(target[
-        r.samples_seen])) ** 2 for r in used)
+    chi2 = power_law_chi2(xs, [r.b_crit for r in used], [weight[r.samples_seen] for r in used], constant, exponent)
     p = chi2_sf(chi2, len(used) - 2)
     base = dict(constant=constant, exponent=exponent, fit_p_value=p, loss=loss, **none)
     if loss.refusal is not None:
