@@ -10,7 +10,10 @@ intercept; issue 49 found it no better than an anchor measurement times a litera
   standard error from the fit's covariance, scaled up where the rungs scatter more than their own errors say
   (never down), or, without errors, from their scatter (ordinary least squares).
 * **The form, by a rule fixed here** (``BEND_Z``, ``BEND_MIN_RUNGS``): the bending form where there are at least 5
-  rungs and the curvature b2 lies more than 2 standard errors from 0 (two-sided p ≈ 0.05); else the line.
+  rungs and the curvature b2 lies more than 2 standard errors *below* 0 (concave: a local exponent that falls, as
+  Merrill et al. 2025, arXiv 2505.23971, and issue 36 found past the rungs); else the line. A convex bend is not
+  extrapolated: on the development runs it came from the first rungs' flat start near the warmup and, carried to D,
+  doubled the error (mean |log2 error| 0.59 against 0.28 with the concave rule; BENCHMARKS.md, issue 49).
 * **The prior** (``PRIORS``): a normal over the exponent for the definition of the critical batch in use, centred on
   the literature's value(s) for that definition (``LITERATURE_EXPONENTS``), with a spread fitted on development
   data only (``bench/prediction_development.py``; BENCHMARKS.md, issue 49).
@@ -83,10 +86,10 @@ class Prior:
     source: str
 
 
-PRIOR_SD = 0.15
+PRIOR_SD = 0.16
 """The prior's spread, fitted on development data only (``bench/prediction_development.py``): the root mean square of
-the growth measured past the rungs (last rung → D) about the prior's centre over the markov runs of BENCHMARKS.md
-issue 36 (0.14), rounded up; it also spans the literature's disagreement for one definition (0.45 vs 0.68)."""
+the growth measured past the rungs (last rung → D) about the prior's centre over the 21 markov runs of BENCHMARKS.md
+issue 36 (0.156); it also spans the literature's disagreement for one definition (0.45 vs 0.68)."""
 
 
 def _prior(definition: str) -> Prior:
@@ -101,14 +104,14 @@ MODEL_SD_PER_LOG_D = 0.06
 """Model error of log B_crit per unit of log D extrapolated past the anchor: the inflation fitted on the development
 data (the smallest that brings the 90 % interval's coverage there to ≥ 90 %; ``bench/prediction_development.py``)."""
 
-DEFAULT_RUNG_SD = 0.10
+DEFAULT_RUNG_SD = 0.11
 """A rung's (and the measurement at D's) noise in log B_crit where neither its own interval nor the rungs' scatter says:
-the seed-to-seed spread of the measured B_crit(D) over the markov runs of issue 36 (v2–v5, 3 seeds a setting)."""
+the seed-to-seed sd of log B_crit(D) measured over the markov runs of issue 36 (0.113, pooled over 7 groups of 3 seeds)."""
 
 BEND_MIN_RUNGS = 5
 BEND_Z = 2.0
 """The bending form is chosen where at least ``BEND_MIN_RUNGS`` rungs were read and its curvature lies more than
-``BEND_Z`` standard errors from 0: fixed here, not per task."""
+``BEND_Z`` standard errors below 0 (concave): fixed here, not per task."""
 
 SOURCE_SHARE = 0.9
 """``source`` is ``rungs`` where their share of the exponent's precision is ≥ this, ``prior`` where it is ≤ 1 − this."""
@@ -242,7 +245,7 @@ def predict_b_crit(rungs: Sequence[RungPoint], budget_samples: float, *, definit
     line = fit_log_polynomial(x, y, sd, 1) if len(np.unique(x)) >= 3 else None
     bend = fit_log_polynomial(x, y, sd, 2) if len(np.unique(x)) >= BEND_MIN_RUNGS else None
     curvature, curvature_se = (float(bend[0][2]), float(math.sqrt(bend[1][2, 2]))) if bend else (None, None)
-    bends = bend is not None and curvature_se > 0 and abs(curvature) > BEND_Z * curvature_se
+    bends = bend is not None and curvature_se > 0 and curvature < -BEND_Z * curvature_se  # concave only
     chosen = bend if bends else line
     estimate, se = _carried(chosen, span)
     if se is not None and not (math.isfinite(se) and se >= 0):

@@ -114,3 +114,11 @@ def test_from_interval_reads_the_sd_of_the_log():
     assert r.sd == pytest.approx(1 / 1.959964)
     assert RungPoint.from_interval(1000, 50.0, None, 60.0).sd is None
     assert RungPoint.from_interval(1000, 50.0, 49.99, 50.01).sd == pytest.approx(0.05)
+
+
+def test_a_convex_bend_is_not_extrapolated():
+    # local exponent rising with D (a flat start): the rule keeps the line, whose exponent is the rungs' mean growth
+    rungs = [RungPoint(d, 3.0 * math.exp(0.3 * math.log(d / 384) + 0.1 * math.log(d / 384) ** 2), 0.01)
+             for d in RUNG_SAMPLES]
+    p = predict_b_crit(rungs, BUDGET, sd_floor=0.01)
+    assert p.curvature > BEND_Z * p.curvature_se and p.form == "line"
