@@ -20,7 +20,7 @@ from cbs_ray.spec.command_line import OneLineParser, check_output_arg, unforesee
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
 
-__all__ = ["OneLineParser", "unforeseen_error", "main", "search_main", "report_main", "schema_main",
+__all__ = ["OneLineParser", "unforeseen_error", "main", "search_main", "report_main", "schema_main", "predict_main",
            "parse_search_args"]
 
 SEARCH_DESCRIPTION = "Run a critical-batch search: cbs-ray search [--space FILE] [--set key=value ...]"
@@ -146,14 +146,22 @@ def schema_main(argv: list[str] | None = None, prog: str = "cbs-ray schema") -> 
 
 # ---- cbs-ray ---------------------------------------------------------------------------------------
 
-COMMANDS = {"search": search_main, "report": report_main, "schema": schema_main}
+def predict_main(argv: list[str] | None = None, prog: str = "cbs-ray predict") -> int:
+    """``cbs-ray predict RUNGS.csv --budget-samples D``: ``report.predict_command`` (imported when asked for)."""
+    from cbs_ray.report.predict_command import predict_main as predict
+
+    return predict(argv, prog)
+
+
+COMMANDS = {"search": search_main, "report": report_main, "schema": schema_main, "predict": predict_main}
 """``cbs-ray COMMAND ...``: each takes the rest of the arguments."""
 
-USAGE = """usage: cbs-ray {search,report,schema} ...
+USAGE = """usage: cbs-ray {search,report,schema,predict} ...
 
   cbs-ray search [--space FILE] [--set key=value ...] [--dry-run] [--verbose] ...   run or resume a search
   cbs-ray report EXPERIMENT_DIR [--output DIR] [--target VALUE] ...                 rebuild a report
   cbs-ray schema                                                                    the spec's JSON Schema
+  cbs-ray predict RUNGS.csv --budget-samples D [--json]                             B_crit at D from your rungs
 
 cbs-ray COMMAND --help says more; python -m cbs_ray.search and python -m cbs_ray.report are the same commands.
 """
@@ -173,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command = COMMANDS.get(argv[0])
     if command is None:
-        print(f"error: unknown command {argv[0]!r}: choose search, report or schema (see cbs-ray --help)",
+        print(f"error: unknown command {argv[0]!r}: choose search, report, schema or predict (see cbs-ray --help)",
               file=sys.stderr)
         return 2
     return command(argv[1:], prog=f"cbs-ray {argv[0]}")
