@@ -47,6 +47,7 @@ from cbs_ray.maths.ladder import (
 )
 from cbs_ray.maths.ladder_loss import LossLadderFit, fit_through_loss
 from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
+from cbs_ray.maths.prediction import LITERATURE_EXPONENTS, Prediction, RungPoint, predict_b_crit
 from cbs_ray.records.columns import Column, require_columns
 
 __all__ = ["LOG2_TARGET", "LadderSummary", "ladder_curves", "summarize_ladder"]
@@ -182,7 +183,9 @@ def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000
     through = fit_through_loss(rungs, [[pt for pt in run if pt[0] <= stop] for run in cut.get(min(cut), [])] if cut
                                else [], power_law=power_law, stop_samples=stop, bootstrap=bootstrap) \
         if predict == "loss" else None
-    fit = through or power_law  # the prediction ladder.predict chose; the power law's figures stay in ``ladder``
+    # the prediction ladder.predict chose: by default the rungs with a prior (maths.prediction, issue 49); the power
+    # law's own figures stay in ``ladder``
+    fit = through or ladder_prediction(rungs, budget)
     noise = noise_scale_at(history, [int(r.samples_seen) for r in rungs]) if len(history) else None
     ladder = {"fraction_samples": stop, "rungs": [_rung_record(r) for r in rungs], "exponent": power_law.exponent,
               "exponent_ci": list(power_law.exponent_ci) if power_law.exponent_ci else None,
@@ -203,11 +206,12 @@ def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000
                   Column.peak_lr: scaled_lr(base_lr, recommended, base_batch, alpha) if recommended else None,
                   Column.warmup_steps: warmup_steps(float(meta[Column.warmup_fraction]), budget // recommended)
                   if recommended else None, Column.alpha: alpha, "batch_size_schedule": schedule,
-                  "b_simple_prediction": _b_simple_prediction(noise, budget)}
+                  "b_simple_prediction": _b_simple_prediction(noise, budget),
+                  **(_prediction_record(fit) if isinstance(fit, Prediction) else {})}
     ladder_samples = samples_trained(full, cuts) if full else 0
     validation = _validate(full, rungs, fit, budget, meta, bootstrap, ladder_samples, prediction) \
         if meta.get("ladder_validate") else None
-    if validation is not None and through is not None:  # the power law's prediction on the same runs, beside it
+    if validation is not None:  # the power law's prediction on the same runs, beside it
         validation["power_law_prediction"] = _power_law_beside(power_law, validation["measured_b_crit"])
     tokens = meta.get("tokens_per_sample") or meta.get("max_seq_length")
     laws = {}
@@ -222,6 +226,22 @@ def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000
                          reference_laws=laws, curves=_mean_curves(full), cost=cost, batch_sizes=batches,
                          name=meta.get("name"), experiment_path=meta.get("experiment_path"),
                          metric=meta.get("ladder_metric", Column.eval_loss))
+
+
+def ladder_prediction(rungs: list, budget: int) -> Prediction:
+    """``maths.prediction.predict_b_crit`` on the rungs with a finite, positive B_crit and a bounded interval (their sd
+    from it); where none has one, on those with a finite B_crit (the prior's answer, anchored at the last)."""
+    points = [RungPoint.from_interval(r.samples_seen, r.b_crit, *(r.b_crit_ci or (None, None))) for r in rungs
+              if r.b_crit is not None and math.isfinite(r.b_crit) and r.b_crit > 0]
+    bounded = [p for p in points if p.sd is not None]
+    return predict_b_crit(bounded or points, budget, definition="mccandlish")
+
+
+def _prediction_record(fit: Prediction) -> dict:
+    """The predictor's own figures: where its exponent came from, and which definition its prior belongs to."""
+    record = fit.to_dict()
+    return {k: record[k] for k in ("source", "exponent", "exponent_sd", "form", "anchor_samples", "rungs_exponent",
+                                   "rungs_exponent_se", "rung_share", "prior")}
 
 
 def _through_loss_record(fit: LossLadderFit) -> dict:
@@ -285,7 +305,9 @@ def _validate(full: dict, rungs: list, fit, budget: int, meta: dict, bootstrap: 
            "measurement_cap_samples": int(meta.get("ladder_run_stop", 0)) or None,
            **_beyond_rungs(measured_rungs, int(meta["ladder_stop_samples"]), budget)}
     baselines = {"no_extrapolation": no_extrapolation(rungs),
-                 **{f"borrowed_exponent_{g:g}": borrowed_exponent(rungs, budget, g) for g in BORROWED_EXPONENTS}}
+                 **{f"borrowed_exponent_{g:g}": borrowed_exponent(rungs, budget, g) for g in BORROWED_EXPONENTS},
+                 **{f"borrowed_mccandlish_{g:.3g}": borrowed_exponent(rungs, budget, g)
+                    for g, _ in LITERATURE_EXPONENTS["mccandlish"].values()}}
     simple = prediction.get("b_simple_prediction")
     if measured is None or not math.isfinite(measured):
         return {**out, "within_interval": None, "log2_error": None,

@@ -62,7 +62,7 @@ def headline(summary: LadderSummary) -> list[str]:
         grows = noise["exponent"] is not None and noise["exponent"] > 0
         line = (f"Gradient noise scale B_simple on the way: {b0:.3g} at {d0} samples … {b1:.3g} at {d1}"
                 + (f" (∝ D^{noise['exponent']:.2g})" if noise["exponent"] is not None else ""))
-        if grows and pred["b_crit"] is None:
+        if grows and (pred["b_crit"] is None or lad.get("refusal")):
             line += ("; it grows with data where no growing B_crit could be read (the two need not agree: B_simple "
                      "is a property of the gradient, B_crit of the steps the batches took to a loss; on the SST-2 LM "
                      "of BENCHMARKS.md B_simple grew 27-fold while B_crit stayed between 10 and 21)")
@@ -126,7 +126,22 @@ def _prediction_lines(summary: LadderSummary) -> list[str]:
     lo, hi = pred["interval_90"]
     return [f"Prediction at {pred['budget_samples']} samples{how}: B_crit {pred['b_crit']:.3g} (90 % [{lo:.3g}, "
             f"{hi:.3g}]); recommended batch {pred[Column.batch_size]} (peak lr {pred[Column.peak_lr]:.3g} by alpha "
-            f"{pred[Column.alpha]:g}, warmup {pred[Column.warmup_steps]} steps)"]
+            f"{pred[Column.alpha]:g}, warmup {pred[Column.warmup_steps]} steps)", *_source_lines(pred)]
+
+
+def _source_lines(pred: dict) -> list[str]:
+    """Where the prediction's exponent came from (``maths.prediction``) and which definition its prior and the
+    borrowed exponents belong to."""
+    prior = pred.get("prior")
+    if not prior or pred.get("source") is None:
+        return []
+    rungs = (f"the rungs' {pred['rungs_exponent']:.3g} ± {pred['rungs_exponent_se']:.2g} ({pred['form']}) and "
+             if pred.get("rungs_exponent") is not None else "no fit from the rungs; ")
+    return [f"  source: {pred['source']}; exponent {pred['exponent']:.3g} ± {pred['exponent_sd']:.2g} from the rung at "
+            f"{pred['anchor_samples']:g} samples to D, from {rungs}the prior {prior['mean']:.3g} ± {prior['sd']:.2g} "
+            f"for McCandlish's B_crit = E_min/S_min (Kaplan et al. 2020's 0.452 and Zhang et al. 2025's runs read so, "
+            f"0.68); the baselines 0.383 and 0.571 are B_opt's (Power Lines, Step Law), 0.47 the 20 %-overhead batch's "
+            f"(Zhang et al. 2025)"]
 
 
 def ladder_plot(summary: LadderSummary, path: Path) -> Path:

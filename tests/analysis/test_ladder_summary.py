@@ -55,18 +55,23 @@ def test_the_ladder_recovers_a_known_exponent_and_predicts_the_measured_b_crit()
     assert v["baselines"]["no_extrapolation"]["log2_error"] == pytest.approx(math.log2(true / 64), abs=0.05)
     assert v["beats_baselines"] and v["target_met"]
     assert set(v["baselines"]) == {"no_extrapolation", "borrowed_exponent_0.383", "borrowed_exponent_0.47",
-                                   "borrowed_exponent_0.571"}
+                                   "borrowed_exponent_0.571", "borrowed_mccandlish_0.452", "borrowed_mccandlish_0.68"}
     assert s.cost == {"ladder_samples": 4 * 2 * 2048, "full_budget_samples": 4 * 2 * 8192, "fraction_of_full": 0.25}
     assert "step_law" in s.reference_laws and s.reference_laws["step_law"]["tokens"] == pytest.approx(
         0.58 * (8192 * 32) ** 0.571)
 
 
-def test_the_ladder_refuses_when_b_crit_does_not_grow():
+def test_a_flat_b_crit_is_predicted_flat_where_the_power_law_refuses():
+    # Issue 49: the power law refuses (B_crit does not grow), the predictor answers from the rungs and the prior,
+    # anchored at the last rung: B_crit = 40 at every D.
     s = summarize_ladder(history(gamma=0.0, c=40.0, noise=0.002), {**META, "ladder_validate": False}, bootstrap=300)
-    assert s.prediction["b_crit"] is None and s.prediction["batch_size"] is None
-    assert "includes 0" in s.prediction["refusal"] or "poor fit" in s.prediction["refusal"]
+    assert "includes 0" in s.ladder["refusal"] or "poor fit" in s.ladder["refusal"]
+    pred = s.prediction
+    assert pred["refusal"] is None and pred["source"] in ("rungs", "combined")
+    assert pred["interval_90"][0] <= 40.0 <= pred["interval_90"][1] and pred["b_crit"] == pytest.approx(40, rel=0.3)
+    assert pred["prior"]["definition"] == "mccandlish" and pred["anchor_samples"] == max(s.ladder["rungs_used"])
     assert s.prediction_validation is None
-    assert any(line.startswith("Prediction: none — ") for line in headline(s))
+    assert any(line.strip().startswith("source: ") and "McCandlish" in line for line in headline(s))
 
 
 def test_summary_json_keys_and_report_files(tmp_path):
@@ -146,9 +151,10 @@ def test_the_ladder_plot_draws_the_rungs_and_the_noise_scale(tmp_path, monkeypat
 def test_a_refused_prediction_is_not_judged():
     # Issue 40 row 9: B_crit does not grow, the prediction is refused; the validation measures B_crit at D but
     # judges nothing ("within_interval: false", "outside the interval" before).
-    s = summarize_ladder(history(gamma=0.0, c=40.0, noise=0.002), META, bootstrap=300)
+    # no rung (all before ladder_rungs_from): no anchor, the one refusal left (issue 49)
+    s = summarize_ladder(history(gamma=0.0, c=40.0, noise=0.002), {**META, "ladder_rungs_from": 10 ** 9}, bootstrap=300)
     v = s.prediction_validation
-    assert s.prediction["b_crit"] is None and v is not None
+    assert s.prediction["b_crit"] is None and "no anchor" in s.prediction["refusal"] and v is not None
     assert (v["within_interval"], v["log2_error"], v["beats_baselines"], v["target_met"]) == (None, None, None, None)
     judged = summarize_ladder(history(), META, bootstrap=100).prediction_validation
     assert set(v) == set(judged)  # the same keys either way (a refusal once lacked b_simple_prediction)
@@ -216,8 +222,7 @@ def test_predict_loss_recovers_the_known_b_crit_through_the_loss_and_says_so():
     assert d["prediction"]["b_crit"] != plain["prediction"]["b_crit"]
     assert d["prediction"]["interval_90"][0] <= true <= d["prediction"]["interval_90"][1]
     beside = d["prediction_validation"]["power_law_prediction"]
-    assert beside["b_crit"] == plain["prediction"]["b_crit"]
-    assert beside["log2_error"] == pytest.approx(plain["prediction_validation"]["log2_error"])
+    assert beside == plain["prediction_validation"]["power_law_prediction"]  # the same power law beside either
     lines = headline(s)
     assert any(line.startswith("Prediction at 8192 samples through the loss (ladder.predict loss: B_crit = ")
                for line in lines)
