@@ -81,8 +81,9 @@ class LadderSpec:
     ``maths.lr_schedule.lr_weighted_steps``), so that batches whose warmups differ in steps
     (``min_warmup_steps``) are compared on the same footing. The measurement at D counts them the same way."""
     predict: Literal["power_law", "loss"] = "power_law"
-    """How the rungs are extrapolated to D: ``power_law``, B_crit ∝ D^γ fitted over the rungs
-    (``maths.ladder.fit_ladder``); or ``loss``, B_crit = c·L^k fitted over the rungs against their target loss, at
+    """How the rungs are extrapolated to D: ``power_law``, the exponent of B_crit ∝ D^γ fitted over the rungs and
+    weighed with a prior over exponents, from the last rung (``maths.prediction``; ``maths.ladder.fit_ladder``'s fit
+    is reported beside it); or ``loss``, B_crit = c·L^k fitted over the rungs against their target loss, at
     the smallest batch's loss at D extrapolated by a power law in samples from its last octave before the fraction
     (``maths.ladder_loss``: on the markov language B_crit(D) bends beyond the rungs while following the loss; issue
     36). Either way the power law's exponent is reported."""

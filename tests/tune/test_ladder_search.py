@@ -94,7 +94,7 @@ def test_ladder_predict_reaches_the_meta_and_the_plan():
     assert ld.predict == "loss" and ld.to_meta()["ladder_predict"] == "loss"
     lines = "\n".join(ladder_plan_lines(spec, ld))
     assert "B_crit = c·L^k fitted against each rung's target loss L (ladder.predict loss)" in lines
-    assert "(ladder.predict power_law)" in "\n".join(ladder_plan_lines(load_spec(LM, LADDER), plain))
+    assert "(ladder.predict power_law; maths.prediction)" in "\n".join(ladder_plan_lines(load_spec(LM, LADDER), plain))
 
 
 def test_dry_run_prints_the_rungs_and_the_cost(capsys):
