@@ -12,7 +12,8 @@ Development data:
   vendored: pass its path): per (N, D) cell the best loss over the LR at every batch, B_opt the batch that minimises
   it (a parabola in log B through the best batch and its neighbours); per model size N the cells' B_opt against D,
   the largest D held out. This is the **B_opt** definition, so it is scored against the B_opt prior and exponents
-  (0.571, fitted by Step Law on this very CSV: a circular baseline, said so; 0.383). N = 1.07 B has two budgets: one rung.
+  (0.571, fitted by Step Law on this very CSV: a circular baseline, said so; 0.383). N = 1.07 B has two budgets:
+  one rung.
 
 Printed: per run, the predictor's B_crit(D), interval, source and exponent against the measured one and against each
 borrowed exponent of the definition anchored at the same last rung; pooled mean |log2 error|, coverage; the constants
@@ -36,7 +37,8 @@ from cbs_ray.maths.prediction import PRIOR_SD
 MARKOV_RUNG_SAMPLES = (384, 512, 768, 1024, 1408, 2048, 2944, 3200)
 MARKOV_BUDGET = 16384
 
-MARKOV_RUNS = [  # (group, setting, seed, rungs' B_crit at MARKOV_RUNG_SAMPLES, measured B_crit(D)); BENCHMARKS.md issue 36
+# (group, setting, seed, rungs' B_crit at MARKOV_RUNG_SAMPLES, measured B_crit(D)), from BENCHMARKS.md issue 36
+MARKOV_RUNS = [
     ("v2", "markov", 10, (35.8, 37.3, 44.7, 51.1, 60.7, 74.7, 88.5, 92), 179),
     ("v2", "markov", 12, (36.1, 38.4, 46.7, 53, 62.3, 75.2, 89.1, 92.4), 176),
     ("v2", "markov", 14, (34.7, 36.7, 43.7, 49.2, 58, 70.4, 83.8, 87.2), 172),
@@ -121,14 +123,18 @@ def steplaw_scores(path: Path, model_sd: float = MODEL_SD_PER_LOG_D) -> list[dic
     return out
 
 
+def _rounded(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
+
+
 def print_rows(rows: list[dict]) -> None:
     for r in rows:
         p = r["prediction"]
         lo, hi = p.interval_90
         base = ", ".join(f"{k} {v:.2f}" for k, v in r["borrowed"].items())
         print(f"ROW {r['group']} {r['setting']} {r['seed']}: predicted {p.b_crit:.3g} [{lo:.3g}, {hi:.3g}] "
-              f"({p.source}, {p.form}, exponent {p.exponent:.3f}; rungs' {p.rungs_exponent if p.rungs_exponent is None else round(p.rungs_exponent, 3)}"
-              f" ± {p.rungs_exponent_se if p.rungs_exponent_se is None else round(p.rungs_exponent_se, 3)}), measured "
+              f"({p.source}, {p.form}, exponent {p.exponent:.3f}; rungs' {_rounded(p.rungs_exponent)} ± "
+              f"{_rounded(p.rungs_exponent_se)}), measured "
               f"{r['measured']:.3g} ({'inside' if r['inside'] else 'OUTSIDE'}), |log2 err| {r['error']:.2f}; "
               f"borrowed {base}; no extrapolation {r['no_extrapolation']:.2f}; late exponent {r['late_exponent']:.3f}")
 

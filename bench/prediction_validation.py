@@ -1,5 +1,5 @@
-"""Issue 49's validation of the ladder's predictor (``maths.prediction``), pre-registered here before any run and printed
-before the runs (``--dry-run`` prints it and stops). Nothing below may change once a run has been made.
+"""Issue 49's validation of the ladder's predictor (``maths.prediction``), pre-registered here before any run and
+printed before the runs (``--dry-run`` prints it and stops). Nothing below may change once a run has been made.
 
 **Settings, by a rule that does not look at outcomes** (``SETTINGS``): the four corners of the grid the issue names,
 Zipf exponent a ∈ {1, 2} × coupling s ∈ {2, 3}, on a **fresh language** (``data.markov_seed`` 4049: no run of the
@@ -52,8 +52,8 @@ import ladder_validation as lv  # noqa: E402  (the bench beside this one: its ru
 
 LANGUAGE_SEED = 4049
 ALPHA = 0.25
-SETTINGS = {f"a{a}s{s}": ("search_spaces/markov_lm.yaml", [f"data.markov_zipf_exponent={a}", f"data.markov_coupling={s}",
-                                                         f"data.markov_seed={LANGUAGE_SEED}"])
+SETTINGS = {f"a{a}s{s}": ("search_spaces/markov_lm.yaml", [f"data.markov_zipf_exponent={a}",
+                                                         f"data.markov_coupling={s}", f"data.markov_seed={LANGUAGE_SEED}"])
             for a in (1, 2) for s in (2, 3)}
 SEEDS = (100, 102, 104, 106)
 PROTOCOL = {"sets": ["ladder.seeds=2", "ladder.min_warmup_steps=8", "ladder.step_count=lr_weighted",
@@ -69,10 +69,10 @@ def protocol_lines() -> list[str]:
     return [f"PROTOCOL issue 49 (fixed before any run): settings {SETTINGS}",
             f"PROTOCOL sets {PROTOCOL['sets']}, search.seed {list(SEEDS)}; prediction of seed i judged against the "
             f"measurement of seed i+1 (mod {len(SEEDS)}) of the same setting",
-            f"PROTOCOL primary: mean paired difference in |log2 error| vs the best single McCandlish-definition borrowed "
-            f"exponent, 95 % CI clustered by setting (t 3 dof); targets {TARGETS}",
-            f"PROTOCOL cost: {runs} runs × ≈ {CPU_SECONDS_PER_RUN} s ≈ {runs * CPU_SECONDS_PER_RUN / 60:.0f} min on the "
-            f"shared 2 cores (+ ≈ 16 min with --secondary)"]
+            f"PROTOCOL primary: mean paired difference in |log2 error| vs the best single McCandlish-definition "
+            f"borrowed exponent, 95 % CI clustered by setting (t 3 dof); targets {TARGETS}",
+            f"PROTOCOL cost: {runs} runs × ≈ {CPU_SECONDS_PER_RUN} s ≈ {runs * CPU_SECONDS_PER_RUN / 60:.0f} min "
+            f"on the shared 2 cores (+ ≈ 16 min with --secondary)"]
 
 
 def pair(rows: list[dict]) -> list[dict]:
@@ -151,8 +151,8 @@ def print_pairs(pairs: list[dict]) -> None:
         base = ", ".join(f"{k} {f(e, '.2f')}" for k, e in (p.get("borrowed") or {}).items())
         print(f"PAIR {p['setting']} seed {p['seed']} (measured on seed {p['measured_seed']}): rungs "
               f"{', '.join(f(b) for _, b in p['rungs'])}; exponent {f(p['exponent'])} ± {f(p['exponent_sd'], '.2g')} "
-              f"(rungs' {f(p['rungs_exponent'])} ± {f(p['rungs_exponent_se'], '.2g')}), source {p['source']}; predicted "
-              f"{f(p['predicted'])} [{f(lo)}, {f(hi)}], measured {f(p['measured_at_d'])}; |log2 err| "
+              f"(rungs' {f(p['rungs_exponent'])} ± {f(p['rungs_exponent_se'], '.2g')}), source {p['source']}; "
+              f"predicted {f(p['predicted'])} [{f(lo)}, {f(hi)}], measured {f(p['measured_at_d'])}; |log2 err| "
               f"{f(p['error'], '.2f')}; borrowed {base}; the power law's {f(p['power_law'])}; recommended "
               f"{p['batch_size']}" + (f"; refusal: {p['refusal']}" if p["refusal"] else ""))
 

@@ -106,7 +106,8 @@ data (the smallest that brings the 90 % interval's coverage there to ≥ 90 %; `
 
 DEFAULT_RUNG_SD = 0.11
 """A rung's (and the measurement at D's) noise in log B_crit where neither its own interval nor the rungs' scatter says:
-the seed-to-seed sd of log B_crit(D) measured over the markov runs of issue 36 (0.113, pooled over 7 groups of 3 seeds)."""
+the seed-to-seed sd of log B_crit(D) measured over the markov runs of issue 36 (0.113, pooled over 7 groups of 3
+seeds)."""
 
 BEND_MIN_RUNGS = 5
 BEND_Z = 2.0

@@ -51,9 +51,9 @@ def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
            "about W/2)"] if ld.step_count == "lr_weighted" else []),
         f"  rungs at {', '.join(map(str, rungs))} samples (from twice the warmup, {ld.warmup_samples} samples, "
         f"on; a span of {ld.rung_span:.3g}x in D); B_crit fitted at each, then "
-        + ("the exponent of B_crit ∝ D^γ over the rungs, weighed with a prior (ladder.predict power_law; maths.prediction), from the last rung to "
-           if ld.predict == "power_law" else "B_crit = c·L^k fitted against each rung's "
-           "target loss L (ladder.predict loss), at the smallest batch's loss at D extrapolated by a power law in "
+        + ("the exponent of B_crit ∝ D^γ over the rungs, weighed with a prior (ladder.predict power_law; "
+           "maths.prediction), from the last rung to " if ld.predict == "power_law"
+           else "B_crit = c·L^k fitted against each rung's target loss L (ladder.predict loss), at the smallest batch's loss at D extrapolated by a power law in "
            "samples from its last octave before the fraction: the prediction at ") + f"{ld.budget_samples}",
         f"  samples trained: at most {ld.ladder_samples_at_most} = {ld.ladder_samples_at_most / ld.full_samples:.2f} "
         f"of one from-scratch search at the full budget over the same batches and seeds ({ld.full_samples})",

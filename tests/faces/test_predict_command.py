@@ -91,8 +91,8 @@ def test_bad_files_and_arguments_are_one_line_and_exit_2(tmp_path, capsys):
 def test_the_command_answers_8_rungs_within_2_s(tmp_path):
     path = steps_csv(tmp_path, lambda d: 3.0 * d ** 0.6)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", "import sys; from cbs_ray.cli import main; sys.exit(main(sys.argv[1:]))",
-                           "predict", str(path), "--budget-samples", "16384", "--json"],
+    script = "import sys; from cbs_ray.cli import main; sys.exit(main(sys.argv[1:]))"
+    done = subprocess.run([sys.executable, "-c", script, "predict", str(path), "--budget-samples", "16384", "--json"],
                           capture_output=True, text=True, timeout=60)
     wall = time.perf_counter() - start
     assert done.returncode == 0, done.stderr
