@@ -3,9 +3,9 @@ hand-built CSVs whose answer is known, and bad CSVs answered in one line with ex
 
 import json
 import math
+import resource
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -90,11 +90,14 @@ def test_bad_files_and_arguments_are_one_line_and_exit_2(tmp_path, capsys):
 
 def test_the_command_answers_8_rungs_within_2_s(tmp_path):
     path = steps_csv(tmp_path, lambda d: 3.0 * d ** 0.6)
-    start = time.perf_counter()
+    # the command's own CPU time (user + system: interpreter start, imports, 8 rungs' bootstraps), which a loaded
+    # shared machine does not inflate as it does the wall clock
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     script = "import sys; from cbs_ray.cli import main; sys.exit(main(sys.argv[1:]))"
     done = subprocess.run([sys.executable, "-c", script, "predict", str(path), "--budget-samples", "16384", "--json"],
                           capture_output=True, text=True, timeout=60)
-    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     assert done.returncode == 0, done.stderr
     assert math.isfinite(json.loads(done.stdout)["b_crit"])
-    assert wall <= 2.0, wall
+    assert cpu <= 2.0, cpu
