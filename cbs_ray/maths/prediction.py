@@ -132,9 +132,9 @@ class RungPoint:
         """The sd of log B_crit from a two-sided interval at ``level`` (0.95 or 0.90), floored at ``SD_FLOOR``; None
         where an end is missing, non-finite or non-positive."""
         z = {0.95: Z95, 0.90: Z90}[level]
-        ok = all(v is not None and math.isfinite(v) and v > 0 for v in (low, high)) and high >= low
-        return cls(float(samples), float(b_crit), max((math.log(high) - math.log(low)) / (2 * z), SD_FLOOR)
-                   if ok else None)
+        if low is None or high is None or not (math.isfinite(low) and math.isfinite(high) and 0 < low <= high):
+            return cls(float(samples), float(b_crit), None)
+        return cls(float(samples), float(b_crit), max((math.log(high) - math.log(low)) / (2 * z), SD_FLOOR))
 
     @property
     def usable(self) -> bool:
@@ -230,11 +230,10 @@ def predict_b_crit(rungs: Sequence[RungPoint], budget_samples: float, *, definit
     module docstring's recipe. ``sd_floor`` floors each rung's given sd (0 lets a test pass exact rungs)."""
     prior = prior or PRIORS[definition]
     usable = sorted((r for r in rungs if r.usable and r.samples <= budget_samples), key=lambda r: r.samples)
-    none = dict(budget_samples=budget_samples, exponent=None, exponent_sd=None, form=None, anchor_samples=None,
-                anchor_b_crit=None, rungs_exponent=None, rungs_exponent_se=None, curvature=None, curvature_se=None,
-                rung_share=None, prior=prior)
     if not usable:
-        return Prediction(b_crit=None, interval_90=None, source=None, **none,
+        return Prediction(budget_samples=budget_samples, b_crit=None, interval_90=None, source=None, exponent=None,
+                          exponent_sd=None, form=None, anchor_samples=None, anchor_b_crit=None, rungs_exponent=None,
+                          rungs_exponent_se=None, curvature=None, curvature_se=None, rung_share=None, prior=prior,
                           refusal=f"no anchor: no rung with a finite, positive B_crit at or below {budget_samples:g} "
                                   f"samples ({len(rungs)} rung(s) given)")
     anchor = usable[-1]
@@ -245,8 +244,10 @@ def predict_b_crit(rungs: Sequence[RungPoint], budget_samples: float, *, definit
     sd = None if any(s is None for s in given) else np.maximum(np.array(given, dtype=float), sd_floor)
     line = fit_log_polynomial(x, y, sd, 1) if len(np.unique(x)) >= 3 else None
     bend = fit_log_polynomial(x, y, sd, 2) if len(np.unique(x)) >= BEND_MIN_RUNGS else None
-    curvature, curvature_se = (float(bend[0][2]), float(math.sqrt(bend[1][2, 2]))) if bend else (None, None)
-    bends = bend is not None and curvature_se > 0 and curvature < -BEND_Z * curvature_se  # concave only
+    curvature: float | None = float(bend[0][2]) if bend else None
+    curvature_se: float | None = float(math.sqrt(bend[1][2, 2])) if bend else None
+    bends = (curvature is not None and curvature_se is not None and curvature_se > 0
+             and curvature < -BEND_Z * curvature_se)  # concave only
     chosen = bend if bends else line
     estimate, se = _carried(chosen, span)
     if se is not None and not (math.isfinite(se) and se >= 0):

@@ -36,10 +36,13 @@ class BadRungs(ValueError):
     """A RUNGS.csv that cannot be read: its message is the one line printed."""
 
 
-def _number(text: str, column: str, line: int, *, optional: bool = False) -> float | None:
+def _optional(text: str, column: str, line: int) -> float | None:
+    """An empty cell is None; else as ``_number``."""
+    return None if (text or "").strip() == "" else _number(text, column, line)
+
+
+def _number(text: str, column: str, line: int) -> float:
     text = (text or "").strip()
-    if optional and text == "":
-        return None
     try:
         value = float(text)
     except ValueError:
@@ -54,7 +57,7 @@ def _rows(path: Path) -> tuple[tuple, list[tuple[int, dict]]]:
         with path.open(newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
             header = tuple((c or "").strip() for c in (reader.fieldnames or ()))
-            rows = []
+            rows: list[tuple[int, dict]] = []
             for line, row in enumerate(reader, start=2):
                 if None in row:
                     raise BadRungs(f"line {line}: more values than the header's {len(header)} columns")
@@ -90,8 +93,8 @@ def read_rungs(path: Path, *, bootstrap: int = 1000) -> tuple[list, list[str]]:
         rungs, seen = [], set()
         for line, row in rows:
             d, b = _number(row["samples"], "samples", line), _number(row["b_crit"], "b_crit", line)
-            lo = _number(row["b_crit_low"], "b_crit_low", line, optional=True)
-            hi = _number(row["b_crit_high"], "b_crit_high", line, optional=True)
+            lo = _optional(row["b_crit_low"], "b_crit_low", line)
+            hi = _optional(row["b_crit_high"], "b_crit_high", line)
             if d in seen:
                 raise BadRungs(f"line {line}: samples {d:g} appears twice")
             if lo is not None and hi is not None and not lo <= b <= hi:
