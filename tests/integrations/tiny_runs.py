@@ -52,7 +52,7 @@ class Recorder:
     post-hook): ``records`` is [(samples, lr)] per optimizer step."""
 
     def __init__(self, model):
-        self.rows, self.records = 0, []
+        self.rows, self.records, self._watched = 0, [], set()
         model.register_forward_pre_hook(self._count, with_kwargs=True)
 
     def _count(self, module, args, kwargs):
@@ -62,7 +62,10 @@ class Recorder:
         self.rows += int(first.shape[0])
 
     def watch(self, optimizer) -> None:
-        getattr(optimizer, "optimizer", optimizer).register_step_post_hook(self._step)
+        optimizer = getattr(optimizer, "optimizer", optimizer)
+        if id(optimizer) not in self._watched:  # a second train() may hand over the same optimizer
+            self._watched.add(id(optimizer))
+            optimizer.register_step_post_hook(self._step)
 
     def _step(self, optimizer, args, kwargs):
         self.records.append((self.rows, optimizer.param_groups[0]["lr"]))
