@@ -108,3 +108,35 @@ def test_plain_loop_resume_from_any_stage_matches_the_uninterrupted_run(checkpoi
     _plain_run(resumed_model, resumed_optimizer, resumed_scheduler, resumed, start_step=checkpoint)
     assert same_steps(resumed.records, recorder.records[checkpoint:])
     assert torch.allclose(weights(resumed_model), weights(model), rtol=0, atol=1e-6)
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["lambda-lr", "no-scheduler"])
+def lightning_uninterrupted(request, tmp_path_factory):
+    pytest.importorskip("lightning")
+    from tiny_runs import lightning_fit
+
+    root = tmp_path_factory.mktemp("lightning")
+    trainer, recorder, model = lightning_fit(str(root), scheduler=request.param, save_every=2)
+    return request.param, root, recorder, model
+
+
+@pytest.mark.parametrize("checkpoint", [4, 12, 18], ids=["stage-0", "stage-1", "stage-2"])
+def test_lightning_resume_from_any_stage_matches_the_uninterrupted_run(lightning_uninterrupted, tmp_path, checkpoint):
+    from tiny_runs import lightning_fit
+
+    scheduler, root, full, full_model = lightning_uninterrupted
+    trainer, recorder, model = lightning_fit(str(tmp_path), scheduler=scheduler,
+                                             ckpt_path=str(root / f"step={checkpoint}.ckpt"))
+    assert same_steps(recorder.records, full.records[checkpoint:])
+    assert torch.allclose(weights(model), weights(full_model), rtol=0, atol=1e-6)
+
+
+def test_lightning_refuses_a_mid_epoch_resume_it_cannot_place(tmp_path):
+    pytest.importorskip("lightning")
+    from tiny_runs import lightning_fit
+
+    from cbs_ray.integrations import ScheduleError
+
+    lightning_fit(str(tmp_path / "full"), save_every=12, resumable=False)
+    with pytest.raises(ScheduleError, match="restarts a plain DataLoader's epoch from its first batch"):
+        lightning_fit(str(tmp_path / "resumed"), ckpt_path=str(tmp_path / "full" / "step=12.ckpt"), resumable=False)

@@ -94,3 +94,67 @@ def hf_trainer(output_dir: str, *, callbacks=(), model=None, data=None, **settin
     trainer = Trainer(model=model, args=TrainingArguments(**arguments), train_dataset=Rows(data or rows()),
                       callbacks=[BatchSizeScheduleCallback(schedule()), Watch(), *callbacks])
     return trainer, recorder
+
+
+class ResumableLoader(torch.utils.data.DataLoader):
+    """A sequential DataLoader Lightning can resume mid-epoch (``state_dict``/``load_state_dict``, Lightning's
+    interface for it): it skips the micro-batches the checkpointed run had trained in the epoch (``trained`` is set
+    by the module's ``training_step``, so a prefetched batch is not counted)."""
+
+    def __init__(self, data, batch_size):
+        super().__init__(data, batch_size=batch_size, shuffle=False)
+        self.trained, self._skip = 0, 0
+
+    def __iter__(self):
+        skip, self._skip = self._skip, 0
+        for i, batch in enumerate(super().__iter__()):
+            if i >= skip:
+                yield batch
+
+    def state_dict(self) -> dict:
+        return {"trained": self.trained}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._skip = self.trained = int(state["trained"])
+
+
+def lightning_fit(root: str, *, scheduler: bool = True, save_every: int | None = None, ckpt_path: str | None = None,
+                  resumable: bool = True):
+    """Lightning with the schedule callback: AdamW, a warmup LambdaLR stepped every step (or none); returns
+    (trainer, recorder, model)."""
+    import lightning.pytorch as pl
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from cbs_ray.integrations.lightning import BatchSizeScheduleCallback
+
+    model = TinyRegression()
+    recorder = Recorder(model)
+    loader = ResumableLoader(rows(), MICRO) if resumable else torch.utils.data.DataLoader(rows(), batch_size=MICRO)
+
+    class Module(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def training_step(self, batch, batch_idx):
+            loader.trained = batch_idx + 1
+            return self.model(**batch)["loss"]
+
+        def configure_optimizers(self):
+            optimizer = torch.optim.AdamW(self.model.parameters(), lr=BASE_LR, weight_decay=0.0)
+            recorder.watch(optimizer)
+            if not scheduler:
+                return optimizer
+            warmup = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(1.0, (k + 1) / 5))
+            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": warmup, "interval": "step"}}
+
+    callbacks = [BatchSizeScheduleCallback(schedule())]
+    if save_every:
+        callbacks.append(ModelCheckpoint(dirpath=root, every_n_train_steps=save_every, save_top_k=-1,
+                                         filename="{step}"))
+    trainer = pl.Trainer(max_steps=schedule().optimizer_steps(), accelerator="cpu", devices=1,
+                         accumulate_grad_batches=2, logger=False, enable_checkpointing=bool(save_every),
+                         enable_progress_bar=False, enable_model_summary=False, default_root_dir=root,
+                         callbacks=callbacks)
+    trainer.fit(Module(), loader, ckpt_path=ckpt_path)
+    return trainer, recorder, model
