@@ -72,13 +72,14 @@ class Recorder:
         self.rows = 0
 
 
-def hf_trainer(output_dir: str, *, callbacks=(), model=None, data=None, **settings):
+def hf_trainer(output_dir: str, *, callbacks=(), model=None, data=None, plan=None, **settings):
     """An unmodified HF Trainer with the schedule callback; returns (trainer, recorder). ``settings`` override the
     TrainingArguments (the LR schedule, saving)."""
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
     from cbs_ray.integrations.hf import BatchSizeScheduleCallback, training_arguments
 
+    plan = plan or schedule()
     model = model or TinyRegression()
     recorder = Recorder(model)
 
@@ -89,10 +90,10 @@ def hf_trainer(output_dir: str, *, callbacks=(), model=None, data=None, **settin
     arguments = dict(output_dir=output_dir, learning_rate=BASE_LR, lr_scheduler_type="constant", optim="adamw_torch",
                      weight_decay=0.0, max_grad_norm=0.0, seed=0, train_sampling_strategy="sequential",
                      report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True, use_cpu=True,
-                     dataloader_num_workers=0, **training_arguments(schedule(), MICRO))
+                     dataloader_num_workers=0, **training_arguments(plan, MICRO))
     arguments.update(settings)
     trainer = Trainer(model=model, args=TrainingArguments(**arguments), train_dataset=Rows(data or rows()),
-                      callbacks=[BatchSizeScheduleCallback(schedule()), Watch(), *callbacks])
+                      callbacks=[BatchSizeScheduleCallback(plan), Watch(), *callbacks])
     return trainer, recorder
 
 
