@@ -120,7 +120,7 @@ class ResumableLoader(torch.utils.data.DataLoader):
 
 
 def lightning_fit(root: str, *, scheduler: bool = True, save_every: int | None = None, ckpt_path: str | None = None,
-                  resumable: bool = True):
+                  resumable: bool = True, data=None):
     """Lightning with the schedule callback: AdamW, a warmup LambdaLR stepped every step (or none); returns
     (trainer, recorder, model)."""
     import lightning.pytorch as pl
@@ -130,7 +130,8 @@ def lightning_fit(root: str, *, scheduler: bool = True, save_every: int | None =
 
     model = TinyRegression()
     recorder = Recorder(model)
-    loader = ResumableLoader(rows(), MICRO) if resumable else torch.utils.data.DataLoader(rows(), batch_size=MICRO)
+    data = data or rows()
+    loader = ResumableLoader(data, MICRO) if resumable else torch.utils.data.DataLoader(data, batch_size=MICRO)
 
     class Module(pl.LightningModule):
         def __init__(self):
