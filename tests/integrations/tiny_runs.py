@@ -4,6 +4,8 @@ used: the resume and LR-in-samples tests compare these records. Seconds a run on
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from cbs_ray.integrations import BatchSizeSchedule
@@ -68,7 +70,10 @@ class Recorder:
             optimizer.register_step_post_hook(self._step)
 
     def _step(self, optimizer, args, kwargs):
-        self.records.append((self.rows, optimizer.param_groups[0]["lr"]))
+        rows = torch.tensor([self.rows])
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.all_reduce(rows)  # samples of all processes
+        self.records.append((int(rows.item()), optimizer.param_groups[0]["lr"]))
         self.rows = 0
 
 
@@ -90,7 +95,8 @@ def hf_trainer(output_dir: str, *, callbacks=(), model=None, data=None, plan=Non
     arguments = dict(output_dir=output_dir, learning_rate=BASE_LR, lr_scheduler_type="constant", optim="adamw_torch",
                      weight_decay=0.0, max_grad_norm=0.0, seed=0, train_sampling_strategy="sequential",
                      report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True, use_cpu=True,
-                     dataloader_num_workers=0, **training_arguments(plan, MICRO))
+                     dataloader_num_workers=0,
+                     **training_arguments(plan, MICRO, world_size=int(os.environ.get("WORLD_SIZE", "1"))))
     arguments.update(settings)
     trainer = Trainer(model=model, args=TrainingArguments(**arguments), train_dataset=Rows(data or rows()),
                       callbacks=[BatchSizeScheduleCallback(plan), Watch(), *callbacks])
