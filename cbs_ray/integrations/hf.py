@@ -226,8 +226,11 @@ class BatchSizeScheduleCallback(TrainerCallback):
         if logs is None or not self.plan:
             return
         stage = self.schedule.stage_at_step(max(state.global_step - 1, 0))
-        extra = {"effective_batch_size": stage.batch_size, "samples_seen": self.samples_seen,
-                 "lr_multiplier": stage.lr_multiplier}
+        # The micro-batches the Trainer actually drew for its last step (fewer where an epoch's end cut it).
+        drawn = getattr(self._trainer, "current_gradient_accumulation_steps", None)
+        batch = drawn * args.per_device_train_batch_size * args.world_size if isinstance(drawn, int) and drawn \
+            else stage.batch_size
+        extra = {"effective_batch_size": batch, "samples_seen": self.samples_seen, "lr_multiplier": stage.lr_multiplier}
         if "train_runtime" in logs and logs["train_runtime"] > 0:
             extra["train_samples_per_second"] = round(self.samples_seen / logs["train_runtime"], 3)
         logs.update(extra)

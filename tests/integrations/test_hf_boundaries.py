@@ -26,8 +26,12 @@ def test_a_linear_ramp_is_deferred_to_valid_boundaries_and_trained_exactly(tmp_p
 
 
 def test_an_epoch_end_that_cuts_a_step_is_named_before_the_first_step(tmp_path, caplog):
-    trainer, _ = hf_trainer(str(tmp_path), data=rows(100))  # 100 samples an epoch under 8 → 16 → 32
+    trainer, recorder = hf_trainer(str(tmp_path), data=rows(100))  # 100 samples an epoch under 8 → 16 → 32
     with caplog.at_level(logging.WARNING, logger="cbs_ray.integrations.hf"):
         trainer.train()
     said = [r.getMessage() for r in caplog.records if "epoch" in r.getMessage()]
     assert said and "step 10 (batch 16, samples 96–112) crosses the epoch end at sample 100" in said[0]
+    # The cut step trained the epoch's last 4 samples, and the log says so (not the stage's 16).
+    assert recorder.records[10][0] == 4
+    logged = [r["effective_batch_size"] for r in trainer.state.log_history if "loss" in r]
+    assert logged[:11] == [8] * 8 + [16, 16, 4]
