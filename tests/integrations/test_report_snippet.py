@@ -12,6 +12,7 @@ def test_the_report_snippet_names_from_summary_and_the_schedule_reads_back(tmp_p
     snippets = trainer_snippets(summary)
     language, snippet, note = snippets["HF Trainer, Lightning or a PyTorch loop (cbs_ray.integrations)"]
     assert language == "python" and 'BatchSizeSchedule.from_summary("summary.json")' in snippet
+    assert "warmup_steps=schedule.warmup_steps" in snippet and "laid out in samples" in note
     assert "docs/integrations.md" in note and "1.41" in note
     (tmp_path / "summary.json").write_text(summary.to_json())
     schedule = BatchSizeSchedule.from_summary(tmp_path)
