@@ -101,9 +101,12 @@ def at_base_batch(args, schedule: BatchSizeSchedule):
 
     def rebuild(factor):
         keywords = getattr(factor, "keywords", None)
-        if not isinstance(factor, functools.partial) or not keywords or "num_training_steps" not in keywords:
+        if not isinstance(factor, functools.partial) or not keywords or not (
+                "num_training_steps" in keywords or "num_warmup_steps" in keywords):
             return factor
-        changed = dict(keywords, num_training_steps=base_steps)
+        changed = dict(keywords)
+        if "num_training_steps" in changed:
+            changed["num_training_steps"] = base_steps
         if changed.get("num_warmup_steps") == trainer_warmup:
             changed["num_warmup_steps"] = args.get_warmup_steps(base_steps)
         return functools.partial(factor.func, *factor.args, **changed)

@@ -65,3 +65,21 @@ def test_hf_trainers_own_linear_schedule_is_laid_out_in_samples(tmp_path):
     assert [lr for _, lr in recorder.records] == pytest.approx(expected, rel=1e-12)
     logged = [r["learning_rate"] for r in trainer.state.log_history if "loss" in r]
     assert logged == pytest.approx(expected, rel=1e-9)  # the Trainer logs the LR used
+
+
+@pytest.mark.parametrize("kind", ["cosine", "constant_with_warmup"])
+def test_hf_own_schedulers_are_rebuilt_for_the_run_at_b0(kind):
+    pytest.importorskip("transformers")
+    from transformers import TrainingArguments
+    from transformers.optimization import get_scheduler
+
+    from cbs_ray.integrations.hf import at_base_batch
+
+    args = TrainingArguments(output_dir="unused", max_steps=20, warmup_steps=0.25, lr_scheduler_type=kind,
+                             use_cpu=True, report_to="none")
+    optimizer = torch.optim.SGD(TinyRegression().parameters(), lr=BASE_LR)
+    trainer_built = get_scheduler(kind, optimizer, num_warmup_steps=args.get_warmup_steps(20), num_training_steps=20)
+    rebuilt = at_base_batch(args, schedule())(trainer_built.lr_lambdas[0])
+    at_b0 = get_scheduler(kind, optimizer, num_warmup_steps=10, num_training_steps=B0_STEPS).lr_lambdas[0]
+    # A quarter of the samples is 10 of the run's 40 steps at B0 (not 5 of its 20 scheduled steps).
+    assert [rebuilt(k) for k in range(B0_STEPS)] == pytest.approx([at_b0(k) for k in range(B0_STEPS)])
