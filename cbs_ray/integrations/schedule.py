@@ -28,9 +28,14 @@ from cbs_ray.integrations.errors import ScheduleError
 from cbs_ray.integrations.summary_file import real_number, schedule_arguments, whole_number
 from cbs_ray.maths.lr_schedule import lr_multiplier
 
-__all__ = ["BatchSizeSchedule", "Stage", "ScheduleError", "BOUNDARY_RULES"]
+__all__ = ["BatchSizeSchedule", "Stage", "ScheduleError", "BOUNDARY_RULES", "SCHEDULE_MARK"]
 
 logger = logging.getLogger(__name__)
+
+SCHEDULE_MARK = "cbs_ray_schedule"
+"""The attribute that marks an LR factor already laid out in samples (``lr_factor``, ``scale_lambda_scheduler``). It
+lives on the factor *function*, and ``LambdaLR.state_dict`` saves no function's attributes, so a checkpoint never
+claims a fresh scheduler is scaled."""
 
 BOUNDARY_RULES = ("step", "batch")
 """Where a stage may start: ``step``, at a step boundary of the stage before (every step one whole batch; a plain
@@ -239,6 +244,7 @@ class BatchSizeSchedule:
         """``lr_at`` as a factor of optimizer step k (what ``torch.optim.lr_scheduler.LambdaLR`` takes)."""
         def factor(step: int) -> float:
             return self.lr_at(self.samples_before_step(step), shape)
+        setattr(factor, SCHEDULE_MARK, self)  # scale_lambda_scheduler leaves it as it is
         return factor
 
     def optimizer_steps(self, total_samples: Optional[int] = None) -> int:

@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Iterator, Optional
 import torch
 import torch.distributed as dist
 
-from cbs_ray.integrations.schedule import BatchSizeSchedule, Stage
+from cbs_ray.integrations.schedule import SCHEDULE_MARK, BatchSizeSchedule, Stage
 from cbs_ray.maths.noise_scale import NOT_MEASURABLE, NoiseScaleMeter
 
 __all__ = ["ScheduledStep", "scheduled_steps", "world_size", "scale_lambda_scheduler", "initial_lrs",
@@ -122,11 +122,6 @@ def _micro_batches(dataloader: Iterable, *, endless: bool) -> Iterator:
         sampler = getattr(dataloader, "sampler", None)
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(epoch)
-
-
-SCHEDULE_MARK = "cbs_ray_schedule"
-"""The attribute that marks a factor ``scale_lambda_scheduler`` wrapped. It lives on the wrapping *function*, and
-``LambdaLR.state_dict`` saves no function's attributes, so a checkpoint never claims a fresh scheduler is scaled."""
 
 
 def scale_lambda_scheduler(scheduler, schedule: BatchSizeSchedule, *,

@@ -83,3 +83,13 @@ def test_hf_own_schedulers_are_rebuilt_for_the_run_at_b0(kind):
     at_b0 = get_scheduler(kind, optimizer, num_warmup_steps=10, num_training_steps=B0_STEPS).lr_lambdas[0]
     # A quarter of the samples is 10 of the run's 40 steps at B0 (not 5 of its 20 scheduled steps).
     assert [rebuilt(k) for k in range(B0_STEPS)] == pytest.approx([at_b0(k) for k in range(B0_STEPS)])
+
+
+def test_a_factor_already_laid_out_in_samples_is_not_scaled_twice():
+    optimizer = torch.optim.SGD(TinyRegression().parameters(), lr=BASE_LR)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule().lr_factor(trunk_shape))
+    assert scale_lambda_scheduler(scheduler, schedule())  # already laid out: left as it is
+    for _ in range(10):
+        optimizer.step()
+        scheduler.step()
+    assert scheduler.get_last_lr()[0] == pytest.approx(BASE_LR * trunk_shape(SAMPLES_BEFORE[10] // B0) * math.sqrt(2))
