@@ -140,3 +140,17 @@ def test_lightning_refuses_a_mid_epoch_resume_it_cannot_place(tmp_path):
     lightning_fit(str(tmp_path / "full"), save_every=12, resumable=False)
     with pytest.raises(ScheduleError, match="restarts a plain DataLoader's epoch from its first batch"):
         lightning_fit(str(tmp_path / "resumed"), ckpt_path=str(tmp_path / "full" / "step=12.ckpt"), resumable=False)
+
+
+def test_hf_resume_in_a_later_stage_without_the_callback_at_construction_is_one_clear_refusal(hf_uninterrupted,
+                                                                                             tmp_path):
+    from cbs_ray.integrations import ScheduleError
+    from cbs_ray.integrations.hf import BatchSizeScheduleCallback
+
+    out, _, _ = hf_uninterrupted
+    trainer, _ = hf_trainer(str(tmp_path), **LR_SETTINGS)
+    trainer.remove_callback(BatchSizeScheduleCallback)
+    del trainer._init_training_state  # the Trainer as it is without the callback at construction
+    trainer.add_callback(BatchSizeScheduleCallback(schedule()))  # added later: it never saw the Trainer
+    with pytest.raises(ScheduleError, match="resuming at step 12, in a later stage, needs the callback in Trainer"):
+        trainer.train(resume_from_checkpoint=str(out / "checkpoint-12"))
