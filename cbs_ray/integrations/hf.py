@@ -176,8 +176,9 @@ class BatchSizeScheduleCallback(TrainerCallback):
                                 f"needs {plan[0]} (training_arguments(schedule, ...) gives all three settings)")
         step = state.global_step
         if step and self.resume_position is None and self.schedule.stage_at_step(step).start_step > 0:
-            raise ScheduleError(f"resuming at step {step}, in a later stage, needs the callback in Trainer(callbacks=[...]) "
-                                "so it can set the data skip; the Trainer would skip the first stage's count")
+            raise ScheduleError(f"resuming at step {step}, in a later stage, needs the callback in "
+                                "Trainer(callbacks=[...]) so it can set the data skip; the Trainer would skip the "
+                                "first stage's count")
         self._user_accumulation, self.plan = args.gradient_accumulation_steps, plan
         self.samples_seen = self.schedule.samples_before_step(step)
         args.gradient_accumulation_steps = self._accumulation_for(step)

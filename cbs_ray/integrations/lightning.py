@@ -14,7 +14,8 @@ a stage that does not is deferred to the next boundary that is, with a warning) 
 short unless the epoch's samples are a multiple of every batch (a warning names the steps). Resuming from a
 checkpoint restores the accumulation, the LR and the step's place in the epoch; the data position is the
 DataLoader's own: Lightning restarts a plain DataLoader's epoch from its first batch, so resuming mid-epoch needs
-a resumable loader (``state_dict``/``load_state_dict``), and the callback refuses in one line otherwise. Logs ``effective_batch_size``, ``samples_seen``
+a resumable loader (``state_dict``/``load_state_dict``), and the callback refuses in one line otherwise. Logs
+``effective_batch_size``, ``samples_seen``
 and ``lr_multiplier`` through ``pl_module.log_dict`` (every logger the Trainer has) every
 ``log_every_n_steps`` optimizer steps, Lightning's own cadence (a ``log_dict`` call costs about a millisecond).
 """
@@ -75,7 +76,8 @@ class BatchSizeScheduleCallback(Callback):
         if math.isfinite(batches) and trainer.max_steps > 0:
             crossings = self.schedule.epoch_crossings(int(batches) * micro * trainer.world_size, trainer.max_steps)
             if crossings:
-                logger.warning("Lightning trains a step that crosses an epoch's end short: %s%s", "; ".join(crossings[:3]),
+                logger.warning("Lightning trains a step that crosses an epoch's end short: %s%s",
+                               "; ".join(crossings[:3]),
                                f" (and {len(crossings) - 3} more)" if len(crossings) > 3 else "")
         logger.info("batch-size schedule:\n%s", self.schedule.describe(micro, trainer.world_size))
 

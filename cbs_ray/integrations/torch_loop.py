@@ -133,10 +133,10 @@ def scale_lambda_scheduler(scheduler, schedule: BatchSizeSchedule, *,
     LR the scheduler sets, reports and logs is the one used. The scheduler must be stepped once per optimizer step.
 
     ``at_base_batch`` turns a factor built for the run's own steps into one for the same samples at B0 (the HF
-    callback's ``hf.at_base_batch``: the Trainer builds its schedulers for ``max_steps``). Returns False, changing nothing, for
-    other schedulers. A scheduler already wrapped is left as it is (the mark, ``SCHEDULE_MARK``, never enters its
-    state_dict). The current LR is set from the scheduler's ``base_lrs`` (the groups' ``initial_lr``), never from
-    the live LR, which a checkpoint may hold already scaled."""
+    callback's ``hf.at_base_batch``: the Trainer builds its schedulers for ``max_steps``). Returns False, changing
+    nothing, for other schedulers. A scheduler already wrapped is left as it is (the mark, ``SCHEDULE_MARK``, never
+    enters its state_dict). The current LR is set from the scheduler's ``base_lrs`` (the groups' ``initial_lr``),
+    never from the live LR, which a checkpoint may hold already scaled."""
     if not isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR):
         return False
     if all(getattr(f, SCHEDULE_MARK, None) is not None for f in scheduler.lr_lambdas):

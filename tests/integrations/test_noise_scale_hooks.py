@@ -21,7 +21,7 @@ ACCUMULATIONS = [2, 3, 8]
 
 
 class Samples(torch.utils.data.Dataset):
-    """Per-sample gradients G + ε, ε ~ N(0, σ² I) with d·σ² = tr Σ; sample i drawn from seed i (nothing held)."""
+    """Per-sample gradients G + ε, ε ~ N(0, σ² I) with d·σ² = tr Σ; sample i drawn from seed i (none held)."""
 
     def __init__(self, n: int, as_dict: bool = False):
         self.n, self.as_dict = n, as_dict
