@@ -94,8 +94,8 @@ def at_base_batch(args, schedule: BatchSizeSchedule):
     """A function turning the Trainer's own LR factors, built for ``max_steps`` steps of the schedule, into the
     factors of a run over the same samples at the first stage's batch B0: a transformers factor (a
     ``functools.partial`` with ``num_training_steps``) gets the run's B0 steps as its horizon, and where the Trainer
-    set its warmup from ``args``, ``args.get_warmup_steps`` of those steps (``warmup_steps`` are read as B0 steps,
-    a ratio as a share of the samples). A factor of your own is left as written (for B0)."""
+    set its warmup from ``args``, ``args.get_warmup_steps`` of those steps (``warmup_steps`` ≥ 1 are read as B0
+    steps, a ratio below 1 as a share of the samples). A factor of your own is left as written (for B0)."""
     base_steps = -(-schedule.samples_before_step(args.max_steps) // schedule.base_batch)
     trainer_warmup = args.get_warmup_steps(args.max_steps)
 
