@@ -31,6 +31,7 @@ from cbs_ray.analysis.branch_schedule import (
 from cbs_ray.analysis.branch_trend import Trend, b_simple_over_training, trend
 from cbs_ray.analysis.json_values import json_clean
 from cbs_ray.maths.budget import scratch_grid_samples
+from cbs_ray.maths.lr_schedule import warmup_steps
 from cbs_ray.records.columns import Column
 
 __all__ = ["BranchSummary", "compare_losses", "schedule_alpha", "summarize_branches"]
@@ -122,6 +123,14 @@ def _branch_records(history: pd.DataFrame, window_samples: int) -> list[dict]:
                                        r[Column.seed_offset]))
 
 
+def _trunk_warmup(meta: dict) -> dict:
+    """The trunk's LR warmup, in its optimizer steps and in samples (``integrations`` lays the LR out in samples)."""
+    if meta.get(Column.warmup_fraction) is None:
+        return {}
+    steps = warmup_steps(float(meta[Column.warmup_fraction]), int(meta["budget_samples"]) // int(meta["trunk_batch"]))
+    return {Column.warmup_steps: steps, "warmup_samples": steps * int(meta["trunk_batch"])}
+
+
 def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
     """Everything branch mode reports, from the history and ``meta`` (the resolved values:
     ``trunk_batch``, ``window_samples``, ``checkpoints``, ``branch_batches``, ``tolerance``, ``budget_samples``,
@@ -148,7 +157,7 @@ def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
     trunk = {Column.batch_size: trunk_batch, Column.peak_lr: json_clean(meta.get("trunk_peak_lr", final_lr)),
              "final_eval_loss": None if final is None or diverged_runs(final) else float(final[Column.eval_loss]),
              Column.samples_seen: None if final is None else int(final[Column.samples_seen]),
-             Column.steps: None if final is None else json_clean(final.get(Column.steps))}
+             Column.steps: None if final is None else json_clean(final.get(Column.steps)), **_trunk_warmup(meta)}
     by_role = samples_trained(history)
     alphas = meta.get("alphas") or sorted(rows_of_role(history, "branch")[Column.alpha].dropna().unique().tolist()
                                           if Column.alpha in history else [])

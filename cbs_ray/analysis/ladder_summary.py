@@ -206,6 +206,8 @@ def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000
                   Column.peak_lr: scaled_lr(base_lr, recommended, base_batch, alpha) if recommended else None,
                   Column.warmup_steps: warmup_steps(float(meta[Column.warmup_fraction]), budget // recommended)
                   if recommended else None, Column.alpha: alpha, "batch_size_schedule": schedule,
+                  "warmup_samples": recommended * warmup_steps(float(meta[Column.warmup_fraction]),
+                                                               budget // recommended) if recommended else None,
                   "b_simple_prediction": _b_simple_prediction(noise, budget),
                   **(_prediction_record(fit) if isinstance(fit, Prediction) else {})}
     ladder_samples = samples_trained(full, cuts) if full else 0

@@ -4,6 +4,7 @@ Lightning (``integrations.lightning``) and plain PyTorch loops (``integrations.t
 package needs neither Ray nor torch; HF and Lightning are imported only by their own modules. docs/integrations.md.
 """
 
-from cbs_ray.integrations.schedule import BatchSizeSchedule, ScheduleError, Stage
+from cbs_ray.integrations.errors import ScheduleError
+from cbs_ray.integrations.schedule import BatchSizeSchedule, Stage
 
 __all__ = ["BatchSizeSchedule", "ScheduleError", "Stage"]

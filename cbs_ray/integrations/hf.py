@@ -1,4 +1,4 @@
-"""The batch-size schedule and the noise scale in an unmodified ``transformers.Trainer`` (tested on 5.24).
+"""The batch-size schedule and the noise scale in an unmodified ``transformers.Trainer`` (tested on 5.25).
 
 ``BatchSizeScheduleCallback(schedule)`` grows the batch by gradient accumulation at a fixed micro-batch
 (``per_device_train_batch_size``): the Trainer's loop reads ``args.gradient_accumulation_steps`` afresh for
@@ -10,24 +10,33 @@ at each step boundary. ``training_arguments(schedule, per_device_train_batch_siz
 What an unmodified Trainer cannot do exactly, and what the callback does instead:
 
 - **Stage starts.** The loop decides where a step ends by ``(micro-batch index in the epoch + 1) % accumulation``,
-  so a stage must start at a multiple of its own batch (its stage boundary counted in micro-batches divides its
-  accumulation); the callback checks this before the first step and raises ``ScheduleError`` otherwise.
+  so a stage must start at a multiple of its own batch: a stage that does not is deferred to the next step
+  boundary that is (``BatchSizeSchedule.for_trainers``; the shift is said once, as a warning).
 - **Epochs.** The loop cuts a step short at an epoch's end (its last micro-batches). Training is exact when the
-  run ends within the first epoch, or when the epoch's samples are a multiple of every batch; the callback warns
-  otherwise.
-- **The LR.** A ``LambdaLR`` (every ``lr_scheduler_type`` but plateau) has its factor multiplied by the stage's LR
-  multiplier, so the LR the Trainer logs is the one used; for other schedulers the callback scales the param
-  groups around ``optimizer.step()`` and the logged ``learning_rate`` is the trainer's unscaled one.
+  run ends within the first epoch, or when the epoch's samples are a multiple of every batch; otherwise the
+  callback warns before the first step, naming the first steps that cross an epoch's end.
+- **The LR, laid out in samples.** A ``LambdaLR`` (every ``lr_scheduler_type`` but plateau) is read at the samples
+  seen, counted in steps of the first stage's batch B0 (``torch_loop.scale_lambda_scheduler``), times the stage's
+  multiplier; the Trainer's own schedulers are rebuilt for the run's samples at B0 first (``at_base_batch``), so
+  growing the batch keeps the LR its samples would have had at B0. The Trainer logs the LR used. For other
+  schedulers the callback scales the param groups around ``optimizer.step()`` and the logged ``learning_rate`` is
+  the trainer's unscaled one.
 - **Logs.** The Trainer runs user callbacks after its reporters (W&B, TensorBoard, …): to add
   ``effective_batch_size``, ``samples_seen`` and ``lr_multiplier`` (and ``b_simple``) to what they log, the
   callbacks move themselves ahead of them at ``on_train_begin`` (found by walking the call stack to the Trainer;
   where that fails, the values still go to ``state.log_history``). The final ``train_samples_per_second``, which
   the Trainer computes at the first stage's batch, is recomputed from the samples trained.
-- **Resuming** from a checkpoint re-reads the data skip at the saved accumulation: not exact across stages.
+- **Resuming** (``trainer.train(resume_from_checkpoint=…)``) from a checkpoint in any stage is exact: the Trainer
+  counts the micro-batches to skip at the first stage's accumulation, so the callback (given to
+  ``Trainer(callbacks=[…])``, which lets it see the Trainer at ``on_init_end``) sets that count to the schedule's
+  before the skip; the LR is rebuilt from the scheduler's ``base_lrs``. Where it could not (the callback added
+  later), resuming in a later stage stops with one ``ScheduleError`` line. ``args.gradient_accumulation_steps`` is
+  given back after ``train()``, so a second ``train()`` on the same Trainer starts as the first did.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import math
@@ -36,10 +45,12 @@ import time
 import torch
 from transformers import TrainerCallback
 
-from cbs_ray.integrations.schedule import BatchSizeSchedule, ScheduleError
-from cbs_ray.integrations.torch_loop import NoiseScaleHook, gradient_sqnorm, scale_lambda_scheduler
+from cbs_ray.integrations.errors import ScheduleError
+from cbs_ray.integrations.schedule import BatchSizeSchedule
+from cbs_ray.integrations.torch_loop import SCHEDULE_MARK, NoiseScaleHook, scale_lambda_scheduler
 
-__all__ = ["BatchSizeScheduleCallback", "NoiseScaleCallback", "training_arguments"]
+__all__ = ["BatchSizeScheduleCallback", "NoiseScaleCallback", "training_arguments", "at_base_batch",
+           "find_trainer", "move_ahead_of_reporters"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,34 +59,70 @@ def training_arguments(schedule: BatchSizeSchedule, per_device_train_batch_size:
                        total_samples: int | None = None) -> dict:
     """``TrainingArguments`` keywords for ``schedule``: the micro-batch, the first stage's accumulation and
     ``max_steps`` (the optimizer steps over ``total_samples``, default the schedule's budget)."""
+    schedule = schedule.for_trainers(warn=False)
     plan = schedule.accumulation_plan(per_device_train_batch_size, world_size)
     return {"per_device_train_batch_size": per_device_train_batch_size, "gradient_accumulation_steps": plan[0],
             "max_steps": schedule.optimizer_steps(total_samples)}
 
 
-def move_ahead_of_reporters(callback) -> bool:
-    """Put ``callback`` first in its Trainer's callback list, so what its ``on_log`` adds reaches the reporting
-    callbacks. The Trainer is found up the call stack (callbacks get no reference to it)."""
+def find_trainer(callback):
+    """The Trainer whose callback list holds ``callback``, found up the call stack (callbacks get no reference to
+    it), or None."""
     frame = inspect.currentframe()
     while frame is not None:
         owner = frame.f_locals.get("self")
-        handler = getattr(owner, "callback_handler", None)
-        callbacks = getattr(handler, "callbacks", None)
+        callbacks = getattr(getattr(owner, "callback_handler", None), "callbacks", None)
         if isinstance(callbacks, list) and any(c is callback for c in callbacks):
-            # Moving from index k to 0 while the handler iterates keeps every later callback's turn.
-            callbacks.remove(callback)
-            callbacks.insert(0, callback)
-            return True
+            return owner
         frame = frame.f_back
-    return False
+    return None
 
 
-def _check_stage_starts(schedule: BatchSizeSchedule) -> None:
-    for i, s in enumerate(schedule.stages[1:], 1):
-        if s.start_samples % s.batch_size:
-            raise ScheduleError(f"stage {i} starts at sample {s.start_samples}, not a multiple of its batch "
-                                f"{s.batch_size}: HF Trainer ends a step where the micro-batch count is a multiple of "
-                                "the accumulation, so start each stage at a multiple of its batch")
+def move_ahead_of_reporters(callback, trainer=None) -> bool:
+    """Put ``callback`` first in its Trainer's callback list, so what its ``on_log`` adds reaches the reporting
+    callbacks."""
+    trainer = trainer or find_trainer(callback)
+    if trainer is None:
+        return False
+    callbacks = trainer.callback_handler.callbacks  # moving k to 0 while the handler iterates keeps every turn
+    callbacks.remove(callback)
+    callbacks.insert(0, callback)
+    return True
+
+
+def at_base_batch(args, schedule: BatchSizeSchedule):
+    """A function turning the Trainer's own LR factors, built for ``max_steps`` steps of the schedule, into the
+    factors of a run over the same samples at the first stage's batch B0: a transformers factor (a
+    ``functools.partial`` with ``num_training_steps``) gets the run's B0 steps as its horizon, and where the Trainer
+    set its warmup from ``args``, ``args.get_warmup_steps`` of those steps (``warmup_steps`` ≥ 1 are read as B0
+    steps, a ratio below 1 as a share of the samples). A factor of your own is left as written (for B0)."""
+    base_steps = -(-schedule.samples_before_step(args.max_steps) // schedule.base_batch)
+    trainer_warmup = args.get_warmup_steps(args.max_steps)
+
+    def rebuild(factor):
+        keywords = getattr(factor, "keywords", None)
+        if not isinstance(factor, functools.partial) or not keywords or not (
+                "num_training_steps" in keywords or "num_warmup_steps" in keywords):
+            return factor
+        changed = dict(keywords)
+        if "num_training_steps" in changed:
+            changed["num_training_steps"] = base_steps
+        if changed.get("num_warmup_steps") == trainer_warmup:
+            changed["num_warmup_steps"] = args.get_warmup_steps(base_steps)
+        return functools.partial(factor.func, *factor.args, **changed)
+
+    return rebuild
+
+
+def _per_process_batches(trainer, args) -> int | None:
+    """Micro-batches a process draws in one epoch (sequential or shuffled map-style data; None without a length)."""
+    try:
+        rows = len(trainer.train_dataset)
+    except TypeError:
+        return None
+    per_process = -(-rows // args.world_size)
+    return per_process // args.per_device_train_batch_size if args.dataloader_drop_last else \
+        -(-per_process // args.per_device_train_batch_size)
 
 
 class BatchSizeScheduleCallback(TrainerCallback):
@@ -83,30 +130,61 @@ class BatchSizeScheduleCallback(TrainerCallback):
     ``TrainingArguments`` need ``max_steps`` > 0 (``training_arguments`` gives it)."""
 
     def __init__(self, schedule: BatchSizeSchedule):
-        self.schedule = schedule
+        self.schedule = schedule.for_trainers()
         self.plan: list[int] = []
         self.samples_seen = 0
+        self.resume_position: tuple[int, int] | None = None  # (epochs, micro-batches) the last resume skipped
+        self._trainer = None
+        self._user_accumulation: int | None = None
         self._param_group_scaling = False
-        self._started = 0.0
 
     def _accumulation_for(self, step: int) -> int:
         return self.plan[self.schedule.stages.index(self.schedule.stage_at_step(step))]
 
+    def on_init_end(self, args, state, control, **kwargs):
+        self._trainer = find_trainer(self)
+        original = getattr(self._trainer, "_init_training_state", None)
+        if original is None or getattr(original, SCHEDULE_MARK, None) is not None:
+            return
+
+        def init_training_state(*positional, **keywords):
+            epochs, skipped = original(*positional, **keywords)
+            trainer = self._trainer
+            if trainer.state.global_step == 0 or trainer.args.ignore_data_skip:
+                return epochs, skipped
+            self.resume_position = self._resume_position(trainer, trainer.state.global_step)
+            return self.resume_position
+
+        setattr(init_training_state, SCHEDULE_MARK, self.schedule)
+        self._trainer._init_training_state = init_training_state
+
+    def _resume_position(self, trainer, step: int) -> tuple[int, int]:
+        """(epochs, micro-batches into the epoch) a process has drawn before optimizer step ``step``."""
+        args = trainer.args
+        drawn = self.schedule.samples_before_step(step) // (args.per_device_train_batch_size * args.world_size)
+        per_epoch = _per_process_batches(trainer, args)
+        return divmod(drawn, per_epoch) if per_epoch else (0, drawn)
+
     def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, train_dataloader=None,
                        **kwargs):
         plan = self.schedule.accumulation_plan(args.per_device_train_batch_size, args.world_size)
-        _check_stage_starts(self.schedule)
         if args.max_steps <= 0:
             raise ScheduleError("BatchSizeScheduleCallback needs TrainingArguments(max_steps=...): the trainer counts "
                                 "epochs at the first batch; max_steps=schedule.optimizer_steps(total_samples)")
         if args.gradient_accumulation_steps != plan[0]:
             raise ScheduleError(f"gradient_accumulation_steps is {args.gradient_accumulation_steps}, the first stage "
                                 f"needs {plan[0]} (training_arguments(schedule, ...) gives all three settings)")
-        self.plan, self.samples_seen = plan, self.schedule.samples_before_step(state.global_step)
-        self._started = time.time()
-        args.gradient_accumulation_steps = self._accumulation_for(state.global_step)
+        step = state.global_step
+        if step and self.resume_position is None and self.schedule.stage_at_step(step).start_step > 0:
+            raise ScheduleError(f"resuming at step {step}, in a later stage, needs the callback in "
+                                "Trainer(callbacks=[...]) so it can set the data skip; the Trainer would skip the "
+                                "first stage's count")
+        self._user_accumulation, self.plan = args.gradient_accumulation_steps, plan
+        self.samples_seen = self.schedule.samples_before_step(step)
+        args.gradient_accumulation_steps = self._accumulation_for(step)
         self._warn_on_epoch_ends(args, state, train_dataloader)
-        self._param_group_scaling = not scale_lambda_scheduler(lr_scheduler, self.schedule)
+        self._param_group_scaling = not scale_lambda_scheduler(lr_scheduler, self.schedule,
+                                                               at_base_batch=at_base_batch(args, self.schedule))
         if self._param_group_scaling:
             logger.warning("the LR scheduler is not a LambdaLR: the schedule's LR multiplier is applied around "
                            "optimizer.step() and the logged learning_rate is the unscaled one")
@@ -115,17 +193,21 @@ class BatchSizeScheduleCallback(TrainerCallback):
                     args.per_device_train_batch_size, args.world_size,
                     self.schedule.describe(args.per_device_train_batch_size, args.world_size))
 
+    def on_train_end(self, args, state, control, **kwargs):
+        if self._user_accumulation is not None:  # a second train() on this Trainer starts as the first did
+            args.gradient_accumulation_steps = self._user_accumulation
+        self.resume_position = None
+
     def _warn_on_epoch_ends(self, args, state, train_dataloader) -> None:
         try:
             epoch = len(train_dataloader) * args.per_device_train_batch_size * args.world_size
         except TypeError:
             return  # no length: one endless epoch
-        needed = self.schedule.samples_before_step(state.max_steps)
-        batches = {s.batch_size for s in self.schedule.stages}
-        if epoch < needed and any(epoch % b for b in batches):
-            logger.warning("an epoch holds %d samples, not a multiple of every batch %s: the trainer cuts the step "
-                           "at each epoch's end short (a dataset of at least %d samples avoids it)", epoch,
-                           sorted(batches), needed)
+        crossings = self.schedule.epoch_crossings(epoch, state.max_steps) if epoch else []
+        if crossings:
+            logger.warning("an epoch holds %d samples: the trainer trains a step that crosses an epoch's end short, "
+                           "and counts epochs at the first batch (it may stop before max_steps): %s%s", epoch,
+                           "; ".join(crossings[:3]), f" (and {len(crossings) - 3} more)" if len(crossings) > 3 else "")
 
     def on_pre_optimizer_step(self, args, state, control, optimizer=None, **kwargs):
         if self._param_group_scaling:
@@ -148,8 +230,11 @@ class BatchSizeScheduleCallback(TrainerCallback):
         if logs is None or not self.plan:
             return
         stage = self.schedule.stage_at_step(max(state.global_step - 1, 0))
-        extra = {"effective_batch_size": stage.batch_size, "samples_seen": self.samples_seen,
-                 "lr_multiplier": stage.lr_multiplier}
+        # The micro-batches the Trainer actually drew for its last step (fewer where an epoch's end cut it).
+        drawn = getattr(self._trainer, "current_gradient_accumulation_steps", None)
+        batch = drawn * args.per_device_train_batch_size * args.world_size if isinstance(drawn, int) and drawn \
+            else stage.batch_size
+        extra = {"effective_batch_size": batch, "samples_seen": self.samples_seen, "lr_multiplier": stage.lr_multiplier}
         if "train_runtime" in logs and logs["train_runtime"] > 0:
             extra["train_samples_per_second"] = round(self.samples_seen / logs["train_runtime"], 3)
         logs.update(extra)
@@ -160,10 +245,10 @@ class BatchSizeScheduleCallback(TrainerCallback):
 class NoiseScaleCallback(TrainerCallback):
     """B_simple during an HF Trainer run (McCandlish et al. 2018; ``torch_loop.NoiseScaleHook``): the first
     micro-batch's gradient against the whole step's, read before clipping (at the end of the step's last
-    backward, after DDP's all-reduce). Needs ``gradient_accumulation_steps`` ≥ 2; logs ``b_simple``,
-    ``noise_grad_sq``, ``noise_trace_sigma`` with the trainer's logs, and says once, as a warning and as
-    ``b_simple_above_batch`` = 1, when B_simple passes the current batch. ``decay``: the moving averages'
-    (0.98, about 50 steps)."""
+    backward, after DDP's all-reduce), unscaled under fp16's GradScaler. Needs ``gradient_accumulation_steps`` ≥ 2;
+    logs ``b_simple``, ``noise_grad_sq``, ``noise_trace_sigma`` with the trainer's logs, and says once, as a warning
+    and as ``b_simple_above_batch`` = 1, when B_simple passes the current batch (after the averages hold about 50
+    steps). ``decay``: the moving averages' (0.98, about 50 steps)."""
 
     def __init__(self, decay: float = 0.98):
         self.decay = decay
@@ -174,21 +259,24 @@ class NoiseScaleCallback(TrainerCallback):
         self._said = False
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        self.hook = NoiseScaleHook(list(model.parameters()), args.per_device_train_batch_size, self.decay)
-        move_ahead_of_reporters(self)
+        trainer = find_trainer(self)
+        scaler = getattr(getattr(trainer, "accelerator", None), "scaler", None)
+        self.hook = NoiseScaleHook(list(model.parameters()), args.per_device_train_batch_size, self.decay,
+                                   scaler=scaler)
+        move_ahead_of_reporters(self, trainer)
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._micro, self._big = 0, math.nan
         self._accumulation = args.gradient_accumulation_steps  # of this step (a schedule may change it at its end)
         self._batch = self._accumulation * args.per_device_train_batch_size * args.world_size
-        if args.gradient_accumulation_steps == 2:
-            self._arm_last_backward()
 
     def on_substep_end(self, args, state, control, **kwargs):
+        # Runs after every micro-batch but the step's last: the first reads the small batch's gradient, the one
+        # before the last arms the read of the whole step's (at accumulation 2 they are the same call).
         if self._micro == 0:
-            self.hook.read_small(args.gradient_accumulation_steps)
+            self.hook.read_small(self._accumulation)
         self._micro += 1
-        if self._micro == args.gradient_accumulation_steps - 1 and args.gradient_accumulation_steps > 2:
+        if self._micro == self._accumulation - 1:
             self._arm_last_backward()
 
     def _arm_last_backward(self) -> None:
@@ -199,7 +287,7 @@ class NoiseScaleCallback(TrainerCallback):
         handle = None
 
         def read() -> None:
-            self._big = gradient_sqnorm(self.hook.parameters)
+            self._big = self.hook.sqnorm()
 
         def on_grad(_):
             handle.remove()
@@ -215,8 +303,9 @@ class NoiseScaleCallback(TrainerCallback):
         reading = self.hook.read_big(batch, state.global_step - 1, sqnorm=self._big)
         if reading and reading.above_batch and not self._said:
             self._said = True
-            logger.warning("B_simple %.1f has passed the batch %d at step %d: a larger batch would still use its "
-                           "samples well", reading.b_simple, batch, state.global_step)
+            logger.warning("B_simple %.1f has passed the batch %d at step %d (an average over %d steps): a larger "
+                           "batch would still use its samples well", reading.b_simple, batch, state.global_step,
+                           reading.steps)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         reading = self.hook.reading if self.hook else None

@@ -5,10 +5,17 @@ changes ``trainer.accumulate_grad_batches`` after the optimizer step that ends a
 for every batch, and automatic optimization divides the loss by it), at a fixed micro-batch: the train
 DataLoader's ``batch_size``. The LR: a ``LambdaLR`` stepped every optimizer step (``"interval": "step"``) has
 its factor multiplied by the stage's multiplier; with no scheduler the callback sets the param groups' LR to
-the initial LR × the multiplier before each step; other schedulers are refused (their LR cannot be scaled
-without fighting them). As in HF Trainer, a stage must start at a multiple of its own batch (Lightning ends a
-step when the epoch's batch count is a multiple of the accumulation) and an epoch's end cuts a step short
-unless the epoch's samples are a multiple of every batch. Logs ``effective_batch_size``, ``samples_seen``
+the initial LR (each group's ``initial_lr``, which the optimizer's checkpoint keeps, so a resumed run is not
+scaled twice) × the multiplier before each step; other schedulers are refused (their LR cannot be scaled
+without fighting them). A ``LambdaLR``'s factor is read at the samples seen, in steps of the first stage's batch
+B0 (``torch_loop.scale_lambda_scheduler``): write it for a run at B0. As in HF Trainer, a stage starts at a
+multiple of its own batch (Lightning ends a step when the epoch's batch count is a multiple of the accumulation;
+a stage that does not is deferred to the next boundary that is, with a warning) and an epoch's end cuts a step
+short unless the epoch's samples are a multiple of every batch (a warning names the steps). Resuming from a
+checkpoint restores the accumulation, the LR and the step's place in the epoch; the data position is the
+DataLoader's own: Lightning restarts a plain DataLoader's epoch from its first batch, so resuming mid-epoch needs
+a resumable loader (``state_dict``/``load_state_dict``), and the callback refuses in one line otherwise. Logs
+``effective_batch_size``, ``samples_seen``
 and ``lr_multiplier`` through ``pl_module.log_dict`` (every logger the Trainer has) every
 ``log_every_n_steps`` optimizer steps, Lightning's own cadence (a ``log_dict`` call costs about a millisecond).
 """
@@ -21,8 +28,9 @@ import math
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from cbs_ray.integrations.schedule import BatchSizeSchedule, ScheduleError
-from cbs_ray.integrations.torch_loop import NoiseScaleHook, scale_lambda_scheduler
+from cbs_ray.integrations.errors import ScheduleError
+from cbs_ray.integrations.schedule import BatchSizeSchedule
+from cbs_ray.integrations.torch_loop import NoiseScaleHook, initial_lrs, scale_lambda_scheduler
 
 __all__ = ["BatchSizeScheduleCallback", "NoiseScaleCallback"]
 
@@ -42,21 +50,20 @@ class BatchSizeScheduleCallback(Callback):
     ``schedule.optimizer_steps(total_samples)`` so the run ends where the schedule does."""
 
     def __init__(self, schedule: BatchSizeSchedule):
-        self.schedule = schedule
+        self.schedule = schedule.for_trainers()
         self.plan: list[int] = []
-        self._base_lrs: list[float] | None = None
+        self._base_lrs: list[list[float]] | None = None
         self._last_step = -1
 
     def _accumulation_for(self, step: int) -> int:
         return self.plan[self.schedule.stages.index(self.schedule.stage_at_step(step))]
 
     def on_train_start(self, trainer, pl_module):
-        self.plan = self.schedule.accumulation_plan(_micro_batch(trainer), trainer.world_size)
-        for i, s in enumerate(self.schedule.stages[1:], 1):
-            if s.start_samples % s.batch_size:
-                raise ScheduleError(f"stage {i} starts at sample {s.start_samples}, not a multiple of its batch "
-                                    f"{s.batch_size}: start each stage at a multiple of its batch")
-        trainer.accumulate_grad_batches = self._accumulation_for(trainer.global_step)
+        micro = _micro_batch(trainer)
+        self.plan = self.schedule.accumulation_plan(micro, trainer.world_size)
+        step = trainer.global_step
+        self._refuse_a_resume_lightning_cannot_place(trainer, step)
+        trainer.accumulate_grad_batches = self._accumulation_for(step)
         configs = trainer.lr_scheduler_configs
         for config in configs:
             if config.interval != "step" or not scale_lambda_scheduler(config.scheduler, self.schedule):
@@ -64,8 +71,27 @@ class BatchSizeScheduleCallback(Callback):
                                     "(interval 'step'), or the LR itself with no scheduler; got "
                                     f"{type(config.scheduler).__name__} with interval {config.interval!r}")
         if not configs:
-            self._base_lrs = [[g["lr"] for g in opt.param_groups] for opt in trainer.optimizers]
-        logger.info("batch-size schedule:\n%s", self.schedule.describe(_micro_batch(trainer), trainer.world_size))
+            self._base_lrs = [initial_lrs(opt) for opt in trainer.optimizers]
+        batches = trainer.num_training_batches
+        if math.isfinite(batches) and trainer.max_steps > 0:
+            crossings = self.schedule.epoch_crossings(int(batches) * micro * trainer.world_size, trainer.max_steps)
+            if crossings:
+                logger.warning("Lightning trains a step that crosses an epoch's end short: %s%s",
+                               "; ".join(crossings[:3]),
+                               f" (and {len(crossings) - 3} more)" if len(crossings) > 3 else "")
+        logger.info("batch-size schedule:\n%s", self.schedule.describe(micro, trainer.world_size))
+
+    def _refuse_a_resume_lightning_cannot_place(self, trainer, step: int) -> None:
+        """A resume mid-epoch with a loader Lightning restarts from its first batch would train other samples."""
+        loader = trainer.train_dataloader
+        batches = trainer.num_training_batches
+        if not step or not math.isfinite(batches) or callable(getattr(loader, "load_state_dict", None)):
+            return
+        drawn = self.schedule.samples_before_step(step) // (_micro_batch(trainer) * trainer.world_size)
+        if drawn % int(batches):
+            raise ScheduleError(f"resuming at step {step}, {drawn % int(batches)} micro-batches into an epoch: "
+                                "Lightning restarts a plain DataLoader's epoch from its first batch; give it a "
+                                "resumable loader (state_dict/load_state_dict) or resume from an epoch's end")
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
         if self._base_lrs is not None:
@@ -91,8 +117,8 @@ class NoiseScaleCallback(Callback):
     """B_simple during a Lightning run (``torch_loop.NoiseScaleHook``): the first micro-batch's gradient against
     the whole step's, read in ``on_after_backward`` (before clipping; after DDP's all-reduce on the last one).
     Needs ``accumulate_grad_batches`` ≥ 2. Logs ``b_simple``, ``noise_grad_sq``, ``noise_trace_sigma`` (every
-    ``log_every_n_steps``) and says
-    once (a warning, and ``b_simple_above_batch`` = 1) when B_simple passes the current batch."""
+    ``log_every_n_steps``, NaN readings too) and says once (a warning, and ``b_simple_above_batch`` = 1) when
+    B_simple, averaged over about 50 steps, passes the current batch. Gradients are read unscaled under fp16."""
 
     def __init__(self, decay: float = 0.98):
         self.decay = decay
@@ -101,7 +127,9 @@ class NoiseScaleCallback(Callback):
         self._said = False
 
     def on_train_start(self, trainer, pl_module):
-        self.hook = NoiseScaleHook(list(pl_module.parameters()), _micro_batch(trainer), self.decay)
+        scaler = getattr(getattr(trainer, "precision_plugin", None), "scaler", None)  # fp16: read unscaled
+        self.hook = NoiseScaleHook(list(pl_module.parameters()), _micro_batch(trainer), self.decay, scaler=scaler)
+        self._micro = 0
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         self._accumulation = trainer.accumulate_grad_batches
@@ -118,12 +146,13 @@ class NoiseScaleCallback(Callback):
         self._micro = 0
         batch = accumulation * self.hook.micro_batch * trainer.world_size
         reading = self.hook.read_big(batch, trainer.global_step)
-        if reading is None or not math.isfinite(reading.b_simple):
+        if reading is None:
             return
-        if reading.above_batch and not self._said:
+        if reading.above_batch and not self._said:  # above_batch waits for the averages to settle (~50 steps)
             self._said = True
-            logger.warning("B_simple %.1f has passed the batch %d at step %d: a larger batch would still use "
-                           "its samples well", reading.b_simple, batch, trainer.global_step)
+            logger.warning("B_simple %.1f has passed the batch %d at step %d (an average over %d steps): a larger "
+                           "batch would still use its samples well", reading.b_simple, batch, trainer.global_step,
+                           reading.steps)
         if (trainer.global_step + 1) % trainer.log_every_n_steps:  # this step's number, Lightning's cadence
             return
         values = {"b_simple": reading.b_simple, "noise_grad_sq": reading.grad_sq,

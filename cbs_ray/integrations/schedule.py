@@ -19,17 +19,29 @@ the step's label-token count instead (HF Trainer's ``num_items_in_batch``; ``tor
 
 from __future__ import annotations
 
-import json
+import logging
 import math
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
-__all__ = ["BatchSizeSchedule", "Stage", "ScheduleError"]
+from cbs_ray.integrations.errors import ScheduleError
+from cbs_ray.integrations.summary_file import real_number, schedule_arguments, whole_number
+from cbs_ray.maths.lr_schedule import lr_multiplier
 
+__all__ = ["BatchSizeSchedule", "Stage", "ScheduleError", "BOUNDARY_RULES", "SCHEDULE_MARK"]
 
-class ScheduleError(ValueError):
-    """A schedule that cannot be trained as given (the message says which stage and why)."""
+logger = logging.getLogger(__name__)
+
+SCHEDULE_MARK = "cbs_ray_schedule"
+"""The attribute that marks an LR factor already laid out in samples (``lr_factor``, ``scale_lambda_scheduler``). It
+lives on the factor *function*, and ``LambdaLR.state_dict`` saves no function's attributes, so a checkpoint never
+claims a fresh scheduler is scaled."""
+
+BOUNDARY_RULES = ("step", "batch")
+"""Where a stage may start: ``step``, at a step boundary of the stage before (every step one whole batch; a plain
+loop needs no more); ``batch``, there and at a multiple of its own batch too (HF Trainer and Lightning end a step
+where the epoch's micro-batch count is a multiple of the accumulation, OLMo-core's rule of deferring a change to
+the next boundary that fits)."""
 
 
 @dataclass(frozen=True)
@@ -43,78 +55,144 @@ class Stage:
     nominal_start: int  # the start as given (in samples)
 
 
+def _first_multiple(start: int, step_batch: int, steps: int, batch: int) -> int:
+    """The least k ≥ ``steps`` with start + k·step_batch a multiple of ``batch`` (``start`` is a multiple of
+    ``step_batch``, so one exists within batch / gcd(step_batch, batch) steps)."""
+    return next(k for k in range(steps, steps + batch + 1) if (start + k * step_batch) % batch == 0)
+
+
 class BatchSizeSchedule:
     """Stages ``[(start, batch), …]`` in ``unit`` ("samples", or "tokens" with ``tokens_per_sample``: packed
     sequences of that many tokens, every sample a full sequence). The first stage starts at 0. ``alpha`` is the
     LR scaling exponent (0.5: √2 per doubling; 1: linear). ``budget_samples`` (optional) is the run's length:
     ``optimizer_steps()`` with no argument counts the steps over it. ``peak_lr`` (optional) is the first
-    stage's peak LR, as cbs-ray measured it (``from_summary``); the integrations scale the trainer's own LR."""
+    stage's peak LR, as cbs-ray measured it (``from_summary``); the integrations scale the trainer's own LR.
+    ``warmup_samples`` (optional) is the LR warmup in samples and ``lr_decay`` the decay after it (linear,
+    cosine or constant, to zero at the budget): ``lr_at`` reads this shape. ``boundaries``: where a stage may
+    start (``BOUNDARY_RULES``); a stage whose nominal start is not such a boundary is deferred to the next one.
+    A batch smaller than the one before is refused unless ``allow_decrease``."""
 
     def __init__(self, stages: Sequence[Sequence[int]], alpha: float = 0.5, *, unit: str = "samples",
                  tokens_per_sample: Optional[int] = None, budget_samples: Optional[int] = None,
-                 peak_lr: Optional[float] = None):
+                 peak_lr: Optional[float] = None, warmup_samples: Optional[int] = None, lr_decay: str = "linear",
+                 boundaries: str = "step", allow_decrease: bool = False):
         if unit not in ("samples", "tokens"):
             raise ScheduleError(f"unit must be 'samples' or 'tokens', got {unit!r}")
-        if unit == "tokens" and not (tokens_per_sample and tokens_per_sample > 0):
+        if boundaries not in BOUNDARY_RULES or lr_decay not in ("linear", "cosine", "constant"):
+            raise ScheduleError(f"boundaries must be one of {BOUNDARY_RULES} and lr_decay linear, cosine or "
+                                f"constant, got {boundaries!r}, {lr_decay!r}")
+        if tokens_per_sample is not None:
+            tokens_per_sample = whole_number(tokens_per_sample, "tokens_per_sample", minimum=1)
+        if unit == "tokens" and not tokens_per_sample:
             raise ScheduleError("a schedule in tokens needs tokens_per_sample (the packed sequence length)")
-        if not stages:
-            raise ScheduleError("a schedule needs at least one stage")
-        if not (math.isfinite(alpha) and alpha >= 0):
-            raise ScheduleError(f"alpha must be a finite number >= 0, got {alpha}")
+        if isinstance(stages, (str, bytes, dict)) or not stages:
+            raise ScheduleError("a schedule needs at least one stage, as a list of (start, batch) pairs")
+        self.alpha = real_number(alpha, "alpha", high=4.0)
         per = tokens_per_sample if unit == "tokens" else 1
         pairs = []
-        for i, (start, batch) in enumerate(stages):
+        for i, stage in enumerate(stages):
+            if isinstance(stage, (str, bytes, dict)) or not hasattr(stage, "__len__") or len(stage) != 2:
+                raise ScheduleError(f"stage {i} must be a (start, batch) pair, got {stage!r:.80}")
+            start = whole_number(stage[0], f"stage {i} start")
+            batch = whole_number(stage[1], f"stage {i} batch size", minimum=1)
             if unit == "tokens" and (start % per or batch % per):
                 raise ScheduleError(f"stage {i}: start {start} and batch {batch} tokens must be whole sequences "
                                     f"of {per} tokens")
-            pairs.append((int(start) // per, int(batch) // per))
+            pairs.append((start // per, batch // per))
         if pairs[0][0] != 0:
             raise ScheduleError(f"the first stage must start at 0, got {stages[0][0]}")
-        for i, (start, batch) in enumerate(pairs):
-            if batch < 1:
-                raise ScheduleError(f"stage {i}: batch size must be at least one sample, got {stages[i][1]}")
-            if i and start <= pairs[i - 1][0]:
+        for i, (start, batch) in enumerate(pairs[1:], 1):
+            if start <= pairs[i - 1][0]:
                 raise ScheduleError(f"stage {i}: starts must increase, got {stages[i - 1][0]} then {stages[i][0]}")
-        self.alpha, self.unit, self.tokens_per_sample = float(alpha), unit, tokens_per_sample
-        self.budget_samples, self.peak_lr = budget_samples, peak_lr
+            if batch < pairs[i - 1][1] and not allow_decrease:
+                raise ScheduleError(f"stage {i}: batch {batch} is smaller than the {pairs[i - 1][1]} before it "
+                                    "(pass allow_decrease=True to train a decreasing schedule)")
+        self.unit, self.tokens_per_sample, self.boundaries = unit, tokens_per_sample, boundaries
+        self.allow_decrease, self.lr_decay, self._pairs = allow_decrease, lr_decay, pairs
+        self.budget_samples = None if budget_samples is None else whole_number(budget_samples, "budget_samples",
+                                                                                minimum=1)
+        self.peak_lr = None if peak_lr is None else real_number(peak_lr, "peak_lr", high=1e3, low_open=True)
+        self.warmup_samples = None if warmup_samples is None else whole_number(warmup_samples, "warmup_samples")
         self.stages = self._stages(pairs)
 
     def _stages(self, pairs) -> tuple[Stage, ...]:
-        first, out, samples, step = pairs[0][1], [], 0, 0
-        for i, (nominal, batch) in enumerate(pairs):
-            if i:  # round up to the previous stage's next step boundary
-                prev = out[-1]
-                steps = -(-(nominal - prev.start_samples) // prev.batch_size)
-                samples, step = prev.start_samples + steps * prev.batch_size, prev.start_step + steps
+        first, out = pairs[0][1], [Stage(0, pairs[0][1], 1.0, 0, 0)]
+        for nominal, batch in pairs[1:]:
+            prev = out[-1]
+            steps = -(-(nominal - prev.start_samples) // prev.batch_size)  # the next step boundary at or after
+            if self.boundaries == "batch":  # ... that is a multiple of this stage's batch too
+                steps = _first_multiple(prev.start_samples, prev.batch_size, steps, batch)
+            samples, step = prev.start_samples + steps * prev.batch_size, prev.start_step + steps
             out.append(Stage(samples, batch, (batch / first) ** self.alpha, step, nominal))
         return tuple(out)
+
+    def with_boundaries(self, boundaries: str) -> "BatchSizeSchedule":
+        """The same schedule with stage starts deferred by ``boundaries`` (``BOUNDARY_RULES``)."""
+        return BatchSizeSchedule(self._pairs, self.alpha, tokens_per_sample=self.tokens_per_sample,
+                                 budget_samples=self.budget_samples, peak_lr=self.peak_lr,
+                                 warmup_samples=self.warmup_samples, lr_decay=self.lr_decay, boundaries=boundaries,
+                                 allow_decrease=self.allow_decrease)
+
+    def for_trainers(self, *, warn: bool = True) -> "BatchSizeSchedule":
+        """This schedule as HF Trainer and Lightning can train it (``boundaries="batch"``), the shift of every
+        stage start that moves said once, as a warning."""
+        deferred = self.with_boundaries("batch")
+        shifts = [f"stage {i} (batch {new.batch_size}) from sample {old.start_samples} to {new.start_samples}"
+                  for i, (old, new) in enumerate(zip(self.stages, deferred.stages)) if old != new]
+        if shifts and warn:
+            logger.warning("a trainer ends a step where the micro-batch count is a multiple of the accumulation, so "
+                           "each stage starts at a multiple of its own batch: deferred %s", "; ".join(shifts))
+        return deferred
 
     # ---- built from a cbs-ray answer ------------------------------------------------------------------------
 
     @classmethod
-    def from_summary(cls, path, *, alpha: Optional[float] = None) -> "BatchSizeSchedule":
+    def from_summary(cls, path, *, alpha: Optional[float] = None, allow_decrease: bool = False,
+                     lr_decay: str = "linear") -> "BatchSizeSchedule":
         """The schedule of a cbs-ray ``summary.json`` (a path to it or to its report folder): branch mode's
-        ``batch_size_schedule`` at its ``schedule_alpha``, or a from-scratch search's recommended batch as one
-        stage at its alpha, with the budget and peak LR the answer was measured at. ``alpha`` overrides."""
-        path = Path(path)
-        if path.is_dir():
-            path = path / "summary.json"
+        ``batch_size_schedule`` at its ``schedule_alpha`` with the trunk's peak LR and warmup; a from-scratch
+        search's recommended batch as one stage at its alpha, peak LR and warmup; or the ladder's predicted batch
+        (branch mode's schedule where the ladder carries one), with the budget the answer was measured at.
+        ``alpha`` overrides. Anything malformed is one ``ScheduleError`` naming the file and the field
+        (``summary_file``)."""
+        arguments = schedule_arguments(path)
+        stages = arguments.pop("stages")
+        if alpha is not None:
+            arguments["alpha"] = alpha
         try:
-            summary = json.loads(path.read_text())
-        except (OSError, ValueError) as e:
-            raise ScheduleError(f"cannot read a summary.json at {path}: {e}") from None
-        tokens = summary.get("tokens_per_sample")
-        if summary.get("batch_size_schedule"):
-            trunk = summary.get("trunk") or {}
-            return cls(summary["batch_size_schedule"], alpha if alpha is not None else
-                       float(summary.get("schedule_alpha") or 0.5), tokens_per_sample=tokens,
-                       budget_samples=summary.get("budget_samples"), peak_lr=trunk.get("peak_lr"))
-        rec = summary.get("recommendation")
-        if not rec:
-            raise ScheduleError(f"{path} holds neither a batch_size_schedule (branch mode) nor a recommendation")
-        return cls([(0, int(rec["batch_size"]))], alpha if alpha is not None else float(rec.get("alpha", 0.5)),
-                   tokens_per_sample=tokens, budget_samples=rec.get("budget_samples") or summary.get("budget_samples"),
-                   peak_lr=rec.get("peak_lr"))
+            return cls(stages, allow_decrease=allow_decrease, lr_decay=lr_decay, **arguments)
+        except ScheduleError as e:
+            raise ScheduleError(f"{path}: {e}") from None
+
+    # ---- a ramp -----------------------------------------------------------------------------------------------
+
+    @classmethod
+    def ramp(cls, start: int, end: int, over_samples: int, *, kind: str = "linear", stages: Optional[int] = None,
+             multiple_of: int = 1, boundaries: str = "batch", **options) -> "BatchSizeSchedule":
+        """A batch that grows from ``start`` to ``end`` over the first ``over_samples`` samples: ``stages``
+        batches (default: every multiple of ``multiple_of`` between them for ``kind="linear"``, every doubling
+        for ``"geometric"``), evenly spaced in samples (stage i of n nominally from i·over_samples/(n−1)), each
+        batch rounded to a multiple of ``multiple_of`` (micro-batch × processes) and each start deferred to the
+        next valid boundary (``boundaries``, "batch" by default so HF Trainer and Lightning train it as built).
+        ``options`` go to the constructor (``alpha``, ``budget_samples``, …)."""
+        start, end = whole_number(start, "start", minimum=1), whole_number(end, "end", minimum=1)
+        over, unit = whole_number(over_samples, "over_samples", minimum=1), whole_number(multiple_of, "multiple_of",
+                                                                                         minimum=1)
+        if end < start or start % unit or end % unit or kind not in ("linear", "geometric"):
+            raise ScheduleError(f"a ramp goes up from start to end, both multiples of multiple_of {unit}, kind "
+                                f"linear or geometric; got {start} to {end}, {kind!r}")
+        if stages is None:
+            stages = ((end - start) // unit + 1 if kind == "linear"
+                      else max(1, math.ceil(math.log2(end / start) - 1e-9)) + 1)
+        n = whole_number(stages, "stages", minimum=1)
+        batches = []
+        for i in range(n):
+            t = i / (n - 1) if n > 1 else 1.0
+            raw = start + (end - start) * t if kind == "linear" else start * (end / start) ** t
+            batch = min(end, max(start, unit * round(raw / unit)))
+            if not batches or batch > batches[-1][1]:
+                batches.append((0 if not batches else round(over * t), batch))
+        return cls(batches, boundaries=boundaries, **options)
 
     # ---- reading it ---------------------------------------------------------------------------------------
 
@@ -130,6 +208,44 @@ class BatchSizeSchedule:
         """Samples trained by the first ``step`` optimizer steps."""
         stage = self.stage_at_step(step)
         return stage.start_samples + (step - stage.start_step) * stage.batch_size
+
+    # ---- the LR laid out in samples -----------------------------------------------------------------------
+
+    @property
+    def base_batch(self) -> int:
+        """B0, the first stage's batch: the batch an LR schedule written in optimizer steps is read at."""
+        return self.stages[0].batch_size
+
+    @property
+    def warmup_steps(self) -> Optional[int]:
+        """The warmup in optimizer steps of the base batch (``warmup_samples`` / B0, rounded up); None without."""
+        return None if self.warmup_samples is None else -(-self.warmup_samples // self.base_batch)
+
+    def lr_shape(self, base_step: int) -> float:
+        """The warmup-then-decay this schedule was measured with, at optimizer step ``base_step`` of the base
+        batch: ``maths.lr_schedule.lr_multiplier`` with ``warmup_steps`` and a ``lr_decay`` to zero at
+        ``budget_samples`` (branch mode's trunk, ``train.run_plan.RunPlan.lr_at``)."""
+        if self.budget_samples is None:
+            raise ScheduleError("the LR shape needs budget_samples (where the decay ends); pass a shape of your own "
+                                "to lr_at / lr_factor instead")
+        return lr_multiplier(base_step, self.warmup_steps or 0, self.budget_samples // self.base_batch,
+                             decay=self.lr_decay)
+
+    def lr_at(self, samples: int, shape: Optional[Callable[[int], float]] = None) -> float:
+        """The LR factor of the step that starts after ``samples`` samples: the LR shape read at the samples seen,
+        counted in steps of the base batch (``samples // B0``, as branch mode lays out its trunk's LR), times the
+        stage's multiplier. ``shape`` is your own factor per base-batch step (a ``LambdaLR`` lambda written for a
+        run at B0 of budget / B0 steps); default ``lr_shape``. A schedule that grows the batch so keeps the LR
+        its samples would have had at B0, where indexing the shape by optimizer step would run the warmup and
+        decay ahead of the samples."""
+        return (shape or self.lr_shape)(int(samples) // self.base_batch) * self.stage_at_samples(samples).lr_multiplier
+
+    def lr_factor(self, shape: Optional[Callable[[int], float]] = None) -> Callable[[int], float]:
+        """``lr_at`` as a factor of optimizer step k (what ``torch.optim.lr_scheduler.LambdaLR`` takes)."""
+        def factor(step: int) -> float:
+            return self.lr_at(self.samples_before_step(step), shape)
+        setattr(factor, SCHEDULE_MARK, self)  # scale_lambda_scheduler leaves it as it is
+        return factor
 
     def optimizer_steps(self, total_samples: Optional[int] = None) -> int:
         """Optimizer steps to train ``total_samples`` (default the budget): HF Trainer's ``max_steps``. A partial
@@ -157,6 +273,18 @@ class BatchSizeSchedule:
         """``(step, stage)`` for every optimizer step over ``total_samples`` (default the budget)."""
         for step in range(self.optimizer_steps(total_samples)):
             yield step, self.stage_at_step(step)
+
+    def epoch_crossings(self, epoch_samples: int, steps: int) -> list[str]:
+        """The optimizer steps among the first ``steps`` whose samples run past an epoch's end of ``epoch_samples``
+        (HF Trainer and Lightning cut such a step short there), one phrase each."""
+        out = []
+        for step in range(steps):
+            first, batch = self.samples_before_step(step), self.stage_at_step(step).batch_size
+            if first // epoch_samples != (first + batch - 1) // epoch_samples:
+                end = (first // epoch_samples + 1) * epoch_samples
+                out.append(f"step {step} (batch {batch}, samples {first}–{first + batch}) crosses the epoch end at "
+                           f"sample {end}")
+        return out
 
     def describe(self, micro_batch: Optional[int] = None, world_size: int = 1) -> str:
         """One line per stage: where it starts, its batch, LR multiplier (and accumulation at a micro-batch)."""

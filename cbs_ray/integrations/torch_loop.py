@@ -26,11 +26,11 @@ from typing import Callable, Iterable, Iterator, Optional
 import torch
 import torch.distributed as dist
 
-from cbs_ray.integrations.schedule import BatchSizeSchedule, Stage
+from cbs_ray.integrations.schedule import SCHEDULE_MARK, BatchSizeSchedule, Stage
 from cbs_ray.maths.noise_scale import NOT_MEASURABLE, NoiseScaleMeter
 
-__all__ = ["ScheduledStep", "scheduled_steps", "world_size", "scale_lambda_scheduler", "NoiseScaleHook",
-           "NoiseReading", "gradient_sqnorm"]
+__all__ = ["ScheduledStep", "scheduled_steps", "world_size", "scale_lambda_scheduler", "initial_lrs",
+           "SCHEDULE_MARK", "NoiseScaleHook", "NoiseReading", "gradient_sqnorm"]
 
 
 def world_size() -> int:
@@ -75,11 +75,17 @@ class ScheduledStep:
 
 
 def scheduled_steps(dataloader: Iterable, schedule: BatchSizeSchedule, *, total_samples: Optional[int] = None,
-                    micro_batch: Optional[int] = None, processes: Optional[int] = None) -> Iterator[ScheduledStep]:
+                    micro_batch: Optional[int] = None, processes: Optional[int] = None,
+                    start_step: int = 0) -> Iterator[ScheduledStep]:
     """The optimizer steps of ``schedule`` over ``dataloader`` (its ``batch_size`` is the micro-batch; under DDP
     each process passes its own sharded loader). Runs ``schedule.optimizer_steps(total_samples)`` steps (default
     the schedule's budget), starting a new epoch (``sampler.set_epoch``) when the loader runs out; with neither a
-    total nor a budget, one pass, ending at the last whole step. Every stage's accumulation is checked first."""
+    total nor a budget, one pass, ending at the last whole step. Every stage's accumulation is checked first.
+
+    ``start_step``: resume at that optimizer step (a checkpoint's): the micro-batches of the steps before it are
+    drawn and dropped, epoch by epoch as the uninterrupted run drew them (``set_epoch`` included), so step
+    ``start_step`` trains the same samples it would have. With a shuffling sampler, restore its generator's
+    state (or seed it per epoch, as ``DistributedSampler`` does) before calling."""
     micro = micro_batch or getattr(dataloader, "batch_size", None)
     if not micro:
         raise ValueError("the micro-batch is the DataLoader's batch_size; pass micro_batch= for a batch_sampler")
@@ -87,48 +93,78 @@ def scheduled_steps(dataloader: Iterable, schedule: BatchSizeSchedule, *, total_
     plan = schedule.accumulation_plan(micro, procs)
     limit = (schedule.optimizer_steps(total_samples) if total_samples is not None or schedule.budget_samples
              else None)
-    epoch, batches, step = 0, iter(dataloader), 0
+    draw = _micro_batches(dataloader, endless=limit is not None)
+    skip = schedule.samples_before_step(start_step) // (micro * procs)
+    for _ in range(skip):
+        if next(draw, None) is None:
+            return
+    step = start_step
     while limit is None or step < limit:
         stage = schedule.stage_at_step(step)
         wanted = plan[schedule.stages.index(stage)]
-        micro_batches = []
-        while len(micro_batches) < wanted:
-            try:
-                micro_batches.append(next(batches))
-            except StopIteration:
-                if limit is None:
-                    return
-                epoch += 1
-                sampler = getattr(dataloader, "sampler", None)
-                if hasattr(sampler, "set_epoch"):
-                    sampler.set_epoch(epoch)
-                batches = iter(dataloader)
+        micro_batches = [b for _, b in zip(range(wanted), draw)]
+        if len(micro_batches) < wanted:
+            return  # one pass, and it has ended (an endless draw never runs short)
         yield ScheduledStep(step, stage, micro_batches, wanted, schedule.samples_before_step(step))
         step += 1
 
 
-def scale_lambda_scheduler(scheduler, schedule: BatchSizeSchedule) -> bool:
-    """Multiply a ``LambdaLR``'s factors (every HF ``get_scheduler`` type but plateau is one) by the stage's LR
-    multiplier at each step, so the LR the scheduler sets, reports and logs is the scaled one. The multiplier
-    is a function of the scheduler's step count, which must be the optimizer step (stepped once per optimizer
-    step). Returns False, changing nothing, for other schedulers."""
+def _micro_batches(dataloader: Iterable, *, endless: bool) -> Iterator:
+    """The loader's micro-batches, epoch after epoch (``sampler.set_epoch`` at each new one) when ``endless``."""
+    epoch = 0
+    while True:
+        drawn = 0
+        for drawn, batch in enumerate(dataloader, 1):
+            yield batch
+        if not endless or not drawn:
+            return
+        epoch += 1
+        sampler = getattr(dataloader, "sampler", None)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)
+
+
+def scale_lambda_scheduler(scheduler, schedule: BatchSizeSchedule, *,
+                           at_base_batch: Optional[Callable[[Callable], Callable]] = None) -> bool:
+    """Lay a ``LambdaLR``'s factors out in samples and put the stage's LR multiplier on top (every HF
+    ``get_scheduler`` type but plateau is a ``LambdaLR``): optimizer step k's factor becomes
+    ``factor(samples before step k // B0) × the stage's multiplier`` (``BatchSizeSchedule.lr_factor``), so the
+    warmup and decay you wrote for a run at the first stage's batch B0 follow the samples, not the steps, and the
+    LR the scheduler sets, reports and logs is the one used. The scheduler must be stepped once per optimizer step.
+
+    ``at_base_batch`` turns a factor built for the run's own steps into one for the same samples at B0 (the HF
+    callback's ``hf.at_base_batch``: the Trainer builds its schedulers for ``max_steps``). Returns False, changing
+    nothing, for other schedulers. A scheduler already wrapped is left as it is (the mark, ``SCHEDULE_MARK``, never
+    enters its state_dict). The current LR is set from the scheduler's ``base_lrs`` (the groups' ``initial_lr``),
+    never from the live LR, which a checkpoint may hold already scaled."""
     if not isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR):
         return False
-    if getattr(scheduler, "_cbs_ray_scaled", False):
+    if all(getattr(f, SCHEDULE_MARK, None) is not None for f in scheduler.lr_lambdas):
         return True
 
-    def scaled(factor: Callable[[int], float]) -> Callable[[int], float]:
+    def wrapped(factor: Callable[[int], float]) -> Callable[[int], float]:
+        shape = at_base_batch(factor) if at_base_batch else factor
+
         def lr_lambda(step: int) -> float:
-            return factor(step) * schedule.stage_at_step(step).lr_multiplier
+            return schedule.lr_at(schedule.samples_before_step(step), shape)
+        setattr(lr_lambda, SCHEDULE_MARK, schedule)
         return lr_lambda
 
-    scheduler.lr_lambdas = [scaled(f) for f in scheduler.lr_lambdas]
-    scheduler._cbs_ray_scaled = True
-    # Set the current step's LR at once (the scheduler set the unscaled one when it was built).
+    scheduler.lr_lambdas = [wrapped(f) for f in scheduler.lr_lambdas]
+    # Set the current step's LR at once (the scheduler set the unscaled one when it was built or loaded).
     for group, base, factor in zip(scheduler.optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
         group["lr"] = base * factor(scheduler.last_epoch)
     scheduler._last_lr = [g["lr"] for g in scheduler.optimizer.param_groups]
     return True
+
+
+def initial_lrs(optimizer) -> list[float]:
+    """Each param group's LR before any schedule: its ``initial_lr`` (what torch's schedulers record, and what an
+    optimizer's state_dict saves with the group), set from the live LR the first time it is asked for. A resumed
+    run so reads the LR the run started at, not the one the checkpoint left scaled."""
+    for group in optimizer.param_groups:
+        group.setdefault("initial_lr", group["lr"])
+    return [group["initial_lr"] for group in optimizer.param_groups]
 
 
 def gradient_sqnorm(parameters) -> float:
@@ -159,11 +195,15 @@ class NoiseScaleHook:
     at least two micro-batches a step (accumulation ≥ 2); a step with one says nothing and is skipped.
 
     Call ``after_backward(i, step)`` after each micro-batch's backward; the last one reads the step's gradient,
-    so call it before clipping. ``reading`` is the latest ``NoiseReading`` (None before the first)."""
+    so call it before clipping. ``reading`` is the latest ``NoiseReading`` (None before the first). Under mixed
+    precision pass the ``scaler`` (``torch.amp.GradScaler``): the gradients are read before ``unscale_`` and
+    divided by its scale. ``above_batch`` is said only once the averages hold ``1 / (1 − decay)`` steps (50 at
+    0.98): one reading is too noisy to act on."""
 
     parameters: list
     micro_batch: int
     decay: float = 0.98
+    scaler: Optional[object] = None
     meter: NoiseScaleMeter = field(init=False)
     reading: Optional[NoiseReading] = field(init=False, default=None)
     passed_at_step: Optional[int] = field(init=False, default=None)  # first step B_simple passed the batch
@@ -177,21 +217,34 @@ class NoiseScaleHook:
     def note(self) -> str:
         return NOT_MEASURABLE if self.meter.count == 0 else ""
 
+    @property
+    def settled_steps(self) -> int:
+        """Steps the moving averages need before ``above_batch`` is said: 1 / (1 − decay)."""
+        return max(1, round(1 / (1 - self.decay))) if self.decay < 1 else 1
+
+    def sqnorm(self) -> float:
+        """|g|² of the parameters' gradients now, unscaled (÷ the GradScaler's scale² under mixed precision)."""
+        value = gradient_sqnorm(self.parameters)
+        scaler = self.scaler
+        if scaler is not None and getattr(scaler, "is_enabled", lambda: True)():
+            value /= float(scaler.get_scale()) ** 2
+        return value
+
     def read_small(self, accumulation_steps: int) -> None:
         """The first micro-batch's |g|², its loss having been divided by ``accumulation_steps``."""
-        self._small = gradient_sqnorm(self.parameters) * accumulation_steps ** 2
+        self._small = self.sqnorm() * accumulation_steps ** 2
 
     def read_big(self, batch_size: int, step: int, sqnorm: Optional[float] = None) -> Optional[NoiseReading]:
         """Feed the step's |G|² (read now unless given) at ``batch_size`` samples; returns the new reading."""
         small, self._small = self._small, math.nan
         if not math.isfinite(small) or batch_size <= self.micro_batch:
             return None
-        big = gradient_sqnorm(self.parameters) if sqnorm is None else sqnorm
+        big = self.sqnorm() if sqnorm is None else sqnorm
         self.meter.b_small, self.meter.b_big = self.micro_batch, batch_size
         self.meter.add(small, big)
         grad_sq, trace = self.meter.averages()
         b = trace / grad_sq if grad_sq > 0 and trace > 0 else math.nan
-        above = math.isfinite(b) and b > batch_size
+        above = math.isfinite(b) and b > batch_size and self.meter.count >= self.settled_steps
         if above and self.passed_at_step is None:
             self.passed_at_step = step
         self.reading = NoiseReading(b, grad_sq, trace, self.meter.count, batch_size, above)

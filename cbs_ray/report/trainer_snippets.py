@@ -62,7 +62,9 @@ def _integrations(summary: BranchSummary) -> str:
             "from cbs_ray.integrations.hf import BatchSizeScheduleCallback, training_arguments\n\n"
             "schedule = BatchSizeSchedule.from_summary(\"summary.json\")  # this report's schedule, alpha "
             f"{summary.schedule_alpha or 0.5:g}\n"
-            "args = TrainingArguments(..., **training_arguments(schedule, per_device_train_batch_size=MICRO))\n"
+            "args = TrainingArguments(..., warmup_steps=schedule.warmup_steps,  # the trunk's, in steps of the "
+            "first batch\n"
+            "                         **training_arguments(schedule, per_device_train_batch_size=MICRO))\n"
             "trainer = Trainer(..., args=args, callbacks=[BatchSizeScheduleCallback(schedule)])\n")
 
 
@@ -83,7 +85,8 @@ def trainer_snippets(summary: BranchSummary) -> dict[str, tuple[str, str, str]]:
         "Megatron-LM (--step-batch-size-schedule)": ("bash", flags, note),
         "HF Trainer, Lightning or a PyTorch loop (cbs_ray.integrations)": (
             "python", _integrations(summary),
-            "Reads this report's summary.json: batches by gradient accumulation at a fixed micro-batch, the LR × "
-            f"{2 ** (summary.schedule_alpha or 0.5):.3g} per doubling on top of the trainer's own schedule. Lightning "
+            "Reads this report's summary.json: batches by gradient accumulation at a fixed micro-batch, the "
+            "trainer's warmup and decay laid out in samples (as the trunk trained them), and the LR × "
+            f"{2 ** (summary.schedule_alpha or 0.5):.3g} per doubling on top. Lightning "
             "and plain loops, and the in-run noise scale: docs/integrations.md."),
     }

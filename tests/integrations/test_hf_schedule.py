@@ -11,7 +11,6 @@ pytestmark = pytest.mark.slow  # trains a tiny GPT-2 (run with -m slow, under th
 from schedule_runs import (BASE_LR, EXPECTED_BATCHES, MICRO, max_weight_difference, schedule, tiny_gpt2,  # noqa: E402
                            token_rows, train_hf, train_plain)
 
-from cbs_ray.integrations import ScheduleError  # noqa: E402
 
 EXPECTED_LRS = [BASE_LR * m for m in [1.0] * 8 + [math.sqrt(2)] * 8 + [2.0] * 4]
 
@@ -39,20 +38,3 @@ def test_hf_trainer_trains_the_schedule_and_matches_the_plain_loop(tmp_path):
     # The same weights within float32 Adam's rounding: far below what training moved them by.
     moved = max_weight_difference(hf_model, tiny_gpt2())
     assert max_weight_difference(hf_model, plain_model) < 1e-4 < moved / 100
-
-
-def test_hf_callback_refuses_a_stage_that_starts_mid_accumulation(tmp_path):
-    from transformers import Trainer, TrainingArguments
-
-    from cbs_ray.integrations import BatchSizeSchedule
-    from cbs_ray.integrations.hf import BatchSizeScheduleCallback
-    from schedule_runs import Rows
-
-    bad = BatchSizeSchedule([(0, 8), (40, 16)], budget_samples=72)  # 40 is not a multiple of 16
-    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=MICRO, gradient_accumulation_steps=2,
-                             max_steps=bad.optimizer_steps(), report_to="none", use_cpu=True, disable_tqdm=True)
-    trainer = Trainer(model=tiny_gpt2(), args=args, train_dataset=Rows(token_rows(72)),
-                      callbacks=[BatchSizeScheduleCallback(bad)])
-    with pytest.raises(ScheduleError, match="stage 1 starts at sample 40, not a multiple of its batch 16"):
-        trainer.train()
-    assert schedule().accumulation_plan(MICRO) == [2, 4, 8]

@@ -59,7 +59,8 @@ def test_a_schedule_in_tokens_counts_whole_sequences():
 
 
 @pytest.mark.parametrize("stages, message", [([], "at least one stage"), ([(8, 8)], "start at 0"),
-                                             ([(0, 8), (0, 16)], "increase"), ([(0, 0)], "at least one sample")])
+                                             ([(0, 8), (0, 16)], "increase"),
+                                             ([(0, 0)], "batch size must be a whole number from 1")])
 def test_bad_schedules_say_what_is_wrong(stages, message):
     with pytest.raises(ScheduleError, match=message):
         BatchSizeSchedule(stages)

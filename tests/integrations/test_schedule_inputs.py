@@ -1,0 +1,154 @@
+"""from_summary on every shape cbs-ray writes (scratch, branch, ladder) and on hostile files: each malformed input
+is one ScheduleError naming the file and the field (issue 48, issue 47 item 11); stage starts deferred to valid
+boundaries; the ramp helper."""
+
+import json
+import logging
+import os
+
+import pytest
+
+from cbs_ray.integrations import BatchSizeSchedule, ScheduleError
+
+BRANCH = {"method": "branch", "batch_size_schedule": [[0, 16], [1024, 32], [2048, 128]], "schedule_alpha": 0.5,
+          "budget_samples": 8192, "trunk": {"batch_size": 16, "peak_lr": 0.001, "warmup_steps": 51,
+                                            "warmup_samples": 816}}
+SCRATCH = {"mode": "max", "budget_samples": 65536,
+           "recommendation": {"batch_size": 256, "alpha": 0.5, "peak_lr": 0.004, "warmup_steps": 26,
+                              "budget_samples": 65536}}
+LADDER = {"method": "ladder", "prediction": {"budget_samples": 8192, "batch_size": 128, "peak_lr": 0.0057,
+                                             "warmup_steps": 6, "alpha": 0.5, "batch_size_schedule": None}}
+
+
+def write(tmp_path, summary, name="summary.json"):
+    path = tmp_path / name
+    path.write_text(summary if isinstance(summary, str) else json.dumps(summary))
+    return path
+
+
+def test_branch_summary_gives_the_schedule_and_the_trunks_warmup(tmp_path):
+    s = BatchSizeSchedule.from_summary(write(tmp_path, BRANCH))
+    assert [(st.start_samples, st.batch_size) for st in s.stages] == [(0, 16), (1024, 32), (2048, 128)]
+    assert s.warmup_samples == 816 and s.warmup_steps == 51 and s.peak_lr == 0.001 and s.budget_samples == 8192
+    no_samples = dict(BRANCH, trunk={"peak_lr": 0.001, "warmup_steps": 51})  # steps alone: × the first batch
+    assert BatchSizeSchedule.from_summary(write(tmp_path, no_samples)).warmup_samples == 816
+
+
+def test_scratch_summary_gives_one_stage_with_its_warmup(tmp_path):
+    s = BatchSizeSchedule.from_summary(write(tmp_path, SCRATCH))
+    assert [(st.start_samples, st.batch_size) for st in s.stages] == [(0, 256)]
+    assert s.warmup_steps == 26 and s.warmup_samples == 26 * 256 and s.optimizer_steps() == 256
+
+
+def test_ladder_summary_gives_its_batch_or_the_schedule_it_carries(tmp_path):
+    s = BatchSizeSchedule.from_summary(write(tmp_path, LADDER))
+    assert [(st.start_samples, st.batch_size) for st in s.stages] == [(0, 128)]
+    assert s.warmup_samples == 6 * 128 and s.peak_lr == 0.0057 and s.budget_samples == 8192
+    carried = {"batch_size_schedule": [[0, 16], [1024, 32]], "alpha": 1.0, "experiment": "x"}
+    s = BatchSizeSchedule.from_summary(write(tmp_path, {"prediction": dict(LADDER["prediction"],
+                                                                           batch_size_schedule=carried)}))
+    assert [(st.start_samples, st.batch_size) for st in s.stages] == [(0, 16), (1024, 32)] and s.alpha == 1.0
+
+
+def _branch(**changes):
+    return json.dumps(dict(BRANCH, **changes))
+
+
+HOSTILE = [
+    ("[]", "a JSON object"),
+    ("null", "a JSON object"),
+    ("", "cannot read"),
+    ("{not json", "cannot read"),
+    ("[" * 2000 + "]" * 2000, "cannot read"),
+    ('{"batch_size_schedule": [[0, Infinity]]}', "batch_size_schedule[0][1]"),
+    ('{"batch_size_schedule": [[0, 1e400]]}', "batch_size_schedule[0][1]"),
+    ('{"batch_size_schedule": [[0, NaN]]}', "batch_size_schedule[0][1]"),
+    (_branch(batch_size_schedule=[[0, 1e308]]), "batch_size_schedule[0][1]"),
+    (_branch(batch_size_schedule=[{"start": 0, "batch": 8}]), "batch_size_schedule[0]"),
+    (_branch(batch_size_schedule=[[0, 8.5]]), "batch_size_schedule[0][1]"),
+    (_branch(batch_size_schedule=[[0, "8"]]), "batch_size_schedule[0][1]"),
+    (_branch(batch_size_schedule=[[0, 16.9], [10.5, 32]]), "batch_size_schedule[0][1]"),
+    (_branch(batch_size_schedule=[[0, 8, 2]]), "batch_size_schedule[0]"),
+    (_branch(batch_size_schedule=[[0, 0]]), "batch_size_schedule[0][1]"),
+    (_branch(batch_size_schedule=[[0, True]]), "batch_size_schedule[0][1]"),
+    (_branch(batch_size_schedule="8"), "batch_size_schedule"),
+    (_branch(batch_size_schedule=[[8, 16]]), "first stage must start at 0"),
+    (_branch(batch_size_schedule=[[0, 16], [0, 32]]), "starts must increase"),
+    (_branch(batch_size_schedule=[[0, 16], [64, 8]]), "smaller than the 16 before it"),
+    (_branch(schedule_alpha="abc"), "schedule_alpha"),
+    (_branch(schedule_alpha=-1), "schedule_alpha"),
+    (_branch(schedule_alpha=True), "schedule_alpha"),
+    (_branch(budget_samples=-5), "budget_samples"),
+    (_branch(budget_samples=0), "budget_samples"),
+    (_branch(trunk=[16, 0.001]), "trunk must be an object"),
+    (_branch(trunk={"peak_lr": "high"}), "trunk.peak_lr"),
+    (_branch(trunk={"warmup_steps": -1}), "trunk.warmup_steps"),
+    (_branch(tokens_per_sample=0), "tokens_per_sample"),
+    (json.dumps({"recommendation": {"alpha": 0.5}}), "recommendation has no batch_size"),
+    (json.dumps({"recommendation": {"batch_size": None}}), "recommendation.batch_size"),
+    (json.dumps({"recommendation": [256]}), "recommendation must be an object"),
+    (json.dumps({"prediction": {"batch_size": None, "refusal": "too few rungs"}}), "prediction has no batch_size"),
+    (json.dumps({"prediction": {"batch_size_schedule": [[0, 8]]}}), "prediction.batch_size_schedule"),
+    (json.dumps({"method": "branch"}), "holds neither"),
+]
+
+
+@pytest.mark.parametrize("text, field", HOSTILE, ids=[f"{i}:{t[:30]}" for i, (t, _) in enumerate(HOSTILE)])
+def test_a_malformed_summary_is_one_schedule_error_naming_the_file_and_the_field(tmp_path, text, field):
+    path = write(tmp_path, text)
+    with pytest.raises(ScheduleError) as raised:
+        BatchSizeSchedule.from_summary(path)
+    message = str(raised.value)
+    assert str(path) in message and field in message and "\n" not in message
+
+
+def test_a_decreasing_schedule_is_read_only_when_allowed(tmp_path):
+    path = write(tmp_path, _branch(batch_size_schedule=[[0, 16], [64, 8]]))
+    s = BatchSizeSchedule.from_summary(path, allow_decrease=True)
+    assert [st.batch_size for st in s.stages] == [16, 8]
+
+
+def test_a_fifo_a_folder_without_a_summary_and_an_oversized_file_are_never_read(tmp_path):
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)  # opening it would block forever
+    with pytest.raises(ScheduleError, match="not a regular file"):
+        BatchSizeSchedule.from_summary(fifo)
+    with pytest.raises(ScheduleError, match="cannot read a summary.json"):
+        BatchSizeSchedule.from_summary(tmp_path / "empty-folder-does-not-exist")
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(65 * 2**20)  # sparse: no 65 MiB written
+    with pytest.raises(ScheduleError, match="more than a summary.json's"):
+        BatchSizeSchedule.from_summary(big)
+
+
+def test_stage_starts_are_deferred_to_the_next_valid_boundary_with_one_warning(caplog):
+    ramp = BatchSizeSchedule([(0, 8), (32, 12), (64, 16), (96, 20), (128, 24)])
+    assert [s.start_samples for s in ramp.stages] == [0, 32, 68, 100, 140]  # step boundaries of the stage before
+    with caplog.at_level(logging.WARNING, logger="cbs_ray.integrations.schedule"):
+        deferred = ramp.for_trainers()
+    # Each start is a step boundary of the stage before and a multiple of its own batch: 48 (8 and 12 | 48),
+    # 96 = 48 + 4·12 (16 | 96), 160 = 96 + 4·16 (20 | 160), 240 = 160 + 4·20 (24 | 240).
+    assert [s.start_samples for s in deferred.stages] == [0, 48, 96, 160, 240]
+    assert [s.start_samples % s.batch_size for s in deferred.stages] == [0] * 5
+    assert len(caplog.records) == 1 and "stage 1 (batch 12) from sample 32 to 48" in caplog.records[0].getMessage()
+
+
+@pytest.mark.parametrize("kind, expected", [("linear", [8, 12, 16, 20, 24]), ("geometric", [8, 16, 32])])
+def test_ramp_rounds_batches_and_defers_starts_to_valid_boundaries(kind, expected):
+    end = 24 if kind == "linear" else 32
+    ramp = BatchSizeSchedule.ramp(8, end, 128, kind=kind, multiple_of=4, budget_samples=512)
+    assert [s.batch_size for s in ramp.stages] == expected
+    assert all(s.start_samples % s.batch_size == 0 for s in ramp.stages)  # HF Trainer and Lightning can train it
+    assert [s.nominal_start for s in ramp.stages] == [round(128 * i / (len(expected) - 1))
+                                                      for i in range(len(expected))]
+    assert all(new.start_samples >= new.nominal_start for new in ramp.stages)
+    with pytest.raises(ScheduleError, match="ramp goes up"):
+        BatchSizeSchedule.ramp(24, 8, 128)
+
+
+def test_epoch_crossings_name_the_steps_an_epoch_end_cuts():
+    s = BatchSizeSchedule([(0, 8), (64, 16), (192, 32)], budget_samples=320)
+    # 100 samples an epoch: step 10 (samples 96–112) crosses 100, step 16 (192–224) 200, step 19 (288–320) 300.
+    assert [c.split(" (")[0] for c in s.epoch_crossings(100, 20)] == ["step 10", "step 16", "step 19"]
+    assert s.epoch_crossings(320, 20) == []
