@@ -76,7 +76,7 @@ def _grid_floor(value: float, trunk_batch: int) -> int:
     """The largest trunk·2^j ≤ value (the trunk's batch when value is below it)."""
     if value < trunk_batch:
         return int(trunk_batch)
-    return int(trunk_batch) * 2 ** int(math.floor(math.log2(value / trunk_batch) + 1e-12))
+    return int(trunk_batch) * 2 ** int(math.floor(math.log2(value / trunk_batch) + 1e-9))  # 31.999… is 32
 
 
 def _append(ramp: list, start: int, batch: int) -> None:
