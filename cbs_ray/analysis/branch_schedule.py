@@ -363,9 +363,9 @@ def iso_loss_text(iso: IsoLossSteps) -> str:
         f", 95 % interval over seeds {iso.interval_95[0]:+.0%} to {iso.interval_95[1]:+.0%}"
     word = "fewer" if iso.saved_fraction >= 0 else "more"
     bounds = {d: sum(1 for c in iso.censored.values() if c == d) for d in ("above", "below")}
-    caveat = "".join(f"; on {n} seed(s) the schedule's loss was {where} every fixed batch's, the figure there a "
-                     f"bound ({kind})" for n, where, kind in ((bounds["above"], "below", "at least"),
-                                                              (bounds["below"], "above", "at most")) if n)
+    caveat = "".join(f"; on {n} seed(s) the schedule's loss was {where} of the frontier, the figure there a "
+                     f"bound ({kind})" for n, where, kind in ((bounds["above"], "below the lowest", "at least"),
+                                                              (bounds["below"], "above the highest", "at most")) if n)
     return (f"Iso-loss steps: the schedule reaches its final loss in {iso.schedule_steps} optimizer steps, "
             f"{abs(iso.saved_fraction):.0%} {word} than the fixed-batch frontier (B in {iso.frontier_batches}, "
             f"interpolated in log-steps, seed by seed) needs to reach it (saved {iso.saved_fraction:+.0%}{interval}; "

@@ -357,6 +357,17 @@ def test_summary_with_a_token_budget():
     assert d["schedule_validation"] is None
 
 
+def test_iso_loss_text_says_a_loss_and_a_bound():
+    from cbs_ray.analysis.branch_schedule import IsoLossSteps, iso_loss_text
+
+    lost = IsoLossSteps(-0.25, [-0.4, -0.1], 3, [8, 16, 32], 640, {1: -0.2, 2: -0.3, 3: -0.25}, {3: "below"})
+    text = iso_loss_text(lost)
+    assert "640 optimizer steps, 25% more than the fixed-batch frontier" in text and "saved -25%" in text
+    assert "on 1 seed(s) the schedule's loss was above the highest of the frontier, the figure there a bound (at most)" in text
+    assert ". " not in text  # the report splits the verdicts at ". "
+    assert iso_loss_text(IsoLossSteps(None, None, 0, [], 640, {}, {})).startswith("Iso-loss steps: not read")
+
+
 def test_fitted_and_seesaw_rules_read_the_summary_s_points():
     # CBS 32 at 1024, 128 at 2048, 64 at 4096. The cap (lowest CBS from the latest checkpoint on): 32 from 1024,
     # 64 from 2048. fitted: log2 points (10, 5), (11, 7), (12, 6): b = 0.5, a = √2; one batch below the fit:
