@@ -108,13 +108,14 @@ class SavedFraction:
 def paired_saved_fraction(schedule_steps: float, schedule_losses: Mapping[int, float],
                           fixed: Sequence[tuple[float, Mapping[int, float]]]) -> SavedFraction:
     """Per seed, the saved fraction of a schedule of ``schedule_steps`` whose final loss on seed s is
-    ``schedule_losses[s]``, against the frontier of the fixed batches ``(steps, {seed: loss})`` on the same seed
-    (only seeds every fixed batch and the schedule finished); their mean with a t-interval."""
-    seeds = sorted(s for s, v in schedule_losses.items() if v is not None and math.isfinite(v)
-                   and all(s in losses and losses[s] is not None and math.isfinite(losses[s]) for _, losses in fixed))
+    ``schedule_losses[s]``, against the frontier of the fixed batches ``(steps, {seed: loss})`` on the same seed;
+    their mean with a t-interval. A fixed batch without a finite loss on a seed (it diverged there) is not on that
+    seed's frontier: it reached no loss; a seed no fixed batch finished is left out."""
+    seeds = sorted(s for s, v in schedule_losses.items() if v is not None and math.isfinite(v))
     per_seed, censored = {}, {}
     for s in seeds:
-        iso = iso_loss_steps([(steps, losses[s]) for steps, losses in fixed], schedule_losses[s])
+        iso = iso_loss_steps([(steps, losses[s]) for steps, losses in fixed if losses.get(s) is not None],
+                             schedule_losses[s])
         if iso is None:
             continue
         per_seed[int(s)] = saved_fraction(schedule_steps, iso)

@@ -59,12 +59,15 @@ def test_paired_fraction_with_its_t_interval():
     assert out.censored == {}
 
 
-def test_paired_fraction_skips_a_seed_a_fixed_batch_lacks_and_records_censoring():
-    fixed = [(100, {0: 3.0, 1: 3.0}), (400, {0: 2.0})]
-    out = paired_saved_fraction(80, {0: 1.5, 1: 2.5}, fixed)
-    assert out.seeds == 1 and out.interval_95 is None
-    assert out.per_seed == {0: pytest.approx(0.8)}  # bounded at 400 steps: at least 0.8
-    assert out.censored == {0: "above"}
+def test_paired_fraction_reads_each_seed_on_the_fixed_batches_it_has_and_records_censoring():
+    # B at 400 steps diverged on seed 1 (nan): seed 1's frontier is the 100-step batch alone
+    fixed = [(100, {0: 3.0, 1: 3.0, 2: 3.0}), (400, {0: 2.0, 1: float("nan")})]
+    out = paired_saved_fraction(80, {0: 1.5, 1: 2.5, 3: 2.0}, fixed)
+    assert out.seeds == 2  # seed 3: no fixed batch ran it; seed 2: no schedule run
+    # seed 0: 1.5 below the frontier's lowest (2.0 at 400): at least 1 − 80/400 = 0.8;
+    # seed 1: 2.5 below 3.0 at 100 steps, the only point: at least 1 − 80/100 = 0.2
+    assert out.per_seed == {0: pytest.approx(0.8), 1: pytest.approx(0.2)}
+    assert out.censored == {0: "above", 1: "above"}
 
 
 def test_pooled_fraction_clusters_by_setting():
