@@ -71,7 +71,8 @@ def recommend_schedule(points: Sequence[CbsPoint], *, trunk_batch: int, largest_
     """The batch-size warmup as ``[start_samples, batch_size]`` pairs under ``rule`` (``SCHEDULE_RULES``; module
     docstring). Points that are not resolvable, or whose trunk loss is missing, change nothing. ``fitted`` and
     ``seesaw`` need ``budget_samples``; ``seesaw`` the trunk's LR multiplier per optimizer step
-    (``lr_multiplier_at``); ``unit``: the samples a ``fitted`` switch between checkpoints is rounded up to."""
+    (``lr_multiplier_at``); ``unit``: the samples a switch between checkpoints is rounded up to (the largest branch
+    batch, as the checkpoints are)."""
     if rule not in SCHEDULE_RULES:
         raise ValueError(f"unknown schedule rule {rule!r} (known: {', '.join(SCHEDULE_RULES)})")
     usable = sorted((p for p in points if p.trunk_loss is not None and p.resolvable), key=lambda p: p.samples_seen)
@@ -84,7 +85,7 @@ def recommend_schedule(points: Sequence[CbsPoint], *, trunk_batch: int, largest_
             return fitted_ramp(measured, trunk_batch=trunk_batch, largest_batch=largest_batch,
                                budget_samples=budget_samples, unit=unit)
         return seesaw_ramp(lr_multiplier_at, measured=measured, trunk_batch=trunk_batch,
-                           largest_batch=largest_batch, budget_samples=budget_samples)
+                           largest_batch=largest_batch, budget_samples=budget_samples, unit=unit)
     schedule, batch = [[0, int(trunk_batch)]], int(trunk_batch)
     for p in usable:
         grown = batch

@@ -133,12 +133,16 @@ def halving_points(multipliers: Sequence[tuple[int, float]]) -> list[int]:
 
 
 def seesaw_ramp(multiplier_at: Callable[[int], float], *, measured: Sequence[tuple[int, int]], trunk_batch: int,
-                largest_batch: int, budget_samples: int) -> list[list[int]]:
+                largest_batch: int, budget_samples: int, unit: int = 1) -> list[list[int]]:
     """The ``seesaw`` ramp (module docstring): ``multiplier_at(step)`` is the base LR decay's multiplier at
     optimizer step ``step`` of a run at ``trunk_batch`` over ``budget_samples`` (the trunk's schedule, laid out in
-    samples as step × trunk_batch); ``measured`` the resolvable ``(checkpoint samples, CBS)``."""
+    samples as step × trunk_batch); ``measured`` the resolvable ``(checkpoint samples, CBS)``. A halving lands on
+    the first whole ``unit`` of samples at or after it (the largest batch: every batch then ends the budget on a
+    whole step); none at or past the budget."""
     steps = budget_samples // trunk_batch
-    cuts = halving_points([(k * trunk_batch, multiplier_at(k)) for k in range(steps)])
+    cuts = [c for c in (_round_up(c, unit) for c in
+                        halving_points([(k * trunk_batch, multiplier_at(k)) for k in range(steps)]))
+            if c < budget_samples]
     events = sorted(set(cuts) | {int(s) for s, _ in measured if 0 <= s < budget_samples})
     ramp = [[0, int(trunk_batch)]]
     for samples in events:

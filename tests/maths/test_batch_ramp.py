@@ -59,6 +59,16 @@ def test_seesaw_ramp_is_capped_by_the_measured_cbs_and_takes_a_held_back_doublin
     assert ramp == [[0, 8], [400, 16], [600, 32], [616, 64], [672, 128]]
 
 
+def test_seesaw_halvings_land_on_whole_units():
+    # the cuts at 400, 536, 616 samples rounded up to whole 64s: 448, 576, 640; 672 -> 704 > the largest batch's
+    ramp = seesaw_ramp(cosine, measured=[(8, 1024)], trunk_batch=8, largest_batch=64, budget_samples=800, unit=64)
+    assert ramp == [[0, 8], [448, 16], [576, 32], [640, 64]]
+    # a halving rounded to the budget or past it is dropped: with a budget of 600, the third (640) goes
+    # (the multipliers are still the 100-step cosine's)
+    assert seesaw_ramp(cosine, measured=[(8, 1024)], trunk_batch=8, largest_batch=64, budget_samples=600,
+                       unit=64) == [[0, 8], [448, 16], [576, 32]]
+
+
 def test_power_law_fit_through_exact_points_and_one_point():
     a, b = fit_power_law([(2048, 32), (4096, 64), (8192, 128)])
     assert (a, b) == (pytest.approx(1 / 64), pytest.approx(1.0))
