@@ -3,7 +3,7 @@ validation against fixed batches.
 
 **The schedule** (``recommend_schedule``): start at the trunk's batch; at each resolvable checkpoint where
 CBS(t) reaches twice the current batch, double it once (``branch.schedule_rule: once_per_crossing``, the
-default and the paper's: 8 → 16 at the first point where 16 passes, → 32 at a later one). The rule before issue
+paper's, the default before issue 50: 8 → 16 at the first point where 16 passes, → 32 at a later one). The rule before issue
 37 (``branch.schedule_rule: while_safe``) doubles again at the same checkpoint while the measurements say each
 further doubling is safe: CBS(t) reaches twice the batch again *and* the branch at the doubled batch itself
 recovered, not a close call. Two rules of issue 50 (``maths.batch_ramp``) follow CBS(t) without the
@@ -60,7 +60,7 @@ __all__ = ["SCHEDULE_RULES", "CONTROL_NAMES", "Control", "IsoLossSteps", "Schedu
 
 CONTROL_NAMES = ("schedule", "small", "large", "iso_steps", "above")
 SCHEDULE_RULES = ("once_per_crossing", "while_safe", "fitted", "seesaw")
-"""``branch.schedule_rule``'s values (module docstring); the first is the default."""
+"""``branch.schedule_rule``'s values (module docstring); the spec's default is ``fitted`` (issue 50)."""
 
 
 # ---- the schedule ------------------------------------------------------------------------------------

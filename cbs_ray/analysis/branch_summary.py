@@ -75,7 +75,7 @@ class BranchSummary:
     """ε relative to the reference loss (``branch.tolerance_relative``); absolute in nats otherwise."""
     loss: str = "eval"
     """The loss compared (``branch.loss``: ``eval`` or ``train_ema``)."""
-    schedule_rule: str = "once_per_crossing"
+    schedule_rule: str = "fitted"
     """How the schedule grows (``branch.schedule_rule``: ``once_per_crossing``, ``while_safe``, ``fitted`` or
     ``seesaw``)."""
     repeats: int = 1

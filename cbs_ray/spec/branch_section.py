@@ -63,7 +63,7 @@ class Branching:
     optimizer_state: str = "keep"
     loss: str = "eval"
     validation_seeds: int = 5
-    schedule_rule: str = "once_per_crossing"
+    schedule_rule: str = "fitted"
     """How the schedule doubles (``analysis.branch_schedule.SCHEDULE_RULES``)."""
     window_min_steps: int = DEFAULT_WINDOW_MIN_STEPS
     lr_decay: str = "linear"

@@ -347,8 +347,9 @@ class BranchSpec:
     loss: Literal["eval", "train_ema"] = "eval"
     """The loss compared: ``eval`` (the fixed eval set at exactly t + Δ) or ``train_ema`` (the paper's training
     loss smoothed by an EMA with α = 0.5 per optimizer step)."""
-    schedule_rule: Literal["once_per_crossing", "while_safe", "fitted", "seesaw"] = "once_per_crossing"
-    """How the recommended schedule grows: ``once_per_crossing`` doubles the batch once at each checkpoint where
+    schedule_rule: Literal["once_per_crossing", "while_safe", "fitted", "seesaw"] = "fitted"
+    """How the recommended schedule grows (default ``fitted``, chosen by issue 50's development run: BENCHMARKS.md):
+    ``once_per_crossing`` doubles the batch once at each checkpoint where
     CBS(t) reaches twice it (the paper's: 8 → 16 at the first such point, → 32 at a later one);
     ``while_safe`` (the rule before issue 37) doubles again at the same checkpoint while the branch at the
     doubled batch itself passed, not a close call (8 → 32 at one checkpoint); ``fitted`` one batch below a power

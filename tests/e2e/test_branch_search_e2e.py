@@ -21,7 +21,8 @@ BRANCH = ["search.method=branch"]
 SMALL = BRANCH + ["training.budget_samples=4096", "training.eval_every_samples=1024",
                   "asha.grace_period_samples=1024", "search.batch_sizes=[8, 16, 32]", "data.builtin_eval_examples=512",
                   "data.builtin_train_examples=4096", "branch.checkpoints=[0.25, 0.5]", "branch.window=0.25",
-                  "branch.batch_sizes=[16, 32]", "branch.repeats=2", "branch.validation_seeds=2", "search.repeats=1"]
+                  "branch.batch_sizes=[16, 32]", "branch.repeats=2", "branch.validation_seeds=2", "search.repeats=1",
+                  "branch.schedule_rule=once_per_crossing"]  # doubles at the two checkpoints: a schedule to validate
 
 
 @pytest.fixture(scope="module")
