@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from cbs_ray.maths.batch_ramp import geometric_checkpoints
-from cbs_ray.maths.lr_schedule import lr_multiplier, scaled_lr, warmup_steps
+from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 
@@ -87,10 +87,6 @@ class Branching:
     def window_steps_at_largest(self) -> int:
         """Optimizer steps the largest branch batch takes in one window."""
         return self.window_samples // self.largest_batch
-
-    def trunk_lr_multiplier(self, step: int) -> float:
-        """The trunk's LR multiplier at optimizer step ``step`` (warmup, then ``lr_decay``)."""
-        return lr_multiplier(step, self.trunk_warmup_steps, self.trunk_total_steps, decay=self.lr_decay)
 
     @property
     def seed_offsets(self) -> tuple[int, ...]:
