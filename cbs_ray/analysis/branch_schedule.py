@@ -3,18 +3,25 @@ validation against fixed batches.
 
 **The schedule** (``recommend_schedule``): start at the trunk's batch; at each resolvable checkpoint where
 CBS(t) reaches twice the current batch, double it once (``branch.schedule_rule: once_per_crossing``, the
-default and the paper's: 8 → 16 at the first point where 16 passes, → 32 at a later one). The rule before issue
+paper's, the default before issue 50: 8 → 16 at the first point where 16 passes, → 32 at a later one). The rule before issue
 37 (``branch.schedule_rule: while_safe``) doubles again at the same checkpoint while the measurements say each
 further doubling is safe: CBS(t) reaches twice the batch again *and* the branch at the doubled batch itself
-recovered, not a close call. Never beyond the largest branch batch, never down. The LR follows the alpha rule at
-the measured alpha, √2 per doubling at alpha 0.5: the rule the branches were trained with.
+recovered, not a close call. Two rules of issue 50 (``maths.batch_ramp``) follow CBS(t) without the
+one-doubling lag: ``fitted`` (a power law in samples through the resolvable points, one batch below it, switching
+where it crosses the next batch, never above the CBS measured at a checkpoint) and ``seesaw`` (Meterez et al. 2025:
+a doubling wherever the trunk's LR decay would halve the LR, capped by the measured CBS). Never beyond the largest
+branch batch, never down. The LR follows the alpha rule at the measured alpha, √2 per doubling at alpha 0.5: the
+rule the branches were trained with.
 
 **The validation** (``validate_schedule``): the schedule's run and fixed-batch controls over the same samples,
 each on the same validation seeds, held out from the trunk's (seed offsets 1…n; seed s of every run shares its
 initial weights and data order): ``small`` (the trunk's batch), ``large`` (the largest batch the schedule
 reaches, from step 0) and ``iso_steps`` (the two powers of two bracketing the fixed batch that would take the
-schedule's number of steps, where they are not ``small`` or ``large``). The fixed batches' (steps, final loss)
-are the **frontier**. The verdicts are ``analysis.schedule_verdicts``'s paired tests, fixed before any run
+schedule's number of steps, where they are not ``small`` or ``large``) and ``above`` (twice the largest, so that
+fixed batches bracket the schedule's final batch on both sides; issue 50). The fixed batches' (steps, final
+loss) are the **frontier**. The primary figure is **iso-loss steps** (``maths.iso_loss``): per seed, the steps
+the frontier needs to reach the schedule's final loss, against the schedule's, a saved fraction with its 95 %
+t-interval over seeds. The verdicts are ``analysis.schedule_verdicts``'s paired tests, fixed before any run
 (``criterion_text``, printed before the runs and stored in ``summary.json``): the schedule non-inferior to the
 small batch at ε, below the frontier beyond the noise, and the steps it saves against the best fixed batch
 non-inferior to the small batch.
@@ -24,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -42,29 +49,45 @@ from cbs_ray.analysis.schedule_verdicts import (
     steps_saved,
     t_quantile,
 )
+from cbs_ray.maths.batch_ramp import fitted_ramp, seesaw_ramp
+from cbs_ray.maths.iso_loss import paired_saved_fraction
 from cbs_ray.records.columns import Column, require_columns
 
-__all__ = ["SCHEDULE_RULES", "CONTROL_NAMES", "Control", "ScheduleValidation", "control_batches", "recommend_schedule",
+__all__ = ["SCHEDULE_RULES", "CONTROL_NAMES", "Control", "IsoLossSteps", "ScheduleValidation", "control_batches",
+           "iso_loss_reading", "iso_loss_text", "recommend_schedule",
            "samples_trained", "schedule_in_tokens", "schedule_steps", "schedule_total_steps", "t_quantile_975",
            "validate_schedule", "verdict_text"]
 
-CONTROL_NAMES = ("schedule", "small", "large", "iso_steps")
-SCHEDULE_RULES = ("once_per_crossing", "while_safe")
-"""``branch.schedule_rule``'s values (module docstring); the first is the default."""
+CONTROL_NAMES = ("schedule", "small", "large", "iso_steps", "above")
+SCHEDULE_RULES = ("once_per_crossing", "while_safe", "fitted", "seesaw")
+"""``branch.schedule_rule``'s values (module docstring); the spec's default is ``fitted`` (issue 50)."""
 
 
 # ---- the schedule ------------------------------------------------------------------------------------
 
 def recommend_schedule(points: Sequence[CbsPoint], *, trunk_batch: int, largest_batch: int,
-                       rule: str = "once_per_crossing") -> list[list[int]]:
+                       rule: str = "once_per_crossing", budget_samples: Optional[int] = None,
+                       lr_multiplier_at: Optional[Callable[[int], float]] = None, unit: int = 1) -> list[list[int]]:
     """The batch-size warmup as ``[start_samples, batch_size]`` pairs under ``rule`` (``SCHEDULE_RULES``; module
-    docstring). Points that are not resolvable, or whose trunk loss is missing, change nothing."""
+    docstring). Points that are not resolvable, or whose trunk loss is missing, change nothing. ``fitted`` and
+    ``seesaw`` need ``budget_samples``; ``seesaw`` the trunk's LR multiplier per optimizer step
+    (``lr_multiplier_at``); ``unit``: the samples a switch between checkpoints is rounded up to (the largest branch
+    batch, as the checkpoints are)."""
     if rule not in SCHEDULE_RULES:
         raise ValueError(f"unknown schedule rule {rule!r} (known: {', '.join(SCHEDULE_RULES)})")
+    usable = sorted((p for p in points if p.trunk_loss is not None and p.resolvable), key=lambda p: p.samples_seen)
+    if rule in ("fitted", "seesaw"):
+        if budget_samples is None or (rule == "seesaw" and lr_multiplier_at is None):
+            raise ValueError(f"schedule rule {rule!r} needs the budget" + (" and the trunk's LR multiplier"
+                                                                         if rule == "seesaw" else ""))
+        measured = [(int(p.samples_seen), int(p.batch_size)) for p in usable]
+        if rule == "fitted":
+            return fitted_ramp(measured, trunk_batch=trunk_batch, largest_batch=largest_batch,
+                               budget_samples=budget_samples, unit=unit)
+        return seesaw_ramp(lr_multiplier_at, measured=measured, trunk_batch=trunk_batch,
+                           largest_batch=largest_batch, budget_samples=budget_samples, unit=unit)
     schedule, batch = [[0, int(trunk_batch)]], int(trunk_batch)
-    for p in sorted(points, key=lambda p: p.samples_seen):
-        if p.trunk_loss is None or not p.resolvable:
-            continue
+    for p in usable:
         grown = batch
         if grown * 2 <= min(p.batch_size, largest_batch):
             grown *= 2
@@ -107,16 +130,22 @@ def schedule_total_steps(schedule: Sequence[Sequence[int]], budget_samples: int)
     return start_step + -(-(int(budget_samples) - int(last_start)) // int(last_batch))
 
 
-def control_batches(schedule: Sequence[Sequence[int]], budget_samples: int) -> list[tuple[str, int]]:
+def control_batches(schedule: Sequence[Sequence[int]], budget_samples: int, *,
+                    largest_allowed: Optional[int] = None) -> list[tuple[str, int]]:
     """The fixed-batch controls of ``schedule``'s validation, ``(name, batch)``: ``small`` (its first batch),
-    ``large`` (its largest) and ``iso_steps`` (the powers of two at and around budget ÷ the schedule's steps,
-    those not already small or large)."""
+    ``large`` (its largest), ``iso_steps`` (the powers of two at and around budget ÷ the schedule's steps, those
+    not already small or large) and ``above`` (twice the largest: the frontier then brackets the schedule's final
+    batch on both sides), left out where it exceeds ``largest_allowed`` (the training set) or leaves the budget
+    under one step."""
     small, large = int(schedule[0][1]), max(int(b) for _, b in schedule)
     iso = budget_samples / schedule_total_steps(schedule, budget_samples)
     low = 2 ** int(math.floor(math.log2(iso)))
     bracket = sorted({low, low * 2 if low < iso else low})
+    above = 2 * large
+    fits = above <= budget_samples and (largest_allowed is None or above <= largest_allowed)
     return [("small", small), ("large", large),
-            *(("iso_steps", b) for b in bracket if b not in (small, large) and small < b < large)]
+            *(("iso_steps", b) for b in bracket if b not in (small, large) and small < b < large),
+            *((("above", above),) if fits else ())]
 
 
 # ---- the schedule's validation ---------------------------------------------------------------------------
@@ -153,6 +182,38 @@ class Control:
 
 
 @dataclass(frozen=True)
+class IsoLossSteps:
+    """``summary.json`` → ``schedule_validation.iso_loss_steps``: the steps the fixed-batch frontier needs to
+    reach the schedule's final loss, per seed, against the schedule's (``maths.iso_loss``)."""
+
+    saved_fraction: Optional[float]
+    """Mean over seeds of 1 − schedule steps / iso-loss steps (positive: the schedule needs fewer)."""
+    interval_95: Optional[list]
+    """Two-sided 95 % Student-t interval over seeds; None with fewer than two."""
+    seeds: int
+    frontier_batches: list
+    """The fixed batches the frontier is made of."""
+    schedule_steps: Optional[int]
+    per_seed: dict
+    """``{seed: saved fraction}``."""
+    censored: dict
+    """``{seed: "above" | "below"}``: the schedule's loss fell outside the frontier's range on that seed; its
+    fraction is then a bound (``above``: at least it; ``below``: at most it)."""
+
+    def to_dict(self) -> dict:
+        return as_dict(self)
+
+
+def iso_loss_reading(schedule: Control, fixed: Sequence[FixedRun]) -> IsoLossSteps:
+    """Iso-loss steps of ``schedule``'s runs against the fixed runs' frontier, paired by seed."""
+    runs = [r for r in fixed if r.steps]
+    out = paired_saved_fraction(schedule.steps, {int(k): v for k, v in schedule.final_losses.items()},
+                                [(r.steps, r.losses) for r in runs])
+    return IsoLossSteps(out.saved_fraction, out.interval_95, out.seeds, sorted(r.batch_size for r in runs),
+                        schedule.steps, out.per_seed, out.censored)
+
+
+@dataclass(frozen=True)
 class ScheduleValidation:
     """The schedule's runs against the fixed-batch controls over the same samples and seeds, read by the
     pre-registered paired tests of ``analysis.schedule_verdicts``."""
@@ -173,6 +234,8 @@ class ScheduleValidation:
     held_out: bool = True
     """The validation seeds are disjoint from the trunk's (False: an experiment whose small batch's seed 0 was
     the trunk itself)."""
+    iso_loss_steps: Optional[IsoLossSteps] = None
+    """The primary figure (issue 50): iso-loss steps saved; None where the schedule's runs did not finish."""
 
     def control(self, name: str) -> Optional[Control]:
         return next((c for c in self.controls if c.name == name), None)
@@ -284,17 +347,35 @@ def validate_schedule(history: pd.DataFrame, *, budget_samples: Optional[int] = 
     saved = steps_saved(schedule.steps, fixed, small_batch=small.batch_size, margin=nats)
     vs_small = 1.0 - schedule.steps / small.steps if small.steps else None
     band = [p.to_dict() for p in frontier_band(fixed, extra_steps=[schedule.steps])]
-    text = verdict_text(controls, ni, below, saved, vs_small, held_out)
-    return ScheduleValidation(controls, frontier, band, below, ni, saved, vs_small, criterion, text, held_out)
+    iso = iso_loss_reading(schedule, fixed)
+    text = verdict_text(controls, ni, below, saved, vs_small, held_out, iso=iso)
+    return ScheduleValidation(controls, frontier, band, below, ni, saved, vs_small, criterion, text, held_out, iso)
 
 
 def _signed(value: Optional[float]) -> str:
     return "–" if value is None else f"{value:+.4f}"
 
 
+def iso_loss_text(iso: IsoLossSteps) -> str:
+    """Iso-loss steps in words (the report's first sentence on the validation)."""
+    if iso.saved_fraction is None:
+        return "Iso-loss steps: not read (no seed with the schedule and every fixed batch finished)"
+    interval = "" if iso.interval_95 is None else \
+        f", 95 % interval over seeds {iso.interval_95[0]:+.0%} to {iso.interval_95[1]:+.0%}"
+    word = "fewer" if iso.saved_fraction >= 0 else "more"
+    bounds = {d: sum(1 for c in iso.censored.values() if c == d) for d in ("above", "below")}
+    caveat = "".join(f"; on {n} seed(s) the schedule's loss was {where} of the frontier, the figure there a "
+                     f"bound ({kind})" for n, where, kind in ((bounds["above"], "below the lowest", "at least"),
+                                                              (bounds["below"], "above the highest", "at most")) if n)
+    return (f"Iso-loss steps: the schedule reaches its final loss in {iso.schedule_steps} optimizer steps, "
+            f"{abs(iso.saved_fraction):.0%} {word} than the fixed-batch frontier (B in {iso.frontier_batches}, "
+            f"interpolated in log-steps, seed by seed) needs to reach it (saved {iso.saved_fraction:+.0%}{interval}; "
+            f"{iso.seeds} seeds){caveat}")
+
+
 def verdict_text(controls: Sequence[Control], ni: NonInferiority, below: BelowFrontier, saved: StepsSaved,
-                 vs_small: Optional[float], held_out: bool = True) -> str:
-    """The three verdicts in words with their figures (the report's and the terminal's)."""
+                 vs_small: Optional[float], held_out: bool = True, *, iso: Optional[IsoLossSteps] = None) -> str:
+    """Iso-loss steps, then the three verdicts in words with their figures (the report's and the terminal's)."""
     def ci(c: Control) -> str:
         return f" [{c.final_loss_ci95[0]:.4f}, {c.final_loss_ci95[1]:.4f}]" if c.final_loss_ci95 else ""
 
@@ -302,7 +383,8 @@ def verdict_text(controls: Sequence[Control], ni: NonInferiority, below: BelowFr
                      f"{c.final_loss_mean:.4f}{ci(c)} ({c.seeds} seeds)"
                      for c in controls if c.final_loss_mean is not None)
     word = {True: "yes", False: "no", None: "not shown (fewer than two paired seeds)"}
-    parts = [rows + ("" if held_out else " (the small batch's seed 0 is the trunk: not held out)"),
+    parts = ([iso_loss_text(iso)] if iso is not None else []) + [
+             rows + ("" if held_out else " (the small batch's seed 0 is the trunk: not held out)"),
              f"Non-inferior to the small batch: {word[ni.holds]} — paired difference "
              f"{_signed(ni.difference_mean)} nats, one-sided 95 % upper bound {_signed(ni.upper_95)} against ε = "
              f"{ni.margin:.4g} over {ni.seeds} seeds"]
@@ -317,7 +399,7 @@ def verdict_text(controls: Sequence[Control], ni: NonInferiority, below: BelowFr
                      f"(below only under 0)")
     if saved.fraction is not None:
         low = "–" if saved.interval[0] is None else f"{saved.interval[0]:.0%}"
-        parts.append(f"Steps saved against B={saved.against_batch} ({saved.against_steps} steps, the fixed batch "
+        parts.append(f"Secondary, thresholded: steps saved against B={saved.against_batch} ({saved.against_steps} steps, the fixed batch "
                      f"with the fewest steps non-inferior to the small batch): {saved.fraction:.0%}, interval "
                      f"[{low}, {saved.fraction:.0%}]" + ("" if vs_small is None else
                                                           f"; {vs_small:.0%} against the small batch itself"))

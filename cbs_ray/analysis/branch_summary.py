@@ -31,10 +31,10 @@ from cbs_ray.analysis.branch_schedule import (
 from cbs_ray.analysis.branch_trend import Trend, b_simple_over_training, trend
 from cbs_ray.analysis.json_values import json_clean
 from cbs_ray.maths.budget import scratch_grid_samples
-from cbs_ray.maths.lr_schedule import warmup_steps
+from cbs_ray.maths.lr_schedule import lr_multiplier, warmup_steps
 from cbs_ray.records.columns import Column
 
-__all__ = ["BranchSummary", "compare_losses", "schedule_alpha", "summarize_branches"]
+__all__ = ["BranchSummary", "compare_losses", "schedule_alpha", "summarize_branches", "trunk_lr_multiplier"]
 
 
 # ---- the summary ----------------------------------------------------------------------------------------
@@ -75,8 +75,9 @@ class BranchSummary:
     """ε relative to the reference loss (``branch.tolerance_relative``); absolute in nats otherwise."""
     loss: str = "eval"
     """The loss compared (``branch.loss``: ``eval`` or ``train_ema``)."""
-    schedule_rule: str = "once_per_crossing"
-    """How the schedule doubles (``branch.schedule_rule``: ``once_per_crossing`` or ``while_safe``)."""
+    schedule_rule: str = "fitted"
+    """How the schedule grows (``branch.schedule_rule``: ``once_per_crossing``, ``while_safe``, ``fitted`` or
+    ``seesaw``)."""
     repeats: int = 1
     alphas: list = field(default_factory=list)
     deviations: list = field(default_factory=list)
@@ -149,7 +150,8 @@ def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
                                           tokens_per_sample=tokens, relative=relative, loss=loss)
     # An experiment written before issue 37 (no ``schedule_rule`` key) doubled while each doubling was safe.
     rule = str(meta.get("schedule_rule", "while_safe"))
-    schedule = recommend_schedule(points, trunk_batch=trunk_batch, largest_batch=max(batches), rule=rule)
+    schedule = recommend_schedule(points, trunk_batch=trunk_batch, largest_batch=max(batches), rule=rule,
+                                  budget_samples=budget, lr_multiplier_at=trunk_lr_multiplier(meta), unit=max(batches))
     # The validation's margin is the ε recorded when its runs started (pre-registered), not a later --tolerance.
     margin = float((meta.get("schedule") or {}).get("margin", tolerance))
     final = last_report(rows_of_role(history, "trunk"))
@@ -181,6 +183,15 @@ def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
         schedule_alpha=schedule_alpha(points, alphas, fallback=float(meta.get("trunk_alpha", 0.5))),
         loss_comparison=compare_losses(history, points, loss=loss, trunk_batch=trunk_batch, window_samples=window,
                                        tolerance=tolerance, tokens_per_sample=tokens, relative=relative))
+
+
+def trunk_lr_multiplier(meta: dict):
+    """The trunk's LR multiplier per optimizer step from the experiment's metadata (its warmup fraction, budget,
+    batch and ``lr_decay``: linear in an experiment that did not record it, the spec's default)."""
+    total = int(meta["budget_samples"]) // int(meta["trunk_batch"])
+    warmup = warmup_steps(float(meta.get("warmup_fraction", 0.0)), total)
+    decay = str(meta.get("lr_decay", "linear"))
+    return lambda step: lr_multiplier(step, warmup, total, decay=decay)
 
 
 def schedule_alpha(points, alphas, *, fallback: float) -> float:

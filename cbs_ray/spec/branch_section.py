@@ -9,11 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from cbs_ray.maths.batch_ramp import geometric_checkpoints
 from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["Branching", "resolve_branching", "check_point"]
+__all__ = ["GEOMETRIC", "Branching", "resolve_branching", "check_point"]
+
+GEOMETRIC = "geometric"
+"""``branch.checkpoints: geometric``: 1/32, 1/16, …, 1/2 of the budget (``maths.batch_ramp.geometric_checkpoints``)."""
 
 
 DEFAULT_WINDOW_FRACTION = 0.05
@@ -58,10 +62,14 @@ class Branching:
     """Runs per (checkpoint, batch), seed offsets 0…repeats−1; offsets ≥ 1 also continue the trunk at its batch."""
     optimizer_state: str = "keep"
     loss: str = "eval"
-    validation_seeds: int = 3
-    schedule_rule: str = "once_per_crossing"
+    validation_seeds: int = 5
+    schedule_rule: str = "fitted"
     """How the schedule doubles (``analysis.branch_schedule.SCHEDULE_RULES``)."""
     window_min_steps: int = DEFAULT_WINDOW_MIN_STEPS
+    lr_decay: str = "linear"
+    """The trunk's decay after warmup (``training.lr_decay``): the ``seesaw`` rule reads where it halves the LR."""
+    train_examples: Optional[int] = None
+    """The training set's size where known: no validation control trains a larger batch."""
 
     @property
     def trunk_total_steps(self) -> int:
@@ -99,9 +107,13 @@ class Branching:
             out.append(f"tolerance relative ({self.tolerance:.3g} of the reference loss; the paper: 0.01 absolute)")
         if self.optimizer_state != "keep":
             out.append("Adam's state reset at each branch (the paper keeps the run's state)")
-        if self.schedule_rule != "once_per_crossing":
-            out.append("the schedule doubles more than once at a checkpoint where each doubling passed "
-                       "(the paper: one doubling per crossing)")
+        rule = {"while_safe": "the schedule doubles more than once at a checkpoint where each doubling passed",
+                "fitted": "the schedule follows a power law fitted to CBS(t), one batch below it, switching between "
+                          "checkpoints",
+                "seesaw": "the schedule doubles where the trunk's LR decay would halve the LR (Seesaw, Meterez et al. "
+                          "2025), capped by the measured CBS(t)"}.get(self.schedule_rule)
+        if rule:
+            out.append(f"{rule} (the paper: one doubling per crossing)")
         if self.loss != "train_ema":
             out.append("the eval loss at t + Δ on a fixed eval set (the paper: the training loss, EMA-smoothed)")
         return out
@@ -116,7 +128,7 @@ class Branching:
                 "tolerance_relative": self.tolerance_relative, "repeats": self.repeats,
                 "optimizer_state": self.optimizer_state, "loss": self.loss,
                 "validation_seeds": self.validation_seeds, "schedule_rule": self.schedule_rule,
-                "window_min_steps": self.window_min_steps,
+                "window_min_steps": self.window_min_steps, "lr_decay": self.lr_decay,
                 "deviations": self.deviations()}
 
 
@@ -152,10 +164,11 @@ def resolve_branching(spec: SearchSpec, budget_samples: int, tokens_per_sample: 
     trunk = b.trunk_batch_size or min(spec.batch_sizes)
     batches = tuple(sorted(b.batch_sizes)) if b.batch_sizes else tuple(x for x in spec.batch_sizes if x > trunk)
     unit = max(batches)
-    if not isinstance(b.checkpoints, list) or not b.checkpoints:
-        raise _spec_error(f"branch.checkpoints: expected a non-empty list, got {b.checkpoints!r}")
+    given = geometric_checkpoints() if b.checkpoints == GEOMETRIC else b.checkpoints
+    if not isinstance(given, list) or not given:
+        raise _spec_error(f"branch.checkpoints: expected a non-empty list or {GEOMETRIC!r}, got {b.checkpoints!r}")
     points = [_point_in_samples(p, key="branch.checkpoints", budget=budget_samples, unit=unit,
-                                tokens_per_sample=tokens_per_sample) for p in b.checkpoints]
+                                tokens_per_sample=tokens_per_sample) for p in given]
     if len(set(points)) != len(points):
         raise _spec_error(f"branch.checkpoints: two checkpoints land on the same sample ({sorted(points)}, "
                           f"whole batches of {unit})")
@@ -180,4 +193,4 @@ def resolve_branching(spec: SearchSpec, budget_samples: int, tokens_per_sample: 
                      budget_samples=budget_samples, tokens_per_sample=tokens_per_sample,
                      tolerance_relative=b.tolerance_relative, repeats=b.repeats, optimizer_state=b.optimizer_state,
                      loss=b.loss, validation_seeds=b.validation_seeds, window_min_steps=b.window_min_steps,
-                     schedule_rule=b.schedule_rule)
+                     schedule_rule=b.schedule_rule, lr_decay=t.lr_decay)

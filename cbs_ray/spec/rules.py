@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cbs_ray.maths.budget import samples_for_tokens
-from cbs_ray.spec.branch_section import check_point, resolve_branching
+from cbs_ray.spec.branch_section import GEOMETRIC, check_point, resolve_branching
 from cbs_ray.spec.checks import (
     BUILTIN_METRICS,
     admits_none,
@@ -342,12 +342,17 @@ def _branch_points_fit_the_budget(spec: SearchSpec) -> None:
     b = spec.branch
     if spec.search.method != "branch":
         return
-    if not b.checkpoints:
-        raise SpecError("branch.checkpoints: expected a non-empty list of fractions in (0, 1) or whole samples")
+    if b.checkpoints == GEOMETRIC:
+        points = []
+    elif not isinstance(b.checkpoints, list) or not b.checkpoints:
+        raise SpecError(f"branch.checkpoints: expected a non-empty list of fractions in (0, 1) or whole samples, "
+                        f"or {GEOMETRIC!r}, got {b.checkpoints!r}")
+    else:
+        points = b.checkpoints
 
     whole = "tokens" if spec.training.budget_tokens is not None else "samples"
     windows = [("branch.window", b.window)] if b.window is not None else []  # None: the default window
-    for key, value in [*(("branch.checkpoints", p) for p in b.checkpoints), *windows]:
+    for key, value in [*(("branch.checkpoints", p) for p in points), *windows]:
         check_point(value, key=key, whole=whole)
     if spec.training.budget_samples is not None:
         resolve_branching(spec, spec.training.budget_samples)

@@ -312,8 +312,9 @@ class BranchSpec:
 
     trunk_batch_size: Optional[int] = None
     """The trunk's (small) batch. Default: the smallest of ``search.batch_sizes``."""
-    checkpoints: list = field(default_factory=lambda: [0.125, 0.25, 0.5])
-    """Where the trunk saves a checkpoint that branches start from."""
+    checkpoints: Any = field(default_factory=lambda: [0.125, 0.25, 0.5])
+    """Where the trunk saves a checkpoint that branches start from; ``geometric``: 1/32, 1/16, …, 1/2 of the
+    budget (``maths.batch_ramp.geometric_checkpoints``: as many points early, where CBS(t) moves fastest, as late)."""
     window: Any = None
     """How long each branch trains from its checkpoint; CBS(t) compares losses at its end. Default: 5 % of the
     budget, raised to ``window_min_steps`` optimizer steps at the largest branch batch where that is more. The
@@ -346,16 +347,20 @@ class BranchSpec:
     loss: Literal["eval", "train_ema"] = "eval"
     """The loss compared: ``eval`` (the fixed eval set at exactly t + Δ) or ``train_ema`` (the paper's training
     loss smoothed by an EMA with α = 0.5 per optimizer step)."""
-    schedule_rule: Literal["once_per_crossing", "while_safe"] = "once_per_crossing"
-    """How the recommended schedule grows: ``once_per_crossing`` doubles the batch once at each checkpoint where
+    schedule_rule: Literal["once_per_crossing", "while_safe", "fitted", "seesaw"] = "fitted"
+    """How the recommended schedule grows (default ``fitted``, chosen by issue 50's development run: BENCHMARKS.md):
+    ``once_per_crossing`` doubles the batch once at each checkpoint where
     CBS(t) reaches twice it (the paper's: 8 → 16 at the first such point, → 32 at a later one);
     ``while_safe`` (the rule before issue 37) doubles again at the same checkpoint while the branch at the
-    doubled batch itself passed, not a close call (8 → 32 at one checkpoint)."""
+    doubled batch itself passed, not a close call (8 → 32 at one checkpoint); ``fitted`` one batch below a power
+    law in samples fitted through the resolvable points, switching where it crosses the next batch, never above
+    the CBS measured at a checkpoint; ``seesaw`` a doubling wherever the trunk's LR decay would halve the LR
+    (Meterez et al. 2025), capped by the measured CBS (docs/branch-mode.md)."""
     validate_schedule: bool = False
     """After the branches: train the recommended batch-size schedule for the whole budget against fixed-batch
     controls (the small batch, the large one the schedule reaches, the iso-step batches), each on
     ``validation_seeds`` seeds, and read the fixed-batch frontier (``--validate-schedule`` sets it)."""
-    validation_seeds: int = field(default=3, metadata=check(a_count(MAX_REPEATS)))
+    validation_seeds: int = field(default=5, metadata=check(a_count(MAX_REPEATS)))
     """Seeds per run of the schedule's validation (the schedule and every control), held out from the trunk's
     (seed offsets 1…n): the paired tests read them seed by seed."""
 

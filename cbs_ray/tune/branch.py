@@ -16,6 +16,7 @@ starts runs and reads them. Its ``METHOD`` is its entry in ``tune.api.METHODS``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 from typing import Optional
@@ -61,9 +62,9 @@ def _branch_runs(br: Branching) -> int:
 def branch_search_samples(br: Branching, *, validate_schedule: bool = False) -> int:
     """Samples the branch search trains: the trunk's budget and every branch's window (trunk + branches: what
     finding CBS(t) costs); with ``validate_schedule`` an estimate of the validation's runs too (the schedule
-    and three fixed-batch controls on every validation seed, each the budget: the iso-step batches are known
-    only once the schedule is)."""
-    validation = 4 * br.validation_seeds * br.budget_samples if validate_schedule else 0
+    and four fixed-batch controls, small, large, one iso-steps batch and the one above, on every validation seed,
+    each the budget: the iso-step batches are known only once the schedule is)."""
+    validation = 5 * br.validation_seeds * br.budget_samples if validate_schedule else 0
     return br.budget_samples + _branch_runs(br) * br.window_samples + validation
 
 
@@ -108,11 +109,14 @@ def branch_plan_lines(spec: SearchSpec, br: Branching) -> list[str]:
                      f"(branch.window_min_steps): its loss will say more about its first steps than its batch")
     lines += [f"  deviation from the paper: {d}" for d in br.deviations()]
     rule = {"once_per_crossing": "one doubling per crossing of CBS(t) over twice the batch",
-            "while_safe": "doubling again at a checkpoint while each doubled branch passed"}[br.schedule_rule]
+            "while_safe": "doubling again at a checkpoint while each doubled branch passed",
+            "fitted": "one batch below a power law fitted to CBS(t), never above a measured CBS",
+            "seesaw": "a doubling wherever the trunk's LR decay would halve the LR, capped by the measured CBS"
+            }[br.schedule_rule]
     lines.append(f"  schedule: {rule} (branch.schedule_rule: {br.schedule_rule}), LR by the alpha rule")
     if validate:
         more = branch_search_samples(br, validate_schedule=True) - searched
-        lines.append(f"  then: the schedule and its fixed-batch controls (small, large, iso-steps) on "
+        lines.append(f"  then: the schedule and its fixed-batch controls (small, large, iso-steps, above) on "
                      f"{br.validation_seeds} seeds held out from the trunk's, about {more} samples more "
                      f"(--validate-schedule)")
         lines.append(f"  criterion, fixed before the validation runs: "
@@ -224,7 +228,7 @@ def validate_schedule_run(spec: SearchSpec, stages: Stages, br: Branching, path:
     meta.schedule = {"batch_size_schedule": [[int(s), int(b)] for s, b in schedule], "alpha": alpha,
                      "margin": br.tolerance, "criterion": criterion}
     meta.write(path)
-    controls = control_batches(schedule, br.budget_samples)
+    controls = control_batches(schedule, br.budget_samples, largest_allowed=br.train_examples)
     plans = validation_plans(spec, br, schedule, alpha)
     points = plans.points
     print(f"schedule: training {schedule} (alpha {alpha:g}) for {br.budget_samples} samples against fixed batches "
@@ -247,7 +251,8 @@ def search_plans(spec: SearchSpec, br: Branching, checkpoint_dir: str) -> Preset
 def validation_plans(spec: SearchSpec, br: Branching, schedule, alpha: float) -> PresetPlans:
     """The schedule validation's runs (``run_plan.validation_configs``: the schedule and its fixed-batch controls,
     ``analysis.branch_schedule.control_batches``, seed by seed), each with its plan."""
-    points = validation_configs(br, schedule, alpha, control_batches(schedule, br.budget_samples))
+    points = validation_configs(br, schedule, alpha, control_batches(schedule, br.budget_samples,
+                                                                     largest_allowed=br.train_examples))
     return PresetPlans.of(points, functools.partial(branch_run_plan, spec, br), tokens_per_sample=br.tokens_per_sample)
 
 
@@ -257,7 +262,7 @@ def resolved_branching(spec: SearchSpec, prepared: Prepared) -> Branching:
     tokens = None if spec.training.budget_tokens is None else prepared.tokens_per_sample
     br = resolve_branching(spec, prepared.budget_samples, tokens)
     check_batches_fit("branch.batch_sizes", max(br.branch_batches), prepared.train_examples)
-    return br
+    return dataclasses.replace(br, train_examples=prepared.train_examples)
 
 
 METHOD = BranchMethod()

@@ -223,9 +223,13 @@ SCHEDULE = [[0, 16], [1024, 32], [2048, 128]]  # 144 steps over 8192 samples; bu
 
 
 def test_controls_are_small_large_and_the_iso_step_bracket():
-    assert control_batches(SCHEDULE, BUDGET) == [("small", 16), ("large", 128), ("iso_steps", 32), ("iso_steps", 64)]
+    assert control_batches(SCHEDULE, BUDGET) == [("small", 16), ("large", 128), ("iso_steps", 32), ("iso_steps", 64),
+                                                 ("above", 256)]
     # iso exactly a power of two: one iso batch; one equal to small or large is not repeated.
-    assert control_batches([[0, 16], [4096, 32]], BUDGET) == [("small", 16), ("large", 32)]
+    assert control_batches([[0, 16], [4096, 32]], BUDGET) == [("small", 16), ("large", 32), ("above", 64)]
+    # no control above the training set (or the budget)
+    assert control_batches([[0, 16], [4096, 32]], BUDGET, largest_allowed=63) == [("small", 16), ("large", 32)]
+    assert "above" not in dict(control_batches([[0, 16], [4096, 8192]], BUDGET))  # 16384 > the budget
 
 
 def run(control, batch, seed, loss, steps):
@@ -279,6 +283,16 @@ def test_validation_of_an_older_experiment_counts_the_trunk_as_seed_0():
     assert v.criterion.startswith("paired by validation seed")
     assert [round(p["steps"]) for p in v.frontier_band][:3] == [64, 69, 75] and \
         any(p["steps"] == 144 for p in v.frontier_band)
+    # Iso-loss steps, seed by seed (the schedule: 144 steps). Seed 0: 3.00 is B=32's loss (256 steps; B=16's
+    # 3.00 at 512 is no lower): saved 1 − 144/256 = 0.4375. Seed 1: 3.02 lies 2/3 of the way from B=64 (128
+    # steps, 3.04) to B=32 (256, 3.01): 128 · 2^(2/3) = 203.19 steps, saved 1 − 144/203.19 = 0.29129. Seed 2: 3.01 is B=16's
+    # (512 steps): saved 0.71875. Mean 0.48252.
+    iso = v.iso_loss_steps
+    assert iso.per_seed == {0: pytest.approx(0.4375), 1: pytest.approx(0.29129, abs=1e-5),
+                            2: pytest.approx(0.71875)}
+    assert iso.saved_fraction == pytest.approx(0.48252, abs=1e-5) and iso.seeds == 3 and iso.censored == {}
+    assert iso.frontier_batches == [16, 32, 64, 128] and iso.schedule_steps == 144
+    assert v.text.startswith("Iso-loss steps: the schedule reaches its final loss in 144 optimizer steps, 48% fewer")
     # B=64 reaching 3.00 in 128 steps, fewer than the schedule's 144: not below.
     v = validate_schedule(history(schedule=validation_rows(iso64=(3.00, 3.00, 3.00))), budget_samples=BUDGET)
     assert v.below_frontier.holds is False and "Below the fixed-batch frontier: no" in v.text
@@ -319,6 +333,7 @@ def test_summary_json_carries_the_issue_keys():
     assert set(sv["steps_saved"]) >= {"fraction", "interval", "against_batch"}
     assert sv["frontier_band"] and set(sv["frontier_band"][0]) == {"steps", "loss", "standard_error", "low", "high"}
     assert sv["non_inferiority"]["margin"] == TOL
+    assert set(sv["iso_loss_steps"]) >= {"saved_fraction", "interval_95", "seeds", "frontier_batches"}
     schedule = next(c for c in sv["controls"] if c["name"] == "schedule")
     assert schedule["batch_size"] is None and schedule["seeds"] == 3 and len(schedule["final_loss_ci95"]) == 2
     assert schedule["final_losses"] == {"0": 3.0, "1": 3.02, "2": 3.01}  # by seed
@@ -340,6 +355,31 @@ def test_summary_with_a_token_budget():
     assert d["batch_size_schedule_tokens"] == [[0, 2048], [131072, 4096], [262144, 16384]]
     assert d["budget_tokens"] == BUDGET * 128 and d["critical_batch_over_training"][0]["tokens_seen"] == 1024 * 128
     assert d["schedule_validation"] is None
+
+
+def test_iso_loss_text_says_a_loss_and_a_bound():
+    from cbs_ray.analysis.branch_schedule import IsoLossSteps, iso_loss_text
+
+    lost = IsoLossSteps(-0.25, [-0.4, -0.1], 3, [8, 16, 32], 640, {1: -0.2, 2: -0.3, 3: -0.25}, {3: "below"})
+    text = iso_loss_text(lost)
+    assert "640 optimizer steps, 25% more than the fixed-batch frontier" in text and "saved -25%" in text
+    assert "on 1 seed(s) the schedule's loss was above the highest of the frontier, the figure there a bound (at most)" in text
+    assert ". " not in text  # the report splits the verdicts at ". "
+    assert iso_loss_text(IsoLossSteps(None, None, 0, [], 640, {}, {})).startswith("Iso-loss steps: not read")
+
+
+def test_fitted_and_seesaw_rules_read_the_summary_s_points():
+    # CBS 32 at 1024, 128 at 2048, 64 at 4096. The cap (lowest CBS from the latest checkpoint on): 32 from 1024,
+    # 64 from 2048. fitted: log2 points (10, 5), (11, 7), (12, 6): b = 0.5, a = √2; one batch below the fit:
+    # 1024: 45.25 / 2 -> 16 (32 needs s = (64/√2)² = 2048); 2048: 64 / 2 -> 32 (64 needs 8192: the budget)
+    fitted = summarize_branches(history(), {**META, "schedule_rule": "fitted"})
+    assert fitted.batch_size_schedule == [[0, 16], [2048, 32]] and fitted.schedule_rule == "fitted"
+    # seesaw: the trunk's linear decay over 512 steps, no warmup, halves at steps 256, 384, 448 (samples 4096,
+    # 6144, 7168): 32 at 4096, 64 at 6144, 128 held at 64 by the cap
+    seesaw = summarize_branches(history(), {**META, "schedule_rule": "seesaw", "lr_decay": "linear"})
+    assert seesaw.batch_size_schedule == [[0, 16], [4096, 32], [6144, 64]]
+    with pytest.raises(ValueError, match="needs the budget"):
+        recommend_schedule(points(), trunk_batch=TRUNK, largest_batch=128, rule="fitted")
 
 
 def test_summary_rejects_another_metric():
@@ -432,7 +472,10 @@ def test_report_says_the_verdicts_the_paired_differences_and_draws_the_band(tmp_
     md = (tmp_path / "report.md").read_text()
     assert "- Non-inferior to the small batch: yes — paired difference +0.0000 nats" in md
     assert "- Below the fixed-batch frontier: yes — at its 144 steps the frontier (B=64–32" in md
-    assert "- Steps saved against B=16 (512 steps" in md and "72%, interval [44%, 72%]" in md
+    assert "- Secondary, thresholded: steps saved against B=16 (512 steps" in md and "72%, interval [44%, 72%]" in md
+    # iso-loss steps lead the validation's section
+    section = md[md.index("## Schedule validation"):]
+    assert section.index("- Iso-loss steps: the schedule reaches its final loss in 144") < section.index("- Non-inferior")
     # The paired table: seed 1's schedule 3.02, small 3.02, frontier 3.04 − 0.03 w.
     w = math.log2(144 / 128)
     row = next(r for r in branch_report.paired_rows(s) if r["seed"] == 1)

@@ -21,7 +21,8 @@ BRANCH = ["search.method=branch"]
 SMALL = BRANCH + ["training.budget_samples=4096", "training.eval_every_samples=1024",
                   "asha.grace_period_samples=1024", "search.batch_sizes=[8, 16, 32]", "data.builtin_eval_examples=512",
                   "data.builtin_train_examples=4096", "branch.checkpoints=[0.25, 0.5]", "branch.window=0.25",
-                  "branch.batch_sizes=[16, 32]", "branch.repeats=2", "branch.validation_seeds=2", "search.repeats=1"]
+                  "branch.batch_sizes=[16, 32]", "branch.repeats=2", "branch.validation_seeds=2", "search.repeats=1",
+                  "branch.schedule_rule=once_per_crossing"]  # doubles at the two checkpoints: a schedule to validate
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +83,12 @@ def test_validate_schedule_compares_the_schedule_with_held_out_controls(branch_s
     # Held out: seed offsets 1 and 2 for every run, the trunk's (0) not among them.
     assert set(small["final_losses"]) == set(schedule["final_losses"]) == {"1", "2"}
     assert len(schedule["final_loss_ci95"]) == 2 and validation["frontier"]
+    # Issue 50: a fixed batch above the schedule's largest (within the 4096-example training set), and iso-loss
+    # steps read on the two seeds
+    large = max(b for _, b in summary["batch_size_schedule"])
+    assert {c["name"]: c["batch_size"] for c in validation["controls"]}.get("above") == 2 * large
+    iso = validation["iso_loss_steps"]
+    assert iso["seeds"] == 2 and set(iso["per_seed"]) == {"1", "2"} and 2 * large in iso["frontier_batches"]
     points = summary["critical_batch_over_training"]
     assert all(p["branches"][0]["seeds"] == 2 for p in points)  # the trunk and its continuation
     assert all(isinstance(p["resolvable"], bool) and p["interval"][0] == p["batch_size"] for p in points)

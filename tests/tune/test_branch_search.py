@@ -38,6 +38,9 @@ BAD = [
     (["search.batch_sizes=[16, 32]", "branch.trunk_batch_size=8", "resources.workers_per_trial=16"],
      "branch.trunk_batch_size: 8 does not split over resources.workers_per_trial=16 workers"),
     (["branch.alphas=[]"], "branch.alphas: expected a non-empty list of numbers"),
+    (["branch.checkpoints=sometimes"], "branch.checkpoints: expected a non-empty list of fractions in (0, 1) or whole "
+                                        "samples, or 'geometric', got 'sometimes'"),
+    (["branch.schedule_rule=fastest"], "branch.schedule_rule"),
     (["search.batch_sizes=auto"], "search.batch_sizes: auto is not available with search.method branch"),
     (["search.strategy=tpe", "search.study_storage=sqlite:///x.db"],
      "search.study_storage: search.method branch trains a fixed grid"),
@@ -102,7 +105,8 @@ def test_dry_run_prints_the_branch_plan_and_its_cost(capsys):
     assert "branches: B in [16, 32, 64] x alpha in [0.5] from each checkpoint = 9 trials" in out
     # 8192 (trunk) + 9 x 512 = 12800; from scratch: 8192 x (1 + 3) = 32768.
     assert "samples trained: 12800 (trunk 8192 + branches 4608)" in out and "32768 (0.39 of it)" in out
-    assert "on 3 seeds held out from the trunk's, about 98304 samples more" in out
+    # the validation: 5 seeds x (the schedule + small, large, one iso-steps and the above control) x 8192
+    assert "on 5 seeds held out from the trunk's, about 204800 samples more" in out
     assert "criterion, fixed before the validation runs" in out
     assert "warning" not in out
     # A window under the floor of steps at the largest batch is warned of; extra alphas are a named deviation.
@@ -113,10 +117,21 @@ def test_dry_run_prints_the_branch_plan_and_its_cost(capsys):
     assert "deviation from the paper: branch LR alphas [0.5, 1.0]" in out
 
 
+def test_geometric_checkpoints_and_the_new_rules_in_the_plan(capsys):
+    # 1/32 … 1/2 of 8192: 256, 512, 1024, 2048, 4096 (whole batches of the largest branch batch, 64)
+    br = resolve_branching(load_spec(LM, BRANCH + ["branch.checkpoints=geometric"]), 8192)
+    assert br.checkpoints == (256, 512, 1024, 2048, 4096)
+    for rule, words in (("fitted", "one batch below a power law fitted to CBS(t)"),
+                        ("seesaw", "a doubling wherever the trunk's LR decay would halve the LR")):
+        assert main(["--space", LM, "--dry-run", *_sets(BRANCH + [f"branch.schedule_rule={rule}"])]) == 0
+        out = capsys.readouterr().out
+        assert words in out and f"branch.schedule_rule: {rule}" in out and "deviation from the paper: the schedule" in out
+
+
 def test_samples_of_branch_and_scratch_searches():
     br = resolve_branching(load_spec(LM, BRANCH), 8192)  # 16, 32, 64; window 512
     assert branch_search_samples(br) == 8192 + 3 * 3 * 512 == 12800
-    assert branch_search_samples(br, validate_schedule=True) == 12800 + 4 * 3 * 8192
+    assert branch_search_samples(br, validate_schedule=True) == 12800 + 5 * 5 * 8192
     assert scratch_search_samples(br) == 8192 * (1 + 3) == 32768
     # Repeats: every batch on 3 seeds, and the trunk's continuation on 2 more, from each checkpoint.
     br = resolve_branching(load_spec(LM, BRANCH + ["branch.repeats=3"]), 8192)
@@ -126,10 +141,10 @@ def test_samples_of_branch_and_scratch_searches():
 def test_validation_seeds_are_held_out_from_the_trunk_s():
     br = resolve_branching(load_spec(LM, BRANCH), 8192)  # the trunk: seed offset 0
     configs = validation_configs(br, [[0, 8], [1024, 16]], 0.5, [("small", 8), ("large", 16)])
-    assert sorted({c["seed_offset"] for c in configs}) == [1, 2, 3]  # 3 validation seeds, none the trunk's
+    assert sorted({c["seed_offset"] for c in configs}) == [1, 2, 3, 4, 5]  # 5 validation seeds, none the trunk's
     # Every kind on every seed, the small batch included (its seed 0 was the trunk before issue 37).
     assert sorted((c["control"], c["seed_offset"]) for c in configs) == \
-        sorted((k, s) for k in ("schedule", "small", "large") for s in (1, 2, 3))
+        sorted((k, s) for k in ("schedule", "small", "large") for s in (1, 2, 3, 4, 5))
 
 
 def test_trial_names_say_role_batch_and_checkpoint():
