@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Optional
 
+from cbs_ray.records.method_registry import UnknownMethodError, method_entry
 from cbs_ray.records.names import name_problem
 from cbs_ray.records.storage import ReportError, read_meta, write_meta
 
@@ -78,6 +79,10 @@ class ExperimentMeta:
         problem = name_problem(raw["name"])
         if problem:  # the name becomes the report's folder: never a path that leads outside ./cbs_results/
             raise ReportError(f"the experiment's metadata is damaged: name {problem}")
+        try:  # an unknown method is one line, never another method's steps nor its report folder
+            method_entry(raw.get("method", "scratch"))
+        except UnknownMethodError as e:
+            raise UnknownMethodError(f"the experiment's metadata names an {e}") from None
         known = {k: v for k, v in raw.items() if k in names}
         return cls(**{"format": 1, **known}, branching={k: v for k, v in raw.items() if k not in names})
 

@@ -524,4 +524,4 @@ def branch_answer(summary) -> Optional[MethodAnswer]:
 
 
 REPORT = BranchReport()
-"""Its entry in ``report.methods.REPORTS``."""
+"""What its entry in ``records.method_registry`` names."""

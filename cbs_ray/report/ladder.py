@@ -275,4 +275,4 @@ def ladder_answer(summary: LadderSummary) -> Optional[MethodAnswer]:
 
 
 REPORT = LadderReport()
-"""Its entry in ``report.methods.REPORTS``."""
+"""What its entry in ``records.method_registry`` names."""

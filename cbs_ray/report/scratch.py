@@ -149,4 +149,4 @@ class ScratchReport:
 
 
 REPORT = ScratchReport()
-"""Its entry in ``report.methods.REPORTS``."""
+"""What its entry in ``records.method_registry`` names."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 
+from cbs_ray.records.method_registry import method_names
 from cbs_ray.spec.schema import SearchSpec
 
 __all__ = ["spec_json_schema"]
@@ -56,6 +57,8 @@ def spec_json_schema() -> dict:
         for cls in added:
             del cls.__pydantic_config__
     _sections_may_be_null(schema)
+    # search.method is a str checked against the registry: its choices are the registered methods'
+    schema["$defs"]["SearchSection"]["properties"]["method"]["enum"] = list(method_names())
     return {"$schema": SCHEMA_DIALECT, "title": "cbs-ray search spec",
             "description": "A search-space YAML of cbs-ray (cbs-ray search --space FILE); every key is optional, "
                            "the default fills what is left out.", **{k: v for k, v in schema.items() if k != "title"}}

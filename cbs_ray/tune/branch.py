@@ -11,7 +11,7 @@ earlier result to stop it on; the paper trains one LR per batch (√k·η, alpha
 The validation (``branch.validate_schedule``) is a second experiment: the schedule and its fixed-batch
 controls (``analysis.branch_schedule``), each on ``branch.validation_seeds`` seeds. The pure parts (the plan, what the
 history means) live in ``spec.branch_section``, ``train.run_plan`` and ``analysis.branch_*``; this module only
-starts runs and reads them. Its ``METHOD`` is its entry in ``tune.api.METHODS``.
+starts runs and reads them. Its ``METHOD`` is what its entry in ``records.method_registry`` names.
 """
 
 from __future__ import annotations
@@ -261,4 +261,4 @@ def resolved_branching(spec: SearchSpec, prepared: Prepared) -> Branching:
 
 
 METHOD = BranchMethod()
-"""Its entry in ``tune.api.METHODS``."""
+"""What its entry in ``records.method_registry`` names."""

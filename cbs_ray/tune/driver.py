@@ -42,8 +42,8 @@ class Stages:
         spec, data = self.spec, self.prepared.data
         name, path = new_experiment(spec, kind)
         fields = fields(name) if callable(fields) else fields
-        meta = ExperimentMeta.from_dict({
-            "name": spec.name, "spec": spec_to_dict(spec), "format": FORMAT, **fields,
+        meta = ExperimentMeta.from_dict({  # the method is the spec's (a probe's spec is scratch's)
+            "name": spec.name, "spec": spec_to_dict(spec), "format": FORMAT, "method": spec.search.method, **fields,
             "data_fingerprint": data_fingerprint(data), **objects_meta(data),
             **({"mlflow_parent_run_id": start_mlflow_parent(spec, path)} if spec.tracking.mlflow is not None else {})})
         meta.write(path)

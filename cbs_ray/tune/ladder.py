@@ -3,7 +3,7 @@
 measurement), then the ladder's summary and report. The pure parts are ``spec.ladder_section`` (the section and
 its rule), ``analysis.ladder_summary`` and ``report.ladder`` (the report steps); this module holds what each run
 trains (``ladder_plan``: a ``train.run_plan.RunPlan``, so that ``train`` knows no method's plan) and starts the
-runs. Its ``METHOD`` is its entry in ``tune.api.method_named``.
+runs. Its ``METHOD`` is what its entry in ``records.method_registry`` names.
 """
 
 from __future__ import annotations
@@ -156,4 +156,4 @@ def run_ladder_search(spec: SearchSpec, prepared: Prepared, *, probe: Optional[S
 
 
 METHOD = LadderMethod()
-"""Its entry in ``tune.api.METHODS``."""
+"""What its entry in ``records.method_registry`` names."""

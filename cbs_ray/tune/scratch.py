@@ -1,7 +1,7 @@
 """The from-scratch search (``search.method: scratch``): ``OptunaSearch`` (TPE over log2 B, alpha and
 warmup jointly; every batch size seeded once) or a grid, with ASHA inside each batch size in samples, then
-the repeats of each batch size's best configuration, and the report. Its ``METHOD`` is its entry in
-``tune.api.METHODS``.
+the repeats of each batch size's best configuration, and the report. Its ``METHOD`` is what its entry names in
+``records.method_registry``.
 """
 
 from __future__ import annotations
@@ -176,4 +176,4 @@ def run_probe(probe: SearchSpec, prepared, *, verbose: int = 0) -> tuple[float, 
 
 
 METHOD = ScratchMethod()
-"""Its entry in ``tune.api.METHODS``."""
+"""What its entry in ``records.method_registry`` names."""
