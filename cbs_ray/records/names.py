@@ -20,7 +20,7 @@ TRUNK_DONE = "trunk_done"
 inside when Tune gave up on it): a branch waiting for a checkpoint that is still not there then fails at once
 instead of waiting forever, and the report tells a trunk that failed for good."""
 
-def name_problem(name) -> Optional[str]:
+def name_problem(name: object) -> Optional[str]:
     """Why ``name`` cannot be one safe path component (a directory name of its own, never a path that leads
     elsewhere), or None when it can."""
     if not isinstance(name, str) or not name:
