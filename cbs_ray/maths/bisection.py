@@ -93,7 +93,7 @@ class Bisection:
         first candidate when none did: the search goes on and the report shows what happened)."""
         if len(self.alphas) == 1:  # nothing to choose
             return self.alphas[0]
-        candidates = [Run(self._alpha_batch(), a) for a in self.alphas]
+        candidates = [Run(self.alpha_choice_batch(), a) for a in self.alphas]
         if any(c not in self.results for c in candidates):
             return None
         completed = {c: m for c in candidates if (m := self.results[c]) is not None and math.isfinite(m)}
@@ -135,7 +135,7 @@ class Bisection:
             first = [Run(self.grid[i], self.alphas[0]) for i in self.start_indices()]
             runs += first if not self.proposed else [Run(b, self.alphas[0]) for b in self._wanted()]
         elif not any(r.batch == self.alpha_batch for r in self.proposed):
-            runs += [Run(self._alpha_batch(), a) for a in self.alphas]
+            runs += [Run(self.alpha_choice_batch(), a) for a in self.alphas]
             if self.base_batch in self.grid and self.base_batch != self.alpha_batch:
                 runs.append(Run(self.base_batch, self.alphas[0]))  # its LR is the same at every alpha
         elif self.alpha is not None:
@@ -175,7 +175,7 @@ class Bisection:
         the base batch where it is in the grid."""
         return list(dict.fromkeys([0] + ([self.grid.index(self.base_batch)] if self.base_batch in self.grid else [])))
 
-    def _alpha_batch(self) -> int:
-        """``alpha_batch``, which ``__post_init__`` sets where it was not given."""
+    def alpha_choice_batch(self) -> int:
+        """The batch where alpha is chosen: ``alpha_batch``, which ``__post_init__`` sets where it was not given."""
         assert self.alpha_batch is not None
         return self.alpha_batch

@@ -28,6 +28,7 @@ from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import load_history
 from cbs_ray.sources.object_checks import check_same_architecture
 from cbs_ray.spec.branch_section import Branching, resolve_branching
+from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.resolve import tokens_per_sample
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import branch_configs, branch_run_plan, trunk_config, validation_configs
@@ -156,9 +157,11 @@ class BranchMethod:
         from ray import tune  # Ray only where a search runs
 
         br = resolve_branching(spec, stages.prepared.budget_samples, meta.tokens_per_sample)
+        if meta.checkpoint_dir is None:  # recorded before the trunk starts: the metadata was not cbs-ray's
+            raise SpecError(f"--resume: {path}: the branch experiment's metadata has no checkpoint_dir")
         stages.tune(restore=path, plans=search_plans(spec, br, meta.checkpoint_dir))
         schedule_path = meta.schedule_experiment  # recorded before the schedule run starts
-        if schedule_path and tune.Tuner.can_restore(schedule_path):
+        if schedule_path and meta.schedule is not None and tune.Tuner.can_restore(schedule_path):
             recorded = meta.schedule  # recorded with the schedule experiment's path
             plans = validation_plans(spec, br, recorded["batch_size_schedule"], recorded["alpha"])
             stages.tune(restore=schedule_path, plans=plans)
@@ -175,16 +178,16 @@ def run_branch_search(spec: SearchSpec, prepared: Prepared, *, probe: Optional[S
 
 def fit_branches(spec: SearchSpec, stages: Stages, br: Branching) -> str:
     """The trunk and the branches: one Tune experiment, the trunk first; returns its path."""
-    checkpoint_dir = None
+    def trunk_checkpoints(name: str) -> str:
+        return f"{spec.storage_uri.rstrip('/')}/{name}/trunk_checkpoints"
 
     def fields(name: str) -> dict:
-        nonlocal checkpoint_dir
-        checkpoint_dir = f"{spec.storage_uri.rstrip('/')}/{name}/trunk_checkpoints"
         # What the branch summary reads (summarize_branches): the resolved values, in samples.
         return {"method": "branch", "metric": "eval_loss", "mode": "min", **br.to_meta(),
-                "checkpoint_dir": checkpoint_dir}
+                "checkpoint_dir": trunk_checkpoints(name)}
 
     name, path, meta = stages.open_experiment("branch", fields)
+    checkpoint_dir = trunk_checkpoints(name)
     plans = search_plans(spec, br, checkpoint_dir)
     points = plans.points
     # Each branch starts once its checkpoint is published (no trial waits in a slot for one); TrunkWatch marks
