@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import pandas as pd
@@ -265,7 +265,8 @@ def _point(start: int, branches: pd.DataFrame, trunk: pd.DataFrame, *, trunk_bat
     at_start = _trunk_loss_at(trunk, start, column)
     if column == Column.train_loss_ema and at_start is None:
         at_start = _trunk_loss_at(trunk, start, Column.eval_loss)  # the power check needs a start; say which
-    common = dict(samples_seen=start, window_samples=window_samples, trunk_loss_at_start=at_start, tokens_seen=tokens)
+    common: dict[str, Any] = dict(samples_seen=start, window_samples=window_samples, trunk_loss_at_start=at_start,
+                                  tokens_seen=tokens)
     if trunk_loss is None:
         return CbsPoint(batch_size=trunk_batch, bound=None, interval=None, resolvable=False, trunk_improvement=None,
                         trunk_loss=None, threshold=None, branches=(), margin=None, close_call=False,

@@ -61,7 +61,7 @@ class BatchSizeSchedule:
             raise ScheduleError("a schedule needs at least one stage")
         if not (math.isfinite(alpha) and alpha >= 0):
             raise ScheduleError(f"alpha must be a finite number >= 0, got {alpha}")
-        per = tokens_per_sample if unit == "tokens" else 1
+        per = tokens_per_sample if unit == "tokens" and tokens_per_sample else 1
         pairs = []
         for i, (start, batch) in enumerate(stages):
             if unit == "tokens" and (start % per or batch % per):
@@ -79,8 +79,9 @@ class BatchSizeSchedule:
         self.budget_samples, self.peak_lr = budget_samples, peak_lr
         self.stages = self._stages(pairs)
 
-    def _stages(self, pairs) -> tuple[Stage, ...]:
-        first, out, samples, step = pairs[0][1], [], 0, 0
+    def _stages(self, pairs: list[tuple[int, int]]) -> tuple[Stage, ...]:
+        out: list[Stage] = []
+        first, samples, step = pairs[0][1], 0, 0
         for i, (nominal, batch) in enumerate(pairs):
             if i:  # round up to the previous stage's next step boundary
                 prev = out[-1]
