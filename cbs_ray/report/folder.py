@@ -18,6 +18,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Iterator
 
 from cbs_ray.records.method_registry import method_report_files
 from cbs_ray.records.storage import ReportError
@@ -45,7 +46,7 @@ def report_files() -> tuple[str, ...]:
 
 
 @contextlib.contextmanager
-def report_folder(directory, experiment_path: str | None):
+def report_folder(directory: str | os.PathLike[str], experiment_path: str | None) -> Iterator[Path]:
     """Hold ``directory`` (made if missing) for the report of ``experiment_path`` while inside: locked
     against a second writer, and cleared of another experiment's report files on the way in."""
     directory = Path(directory)

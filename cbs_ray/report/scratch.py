@@ -66,11 +66,11 @@ class Report:
     def write(self, directory: str | os.PathLike) -> Path:
         """Write every output into ``directory``; returns the path of report.html."""
 
-        with report_folder(directory, self.summary.experiment_path) as directory:
-            write_summary(self.summary, self.history, directory)
-            plots = all_plots(self.summary, directory, self.history) if self.summary.trials else {}
-            (directory / "report.md").write_text(render_markdown(self.summary, plots))
-            html = directory / "report.html"
+        with report_folder(directory, self.summary.experiment_path) as folder:
+            write_summary(self.summary, self.history, folder)
+            plots = all_plots(self.summary, folder, self.history) if self.summary.trials else {}
+            (folder / "report.md").write_text(render_markdown(self.summary, plots))
+            html = folder / "report.html"
             html.write_text(render_html(self.summary, plots))
         return html
 

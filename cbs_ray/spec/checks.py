@@ -117,7 +117,7 @@ def join_key(where: str, key: str) -> str:
 
 
 @functools.cache
-def type_hints_of(cls) -> dict:
+def type_hints_of(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 

@@ -49,13 +49,13 @@ def spec_json_schema() -> dict:
     for cls in _sections(SearchSpec):
         # Pydantic's documented hook for a standard dataclass's config; set for this call only.
         if "__pydantic_config__" not in vars(cls):
-            cls.__pydantic_config__ = config
+            setattr(cls, "__pydantic_config__", config)
             added.append(cls)
     try:
         schema = TypeAdapter(SearchSpec).json_schema(mode="validation")
     finally:
         for cls in added:
-            del cls.__pydantic_config__
+            delattr(cls, "__pydantic_config__")
     _sections_may_be_null(schema)
     # search.method is a str checked against the registry: its choices are the registered methods'
     schema["$defs"]["SearchSection"]["properties"]["method"]["enum"] = list(method_names())

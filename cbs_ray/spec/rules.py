@@ -49,7 +49,7 @@ def validate(spec: SearchSpec) -> None:
 
 def _check_fields(section: Any, where: str) -> None:
     """Apply the checks declared in each field's metadata, section by section in field order."""
-    hints = type_hints_of(type(section))
+    hints = type_hints_of(section.__class__)
     for f in dataclasses.fields(section):
         value, path = getattr(section, f.name), join_key(where, f.name)
         if dataclasses.is_dataclass(value):
