@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import torch
 import torch.distributed as dist
@@ -91,7 +91,7 @@ def scheduled_steps(dataloader: Iterable, schedule: BatchSizeSchedule, *, total_
     while limit is None or step < limit:
         stage = schedule.stage_at_step(step)
         wanted = plan[schedule.stages.index(stage)]
-        micro_batches = []
+        micro_batches: list[Any] = []
         while len(micro_batches) < wanted:
             try:
                 micro_batches.append(next(batches))
@@ -99,9 +99,9 @@ def scheduled_steps(dataloader: Iterable, schedule: BatchSizeSchedule, *, total_
                 if limit is None:
                     return
                 epoch += 1
-                sampler = getattr(dataloader, "sampler", None)
-                if hasattr(sampler, "set_epoch"):
-                    sampler.set_epoch(epoch)
+                set_epoch = getattr(getattr(dataloader, "sampler", None), "set_epoch", None)
+                if set_epoch is not None:
+                    set_epoch(epoch)
                 batches = iter(dataloader)
         yield ScheduledStep(step, stage, micro_batches, wanted, schedule.samples_before_step(step))
         step += 1
@@ -123,7 +123,7 @@ def scale_lambda_scheduler(scheduler, schedule: BatchSizeSchedule) -> bool:
         return lr_lambda
 
     scheduler.lr_lambdas = [scaled(f) for f in scheduler.lr_lambdas]
-    scheduler._cbs_ray_scaled = True
+    setattr(scheduler, "_cbs_ray_scaled", True)
     # Set the current step's LR at once (the scheduler set the unscaled one when it was built).
     for group, base, factor in zip(scheduler.optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
         group["lr"] = base * factor(scheduler.last_epoch)

@@ -50,7 +50,8 @@ class MethodEntry:
     auto_batches: bool = True
     """It can take ``search.batch_sizes: auto`` (a probe run chooses the grid first)."""
     report_files: tuple[str, ...] = ()
-    """Files its report writes beyond every method's own (``report.folder.COMMON_REPORT_FILES``, which lists the built-in ones)."""
+    """Files its report writes beyond every method's own (``report.folder.COMMON_REPORT_FILES``, which lists the
+    built-in ones)."""
 
     def problem(self) -> str | None:
         """Why this entry cannot be registered, or None."""

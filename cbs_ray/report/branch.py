@@ -448,7 +448,7 @@ class BranchReport:
     report_flags = ("--tolerance",)
 
     def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
-                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
+                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading[BranchSummary]:
         """The branch summary of the experiment at ``path`` and its schedule run; ``tolerance`` reads CBS(t) at
         another tolerance than the spec's."""
         meta = meta or ExperimentMeta.read(path)
@@ -465,7 +465,7 @@ class BranchReport:
                                "checkpoint_dir": recorded.get("checkpoint_dir"),
                                "budget_samples": int(recorded["budget_samples"])})
 
-    def render(self, reading: Reading, out: Path) -> Path:
+    def render(self, reading: Reading[BranchSummary], out: Path) -> Path:
         """The branch report; a trunk that failed for good ends here in one line (``TrunkFailed``), the report
         written but no schedule recommended."""
         page = write_branch_report(reading.summary, reading.history, out)
@@ -478,7 +478,7 @@ class BranchReport:
                               f"{page})")
         return page
 
-    def run_lines(self, reading: Reading) -> list[str]:
+    def run_lines(self, reading: Reading[BranchSummary]) -> list[str]:
         return []
 
     def report_lines(self, page: Path, out: Path, path: str) -> list[str]:

@@ -125,16 +125,17 @@ class ScratchReport:
     report_flags = ("--tolerance", "--target", "--turning-point")
 
     def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
-                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
+                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading[Summary]:
         """``analyze`` (where ``meta`` cannot be read its report says why)."""
         rebuilt = analyze(path, tolerance=tolerance, target=target, turning_fit=turning_fit)
         summary = rebuilt.summary
         return Reading(summary, rebuilt.history, tuple(headline(summary)), summary.answer, source=rebuilt)
 
-    def render(self, reading: Reading, out: Path) -> Path:
+    def render(self, reading: Reading[Summary], out: Path) -> Path:
+        assert reading.source is not None  # summarize keeps the rebuilt report to write
         return reading.source.write(out)
 
-    def run_lines(self, reading: Reading) -> list[str]:
+    def run_lines(self, reading: Reading[Summary]) -> list[str]:
         """The best metric per batch size at the full budget, as a table."""
         summary = reading.summary
         metric, per_batch = summary.metric, pd.DataFrame(summary.per_batch)
