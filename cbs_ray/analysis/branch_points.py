@@ -204,11 +204,6 @@ def run_key(frame: pd.DataFrame) -> list[str]:
     return [c for c in (Column.batch_size, Column.alpha, Column.seed_offset) if c in frame]
 
 
-def _seed_of(row) -> int:
-    value = row.get(Column.seed_offset)
-    return int(value) if is_finite_number(value) else 0
-
-
 def _mean_se(values: list[float]) -> tuple[Optional[float], Optional[float]]:
     if not values:
         return None, None

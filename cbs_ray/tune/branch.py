@@ -29,28 +29,19 @@ from cbs_ray.records.storage import load_history
 from cbs_ray.sources.object_checks import check_same_architecture
 from cbs_ray.spec.branch_section import Branching, resolve_branching
 from cbs_ray.spec.errors import SpecError
-from cbs_ray.spec.resolve import tokens_per_sample
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import branch_configs, branch_run_plan, trunk_config, validation_configs
 from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.tune.branch_gate import PublishedCheckpoints, never_started
-from cbs_ray.tune.driver import Stages, run_method
+from cbs_ray.tune.driver import Stages
 from cbs_ray.tune.prepare import Prepared
-from cbs_ray.tune.result import SearchResult
 from cbs_ray.tune.runner import points_config
 from cbs_ray.tune.search_method import check_batches_fit
 from cbs_ray.tune.trunk_watch import TrunkWatch
 
-__all__ = ["METHOD", "BranchMethod", "branch_plan_lines", "branch_search_samples", "branch_tokens_per_sample",
-           "fit_branches", "resolved_branching", "run_branch_search", "scratch_search_samples", "validate_schedule_run",
+__all__ = ["METHOD", "BranchMethod", "branch_plan_lines", "branch_search_samples",
+           "fit_branches", "resolved_branching", "scratch_search_samples", "validate_schedule_run",
            "search_plans", "validation_plans", "METRIC"]
-
-
-def branch_tokens_per_sample(spec: SearchSpec) -> Optional[int]:
-    """Tokens per sample where the budget is in tokens (``training.budget_tokens``: packed blocks of
-    ``data.max_seq_length``), else None: then the ``branch:`` section's whole numbers are samples."""
-
-    return None if spec.training.budget_tokens is None else tokens_per_sample(spec)
 
 
 def _branch_runs(br: Branching) -> int:
@@ -167,13 +158,6 @@ class BranchMethod:
             stages.tune(restore=schedule_path, plans=plans)
         elif spec.branch.validate_schedule:  # not started, or killed before Tune saved its state
             validate_schedule_run(spec, stages, br, path)
-
-
-def run_branch_search(spec: SearchSpec, prepared: Prepared, *, probe: Optional[SearchSpec] = None, out: Path,
-                      verbose: bool | int = False, address: Optional[str] = None) -> SearchResult:
-    """The branch search of ``spec`` on what ``tune.prepare.prepare`` made of it, through the driver
-    (``run_search`` does this for ``search.method: branch``)."""
-    return run_method(METHOD, spec, prepared, probe=probe, out=out, verbose=verbose, address=address)
 
 
 def fit_branches(spec: SearchSpec, stages: Stages, br: Branching) -> str:

@@ -9,7 +9,6 @@ runs. Its ``METHOD`` is what its entry in ``records.method_registry`` names.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from cbs_ray.analysis.ladder_stop import LadderStop
@@ -24,10 +23,9 @@ from cbs_ray.tune.search_method import check_batches_fit
 
 if TYPE_CHECKING:  # the plan (a --dry-run) loads none of Ray's machinery, pandas nor matplotlib: imported where used
     from cbs_ray.tune.driver import Stages
-    from cbs_ray.tune.result import SearchResult
 
 __all__ = ["METHOD", "LadderMethod", "ladder_configs", "ladder_plan", "ladder_plan_lines", "ladder_plans",
-           "resolved_ladder", "run_ladder_search"]
+           "resolved_ladder"]
 
 
 def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
@@ -145,14 +143,6 @@ class LadderMethod:
     def resume(self, spec: SearchSpec, path: str, meta: ExperimentMeta, stages: Stages) -> None:
         """Its unfinished runs from their checkpoints."""
         stages.tune(meta=meta, restore=path, plans=ladder_plans(resolved_ladder(spec, stages.prepared)))
-
-
-def run_ladder_search(spec: SearchSpec, prepared: Prepared, *, probe: Optional[SearchSpec] = None, out: Path,
-                      verbose: bool | int = False, address: Optional[str] = None) -> SearchResult:
-    """The ladder of ``spec`` through the driver (``run_search`` does this for ``search.method: ladder``)."""
-    from cbs_ray.tune.driver import run_method
-
-    return run_method(METHOD, spec, prepared, probe=probe, out=out, verbose=verbose, address=address)
 
 
 METHOD = LadderMethod()
