@@ -40,7 +40,8 @@ def trial_setup(batch: int, micro: int, compiled: bool):
                             f"training.budget_samples={SAMPLES}", f"training.eval_every_samples={SAMPLES}",
                             f"asha.grace_period_samples={SAMPLES}", f"training.micro_batch_size={micro}",
                             "training.noise_scale=false", f"training.compile={str(compiled).lower()}"])
-    data, budget, config = prepare(spec)
+    prepared = prepare(spec)
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     tune_config = {"log2_batch": batch.bit_length() - 1, "alpha": 1.0, "warmup_fraction": 0.0}
     setup = TrialConfig.from_tune(spec, tune_config, budget_samples=budget, model_config=config)
     return setup, data

@@ -8,6 +8,7 @@ trials and the summary. Results and the Tune experiment go to a temporary direct
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import time
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # --help; no options
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "cbs_ray.search", "--set", f"storage_path={tmp}/rr",

@@ -4,8 +4,8 @@ through the loss beside the power law's, each against the measurement at D (issu
     python bench/ladder_rescore.py RUN_DIR [RUN_DIR ...]     # each holding rr/<experiment> (bench --keep RUN_DIR)
 """
 
+import argparse
 import glob
-import sys
 
 from cbs_ray.analysis.ladder_summary import summarize_ladder
 from cbs_ray.records.meta import ExperimentMeta
@@ -13,7 +13,9 @@ from cbs_ray.records.storage import load_history
 
 
 def main() -> None:
-    for d in sys.argv[1:]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="each holding rr/<experiment>")
+    for d in parser.parse_args().run_dirs:
         exp = glob.glob(f"{d}/rr/*")[0]
         meta = ExperimentMeta.read(exp).to_dict()
         s = summarize_ladder(load_history(exp), {**meta, "experiment_path": exp, "ladder_predict": "loss"},

@@ -79,7 +79,8 @@ def main() -> None:
     spec = load_spec(None, [f"training.budget_samples={args.samples}", f"training.eval_every_samples={args.samples}",
                             f"asha.grace_period_samples={args.samples}", f"search.batch_sizes=[{args.batch}]",
                             "search.num_trials=1", f"resources.cpus_per_worker={args.threads}"])
-    data, budget, config = prepare(spec)
+    prepared = prepare(spec)
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     tune_config = {"log2_batch": args.batch.bit_length() - 1, "alpha": 1.0, "warmup_fraction": 0.0}
     setup = TrialConfig.from_tune(spec, tune_config, budget_samples=budget, model_config=config)
     torch.set_num_threads(args.threads)

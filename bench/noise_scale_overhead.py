@@ -31,7 +31,8 @@ SHAPE = ["search.batch_sizes=[32]", "search.num_trials=1", "training.budget_samp
 
 def in_process(noise: bool) -> float:
     spec = load_spec(None, SHAPE + ["training.micro_batch_size=8", f"training.noise_scale={str(noise).lower()}"])
-    data, budget, config = prepare(spec)
+    prepared = prepare(spec)
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     setup = TrialConfig.from_tune(spec, {"log2_batch": 5, "alpha": 1.0, "warmup_fraction": 0.0},
                                   budget_samples=budget, model_config=config)
     start = time.perf_counter()
@@ -47,7 +48,8 @@ def two_workers(noise: bool, storage: str) -> float:
     spec = load_spec(None, SHAPE + ["resources.workers_per_trial=2", f"storage_path={storage}",
                                     f"training.noise_scale={str(noise).lower()}",
                                     "training.eval_every_samples=2048", "asha.grace_period_samples=2048"])
-    data, budget, config = prepare(spec)
+    prepared = prepare(spec)
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     history = load_history(fit_experiment(spec, Stages(spec, Prepared(data, budget, config), verbose=0)))
     return float(history["samples_per_s"].median())
 

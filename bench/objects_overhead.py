@@ -89,7 +89,8 @@ class RssSampler(threading.Thread):
 def big_data(spec, megabytes: int):
     """The built-in task's data and model config (a small eval set), with its training arrays replaced by
     ``megabytes`` of random token ids: (PreparedData, the model config)."""
-    prepared, _, config = prepare(spec)
+    made = prepare(spec)
+    prepared, config = made.data, made.model_config
     examples = megabytes * 2**20 // BYTES_PER_EXAMPLE
     rng = np.random.default_rng(0)
     ids = rng.integers(0, prepared.vocab_size, size=(examples, spec.data.max_seq_length), dtype=np.int64)

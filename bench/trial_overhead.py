@@ -36,7 +36,8 @@ SHAPE = ["search.batch_sizes=[16, 32, 64]", "search.num_trials=3", "training.bud
 
 def experiment(workers: int, storage: str) -> tuple[float, list[float]]:
     spec = load_spec(None, SHAPE + [f"resources.workers_per_trial={workers}", f"storage_path={storage}"])
-    data, budget, config = prepare(spec)
+    prepared = prepare(spec)
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     started = time.time()
     stages = Stages(spec, Prepared(data, budget, config), verbose=0)
     history = load_history(fit_experiment(spec, stages)).sort_values("first_step_at")

@@ -53,7 +53,8 @@ class Clock:
 
 
 def profile(spec, batch: int, alpha: float, warmup: float) -> tuple[dict, float, int, int]:
-    data, budget, config = prepare(spec)
+    prepared = prepare(spec)
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     cfg = TrialConfig.from_tune(spec, {"log2_batch": batch.bit_length() - 1, "alpha": alpha,
                                        "warmup_fraction": warmup}, budget_samples=budget, model_config=config)
     clock = Clock()

@@ -28,7 +28,7 @@ def bound_text(value, bound: Optional[str], fmt: str = "{}") -> str:
     """A reading as the report writes it: "64", "≥ 128", "≤ 8", or "not determined"."""
     if value is None:
         return "not determined"
-    return {LOWER: "≥ ", UPPER: "≤ "}.get(bound, "") + fmt.format(value)
+    return {LOWER: "≥ ", UPPER: "≤ "}.get(bound or "", "") + fmt.format(value)
 
 
 def _sureness(turning: TurningPoint) -> tuple[Optional[bool], Optional[str]]:
@@ -72,12 +72,12 @@ def _cross_checks(turning: TurningPoint, tradeoff: Tradeoff, overhead: OverheadR
     b_crit = tradeoff.b_crit if tradeoff.b_crit is not None else tradeoff.b_crit_bound
     for name, value, bound, reason, fmt in (("tradeoff B_crit", b_crit, tradeoff.bound, tradeoff.reason, "{:.3g}"),
                                             ("20% rule", overhead.batch_size, overhead.bound, overhead.reason, "{}")):
-        text = f"{name} {bound_text(value, bound, fmt)}"
-        if value is None:
+        text, allowed = f"{name} {bound_text(value, bound, fmt)}", bound_interval(value, bound)
+        if value is None or allowed is None:
             parts.append(f"{text} ({'the same reason' if reason in reasons else reason})")
             reasons.append(reason)
         elif anchor is not None:
-            agreed.append(agree_within(anchor, bound_interval(value, bound)))
+            agreed.append(agree_within(anchor, allowed))
             parts.append(text + (" agrees within one grid step" if agreed[-1] else
                                  f" differs from {bound_text(turning.batch_size, turning.bound)} by more than one "
                                  f"grid step{thin}"))

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import pandas as pd
@@ -204,11 +204,6 @@ def run_key(frame: pd.DataFrame) -> list[str]:
     return [c for c in (Column.batch_size, Column.alpha, Column.seed_offset) if c in frame]
 
 
-def _seed_of(row) -> int:
-    value = row.get(Column.seed_offset)
-    return int(value) if is_finite_number(value) else 0
-
-
 def _mean_se(values: list[float]) -> tuple[Optional[float], Optional[float]]:
     if not values:
         return None, None
@@ -265,7 +260,8 @@ def _point(start: int, branches: pd.DataFrame, trunk: pd.DataFrame, *, trunk_bat
     at_start = _trunk_loss_at(trunk, start, column)
     if column == Column.train_loss_ema and at_start is None:
         at_start = _trunk_loss_at(trunk, start, Column.eval_loss)  # the power check needs a start; say which
-    common = dict(samples_seen=start, window_samples=window_samples, trunk_loss_at_start=at_start, tokens_seen=tokens)
+    common: dict[str, Any] = dict(samples_seen=start, window_samples=window_samples, trunk_loss_at_start=at_start,
+                                  tokens_seen=tokens)
     if trunk_loss is None:
         return CbsPoint(batch_size=trunk_batch, bound=None, interval=None, resolvable=False, trunk_improvement=None,
                         trunk_loss=None, threshold=None, branches=(), margin=None, close_call=False,

@@ -178,6 +178,7 @@ class Control:
         return as_dict(self)
 
     def as_fixed_run(self) -> FixedRun:
+        assert self.batch_size is not None and self.steps is not None  # a fixed batch's control that finished
         return FixedRun(int(self.batch_size), int(self.steps), {int(s): v for s, v in self.final_losses.items()})
 
 
@@ -265,7 +266,7 @@ def _finals(history: pd.DataFrame, budget: int) -> tuple[list[Final], bool]:
     """(control, fixed batch or None, seed, final loss or None (diverged), steps) per run that reached the budget
     or diverged; and whether the seeds are held out. An experiment whose schedule ran on seed offset 0 (the
     trunk's: before issue 37) counted the trunk as the small batch's seed 0, and still does."""
-    out = []
+    out: list[Final] = []
     runs = rows_of_role(history, "schedule")
     if runs.empty:
         return out, True
@@ -291,7 +292,7 @@ def _summarise(name: str, batch: Optional[int], runs: list) -> Control:
     values = list(losses.values())
     mean = float(np.mean(values)) if values else None
     ci = None
-    if len(values) > 1:
+    if mean is not None and len(values) > 1:
         half = t_quantile_975(len(values) - 1) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
         ci = [mean - half, mean + half]
     steps = max((r[4] for r in runs if r[3] is not None), default=None)
@@ -333,9 +334,10 @@ def validate_schedule(history: pd.DataFrame, *, budget_samples: Optional[int] = 
     schedule, small = next((c for c in controls if c.name == "schedule"), None), next(
         (c for c in controls if c.name == "small"), None)
     fixed = _fixed_runs(controls)
-    frontier = sorted([[r.steps, r.mean_se()[0]] for r in fixed], key=lambda x: x[0])
+    frontier = [[r.steps, r.mean_se()[0]] for r in sorted(fixed, key=lambda r: r.steps)]
     criterion = criterion_text(margin, relative=relative)
-    if schedule is None or schedule.final_loss_mean is None or small is None or small.final_loss_mean is None:
+    if schedule is None or schedule.final_loss_mean is None or schedule.steps is None or small is None \
+            or small.final_loss_mean is None or small.batch_size is None:
         return ScheduleValidation(controls, frontier, [p.to_dict() for p in frontier_band(fixed)],
                                   BelowFrontier(0, None, None, None, None, None, 0, {}), None,
                                   StepsSaved(None, None, None, None, []), None, criterion,
@@ -391,6 +393,7 @@ def verdict_text(controls: Sequence[Control], ni: NonInferiority, below: BelowFr
     if below.frontier_loss is None:
         parts.append("Below the frontier: not read (the fixed batches do not bracket the schedule's steps)")
     else:
+        assert below.between is not None  # read with the frontier's loss
         verdict = "yes" if below.holds else "no" if below.holds is False else "not shown"
         parts.append(f"Below the fixed-batch frontier: {verdict}"
                      f" — at its {below.steps} steps the frontier (B={below.between[0]}–{below.between[1]}, "
@@ -398,6 +401,7 @@ def verdict_text(controls: Sequence[Control], ni: NonInferiority, below: BelowFr
                      f"{_signed(below.difference_mean)}, one-sided 95 % upper bound {_signed(below.upper_95)} "
                      f"(below only under 0)")
     if saved.fraction is not None:
+        assert saved.interval is not None  # read with the fraction
         low = "–" if saved.interval[0] is None else f"{saved.interval[0]:.0%}"
         parts.append(f"Secondary, thresholded: steps saved against B={saved.against_batch} ({saved.against_steps} steps, the fixed batch "
                      f"with the fewest steps non-inferior to the small batch): {saved.fraction:.0%}, interval "

@@ -102,7 +102,7 @@ def trend(points: Sequence[CbsPoint], *, tokens_per_sample: Optional[int] = None
     edge = {LOWER: ": the largest branch batch recovers at every checkpoint, branch at larger batches to see "
                    "where it stops", UPPER: ": even the smallest branch batch fails at every checkpoint"}
     return Trend("flat", f"CBS(t) is flat at {path.split(' → ')[0]} over the checkpoints"
-                 + (edge.get(pts[0].bound, "") if all(p.bound == pts[0].bound for p in pts) else "") + f" ({path})",
+                 + (edge.get(pts[0].bound or "", "") if all(p.bound == pts[0].bound for p in pts) else "") + f" ({path})",
                  True)
 
 

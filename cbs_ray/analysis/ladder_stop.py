@@ -68,7 +68,8 @@ def ladder_cuts(curves: dict, *, reference_stop: float, cap: float) -> dict:
         if batch == reference:
             continue
         firsts = [_first_at_or_below([(s, v) for s, v in run if s <= cap], target) for run in runs]
-        cuts[batch] = float(cap) if any(f is None for f in firsts) or math.isnan(target) else float(max(firsts))
+        reached = [f for f in firsts if f is not None]
+        cuts[batch] = float(cap) if len(reached) < len(firsts) or math.isnan(target) else float(max(reached))
     return cuts
 
 

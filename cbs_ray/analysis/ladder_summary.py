@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import pandas as pd
@@ -153,7 +153,7 @@ def reading_of(meta: dict) -> tuple[str, str]:
 def _mean_curves(curves: dict) -> dict:
     out = {}
     for batch, runs in sorted(curves.items()):
-        by = {}
+        by: dict[float, list[float]] = {}
         for run in runs:
             for s, v in run:
                 by.setdefault(s, []).append(v)
@@ -216,7 +216,7 @@ def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000
     if validation is not None:  # the power law's prediction on the same runs, beside it
         validation["power_law_prediction"] = _power_law_beside(power_law, validation["measured_b_crit"])
     tokens = meta.get("tokens_per_sample") or meta.get("max_seq_length")
-    laws = {}
+    laws: dict[str, Any] = {}
     if tokens:
         laws = {name: {"tokens": value, "samples": value / tokens} for name, value in
                 closed_form_laws(budget * tokens).items()}
@@ -262,7 +262,7 @@ def _power_law_beside(fit, measured: Optional[float]) -> dict:
     """The power law's prediction where ``ladder.predict`` is ``loss``, and its error against the measurement."""
     ok = fit.b_crit is not None and measured is not None and math.isfinite(measured)
     return {"b_crit": fit.b_crit, "interval_90": list(fit.interval_90) if fit.interval_90 else None,
-            "refusal": fit.refusal, "log2_error": log2_error(fit.b_crit, measured) if ok else None,
+            "refusal": fit.refusal, "log2_error": log2_error(fit.b_crit, measured) if ok and measured is not None else None,
             "within_interval": bool(fit.interval_90[0] <= measured <= fit.interval_90[1]) if ok else None}
 
 

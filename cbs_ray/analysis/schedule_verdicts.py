@@ -188,6 +188,7 @@ def interpolate_frontier(fixed: Sequence[FixedRun], steps: float) -> Optional[Fr
         return None
     lo, hi, w = found
     (m1, se1, n1), (m2, se2, n2) = lo.mean_se(), hi.mean_se()
+    assert m1 is not None and m2 is not None  # _measured keeps the runs with a finite mean
     loss = (1 - w) * m1 + w * m2
     if se1 is None or se2 is None:
         return FrontierPoint(float(steps), loss, None, None, None)

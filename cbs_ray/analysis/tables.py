@@ -6,7 +6,7 @@ input is the history of reports (one row per milestone per trial) however it was
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -138,7 +138,7 @@ def per_batch_table(trials: pd.DataFrame, *, metric: str, mode: str) -> pd.DataF
         group = group[~group[Column.repeat]] if Column.repeat in group else group
         status = group[Column.status]
         done = group[(status == "completed") & group[metric].notna()]
-        row = {Column.batch_size: int(batch), Column.trials: len(group), Column.completed: len(done),
+        row: dict[str, Any] = {Column.batch_size: int(batch), Column.trials: len(group), Column.completed: len(done),
                Column.stopped: int((status == "stopped").sum()), Column.diverged: int((status == "diverged").sum()),
                Column.failed: int((status == "failed").sum()),
                Column.diverged_peak_lrs: sorted(float(lr) for lr in group.loc[status == "diverged", Column.peak_lr])}

@@ -118,7 +118,7 @@ def loaded_splits(d: DataSpec) -> tuple[tuple, tuple[str, str]]:
             loaded[key] = _file_dataset(getattr(d, key))
         except Exception as e:
             raise SpecError(f"data.{key}: cannot read: {str(e).splitlines()[0]}") from None
-    return (loaded["train_file"], loaded["eval_file"]), (d.train_file, d.eval_file)
+    return (loaded["train_file"], loaded["eval_file"]), (str(d.train_file), str(d.eval_file))
 
 
 def cut_splits(train: tuple, evaluation: tuple, d: DataSpec) -> tuple[tuple, tuple, tuple | None]:

@@ -51,7 +51,8 @@ def _pair_columns(ds, d: DataSpec, where: str, *, evaluation: bool = False) -> P
         if getattr(d, key) not in ds.column_names:
             raise SpecError(f"data.{key}: column {getattr(d, key)!r} not in {where} "
                             f"(columns: {', '.join(ds.column_names)})")
-    return tuple(["" if t is None else str(t) for t in ds[getattr(d, key)]] for key in (text_key, "target_column"))
+    sources, targets = (["" if t is None else str(t) for t in ds[getattr(d, key)]] for key in (text_key, "target_column"))
+    return sources, targets
 
 
 def load_text_pairs(spec: SearchSpec) -> tuple[Pairs, Pairs, Pairs | None]:
@@ -126,7 +127,7 @@ def prepare_seq2seq_data(spec: SearchSpec) -> Seq2SeqData:
     else:
         encode, vocab_size, pad_id, eos_id, tok = _seq2seq_word_tokenizer(train_src + train_tgt, spec.model.vocab_size)
 
-    def arrays(sources: list[str], targets: list[str]):
+    def arrays(sources: list[str], targets: list[str]) -> tuple[Any, Any, Any]:
         ids, mask = encode(sources, d.max_seq_length)
         return ids, mask, target_labels(*encode(targets, d.max_target_length))
 

@@ -283,7 +283,9 @@ class NoiseScaleCallback(TrainerCallback):
         """Read |G|² once the step's last backward has finished (clipping comes after it, and no callback runs
         in between): a one-shot hook on a parameter queues a callback on autograd's engine, which queues itself
         once more so it runs after DDP's own end-of-backward all-reduce."""
-        param = self.hook.parameters[0]
+        assert self.hook is not None  # armed by on_step_begin once the hook is made
+        parameters = self.hook.parameters
+        param = parameters[0]
         handle = None
 
         def read() -> None:

@@ -81,7 +81,7 @@ class Bisection:
     proposed: list[Run] = field(default_factory=list)
     results: dict[Run, Optional[float]] = field(default_factory=dict)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.grid = sorted(self.grid)
         if self.alpha_batch is None:
             self.alpha_batch = self.grid[first_probe(len(self.grid), self.start_indices())]
@@ -93,25 +93,25 @@ class Bisection:
         first candidate when none did: the search goes on and the report shows what happened)."""
         if len(self.alphas) == 1:  # nothing to choose
             return self.alphas[0]
-        candidates = [Run(self.alpha_batch, a) for a in self.alphas]
+        candidates = [Run(self.alpha_choice_batch(), a) for a in self.alphas]
         if any(c not in self.results for c in candidates):
             return None
-        completed = [c for c in candidates if self._finite(self.results[c])]
+        completed = {c: m for c in candidates if (m := self.results[c]) is not None and math.isfinite(m)}
         if not completed:
             return self.alphas[0]
         sign = 1.0 if self.mode == "max" else -1.0
-        best = max(sign * self.results[c] for c in completed)
-        return next(c.alpha for c in completed if sign * self.results[c] == best)  # a tie: the first candidate
+        best = max(sign * m for m in completed.values())
+        return next(c.alpha for c, m in completed.items() if sign * m == best)  # a tie: the first candidate
 
     def measured(self) -> dict[int, float]:
         """Each batch's metric at the full budget at the chosen alpha (NaN where its run did not complete)."""
         alpha = self.alpha
         if alpha is None:
             return {}
-        out = {}
+        out: dict[int, float] = {}
         for run, metric in self.results.items():
             if run.alpha == alpha or (run.batch == self.base_batch and run.batch != self.alpha_batch):
-                out[run.batch] = metric if self._finite(metric) else math.nan
+                out[run.batch] = metric if metric is not None and math.isfinite(metric) else math.nan
         return out
 
     @property
@@ -133,9 +133,9 @@ class Bisection:
         runs = []
         if len(self.alphas) == 1:  # no alpha to choose: the smallest and the base batch, then the walk
             first = [Run(self.grid[i], self.alphas[0]) for i in self.start_indices()]
-            runs += first if not self.proposed else [Run(b, self.alpha) for b in self._wanted()]
+            runs += first if not self.proposed else [Run(b, self.alphas[0]) for b in self._wanted()]
         elif not any(r.batch == self.alpha_batch for r in self.proposed):
-            runs += [Run(self.alpha_batch, a) for a in self.alphas]
+            runs += [Run(self.alpha_choice_batch(), a) for a in self.alphas]
             if self.base_batch in self.grid and self.base_batch != self.alpha_batch:
                 runs.append(Run(self.base_batch, self.alphas[0]))  # its LR is the same at every alpha
         elif self.alpha is not None:
@@ -175,6 +175,7 @@ class Bisection:
         the base batch where it is in the grid."""
         return list(dict.fromkeys([0] + ([self.grid.index(self.base_batch)] if self.base_batch in self.grid else [])))
 
-    @staticmethod
-    def _finite(metric: Optional[float]) -> bool:
-        return metric is not None and math.isfinite(metric)
+    def alpha_choice_batch(self) -> int:
+        """The batch where alpha is chosen: ``alpha_batch``, which ``__post_init__`` sets where it was not given."""
+        assert self.alpha_batch is not None
+        return self.alpha_batch

@@ -13,11 +13,12 @@ blocks of ``max_seq_length`` tokens, so every sample holds the same tokens and e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sized
 
 __all__ = ["scratch_grid_samples", "BatchPlan", "plan_batch", "optimizer_steps", "milestones", "samples_for_tokens"]
 
 
-def scratch_grid_samples(budget_samples: int, branch_batches, alphas) -> int:
+def scratch_grid_samples(budget_samples: int, branch_batches: Sized, alphas: Sized) -> int:
     """Samples a from-scratch search over the same batch sizes and alphas trains: the trunk's batch once and
     every branch batch at every alpha, each for the whole budget (no early stopping): what branch mode's
     cost is measured against."""

@@ -20,7 +20,7 @@ next, and ``agree_within`` compares two readings, bounds included, within one gr
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 __all__ = ["monotone_fit", "turning_point", "within_tolerance", "edge_bound", "next_batch_range",
            "bound_interval", "agree_within", "LOWER", "UPPER"]
@@ -83,7 +83,7 @@ def monotone_fit(batch_sizes: Sequence[int], metrics: Sequence[float], *, mode: 
     _check(batch_sizes, metrics, mode)
     sign = 1.0 if mode == "max" else -1.0
     order = [i for i in sorted(range(len(metrics)), key=lambda i: batch_sizes[i]) if not math.isnan(metrics[i])]
-    blocks: list[list] = []  # [sum of sign·metric, count, indices], their means non-increasing
+    blocks: list[list[Any]] = []  # [sum of sign·metric, count, indices], their means non-increasing
     for i in order:
         blocks.append([sign * metrics[i], 1, [i]])
         while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] < blocks[-1][0] / blocks[-1][1]:

@@ -48,8 +48,8 @@ class SynchronousHalving:
     mode: str = "max"
     margin: float = 0.0
     """By how much the best challenger must lead the prior at the rung to go on too."""
-    order: list = field(default_factory=list)
-    at_rung: dict = field(default_factory=dict)
+    order: list[Hashable] = field(default_factory=list)
+    at_rung: dict[Hashable, float] = field(default_factory=dict)
     """Each candidate's metric at its first report at or past the rung (NaN: it ended before, or diverged)."""
 
     def add(self, key: Hashable) -> bool:
@@ -75,7 +75,7 @@ class SynchronousHalving:
     def decided(self) -> bool:
         return len(self.order) == self.candidates and len(self.at_rung) == self.candidates
 
-    def going_on(self) -> list:
+    def going_on(self) -> list[Hashable]:
         """The candidates that train to the full budget, once ``decided`` (else none): the prior, and the best
         other where it leads the prior by more than ``margin``."""
         if not self.decided:
@@ -96,7 +96,7 @@ class SynchronousHalving:
             return WAIT if key in self.at_rung else TRAIN
         return GO_ON if key in self.going_on() else STOP
 
-    def losers(self) -> list:
+    def losers(self) -> list[Hashable]:
         """The candidates that stop, once ``decided`` (else none)."""
         going_on = self.going_on()
         return [k for k in self.order if self.decided and k not in going_on]

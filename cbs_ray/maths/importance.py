@@ -28,10 +28,14 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:  # optuna loads only where importance is read
+    from optuna.distributions import BaseDistribution
+    from optuna.importance import PedAnovaImportanceEvaluator
 
 __all__ = ["ImportanceReading", "EVALUATOR", "PARAMS", "TOP_QUANTILE", "MIN_TRIALS", "MIN_TRIALS_PER_BATCH",
            "counted_trials", "read_importance", "param_importance"]
@@ -64,7 +68,7 @@ def counted_trials(trials: pd.DataFrame, *, metric: str) -> pd.DataFrame:
     return trials[keep]
 
 
-def _distribution(name: str, values: pd.Series):
+def _distribution(name: str, values: pd.Series) -> BaseDistribution:
     """Optuna's distribution for one parameter over the values seen; the batch size as its log2 (an ordered
     integer, as the search samples it) where every one is a power of two, else as a category."""
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
@@ -77,7 +81,7 @@ def _distribution(name: str, values: pd.Series):
     return FloatDistribution(float(values.min()), float(values.max()))
 
 
-def _value(name: str, value, distribution):
+def _value(name: str, value: Any, distribution: BaseDistribution) -> float:
     from optuna.distributions import IntDistribution
 
     if name == "batch_size":
@@ -85,7 +89,7 @@ def _value(name: str, value, distribution):
     return float(value)
 
 
-def _ped_anova():
+def _ped_anova() -> PedAnovaImportanceEvaluator:
     from optuna.importance import PedAnovaImportanceEvaluator
 
     return PedAnovaImportanceEvaluator(target_quantile=TOP_QUANTILE)
@@ -112,7 +116,7 @@ def _raw_importances(rows: pd.DataFrame, names: list[str], *, metric: str, mode:
         optuna.logging.set_verbosity(verbosity)
 
 
-def read_importance(trials: pd.DataFrame, *, metric: str, mode: str, params=PARAMS, min_trials: int = MIN_TRIALS,
+def read_importance(trials: pd.DataFrame, *, metric: str, mode: str, params: Sequence[str] = PARAMS, min_trials: int = MIN_TRIALS,
                     batch_size: Optional[int] = None) -> ImportanceReading:
     """Importance of ``params`` over the counted trials of ``trials`` (``counted_trials``), or a note saying
     why there is none: too few trials, no parameter varied, or the metric ties (the top quarter is every

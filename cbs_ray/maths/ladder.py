@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from cbs_ray.maths.lr_schedule import lr_weighted_steps
 from cbs_ray.maths.tradeoff import fit_tradeoff, overhead_rule, samples_to_target
@@ -51,12 +52,12 @@ class Rung:
 
     samples_seen: float
     target_loss: float
-    steps_by_batch: dict
+    steps_by_batch: dict[int, float]
     b_crit: float | None
     b_crit_ci: tuple[float, float] | None
     overhead_20pct: int | None
     reason: str | None
-    censored: tuple = ()
+    censored: tuple[int, ...] = ()
     """The batches already below the target at their first evaluation: left-censored, a bound on their samples
     (at most that evaluation's), never a crossing, so left out of the rung's fit (their steps are NaN)."""
 
@@ -112,7 +113,7 @@ class LossCurve:
     last: float
 
     def loss(self, samples: float) -> float:
-        return self.floor + self.scale * samples ** -self.exponent
+        return self.floor + self.scale * float(samples ** -self.exponent)
 
     def samples_to(self, target: float) -> float:
         """Samples at which the curve reaches ``target``: NaN if it is already at or below it at the first fitted
@@ -167,7 +168,7 @@ def _samples_to(curve: LossCurve | None, means: tuple[list[float], list[float]],
 
 def rung_readings(curves: Curves, *, reference_batch: int | None = None, bootstrap: int = 1000,
                   seed: int = 0, curve_model: str = "interpolate", fit_from: float = 0.0,
-                  warmup_steps: dict | None = None) -> list[Rung]:
+                  warmup_steps: dict[int, int] | None = None) -> list[Rung]:
     """One ``Rung`` per evaluation point of the reference batch (default: the smallest).
 
     ``curves`` maps batch size → list over seeds of learning curves, each a list of (samples_seen,
@@ -201,9 +202,10 @@ def rung_readings(curves: Curves, *, reference_batch: int | None = None, bootstr
     rungs = []
     for d, target in zip(*means[ref]):
         if curve_model == "fit":
-            if d < fit_from or fitted[ref] is None:
+            reference = fitted[ref]
+            if d < fit_from or reference is None:
                 continue
-            target = fitted[ref].loss(d)
+            target = reference.loss(d)
         if math.isnan(target):
             continue
         found = {b: (d, False) if b == ref else _samples_to(fitted.get(b), means[b], target, curve_model)
@@ -215,19 +217,18 @@ def rung_readings(curves: Curves, *, reference_batch: int | None = None, bootstr
     return rungs
 
 
-def _steps(samples: float, batch: int, warmup_steps: dict | None) -> float:
+def _steps(samples: float, batch: int, warmup_steps: dict[int, int] | None) -> float:
     """A batch's optimizer steps to ``samples``, counted by their LR where ``warmup_steps`` gives its warmup."""
     if warmup_steps is None or not math.isfinite(samples):
         return samples / batch
     return lr_weighted_steps(samples / batch, int(warmup_steps.get(batch, 0)))
 
 
-def fit_power_law(x: Sequence[float], y: Sequence[float], weights: Sequence[float] | None = None
-                  ) -> tuple[float, float]:
+def fit_power_law(x_given: ArrayLike, y_given: ArrayLike, weights: ArrayLike | None = None) -> tuple[float, float]:
     """(constant, exponent) of y = constant · x^exponent by least squares of log y on log x, each point's
     squared residual times its weight (1 / variance of log y; default all 1). Points with a non-positive or
     non-finite x, y or weight are dropped; needs two distinct x."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    x, y = np.asarray(x_given, dtype=float), np.asarray(y_given, dtype=float)
     w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=float)
     keep = np.isfinite(x) & np.isfinite(y) & np.isfinite(w) & (x > 0) & (y > 0) & (w > 0)
     x, y, w = x[keep], y[keep], w[keep]
@@ -239,11 +240,11 @@ def fit_power_law(x: Sequence[float], y: Sequence[float], weights: Sequence[floa
     return float(math.exp(log_c)), float(exponent)
 
 
-def power_law_exponent_se(x: Sequence[float], y: Sequence[float], weights: Sequence[float]) -> float:
+def power_law_exponent_se(x_given: ArrayLike, y_given: ArrayLike, weights: ArrayLike) -> float:
     """The standard error of ``fit_power_law``'s exponent with ``weights`` = 1 / variance of log y: the weighted
     least-squares covariance (XᵀWX)⁻¹'s slope entry, scaled up by √(χ²/(n − 2)) where the points scatter more
     than their own errors say (never down). Points as ``fit_power_law`` keeps them; NaN with fewer than 3."""
-    x, y, w = (np.asarray(v, dtype=float) for v in (x, y, weights))
+    x, y, w = (np.asarray(v, dtype=float) for v in (x_given, y_given, weights))
     keep = np.isfinite(x) & np.isfinite(y) & np.isfinite(w) & (x > 0) & (y > 0) & (w > 0)
     x, y, w = np.log(x[keep]), np.log(y[keep]), w[keep]
     if len(np.unique(x)) < 3:
@@ -255,11 +256,11 @@ def power_law_exponent_se(x: Sequence[float], y: Sequence[float], weights: Seque
     return float(math.sqrt(cov[1, 1]) * max(1.0, math.sqrt(chi2 / (len(x) - 2))))
 
 
-def power_law_chi2(x: Sequence[float], y: Sequence[float], weights: Sequence[float], constant: float,
+def power_law_chi2(x_given: ArrayLike, y_given: ArrayLike, weights: ArrayLike, constant: float,
                    exponent: float) -> float:
     """Σ weight · (log y − log constant − exponent · log x)²: the weighted χ² of ``fit_power_law``'s fit (all points
     as given; the callers pass only usable ones)."""
-    x, y, w = (np.asarray(v, dtype=float) for v in (x, y, weights))
+    x, y, w = (np.asarray(v, dtype=float) for v in (x_given, y_given, weights))
     return float(np.sum(w * (np.log(y) - math.log(constant) - exponent * np.log(x)) ** 2))
 
 
@@ -289,7 +290,7 @@ class LadderFit:
     constant: float | None
     b_crit: float | None
     interval_90: tuple[float, float] | None
-    rungs_used: tuple
+    rungs_used: tuple[float, ...]
     refusal: str | None
     fit_p_value: float | None = None
     overhead_constant: float | None = None
@@ -346,11 +347,11 @@ def fit_ladder(rungs: Sequence[Rung], *, budget_samples: float, bootstrap: int =
                          f"needs at least 3 rungs with a finite B_crit and a finite interval, got {len(used)} "
                          f"({finite} with a finite B_crit)", **extra)
     d = np.array(d_used, dtype=float)
-    log_b = np.log([r.b_crit for r in used])
+    log_b = np.log(np.array([r.b_crit for r in used], dtype=float))
     by_d = {r.samples_seen: r for r in used}
     w = np.array([rung_weight(r) for r in used])
     constant, exponent = fit_power_law(d, np.exp(log_b), w)
-    chi2 = power_law_chi2(d, [r.b_crit for r in used], w, constant, exponent)
+    chi2 = power_law_chi2(d, np.array([r.b_crit for r in used], dtype=float), w, constant, exponent)
     p = chi2_sf(chi2, len(used) - 2)
     se = power_law_exponent_se(d, np.exp(log_b), w)
     base = dict(budget_samples=budget_samples, constant=constant, exponent=exponent, rungs_used=d_used,
@@ -387,6 +388,7 @@ def rung_weight(rung: Rung) -> float:
 
 
 def _rung_sd(rung: Rung) -> float:
+    assert rung.b_crit_ci is not None  # a usable rung's (rung_usable)
     lo, hi = rung.b_crit_ci
     return max((math.log(hi) - math.log(lo)) / (2 * Z95), SD_FLOOR)
 
@@ -402,7 +404,7 @@ def rung_resamples(rungs: Sequence[Rung], bootstrap: int, rng: np.random.Generat
     joint = all(sum(map(math.isfinite, r.steps_by_batch.values())) >= 3 for r in rungs)
     out = batch_resamples(rungs, bootstrap, rng) if joint else []
     d = np.array([r.samples_seen for r in rungs], dtype=float)
-    log_b = np.log([r.b_crit for r in rungs])
+    log_b = np.log(np.array([r.b_crit for r in rungs], dtype=float))
     sd = np.array([_rung_sd(r) for r in rungs])
     for _ in range(50 * bootstrap if not out else 0):
         if len(out) >= bootstrap:
@@ -424,7 +426,7 @@ def batch_resamples(rungs: Sequence[Rung], bootstrap: int, rng: np.random.Genera
     (the fallback where the rungs carry no steps) counts one run's noise once per rung and makes the exponent's
     interval far too wide (issue 36: p = 1 on the markov language, SE 0.25)."""
     batches = np.array(sorted({b for r in rungs for b in r.steps_by_batch}))
-    out: list = []
+    out: list[list[tuple[float, float]]] = []
     for _ in range(50 * bootstrap):
         if len(out) >= bootstrap:
             break
@@ -448,7 +450,7 @@ def recommend_batch(interval_low: float) -> int:
     if interval_low < 2:
         return 1
     _, exp = math.frexp(interval_low)   # interval_low = m · 2^exp, 0.5 ≤ m < 1: exact for powers of two
-    return 2 ** (exp - 1)
+    return 1 << (exp - 1)
 
 
 def _last_finite(rungs: Sequence[Rung]) -> Rung | None:

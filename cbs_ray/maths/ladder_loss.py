@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,7 +72,7 @@ class LossExtrapolation:
 
     loss_at_budget: float | None
     exponent: float | None
-    samples: tuple
+    samples: tuple[float, ...]
     anchor_samples: float | None
     anchor_loss: float | None
     refusal: str | None = None
@@ -111,7 +112,7 @@ class LossLadderFit:
     loss: LossExtrapolation | None
     b_crit: float | None
     interval_90: tuple[float, float] | None
-    rungs_used: tuple
+    rungs_used: tuple[float, ...]
     refusal: str | None
 
 
@@ -124,7 +125,7 @@ def fit_through_loss(rungs: Sequence[Rung], reference_runs: Sequence[Sequence[tu
     reading) up to the ladder's stop."""
     budget = power_law.budget_samples
     used = [r for r in rungs if rung_usable(r)]
-    none = dict(budget_samples=budget, rungs_used=tuple(r.samples_seen for r in used))
+    none: dict[str, Any] = dict(budget_samples=budget, rungs_used=tuple(r.samples_seen for r in used))
     if power_law.refusal is not None:
         return LossLadderFit(constant=None, exponent=None, exponent_ci=None, fit_p_value=None, loss=None, b_crit=None,
                              interval_90=None, refusal=power_law.refusal, **none)
@@ -132,13 +133,15 @@ def fit_through_loss(rungs: Sequence[Rung], reference_runs: Sequence[Sequence[tu
     target = {r.samples_seen: r.target_loss for r in used}
     weight = {r.samples_seen: rung_weight(r) for r in used}
     xs = [target[r.samples_seen] for r in used]
-    constant, exponent = fit_power_law(xs, [r.b_crit for r in used], [weight[r.samples_seen] for r in used])
-    chi2 = power_law_chi2(xs, [r.b_crit for r in used], [weight[r.samples_seen] for r in used], constant, exponent)
+    b_crits = np.array([r.b_crit for r in used], dtype=float)
+    constant, exponent = fit_power_law(xs, b_crits, [weight[r.samples_seen] for r in used])
+    chi2 = power_law_chi2(xs, b_crits, [weight[r.samples_seen] for r in used], constant, exponent)
     p = chi2_sf(chi2, len(used) - 2)
-    base = dict(constant=constant, exponent=exponent, fit_p_value=p, loss=loss, **none)
+    base: dict[str, Any] = dict(constant=constant, exponent=exponent, fit_p_value=p, loss=loss, **none)
     if loss.refusal is not None:
         return LossLadderFit(exponent_ci=None, b_crit=None, interval_90=None, refusal=loss.refusal, **base)
     ks, preds = _resampled(used, reference_runs, target, weight, loss, stop_samples, budget, bootstrap, seed)
+    assert loss.loss_at_budget is not None  # set where there is no refusal
     if not preds:
         return LossLadderFit(exponent_ci=None, b_crit=None, interval_90=None,
                              refusal="no bootstrap resamples: no interval to predict with", **base)
@@ -148,17 +151,21 @@ def fit_through_loss(rungs: Sequence[Rung], reference_runs: Sequence[Sequence[tu
                          **base)
 
 
-def _resampled(used: list, reference_runs: Sequence, target: dict, weight: dict, loss: LossExtrapolation,
-               stop: float, budget: float, bootstrap: int, seed: int) -> tuple[list, list]:
+def _resampled(used: list[Rung], reference_runs: Sequence[Sequence[tuple[float, float]]], target: dict[float, float],
+               weight: dict[float, float], loss: LossExtrapolation, stop: float, budget: float, bootstrap: int,
+               seed: int) -> tuple[list[float], list[float]]:
     """k and the prediction on each of ``fit_ladder``'s resamples, L(D) from a resample of the reference's seeds
     (its point value where a resample's seeds cannot be extrapolated)."""
     seeds_rng = np.random.default_rng(seed + 1)
-    ks, preds = [], []
+    ks: list[float] = []
+    preds: list[float] = []
     for points in rung_resamples(used, bootstrap, np.random.default_rng(seed)):
         c_i, k_i = fit_power_law([target[x] for x, _ in points], [b for _, b in points], [weight[x] for x, _ in points])
         pick = seeds_rng.integers(0, len(reference_runs), len(reference_runs))
         again = extrapolate_loss(*seed_mean([reference_runs[i] for i in pick]), stop_samples=stop,
                                  budget_samples=budget)
         ks.append(k_i)
-        preds.append(c_i * (again.loss_at_budget if again.refusal is None else loss.loss_at_budget) ** k_i)
+        at_budget = again.loss_at_budget if again.refusal is None else loss.loss_at_budget
+        assert at_budget is not None  # the point value: the caller's loss has no refusal
+        preds.append(c_i * at_budget ** k_i)
     return ks, preds

@@ -12,6 +12,7 @@ change it: linear warmup over ``warmup_steps`` from ~0 to the peak, then decay t
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 __all__ = ["scaled_lr", "warmup_steps", "lr_multiplier", "lr_weighted_steps", "seed_warmup_fraction",
            "SEED_WARMUP_DOUBLINGS"]
@@ -21,7 +22,7 @@ def scaled_lr(base_lr: float, batch_size: int, base_batch: int, alpha: float) ->
     """Peak LR for ``batch_size`` scaled from ``base_lr`` tuned at ``base_batch`` (B0)."""
     if base_lr <= 0 or batch_size <= 0 or base_batch <= 0:
         raise ValueError("base_lr, batch_size and base_batch must be positive")
-    return base_lr * (batch_size / base_batch) ** alpha
+    return base_lr * float((batch_size / base_batch) ** alpha)
 
 
 def warmup_steps(warmup_fraction: float, total_steps: int) -> int:
@@ -61,7 +62,7 @@ SEED_WARMUP_DOUBLINGS = 4
 """How many doublings of B from B0 the seeded warmup takes to reach an end of the warmup range."""
 
 
-def seed_warmup_fraction(warmup_range, batch_size: int, base_batch: int) -> float:
+def seed_warmup_fraction(warmup_range: Sequence[float], batch_size: int, base_batch: int) -> float:
     """The warmup fraction a search seeds batch size ``batch_size`` with: warmup grows with the batch, whose
     LR grows with it (``scaled_lr``), from the middle of ``warmup_range`` at ``base_batch`` (B0, where
     ``base_lr`` is right) by 1/(2·``SEED_WARMUP_DOUBLINGS``) of the range per doubling, up or down, clipped to

@@ -49,7 +49,7 @@ def _choice(width: int, below_measured: bool) -> tuple[Cost, Optional[int]]:
         runs = 0 if below_measured else 1
         return Cost(runs, runs), None
     upper_middle = (width + 1) // 2
-    best = None
+    best: Optional[tuple[tuple[Cost, int, int], int]] = None
     for k in range(1, width):
         within, _ = _choice(width - k, k == 1)  # the answer is lo + k or above: lo + k - 1 measured only if it is lo
         outside, _ = _choice(k, below_measured)  # below lo + k: the bracket's lower side as it was
@@ -57,6 +57,7 @@ def _choice(width: int, below_measured: bool) -> tuple[Cost, Optional[int]]:
         key = (cost, abs(k - upper_middle), -k)
         if best is None or key < best[0]:
             best = (key, k)
+    assert best is not None  # width > 1 here: the loop ran
     return best[0][0], best[1]
 
 
@@ -108,7 +109,7 @@ def first_probe(n: int, measured: Sequence[int] = (0,)) -> int:
     if not free:
         return min(1, n - 1)
 
-    def key(p: int):
+    def key(p: int) -> tuple[Cost, int, int]:
         lo = max(m for m in marks if m < p)
         hi = min([m for m in marks if m > p] + [n])
         return walk_cost(n, marks + [p]), abs(p - (lo + hi + 1) // 2), -p

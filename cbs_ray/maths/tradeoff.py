@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from cbs_ray.maths.critical_batch import LOWER, UPPER
 
@@ -55,8 +56,8 @@ class TradeoffFit:
     ci: Optional[tuple[float, float]] = None
     points: int = 0
     reason: Optional[str] = None
-    batch_sizes: list = field(default_factory=list)
-    steps: list = field(default_factory=list)
+    batch_sizes: list[float] = field(default_factory=list)
+    steps: list[float] = field(default_factory=list)
     bound: Optional[str] = None
     bound_at: Optional[float] = None
 
@@ -71,7 +72,7 @@ def _weighted_fit(b: np.ndarray, s: np.ndarray) -> tuple[float, float]:
     return float(s_min), float(e_min)
 
 
-def fit_tradeoff(batch_sizes: Sequence[float], steps_to_target: Sequence[float], *, bootstrap: int = 1000,
+def fit_tradeoff(batch_sizes: ArrayLike, steps_to_target: ArrayLike, *, bootstrap: int = 1000,
                  seed: int = 0) -> TradeoffFit:
     """Fit S(B) = S_min + E_min / B to steps-to-target per batch size (NaN entries are dropped).
 

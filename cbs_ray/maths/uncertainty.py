@@ -10,7 +10,7 @@ error on each batch size's metric, a range on the turning point, and a plain ver
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -41,7 +41,8 @@ def mean_and_standard_error(values: Sequence[float], *, eval_se: float = 0.0) ->
 
 def turning_point_range(batch_sizes: Sequence[int], means: Sequence[float], standard_errors: Sequence[float],
                         *, mode: str = "max", tolerance: float = 0.01, relative: bool = True,
-                        monotone: bool = False, draws: int = 2000, seed: int = 0, level: float = 0.9) -> dict:
+                        monotone: bool = False, draws: int = 2000, seed: int = 0,
+                        level: float = 0.9) -> dict[str, Any]:
     """The turning point under the noise: redraw each batch size's metric from N(mean, se²), apply the
     rule each time (``monotone``: to the redrawn metrics' monotone fit). Returns the point estimate on the
     means, the central ``level`` range of batch sizes, and how often each batch size came out as the
@@ -50,12 +51,12 @@ def turning_point_range(batch_sizes: Sequence[int], means: Sequence[float], stan
     m = np.asarray(means, dtype=float)
     se = np.nan_to_num(np.asarray(standard_errors, dtype=float), nan=0.0)
     rng = np.random.default_rng(seed)
-    picks = []
+    drawn = []
     for _ in range(draws):
         sample = m + rng.normal(size=len(m)) * se
-        picks.append(turning_point(b, sample.tolist(), mode=mode, tolerance=tolerance, relative=relative,
+        drawn.append(turning_point(b, sample.tolist(), mode=mode, tolerance=tolerance, relative=relative,
                                    monotone=monotone))
-    picks = np.asarray(picks)
+    picks = np.asarray(drawn)
     tail = (1.0 - level) / 2
     share = {int(x): float(np.mean(picks == x)) for x in sorted(set(b))}
     return {"batch_size": turning_point(b, m.tolist(), mode=mode, tolerance=tolerance, relative=relative,
@@ -67,7 +68,7 @@ def turning_point_range(batch_sizes: Sequence[int], means: Sequence[float], stan
 
 def verdict(means: Sequence[float], standard_errors: Sequence[float], *, mode: str = "max",
             tolerance: float = 0.01, relative: bool = True, run_sd: Optional[float] = None,
-            repeats: int = 1) -> dict:
+            repeats: int = 1) -> dict[str, Any]:
     """"resolved" when the noise in a difference between two batch sizes (√2 · the largest standard
     error) is at most half the tolerance in metric units, so a drop of one tolerance is two standard
     errors of a difference away; otherwise "not resolvable" with the repeats needed to get there when

@@ -24,7 +24,7 @@ read behind ``Column.x in history`` guards, named the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import fields
 
 from cbs_ray.records.trial_report import TrialReport
@@ -205,7 +205,7 @@ def _kind(name: str) -> str:
     return ""
 
 
-def require_columns(history, columns: Iterable[str], *, where: str) -> None:
+def require_columns(history: Container[str], columns: Iterable[str], *, where: str) -> None:
     """Raise ``MissingColumnError`` naming every one of ``columns`` that ``history`` (a DataFrame, a row,
     anything ``in`` asks) lacks; ``where`` names the reader."""
     missing = [c for c in dict.fromkeys(columns) if c not in history]

@@ -17,6 +17,7 @@ import contextlib
 import sys
 import types
 from pathlib import Path
+from typing import Any, Iterator
 
 __all__ = ["OLD_MODULES", "StandIn", "old_module_names"]
 
@@ -33,16 +34,16 @@ class StandIn:
     """What a name of an old module unpickles as while an old experiment is read: it takes any arguments
     (``pickled_args``) and any state (``pickled_state``), and does nothing."""
 
-    def __new__(cls, *args, **kwargs):
+    def __new__(cls, *args: Any, **kwargs: Any) -> StandIn:
         return super().__new__(cls)
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.pickled_args = args, kwargs
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: Any) -> None:
         self.__dict__["pickled_state"] = state
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
         return None
 
 
@@ -59,7 +60,7 @@ def is_package_now(old: str) -> bool:
 
 
 @contextlib.contextmanager
-def old_module_names():
+def old_module_names() -> Iterator[None]:
     """While inside: every name of an ``OLD_MODULES`` module resolves for ``pickle`` to a ``stand_in`` (a module
     of stand-ins; where the old name is a package now, the package's missing names for the while, PEP 562's
     module ``__getattr__``). Everything added is taken away on the way out."""
@@ -67,7 +68,7 @@ def old_module_names():
     for old in OLD_MODULES:
         made: dict[str, type] = {}
 
-        def missing(name: str, old=old, made=made):
+        def missing(name: str, old: str = old, made: dict[str, type] = made) -> type:
             if name.startswith("__") and name.endswith("__"):
                 raise AttributeError(name)
             return made.setdefault(name, stand_in(old, name))
@@ -77,11 +78,11 @@ def old_module_names():
             continue
         if present is None:
             module = types.ModuleType(old, f"stand-in for the old module {old} (records.legacy)")
-            module.__getattr__ = missing
+            setattr(module, "__getattr__", missing)  # PEP 562: a module's own __getattr__
             sys.modules[old] = module
             added_modules.append(old)
         elif "__getattr__" not in vars(present):  # the old module's name is a package now
-            present.__getattr__ = missing
+            setattr(present, "__getattr__", missing)
             patched_packages.append(present)
     try:
         yield

@@ -14,8 +14,9 @@ to other data (a generator that changed, a file edited since) is an error instea
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Optional
+from typing import Any, Optional
 
+from cbs_ray.records.method_registry import UnknownMethodError, method_entry
 from cbs_ray.records.names import name_problem
 from cbs_ray.records.storage import ReportError, read_meta, write_meta
 
@@ -34,7 +35,7 @@ class ExperimentMeta:
     """The metric the search selects on (``eval_loss`` for a branch search)."""
     mode: str
     """``max`` or ``min``: which way the metric is better."""
-    spec: dict
+    spec: dict[str, Any]
     """The validated spec, as ``spec.load.spec_to_dict`` writes it: what ``--resume`` continues."""
     budget_samples: Optional[int] = None
     """The resolved equal-sample budget every trial trains."""
@@ -51,9 +52,9 @@ class ExperimentMeta:
     """Tokens in every sample with packed texts (a token budget), else None."""
     mlflow_parent_run_id: Optional[str] = None
     """The MLflow run that holds the trials' runs (``tracking.mlflow``)."""
-    study: Optional[dict] = None
+    study: Optional[dict[str, Any]] = None
     """``{"storage": ..., "name": ...}``: the persistent Optuna study (``search.study_storage``)."""
-    user_objects: Optional[dict] = None
+    user_objects: Optional[dict[str, Any]] = None
     """What the user's objects were (``sources.object_checks.objects_meta``), when the search ran on them."""
     repeats_experiment: Optional[str] = None
     """The repeats' Tune experiment, recorded before they start."""
@@ -61,14 +62,14 @@ class ExperimentMeta:
     """Branch mode: where the trunk publishes its checkpoints."""
     schedule_experiment: Optional[str] = None
     """Branch mode: the schedule run's Tune experiment, recorded before it starts."""
-    schedule: Optional[dict] = None
+    schedule: Optional[dict[str, Any]] = None
     """Branch mode: the schedule decided for the schedule run (``batch_size_schedule``, ``alpha``) and its validation's
     pre-registered ``margin`` and ``criterion``, recorded before its runs start."""
-    branching: dict = field(default_factory=dict)
+    branching: dict[str, Any] = field(default_factory=dict)
     """Branch mode: the resolved ``branch:`` section (``Branching.to_meta``), flat beside the fields in the file."""
 
     @classmethod
-    def from_dict(cls, raw: dict) -> ExperimentMeta:
+    def from_dict(cls, raw: dict[str, Any]) -> ExperimentMeta:
         """From the file's mapping: the fields by name, a branch search's resolved section beside them; a
         mapping without ``format`` is format 1."""
         names = {f.name for f in fields(cls)} - {"branching"}
@@ -78,10 +79,14 @@ class ExperimentMeta:
         problem = name_problem(raw["name"])
         if problem:  # the name becomes the report's folder: never a path that leads outside ./cbs_results/
             raise ReportError(f"the experiment's metadata is damaged: name {problem}")
+        try:  # an unknown method is one line, never another method's steps nor its report folder
+            method_entry(raw.get("method", "scratch"))
+        except UnknownMethodError as e:
+            raise UnknownMethodError(f"the experiment's metadata names an {e}") from None
         known = {k: v for k, v in raw.items() if k in names}
         return cls(**{"format": 1, **known}, branching={k: v for k, v in raw.items() if k not in names})
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The file's mapping: the fields that are set, and the branch section's keys beside them."""
         raw = {k: v for k, v in asdict(self).items() if k != "branching" and v is not None}
         return {**raw, **self.branching}

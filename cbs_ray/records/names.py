@@ -7,7 +7,9 @@ import shlex
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["NAME_MAX_CHARS", "REPORT_SUFFIX", "name_problem", "default_report_dir", "resume_command", "TRUNK_DONE"]
+from cbs_ray.records.method_registry import method_entry
+
+__all__ = ["NAME_MAX_CHARS", "name_problem", "default_report_dir", "resume_command", "TRUNK_DONE"]
 
 NAME_MAX_CHARS = 100
 """The longest experiment name: it becomes one directory name (``./cbs_results/<name>``) and, with the date and
@@ -18,12 +20,7 @@ TRUNK_DONE = "trunk_done"
 inside when Tune gave up on it): a branch waiting for a checkpoint that is still not there then fails at once
 instead of waiting forever, and the report tells a trunk that failed for good."""
 
-REPORT_SUFFIX = {"scratch": "", "branch": "-branch", "ladder": "-ladder"}
-"""The default report folder of each search method, after the name: ``./cbs_results/<name><suffix>``, so that
-a ladder run after a branch run of the same spec (as docs/ladder.md suggests) never clears the branch report."""
-
-
-def name_problem(name) -> Optional[str]:
+def name_problem(name: object) -> Optional[str]:
     """Why ``name`` cannot be one safe path component (a directory name of its own, never a path that leads
     elsewhere), or None when it can."""
     if not isinstance(name, str) or not name:
@@ -39,8 +36,10 @@ def name_problem(name) -> Optional[str]:
 
 def default_report_dir(name: str, method: str = "scratch") -> Path:
     """``./cbs_results/<name>`` for a from-scratch search, ``./cbs_results/<name>-branch`` and
-    ``./cbs_results/<name>-ladder`` for the others (``REPORT_SUFFIX``): every method's own folder."""
-    return Path("cbs_results") / f"{name}{REPORT_SUFFIX.get(method, '-' + method)}"
+    ``./cbs_results/<name>-ladder`` for the others (each method's ``MethodEntry.report_suffix``), so that a ladder run
+    after a branch run of the same spec (as docs/ladder.md suggests) never clears the branch report. A method no
+    entry has is an ``UnknownMethodError``: a name read from tampered metadata never steers the path."""
+    return Path("cbs_results") / f"{name}{method_entry(method).report_suffix}"
 
 
 def resume_command(experiment_path: str) -> str:

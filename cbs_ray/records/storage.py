@@ -11,7 +11,7 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Iterator
 
 from cbs_ray.ray_internals import trial_storage
 from cbs_ray.records.columns import Column
@@ -19,6 +19,7 @@ from cbs_ray.records.legacy import old_module_names
 
 if TYPE_CHECKING:  # pandas takes half a second to import: what only names a spec's file (a --dry-run) skips it
     import pandas as pd
+    from ray.tune.experiment import Trial
 
 __all__ = ["ReportError", "META_FILE", "write_meta", "read_meta", "load_history", "damaged_tune_state", "with_tokens_seen", "error_lines",
            "failed_trials", "first_error"]
@@ -30,16 +31,17 @@ class ReportError(ValueError):
     """Nothing can be reported (no experiment, no trial); the message says why."""
 
 
-def filesystem(uri: str):
+def filesystem(uri: str) -> tuple[Any, str]:
     """(pyarrow filesystem, path on it) for a local path (``~`` expanded, made absolute) or a URI."""
     import pyarrow.fs
 
     if "://" in uri:
-        return pyarrow.fs.FileSystem.from_uri(uri)
+        found: tuple[Any, str] = pyarrow.fs.FileSystem.from_uri(uri)
+        return found
     return pyarrow.fs.LocalFileSystem(), str(Path(uri).expanduser().resolve())
 
 
-def write_meta(experiment_uri: str, meta: dict) -> None:
+def write_meta(experiment_uri: str, meta: dict[str, Any]) -> None:
     """Store what the report needs (metric, mode, budget, spec) beside Tune's own experiment files."""
     fs, path = filesystem(experiment_uri)
     fs.create_dir(path, recursive=True)
@@ -47,12 +49,13 @@ def write_meta(experiment_uri: str, meta: dict) -> None:
         f.write(json.dumps(meta, indent=2).encode())
 
 
-def read_meta(experiment_uri: str) -> dict:
+def read_meta(experiment_uri: str) -> dict[str, Any]:
     """What ``write_meta`` stored; ``ReportError`` when the file is missing or damaged."""
     fs, path = filesystem(experiment_uri)
     try:
         with fs.open_input_stream(f"{path}/{META_FILE}") as f:
-            return json.loads(f.read().decode())
+            meta: dict[str, Any] = json.loads(f.read().decode())
+            return meta
     except (FileNotFoundError, OSError):
         raise ReportError(f"{experiment_uri}: not a cbs-ray experiment directory (no {META_FILE})") from None
     except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
@@ -108,7 +111,7 @@ def damaged_tune_state(experiment_uri: str) -> str | None:
     return None
 
 
-def _trials(experiment_uri: str) -> list[tuple]:
+def _trials(experiment_uri: str) -> list[tuple[str, bool, Any, str]]:
     """(trial id, failed, filesystem, trial directory) of every trial, from Tune's experiment state; from the
     trial directories themselves when that state cannot be read (``ReportError`` when neither can)."""
     from ray.tune import ExperimentAnalysis
@@ -131,7 +134,7 @@ def _trials(experiment_uri: str) -> list[tuple]:
 
 
 @contextlib.contextmanager
-def _quiet(logger: logging.Logger):
+def _quiet(logger: logging.Logger) -> Iterator[None]:
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
@@ -140,7 +143,7 @@ def _quiet(logger: logging.Logger):
         logger.setLevel(level)
 
 
-def _trials_on_disk(experiment_uri: str) -> list[tuple]:
+def _trials_on_disk(experiment_uri: str) -> list[tuple[str, bool, Any, str]]:
     import pyarrow.fs
 
     fs, root = filesystem(experiment_uri)
@@ -150,7 +153,7 @@ def _trials_on_disk(experiment_uri: str) -> list[tuple]:
         return []
     trials = []
     for entry in sorted(entries, key=lambda e: e.path):
-        names = {} if entry.type != pyarrow.fs.FileType.Directory else \
+        names = set() if entry.type != pyarrow.fs.FileType.Directory else \
             {i.base_name for i in fs.get_file_info(pyarrow.fs.FileSelector(entry.path))}
         if "result.json" in names:
             first = _results(fs, f"{entry.path}/result.json", entry.base_name)
@@ -160,7 +163,7 @@ def _trials_on_disk(experiment_uri: str) -> list[tuple]:
     return trials
 
 
-def _results(fs, path: str, trial_id: str) -> pd.DataFrame:
+def _results(fs: Any, path: str, trial_id: str) -> pd.DataFrame:
     """One trial's ``result.json`` as Tune's ``ExperimentAnalysis`` reads it (one flattened row per line,
     nested keys joined by ``/``), up to its last complete line; a line that does not parse and the lines after
     it are named on stderr, never silently dropped with the trial."""
@@ -197,7 +200,7 @@ def with_tokens_seen(history: pd.DataFrame, tokens_per_sample: int | None) -> pd
     return history
 
 
-def error_lines(trial) -> list[str]:
+def error_lines(trial: Trial) -> list[str]:
     """The non-blank lines of a trial's error file on the experiment's storage (local or a URI, no Ray
     session needed); [] when it has none or it cannot be read."""
     try:
@@ -209,7 +212,7 @@ def error_lines(trial) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def failed_trials(experiment_uri: str) -> tuple[list, int]:
+def failed_trials(experiment_uri: str) -> tuple[list[Trial], int]:
     """(the trials that failed, how many trials there are). A trial stopped while Tune was retrying it
     is not marked ERROR, but its error file is recorded."""
     from ray.tune import ExperimentAnalysis

@@ -7,7 +7,7 @@ Tune's ``result.json`` and of the history the analysis reads. The readers name t
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Optional
+from typing import Any, Optional
 
 __all__ = ["TrialReport"]
 
@@ -19,7 +19,7 @@ class TrialReport:
     unset (None, and out of the reported dict) what it never measured: noise, warmup steps, throughput,
     clocks other than the wall time, and the resume point."""
 
-    evaluation: dict
+    evaluation: dict[str, float]
     """``evaluate``'s metrics (eval_loss, perplexity; accuracy and eval_examples for classification), at
     the full budget the dev set's as ``dev_*``; a diverged trial: ``WORST_METRIC``'s for its task."""
     grad_sq: Optional[float] = None
@@ -80,7 +80,7 @@ class TrialReport:
     tokens_seen: Optional[int] = None
     """With packed data (every sample the same tokens): ``samples_seen`` in tokens."""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """What is reported to Tune: the evaluation's metrics, then every field that is set."""
         metrics = dict(self.evaluation)
         for f in fields(self)[1:]:

@@ -46,8 +46,10 @@ PLOT = "cbs_over_training"
 FRONTIER_PLOT = "schedule_frontier"
 
 
-def _tol(value: float, summary: BranchSummary) -> str:
+def _tol(value: Optional[float], summary: BranchSummary) -> str:
     """A loss difference in the tolerance's units: a percentage when ε is relative, nats otherwise."""
+    if value is None:
+        return "not measured"
     return f"{value:+.2%}" if summary.tolerance_relative else f"{value:+.4f}"
 
 
@@ -91,7 +93,7 @@ def _point_line(p: CbsPoint, summary: BranchSummary) -> str:
             parts.append(f"B={o.batch_size} {_tol(o.excess, summary)}{se} vs B={o.reference_batch}"
                          + ("" if o.recovers else " (fails)"))
     extra = []
-    if p.close_call:
+    if p.close_call and p.margin is not None:
         extra.append(f"close call: a deciding branch is {abs(p.margin):.3g} from the line")
     if p.note:
         extra.append(p.note)
@@ -269,6 +271,8 @@ def frontier_plot(summary: BranchSummary, path: Path) -> Optional[Path]:
                             lw=0, label="its 95 % band")
     fixed = [c for c in sv.controls if c.name != "schedule" and c.final_loss_mean is not None]
     for c in [*fixed, *(c for c in sv.controls if c.name == "schedule" and c.final_loss_mean is not None)]:
+        if c.steps is None or c.final_loss_mean is None:  # a control with a mean has its steps
+            continue
         err = None if not c.final_loss_ci95 else [[c.final_loss_mean - c.final_loss_ci95[0]],
                                                   [c.final_loss_ci95[1] - c.final_loss_mean]]
         style = dict(fmt="s", color="tab:green", ms=7) if c.name == "schedule" else dict(fmt="o", color="tab:blue")
@@ -297,7 +301,7 @@ def paired_rows(summary: BranchSummary) -> list[dict]:
     schedule's steps (from that seed's fixed batches), and the paired differences the verdicts read."""
     sv = summary.schedule_validation
     schedule, small = (sv.control("schedule"), sv.control("small")) if sv else (None, None)
-    if schedule is None:
+    if sv is None or schedule is None:
         return []
     ni = sv.non_inferiority.differences if sv.non_inferiority else {}
     below = sv.below_frontier.differences
@@ -444,7 +448,7 @@ class BranchReport:
     report_flags = ("--tolerance",)
 
     def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
-                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
+                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading[BranchSummary]:
         """The branch summary of the experiment at ``path`` and its schedule run; ``tolerance`` reads CBS(t) at
         another tolerance than the spec's."""
         meta = meta or ExperimentMeta.read(path)
@@ -461,7 +465,7 @@ class BranchReport:
                                "checkpoint_dir": recorded.get("checkpoint_dir"),
                                "budget_samples": int(recorded["budget_samples"])})
 
-    def render(self, reading: Reading, out: Path) -> Path:
+    def render(self, reading: Reading[BranchSummary], out: Path) -> Path:
         """The branch report; a trunk that failed for good ends here in one line (``TrunkFailed``), the report
         written but no schedule recommended."""
         page = write_branch_report(reading.summary, reading.history, out)
@@ -474,7 +478,7 @@ class BranchReport:
                               f"{page})")
         return page
 
-    def run_lines(self, reading: Reading) -> list[str]:
+    def run_lines(self, reading: Reading[BranchSummary]) -> list[str]:
         return []
 
     def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
@@ -524,4 +528,4 @@ def branch_answer(summary) -> Optional[MethodAnswer]:
 
 
 REPORT = BranchReport()
-"""Its entry in ``report.methods.REPORTS``."""
+"""What its entry in ``records.method_registry`` names."""

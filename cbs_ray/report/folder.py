@@ -18,10 +18,12 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Iterator
 
+from cbs_ray.records.method_registry import method_report_files
 from cbs_ray.records.storage import ReportError
 
-__all__ = ["REPORT_FILES", "LOCK_FILE", "report_folder", "FolderError"]
+__all__ = ["COMMON_REPORT_FILES", "report_files", "LOCK_FILE", "report_folder", "FolderError"]
 
 LOCK_FILE = ".cbs_report.lock"
 
@@ -31,14 +33,20 @@ class FolderError(ReportError):
     """The report folder cannot be held or written; the message names the folder and how to rebuild the report."""
 
 
-REPORT_FILES = ("summary.json", "report.md", "report.html", "trials.csv", "history.csv", "metric_vs_batch.png",
-                "steps_vs_samples.png", "pareto.png", "lr_vs_batch.png", "noise_scale.png", "cbs_over_training.png",
-                "schedule_frontier.png", "ladder.png")
-"""Every file a report of either method writes, and only those: nothing else in the folder is touched."""
+COMMON_REPORT_FILES = ("summary.json", "report.md", "report.html", "trials.csv", "history.csv", "metric_vs_batch.png",
+                       "steps_vs_samples.png", "pareto.png", "lr_vs_batch.png", "noise_scale.png",
+                       "cbs_over_training.png", "schedule_frontier.png")
+"""The files the built-in reports write; a method's own beyond them are in its registry entry."""
+
+
+def report_files() -> tuple[str, ...]:
+    """Every file a report of any registered method writes, and only those: nothing else in the folder is
+    touched."""
+    return COMMON_REPORT_FILES + tuple(f for f in method_report_files() if f not in COMMON_REPORT_FILES)
 
 
 @contextlib.contextmanager
-def report_folder(directory, experiment_path: str | None):
+def report_folder(directory: str | os.PathLike[str], experiment_path: str | None) -> Iterator[Path]:
     """Hold ``directory`` (made if missing) for the report of ``experiment_path`` while inside: locked
     against a second writer, and cleared of another experiment's report files on the way in."""
     directory = Path(directory)
@@ -75,7 +83,7 @@ def _open_lock(path: Path) -> int:
 def _unlink_foreign_entries(directory: Path) -> None:
     """Remove each report file's name that is a link (or not a plain file), which cbs-ray did not make, so that
     writing the report replaces the name instead of following it."""
-    for name in REPORT_FILES:
+    for name in report_files():
         entry = directory / name
         if entry.is_symlink():
             entry.unlink()
@@ -91,7 +99,7 @@ def _clear_another_experiments_report(directory: Path, experiment_path: str | No
     except (OSError, ValueError, AttributeError):  # no report there yet (or not ours to read): nothing to clear
         return
     if held and experiment_path and held != experiment_path:
-        removed = [name for name in REPORT_FILES
+        removed = [name for name in report_files()
                    if (directory / name).is_file() and not (directory / name).is_symlink()]
         for name in removed:
             (directory / name).unlink()

@@ -256,7 +256,7 @@ class LadderReport:
     report_flags = ()
 
     def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
-                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
+                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading[LadderSummary]:
         """The ladder's summary of the experiment at ``path``, with branch mode's schedule for the same spec where
         one is beside it (``report.same_spec``)."""
         stored = meta or ExperimentMeta.read(path)
@@ -268,10 +268,10 @@ class LadderReport:
                                    schedule=same_spec_schedule(path, stored))
         return Reading(summary, history, tuple(headline(summary)), ladder_answer(summary))
 
-    def render(self, reading: Reading, out: Path) -> Path:
+    def render(self, reading: Reading[LadderSummary], out: Path) -> Path:
         return write_ladder_report(reading.summary, reading.history, out)
 
-    def run_lines(self, reading: Reading) -> list[str]:
+    def run_lines(self, reading: Reading[LadderSummary]) -> list[str]:
         return []
 
     def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
@@ -290,4 +290,4 @@ def ladder_answer(summary: LadderSummary) -> Optional[MethodAnswer]:
 
 
 REPORT = LadderReport()
-"""Its entry in ``report.methods.REPORTS``."""
+"""What its entry in ``records.method_registry`` names."""

@@ -1,29 +1,29 @@
-"""Every search method's report steps by ``search.method`` name (``REPORTS``), and the report of an experiment
+"""Every search method's report steps by ``search.method`` name (``report_steps``: the module its entry in
+``records.method_registry`` names, imported when asked for), and the report of an experiment
 rebuilt with the method that wrote it (``report_experiment``: ``python -m cbs_ray.report`` and ``cbs-ray report``).
 The search's end (``tune.driver``) looks its method's steps up here too, so that a report reads the same whether
 a search just wrote it or the command rebuilds it. Nothing here imports Ray or anything that trains."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
-from typing import Optional
+from typing import Optional, cast
 
 from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.records.method_registry import UnknownMethodError, method_entry
 from cbs_ray.records.storage import ReportError
-from cbs_ray.report import branch, ladder, scratch
 from cbs_ray.report.reading import MethodReport, Reading, experiment_out
 
-__all__ = ["REPORTS", "report_steps", "report_experiment"]
-
-REPORTS: dict[str, MethodReport] = {"scratch": scratch.REPORT, "branch": branch.REPORT, "ladder": ladder.REPORT}
-"""Each method's report steps (``report.reading.MethodReport``), by the name ``search.method`` and an
-experiment's metadata give it."""
+__all__ = ["report_steps", "report_experiment"]
 
 
 def report_steps(name: Optional[str]) -> MethodReport:
-    """The report steps of the method ``name``; from scratch for any other (an experiment's metadata that names
-    none, or one no method of this version wrote: its report then says what it cannot read)."""
-    return REPORTS.get(name or "scratch", REPORTS["scratch"])
+    """The report steps (``report.reading.MethodReport``: the ``REPORT`` of the module its registry entry names) of
+    the method ``name``; from scratch where it is None (an experiment whose metadata cannot be read: its report
+    then says what it cannot read). A name no entry has is an ``UnknownMethodError``."""
+    module = importlib.import_module(method_entry(name or "scratch").report_module)
+    return cast(MethodReport, module.REPORT)
 
 
 def report_experiment(path: str, *, output_dir: Optional[str] = None, tolerance: Optional[float] = None,
@@ -34,6 +34,8 @@ def report_experiment(path: str, *, output_dir: Optional[str] = None, tolerance:
     ``ReportError``. Returns the method's ``Reading``."""
     try:
         meta = ExperimentMeta.read(path)
+    except UnknownMethodError as e:  # never another method's steps, nor a folder the name would steer
+        raise UnknownMethodError(f"{path}: {e}; nothing was written") from None
     except ReportError:
         meta = None
     method = report_steps(meta.method if meta else None)

@@ -70,7 +70,7 @@ def _bound_arrow(ax, summary: Summary) -> None:
     "≥ 128 (drop not reached)" or "≤ 8 (drop right after it)", the axis widened to show the direction."""
     tp = summary.critical_batch.turning_point
     critical, bound = tp.batch_size, tp.bound
-    if bound not in (LOWER, UPPER):
+    if bound not in (LOWER, UPPER) or critical is None:
         return
     why = ("drop not reached" if not tp.reason else "next batch not measured") if bound == LOWER \
         else "drop right after it"
@@ -97,7 +97,7 @@ def steps_vs_samples(summary: Summary, path: Path) -> Path:
         ax.annotate(f"B={r[Column.batch_size]}" + (" ≤ (left out)" if bound else ""),
                     (r[Column.samples_to_target], r[Column.steps_to_target]), fontsize=7, xytext=(3, 3),
                     textcoords="offset points")
-    if fit.b_crit is not None:
+    if fit.b_crit is not None and fit.s_min is not None and fit.e_min is not None:
         s_min, e_min = fit.s_min, fit.e_min
         b = np.logspace(np.log2(min(r[Column.batch_size] for r in rows)) - 1,
                         np.log2(max(r[Column.batch_size] for r in rows)) + 2, 200, base=2)

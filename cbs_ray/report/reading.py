@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Optional, Protocol, TypeVar
 
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.names import default_report_dir
 
 if TYPE_CHECKING:  # pandas loads in a second: a --dry-run never needs it
     import pandas as pd
+
+    from cbs_ray.analysis.summary_record import Answer
+    from cbs_ray.report.scratch import Report
 
 __all__ = ["MethodAnswer", "Reading", "MethodReport", "experiment_out", "report_and_summary_line"]
 
@@ -29,18 +32,31 @@ class MethodAnswer:
     text: str
 
 
+class MethodSummary(Protocol):
+    """What every method's typed summary gives (``analysis.summary_record.Summary``,
+    ``analysis.branch_summary.BranchSummary``, ``analysis.ladder_summary.LadderSummary``): summary.json."""
+
+    def to_json(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+SummaryT = TypeVar("SummaryT", bound=MethodSummary)
+"""A method's summary type: ``Reading[LadderSummary]`` is the ladder's reading."""
+
+
 @dataclass(frozen=True)
-class Reading:
+class Reading(Generic[SummaryT]):
     """What a method's ``summarize`` makes of an experiment: its typed summary (``analysis.summary_record.Summary``,
     ``analysis.branch_summary.BranchSummary`` or ``analysis.ladder_summary.LadderSummary``), the history it read,
     the headline and the answer; ``source`` is what ``render`` writes from (the from-scratch ``report.scratch.
     Report``), ``extras`` the method's other readings (branch mode's schedule experiment)."""
 
-    summary: Any
+    summary: SummaryT
     history: pd.DataFrame
     lines: tuple[str, ...]
-    answer: Any
-    source: Any = None
+    answer: Optional[Answer | MethodAnswer]
+    source: Optional[Report] = None
     extras: dict = field(default_factory=dict)
 
     def headline(self) -> list[str]:

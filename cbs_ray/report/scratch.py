@@ -66,11 +66,11 @@ class Report:
     def write(self, directory: str | os.PathLike) -> Path:
         """Write every output into ``directory``; returns the path of report.html."""
 
-        with report_folder(directory, self.summary.experiment_path) as directory:
-            write_summary(self.summary, self.history, directory)
-            plots = all_plots(self.summary, directory, self.history) if self.summary.trials else {}
-            (directory / "report.md").write_text(render_markdown(self.summary, plots))
-            html = directory / "report.html"
+        with report_folder(directory, self.summary.experiment_path) as folder:
+            write_summary(self.summary, self.history, folder)
+            plots = all_plots(self.summary, folder, self.history) if self.summary.trials else {}
+            (folder / "report.md").write_text(render_markdown(self.summary, plots))
+            html = folder / "report.html"
             html.write_text(render_html(self.summary, plots))
         return html
 
@@ -125,16 +125,17 @@ class ScratchReport:
     report_flags = ("--tolerance", "--target", "--turning-point")
 
     def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
-                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading:
+                  target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading[Summary]:
         """``analyze`` (where ``meta`` cannot be read its report says why)."""
         rebuilt = analyze(path, tolerance=tolerance, target=target, turning_fit=turning_fit)
         summary = rebuilt.summary
         return Reading(summary, rebuilt.history, tuple(headline(summary)), summary.answer, source=rebuilt)
 
-    def render(self, reading: Reading, out: Path) -> Path:
+    def render(self, reading: Reading[Summary], out: Path) -> Path:
+        assert reading.source is not None  # summarize keeps the rebuilt report to write
         return reading.source.write(out)
 
-    def run_lines(self, reading: Reading) -> list[str]:
+    def run_lines(self, reading: Reading[Summary]) -> list[str]:
         """The best metric per batch size at the full budget, as a table."""
         summary = reading.summary
         metric, per_batch = summary.metric, pd.DataFrame(summary.per_batch)
@@ -149,4 +150,4 @@ class ScratchReport:
 
 
 REPORT = ScratchReport()
-"""Its entry in ``report.methods.REPORTS``."""
+"""What its entry in ``records.method_registry`` names."""

@@ -71,7 +71,7 @@ def _turning_point_lines(cb: CriticalBatch, metric: str) -> list[str]:
                 if other_batch not in (None, tp.batch_size) else "")
              + (f"  [{tp.reason}]" if tp.reason else "")]
     unc = tp.uncertainty
-    if unc and unc.verdict:
+    if unc and unc.verdict and unc.range:
         v = unc.verdict
         lines.append(f"  noise: largest standard error {unc.noise_se_max:.3g} vs tolerance {v.tolerance_abs:.3g} "
                      f"({metric}); turning point range at {unc.level:.0%}: {unc.range[0]}–{unc.range[1]}; "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from cbs_ray.spec.errors import SpecError
 
 __all__ = ["build_model", "check_buildable", "model_config", "quiet_default_loss"]
@@ -19,7 +21,7 @@ def model_config(model: dict, task: str, *, vocab_size: int, num_labels: int, pa
     unknown model name or type."""
     from transformers import AutoConfig
 
-    extra = {"num_labels": num_labels} if task == "sequence-classification" else {}
+    extra: dict[str, Any] = {"num_labels": num_labels} if task == "sequence-classification" else {}
     if num_labels > 1 and task == "sequence-classification":
         # What the model would set itself at its first forward with labels. Set up front, the config
         # does not change under torch.compile, whose guard on it would otherwise recompile the model.

@@ -165,8 +165,10 @@ def _check_metrics(spec: SearchSpec, objects: UserObjects, out, batch: Mapping) 
     except Exception as e:
         raise SpecError(f"preprocess_logits_for_metrics: raised {one_line(e)} (on one batch of "
                         f"eval_dataset)") from None
+    # transformers annotates label_ids without None, which its Trainer itself passes where there are no labels
+    label_ids = labels.cpu().numpy() if torch.is_tensor(labels) else None
     prediction = EvalPrediction(predictions=nested_numpify(to_host(kept)),
-                                label_ids=labels.cpu().numpy() if torch.is_tensor(labels) else None)
+                                label_ids=label_ids)  # type: ignore[arg-type]
     try:
         metrics = objects.compute_metrics(prediction)
     except Exception as e:
@@ -330,7 +332,7 @@ def token_budget_tokens_per_sample(spec: SearchSpec, objects: UserObjects) -> Op
     if spec.training.budget_tokens is None:
         return None
     dataset, size = objects.train_dataset, objects.train_examples
-    lengths = {}
+    lengths: dict[int, int] = {}
     for i in dict.fromkeys([*range(min(TOKEN_ITEMS, size)), size - 1]):
         item = dataset[i]
         ids = item.get("input_ids") if isinstance(item, Mapping) else None

@@ -49,15 +49,29 @@ def counted(batches: Iterable, position: Optional[Position]) -> Iterator:
 
 
 class TrialSettings(Protocol):
-    """What a source reads of its trial (``train.config.TrialConfig`` has these and more)."""
+    """What a source reads of its trial (``train.config.TrialConfig`` has these and more; read-only, as the
+    frozen config holds them)."""
 
-    spec: SearchSpec
-    model_config: Any
-    batch_size: int
-    alpha: float
-    warmup_fraction: float
-    seed: int
-    trial_id: str
+    @property
+    def spec(self) -> SearchSpec: ...
+
+    @property
+    def model_config(self) -> Any: ...
+
+    @property
+    def batch_size(self) -> int: ...
+
+    @property
+    def alpha(self) -> float: ...
+
+    @property
+    def warmup_fraction(self) -> float: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def trial_id(self) -> str: ...
 
     @property
     def task(self) -> str: ...
@@ -74,7 +88,15 @@ class TrialSettings(Protocol):
 
 class Source(Protocol):
     """What the loop trains on: ``sources.builtin.BuiltinSource``, ``sources.seq2seq.Seq2SeqSource`` or the
-    user's ``sources.user_objects.UserObjects``."""
+    user's ``sources.user_objects.UserObjects`` (``train.setup.TrainingParts.source``)."""
+
+    @property
+    def items_vary(self) -> bool:
+        """Whether a micro-batch's items (its loss's denominator) differ from one to the next: counted per step."""
+
+    @property
+    def has_dev(self) -> bool:
+        """Whether a dev set is held out of the training data (reported as ``dev_*``)."""
 
     def build_model(self, cfg: TrialSettings) -> torch.nn.Module: ...
 

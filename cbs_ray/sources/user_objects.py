@@ -95,7 +95,7 @@ class UserObjects:
     """The user's model, data and metric, and the loop's questions about them (the interface of
     ``sources.builtin.BuiltinSource``)."""
 
-    model_init: Callable[[], torch.nn.Module]
+    model_init: Callable[..., torch.nn.Module]
     """Returns a fresh model; called once in each worker of each trial."""
     train_dataset: Any
     """Map-style: ``len`` and ``dataset[i]``; the budget counts its items."""
@@ -189,7 +189,8 @@ def user_objects(**given) -> Optional[UserObjects]:
     if missing:
         raise SpecError(f"{missing[0]}: required with {', '.join(present)} (model_init, train_dataset and "
                         f"eval_dataset go together)")
-    return UserObjects(**{name: given.get(name) for name in ARGUMENTS})
+    objects: dict[str, Any] = {name: given.get(name) for name in ARGUMENTS}
+    return UserObjects(**objects)
 
 
 class DropColumns:
@@ -259,7 +260,7 @@ def shifts_labels(model) -> bool:
         from transformers.loss.loss_utils import LOSS_MAPPING, ForCausalLMLoss
     except ImportError:
         return False
-    return LOSS_MAPPING.get(getattr(model, "loss_type", None)) is ForCausalLMLoss
+    return LOSS_MAPPING.get(getattr(model, "loss_type", None) or "") is ForCausalLMLoss
 
 
 def forward_columns(model) -> Optional[tuple]:
@@ -370,14 +371,16 @@ def _metrics_over_all_ranks(compute_metrics, logits, labels, session, examples: 
     from transformers.trainer_pt_utils import nested_concat, nested_numpify
 
     if session.world_size == 1:
+        label_ids = None if labels is None else labels.numpy()
+        # transformers annotates label_ids without None, which its Trainer itself passes where there are no labels
         return metric_numbers(compute_metrics(EvalPrediction(predictions=nested_numpify(logits),
-                                                       label_ids=None if labels is None else labels.numpy())))
+                                                             label_ids=label_ids)))  # type: ignore[arg-type]
     import torch.distributed as dist
 
-    shards = [None] * session.world_size if session.rank == 0 else None
+    shards: Optional[list[Any]] = [None] * session.world_size if session.rank == 0 else None
     dist.gather_object((logits, labels), shards, dst=0)
-    result = [None]
-    if session.rank == 0:
+    result: list[Any] = [None]
+    if shards is not None:  # rank 0
         held = [(rank, shard) for rank, shard in enumerate(shards) if shard[0] is not None]
         all_logits, all_labels = held[0][1]
         for _, (more_logits, more_labels) in held[1:]:
@@ -387,8 +390,9 @@ def _metrics_over_all_ranks(compute_metrics, logits, labels, session, examples: 
         # Position in the concatenation -> index in the eval set; argsort puts the eval set's order back.
         where = torch.cat([torch.arange(rank, examples, session.world_size) for rank, _ in held])
         order = torch.argsort(where)
+        label_ids = None if all_labels is None else all_labels[order].numpy()
         prediction = EvalPrediction(predictions=nested_numpify(_take(all_logits, order)),
-                                    label_ids=None if all_labels is None else all_labels[order].numpy())
+                                    label_ids=label_ids)  # type: ignore[arg-type]  # None allowed, as above
         result = [metric_numbers(compute_metrics(prediction))]
     dist.broadcast_object_list(result, src=0)
     return result[0]

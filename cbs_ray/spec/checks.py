@@ -11,6 +11,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from cbs_ray.records.method_registry import method_names
 from cbs_ray.records.names import NAME_MAX_CHARS, name_problem
 from cbs_ray.spec.errors import SpecError
 
@@ -36,6 +37,20 @@ def check(*checks: Check) -> dict:
 
 def _got(show_value: bool) -> str:
     return ", got {value}" if show_value else ""
+
+
+@dataclass(frozen=True)
+class RegisteredMethod(Check):
+    """``search.method``: one of the methods in ``records.method_registry`` when the spec is checked (a method
+    registered after this module loaded counts too)."""
+
+    def __call__(self, value: Any, path: str) -> None:
+        if not self.ok(value):
+            raise SpecError(f"{path}: {self.says.format(value=value, known=', '.join(method_names()))}")
+
+
+def a_registered_method() -> Check:
+    return RegisteredMethod(lambda v: v in method_names(), "must be one of {known}, got {value!r}")
 
 
 def positive(says: str = "must be positive", *, show_value: bool = True) -> Check:
@@ -102,7 +117,7 @@ def join_key(where: str, key: str) -> str:
 
 
 @functools.cache
-def type_hints_of(cls) -> dict:
+def type_hints_of(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 

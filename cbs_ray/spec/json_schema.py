@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 
+from cbs_ray.records.method_registry import method_names
 from cbs_ray.spec.schema import SearchSpec
 
 __all__ = ["spec_json_schema"]
@@ -48,14 +49,16 @@ def spec_json_schema() -> dict:
     for cls in _sections(SearchSpec):
         # Pydantic's documented hook for a standard dataclass's config; set for this call only.
         if "__pydantic_config__" not in vars(cls):
-            cls.__pydantic_config__ = config
+            setattr(cls, "__pydantic_config__", config)
             added.append(cls)
     try:
         schema = TypeAdapter(SearchSpec).json_schema(mode="validation")
     finally:
         for cls in added:
-            del cls.__pydantic_config__
+            delattr(cls, "__pydantic_config__")
     _sections_may_be_null(schema)
+    # search.method is a str checked against the registry: its choices are the registered methods'
+    schema["$defs"]["SearchSection"]["properties"]["method"]["enum"] = list(method_names())
     return {"$schema": SCHEMA_DIALECT, "title": "cbs-ray search spec",
             "description": "A search-space YAML of cbs-ray (cbs-ray search --space FILE); every key is optional, "
                            "the default fills what is left out.", **{k: v for k, v in schema.items() if k != "title"}}

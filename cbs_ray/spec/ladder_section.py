@@ -22,14 +22,16 @@ or ``cap`` × D; a batch that has not reached the target by then is left out of 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
 from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
 from cbs_ray.spec.checks import MAX_REPEATS, a_count, at_least, check, non_negative, within
 from cbs_ray.spec.errors import SpecError
 
 # ``spec.schema.SearchSpec`` holds the section (``SearchSpec.ladder``): it imports this module, so the functions
-# here name the whole spec in their annotations without importing it.
+# here name the whole spec in their annotations without importing it (for the type checker only).
+if TYPE_CHECKING:
+    from cbs_ray.spec.schema import SearchSpec
 
 __all__ = ["LadderSpec", "MIN_LADDER_BATCHES", "MIN_RUNG_SPAN", "Ladder", "resolve_ladder", "ladder_stands_alone"]
 

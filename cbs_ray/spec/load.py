@@ -12,7 +12,7 @@ import os
 import types
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Optional, Sequence
 
 import yaml
 
@@ -27,7 +27,7 @@ __all__ = ["load_spec", "spec_from_dict", "spec_to_dict", "apply_overrides"]
 
 # ---- loading ---------------------------------------------------------------------------------------
 
-def load_spec(path: str | os.PathLike | None = None, overrides: list[str] = ()) -> SearchSpec:
+def load_spec(path: str | os.PathLike | None = None, overrides: Sequence[str] = ()) -> SearchSpec:
     """Read a YAML spec (or the embedded default when ``path`` is None), apply ``key=value`` overrides
     and validate. Only safe YAML is parsed."""
     raw = {} if path is None else _read_spec_file(path)
@@ -76,7 +76,7 @@ def _has_content(text: str) -> bool:
     return any(not isinstance(token, markers) for token in yaml.scan(text, Loader=yaml.SafeLoader))
 
 
-def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+def apply_overrides(raw: dict, overrides: Sequence[str]) -> dict:
     """Apply ``dotted.key=value`` strings (values parsed as YAML scalars/lists) onto a raw spec dict."""
     for item in overrides:
         if "=" not in item:
@@ -122,7 +122,7 @@ def _section_of(hint: Any):
     return inner[0] if len(inner) == 1 and dataclasses.is_dataclass(inner[0]) else None
 
 
-def _default_mapping(cls, name: str) -> dict:
+def _default_mapping(cls: Optional[type], name: str) -> dict:
     """What an override into ``name`` of ``cls`` starts from: {} for a section, a copy of a mapping-valued
     field's default, {} otherwise."""
     if cls is None or not dataclasses.is_dataclass(cls) or _section_class(cls, name) is not None:
@@ -151,7 +151,7 @@ def _build(cls, raw: Any, where: str):
     unknown = sorted(set(raw) - names)
     if unknown:
         raise SpecError(f"{join_key(where, unknown[0])}: unknown key (known: {', '.join(sorted(names))})")
-    values = {}
+    values: dict[str, Any] = {}
     for key, value in raw.items():
         path = join_key(where, key)
         hint = hints[key]

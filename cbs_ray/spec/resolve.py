@@ -61,6 +61,7 @@ def resolve_budget(spec: SearchSpec, train_examples: int, tokens_per_sample: int
         return samples
     if t.budget_tokens is not None:  # validated: a whole number of report intervals within the budget rules
         return samples_for_tokens(t.budget_tokens, spec.data.max_seq_length, t.eval_every_samples)[0]
+    assert t.budget_epochs is not None  # the spec's one budget (rules._one_budget) when the others are unset
     samples = int(t.budget_epochs * train_examples) // t.eval_every_samples * t.eval_every_samples
     if samples <= 0:
         raise SpecError(f"training.budget_epochs: {t.budget_epochs} epochs of {train_examples} examples is "

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cbs_ray.maths.budget import samples_for_tokens
+from cbs_ray.records.method_registry import method_entry
 from cbs_ray.spec.branch_section import GEOMETRIC, check_point, resolve_branching
 from cbs_ray.spec.checks import (
     BUILTIN_METRICS,
@@ -48,7 +49,7 @@ def validate(spec: SearchSpec) -> None:
 
 def _check_fields(section: Any, where: str) -> None:
     """Apply the checks declared in each field's metadata, section by section in field order."""
-    hints = type_hints_of(type(section))
+    hints = type_hints_of(section.__class__)
     for f in dataclasses.fields(section):
         value, path = getattr(section, f.name), join_key(where, f.name)
         if dataclasses.is_dataclass(value):
@@ -358,6 +359,18 @@ def _branch_points_fit_the_budget(spec: SearchSpec) -> None:
         resolve_branching(spec, spec.training.budget_samples)
 
 
+def _method_can_do_what_is_asked(spec: SearchSpec) -> None:
+    """A probe-chosen grid or an Optuna study with a method whose registry entry cannot take it (the built-in
+    methods' own rules above say why in their words; this one speaks for a method registered from outside)."""
+    entry, s = method_entry(spec.search.method), spec.search
+    if spec.auto_batch_sizes and not entry.auto_batches:
+        raise SpecError(f"search.batch_sizes: auto is not available with search.method {entry.name}; list the "
+                        f"batch sizes")
+    if s.study_storage is not None and not entry.supports_study:
+        raise SpecError(f"search.study_storage: search.method {entry.name} keeps no Optuna study; drop the "
+                        f"study storage")
+
+
 CROSS_FIELD_RULES: tuple[Callable[[SearchSpec], None], ...] = (
     _hub_source_names_a_dataset, _local_files_exist, _probe_batch_splits_over_workers,
     _reports_land_on_whole_batches, _budget_samples_fit, _tokens_need_a_causal_lm, _budget_tokens_fit,
@@ -367,6 +380,7 @@ CROSS_FIELD_RULES: tuple[Callable[[SearchSpec], None], ...] = (
     _grid_trains_to_the_full_budget, _grace_period_is_whole_report_intervals, _batch_sizes_split_over_workers,
     _study_needs_optuna, _branch_mode_stands_alone, _branch_batches_are_larger_than_the_trunks,
     _branch_points_fit_the_budget,
+    _method_can_do_what_is_asked,
 )
 """The rules that relate fields, in the order ``validate`` applies them; the first that fails is the error.
 A rule comes after those it relies on: ``_reports_land_on_whole_batches`` makes ``eval_every_samples`` a

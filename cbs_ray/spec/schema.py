@@ -20,6 +20,7 @@ from cbs_ray.spec.checks import (
     POSITIVE_NUMBER,
     expand_batch_sizes,
     a_count,
+    a_registered_method,
     at_least,
     check,
     greater_than,
@@ -295,8 +296,8 @@ class SearchSection:
     study_name: Optional[str] = None
     """The study's name in ``study_storage``; default: the experiment's name (``<name>-<date>-<time>``).
     An existing study is continued (TPE learns from its trials) if its metric and direction match."""
-    method: Literal["scratch", "branch", "ladder"] = "scratch"
-    """``scratch``: every candidate batch trains from initialisation to the full budget (the critical batch at
+    method: str = field(default="scratch", metadata=check(a_registered_method()))
+    """One of ``records.method_registry``'s methods (``register_method`` adds one). ``scratch``: every candidate batch trains from initialisation to the full budget (the critical batch at
     the end of the budget). ``branch``: one trunk run at a small batch saves checkpoints, and from each, branches
     at larger batches train for a window (the ``branch:`` section): the critical batch over the course of
     training, CBS(t) (Merrill et al. 2025), and a batch-size schedule that follows it. ``ladder``: every batch

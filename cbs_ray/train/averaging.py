@@ -21,7 +21,9 @@ def iterate_average(model: torch.nn.Module, eta: float = POLYNOMIAL_DECAY_ETA) -
     current weights with w_t = (η + 1) / (t + η) (the first update copies them), all tensors at once."""
 
     @torch.no_grad()
-    def polynomial_decay(averaged: list, current: list, averaged_so_far) -> None:
+    def polynomial_decay(averaged: list[torch.Tensor] | tuple[torch.Tensor, ...],
+                         current: list[torch.Tensor] | tuple[torch.Tensor, ...],
+                         averaged_so_far: torch.Tensor | int) -> None:
         weight = polynomial_decay_weight(int(averaged_so_far) + 1, eta)
         torch._foreach_lerp_(averaged, current, weight)
 

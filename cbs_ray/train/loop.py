@@ -23,9 +23,10 @@ import contextlib
 import math
 import tempfile
 import time
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, cast
 
 import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from cbs_ray.maths.budget import BatchPlan
 from cbs_ray.maths.noise_scale import NOT_MEASURABLE, b_simple
@@ -158,7 +159,7 @@ def _optimizer_step(cfg: TrialConfig, session, parts: TrialParts, position: Opti
     first = position.batch if position is not None else None
     batches = []
     for k in range(plan.accumulation):
-        if first is not None:
+        if position is not None and first is not None:
             position.batch = first + k
         batches.append(next(parts.micro_batches))
     step_loss, small, to_mean, local_items = _accumulate_gradients(cfg, session, parts, batches, position, first)
@@ -172,7 +173,7 @@ def _optimizer_step(cfg: TrialConfig, session, parts: TrialParts, position: Opti
     # The step's one wait for the device: loss, norm and the noise probe's norm come back together.
     readings = torch.stack([step_loss, norm.double()] + ([small.double()] if small is not None else [])).tolist()
     step_loss, grad_norm = readings[0], readings[1]
-    if small is not None:
+    if small is not None and parts.noise is not None:  # the noise probe's reading: its meter is on
         parts.noise.add(readings[2] / scale ** 2, grad_norm ** 2)
     # fp16 overflow, not divergence: the scaler skips the step and halves the scale. Decided on what all
     # ranks share (the all-reduced gradient's norm and the scale; a rank's own loss only when it is the
@@ -221,7 +222,7 @@ def _accumulate_gradients(cfg: TrialConfig, session, parts: TrialParts, batches:
     for k, batch in enumerate(source.inputs(b, device) for b in batches):
         if position is not None and first is not None:
             position.batch = first + k
-        sync = contextlib.nullcontext() if (k == last or not parts.is_ddp) else parts.model.no_sync()
+        sync = contextlib.nullcontext() if (k == last or not parts.is_ddp) else cast(DDP, parts.model).no_sync()
         with sync:
             with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
                 loss = source.summed_loss(parts.forward, batch, cfg, local_items[k]) * to_mean

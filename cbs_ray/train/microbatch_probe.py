@@ -64,7 +64,7 @@ def probe_micro_batch_size(model, cfg: TrialConfig, session, amp_dtype, source=N
             if on_gpu:
                 fits = cuda_fits(model, new_optimizer, **step_args)
             else:
-                fits = cpu_fits(model, new_optimizer, limit_bytes=int(t.memory_limit_gb * 2 ** 30), log=log,
+                fits = cpu_fits(model, new_optimizer, limit_bytes=int((t.memory_limit_gb or 0) * 2 ** 30), log=log,
                                 **step_args)
             try:
                 found = plan_micro_batch(fits, upper=limit)  # for the search's largest share; capped below

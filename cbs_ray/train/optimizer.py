@@ -4,6 +4,7 @@ decay on weight matrices only, and layer-wise LR decay as one parameter group pe
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import torch
 
@@ -37,7 +38,7 @@ def make_optimizer(model: torch.nn.Module, training, lr: float, *, model_config=
         if p.requires_grad:
             key = (p.ndim >= 2, layer_lr_scale(name, num_layers, training.layer_lr_decay))
             groups.setdefault(key, []).append(p)
-    param_groups = [{"params": params, "weight_decay": training.weight_decay if decayed else 0.0, "lr": lr * scale}
+    param_groups: list[dict[str, Any]] = [{"params": params, "weight_decay": training.weight_decay if decayed else 0.0, "lr": lr * scale}
                     for (decayed, scale), params in sorted(groups.items(), key=lambda kv: (not kv[0][0], -kv[0][1]))]
     betas = (training.adam_beta1, training.adam_beta2)
     if training.optimizer == "sgd":

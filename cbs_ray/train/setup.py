@@ -15,6 +15,7 @@ from cbs_ray.maths.budget import BatchPlan, plan_batch
 from cbs_ray.maths.noise_scale import NoiseScaleMeter
 from cbs_ray.sources.amp import autocast_dtype
 from cbs_ray.sources.choose import loop_source
+from cbs_ray.sources.protocol import Source
 from cbs_ray.train.averaging import iterate_average
 from cbs_ray.train.checkpoint import load_branch_start, load_state, wait_for_trunk
 from cbs_ray.train.config import TrialConfig
@@ -45,7 +46,7 @@ class TrialParts:
     is_ddp: bool
     noise: Optional[NoiseScaleMeter]
     local_sqnorm: Optional[Callable[[], torch.Tensor]]
-    source: Any
+    source: Source
     """Where the model and data come from: ``BuiltinSource`` (the spec's) or ``sources.user_objects.UserObjects``."""
     average: Any = None
     """The average of the iterates (``train.averaging``; a ladder run with ``ladder.reading: ewa``), else None."""

@@ -124,7 +124,8 @@ def run_trial(config: dict, *, spec: SearchSpec, data_ref: DataRef, budget_sampl
         run_config=RunConfig(
             name=tune.get_context().get_trial_id(),
             storage_path=f"{spec.storage_uri.rstrip('/')}/{spec.name}_train_runs",
-            callbacks=[TuneReportCallback()],
+            # Ray types RunConfig.callbacks as Tune's Callback; Train's own TuneReportCallback is what its docs use
+            callbacks=[TuneReportCallback()],  # type: ignore[list-item]
             checkpoint_config=CheckpointConfig(num_to_keep=2),
             # A dead worker restarts the worker group from the last checkpoint (samples_seen continues);
             # the same run name also makes a resumed experiment's trial pick up its Train run's checkpoint.

@@ -24,9 +24,10 @@ __all__ = ["TrialPlans", "SearchedPlans", "PresetPlans"]
 class TrialPlans(Protocol):
     """The plans of one experiment's trials (module docstring)."""
 
-    tokens_per_sample: Optional[int]
-    """Tokens in every training sample where the method counts its budget in tokens (reported as
-    ``tokens_seen``); None otherwise."""
+    @property
+    def tokens_per_sample(self) -> Optional[int]:
+        """Tokens in every training sample where the method counts its budget in tokens (reported as
+        ``tokens_seen``); None otherwise (read-only: the plans are frozen dataclasses)."""
 
     def plan(self, config: dict) -> RunPlan:
         """The plan of the trial Tune gave ``config``."""

@@ -1,7 +1,7 @@
 """Run a critical-batch experiment on Ray: the Python API behind ``python -m cbs_ray.search``.
 
 Spec → data and model config (validated before any Ray process starts, ``tune.prepare``) → the search
-method's Tune experiments (``METHODS``: ``tune.scratch``, ``tune.branch``, ``tune.ladder``, each run by
+method's Tune experiments (``method_named``: ``tune.scratch``, ``tune.branch``, ``tune.ladder``, each run by
 ``tune.driver``) → its report written to the output directory. ``resume_search`` continues a killed experiment
 from its directory with the method that wrote it. An experiment's report is rebuilt without any of this
 (``report.methods.report_experiment``: the report command).
@@ -9,11 +9,13 @@ from its directory with the method that wrote it. An experiment's report is rebu
 
 from __future__ import annotations
 
+import importlib
 import shlex
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, cast
 
 from cbs_ray.records.meta import FORMAT, ExperimentMeta
+from cbs_ray.records.method_registry import method_entry, method_names
 from cbs_ray.records.storage import ReportError, damaged_tune_state
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import spec_from_dict
@@ -24,23 +26,16 @@ from cbs_ray.tune.probe import probe_spec
 from cbs_ray.tune.result import SearchResult
 from cbs_ray.tune.search_method import SearchMethod
 
-__all__ = ["SearchResult", "run_search", "resume_search", "prepare", "METHODS", "method_named", "dry_run_lines"]
-
-METHODS: tuple[str, ...] = ("scratch", "branch", "ladder")
-"""Every search method's ``search.method`` name; ``method_named`` has its module."""
+__all__ = ["SearchResult", "run_search", "resume_search", "prepare", "method_names", "method_named", "dry_run_lines"]
 
 
 def method_named(name: str) -> SearchMethod:
-    """The method ``search.method`` (or an experiment's metadata) names; the spec's check already refused
-    any other name. Its module is imported here, when asked for: a ``--dry-run`` loads no other method's (nor,
-    for the ladder, any of Ray's machinery before its plan is printed)."""
-    if name == "branch":
-        from cbs_ray.tune import branch as module
-    elif name == "ladder":
-        from cbs_ray.tune import ladder as module
-    else:
-        from cbs_ray.tune import scratch as module
-    return module.METHOD
+    """The method ``search.method`` (or an experiment's metadata) names: the ``METHOD`` of the module its entry in
+    ``records.method_registry`` names; any other name is an ``UnknownMethodError``. Its module is imported here,
+    when asked for: a ``--dry-run`` loads no other method's (nor, for the ladder, any of Ray's machinery before its
+    plan is printed)."""
+    module = importlib.import_module(method_entry(name).search_module)
+    return cast(SearchMethod, module.METHOD)
 
 
 def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, eval_dataset=None, data_collator=None,
@@ -63,7 +58,7 @@ def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, e
     ``spec`` is a ``SearchSpec`` (``load_spec``) or the path of a spec file; it is validated here (a field
     changed after loading is checked as loading would) and never changed: the search works on a copy.
 
-    The search is the one ``search.method`` names (``METHODS``); every method returns a ``SearchResult``
+    The search is the one ``search.method`` names (``method_names()``); every method returns a ``SearchResult``
     (``.answer``, ``.summary``, ``.experiment_path``, ``.report_dir``; branch mode's critical batch over training
     and schedule, the ladder's prediction as its properties).
 

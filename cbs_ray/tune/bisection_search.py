@@ -31,7 +31,8 @@ def bisection_alphas(spec: SearchSpec) -> list[float]:
     """The alpha candidates: the ``grid`` strategy's alphas (``search.grid_points`` evenly spaced over
     ``search.alpha_range``; 3: the ends and the middle), the middle first (the seeded configurations' alpha: the
     first candidate, which always goes on from the rung)."""
-    return middle_first(evenly_spaced(*spec.search.alpha_range, spec.search.grid_points))
+    low, high = spec.search.alpha_range
+    return middle_first(evenly_spaced(low, high, spec.search.grid_points))
 
 
 def bisection_for(spec: SearchSpec) -> Bisection:
@@ -76,7 +77,7 @@ def bisection_plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
 def walk_line(policy: Bisection) -> str:
     """The batches trained at the chosen alpha for each answer, on a clean threshold (noise can add some)."""
     grid = policy.grid
-    start = policy.start_indices() + ([grid.index(policy.alpha_batch)] if len(policy.alphas) > 1 else [])
+    start = policy.start_indices() + ([grid.index(policy.alpha_choice_batch())] if len(policy.alphas) > 1 else [])
     orders = runs_by_answer(len(grid), start)
     runs = ", ".join(f"{grid[a]}: {len(order)}" for a, order in orders.items())
     return (f"  full runs by answer where the outcomes are a clean threshold: {runs} (worst "
@@ -118,7 +119,8 @@ class BisectionSearcher(Searcher):
         if not self.queue:
             self.queue += self.policy.next_runs()
         if not self.queue:
-            return Searcher.FINISHED if self.policy.finished else None
+            # Ray annotates suggest's return Optional[Dict] but documents Searcher.FINISHED (a str) as its end
+            return Searcher.FINISHED if self.policy.finished else None  # type: ignore[return-value]
         run = self.queue.pop(0)
         self.trial_runs[trial_id] = run
         return {"log2_batch": run.batch.bit_length() - 1, "alpha": run.alpha,
@@ -135,7 +137,7 @@ class BisectionSearcher(Searcher):
         paused); NaN where it failed or diverged."""
         if not error and not result:
             return None
-        if error or result.get("diverged"):
+        if error or result is None or result.get("diverged"):
             return math.nan
         if result.get("samples_seen", 0) < self.budget_samples:
             return None

@@ -11,7 +11,7 @@ earlier result to stop it on; the paper trains one LR per batch (√k·η, alpha
 The validation (``branch.validate_schedule``) is a second experiment: the schedule and its fixed-batch
 controls (``analysis.branch_schedule``), each on ``branch.validation_seeds`` seeds. The pure parts (the plan, what the
 history means) live in ``spec.branch_section``, ``train.run_plan`` and ``analysis.branch_*``; this module only
-starts runs and reads them. Its ``METHOD`` is its entry in ``tune.api.METHODS``.
+starts runs and reads them. Its ``METHOD`` is what its entry in ``records.method_registry`` names.
 """
 
 from __future__ import annotations
@@ -29,28 +29,20 @@ from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import load_history
 from cbs_ray.sources.object_checks import check_same_architecture
 from cbs_ray.spec.branch_section import Branching, resolve_branching
-from cbs_ray.spec.resolve import tokens_per_sample
+from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import branch_configs, branch_run_plan, trunk_config, validation_configs
 from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.tune.branch_gate import PublishedCheckpoints, never_started
-from cbs_ray.tune.driver import Stages, run_method
+from cbs_ray.tune.driver import Stages
 from cbs_ray.tune.prepare import Prepared
-from cbs_ray.tune.result import SearchResult
 from cbs_ray.tune.runner import points_config
 from cbs_ray.tune.search_method import check_batches_fit
 from cbs_ray.tune.trunk_watch import TrunkWatch
 
-__all__ = ["METHOD", "BranchMethod", "branch_plan_lines", "branch_search_samples", "branch_tokens_per_sample",
-           "fit_branches", "resolved_branching", "run_branch_search", "scratch_search_samples", "validate_schedule_run",
+__all__ = ["METHOD", "BranchMethod", "branch_plan_lines", "branch_search_samples",
+           "fit_branches", "resolved_branching", "scratch_search_samples", "validate_schedule_run",
            "search_plans", "validation_plans", "METRIC"]
-
-
-def branch_tokens_per_sample(spec: SearchSpec) -> Optional[int]:
-    """Tokens per sample where the budget is in tokens (``training.budget_tokens``: packed blocks of
-    ``data.max_seq_length``), else None: then the ``branch:`` section's whole numbers are samples."""
-
-    return None if spec.training.budget_tokens is None else tokens_per_sample(spec)
 
 
 def _branch_runs(br: Branching) -> int:
@@ -160,9 +152,11 @@ class BranchMethod:
         from ray import tune  # Ray only where a search runs
 
         br = resolve_branching(spec, stages.prepared.budget_samples, meta.tokens_per_sample)
+        if meta.checkpoint_dir is None:  # recorded before the trunk starts: the metadata was not cbs-ray's
+            raise SpecError(f"--resume: {path}: the branch experiment's metadata has no checkpoint_dir")
         stages.tune(restore=path, plans=search_plans(spec, br, meta.checkpoint_dir))
         schedule_path = meta.schedule_experiment  # recorded before the schedule run starts
-        if schedule_path and tune.Tuner.can_restore(schedule_path):
+        if schedule_path and meta.schedule is not None and tune.Tuner.can_restore(schedule_path):
             recorded = meta.schedule  # recorded with the schedule experiment's path
             plans = validation_plans(spec, br, recorded["batch_size_schedule"], recorded["alpha"])
             stages.tune(restore=schedule_path, plans=plans)
@@ -170,25 +164,18 @@ class BranchMethod:
             validate_schedule_run(spec, stages, br, path)
 
 
-def run_branch_search(spec: SearchSpec, prepared: Prepared, *, probe: Optional[SearchSpec] = None, out: Path,
-                      verbose: bool | int = False, address: Optional[str] = None) -> SearchResult:
-    """The branch search of ``spec`` on what ``tune.prepare.prepare`` made of it, through the driver
-    (``run_search`` does this for ``search.method: branch``)."""
-    return run_method(METHOD, spec, prepared, probe=probe, out=out, verbose=verbose, address=address)
-
-
 def fit_branches(spec: SearchSpec, stages: Stages, br: Branching) -> str:
     """The trunk and the branches: one Tune experiment, the trunk first; returns its path."""
-    checkpoint_dir = None
+    def trunk_checkpoints(name: str) -> str:
+        return f"{spec.storage_uri.rstrip('/')}/{name}/trunk_checkpoints"
 
     def fields(name: str) -> dict:
-        nonlocal checkpoint_dir
-        checkpoint_dir = f"{spec.storage_uri.rstrip('/')}/{name}/trunk_checkpoints"
         # What the branch summary reads (summarize_branches): the resolved values, in samples.
         return {"method": "branch", "metric": "eval_loss", "mode": "min", **br.to_meta(),
-                "checkpoint_dir": checkpoint_dir}
+                "checkpoint_dir": trunk_checkpoints(name)}
 
     name, path, meta = stages.open_experiment("branch", fields)
+    checkpoint_dir = trunk_checkpoints(name)
     plans = search_plans(spec, br, checkpoint_dir)
     points = plans.points
     # Each branch starts once its checkpoint is published (no trial waits in a slot for one); TrunkWatch marks
@@ -266,4 +253,4 @@ def resolved_branching(spec: SearchSpec, prepared: Prepared) -> Branching:
 
 
 METHOD = BranchMethod()
-"""Its entry in ``tune.api.METHODS``."""
+"""What its entry in ``records.method_registry`` names."""

@@ -60,7 +60,8 @@ class PublishedCheckpoints(Searcher):
         dropped = never_started(self.pending, self.checkpoint_dir)
         self.dropped += dropped
         self.pending = [p for p in self.pending if p not in dropped]
-        return None if self.pending else Searcher.FINISHED
+        # Ray annotates suggest's return Optional[Dict] but documents Searcher.FINISHED (a str) as its end
+        return None if self.pending else Searcher.FINISHED  # type: ignore[return-value]
 
     def on_trial_complete(self, trial_id: str, result: Optional[dict] = None, error: bool = False) -> None:
         pass

@@ -8,7 +8,7 @@ steps."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from cbs_ray.records.meta import FORMAT, ExperimentMeta
 from cbs_ray.report.methods import report_steps
@@ -42,8 +42,8 @@ class Stages:
         spec, data = self.spec, self.prepared.data
         name, path = new_experiment(spec, kind)
         fields = fields(name) if callable(fields) else fields
-        meta = ExperimentMeta.from_dict({
-            "name": spec.name, "spec": spec_to_dict(spec), "format": FORMAT, **fields,
+        meta = ExperimentMeta.from_dict({  # the method is the spec's (a probe's spec is scratch's)
+            "name": spec.name, "spec": spec_to_dict(spec), "format": FORMAT, "method": spec.search.method, **fields,
             "data_fingerprint": data_fingerprint(data), **objects_meta(data),
             **({"mlflow_parent_run_id": start_mlflow_parent(spec, path)} if spec.tracking.mlflow is not None else {})})
         meta.write(path)
@@ -51,7 +51,7 @@ class Stages:
         return name, path, meta
 
     def tune(self, *, meta: Optional[ExperimentMeta] = None, name: Optional[str] = None,
-             restore: Optional[str] = None, callbacks: list = (), plans: Optional[TrialPlans] = None,
+             restore: Optional[str] = None, callbacks: Sequence[Any] = (), plans: Optional[TrialPlans] = None,
              progress_metric: Optional[tuple[str, str]] = None, expected_trials: Optional[Callable[[], int]] = None,
              **tune_config) -> str:
         """One Tune experiment of the prepared data (``runner.run_tuner``), new (``name``) or restored
@@ -59,9 +59,9 @@ class Stages:
         from-scratch trial of its searched point (``SearchedPlans``) where the method gives none. With ``meta``,
         the spec's trackers' callbacks beside ``callbacks``. Returns its path."""
         p = self.prepared
-        plans = plans or SearchedPlans(self.spec, p.budget_samples)
-        trackers = tracker_callbacks_for(self.spec, p.budget_samples, plans, meta) if meta is not None else []
-        return run_tuner(self.spec, p.data, p.budget_samples, p.model_config, plans=plans, verbose=self.verbose,
+        trial_plans = plans or SearchedPlans(self.spec, p.budget_samples)
+        trackers = tracker_callbacks_for(self.spec, p.budget_samples, trial_plans, meta) if meta is not None else []
+        return run_tuner(self.spec, p.data, p.budget_samples, p.model_config, plans=trial_plans, verbose=self.verbose,
                          name=name, restore=restore, callbacks=[*callbacks, *trackers],
                          progress_metric=progress_metric, expected_trials=expected_trials, **tune_config)
 

@@ -3,13 +3,12 @@
 measurement), then the ladder's summary and report. The pure parts are ``spec.ladder_section`` (the section and
 its rule), ``analysis.ladder_summary`` and ``report.ladder`` (the report steps); this module holds what each run
 trains (``ladder_plan``: a ``train.run_plan.RunPlan``, so that ``train`` knows no method's plan) and starts the
-runs. Its ``METHOD`` is its entry in ``tune.api.method_named``.
+runs. Its ``METHOD`` is what its entry in ``records.method_registry`` names.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from cbs_ray.analysis.ladder_stop import LadderStop
@@ -24,10 +23,9 @@ from cbs_ray.tune.search_method import check_batches_fit
 
 if TYPE_CHECKING:  # the plan (a --dry-run) loads none of Ray's machinery, pandas nor matplotlib: imported where used
     from cbs_ray.tune.driver import Stages
-    from cbs_ray.tune.result import SearchResult
 
 __all__ = ["METHOD", "LadderMethod", "ladder_configs", "ladder_plan", "ladder_plan_lines", "ladder_plans",
-           "resolved_ladder", "run_ladder_search"]
+           "resolved_ladder"]
 
 
 def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
@@ -148,13 +146,5 @@ class LadderMethod:
         stages.tune(meta=meta, restore=path, plans=ladder_plans(resolved_ladder(spec, stages.prepared)))
 
 
-def run_ladder_search(spec: SearchSpec, prepared: Prepared, *, probe: Optional[SearchSpec] = None, out: Path,
-                      verbose: bool | int = False, address: Optional[str] = None) -> SearchResult:
-    """The ladder of ``spec`` through the driver (``run_search`` does this for ``search.method: ladder``)."""
-    from cbs_ray.tune.driver import run_method
-
-    return run_method(METHOD, spec, prepared, probe=probe, out=out, verbose=verbose, address=address)
-
-
 METHOD = LadderMethod()
-"""Its entry in ``tune.api.METHODS``."""
+"""What its entry in ``records.method_registry`` names."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Callable, Dict, Optional
+from typing import Any, Callable, Dict, Hashable, Optional
 
 from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, TrialScheduler
 
@@ -61,15 +61,15 @@ class PerBatchASHA(FIFOScheduler):
                  halving: Dict[int, int] | None = None, halving_margin: float = 0.0):
         super().__init__()
         self._batch_of = batch_of
-        self._asha_args = dict(time_attr=time_attr, max_t=max_t, grace_period=grace_period,
-                               reduction_factor=reduction_factor)
+        self._asha_args: dict[str, Any] = dict(time_attr=time_attr, max_t=max_t, grace_period=grace_period,
+                                                 reduction_factor=reduction_factor)
         self._metric, self._mode = metric, mode
         self._by_batch: Dict[int, AsyncHyperBandScheduler] = {}
         self._trial_batch: Dict[str, int] = {}
         self._first_of_batch: Dict[int, str] = {}
         self._halving_candidates = dict(halving or {}) if grace_period < max_t else {}
         self._halving: Dict[int, SynchronousHalving] = {}
-        self._candidates: Dict[str, object] = {}  # trial id -> trial, for each halving candidate
+        self._candidates: Dict[Hashable, Any] = {}  # trial id -> trial, for each halving candidate
         self._halving_margin = halving_margin
 
     @property

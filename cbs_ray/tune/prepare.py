@@ -127,10 +127,6 @@ class Prepared:
     def train_examples(self) -> int:
         return self.data.train_examples
 
-    def __iter__(self):
-        """Unpacks as the (data, budget, model config) triple scripts written before this record unpack."""
-        return iter((self.data, self.budget_samples, self.model_config))
-
 
 def prepare(spec: SearchSpec, objects=None) -> Prepared:
     """The ``Prepared`` record of the spec. A named model's config first, so an unknown name is reported

@@ -17,7 +17,7 @@ import math
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from ray.tune import Callback
 
@@ -177,10 +177,10 @@ class ProgressBoard:
         t = self.trials[trial_id]
         result = "" if t.last is None else f": {self.metric} {t.last:.4g}"
         why = f" ({t.reason[:200]})" if t.reason else ""
-        c = self.counts()
+        c, eta = self.counts(), self.eta_s()
         return (f"[{_clock(self.elapsed_s())}] trial B={t.batch} {t.ending}{result} at {t.samples} samples{why} · "
                 f"{sum(c[e] for e in ENDINGS)}/{self.planned_trials} ended, {c['running']} running · "
-                f"ETA {'–' if self.eta_s() is None else _clock(self.eta_s())}")
+                f"ETA {'–' if eta is None else _clock(eta)}")
 
 
 class SearchProgress(Callback):
@@ -192,7 +192,7 @@ class SearchProgress(Callback):
         self.board, self.span_of = board, span_of
         self.stream = stream
         self.live = live
-        self._bars = None
+        self._bars: Optional[tuple[Any, Any, Any]] = None
 
     def __getstate__(self):  # Tune pickles its callbacks with the experiment; the bars stay here
         return {**self.__dict__, "_bars": None, "stream": None}

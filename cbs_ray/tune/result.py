@@ -1,6 +1,6 @@
 """What every search returns (``run_search``, ``resume_search``, whatever ``search.method``): one
 ``SearchResult`` with the headline's answer, the typed summary, the history and where everything is on disk, and
-each method's own readings as properties."""
+each method's own readings as properties (no other attribute is forwarded to the summary)."""
 
 from __future__ import annotations
 
@@ -36,13 +36,6 @@ class SearchResult:
     experiment_path: str
     report_dir: Path
 
-    def __getattr__(self, name: str):
-        # Every other reading of the method's summary (the ladder's ``prediction``, branch mode's ``trend``), as
-        # the summary names it.
-        if name.startswith("__") or name == "reading":
-            raise AttributeError(name)
-        return getattr(self.reading.summary, name)
-
     @property
     def method(self) -> str:
         return self.spec.search.method
@@ -63,6 +56,10 @@ class SearchResult:
     def output_dir(self) -> Path:
         """``report_dir``, by its earlier name."""
         return self.report_dir
+
+    def to_json(self) -> str:
+        """summary.json: the method's summary (``summary.to_json()``)."""
+        return self.reading.to_json()
 
     @property
     def critical_batch(self) -> Optional[int]:
@@ -100,3 +97,14 @@ class SearchResult:
     @property
     def schedule_experiment_path(self) -> Optional[str]:
         return self.reading.extras.get("schedule_experiment_path")
+
+    # ---- the ladder -------------------------------------------------------------------------------------
+    @property
+    def prediction(self) -> dict:
+        """The ladder's prediction at the full budget (summary.json's ``prediction``)."""
+        return self.summary.prediction
+
+    @property
+    def ladder(self) -> dict:
+        """The ladder's rungs and fits (summary.json's ``ladder``)."""
+        return self.summary.ladder

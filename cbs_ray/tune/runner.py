@@ -12,7 +12,7 @@ import stat
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 from cbs_ray.ray_internals import quiet_token_notice, single_machine
 from cbs_ray.records.meta import ExperimentMeta
@@ -45,7 +45,7 @@ def ray_session(address: str | None = None, *, verbose: bool | int = True):
 
     started_here, context = not ray.is_initialized(), None
     if started_here:
-        quiet = {} if verbose else {"log_to_driver": False}
+        quiet: dict[str, Any] = {} if verbose else {"log_to_driver": False}
         try:
             if address or os.environ.get("RAY_ADDRESS"):
                 context = ray.init(address=address, logging_level=logging.WARNING, **quiet)
@@ -177,7 +177,7 @@ def _trial_limit(search_alg, limit: int) -> int | None:
 
 def run_tuner(spec: SearchSpec, data, budget: int, config, *, plans: TrialPlans, verbose: bool | int,
               name: str | None = None, param_space: dict | None = None, restore: str | None = None,
-              callbacks: list = (), progress_metric: tuple[str, str] | None = None,
+              callbacks: Sequence[Any] = (), progress_metric: tuple[str, str] | None = None,
               expected_trials: Callable[[], int] | None = None, stopper=None, **tune_config) -> str:
     """One Tune experiment of ``run_trial`` (the search, or the repeats), new or restored from the
     experiment path ``restore``; returns its path.
@@ -311,13 +311,13 @@ def progress_display(spec: SearchSpec, budget: int, planned_trials: int, plans: 
                      metric: tuple[str, str] | None = None) -> SearchProgress:
     """The progress display of one Tune experiment of ``planned_trials`` trials, each run's batch, start and stop
     read off its plan (``plans``), the trials ranked by ``metric`` (name, mode; the spec's where None)."""
-    metric, mode = metric or (spec.search.metric, spec.search.mode)
+    name, mode = metric or (spec.search.metric, spec.search.mode)
 
     def span_of(config: dict) -> tuple[int, int, int]:
         plan = plans.plan(config)
         return plan.batch_schedule[0][1], plan.start_samples, plan.stop_samples
 
-    return SearchProgress(ProgressBoard(planned_trials=planned_trials, default_span=budget, metric=metric, mode=mode),
+    return SearchProgress(ProgressBoard(planned_trials=planned_trials, default_span=budget, metric=name, mode=mode),
                           span_of)
 
 

@@ -1,7 +1,7 @@
 """The from-scratch search (``search.method: scratch``): ``OptunaSearch`` (TPE over log2 B, alpha and
 warmup jointly; every batch size seeded once) or a grid, with ASHA inside each batch size in samples, then
-the repeats of each batch size's best configuration, and the report. Its ``METHOD`` is its entry in
-``tune.api.METHODS``.
+the repeats of each batch size's best configuration, and the report. Its ``METHOD`` is what its entry names in
+``records.method_registry``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import warnings
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from cbs_ray.analysis.tables import noise_scale_table, per_batch_table, trial_table
 from cbs_ray.maths.noise_scale import proposed_grid
@@ -114,6 +114,7 @@ def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
         "study": {"storage": s.study_storage, "name": s.study_name or name} if s.study_storage is not None else None})
     study_name = s.study_name or name  # with search.study_storage
     expected_trials, halving = None, {}
+    tune_config: dict[str, Any]
     if s.strategy == "grid":
         tune_config = points_config(grid_points(spec))
     elif s.strategy == "bisect":
@@ -123,7 +124,7 @@ def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
         # synchronous halving among the alpha candidates at the first rung: the prior goes on, a challenger only
         # where it leads by more than the tolerance
         if len(searcher.policy.alphas) > 1:
-            halving = {searcher.policy.alpha_batch: len(searcher.policy.alphas)}
+            halving = {searcher.policy.alpha_choice_batch(): len(searcher.policy.alphas)}
     else:
         import optuna
         from ray.tune.search.optuna import OptunaSearch
@@ -136,19 +137,20 @@ def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
             sampler = optuna.samplers.TPESampler(seed=s.seed, multivariate=True, group=s.balance_batches,
                                                  n_startup_trials=len(spec.batch_sizes)) \
                 if s.strategy == "tpe" else optuna.samplers.RandomSampler(seed=s.seed)
-        searcher, make_searcher = {"metric": s.metric, "mode": s.mode, "sampler": sampler}, OptunaSearch
+        optuna_args: dict[str, Any] = {"metric": s.metric, "mode": s.mode, "sampler": sampler}
+        make_searcher: Callable[..., Any] = OptunaSearch
         if s.study_storage is not None:  # the study in a database or journal file, exact about each trial
             make_searcher = functools.partial(PersistentStudySearch, budget_samples=budget)
-            searcher.update(storage=open_storage(s.study_storage), study_name=study_name)
+            optuna_args.update(storage=open_storage(s.study_storage), study_name=study_name)
         with quiet_optuna(stages.verbose):  # the searcher creates its study here
             if s.balance_batches:
                 space, points = per_batch_space(spec)
                 tune_config = {"num_samples": s.num_trials, "search_alg": make_searcher(
-                    space=space, points_to_evaluate=points, **searcher)}
+                    space=space, points_to_evaluate=points, **optuna_args)}
             else:
                 space, seeds = tune_space(spec)
                 tune_config = {"param_space": space, "num_samples": s.num_trials, "search_alg": make_searcher(
-                    points_to_evaluate=seeds, **searcher)}
+                    points_to_evaluate=seeds, **optuna_args)}
     if s.early_stopping:
         tune_config["scheduler"] = PerBatchASHA(
             batch_size_of, time_attr="samples_seen", max_t=budget, grace_period=spec.asha.grace_period_samples,
@@ -176,4 +178,4 @@ def run_probe(probe: SearchSpec, prepared, *, verbose: int = 0) -> tuple[float, 
 
 
 METHOD = ScratchMethod()
-"""Its entry in ``tune.api.METHODS``."""
+"""What its entry in ``records.method_registry`` names."""

@@ -1,8 +1,9 @@
 """The seam every search method fills (``search.method``: ``scratch``, ``branch``, ``ladder``), after Ray Tune's
 shape (a scheduler's pure bracket behind a thin adaptor) and Optuna's (one module per sampler behind
-``BaseSampler``). A method has two halves, each looked up by its name in one table of its layer: its Ray half,
-a module under ``tune/`` whose ``METHOD`` satisfies ``SearchMethod`` (``tune.api.method_named``), and its pure
-report steps, ``report.reading.MethodReport`` in its ``report/`` module (``report.methods.REPORTS``), which the
+``BaseSampler``). A method has two halves, both named by its entry in the one registry
+(``records.method_registry``; ``register_method`` adds one defined elsewhere): its Ray half, a module whose
+``METHOD`` satisfies ``SearchMethod`` (``tune.api.method_named``), and its pure report steps,
+``report.reading.MethodReport`` in its report module (``report.methods.report_steps``), which the
 report command reads without importing anything of Tune's. ``tune.driver`` does the Ray choreography once for
 every method (the session, the experiment and its metadata, the "if killed" line, each stage's Tune run,
 resume, then the report steps' summarize, render and print, and the trackers) and returns one
@@ -33,7 +34,7 @@ class SearchMethod(Protocol):
 
     name: str
     """``search.method``'s value, and ``ExperimentMeta.method`` of the experiments it writes: the name its report
-    steps have in ``report.methods.REPORTS``."""
+    entry has in ``records.method_registry``."""
 
     def plan_lines(self, spec: SearchSpec, prepared) -> list[str]:
         """The plan a user checks first (``--dry-run``, and printed as a search starts)."""

@@ -114,8 +114,8 @@ def grid_points(spec: SearchSpec) -> list[dict]:
     as many warmup fractions (the ends and the middle for 3)."""
     s = spec.search
     return [{"log2_batch": b.bit_length() - 1, "alpha": a, "warmup_fraction": w} for b in spec.batch_sizes
-            for a in evenly_spaced(*s.alpha_range, s.grid_points)
-            for w in evenly_spaced(*s.warmup_fraction_range, s.grid_points)]
+            for a in evenly_spaced(s.alpha_range[0], s.alpha_range[1], s.grid_points)
+            for w in evenly_spaced(s.warmup_fraction_range[0], s.warmup_fraction_range[1], s.grid_points)]
 
 
 def num_trials(spec: SearchSpec) -> int:

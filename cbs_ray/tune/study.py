@@ -85,7 +85,7 @@ def trial_outcome(result: dict | None, *, error: bool, metric: str, budget_sampl
     else *complete* with its last value. Pruned and failed trials are told without a value (Optuna keeps
     a pruned trial's last intermediate value)."""
     value = None if not result else result.get(metric)
-    if error or value is None or math.isnan(value):
+    if error or result is None or value is None or math.isnan(value):
         return TrialState.FAIL, None
     if not result.get("diverged") and result.get("samples_seen", budget_samples) < budget_samples:
         return TrialState.PRUNED, None
@@ -126,11 +126,12 @@ class PersistentStudySearch(OptunaSearch):
         if trial_id in self._completed_trials:
             return
         ot_trial = self._ot_trials[trial_id]
+        assert self._metric is not None and self._ot_study is not None  # set up before any trial (OptunaSearch)
         state, value = trial_outcome(result, error=error, metric=self._metric, budget_samples=self._budget_samples)
         try:
             if result and result.get("diverged"):
                 ot_trial.set_user_attr("diverged", True)
-            if state == TrialState.PRUNED:
+            if state == TrialState.PRUNED and result is not None:
                 # the result that made ASHA stop it reached the searcher only here; Optuna keeps a pruned
                 # trial's last intermediate value as its value
                 ot_trial.report(float(result[self._metric]), int(result["samples_seen"]))

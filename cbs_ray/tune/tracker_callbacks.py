@@ -5,6 +5,7 @@ that track import it."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ray.air.integrations.mlflow import MLflowLoggerCallback
 from ray.air.integrations.wandb import WandbLoggerCallback
@@ -23,7 +24,8 @@ def tracking_callbacks(spec: SearchSpec, budget_samples: int, plans: TrialPlans,
     """Ray Tune callbacks for the trackers the spec turns on (``plans``: the experiment's trials' plans, whose
     parameters each trial's run records; ``meta``: the experiment's metadata, which holds the MLflow parent
     run)."""
-    t, callbacks = spec.tracking, []
+    t = spec.tracking
+    callbacks: list[Any] = []
     if t.mlflow is not None:
         callbacks.append(SamplesStepMLflow(
             spec=spec, budget_samples=budget_samples, plans=plans, tracking_uri=mlflow_uri(t.mlflow.tracking_uri),

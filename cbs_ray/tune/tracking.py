@@ -111,6 +111,7 @@ def start_mlflow_parent(spec: SearchSpec, experiment_path: str) -> str:
     from mlflow.tracking import MlflowClient
 
     m = spec.tracking.mlflow
+    assert m is not None  # called only where the spec turns MLflow on
     client = MlflowClient(tracking_uri=mlflow_uri(m.tracking_uri))
     name = m.experiment_name or spec.name
     experiment = client.get_experiment_by_name(name)

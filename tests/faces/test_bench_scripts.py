@@ -39,3 +39,24 @@ def test_the_gpu_trial_loop_bench_runs_end_to_end_on_the_cpu():
     assert len(results) == 2, done.stdout
     assert re.search(r"micro 16 eager: \d+ samples/s, MFU \d+\.\d%", results[0])
     assert re.search(r"as 4 x 4 / 1 x 16: \d\.\d{3} \(overhead", results[1])
+
+
+def test_every_bench_script_whose_help_loads_torch_or_ray_answers_it():
+    """The scripts ``test_bench_help.py`` leaves out of the quick tier (their module-level imports load torch, Ray
+    or transformers: 20-40 s each here), two at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from test_bench_help import LIGHT, SCRIPTS
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+
+    def helped(script):
+        done = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, env=env,
+                              timeout=240, cwd=ROOT)
+        return script.name, done.returncode, done.stderr[-500:] if done.returncode else done.stdout[:6]
+
+    heavy = [p for p in SCRIPTS if p not in LIGHT]
+    assert heavy, "every script's --help is light: test_bench_help.py covers them all"
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(helped, heavy))
+    assert [(name, rc, out) for name, rc, out in results if rc != 0 or out != "usage:"] == []

@@ -42,7 +42,8 @@ def train_in_process(overrides, *, base, batch: int, alpha: float = 1.0, warmup:
     """Train one configuration of the spec ``base`` + ``overrides`` with the real loop and a recording
     session; returns (session, trial config)."""
     spec = load_spec(None, list(base) + list(overrides))
-    data, budget, config = prepare(spec)
+    prepared = prepare(spec)
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     tune_config = {"log2_batch": batch.bit_length() - 1, "alpha": alpha, "warmup_fraction": warmup}
     cfg = TrialConfig.from_tune(spec, tune_config, budget_samples=budget, model_config=config)
     session = session_class()

@@ -124,7 +124,8 @@ def test_the_loop_trains_seq2seq_with_accumulation_exactly():
     weights = []
     for micro in (16, 4):
         spec = load_spec(None, common + [f"training.micro_batch_size={micro}"])
-        data, budget, config = prepare(spec)
+        prepared = prepare(spec)
+        data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
         assert isinstance(loop_source(data, spec.task), Seq2SeqSource)
         cfg = TrialConfig.from_tune(spec, {"log2_batch": 4, "alpha": 1.0, "warmup_fraction": 0.0},
                                     budget_samples=budget, model_config=config)
@@ -169,7 +170,8 @@ class TwoRanks(LocalSession):
 
 def test_evaluation_sums_each_ranks_bleu_statistics_and_equals_one_rank_on_the_whole_set():
     spec = load_spec(None, SEQ2SEQ)
-    data, budget, config = prepare(spec)
+    prepared = prepare(spec)
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     cfg = TrialConfig.from_tune(spec, {"log2_batch": 3, "alpha": 1.0, "warmup_fraction": 0.0},
                                 budget_samples=budget, model_config=config)
     from cbs_ray.sources.model import build_model
@@ -266,7 +268,8 @@ OBJECTS_SPEC = ["task=seq2seq", "search.metric=bleu", "search.mode=max", "search
 
 def test_a_t5_from_model_init_passes_the_checks_and_trains_in_process():
     spec = load_spec(None, OBJECTS_SPEC + ["training.micro_batch_size=4"])
-    data, budget, config = prepare(spec, user_objects(**t5_objects()))
+    prepared = prepare(spec, user_objects(**t5_objects()))
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     assert budget == 128 and config.model_type == "t5"
     cfg = TrialConfig.from_tune(spec, {"log2_batch": 4, "alpha": 1.0, "warmup_fraction": 0.0},
                                 budget_samples=budget, model_config=config)

@@ -29,7 +29,8 @@ SMALL = ["search.batch_sizes=[16, 32]", "search.num_trials=2", "training.budget_
 def train_objects(objects: dict, overrides=(), *, batch: int = 32, alpha: float = 1.0, session=None):
     """One configuration of the plain example's spec + ``overrides`` through the real loop, in-process."""
     spec = plain.search_spec(SMALL + list(overrides))
-    data, budget, config = prepare(spec, user_objects(**objects))
+    prepared = prepare(spec, user_objects(**objects))
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     cfg = TrialConfig.from_tune(spec, {"log2_batch": batch.bit_length() - 1, "alpha": alpha, "warmup_fraction": 0.0},
                                 budget_samples=budget, model_config=config)
     session = session or RecordingSession()
@@ -208,7 +209,8 @@ def test_every_example_passes_the_checks_before_ray_as_shipped(name):
     """Each example's own spec and objects, as ``python examples/<name>.py`` runs them, up to Ray."""
     example = load_example(name)
     objects = example.objects()
-    data, budget, config = prepare(example.search_spec(), user_objects(**objects))
+    prepared = prepare(example.search_spec(), user_objects(**objects))
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     assert budget == example.search_spec().training.budget_samples and data.train_examples == len(objects["train_dataset"])
     assert (config is not None) == (name == "hf_pipeline")  # an HF model's config; none for the MLP
 
@@ -509,7 +511,8 @@ def test_a_leftover_string_column_is_dropped_before_the_collator_as_hf_trainer_d
                "eval_dataset": WithText(hf, 64, 2, tokenizer), "data_collator": DataCollatorWithPadding(tokenizer)}
     spec = hf.search_spec(["search.batch_sizes=[16, 32]", "search.num_trials=2", "training.budget_samples=256",
                            "training.eval_every_samples=128", "asha.grace_period_samples=128"])
-    data, _, _ = prepare(spec, user_objects(**objects))
+    prepared = prepare(spec, user_objects(**objects))
+    data, _, _ = prepared.data, prepared.budget_samples, prepared.model_config
     out = capsys.readouterr().out
     assert ("train_dataset: dropping the column text, which BertForSequenceClassification.forward does not take (as "
             "HF Trainer's remove_unused_columns)") in out and "eval_dataset: dropping the column text" in out
@@ -518,7 +521,8 @@ def test_a_leftover_string_column_is_dropped_before_the_collator_as_hf_trainer_d
     # A collator that needs the column (it reads the text itself) keeps it.
     needs_text = {**objects, "data_collator": lambda items: DataCollatorWithPadding(tokenizer)(
         [{**tokenizer(item["text"]), "label": item["label"]} for item in items])}
-    data, _, _ = prepare(spec, user_objects(**needs_text))
+    prepared = prepare(spec, user_objects(**needs_text))
+    data, _, _ = prepared.data, prepared.budget_samples, prepared.model_config
     assert data.columns is None and "dropping" not in capsys.readouterr().out
 
 

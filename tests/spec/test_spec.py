@@ -102,6 +102,7 @@ BAD = [
      "training.persistent_workers: needs DataLoader workers"),
     (["training"], "--set training: expected key=value"),
     (["search.strategy=bayes"], "search.strategy: must be one of"),
+    (["search.method=bayes"], "search.method: must be one of scratch, branch, ladder"),
     (["search.strategy=grid"], "search.early_stopping: the grid strategy trains every point"),
     (["search.grid_points=0"], "search.grid_points: must be at least 1"),
     (["training.memory_limit_gb=0"], "training.memory_limit_gb: must be positive or null"),

@@ -38,7 +38,8 @@ TRUNK_PEAK_LR = 0.002 * (8 / 16) ** 0.75  # the alpha rule at the trunk's alpha,
 def search():
     """(spec, data, budget, model config) of the shrunk branch search."""
     spec = load_spec(SPACE, SHRUNK)
-    data, budget, model_config = prepare(spec)
+    prepared = prepare(spec)
+    data, budget, model_config = prepared.data, prepared.budget_samples, prepared.model_config
     return spec, data, budget, model_config
 
 
@@ -199,7 +200,8 @@ def test_a_restarted_trunk_resumes_at_its_samples_and_ends_as_the_whole_trunk(se
 def test_a_diverging_trunk_marks_its_end_and_its_branches_fail_instead_of_waiting(tmp_path):
     spec = load_spec(SPACE, SHRUNK + ["training.base_lr=1e6", "training.grad_clip_norm=null",
                                       "training.weight_decay=0.0"])
-    data, budget, model_config = prepare(spec)
+    prepared = prepare(spec)
+    data, budget, model_config = prepared.data, prepared.budget_samples, prepared.model_config
     br = resolve_branching(spec, budget)
     cfg = TrialConfig.for_plan(spec, branch_run_plan(spec, br, trunk_config(br, str(tmp_path))),
                                budget_samples=budget, model_config=model_config)

@@ -50,7 +50,8 @@ class Counting:
 def attempt(objects, failure_dir: str):
     """One attempt of the trial (a retry is a new attempt with the same trial directory)."""
     spec = plain.search_spec(SMALL)
-    data, budget, config = prepare(spec, user_objects(**objects))
+    prepared = prepare(spec, user_objects(**objects))
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     cfg = TrialConfig.from_tune(spec, {"log2_batch": 5, "alpha": 0.5, "warmup_fraction": 0.0}, budget_samples=budget,
                                 model_config=config, failure_dir=failure_dir)
     train_loop(cfg, data, RecordingSession())

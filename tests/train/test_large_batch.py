@@ -173,7 +173,8 @@ def test_noise_probe_reads_the_first_micro_batch_and_the_whole_step(task, monkey
     seen = []
     monkeypatch.setattr(NoiseScaleMeter, "add", lambda self, small, big: seen.append((small, big)))
     spec = load_spec(None, ONE_STEP + task + ["training.micro_batch_size=16"])
-    data, budget, config = prepare(spec)
+    prepared = prepare(spec)
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     setup = TrialConfig.from_tune(spec, {"log2_batch": 6, "alpha": 1.0, "warmup_fraction": 0.0},
                                   budget_samples=budget, model_config=config)
     train_loop(setup, data, Capture())
@@ -208,7 +209,8 @@ def _noise_probe_on_two_gloo_workers(rank: int, port: int, out: str, task: list)
    # Seed 7: the data order must be the trial's own, not the seed-0 order Ray's sampler would give.
     spec = load_spec(None, ONE_STEP + task + ["training.micro_batch_size=32", "resources.workers_per_trial=2",
                                               "search.seed=7"])
-    data, budget, config = prepare(spec)
+    prepared = prepare(spec)
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     setup = TrialConfig.from_tune(spec, {"log2_batch": 6, "alpha": 1.0, "warmup_fraction": 0.0},
                                   budget_samples=budget, model_config=config)
     session = GlooCapture()

@@ -48,7 +48,8 @@ def test_causal_lm_reports_eval_loss():
 
 def test_weight_decay_skips_biases_and_norms():
     spec = load_spec(None, SMALL)
-    _, budget, config = prepare(spec)
+    prepared = prepare(spec)
+    _, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     setup = TrialConfig.from_tune(spec, {"log2_batch": 4, "alpha": 1.0, "warmup_fraction": 0.0},
                                   budget_samples=budget, model_config=config)
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
@@ -167,7 +168,8 @@ def test_a_restarted_trial_continues_from_its_checkpoint(tmp_path):
     """What a dead worker or a resumed experiment hands the loop: the last checkpoint. It continues at the
     next milestone, with its clocks, and says where it resumed from."""
     spec = load_spec(None, SMALL)
-    data, budget, config = prepare(spec)
+    prepared = prepare(spec)
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     setup = TrialConfig.from_tune(spec, {"log2_batch": 4, "alpha": 1.0, "warmup_fraction": 0.25},
                                   budget_samples=budget, model_config=config)
     first, again = train_and_restart(setup, data, tmp_path / "first", from_report=1)
@@ -203,7 +205,8 @@ def test_a_restarted_trial_ends_where_an_uninterrupted_one_does(tmp_path, monkey
 
         monkeypatch.setattr(loop, "summed_loss", first_call_overflows)
     spec = load_spec(None, overrides)
-    data, budget, config = prepare(spec)
+    prepared = prepare(spec)
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     setup = TrialConfig.from_tune(spec, {"log2_batch": 5, "alpha": 1.0, "warmup_fraction": 0.25},
                                   budget_samples=budget, model_config=config)
     whole, again = train_and_restart(setup, data, tmp_path / "second", from_report=2)
@@ -284,7 +287,8 @@ def test_evaluation_runs_in_the_training_precision(precision, autocast):
     from cbs_ray.sources.builtin import evaluate
 
     spec = load_spec(None, SMALL + [f"training.precision={precision}"])
-    data, budget, config = prepare(spec)
+    prepared = prepare(spec)
+    data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     setup = TrialConfig.from_tune(spec, {"log2_batch": 4, "alpha": 1.0, "warmup_fraction": 0.0},
                                   budget_samples=budget, model_config=config)
     seen = []

@@ -11,7 +11,7 @@ from cbs_ray.records.storage import META_FILE
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
 from cbs_ray.tune import branch, ladder, scratch
-from cbs_ray.tune.api import METHODS, _check_same_data, method_named
+from cbs_ray.tune.api import _check_same_data, method_named, method_names
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.search_method import SearchMethod
 
@@ -21,15 +21,16 @@ def _steps(protocol) -> set:
 
 
 def test_every_method_the_spec_accepts_has_one_entry_with_the_protocols_steps():
-    """Each method's Ray half (``tune.api.method_named``) and its report steps (``report.methods.REPORTS``, which
-    the report command reads without Tune) under the same name."""
-    from cbs_ray.report.methods import REPORTS, report_steps
+    """Each method's Ray half (``tune.api.method_named``) and its report steps (``report.methods.report_steps``,
+    which the report command reads without Tune) under the same name, both from its registry entry."""
+    from cbs_ray.records.method_registry import BUILT_IN_METHODS
+    from cbs_ray.report.methods import report_steps
     from cbs_ray.report.reading import MethodReport
 
-    assert set(METHODS) == {"scratch", "branch", "ladder"} == set(REPORTS)
+    assert method_names()[:3] == ("scratch", "branch", "ladder") == tuple(e.name for e in BUILT_IN_METHODS)
     assert _steps(SearchMethod) == {"plan_lines", "check", "run", "resume"}
     assert _steps(MethodReport) == {"summarize", "render", "run_lines", "report_lines"}
-    for name in METHODS:
+    for name in method_names():
         method, steps = method_named(name), report_steps(name)
         assert method.name == name == steps.name and steps.described.startswith("a ")
         assert all(callable(getattr(method, step)) for step in _steps(SearchMethod))
