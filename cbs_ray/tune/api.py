@@ -18,6 +18,7 @@ from cbs_ray.records.storage import ReportError, damaged_tune_state
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.tune.owner import experiment_owner
 from cbs_ray.tune.prepare import (Prepared, as_spec, check_before_ray, data_fingerprint, output_dir_for, prepare,
                                   prepare_for_plan, with_model_config)
 from cbs_ray.tune.probe import probe_spec
@@ -113,11 +114,8 @@ def resume_search(experiment_path: str, *, model_init=None, train_dataset=None, 
     an objects experiment and says so. A branch search (``search.method: branch``) resumes its trunk and
     branches, then its schedule run; a ladder its runs.
     """
-    from ray import tune  # the API module stays importable without starting anything of Ray's
-
     from cbs_ray.sources.object_checks import check_resume
     from cbs_ray.sources.user_objects import user_objects
-    from cbs_ray.tune import driver
 
     objects = user_objects(model_init=model_init, train_dataset=train_dataset, eval_dataset=eval_dataset,
                            data_collator=data_collator, compute_metrics=compute_metrics,
@@ -128,6 +126,16 @@ def resume_search(experiment_path: str, *, model_init=None, train_dataset=None, 
     except ReportError as e:
         raise SpecError(f"--resume: {e}") from None
     check_resume(meta, objects, path)
+    with experiment_owner(path):  # one driver at a time: a second resume is refused while this one runs
+        return _resume_held(path, meta, objects, address=address, output_dir=output_dir, verbose=verbose)
+
+
+def _resume_held(path: str, meta: ExperimentMeta, objects, *, address, output_dir, verbose):
+    """``resume_search`` once it holds the experiment."""
+    from ray import tune  # the API module stays importable without starting anything of Ray's
+
+    from cbs_ray.tune import driver
+
     damage = damaged_tune_state(path)
     if damage:  # Tune would start afresh and the report would lose every trial before it
         raise SpecError(f"--resume: {path}: Tune's experiment state: {damage}; nothing was started; the trials' "

@@ -16,6 +16,8 @@ from typing import Callable
 
 from cbs_ray.ray_internals import quiet_token_notice, single_machine
 from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.records.names import resume_command
+from cbs_ray.records.storage import ReportError
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import trial_name
@@ -32,6 +34,7 @@ from cbs_ray.tune.tracking import enabled
 
 __all__ = ["ray_session", "DoesNotFit", "SearchInterrupted", "RayDidNotStart", "ray_start_failure", "private_temp_dir",
            "short_temp_root", "fits_ray_sockets", "no_tune_restore_advice", "no_trial_traceback",
+           "note_stop_signal", "stop_signals", "check_ended", "UnfinishedSearch", "unfinished_message",
            "quiet_tune"]
 
 
@@ -247,6 +250,20 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, plans: TrialPlans,
     return _finished(grid, expected_trials=expected)
 
 
+stop_signals: list = []
+"""When Tune's own SIGINT/SIGUSR1 handler ran in this driver's current ``fit`` (its "Stop signal received"
+warning, noted by ``note_stop_signal``): a real interruption, Ctrl-C or ``DiskWatch``'s stop."""
+
+
+def note_stop_signal(record: logging.LogRecord) -> bool:
+    """A logging filter: notes Tune's "Stop signal received" warning in ``stop_signals``, and drops it when
+    ``DiskWatch`` sent the signal (its own line after the run says why the search stopped)."""
+    if record.getMessage().startswith("Stop signal received"):
+        stop_signals.append(record.created)
+        return not disk_watch.stopped_for
+    return True
+
+
 def no_tune_restore_advice(record: logging.LogRecord) -> bool:
     """A logging filter: drops Tune's "Resume experiment with: Tuner.restore(path=..., trainable=...)", which
     told a ``cbs-ray search`` user to write Python (issue 40 row 13); the command line prints
@@ -268,11 +285,14 @@ def quiet_tune(verbose: bool | int):
     INFO lines (the study it creates) off; both as they were afterwards. ``verbose``: nothing changes."""
     tune_logger = logging.getLogger("ray.tune.tune")
     tune_logger.addFilter(no_tune_restore_advice)  # cbs-ray prints its own resume command on Ctrl-C
+    tune_logger.addFilter(note_stop_signal)
+    stop_signals.clear()
     if verbose:
         try:
             yield
         finally:
             tune_logger.removeFilter(no_tune_restore_advice)
+            tune_logger.removeFilter(note_stop_signal)
         return
     env_before = os.environ.get("RAY_AIR_NEW_OUTPUT")
     os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
@@ -283,6 +303,7 @@ def quiet_tune(verbose: bool | int):
             yield
     finally:
         tune_logger.removeFilter(no_tune_restore_advice)
+        tune_logger.removeFilter(note_stop_signal)
         controller_logger.removeFilter(no_trial_traceback)
         if env_before is None:
             os.environ.pop("RAY_AIR_NEW_OUTPUT", None)
@@ -353,15 +374,37 @@ def _finished(grid, *, expected_trials: int) -> str:
     stopped); read back, that state tells an interrupted experiment from a finished one, and nothing after
     it (repeats, report) should run as if it had finished. A trial whose actor died (an OOM kill) and that
     failed for good is saved still marked running too (Tune does not rewrite its state), but the ResultGrid
-    holds its error: that one has ended."""
+    holds its error: that one has ended. Unfinished with no stop signal seen (``stop_signals``) is not called an
+    interruption: ``UnfinishedSearch`` says so (issue 47: a second resume exited 130 "interrupted")."""
     from ray.tune import ExperimentAnalysis
 
     saved = ExperimentAnalysis(grid.experiment_path).trials
     failed = {Path(str(result.path)).name for result in grid if result.error is not None}
     running = [t for t in saved if t.status not in ("TERMINATED", "ERROR") and Path(str(t.path)).name not in failed]
-    if running or len(saved) < expected_trials:
-        raise SearchInterrupted(grid.experiment_path)
+    check_ended(grid.experiment_path, running=len(running), saved=len(saved), expected=expected_trials,
+                signalled=bool(stop_signals))
     return grid.experiment_path
+
+
+def check_ended(experiment_path: str, *, running: int, saved: int, expected: int, signalled: bool) -> None:
+    """Nothing when every trial has ended (none ``running``, at least ``expected`` ``saved``); else
+    ``SearchInterrupted`` if a stop signal reached Tune (``signalled``), and ``UnfinishedSearch`` if none did."""
+    if not running and saved >= expected:
+        return
+    if signalled:
+        raise SearchInterrupted(experiment_path)
+    raise UnfinishedSearch(unfinished_message(experiment_path, running, saved, expected))
+
+
+class UnfinishedSearch(ReportError):
+    """Tune ended with trials unfinished though no stop signal reached it: not an interruption (exit 1)."""
+
+
+def unfinished_message(experiment_path: str, running: int, saved: int, expected: int) -> str:
+    """The one line of a search that ended unfinished without an interruption."""
+    missing = f"{running} trial(s) still marked running" if running else f"{saved} of {expected} trials started"
+    return (f"the search ended with {missing} though nothing interrupted it (did another process write "
+            f"{experiment_path}?); the trials' results are kept; continue with: {resume_command(experiment_path)}")
 
 
 def _trial_name(trial) -> str:
