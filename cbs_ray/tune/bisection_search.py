@@ -23,7 +23,7 @@ from cbs_ray.maths.minimax_walk import runs_by_answer
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.search_space import evenly_spaced, seed_warmup
 
-__all__ = ["BisectionSearcher", "bisection_for", "bisection_alphas", "bisection_plan_lines", "halving_rung",
+__all__ = ["AlphaRank", "BisectionSearcher", "bisection_for", "bisection_alphas", "bisection_plan_lines", "halving_rung",
            "walk_line"]
 
 
@@ -82,6 +82,21 @@ def walk_line(policy: Bisection) -> str:
     return (f"  full runs by answer where the outcomes are a clean threshold: {runs} (worst "
             f"{max(len(o) for o in orders.values())}; e.g. {grid[len(grid) // 2]}: "
             f"{' '.join(str(grid[i]) for i in orders[len(grid) // 2])})")
+
+
+class AlphaRank:
+    """A halving candidate's place among the alpha candidates from its trial's config (0: the prior, the first
+    of ``bisection_alphas``): ``PerBatchASHA``'s ``halving_rank``. A class, not a closure: Tune pickles the
+    scheduler with the experiment."""
+
+    def __init__(self, alphas: list[float]):
+        self.alphas = list(alphas)
+
+    def __call__(self, config: dict) -> float:
+        alpha = config.get("alpha")
+        if alpha is None:
+            return math.inf
+        return min(range(len(self.alphas)), key=lambda i: abs(self.alphas[i] - alpha))
 
 
 class BisectionSearcher(Searcher):
