@@ -66,7 +66,8 @@ class Report:
     def write(self, directory: str | os.PathLike) -> Path:
         """Write every output into ``directory``; returns the path of report.html."""
 
-        with report_folder(directory, self.summary.experiment_path) as directory:
+        with report_folder(directory, self.summary.experiment_path, name=self.summary.name,
+                           method="scratch") as directory:
             write_summary(self.summary, self.history, directory)
             plots = all_plots(self.summary, directory, self.history) if self.summary.trials else {}
             (directory / "report.md").write_text(render_markdown(self.summary, plots))

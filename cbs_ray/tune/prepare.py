@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from cbs_ray.data.prepare import prepare_data
+from cbs_ray.report.folder import foreign_report
 from cbs_ray.sources.model import check_buildable, model_config
 from cbs_ray.spec.checks import BUILTIN_METRICS
 from cbs_ray.spec.errors import SpecError
@@ -51,6 +52,10 @@ def check_before_ray(spec: SearchSpec, out: Path, *, resuming: bool = False, dry
     folders when they write. ``dry_run`` is kept for callers that name it."""
     check_trackers_and_study(spec, resuming=resuming)
     check_writable(spec, out, keep=False)
+    if not resuming:  # found before training, not when the report is written (issue 47)
+        problem = foreign_report(out, None, spec.name, spec.search.method)
+        if problem:
+            raise SpecError(problem.removeprefix("report: ").replace("; nothing was removed", ""))
 
 
 def check_writable(spec: SearchSpec, out: Path, *, keep: bool = True) -> None:
