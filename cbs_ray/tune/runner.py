@@ -8,8 +8,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import stat
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -29,12 +27,14 @@ from cbs_ray.tune.disk_watch import DiskWatch, StorageLow
 from cbs_ray.tune.nothing_fits import NothingFitsStopper, NothingFitsWatch, nothing_fits_in_experiment
 from cbs_ray.tune.placement import check_placeable
 from cbs_ray.tune.progress import ProgressBoard, SearchProgress
+from cbs_ray.tune.ray_temp import (PRIVATE_TEMP_DIR, RAY_SOCKET_TAIL, UNIX_SOCKET_PATH_MAX, fits_ray_sockets,
+                                   private_temp_dir)
 from cbs_ray.tune.search_space import max_concurrent
 from cbs_ray.tune.tracking import enabled
 
 __all__ = ["ray_session", "DoesNotFit", "SearchInterrupted", "RayDidNotStart", "ray_start_failure", "private_temp_dir",
-           "short_temp_root", "fits_ray_sockets", "no_tune_restore_advice", "no_trial_traceback",
-           "note_stop_signal", "stop_signals", "check_ended", "UnfinishedSearch", "unfinished_message",
+           "fits_ray_sockets", "no_tune_restore_advice", "no_trial_traceback",
+           "PRIVATE_TEMP_DIR", "RAY_SOCKET_TAIL", "UNIX_SOCKET_PATH_MAX", "note_stop_signal", "stop_signals", "check_ended", "UnfinishedSearch", "unfinished_message",
            "quiet_tune"]
 
 
@@ -78,16 +78,6 @@ def ray_start_failure(e: BaseException, address: str | None) -> str:
     return f"Ray did not start: {said or type(e).__name__ + ' with no message'} ({where})"
 
 
-PRIVATE_TEMP_DIR = "cbs-ray-{uid}"
-"""Ray's temp dir of a local search, under the system's temp dir, private to the user (mode 0700)."""
-
-UNIX_SOCKET_PATH_MAX = 107
-"""Linux's limit on an AF_UNIX socket's path (``sun_path`` is 108 bytes with its NUL)."""
-RAY_SOCKET_TAIL = "/session_2026-12-02_02-51-03_123456_4194304/sockets/plasma_store"
-"""The longest path Ray puts under its temp dir for a socket: a session (date, time, microseconds, a pid up to
-``pid_max``) and the object store's socket."""
-
-
 def start_local_ray(**options):
     """``ray.init`` of a local Ray for this machine alone: every server on loopback (``single_machine``: the
     node's IP is 127.0.0.1, so the GCS, the raylet, the agents, the workers and the metrics endpoints bind it),
@@ -99,37 +89,6 @@ def start_local_ray(**options):
     with single_machine(), (quiet_token_notice() if quiet else contextlib.nullcontext()):
         return ray.init(include_dashboard=True, dashboard_host="127.0.0.1", logging_level=logging.WARNING,
                         _temp_dir=f"{private_temp_dir()}/ray", **options)
-
-
-def private_temp_dir() -> str:
-    """``<tmp>/cbs-ray-<uid>``, made 0700 if new; a fresh ``mkdtemp`` (0700 too) when that path is not a
-    directory this user owns with no access for others."""
-    path = Path(short_temp_root()) / PRIVATE_TEMP_DIR.format(uid=os.getuid())
-    try:
-        path.mkdir(mode=0o700, exist_ok=True)
-        info = path.lstat()
-        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077:
-            return str(path)
-    except OSError:
-        pass
-    return tempfile.mkdtemp(prefix="cbs-ray-", dir=short_temp_root())
-
-
-def fits_ray_sockets(temp_root: str) -> bool:
-    """Whether Ray's sockets fit AF_UNIX's path limit under ``<temp_root>/cbs-ray-<uid>/ray``."""
-    longest = f"{temp_root}/{PRIVATE_TEMP_DIR.format(uid=os.getuid())}/ray{RAY_SOCKET_TAIL}"
-    return len(longest.encode()) <= UNIX_SOCKET_PATH_MAX
-
-
-def short_temp_root() -> str:
-    """The system's temp dir (``TMPDIR``), or ``/tmp`` where that is too long for Ray's socket paths (a search
-    failed with "AF_UNIX path length cannot exceed 107 bytes" where plain ``ray.init()`` started); a
-    ``SpecError`` naming the cause and the fix when neither fits."""
-    for root in (tempfile.gettempdir(), "/tmp"):
-        if fits_ray_sockets(root) and os.path.isdir(root) and os.access(root, os.W_OK | os.X_OK):
-            return root
-    raise SpecError(f"TMPDIR: {tempfile.gettempdir()} is too long for Ray's socket paths (AF_UNIX allows "
-                    f"{UNIX_SOCKET_PATH_MAX} bytes) and /tmp cannot be written; set TMPDIR to a short folder")
 
 
 def on_the_cluster(spec: SearchSpec, context=None) -> None:
