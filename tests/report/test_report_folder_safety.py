@@ -136,3 +136,19 @@ def test_a_search_that_would_meet_another_searchs_report_is_refused_before_ray(t
         check_before_ray(spec, folder)
     own = _report(tmp_path / "golden", "/ray/golden-20260101-000000", "golden")
     check_before_ray(load_spec(None, ["name=golden", f"storage_path={tmp_path / 'ray'}"]), own)  # a re-run
+
+
+def test_a_planted_symlink_as_the_default_report_folder_is_refused_before_ray(tmp_path, monkeypatch):
+    from cbs_ray.spec.errors import SpecError
+    from cbs_ray.spec.load import load_spec
+    from cbs_ray.tune.prepare import check_before_ray
+
+    victim = _report(tmp_path / "victim", "/ray/other-1", "other")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cbs_results").mkdir()
+    (tmp_path / "cbs_results" / "exp").symlink_to(victim)
+    spec = load_spec(None, ["name=exp", f"storage_path={tmp_path / 'ray'}"])
+    assert spec.results_dir == tmp_path / "cbs_results" / "exp"  # the link itself, not its target
+    with pytest.raises(SpecError, match="is a symbolic link"):
+        check_before_ray(spec, spec.results_dir)
+    assert (victim / "report.md").read_text() == "report of /ray/other-1"
