@@ -36,7 +36,7 @@ class ScratchMethod:
     name = "scratch"
 
     def plan_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
-        return search_plan_lines(spec, prepared.budget_samples)
+        return search_plan_lines(spec, prepared.budget_samples, prepared.tokens_per_sample)
 
     def check(self, spec: SearchSpec, prepared: Prepared) -> None:
         """The budget's and batches' checks ran where the data were prepared."""
@@ -69,10 +69,10 @@ class ScratchMethod:
             repeat_best(spec, stages, path)
 
 
-def search_plan_lines(spec: SearchSpec, budget: int) -> list[str]:
+def search_plan_lines(spec: SearchSpec, budget: int, tokens_per_sample: Optional[int] = None) -> list[str]:
     """The plan per batch size, how much of the evaluation set each report evaluates, and with the ``bisect``
     strategy the walk it will take."""
-    lines = plan_lines(spec, budget)
+    lines = plan_lines(spec, budget, tokens_per_sample)
     subset = spec.training.eval_subset_examples
     if subset is not None:
         # An accuracy's standard error is at most 0.5/sqrt(n) (at 50 %); other metrics' noise is the data's.
