@@ -14,7 +14,7 @@ run that learns first, not the one that ends best: measured, a pure best-goes-on
 three SST-2 seeds, which ended at 0.55 and 0.68 against the prior's 0.81 (BENCHMARKS.md, issue 38).
 
 A tie among the others goes to the earlier; a metric that is not finite (a diverged run, one that ended before the
-rung) leads nothing. Pure: no Ray. ``tune.per_batch_asha.PerBatchASHA`` pauses the waiting trials and stops or
+rung) leads nothing, nor does one read a milestone later than the others (``whole_rung``). Pure: no Ray. ``tune.per_batch_asha.PerBatchASHA`` pauses the waiting trials and stops or
 resumes them by the verdicts here; a resumed experiment replays each trial's persisted reports, which reach the
 same verdicts.
 """
@@ -51,11 +51,25 @@ class SynchronousHalving:
     order: list[Hashable] = field(default_factory=list)
     at_rung: dict[Hashable, float] = field(default_factory=dict)
     """Each candidate's metric at its first report at or past the rung (NaN: it ended before, or diverged)."""
+    read_at: dict = field(default_factory=dict)
+    """Where each candidate's rung metric was read (samples). Only candidates read where the rung was reached first
+    are compared (``whole_rung``): one whose report at the rung was lost (a SIGKILL between its checkpoint and its
+    row, issue 47) and whose first report past it came a milestone later trained more than the others, and read
+    there it led them unfairly."""
 
-    def add(self, key: Hashable) -> bool:
-        """Record ``key`` as a candidate while fewer than ``candidates`` are; whether it is one."""
+    rank: dict = field(default_factory=dict)
+    """Each candidate's place in the searcher's order where ``add`` was given it (0: the prior)."""
+
+    def add(self, key: Hashable, rank: Optional[float] = None) -> bool:
+        """Record ``key`` as a candidate while fewer than ``candidates`` are; whether it is one. With ``rank``
+        (its place in the searcher's order: 0 for the prior), ``order`` is kept in that order whatever order the
+        candidates are added in: a resumed experiment re-adds its trials latest result first (Tune's
+        ``_requeue_restored_trials``), which made another candidate the prior (issue 47)."""
         if key not in self.order and len(self.order) < self.candidates:
             self.order.append(key)
+            if rank is not None:
+                self.rank[key] = rank
+                self.order.sort(key=lambda k: self.rank.get(k, math.inf))  # stable: unranked keep their order
         return key in self.order
 
     def report(self, key: Hashable, samples: int, metric: Optional[float]) -> str:
@@ -64,6 +78,7 @@ class SynchronousHalving:
             return TRAIN
         if samples >= self.rung and key not in self.at_rung:
             self.at_rung[key] = metric if metric is not None and math.isfinite(metric) else math.nan
+            self.read_at[key] = samples
         return self.verdict(key)
 
     def ended(self, key: Hashable) -> None:
@@ -81,13 +96,20 @@ class SynchronousHalving:
         if not self.decided:
             return []
         sign = 1.0 if self.mode == "max" else -1.0
-        prior, others = self.order[0], [k for k in self.order[1:] if math.isfinite(self.at_rung[k])]
+        value = self.whole_rung()
+        prior, others = self.order[0], [k for k in self.order[1:] if math.isfinite(value[k])]
         if not others:
             return [prior]
-        best = max(others, key=lambda k: (sign * self.at_rung[k], -self.order.index(k)))  # a tie: the earlier
-        prior_value = self.at_rung[prior]
+        best = max(others, key=lambda k: (sign * value[k], -self.order.index(k)))  # a tie: the earlier
+        prior_value = value[prior]
         leads = not math.isfinite(prior_value) or sign * (self.at_rung[best] - prior_value) > self.margin
         return [prior, best] if leads else [prior]
+
+    def whole_rung(self) -> dict:
+        """Each candidate's metric where the rung was reached first (the fewest samples read at), NaN for one
+        read later (``read_at``): the comparison reads one rung, the same for all."""
+        first = min(self.read_at.values(), default=self.rung)
+        return {k: v if self.read_at.get(k, first) == first else math.nan for k, v in self.at_rung.items()}
 
     def verdict(self, key: Hashable) -> str:
         if key not in self.order:

@@ -25,6 +25,10 @@ __all__ = ["ExperimentMeta", "FORMAT"]
 FORMAT = 2
 """The metadata's format this cbs-ray writes (see the module docstring)."""
 
+MAPPING_FIELDS = ("spec", "study", "user_objects", "schedule")
+"""The metadata's fields that hold a mapping (``spec`` never None)."""
+
+
 @dataclass
 class ExperimentMeta:
     """One experiment's ``cbs_spec.json``."""
@@ -83,6 +87,10 @@ class ExperimentMeta:
             method_entry(raw.get("method", "scratch"))
         except UnknownMethodError as e:
             raise UnknownMethodError(f"the experiment's metadata names an {e}") from None
+        not_mappings = [k for k in MAPPING_FIELDS if k in raw and not isinstance(raw[k], dict)
+                        and not (raw[k] is None and k != "spec")]
+        if not_mappings:  # a tampered spec that is a list ended in AttributeError (issue 47)
+            raise ReportError(f"the experiment's metadata is damaged: {', '.join(not_mappings)} is not a mapping")
         known = {k: v for k, v in raw.items() if k in names}
         return cls(**{"format": 1, **known}, branching={k: v for k, v in raw.items() if k not in names})
 

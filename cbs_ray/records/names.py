@@ -9,11 +9,15 @@ from typing import Optional
 
 from cbs_ray.records.method_registry import method_entry
 
-__all__ = ["NAME_MAX_CHARS", "name_problem", "default_report_dir", "resume_command", "TRUNK_DONE"]
+__all__ = ["NAME_MAX_BYTES", "NAME_MAX_CHARS", "name_problem", "default_report_dir", "resume_command", "TRUNK_DONE"]
 
-NAME_MAX_CHARS = 100
-"""The longest experiment name: it becomes one directory name (``./cbs_results/<name>``) and, with the date and
-time, a Tune experiment directory; 100 leaves room under every filesystem's 255-byte limit on one name."""
+NAME_MAX_BYTES = 100
+"""The longest experiment name, in UTF-8 bytes (a filesystem counts a name's bytes: 100 CJK characters are 300, and
+passed a check in characters, then failed with ENAMETOOLONG after Ray started, issue 47). It becomes one directory
+name (``./cbs_results/<name>-ladder``) and, with the date and time, a Tune experiment directory (``<name>-branch-
+20261203-101500-999-schedule``: 100 + 41 bytes); 100 leaves room under every filesystem's 255-byte limit."""
+NAME_MAX_CHARS = NAME_MAX_BYTES
+"""The same bound under its earlier name: in bytes, which a name of ASCII characters counts alike."""
 
 TRUNK_DONE = "trunk_done"
 """The marker a branch-mode trunk writes into its checkpoint directory when it ends (finished or diverged; "failed"
@@ -25,8 +29,8 @@ def name_problem(name: object) -> Optional[str]:
     elsewhere), or None when it can."""
     if not isinstance(name, str) or not name:
         return "must be a non-empty name"
-    if len(name) > NAME_MAX_CHARS:
-        return f"must be at most {NAME_MAX_CHARS} characters, got {len(name)}"
+    if len(name.encode("utf-8", "surrogatepass")) > NAME_MAX_BYTES:
+        return f"must be at most {NAME_MAX_BYTES} bytes in UTF-8, got {len(name.encode('utf-8', 'surrogatepass'))}"
     if name in (".", ".."):
         return f"must be a folder's own name, not {name!r}"
     if any(c in "/\\ " or not c.isprintable() for c in name):

@@ -9,7 +9,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import stat
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -41,18 +44,51 @@ def filesystem(uri: str) -> tuple[Any, str]:
     return pyarrow.fs.LocalFileSystem(), str(Path(uri).expanduser().resolve())
 
 
+MAX_META_BYTES = 64 * 2**20
+"""The largest ``cbs_spec.json`` read (64 MiB; cbs-ray writes a few kB): a planted huge file is not read."""
+
+
 def write_meta(experiment_uri: str, meta: dict[str, Any]) -> None:
-    """Store what the report needs (metric, mode, budget, spec) beside Tune's own experiment files."""
+    """Store what the report needs (metric, mode, budget, spec) beside Tune's own experiment files. Locally it is
+    written aside and renamed into place (issue 47): never through a hard link or a symbolic link in its place."""
     fs, path = filesystem(experiment_uri)
     fs.create_dir(path, recursive=True)
-    with fs.open_output_stream(f"{path}/{META_FILE}") as f:
-        f.write(json.dumps(meta, indent=2).encode())
+    text = json.dumps(meta, indent=2).encode()
+    if "://" in experiment_uri:
+        with fs.open_output_stream(f"{path}/{META_FILE}") as f:
+            f.write(text)
+        return
+    descriptor, aside = tempfile.mkstemp(prefix=f".{META_FILE}.", dir=path)
+    try:
+        with os.fdopen(descriptor, "wb") as f:
+            f.write(text)
+        os.chmod(aside, 0o644)
+        os.replace(aside, f"{path}/{META_FILE}")
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(aside)
+        raise
+
+
+def _read_local_meta(path: str) -> bytes:
+    """A local ``cbs_spec.json``'s bytes, read only as a regular file of at most ``MAX_META_BYTES`` (opened
+    without waiting on a FIFO: a FIFO or a link to /dev/zero hung or exhausted ``cbs-ray report``, issue 47)."""
+    descriptor = os.open(f"{path}/{META_FILE}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(descriptor, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("not a regular file")
+        if info.st_size > MAX_META_BYTES:
+            raise ValueError(f"{info.st_size} bytes, over the {MAX_META_BYTES} a cbs-ray metadata file can be")
+        return f.read(MAX_META_BYTES + 1)
 
 
 def read_meta(experiment_uri: str) -> dict[str, Any]:
     """What ``write_meta`` stored; ``ReportError`` when the file is missing or damaged."""
     fs, path = filesystem(experiment_uri)
     try:
+        if "://" not in experiment_uri:
+            return json.loads(_read_local_meta(path).decode())
         with fs.open_input_stream(f"{path}/{META_FILE}") as f:
             meta: dict[str, Any] = json.loads(f.read().decode())
             return meta

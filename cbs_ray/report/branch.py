@@ -427,7 +427,7 @@ trunk batch {summary.trunk[Column.batch_size]}, branches at {esc(', '.join(map(s
 def write_branch_report(summary: BranchSummary, history: pd.DataFrame, directory) -> Path:
     """Write ``summary.json``, ``history.csv``, ``cbs_over_training.png``, ``report.md`` and ``report.html`` into
     ``directory``; returns the path of report.html."""
-    with report_folder(directory, summary.experiment_path) as directory:
+    with report_folder(directory, summary.experiment_path, name=summary.name, method="branch") as directory:
         (directory / "summary.json").write_text(summary.to_json())
         history.to_csv(directory / "history.csv", index=False)
         plot = cbs_over_training_plot(summary, directory / f"{PLOT}.png")

@@ -7,7 +7,15 @@ cleared of that report's files first, with a line saying so, so that a new repor
 
 No writer follows a link it did not make (issue 40 row 2): the lock file is opened with ``O_NOFOLLOW`` and never
 truncated, and a report file's name that is a symbolic link (or anything but a plain file) is removed on the way
-in, so that the file written there is a new one in this folder, never the link's target."""
+in, so that the file written there is a new one in this folder, never the link's target.
+
+Issue 47: a report file with another hard link (``st_nlink > 1``: a ``cp -al`` snapshot's copy) is unlinked
+the same way, so the snapshot keeps its own bytes; a report folder that is itself a symbolic link (one planted as
+``./cbs_results/<name>``; an ``--output`` is resolved before it gets here) is refused; ``summary.json`` is read
+only as a regular file of at most ``MAX_SUMMARY_BYTES``, opened without following a link or waiting on a FIFO; and
+another experiment's report is cleared only where it is an earlier report of the same search (the same name
+and method, a re-run): a scratch search named ``golden-ladder`` shares ``./cbs_results/golden-ladder`` with
+the ladder report of ``golden``, and is refused there instead of deleting it."""
 
 from __future__ import annotations
 
@@ -16,6 +24,7 @@ import fcntl
 import json
 import os
 import shlex
+import stat
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -23,9 +32,14 @@ from typing import Iterator
 from cbs_ray.records.method_registry import method_report_files
 from cbs_ray.records.storage import ReportError
 
-__all__ = ["COMMON_REPORT_FILES", "report_files", "LOCK_FILE", "report_folder", "FolderError"]
+__all__ = ["COMMON_REPORT_FILES", "report_files", "LOCK_FILE", "MAX_SUMMARY_BYTES", "report_folder", "FolderError",
+           "held_summary", "foreign_report"]
 
 LOCK_FILE = ".cbs_report.lock"
+
+MAX_SUMMARY_BYTES = 256 * 2**20
+"""The largest ``summary.json`` read back (256 MiB): a search of thousands of trials writes a few MB; a link to
+``/dev/zero`` or a huge planted file is not read."""
 
 
 
@@ -46,10 +60,16 @@ def report_files() -> tuple[str, ...]:
 
 
 @contextlib.contextmanager
-def report_folder(directory: str | os.PathLike[str], experiment_path: str | None) -> Iterator[Path]:
-    """Hold ``directory`` (made if missing) for the report of ``experiment_path`` while inside: locked
-    against a second writer, and cleared of another experiment's report files on the way in."""
+def report_folder(directory: str | os.PathLike[str], experiment_path: str | None, *, name: str | None = None,
+                  method: str | None = None) -> Iterator[Path]:
+    """Hold ``directory`` (made if missing) for the report of ``experiment_path`` (of the search ``name`` by
+    ``method``) while inside: locked against a second writer, and cleared of an earlier report of the same
+    search on the way in (a report of another search there: ``FolderError``, nothing removed)."""
     directory = Path(directory)
+    if directory.is_symlink():
+        raise FolderError(f"report: {directory} is a symbolic link (to {os.readlink(directory)}), which cbs-ray did "
+                          f"not make; nothing was written through it: remove it, or name the folder you mean with "
+                          f"--output" + _rebuild(experiment_path))
     try:
         directory.mkdir(parents=True, exist_ok=True)
         lock = _open_lock(directory / LOCK_FILE)
@@ -57,7 +77,7 @@ def report_folder(directory: str | os.PathLike[str], experiment_path: str | None
         raise FolderError(_cannot_write(directory, experiment_path, e)) from None
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        _clear_another_experiments_report(directory, experiment_path)
+        _clear_another_experiments_report(directory, experiment_path, name, method)
         _unlink_foreign_entries(directory)
         yield directory
     except OSError as e:  # a full disk, a read-only folder: the experiment itself is intact
@@ -66,10 +86,13 @@ def report_folder(directory: str | os.PathLike[str], experiment_path: str | None
         os.close(lock)  # closing releases the lock
 
 
+def _rebuild(experiment_path: str | None) -> str:
+    return (f"; the experiment is intact: rebuild the report with cbs-ray report {shlex.quote(experiment_path)} "
+            f"--output DIR") if experiment_path else ""
+
+
 def _cannot_write(directory: Path, experiment_path: str | None, e: OSError) -> str:
-    rebuild = (f"; the experiment is intact: rebuild the report with cbs-ray report {shlex.quote(experiment_path)} "
-               f"--output DIR") if experiment_path else ""
-    return f"report: cannot write to {directory} ({e.strerror or e}){rebuild}"
+    return f"report: cannot write to {directory} ({e.strerror or e}){_rebuild(experiment_path)}"
 
 
 def _open_lock(path: Path) -> int:
@@ -91,13 +114,51 @@ def _unlink_foreign_entries(directory: Path) -> None:
                   f"file is written in its place", file=sys.stderr, flush=True)
         elif entry.exists() and not entry.is_file():
             raise FolderError(f"report: {entry} is not a file; the report cannot be written there")
+        elif entry.exists() and entry.lstat().st_nlink > 1:
+            entry.unlink()
+            print(f"report: {entry} had another hard link; this name was removed (the other keeps its content) and "
+                  f"a new report file is written in its place", file=sys.stderr, flush=True)
 
 
-def _clear_another_experiments_report(directory: Path, experiment_path: str | None) -> None:
+def held_summary(directory: Path) -> dict | None:
+    """The ``summary.json`` in ``directory`` as a dict, or None where there is none to read: not a regular file
+    (a FIFO, a device, a link: opened with ``O_NOFOLLOW | O_NONBLOCK``, so nothing blocks or follows), over
+    ``MAX_SUMMARY_BYTES``, or not a JSON object."""
     try:
-        held = json.loads((directory / "summary.json").read_text()).get("experiment_path")
-    except (OSError, ValueError, AttributeError):  # no report there yet (or not ours to read): nothing to clear
-        return
+        descriptor = os.open(directory / "summary.json", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(descriptor, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SUMMARY_BYTES:
+            return None
+        try:
+            held = json.loads(f.read(MAX_SUMMARY_BYTES + 1))
+        except (OSError, ValueError, RecursionError):
+            return None
+    return held if isinstance(held, dict) else None
+
+
+def foreign_report(directory: Path, experiment_path: str | None, name: str | None, method: str | None) -> str | None:
+    """The line refusing ``directory`` when it holds the report of another search (another name or method, not
+    an earlier run of this one), else None."""
+    held = held_summary(directory)
+    if not held or name is None or held.get("experiment_path") in (None, experiment_path):
+        return None
+    held_name, held_method = held.get("name"), held.get("method") or "scratch"
+    if held_name is None or (held_name, held_method) == (name, method or "scratch"):
+        return None
+    return (f"report: {directory} holds the report of another search ({held_name!r}, {held_method}: "
+            f"{held.get('experiment_path')}); nothing was removed; name another folder with --output"
+            + _rebuild(experiment_path))
+
+
+def _clear_another_experiments_report(directory: Path, experiment_path: str | None, name: str | None,
+                                      method: str | None) -> None:
+    problem = foreign_report(directory, experiment_path, name, method)
+    if problem:
+        raise FolderError(problem)
+    held = (held_summary(directory) or {}).get("experiment_path")
     if held and experiment_path and held != experiment_path:
         removed = [name for name in report_files()
                    if (directory / name).is_file() and not (directory / name).is_symlink()]

@@ -236,7 +236,7 @@ def _html(summary: LadderSummary, plot: Path) -> str:
 
 def write_ladder_report(summary: LadderSummary, history: pd.DataFrame, directory) -> Path:
     """Write the report's files into ``directory``; returns report.html's path."""
-    with report_folder(directory, summary.experiment_path) as directory:
+    with report_folder(directory, summary.experiment_path, name=summary.name, method="ladder") as directory:
         (directory / "summary.json").write_text(summary.to_json())
         history.to_csv(directory / "history.csv", index=False)
         plot = ladder_plot(summary, directory / f"{PLOT}.png")

@@ -90,7 +90,7 @@ class MethodReport(Protocol):
         """The report's files in ``out``; returns the page's path."""
 
     def run_lines(self, reading: Reading) -> list[str]:
-        """Lines a search prints before the headline at its end (the from-scratch per-batch table)."""
+        """Lines a search prints after the headline at its end (the from-scratch per-batch table)."""
 
     def report_lines(self, page: Path, out: Path, path: str) -> list[str]:
         """What the report command prints after the headline."""

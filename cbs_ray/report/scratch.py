@@ -66,7 +66,8 @@ class Report:
     def write(self, directory: str | os.PathLike) -> Path:
         """Write every output into ``directory``; returns the path of report.html."""
 
-        with report_folder(directory, self.summary.experiment_path) as folder:
+        with report_folder(directory, self.summary.experiment_path, name=self.summary.name,
+                           method="scratch") as folder:
             write_summary(self.summary, self.history, folder)
             plots = all_plots(self.summary, folder, self.history) if self.summary.trials else {}
             (folder / "report.md").write_text(render_markdown(self.summary, plots))
@@ -106,14 +107,14 @@ def analyze(source, *, tolerance: Optional[float] = None, target: Optional[float
                                 ignore_index=True)
     if history.empty:
         raise ReportError(f"{experiment}: no trial has reported a result yet" + first_error(experiment))
-    spec = meta.get("spec") or {}
+    spec = meta.get("spec") if isinstance(meta.get("spec"), dict) else {}  # a tampered one: the defaults
     summary = summarize(history, metric=meta["metric"], mode=meta["mode"], budget_samples=meta["budget_samples"],
                         tolerance=meta["tolerance"] if tolerance is None else tolerance, target=target,
                         turning_fit=turning_fit or spec.get("search", {}).get("turning_point", "monotone"),
                         # a next search never proposes a batch smaller than the workers it splits over
                         min_batch_size=int(spec.get("resources", {}).get("workers_per_trial") or 1),
                         seeds=seeded_configurations(spec, history[Column.batch_size].unique()))
-    summary = replace(summary, experiment_path=experiment, name=meta.get("name"), spec=meta.get("spec"))
+    summary = replace(summary, experiment_path=experiment, name=meta.get("name"), spec=spec or None)
     return Report(summary, history, experiment)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from cbs_ray.records.method_registry import method_names
-from cbs_ray.records.names import NAME_MAX_CHARS, name_problem
+from cbs_ray.records.names import NAME_MAX_BYTES, name_problem
 from cbs_ray.spec.errors import SpecError
 
 # ---- single-field checks, declared beside their fields ---------------------------------------------
@@ -72,6 +72,39 @@ def a_count(most: int) -> Check:
     return Check(lambda v: 1 <= v <= most, f"must be from 1 to {most} (each one multiplies the trials), got {{value}}")
 
 
+def between(low: float, high: float, *, show_value: bool = True) -> Check:
+    """From ``low`` to ``high``, both included (NaN and infinities fail: every comparison with NaN is false). The
+    upper bounds are generous (each field's docstring says why its bound); what they stop is a typo or a hostile
+    value that hung the plan or exhausted memory after Ray started (issue 47)."""
+    return Check(lambda v: low <= v <= high, f"must be from {low} to {high}" + _got(show_value))
+
+
+SEED_MAX = 2**32 - 1
+"""The largest seed: numpy's ``RandomState`` and Optuna's samplers take a 32-bit unsigned seed (a negative one
+failed after Ray started)."""
+
+MAX_SAMPLES = 2**40
+"""The largest budget or cadence in samples (~1.1e12): more than any pre-training run's samples (15 T tokens
+of 8192-token samples is 1.8e9)."""
+
+MAX_TOKENS = 2**50
+"""The largest token budget (~1.1e15): 70 times the largest published pre-training runs' 15 T tokens."""
+
+MAX_SEQUENCE = 2**17
+"""The longest sequence, source or target (131 072 tokens): the longest contexts models train with today."""
+
+MAX_BUILTIN_EXAMPLES = 10**7
+"""The most examples a built-in task generates in memory (10 M: ~1.3 GB of int64 at 16 tokens)."""
+
+MAX_TRIALS = 10_000
+"""The most trials of a search: Tune keeps every trial in the driver's memory, and 10 000 is far beyond any grid
+here (18 by default); 10⁹ was accepted."""
+
+MAX_GRID_POINTS = 100
+"""The most points per range of the ``grid`` and ``bisect`` strategies: 100 alphas are finer than any LR rule
+tells apart, and 10⁶ hung ``--dry-run`` (``maths.bisection.middle_first``)."""
+
+
 def non_negative() -> Check:
     return Check(lambda v: v >= 0, "must be >= 0, got {value}")
 
@@ -102,7 +135,7 @@ def ordered_within(low: float, high: float) -> Check:
 
 DIRECTORY_NAME = Check(lambda v: name_problem(v) is None,
                        "must be one folder name (no spaces, slashes, control characters, . or ..; at most "
-                       f"{NAME_MAX_CHARS} characters), got {{value!r:.120}}")
+                       f"{NAME_MAX_BYTES} bytes in UTF-8), got {{value!r:.120}}")
 HAS_MODEL_TYPE = Check(lambda c: "model_type" in c, "must contain model_type (e.g. bert, gpt2)")
 BUILTIN_METRICS = ("accuracy", "eval_loss", "perplexity", "bleu", "excess_loss")
 """The metrics the spec path computes; ``search.metric`` may name another only with ``compute_metrics``."""

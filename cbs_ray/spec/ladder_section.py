@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Optional
 
 from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
-from cbs_ray.spec.checks import MAX_REPEATS, a_count, at_least, check, non_negative, within
+from cbs_ray.spec.checks import MAX_REPEATS, a_count, between, check, within
 from cbs_ray.spec.errors import SpecError
 
 # ``spec.schema.SearchSpec`` holds the section (``SearchSpec.ladder``): it imports this module, so the functions
@@ -49,7 +49,7 @@ class LadderSpec:
     alpha: Optional[float] = field(default=None, metadata=check(within(0, 1, ends="[]")))
     """The alpha rule's exponent for every batch's LR (lr = base_lr · (B / base_batch) ** alpha). Default: the
     middle of ``search.alpha_range``."""
-    min_steps: int = field(default=16, metadata=check(at_least(1)))
+    min_steps: int = field(default=16, metadata=check(between(1, 10**6)))
     """The fewest optimizer steps the largest batch may take within the fraction: fewer, and its curve has too
     few evaluations after warmup to say when it reaches a rung's loss."""
     first_rung: float = field(default=1 / 64, metadata=check(within(0, 1, ends="()")))
@@ -66,17 +66,18 @@ class LadderSpec:
     """What the rungs read each run's loss from: ``ewa``, an average of its iterates (polynomial-decay averaging,
     ``maths.averaging``; at a constant LR the raw iterate sits on an LR-noise floor that grows with the LR, i.e.
     with the batch) evaluated beside the raw model at every evaluation; or ``raw``, the raw model's."""
-    cap: float = field(default=4.0, metadata=check(at_least(1)))
+    cap: float = field(default=4.0, metadata=check(between(1, 1000)))
     """How far a run may go, in multiples of where it is read: each batch trains until it reaches the last rung's
     target (the smallest batch's loss at the fraction) or ``cap`` × the fraction; with ``--validate-prediction``,
     until it reaches the smallest batch's loss at D or ``cap`` × D. The smallest batch itself stops at the fraction
     (at D when validating)."""
-    min_warmup_steps: int = field(default=0, metadata=check(non_negative()))
+    min_warmup_steps: int = field(default=0, metadata=check(between(0, 10**6)))
     """Every batch warms up over at least this many optimizer steps (0: none beyond the warmup fraction's). The
     warmup is ``search.warmup_fraction_range``'s middle of the steps to the fraction, the same samples for every
     batch, which leaves the largest batches a step or two: on the markov language B=128 then took a loss spike at
     its peak LR and sat on a plateau for 10–20 steps, at random lengths across seeds (issue 36), the noise that
-    decided its rungs and its measurement. ``search_spaces/markov_lm.yaml`` sets 8."""
+    decided its rungs and its measurement. ``search_spaces/markov_lm.yaml`` sets 8. At most 10⁶ (more steps than
+    any run here takes; 10⁹ was accepted)."""
     step_count: Literal["optimizer", "lr_weighted"] = "optimizer"
     """How a rung counts the steps S(B) a batch took to its target: ``optimizer``, every step as one; or
     ``lr_weighted``, each step by its LR relative to the peak (a linear warmup of W steps counts about W/2:

@@ -16,12 +16,20 @@ from cbs_ray.spec.checks import (
     DIRECTORY_NAME,
     HAS_MODEL_TYPE,
     METRIC_NAME,
+    MAX_BUILTIN_EXAMPLES,
+    MAX_GRID_POINTS,
     MAX_REPEATS,
+    MAX_SAMPLES,
+    MAX_SEQUENCE,
+    MAX_TOKENS,
+    MAX_TRIALS,
     POSITIVE_NUMBER,
+    SEED_MAX,
     expand_batch_sizes,
     a_count,
     a_registered_method,
     at_least,
+    between,
     check,
     greater_than,
     low_high_pair,
@@ -71,16 +79,20 @@ class DataSpec:
     (``task: causal-lm`` only), sequences of a Zipfian, low-rank Markov chain whose next-token distribution is
     known, so the evaluation also reports the exact ``excess_loss`` (``data.markov``; the ``markov_*`` keys).
     No download; see ``cbs_ray.data``."""
-    markov_vocab_size: int = field(default=512, metadata=check(at_least(2)))
-    """The ``markov`` language's vocabulary: tokens 0…V−1, token j of Zipf rank j + 1."""
-    markov_rank: int = field(default=16, metadata=check(at_least(1)))
-    """r: the rank of the ``markov`` language's token interactions (U, W ∈ R^{V×r})."""
-    markov_zipf_exponent: float = field(default=1.0, metadata=check(non_negative()))
+    markov_vocab_size: int = field(default=512, metadata=check(between(2, 8192)))
+    """The ``markov`` language's vocabulary: tokens 0…V−1, token j of Zipf rank j + 1. At most 8192: its exact
+    next-token table is V×V float64 (512 MiB at 8192, built with a few copies); 10⁹ ran out of memory."""
+    markov_rank: int = field(default=16, metadata=check(between(1, 1024)))
+    """r: the rank of the ``markov`` language's token interactions (U, W ∈ R^{V×r}). At most 1024: a rank above
+    the vocabulary adds nothing, and 10⁶ took 94 s to plan."""
+    markov_zipf_exponent: float = field(default=1.0, metadata=check(between(0, 10)))
     """a: the Zipf exponent of the ``markov`` language; the next token's logits are −a·ln(rank_j) +
-    s·⟨U_i, W_j⟩/√r and the first token follows the Zipf unigram rank^−a."""
-    markov_coupling: float = field(default=3.0, metadata=check(non_negative()))
-    """s: how strongly the ``markov`` language's next token depends on the token before it (0: a unigram)."""
-    markov_seed: int = 1234
+    s·⟨U_i, W_j⟩/√r and the first token follows the Zipf unigram rank^−a. At most 10 (token 2 already 1024 times
+    rarer than token 1; natural text is near 1)."""
+    markov_coupling: float = field(default=3.0, metadata=check(between(0, 100)))
+    """s: how strongly the ``markov`` language's next token depends on the token before it (0: a unigram; at most
+    100, where every next token is all but certain)."""
+    markov_seed: int = field(default=1234, metadata=check(between(0, SEED_MAX)))
     """The seed that draws the ``markov`` language (U and W) and its training and evaluation sequences; the
     search's seeds vary the data order and the initial weights, not the language."""
     builtin_negation: float = field(default=0.0, metadata=check(within(0, 1, ends="[]")))
@@ -88,11 +100,11 @@ class DataSpec:
     a tiny model learns negation as a sudden jump whose timing varies from seed to seed by more than a
     factor 2 of steps, which makes the critical batch a coin toss; 0.2 is the harder task of earlier
     versions."""
-    builtin_train_examples: int = field(default=8192, metadata=check(positive(show_value=False)))
+    builtin_train_examples: int = field(default=8192, metadata=check(between(1, MAX_BUILTIN_EXAMPLES)))
     """Size of the generated training set (``markov``: at least 4 budgets of fresh sequences whatever this says,
-    so that no sequence is seen twice within a run)."""
-    builtin_eval_examples: int = field(default=24576, metadata=check(positive(show_value=False)))
-    """Size of the generated evaluation set. The default keeps an accuracy's standard error at most 0.0032
+    so that no sequence is seen twice within a run); at most 10⁷ (generated in memory)."""
+    builtin_eval_examples: int = field(default=24576, metadata=check(between(1, MAX_BUILTIN_EXAMPLES)))
+    """Size of the generated evaluation set (at most 10⁷, generated in memory). The default keeps an accuracy's standard error at most 0.0032
     even at chance (0.5), so one batch size that failed to learn cannot make the verdict unresolvable."""
     hub_name: Optional[str] = None
     """``datasets.load_dataset`` name, e.g. ``glue``."""
@@ -114,11 +126,11 @@ class DataSpec:
     """Column holding integer class labels (sequence-classification only)."""
     target_column: str = "target"
     """Column holding the target text (seq2seq only): what the decoder learns to write for ``text_column``."""
-    max_seq_length: int = field(default=16, metadata=check(at_least(4)))
+    max_seq_length: int = field(default=16, metadata=check(between(4, MAX_SEQUENCE)))
     """Tokens per example after truncation/padding (the built-in task's longest sentence is 13 words:
     16 holds it with [CLS] and [SEP]). For seq2seq: the source's tokens. For ``markov``: every sequence's
-    length."""
-    max_target_length: int = field(default=16, metadata=check(at_least(2)))
+    length. At most 131 072 (the longest contexts trained today; 10⁷ ran out of memory)."""
+    max_target_length: int = field(default=16, metadata=check(between(2, MAX_SEQUENCE)))
     """Seq2seq only: target tokens per example after truncation/padding, the end-of-sequence token
     included (the built-in translation's longest target is 7 words)."""
     max_train_examples: Optional[int] = field(default=None, metadata=check(positive(show_value=False)))
@@ -142,14 +154,15 @@ class DataSpec:
 
 @dataclass
 class TrainingSpec:
-    budget_samples: Optional[int] = 7168
-    """Equal-sample budget: every trial trains on exactly this many samples, whatever its batch size. The
+    budget_samples: Optional[int] = field(default=7168, metadata=check(between(1, MAX_SAMPLES)))
+    """Equal-sample budget: every trial trains on exactly this many samples, whatever its batch size (at most
+    2⁴⁰, ``spec.checks.MAX_SAMPLES``). The
     default: batch sizes up to 128 (56 steps or more) reach the built-in task's ~0.95 ceiling, 256 (28
     steps) and 512 (14) fall short."""
-    budget_epochs: Optional[float] = field(default=None, metadata=check(positive()))
+    budget_epochs: Optional[float] = field(default=None, metadata=check(positive(), between(0, 10**6)))
     """Alternative to ``budget_samples``: epochs over the training set, rounded down to a whole number of
     ``eval_every_samples``. Set ``budget_samples: null`` to use it."""
-    budget_tokens: Optional[int] = field(default=None, metadata=check(positive()))
+    budget_tokens: Optional[int] = field(default=None, metadata=check(between(1, MAX_TOKENS)))
     """Alternative to ``budget_samples`` for ``task: causal-lm``: every trial trains on this many tokens, as
     pretraining budgets are counted. The texts are packed (``data.packing``), so every sample is
     ``data.max_seq_length`` tokens and the budget is ``budget_tokens // max_seq_length`` samples, rounded down
@@ -157,7 +170,7 @@ class TrainingSpec:
     ``budget_samples: null`` to use it."""
     base_lr: float = field(default=5.0e-4, metadata=check(POSITIVE_NUMBER))
     """Learning rate tuned at ``base_batch`` (B0); trials use base_lr · (B / B0) ** alpha."""
-    base_batch: int = field(default=16, metadata=check(positive()))
+    base_batch: int = field(default=16, metadata=check(between(1, 2**24)))
     """B0: the batch size at which ``base_lr`` is right."""
     lr_decay: Literal["linear", "cosine", "constant"] = "linear"
     """Shape of the LR after warmup, reaching 0 at the end of the budget (except constant)."""
@@ -199,7 +212,7 @@ class TrainingSpec:
     divergence_factor: float = field(default=10.0, metadata=check(greater_than(1)))
     """A trial is stopped as diverged when a report interval's mean training loss exceeds this multiple
     of its first step's loss (besides any NaN/Inf loss or gradient norm)."""
-    eval_every_samples: int = 1024
+    eval_every_samples: int = field(default=1024, metadata=check(between(1, MAX_SAMPLES)))
     """Report cadence: evaluate, report and checkpoint every this many samples. Must be a multiple of the
     largest batch size so every report lands on an exact sample milestone."""
     micro_batch_size: Optional[int] = field(default=32, metadata=check(positive()))
@@ -241,8 +254,8 @@ class SearchSection:
     warmup_fraction_range: list = field(default_factory=lambda: [0.0, 0.2],
                                         metadata=check(low_high_pair(), ordered_within(0.0, 1.0)))
     """[low, high] of warmup as a fraction of the trial's optimizer steps."""
-    num_trials: int = 18
-    """Trials in total. At least one per batch size: each batch size is seeded (the middle alpha, and a
+    num_trials: int = field(default=18, metadata=check(between(1, MAX_TRIALS)))
+    """Trials in total (at most 10 000, ``spec.checks.MAX_TRIALS``). At least one per batch size: each batch size is seeded (the middle alpha, and a
     warmup that grows with the batch: the middle of the range at ``base_batch``, an eighth of the range more
     per doubling above and less below, clipped to the range) so its curve point always exists."""
     metric: str = field(default="accuracy", metadata=check(METRIC_NAME))
@@ -260,8 +273,8 @@ class SearchSection:
     fit that never improves with batch size (at equal samples the reachable quality does not, by the
     empirical model of McCandlish et al.), so one lucky or unlucky batch size cannot end or extend the walk
     alone; ``raw`` walks the bests themselves. The summary holds both."""
-    seed: int = 0
-    """Seed for the searcher, data order and model initialisation."""
+    seed: int = field(default=0, metadata=check(between(0, SEED_MAX)))
+    """Seed for the searcher, data order and model initialisation (0 to 2³²−1: numpy's and Optuna's range)."""
     strategy: Literal["tpe", "random", "grid", "bisect"] = "tpe"
     """How configurations are chosen: ``tpe`` (Optuna's multivariate TPE, the default), ``random``
     (Optuna's random sampler over the same space), ``grid``: the manual method, every batch size ×
@@ -280,8 +293,9 @@ class SearchSection:
     space). Without it TPE also chooses the batch size and spends most trials where the
     metric is best, i.e. at small batches, which leaves the large batches' best configuration, and with
     it the turning point, less well estimated."""
-    grid_points: int = field(default=3, metadata=check(at_least(1)))
-    """Points per range (alpha, warmup) of the ``grid`` strategy: 3 gives the ends and the middle."""
+    grid_points: int = field(default=3, metadata=check(between(1, MAX_GRID_POINTS)))
+    """Points per range (alpha, warmup) of the ``grid`` strategy: 3 gives the ends and the middle (at most 100,
+    ``spec.checks.MAX_GRID_POINTS``)."""
     early_stopping: bool = True
     """ASHA early stopping within each batch size; false trains every trial to the full budget."""
     repeats: int = field(default=1, metadata=check(a_count(MAX_REPEATS)))
@@ -371,7 +385,7 @@ class GenerationSpec:
     """How a seq2seq model writes its evaluation targets for ``search.metric: bleu`` (not used otherwise):
     greedy by default, as cheap as BLEU gets, and the same for every batch size."""
 
-    max_new_tokens: Optional[int] = field(default=None, metadata=check(positive()))
+    max_new_tokens: Optional[int] = field(default=None, metadata=check(between(1, MAX_SEQUENCE)))
     """Tokens the decoder may write per example, end-of-sequence included (None: ``data.max_target_length``)."""
     num_beams: int = field(default=1, metadata=check(at_least(1)))
     """Beam search width (1: greedy). Each beam multiplies evaluation's decoding cost."""
@@ -379,7 +393,7 @@ class GenerationSpec:
 
 @dataclass
 class AshaSpec:
-    grace_period_samples: int = 1024
+    grace_period_samples: int = field(default=1024, metadata=check(between(1, MAX_SAMPLES)))
     """No trial is stopped before it has seen this many samples (ASHA's grace period)."""
     reduction_factor: int = field(default=2, metadata=check(at_least(2)))
     """ASHA keeps the top 1/reduction_factor of trials at each rung (within one batch size)."""
@@ -471,8 +485,13 @@ class SearchSpec:
 
     @property
     def results_dir(self) -> Path:
-        """``output_dir``, else the method's own folder (``records.meta.default_report_dir``)."""
-        return Path(self.output_dir or default_report_dir(self.name, self.search.method)).expanduser().resolve()
+        """``output_dir``, else the method's own folder (``records.meta.default_report_dir``), its parents resolved
+        but not the folder itself: a symbolic link planted there is seen, and refused, by the report's writer
+        (``report.folder``, issue 47), not followed."""
+        if self.output_dir:
+            return Path(self.output_dir).expanduser().resolve()
+        folder = default_report_dir(self.name, self.search.method)
+        return folder.parent.resolve() / folder.name
 
     @property
     def storage_uri(self) -> str:

@@ -20,6 +20,7 @@ that repeats at the same point is not retried (``train.failure``).
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import tempfile
 import time
@@ -102,6 +103,8 @@ def _train(cfg: TrialConfig, data, session, position: Position) -> None:
     report_at = set(run.report_at)
     save_at = set(run.save_at) if run.publishes_checkpoints else set()
     parts, progress = setup_trial(cfg, data, session)
+    if progress.milestone_row is not None:  # its checkpoint's row, which a crash may have kept from the results
+        session.report(progress.milestone_row, None)
     gauges = TrialGauges(cfg.trial_id, cfg.batch_size, cfg.metric) if cfg.trial_id and session.rank == 0 else None
     parts.model.train()
     while progress.samples < run.stop_samples:
@@ -286,9 +289,19 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: TrialParts, progress: 
                 "train_time_s": progress.train_time, "wall_time_s": report.wall_time_s,
                 "first_loss": progress.first_loss, "samples_drawn": progress.drawn,
                 "noise_meter": parts.noise.saved((noise["grad_sq"], noise["trace_sigma"]))
-                if parts.noise is not None else None})
+                if parts.noise is not None else None, "report": milestone_row(metrics)})
         session.report(metrics, directory if session.rank == 0 else None)
     return True
+
+
+def milestone_row(metrics: dict) -> str:
+    """A milestone's reported row as the checkpoint keeps it (JSON text: ``torch.load(weights_only=True)`` reads
+    it back). A restarted trial reports it again before it trains on (issue 47): the checkpoint and the row are
+    written by two processes (the trial persists the checkpoint, the driver then writes ``result.json``), so a
+    SIGKILL between them left a checkpoint whose row was lost, and the rung decisions read a later row instead.
+    Reported twice, the row is the same row: the history keeps one (``records.storage``), ASHA's rungs record a
+    trial once."""
+    return json.dumps(metrics, default=lambda value: value.item() if hasattr(value, "item") else str(value))
 
 
 def _trial_report(cfg: TrialConfig, plan: BatchPlan, progress: TrialProgress, readings: StepReadings,

@@ -5,6 +5,7 @@ branch's start (``_restore``), the data (``_setup_data``); ``setup_trial`` runs 
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -74,6 +75,8 @@ class TrialProgress:
     interval_samples: int = 0
     train_loss_ema: Optional[float] = None
     """The training loss's EMA (α = 0.5 per step) since this start (a restart begins it again)."""
+    milestone_row: Optional[dict] = None
+    """A restart's: the row its checkpoint's milestone reported (``loop.milestone_row``), reported again first."""
 
 
 # ---- building -------------------------------------------------------------------------------------
@@ -231,5 +234,6 @@ def setup_trial(cfg: TrialConfig, data, session) -> tuple[TrialParts, TrialProgr
     progress = TrialProgress(step=step, drawn=drawn, resumed_from_samples=samples if step else 0,
                          loop_start=time.perf_counter() - saved.get("wall_time_s", 0.0),
                          train_time=saved.get("train_time_s", 0.0), first_loss=saved.get("first_loss"),
-                         samples=samples)
+                         samples=samples,
+                         milestone_row=json.loads(saved["report"]) if step and saved.get("report") else None)
     return parts, progress

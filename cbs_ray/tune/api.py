@@ -20,6 +20,7 @@ from cbs_ray.records.storage import ReportError, damaged_tune_state
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.tune.owner import experiment_owner
 from cbs_ray.tune.prepare import (Prepared, as_spec, check_before_ray, data_fingerprint, output_dir_for, prepare,
                                   prepare_for_plan, with_model_config)
 from cbs_ray.tune.probe import probe_spec
@@ -40,7 +41,7 @@ def method_named(name: str) -> SearchMethod:
 
 def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, eval_dataset=None, data_collator=None,
                compute_metrics=None, preprocess_logits_for_metrics=None, address: str | None = None,
-               output_dir: str | None = None, verbose: bool | int = False):
+               output_dir: str | None = None, verbose: bool | int = False, dry_run: bool = False):
     """Run the search the spec describes and write its report; the Python API behind the CLI.
 
     Data are loaded and tokenized and the model config is built first, so a bad spec fails before Ray
@@ -65,6 +66,9 @@ def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, e
     While it runs it shows a progress display (``tune.progress``: a live block on a terminal, a line per
     finished trial elsewhere); ``verbose=True`` (or Tune's level, 1 to 3) shows Tune's tables and the workers'
     log lines instead.
+
+    ``dry_run=True``: nothing trains and Ray does not start; the checks a search makes before Ray run (the
+    objects' too) and the plan comes back as a list of lines, the command line's ``--dry-run`` (issue 47).
     """
     spec = as_spec(spec)
     from cbs_ray.sources.user_objects import user_objects
@@ -81,6 +85,8 @@ def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, e
     if prepared is not None and _named_after_the_model(spec, prepared.data) and probe is not None:
         probe = probe_spec(spec)
     out = output_dir_for(spec, output_dir)
+    if dry_run:
+        return _plan_without_training(spec, probe, prepared, out)
     check_before_ray(spec, out)
     if prepared is None:
         prepared = prepare(probe or spec)
@@ -108,11 +114,8 @@ def resume_search(experiment_path: str, *, model_init=None, train_dataset=None, 
     an objects experiment and says so. A branch search (``search.method: branch``) resumes its trunk and
     branches, then its schedule run; a ladder its runs.
     """
-    from ray import tune  # the API module stays importable without starting anything of Ray's
-
     from cbs_ray.sources.object_checks import check_resume
     from cbs_ray.sources.user_objects import user_objects
-    from cbs_ray.tune import driver
 
     objects = user_objects(model_init=model_init, train_dataset=train_dataset, eval_dataset=eval_dataset,
                            data_collator=data_collator, compute_metrics=compute_metrics,
@@ -123,6 +126,16 @@ def resume_search(experiment_path: str, *, model_init=None, train_dataset=None, 
     except ReportError as e:
         raise SpecError(f"--resume: {e}") from None
     check_resume(meta, objects, path)
+    with experiment_owner(path):  # one driver at a time: a second resume is refused while this one runs
+        return _resume_held(path, meta, objects, address=address, output_dir=output_dir, verbose=verbose)
+
+
+def _resume_held(path: str, meta: ExperimentMeta, objects, *, address, output_dir, verbose):
+    """``resume_search`` once it holds the experiment."""
+    from ray import tune  # the API module stays importable without starting anything of Ray's
+
+    from cbs_ray.tune import driver
+
     damage = damaged_tune_state(path)
     if damage:  # Tune would start afresh and the report would lose every trial before it
         raise SpecError(f"--resume: {path}: Tune's experiment state: {damage}; nothing was started; the trials' "
@@ -151,6 +164,20 @@ def dry_run_lines(spec: SearchSpec) -> Iterator[str]:
     method.check(spec, planned)
     yield from method.plan_lines(spec, planned)
     with_model_config(spec, planned)
+
+
+def _plan_without_training(spec: SearchSpec, probe: SearchSpec | None, prepared: Prepared | None,
+                           out: Path) -> list[str]:
+    """``run_search(..., dry_run=True)``: the checks before Ray, then the method's plan (the probe's with auto
+    batch sizes), as lines; the spec path's are ``dry_run_lines``'."""
+    check_before_ray(spec, out, dry_run=True)
+    if prepared is None:
+        return list(dry_run_lines(spec))
+    planned = probe or spec
+    method = method_named(planned.search.method)
+    method.check(planned, prepared)
+    head = ["batch sizes: auto — a probe run measures B_simple first; the probe:"] if probe is not None else []
+    return head + list(method.plan_lines(planned, prepared))
 
 
 def _named_after_the_model(spec: SearchSpec, objects) -> bool:

@@ -23,7 +23,7 @@ from cbs_ray.maths.minimax_walk import runs_by_answer
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.search_space import evenly_spaced, seed_warmup
 
-__all__ = ["BisectionSearcher", "bisection_for", "bisection_alphas", "bisection_plan_lines", "halving_rung",
+__all__ = ["AlphaRank", "BisectionSearcher", "bisection_for", "bisection_alphas", "bisection_plan_lines", "halving_rung",
            "walk_line"]
 
 
@@ -49,8 +49,9 @@ def halving_rung(spec: SearchSpec, budget_samples: int) -> Optional[int]:
 
 
 def bisection_plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
-    """``--dry-run``: what the bisection trains, at most, against the exhaustive grid (every batch × alpha ×
-    warmup point of the ``grid`` strategy, each to the full budget), and the batches it trains for each answer
+    """``--dry-run``: what the bisection trains, at most, against one run per batch at the prior alpha (the plain
+    alternative, issue 47) and against the exhaustive grid (every batch × alpha × warmup point of the ``grid``
+    strategy, each to the full budget), and the batches it trains for each answer
     where the outcomes are a clean threshold (``minimax_walk.runs_by_answer``)."""
     policy = bisection_for(spec)
     rung = halving_rung(spec, budget_samples)
@@ -68,9 +69,10 @@ def bisection_plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
             f"full runs in the worst case (then on average) until the answer and its neighbours are measured, "
             f"each once",
             f"  at most {most:.3g} runs' samples ({most * budget_samples:.0f}) where no other alpha leads"
-            + (f" (+{1 - rung / budget_samples:.3g} where one does)" if rung else "") + f" = {most / grid_runs:.3f} of the "
-            f"exhaustive grid ({grid_runs} runs: {len(spec.batch_sizes)} batches x {spec.search.grid_points} alphas x "
-            f"{spec.search.grid_points} warmups)",
+            + (f" (+{1 - rung / budget_samples:.3g} where one does)" if rung else "")
+            + f" = {most / len(spec.batch_sizes):.2f} of one run per batch at the prior alpha ({len(spec.batch_sizes)} "
+            f"runs), {most / grid_runs:.3f} of the exhaustive grid ({grid_runs} runs: {len(spec.batch_sizes)} batches "
+            f"x {spec.search.grid_points} alphas x {spec.search.grid_points} warmups)",
             walk_line(policy)]
 
 
@@ -83,6 +85,21 @@ def walk_line(policy: Bisection) -> str:
     return (f"  full runs by answer where the outcomes are a clean threshold: {runs} (worst "
             f"{max(len(o) for o in orders.values())}; e.g. {grid[len(grid) // 2]}: "
             f"{' '.join(str(grid[i]) for i in orders[len(grid) // 2])})")
+
+
+class AlphaRank:
+    """A halving candidate's place among the alpha candidates from its trial's config (0: the prior, the first
+    of ``bisection_alphas``): ``PerBatchASHA``'s ``halving_rank``. A class, not a closure: Tune pickles the
+    scheduler with the experiment."""
+
+    def __init__(self, alphas: list[float]):
+        self.alphas = list(alphas)
+
+    def __call__(self, config: dict) -> float:
+        alpha = config.get("alpha")
+        if alpha is None:
+            return math.inf
+        return min(range(len(self.alphas)), key=lambda i: abs(self.alphas[i] - alpha))
 
 
 class BisectionSearcher(Searcher):

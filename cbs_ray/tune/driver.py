@@ -7,6 +7,7 @@ steps."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -17,6 +18,7 @@ from cbs_ray.sources.object_checks import objects_meta
 from cbs_ray.spec.load import spec_to_dict
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.trial_plans import SearchedPlans, TrialPlans
+from cbs_ray.tune.owner import experiment_owner
 from cbs_ray.tune.prepare import Prepared, data_fingerprint
 from cbs_ray.tune.result import SearchResult
 from cbs_ray.tune.runner import new_experiment, on_the_cluster, ray_session, run_tuner, tracker_callbacks_for
@@ -29,10 +31,12 @@ __all__ = ["Stages", "run_method", "resume_method", "finish"]
 class Stages:
     """What a method's ``run``/``resume`` call to run Tune: it holds the spec, the prepared data and the
     verbosity, so that no method unpacks the data, writes an experiment's metadata or prints the "if killed"
-    line itself."""
+    line itself. Every experiment it opens is held (``tune.owner``) until ``held`` closes: a second driver cannot
+    resume it meanwhile."""
 
     def __init__(self, spec: SearchSpec, prepared: Prepared, verbose: bool | int):
         self.spec, self.prepared, self.verbose = spec, prepared, verbose
+        self.held = contextlib.ExitStack()
 
     def open_experiment(self, kind: str, fields) -> tuple[str, str, ExperimentMeta]:
         """A new experiment (``runner.new_experiment``: ``<name>[-kind]-<date>-<time>``) with its metadata written
@@ -41,6 +45,7 @@ class Stages:
         is and how to continue it if killed. Returns (name, path, meta)."""
         spec, data = self.spec, self.prepared.data
         name, path = new_experiment(spec, kind)
+        self.held.enter_context(experiment_owner(path))
         fields = fields(name) if callable(fields) else fields
         meta = ExperimentMeta.from_dict({  # the method is the spec's (a probe's spec is scratch's)
             "name": spec.name, "spec": spec_to_dict(spec), "format": FORMAT, "method": spec.search.method, **fields,
@@ -75,20 +80,25 @@ def run_method(method: SearchMethod, spec: SearchSpec, prepared: Prepared, *, pr
         method.check(spec, prepared)
         for line in method.plan_lines(spec, prepared):
             print(line, flush=True)
-    with ray_session(address, verbose=verbose) as context:
-        on_the_cluster(spec, context)
-        path = method.run(spec, prepared, Stages(spec, prepared, verbose), probe)
-    return finish(method, spec, path, out)
+    stages = Stages(spec, prepared, verbose)
+    with stages.held:  # the experiments it opens, held until reported
+        with ray_session(address, verbose=verbose) as context:
+            on_the_cluster(spec, context)
+            path = method.run(spec, prepared, stages, probe)
+        return finish(method, spec, path, out)
 
 
 def resume_method(method: SearchMethod, spec: SearchSpec, path: str, meta: ExperimentMeta, prepared: Prepared, *,
                   out: Path, verbose: bool | int = False, address: Optional[str] = None) -> SearchResult:
-    """Continue the killed experiment at ``path`` (its ``meta``) with the method that wrote it, then report it."""
-    with ray_session(address, verbose=verbose) as context:
-        on_the_cluster(spec, context)
-        print(f"resuming {path}", flush=True)
-        method.resume(spec, path, meta, Stages(spec, prepared, verbose))
-    return finish(method, spec, path, out)
+    """Continue the killed experiment at ``path`` (its ``meta``) with the method that wrote it, then report it; the
+    caller holds ``path`` (``tune.owner``), and any experiment the method opens is held here."""
+    stages = Stages(spec, prepared, verbose)
+    with stages.held:
+        with ray_session(address, verbose=verbose) as context:
+            on_the_cluster(spec, context)
+            print(f"resuming {path}", flush=True)
+            method.resume(spec, path, meta, stages)
+        return finish(method, spec, path, out)
 
 
 def finish(method: SearchMethod, spec: SearchSpec, path: str, out: Path) -> SearchResult:
@@ -97,8 +107,8 @@ def finish(method: SearchMethod, spec: SearchSpec, path: str, out: Path) -> Sear
     steps = report_steps(method.name)
     reading = steps.summarize(path, ExperimentMeta.read(path))
     page = steps.render(reading, out)
-    lines = [*steps.run_lines(reading), *reading.headline(),
-             report_and_summary_line(page, out, path)]
+    # The answer first (README: "the first line is the answer"), then what it rests on (issue 47).
+    lines = [*reading.headline(), *steps.run_lines(reading), report_and_summary_line(page, out, path)]
     print("\n".join(lines), flush=True)
     attach_to_trackers(spec, path, out, _answer_record(reading), reading.headline())
     return SearchResult(spec, reading, path, out)

@@ -18,8 +18,11 @@ and a few trials' checkpoints of a small model. Below it a search does not start
 
 
 def free_bytes(path: str) -> Optional[int]:
-    """Free bytes on the filesystem of ``path`` (its nearest existing folder), None for a URI or an unreadable one."""
-    if "://" in path:
+    """Free bytes on the filesystem of ``path`` (its nearest existing folder; a ``file://`` URI is a local path,
+issue 47), None for another URI or an unreadable one."""
+    if path.startswith("file://"):
+        path = path.removeprefix("file://")
+    elif "://" in path:
         return None
     folder = Path(path).expanduser()
     while not folder.exists() and folder != folder.parent:

@@ -54,11 +54,14 @@ class PerBatchASHA(FIFOScheduler):
             the first rung (``grace_period``) instead (the ``bisect`` strategy's alpha batch; none where the
             rung is not below ``max_t``).
         halving_margin: by how much a challenger must lead the first candidate at the rung to go on too.
+        halving_rank: a candidate's place in the searcher's order from its config (0: the prior), so that a
+            resumed experiment, whose trials Tune re-adds latest result first, keeps the same prior.
     """
 
     def __init__(self, batch_of: Callable[[dict], int], *, time_attr: str, max_t: int, grace_period: int,
                  reduction_factor: float, metric: str | None = None, mode: str | None = None,
-                 halving: Dict[int, int] | None = None, halving_margin: float = 0.0):
+                 halving: Dict[int, int] | None = None, halving_margin: float = 0.0,
+                 halving_rank: Optional[Callable[[dict], float]] = None):
         super().__init__()
         self._batch_of = batch_of
         self._asha_args: dict[str, Any] = dict(time_attr=time_attr, max_t=max_t, grace_period=grace_period,
@@ -71,6 +74,7 @@ class PerBatchASHA(FIFOScheduler):
         self._halving: Dict[int, SynchronousHalving] = {}
         self._candidates: Dict[Hashable, Any] = {}  # trial id -> trial, for each halving candidate
         self._halving_margin = halving_margin
+        self._halving_rank = halving_rank
 
     @property
     def metric(self):
@@ -103,7 +107,8 @@ class PerBatchASHA(FIFOScheduler):
     def on_trial_add(self, tune_controller, trial):
         batch = self._batch_of(trial.config)
         self._trial_batch[trial.trial_id] = batch
-        if batch in self._halving_candidates and self.halving(batch).add(trial.trial_id):
+        rank = self._halving_rank(trial.config) if self._halving_rank is not None else None
+        if batch in self._halving_candidates and self.halving(batch).add(trial.trial_id, rank):
             self._add_candidate(tune_controller, trial, batch)
             return
         self._first_of_batch.setdefault(batch, trial.trial_id)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from cbs_ray.data.prepare import prepare_data
+from cbs_ray.report.folder import foreign_report
 from cbs_ray.sources.model import check_buildable, model_config
 from cbs_ray.spec.checks import BUILTIN_METRICS
 from cbs_ray.spec.errors import SpecError
@@ -51,6 +52,13 @@ def check_before_ray(spec: SearchSpec, out: Path, *, resuming: bool = False, dry
     folders when they write. ``dry_run`` is kept for callers that name it."""
     check_trackers_and_study(spec, resuming=resuming)
     check_writable(spec, out, keep=False)
+    if out.is_symlink():  # a link planted as ./cbs_results/<name> (issue 47); an --output is resolved already
+        raise SpecError(f"--output: {out} is a symbolic link (to {os.readlink(out)}), which cbs-ray did not make; "
+                        f"remove it, or name the folder you mean with --output")
+    if not resuming:  # found before training, not when the report is written (issue 47)
+        problem = foreign_report(out, None, spec.name, spec.search.method)
+        if problem:
+            raise SpecError(problem.removeprefix("report: ").replace("; nothing was removed", ""))
 
 
 def check_writable(spec: SearchSpec, out: Path, *, keep: bool = True) -> None:
@@ -63,6 +71,7 @@ def check_writable(spec: SearchSpec, out: Path, *, keep: bool = True) -> None:
     if "://" not in spec.storage_path:  # a URI (s3://, gs://) is checked by Tune when it first writes
         check_own_storage(Path(spec.storage_uri))
         _writable_directory(Path(spec.storage_uri), "storage_path", keep=keep)
+    if "://" not in spec.storage_path or spec.storage_path.startswith("file://"):  # file://: local too (issue 47)
         check_free_space(spec.storage_uri)
 
 

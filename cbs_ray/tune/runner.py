@@ -8,14 +8,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import stat
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from cbs_ray.ray_internals import quiet_token_notice, single_machine
 from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.records.names import resume_command
+from cbs_ray.records.storage import ReportError
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import trial_name
@@ -27,11 +27,14 @@ from cbs_ray.tune.disk_watch import DiskWatch, StorageLow
 from cbs_ray.tune.nothing_fits import NothingFitsStopper, NothingFitsWatch, nothing_fits_in_experiment
 from cbs_ray.tune.placement import check_placeable
 from cbs_ray.tune.progress import ProgressBoard, SearchProgress
+from cbs_ray.tune.ray_temp import (PRIVATE_TEMP_DIR, RAY_SOCKET_TAIL, UNIX_SOCKET_PATH_MAX, fits_ray_sockets,
+                                   private_temp_dir)
 from cbs_ray.tune.search_space import max_concurrent
 from cbs_ray.tune.tracking import enabled
 
 __all__ = ["ray_session", "DoesNotFit", "SearchInterrupted", "RayDidNotStart", "ray_start_failure", "private_temp_dir",
-           "short_temp_root", "fits_ray_sockets", "no_tune_restore_advice", "no_trial_traceback",
+           "fits_ray_sockets", "no_tune_restore_advice", "no_trial_traceback",
+           "PRIVATE_TEMP_DIR", "RAY_SOCKET_TAIL", "UNIX_SOCKET_PATH_MAX", "note_stop_signal", "stop_signals", "check_ended", "UnfinishedSearch", "unfinished_message",
            "quiet_tune"]
 
 
@@ -75,16 +78,6 @@ def ray_start_failure(e: BaseException, address: str | None) -> str:
     return f"Ray did not start: {said or type(e).__name__ + ' with no message'} ({where})"
 
 
-PRIVATE_TEMP_DIR = "cbs-ray-{uid}"
-"""Ray's temp dir of a local search, under the system's temp dir, private to the user (mode 0700)."""
-
-UNIX_SOCKET_PATH_MAX = 107
-"""Linux's limit on an AF_UNIX socket's path (``sun_path`` is 108 bytes with its NUL)."""
-RAY_SOCKET_TAIL = "/session_2026-12-02_02-51-03_123456_4194304/sockets/plasma_store"
-"""The longest path Ray puts under its temp dir for a socket: a session (date, time, microseconds, a pid up to
-``pid_max``) and the object store's socket."""
-
-
 def start_local_ray(**options):
     """``ray.init`` of a local Ray for this machine alone: every server on loopback (``single_machine``: the
     node's IP is 127.0.0.1, so the GCS, the raylet, the agents, the workers and the metrics endpoints bind it),
@@ -96,37 +89,6 @@ def start_local_ray(**options):
     with single_machine(), (quiet_token_notice() if quiet else contextlib.nullcontext()):
         return ray.init(include_dashboard=True, dashboard_host="127.0.0.1", logging_level=logging.WARNING,
                         _temp_dir=f"{private_temp_dir()}/ray", **options)
-
-
-def private_temp_dir() -> str:
-    """``<tmp>/cbs-ray-<uid>``, made 0700 if new; a fresh ``mkdtemp`` (0700 too) when that path is not a
-    directory this user owns with no access for others."""
-    path = Path(short_temp_root()) / PRIVATE_TEMP_DIR.format(uid=os.getuid())
-    try:
-        path.mkdir(mode=0o700, exist_ok=True)
-        info = path.lstat()
-        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077:
-            return str(path)
-    except OSError:
-        pass
-    return tempfile.mkdtemp(prefix="cbs-ray-", dir=short_temp_root())
-
-
-def fits_ray_sockets(temp_root: str) -> bool:
-    """Whether Ray's sockets fit AF_UNIX's path limit under ``<temp_root>/cbs-ray-<uid>/ray``."""
-    longest = f"{temp_root}/{PRIVATE_TEMP_DIR.format(uid=os.getuid())}/ray{RAY_SOCKET_TAIL}"
-    return len(longest.encode()) <= UNIX_SOCKET_PATH_MAX
-
-
-def short_temp_root() -> str:
-    """The system's temp dir (``TMPDIR``), or ``/tmp`` where that is too long for Ray's socket paths (a search
-    failed with "AF_UNIX path length cannot exceed 107 bytes" where plain ``ray.init()`` started); a
-    ``SpecError`` naming the cause and the fix when neither fits."""
-    for root in (tempfile.gettempdir(), "/tmp"):
-        if fits_ray_sockets(root) and os.path.isdir(root) and os.access(root, os.W_OK | os.X_OK):
-            return root
-    raise SpecError(f"TMPDIR: {tempfile.gettempdir()} is too long for Ray's socket paths (AF_UNIX allows "
-                    f"{UNIX_SOCKET_PATH_MAX} bytes) and /tmp cannot be written; set TMPDIR to a short folder")
 
 
 def on_the_cluster(spec: SearchSpec, context=None) -> None:
@@ -247,6 +209,20 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, plans: TrialPlans,
     return _finished(grid, expected_trials=expected)
 
 
+stop_signals: list = []
+"""When Tune's own SIGINT/SIGUSR1 handler ran in this driver's current ``fit`` (its "Stop signal received"
+warning, noted by ``note_stop_signal``): a real interruption, Ctrl-C or ``DiskWatch``'s stop."""
+
+
+def note_stop_signal(record: logging.LogRecord) -> bool:
+    """A logging filter: notes Tune's "Stop signal received" warning in ``stop_signals``, and drops it when
+    ``DiskWatch`` sent the signal (its own line after the run says why the search stopped)."""
+    if record.getMessage().startswith("Stop signal received"):
+        stop_signals.append(record.created)
+        return not disk_watch.stopped_for
+    return True
+
+
 def no_tune_restore_advice(record: logging.LogRecord) -> bool:
     """A logging filter: drops Tune's "Resume experiment with: Tuner.restore(path=..., trainable=...)", which
     told a ``cbs-ray search`` user to write Python (issue 40 row 13); the command line prints
@@ -268,11 +244,14 @@ def quiet_tune(verbose: bool | int):
     INFO lines (the study it creates) off; both as they were afterwards. ``verbose``: nothing changes."""
     tune_logger = logging.getLogger("ray.tune.tune")
     tune_logger.addFilter(no_tune_restore_advice)  # cbs-ray prints its own resume command on Ctrl-C
+    tune_logger.addFilter(note_stop_signal)
+    stop_signals.clear()
     if verbose:
         try:
             yield
         finally:
             tune_logger.removeFilter(no_tune_restore_advice)
+            tune_logger.removeFilter(note_stop_signal)
         return
     env_before = os.environ.get("RAY_AIR_NEW_OUTPUT")
     os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
@@ -283,6 +262,7 @@ def quiet_tune(verbose: bool | int):
             yield
     finally:
         tune_logger.removeFilter(no_tune_restore_advice)
+        tune_logger.removeFilter(note_stop_signal)
         controller_logger.removeFilter(no_trial_traceback)
         if env_before is None:
             os.environ.pop("RAY_AIR_NEW_OUTPUT", None)
@@ -353,15 +333,37 @@ def _finished(grid, *, expected_trials: int) -> str:
     stopped); read back, that state tells an interrupted experiment from a finished one, and nothing after
     it (repeats, report) should run as if it had finished. A trial whose actor died (an OOM kill) and that
     failed for good is saved still marked running too (Tune does not rewrite its state), but the ResultGrid
-    holds its error: that one has ended."""
+    holds its error: that one has ended. Unfinished with no stop signal seen (``stop_signals``) is not called an
+    interruption: ``UnfinishedSearch`` says so (issue 47: a second resume exited 130 "interrupted")."""
     from ray.tune import ExperimentAnalysis
 
     saved = ExperimentAnalysis(grid.experiment_path).trials
     failed = {Path(str(result.path)).name for result in grid if result.error is not None}
     running = [t for t in saved if t.status not in ("TERMINATED", "ERROR") and Path(str(t.path)).name not in failed]
-    if running or len(saved) < expected_trials:
-        raise SearchInterrupted(grid.experiment_path)
+    check_ended(grid.experiment_path, running=len(running), saved=len(saved), expected=expected_trials,
+                signalled=bool(stop_signals))
     return grid.experiment_path
+
+
+def check_ended(experiment_path: str, *, running: int, saved: int, expected: int, signalled: bool) -> None:
+    """Nothing when every trial has ended (none ``running``, at least ``expected`` ``saved``); else
+    ``SearchInterrupted`` if a stop signal reached Tune (``signalled``), and ``UnfinishedSearch`` if none did."""
+    if not running and saved >= expected:
+        return
+    if signalled:
+        raise SearchInterrupted(experiment_path)
+    raise UnfinishedSearch(unfinished_message(experiment_path, running, saved, expected))
+
+
+class UnfinishedSearch(ReportError):
+    """Tune ended with trials unfinished though no stop signal reached it: not an interruption (exit 1)."""
+
+
+def unfinished_message(experiment_path: str, running: int, saved: int, expected: int) -> str:
+    """The one line of a search that ended unfinished without an interruption."""
+    missing = f"{running} trial(s) still marked running" if running else f"{saved} of {expected} trials started"
+    return (f"the search ended with {missing} though nothing interrupted it (did another process write "
+            f"{experiment_path}?); the trials' results are kept; continue with: {resume_command(experiment_path)}")
 
 
 def _trial_name(trial) -> str:

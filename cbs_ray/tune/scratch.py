@@ -20,7 +20,7 @@ from cbs_ray.spec.resolve import apply_batch_grid
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.config import batch_size_of
 from cbs_ray.tune.driver import Stages
-from cbs_ray.tune.bisection_search import BisectionSearcher, bisection_plan_lines
+from cbs_ray.tune.bisection_search import AlphaRank, BisectionSearcher, bisection_plan_lines
 from cbs_ray.tune.per_batch_asha import PerBatchASHA
 from cbs_ray.tune.prepare import Prepared, prepare
 from cbs_ray.tune.runner import points_config, quiet_optuna
@@ -36,7 +36,7 @@ class ScratchMethod:
     name = "scratch"
 
     def plan_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
-        return search_plan_lines(spec, prepared.budget_samples)
+        return search_plan_lines(spec, prepared.budget_samples, prepared.tokens_per_sample)
 
     def check(self, spec: SearchSpec, prepared: Prepared) -> None:
         """The budget's and batches' checks ran where the data were prepared."""
@@ -69,10 +69,10 @@ class ScratchMethod:
             repeat_best(spec, stages, path)
 
 
-def search_plan_lines(spec: SearchSpec, budget: int) -> list[str]:
+def search_plan_lines(spec: SearchSpec, budget: int, tokens_per_sample: Optional[int] = None) -> list[str]:
     """The plan per batch size, how much of the evaluation set each report evaluates, and with the ``bisect``
     strategy the walk it will take."""
-    lines = plan_lines(spec, budget)
+    lines = plan_lines(spec, budget, tokens_per_sample)
     subset = spec.training.eval_subset_examples
     if subset is not None:
         # An accuracy's standard error is at most 0.5/sqrt(n) (at 50 %); other metrics' noise is the data's.
@@ -113,7 +113,7 @@ def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
         "tokens_per_sample": stages.prepared.tokens_per_sample,
         "study": {"storage": s.study_storage, "name": s.study_name or name} if s.study_storage is not None else None})
     study_name = s.study_name or name  # with search.study_storage
-    expected_trials, halving = None, {}
+    expected_trials, halving, halving_rank = None, {}, None
     tune_config: dict[str, Any]
     if s.strategy == "grid":
         tune_config = points_config(grid_points(spec))
@@ -125,6 +125,7 @@ def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
         # where it leads by more than the tolerance
         if len(searcher.policy.alphas) > 1:
             halving = {searcher.policy.alpha_choice_batch(): len(searcher.policy.alphas)}
+            halving_rank = AlphaRank(searcher.policy.alphas)
     else:
         import optuna
         from ray.tune.search.optuna import OptunaSearch
@@ -155,7 +156,7 @@ def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
         tune_config["scheduler"] = PerBatchASHA(
             batch_size_of, time_attr="samples_seen", max_t=budget, grace_period=spec.asha.grace_period_samples,
             reduction_factor=spec.asha.reduction_factor, metric=s.metric, mode=s.mode,
-            halving=halving, halving_margin=s.tolerance)
+            halving=halving, halving_margin=s.tolerance, halving_rank=halving_rank)
     return stages.tune(meta=meta, name=name, expected_trials=expected_trials, **tune_config)
 
 

@@ -8,6 +8,8 @@ makes alpha and warmup parameters of their batch size; the ``grid`` strategy lis
 
 from __future__ import annotations
 
+from typing import Optional
+
 from cbs_ray.maths.budget import plan_batch, samples_for_tokens
 from cbs_ray.maths.lr_schedule import scaled_lr, seed_warmup_fraction, warmup_steps
 from cbs_ray.spec.schema import SearchSpec
@@ -16,8 +18,10 @@ __all__ = ["plan_lines", "tune_space", "PerBatchSpace", "per_batch_space", "seed
            "evenly_spaced", "num_trials", "max_concurrent"]
 
 
-def plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
-    """The plan a user checks first: per batch size, the LR range over alpha, how B is made, steps."""
+def plan_lines(spec: SearchSpec, budget_samples: int, tokens_per_sample: Optional[int] = None) -> list[str]:
+    """The plan a user checks first: per batch size, the LR range over alpha, how B is made, steps. A token budget
+    is stated in ``tokens_per_sample`` (the user's own items' length on the objects path; default the spec's
+    ``data.max_seq_length``: issue 47, the plan said 16 tokens a sample where the trials trained 32)."""
     t, s, r = spec.training, spec.search, spec.resources
     repeats = (f" + up to {len(spec.batch_sizes) * (s.repeats - 1)} repeat trials (each batch size's best, "
                f"{s.repeats - 1} more seed{'s' if s.repeats > 2 else ''})" if s.repeats > 1 else "")
@@ -29,7 +33,8 @@ def plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
              f"samples, metric {s.metric} ({s.mode}), alpha in {s.alpha_range}, warmup fraction in "
              f"{s.warmup_fraction_range}"]
     if t.budget_tokens is not None:  # how the token budget became samples (rounded to report intervals)
-        lines.append("  " + samples_for_tokens(t.budget_tokens, spec.data.max_seq_length, t.eval_every_samples)[1])
+        lines.append("  " + samples_for_tokens(t.budget_tokens, tokens_per_sample or spec.data.max_seq_length,
+                                               t.eval_every_samples)[1])
     for b in spec.batch_sizes:
         plan = plan_batch(b, r.workers_per_trial, t.micro_batch_size)
         steps = budget_samples // b

@@ -178,7 +178,7 @@ CAUSAL_BAD = [
     # 65535 tokens are 2047 samples of 32: not one report interval of 2048
     ([*TOKENS, "training.budget_tokens=65535"], "training.budget_tokens: 65535 tokens is less than one report "
                                                 "interval (2048 samples of 32 tokens = 65536 tokens)"),
-    ([*TOKENS, "training.budget_tokens=0"], "training.budget_tokens: must be positive, got 0"),
+    ([*TOKENS, "training.budget_tokens=0"], "training.budget_tokens: must be from 1 to 1125899906842624, got 0"),
 ]
 
 

@@ -1,5 +1,5 @@
-"""Write the golden experiments and what today's code reports of them (issue 35: behaviour stays byte-identical
-through the driver's refactor). Run once, from the repository root, with the code whose outputs are the
+"""Write the golden experiments and what today's code reports of them (issue 35: behaviour stays the same
+through the driver's refactor; floats to ``tests/helpers/tolerant.py``'s tolerance, issue 47). Run once, from the repository root, with the code whose outputs are the
 reference: ``PYTHONPATH=$PWD python tests/golden/make_golden.py``; ``test_golden_reports.py`` then checks every
 later change against them.
 

@@ -74,3 +74,26 @@ def test_replaying_the_same_reports_in_another_order_reaches_the_same_verdicts()
                 h.report(key, samples, metric)
         outcomes.append((h.going_on(), h.losers()))
     assert outcomes[0] == outcomes[1] == (["prior", "b"], ["c"])
+
+
+def test_a_candidate_read_a_milestone_past_the_rung_is_not_compared():
+    """Issue 47: SIGKILL between a candidate's checkpoint at the rung and its row; resumed, its first report past
+    the rung came at the next milestone, trained more than the others, and read there it led them."""
+    h = three()
+    h.report("prior", 2048, 0.70)
+    h.report("c", 2048, 0.71)
+    h.report("b", 3072, 0.90)  # its 2048 row was lost: 3072 is not the rung the others were read at
+    assert h.decided and h.going_on() == ["prior"] and h.losers() == ["b", "c"]
+    assert math.isnan(h.whole_rung()["b"]) and h.whole_rung()["prior"] == 0.70
+
+
+def test_the_prior_stays_the_prior_whatever_order_a_resume_re_adds_the_candidates_in():
+    """Issue 47: Tune re-adds restored trials latest result first; the order of ``add`` made another alpha the
+    prior, which was then stopped at the rung. Given the searcher's rank, the order is the searcher's."""
+    h = SynchronousHalving(3, rung=2048, margin=0.02)
+    for key, rank in (("c", 2), ("prior", 0), ("b", 1)):  # the order a resume re-added them in
+        assert h.add(key, rank)
+    assert h.order == ["prior", "b", "c"]
+    for key, acc in (("prior", 0.60), ("b", 0.61), ("c", 0.75)):
+        h.report(key, 2048, acc)
+    assert h.going_on() == ["prior", "c"] and h.losers() == ["b"]

@@ -196,7 +196,7 @@ def test_evaluation_sums_each_ranks_bleu_statistics_and_equals_one_rank_on_the_w
     (SEQ2SEQ + ["training.probe_micro_batch=true"], "training.probe_micro_batch: not available with task seq2seq"),
     (["generation.num_beams=4"], "generation: only a seq2seq task generates"),
     (SEQ2SEQ + ["generation.num_beams=0"], "generation.num_beams: must be at least 1"),
-    (SEQ2SEQ + ["data.max_target_length=1"], "data.max_target_length: must be at least 2"),
+    (SEQ2SEQ + ["data.max_target_length=1"], "data.max_target_length: must be from 2 to 131072"),
 ])
 def test_what_seq2seq_cannot_take_is_one_line(overrides, message):
     with pytest.raises(SpecError) as e:

@@ -165,8 +165,9 @@ def train_and_restart(setup, data, directory, *, from_report: int):
 
 
 def test_a_restarted_trial_continues_from_its_checkpoint(tmp_path):
-    """What a dead worker or a resumed experiment hands the loop: the last checkpoint. It continues at the
-    next milestone, with its clocks, and says where it resumed from."""
+    """What a dead worker or a resumed experiment hands the loop: the last checkpoint. It reports that
+    checkpoint's milestone row again (issue 47: a SIGKILL between the checkpoint and its row lost the row), then
+    continues at the next milestone, with its clocks, and says where it resumed from."""
     spec = load_spec(None, SMALL)
     prepared = prepare(spec)
     data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
@@ -174,10 +175,12 @@ def test_a_restarted_trial_continues_from_its_checkpoint(tmp_path):
                                   budget_samples=budget, model_config=config)
     first, again = train_and_restart(setup, data, tmp_path / "first", from_report=1)
     assert [r["samples_seen"] for r in first.reports] == [128, 256]
-    assert [r["samples_seen"] for r in again.reports] == [256] # not from zero
-    assert again.reports[0]["resumed_from_samples"] == 128 and first.reports[0]["resumed_from_samples"] == 0
-    assert again.reports[0]["steps"] == 16
-    assert again.reports[0]["wall_time_s"] >= first.reports[0]["wall_time_s"] # the clock continues
+    assert [r["samples_seen"] for r in again.reports] == [128, 256]  # not from zero; its checkpoint's row first
+    assert again.checkpoints[0] is None  # the same row (NaN fields included), no new checkpoint
+    assert json.dumps(again.reports[0], sort_keys=True) == json.dumps(first.reports[0], sort_keys=True)
+    assert again.reports[1]["resumed_from_samples"] == 128 and first.reports[0]["resumed_from_samples"] == 0
+    assert again.reports[1]["steps"] == 16
+    assert again.reports[1]["wall_time_s"] >= first.reports[0]["wall_time_s"] # the clock continues
 
 
 @pytest.mark.parametrize("micro, fp16_overflow", [(16, False), (32, False), (16, True)])
@@ -212,9 +215,10 @@ def test_a_restarted_trial_ends_where_an_uninterrupted_one_does(tmp_path, monkey
     whole, again = train_and_restart(setup, data, tmp_path / "second", from_report=2)
     if fp16_overflow:
         assert whole.reports[-1]["steps"] == 40 and len(calls) == 2 * 41 + 2 * 24 # one step was skipped
-    assert [r["samples_seen"] for r in again.reports] == [768, 1024, 1280]
-    assert again.reports[0]["resumed_from_samples"] == 512 and again.reports[0]["micro_batch"] == micro
-    for ours, theirs in zip(again.reports, whole.reports[2:]):
+    assert [r["samples_seen"] for r in again.reports] == [512, 768, 1024, 1280]  # its checkpoint's row first
+    trained = again.reports[1:]
+    assert trained[0]["resumed_from_samples"] == 512 and trained[0]["micro_batch"] == micro
+    for ours, theirs in zip(trained, whole.reports[2:]):
         assert ours["train_loss"] == pytest.approx(theirs["train_loss"], rel=1e-5)
         assert ours["eval_loss"] == pytest.approx(theirs["eval_loss"], rel=1e-5)
 

@@ -187,3 +187,16 @@ def test_no_halving_where_the_rung_is_not_below_the_budget():
     s.on_trial_add(None, first), s.on_trial_add(None, second)
     assert s.on_trial_result(None, first, result(2048, 0.7)) != TrialScheduler.PAUSE  # it completes
     assert "synchronous" not in s.debug_string()
+
+
+def test_a_resumed_bisection_keeps_its_prior_whatever_order_tune_re_adds_the_candidates_in():
+    """Issue 47: Tune re-adds restored trials latest result first (``_requeue_restored_trials``); the halving's
+    prior must stay the searcher's first alpha (``AlphaRank``), not the first trial re-added."""
+    from cbs_ray.tune.bisection_search import AlphaRank
+
+    s = PerBatchASHA(batch_size_of, time_attr="samples_seen", max_t=8192, grace_period=2048, reduction_factor=2,
+                     metric="accuracy", mode="max", halving={16: 3}, halving_margin=0.02,
+                     halving_rank=AlphaRank([0.625, 0.5, 0.75]))
+    for trial_id, alpha in (("t3", 0.75), ("t1", 0.625), ("t2", 0.5)):  # latest result first
+        s.on_trial_add(None, SimpleNamespace(trial_id=trial_id, config={"log2_batch": 4, "alpha": alpha}))
+    assert s.halving(16).order == ["t1", "t2", "t3"]

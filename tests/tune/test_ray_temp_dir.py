@@ -8,8 +8,9 @@ import tempfile
 import pytest
 
 from cbs_ray.spec.errors import SpecError
-from cbs_ray.tune.runner import (RAY_SOCKET_TAIL, UNIX_SOCKET_PATH_MAX, RayDidNotStart, private_temp_dir,
-                                 ray_start_failure)
+from cbs_ray.tune.ray_temp import (MKDTEMP_NAME, RAY_SOCKET_NAMES, RAY_SOCKET_TAIL, UNIX_SOCKET_PATH_MAX,
+                                   fits_ray_sockets, private_temp_dir)
+from cbs_ray.tune.runner import RayDidNotStart, ray_start_failure
 
 
 @pytest.mark.parametrize("length", [5, 24, 38, 60, 120])
@@ -60,3 +61,52 @@ def test_a_trials_traceback_is_left_to_its_error_file_without_verbose(caplog):
             with quiet_tune(verbose):
                 controller.error("Trial task failed for trial B16_x", exc_info=RuntimeError("boom"))
     assert len(caplog.records) == 1  # only with verbose
+
+
+# ---- issue 47 rows 6 and 7: the longest socket Ray makes, the fallback's real name ---------------------------
+
+def test_the_longest_socket_is_the_dashboards_task_events_head():
+    """By hand: ``/`` + 42 (the session folder: ``session_`` 8, date 10, ``_`` 1, time 8, ``_`` 1, microseconds
+    6, ``_`` 1, pid 7) + ``/sockets/`` 9 + ``dash_TaskEventsHead`` 19 = 71; ``plasma_store`` (12) gave 64."""
+    assert max(RAY_SOCKET_NAMES, key=len) == "dash_TaskEventsHead"
+    assert len(RAY_SOCKET_TAIL) == 71
+    assert len(MKDTEMP_NAME) == 16  # cbs-ray- and 8 random characters: 7 more than cbs-ray-0
+
+
+@pytest.mark.parametrize("private_dir, fits", [
+    ("/" + "t" * 27 + "/cbs-ray-0", False),  # 28 + 10 + 4 (/ray) + 71 = 113: the issue's 29-character TMPDIR failed
+    ("/" + "t" * 21 + "/cbs-ray-0", True),  # 22 + 10 + 4 + 71 = 107: the limit itself
+    ("/" + "t" * 22 + "/cbs-ray-0", False),  # 108
+    ("/" + "t" * 14 + "/" + MKDTEMP_NAME, True),  # 15 + 17 + 4 + 71 = 107: the fallback's own length counts
+    ("/" + "t" * 15 + "/" + MKDTEMP_NAME, False),  # 108: "AF_UNIX path length cannot exceed 107 bytes"
+])
+def test_the_socket_check_counts_the_longest_path_ray_makes(private_dir, fits):
+    assert fits_ray_sockets(private_dir) is fits
+
+
+def test_the_fallback_under_a_temp_dir_where_cbs_ray_uid_is_unusable_still_fits(tmp_path, monkeypatch):
+    """A TMPDIR whose ``cbs-ray-<uid>`` is a file (unusable): the ``mkdtemp`` fallback's longer name must fit too,
+    else the folder goes under /tmp."""
+    root = tmp_path / "r"
+    root.mkdir()
+    (root / f"cbs-ray-{os.getuid()}").write_text("not a folder")
+    monkeypatch.setenv("TMPDIR", str(root))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    path = private_temp_dir()
+    assert len(f"{path}/ray{RAY_SOCKET_TAIL}".encode()) <= UNIX_SOCKET_PATH_MAX
+
+
+def test_the_socket_names_are_every_one_the_installed_ray_makes():
+    """Every ``SubprocessModule`` of the installed Ray's dashboard makes ``dash_<class name>``: none is missing
+    from ``RAY_SOCKET_NAMES`` (an upgrade of Ray that adds a longer one fails here, not at a user's start)."""
+    import re
+    from pathlib import Path
+
+    import ray
+
+    root = Path(ray.__file__).parent
+    names = set()
+    for source in (root / "dashboard").rglob("*.py"):
+        names |= {f"dash_{m}" for m in re.findall(r"^class (\w+)\([^)]*SubprocessModule[^)]*\)", source.read_text(),
+                                                 re.M)}
+    assert names and names <= set(RAY_SOCKET_NAMES)
