@@ -84,6 +84,7 @@ def recommend_schedule(points: Sequence[CbsPoint], *, trunk_batch: int, largest_
         if rule == "fitted":
             return fitted_ramp(measured, trunk_batch=trunk_batch, largest_batch=largest_batch,
                                budget_samples=budget_samples, unit=unit)
+        assert lr_multiplier_at is not None  # checked above, for seesaw
         return seesaw_ramp(lr_multiplier_at, measured=measured, trunk_batch=trunk_batch,
                            largest_batch=largest_batch, budget_samples=budget_samples, unit=unit)
     schedule, batch = [[0, int(trunk_batch)]], int(trunk_batch)
@@ -207,6 +208,8 @@ class IsoLossSteps:
 
 def iso_loss_reading(schedule: Control, fixed: Sequence[FixedRun]) -> IsoLossSteps:
     """Iso-loss steps of ``schedule``'s runs against the fixed runs' frontier, paired by seed."""
+    if schedule.steps is None:
+        raise ValueError("iso-loss steps need the schedule's steps (its runs finished)")
     runs = [r for r in fixed if r.steps]
     out = paired_saved_fraction(schedule.steps, {int(k): v for k, v in schedule.final_losses.items()},
                                 [(r.steps, r.losses) for r in runs])

@@ -284,12 +284,13 @@ class NoiseScaleCallback(TrainerCallback):
         in between): a one-shot hook on a parameter queues a callback on autograd's engine, which queues itself
         once more so it runs after DDP's own end-of-backward all-reduce."""
         assert self.hook is not None  # armed by on_step_begin once the hook is made
-        parameters = self.hook.parameters
+        hook = self.hook
+        parameters = hook.parameters
         param = parameters[0]
         handle = None
 
         def read() -> None:
-            self._big = self.hook.sqnorm()
+            self._big = hook.sqnorm()
 
         def on_grad(_):
             handle.remove()

@@ -88,7 +88,7 @@ class BatchSizeSchedule:
         if isinstance(stages, (str, bytes, dict)) or not stages:
             raise ScheduleError("a schedule needs at least one stage, as a list of (start, batch) pairs")
         self.alpha = real_number(alpha, "alpha", high=4.0)
-        per = tokens_per_sample if unit == "tokens" else 1
+        per: int = tokens_per_sample if unit == "tokens" and tokens_per_sample else 1
         pairs = []
         for i, stage in enumerate(stages):
             if isinstance(stage, (str, bytes, dict)) or not hasattr(stage, "__len__") or len(stage) != 2:
@@ -185,7 +185,7 @@ class BatchSizeSchedule:
             stages = ((end - start) // unit + 1 if kind == "linear"
                       else max(1, math.ceil(math.log2(end / start) - 1e-9)) + 1)
         n = whole_number(stages, "stages", minimum=1)
-        batches = []
+        batches: list[tuple[int, int]] = []
         for i in range(n):
             t = i / (n - 1) if n > 1 else 1.0
             raw = start + (end - start) * t if kind == "linear" else start * (end / start) ** t

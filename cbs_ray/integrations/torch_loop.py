@@ -119,9 +119,9 @@ def _micro_batches(dataloader: Iterable, *, endless: bool) -> Iterator:
         if not endless or not drawn:
             return
         epoch += 1
-        sampler = getattr(dataloader, "sampler", None)
-        if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(epoch)
+        set_epoch = getattr(getattr(dataloader, "sampler", None), "set_epoch", None)
+        if set_epoch is not None:
+            set_epoch(epoch)
 
 
 def scale_lambda_scheduler(scheduler, schedule: BatchSizeSchedule, *,
@@ -225,7 +225,7 @@ class NoiseScaleHook:
     def sqnorm(self) -> float:
         """|g|² of the parameters' gradients now, unscaled (÷ the GradScaler's scale² under mixed precision)."""
         value = gradient_sqnorm(self.parameters)
-        scaler = self.scaler
+        scaler: Any = self.scaler
         if scaler is not None and getattr(scaler, "is_enabled", lambda: True)():
             value /= float(scaler.get_scale()) ** 2
         return value

@@ -76,10 +76,10 @@ def _grid_floor(value: float, trunk_batch: int) -> int:
     """The largest trunk·2^j ≤ value (the trunk's batch when value is below it)."""
     if value < trunk_batch:
         return int(trunk_batch)
-    return int(trunk_batch) * 2 ** int(math.floor(math.log2(value / trunk_batch) + 1e-9))  # 31.999… is 32
+    return int(trunk_batch) * int(2 ** int(math.floor(math.log2(value / trunk_batch) + 1e-9)))  # 31.999… is 32
 
 
-def _append(ramp: list, start: int, batch: int) -> None:
+def _append(ramp: list[list[int]], start: int, batch: int) -> None:
     if batch <= ramp[-1][1]:
         return
     if ramp[-1][0] == start:

@@ -51,13 +51,13 @@ class SynchronousHalving:
     order: list[Hashable] = field(default_factory=list)
     at_rung: dict[Hashable, float] = field(default_factory=dict)
     """Each candidate's metric at its first report at or past the rung (NaN: it ended before, or diverged)."""
-    read_at: dict = field(default_factory=dict)
+    read_at: dict[Hashable, float] = field(default_factory=dict)
     """Where each candidate's rung metric was read (samples). Only candidates read where the rung was reached first
     are compared (``whole_rung``): one whose report at the rung was lost (a SIGKILL between its checkpoint and its
     row, issue 47) and whose first report past it came a milestone later trained more than the others, and read
     there it led them unfairly."""
 
-    rank: dict = field(default_factory=dict)
+    rank: dict[Hashable, float] = field(default_factory=dict)
     """Each candidate's place in the searcher's order where ``add`` was given it (0: the prior)."""
 
     def add(self, key: Hashable, rank: Optional[float] = None) -> bool:
@@ -105,7 +105,7 @@ class SynchronousHalving:
         leads = not math.isfinite(prior_value) or sign * (self.at_rung[best] - prior_value) > self.margin
         return [prior, best] if leads else [prior]
 
-    def whole_rung(self) -> dict:
+    def whole_rung(self) -> dict[Hashable, float]:
         """Each candidate's metric where the rung was reached first (the fewest samples read at), NaN for one
         read later (``read_at``): the comparison reads one rung, the same for all."""
         first = min(self.read_at.values(), default=self.rung)

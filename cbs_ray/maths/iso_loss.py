@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 __all__ = ["IsoLoss", "SavedFraction", "iso_loss_steps", "paired_saved_fraction", "pareto_points",
            "pooled_saved_fraction", "saved_fraction", "student_t_975"]
@@ -95,12 +95,12 @@ class SavedFraction:
     """A saved fraction over seeds: its mean, its two-sided 95 % interval, the per-seed values."""
 
     saved_fraction: Optional[float]
-    interval_95: Optional[list]
+    interval_95: Optional[list[float]]
     """``[low, high]``; None with fewer than two seeds (fewer than two settings when pooled)."""
     seeds: int
-    per_seed: dict
+    per_seed: dict[Any, Any]
     """``{seed: fraction}`` (pooled: ``{setting: {seed: fraction}}``)."""
-    censored: dict
+    censored: dict[Any, str]
     """``{seed: "above" | "below"}`` for the seeds read as a bound (module docstring)."""
     settings: int = 1
 
@@ -125,7 +125,7 @@ def paired_saved_fraction(schedule_steps: float, schedule_losses: Mapping[int, f
     return SavedFraction(mean, interval, len(per_seed), per_seed, censored)
 
 
-def _t_interval(values: list) -> tuple[Optional[float], Optional[list]]:
+def _t_interval(values: list[float]) -> tuple[Optional[float], Optional[list[float]]]:
     if not values:
         return None, None
     mean = sum(values) / len(values)

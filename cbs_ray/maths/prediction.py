@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -163,9 +164,9 @@ class Prediction:
     rung_share: float | None
     prior: Prior | None
     refusal: str | None = None
-    interval_parts: dict = field(default_factory=dict)
+    interval_parts: dict[str, float] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready: ``b_crit``, ``interval_90`` (a list), ``source``, ``exponent`` first."""
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["interval_90"] = list(self.interval_90) if self.interval_90 else None
@@ -212,7 +213,7 @@ def fit_log_polynomial(x: np.ndarray, y: np.ndarray, sd: np.ndarray | None, degr
     return coef, cov, scatter
 
 
-def _carried(fit: tuple | None, span: float) -> tuple[float | None, float | None]:
+def _carried(fit: tuple[Any, ...] | None, span: float) -> tuple[float | None, float | None]:
     """The mean local exponent from the anchor (x = 0) to D (x = ``span``) and its standard error."""
     if fit is None:
         return None, None

@@ -88,7 +88,8 @@ def read_meta(experiment_uri: str) -> dict[str, Any]:
     fs, path = filesystem(experiment_uri)
     try:
         if "://" not in experiment_uri:
-            return json.loads(_read_local_meta(path).decode())
+            local: dict[str, Any] = json.loads(_read_local_meta(path).decode())
+            return local
         with fs.open_input_stream(f"{path}/{META_FILE}") as f:
             meta: dict[str, Any] = json.loads(f.read().decode())
             return meta

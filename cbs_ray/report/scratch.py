@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import pandas as pd
 
@@ -107,7 +107,8 @@ def analyze(source, *, tolerance: Optional[float] = None, target: Optional[float
                                 ignore_index=True)
     if history.empty:
         raise ReportError(f"{experiment}: no trial has reported a result yet" + first_error(experiment))
-    spec = meta.get("spec") if isinstance(meta.get("spec"), dict) else {}  # a tampered one: the defaults
+    raw_spec = meta.get("spec")
+    spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}  # a tampered one: the defaults
     summary = summarize(history, metric=meta["metric"], mode=meta["mode"], budget_samples=meta["budget_samples"],
                         tolerance=meta["tolerance"] if tolerance is None else tolerance, target=target,
                         turning_fit=turning_fit or spec.get("search", {}).get("turning_point", "monotone"),
