@@ -189,7 +189,7 @@ def trunk_lr_multiplier(meta: dict):
     """The trunk's LR multiplier per optimizer step from the experiment's metadata (its warmup fraction, budget,
     batch and ``lr_decay``: linear in an experiment that did not record it, the spec's default)."""
     total = int(meta["budget_samples"]) // int(meta["trunk_batch"])
-    warmup = warmup_steps(float(meta.get("warmup_fraction", 0.0)), total)
+    warmup = warmup_steps(float(meta.get(Column.warmup_fraction, 0.0)), total)
     decay = str(meta.get("lr_decay", "linear"))
     return lambda step: lr_multiplier(step, warmup, total, decay=decay)
 

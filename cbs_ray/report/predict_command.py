@@ -23,11 +23,12 @@ import math
 import sys
 from pathlib import Path
 
+from cbs_ray.records.columns import Column
 from cbs_ray.spec.command_line import OneLineParser
 
 __all__ = ["STEPS_COLUMNS", "B_CRIT_COLUMNS", "BadRungs", "predict_main", "read_rungs"]
 
-STEPS_COLUMNS = ("samples", "batch_size", "steps")
+STEPS_COLUMNS = ("samples", Column.batch_size, Column.steps)
 B_CRIT_COLUMNS = ("samples", "b_crit", "b_crit_low", "b_crit_high")
 MAX_ROWS = 100_000
 
@@ -111,8 +112,8 @@ def _rungs_from_steps(rows: list, bootstrap: int) -> tuple[list, list[str]]:
 
     by_rung: dict = {}
     for line, row in rows:
-        d, b = _number(row["samples"], "samples", line), _number(row["batch_size"], "batch_size", line)
-        steps = _number(row["steps"], "steps", line)
+        d, b = _number(row["samples"], "samples", line), _number(row[Column.batch_size], Column.batch_size, line)
+        steps = _number(row[Column.steps], Column.steps, line)
         if b != int(b):
             raise BadRungs(f"line {line}: batch_size {b:g} is not a whole number")
         if int(b) in by_rung.setdefault(d, {}):
