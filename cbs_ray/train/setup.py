@@ -18,6 +18,7 @@ from cbs_ray.sources.choose import loop_source
 from cbs_ray.train.averaging import iterate_average
 from cbs_ray.train.checkpoint import load_branch_start, load_state, wait_for_trunk
 from cbs_ray.train.config import TrialConfig
+from cbs_ray.train.fsdp import is_fsdp, shard_model, uses_fsdp
 from cbs_ray.train.data_order import endless_micro_batches, ResumableSampler
 from cbs_ray.train.microbatch_probe import probe_micro_batch_size
 from cbs_ray.train.noise_probe import attach_noise_probe
@@ -29,7 +30,8 @@ class TrialParts:
     """What building makes and the step and the milestones use."""
 
     model: torch.nn.Module
-    """DDP-wrapped where there are workers: no_sync, the parameters and the state dict."""
+    """DDP-wrapped where there are workers (no_sync, the parameters and the state dict), or sharded by FSDP2
+    (``training.parallelism: fsdp``: ``set_requires_gradient_sync``, DTensor parameters)."""
     forward: Callable
     """What runs the forward passes: the compiled module with ``training.compile``, else ``model``."""
     optimizer: torch.optim.Optimizer
@@ -43,6 +45,7 @@ class TrialParts:
     params: list
     clip: float
     is_ddp: bool
+    is_fsdp: bool
     noise: Optional[NoiseScaleMeter]
     local_sqnorm: Optional[Callable[[], torch.Tensor]]
     source: Any
@@ -98,7 +101,11 @@ def _setup_model(cfg: TrialConfig, session, amp_dtype, source) -> tuple[torch.nn
               + f"{plan}, peak lr {cfg.peak_lr:.3g} (alpha {cfg.alpha:.3g}), {cfg.total_steps} steps, "
               f"{cfg.warmup_steps} warmup steps" + (f", eval batch {eval_batch} (memory)"
                                                     if eval_batch < training.eval_batch_size else ""), flush=True)
-    model = session.prepare_model(model.to(session.device))  # Ray's prepare_model moves it too; a local run needs it
+    if uses_fsdp(training, session.world_size):  # sharded block by block instead of DDP's whole copy (train.fsdp)
+        model = shard_model(model.to(session.device), block_class=training.fsdp_block_class,
+                            param_dtype=amp_dtype if session.device.type == "cuda" else None)
+    else:
+        model = session.prepare_model(model.to(session.device))  # Ray's prepare_model moves it too; a local run needs it
     return model, plan, eval_batch
 
 
@@ -222,7 +229,7 @@ def setup_trial(cfg: TrialConfig, data, session) -> tuple[TrialParts, TrialProgr
         noise.resume(saved["noise_meter"])
     parts = TrialParts(model=model, forward=forward, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
                    amp_dtype=amp_dtype, plan=plan, eval_batch=eval_batch, micro_batches=micro_batches,
-                   params=params, is_ddp=hasattr(model, "no_sync"),
+                   params=params, is_ddp=hasattr(model, "no_sync"), is_fsdp=is_fsdp(model),
                    clip=training.grad_clip_norm if training.grad_clip_norm is not None else float("inf"),
                    noise=noise, local_sqnorm=local_sqnorm, source=source,
                    average=iterate_average(getattr(model, "module", model)) if cfg.plan.averages_iterates else None)
