@@ -4,8 +4,10 @@
 
 from __future__ import annotations
 
+from cbs_ray.data.parquet import StreamedData
 from cbs_ray.sources.builtin import BuiltinSource
 from cbs_ray.sources.seq2seq import Seq2SeqSource
+from cbs_ray.sources.streamed import StreamedSource
 from cbs_ray.sources.user_objects import UserObjects
 
 __all__ = ["loop_source"]
@@ -17,6 +19,8 @@ def loop_source(data, task: str):
 
     if isinstance(data, UserObjects):
         return data
+    if isinstance(data, StreamedData):  # a Parquet corpus, streamed (data.parquet)
+        return StreamedSource(data, task)
     if task == "seq2seq":
         return Seq2SeqSource(data, task)
     return BuiltinSource(data, task)

@@ -179,6 +179,10 @@ def _setup_data(cfg: TrialConfig, source, session, plan: BatchPlan, drawn: int):
     """The endless micro-batches of this rank's share of ``source``'s training set, after the ``drawn``
     examples a checkpoint says were taken."""
     training = cfg.spec.training
+    stream = getattr(source, "micro_batches", None)
+    if stream is not None:  # a streamed Parquet corpus (sources.streamed): its rows in the global order
+        return stream(seed=cfg.seed, rank=session.rank, workers=session.world_size, micro=plan.micro_batch,
+                      drawn=drawn, whole=max(cfg.spec.batch_sizes), use_ray=ray_is_running())
     dataset, collate = source.training_data()
     if cfg.plan.largest_batch:
         dataset = _whole_batches(dataset, cfg.plan.largest_batch)
@@ -195,6 +199,15 @@ def _setup_data(cfg: TrialConfig, source, session, plan: BatchPlan, drawn: int):
         pin_memory=cfg.use_gpu if training.pin_memory is None else training.pin_memory,
         persistent_workers=workers > 0 if training.persistent_workers is None else training.persistent_workers))
     return endless_micro_batches(loader, drawn=drawn // plan.micro_batch)
+
+
+def ray_is_running() -> bool:
+    """Whether this process is in Ray (a Tune trial, a Ray Train worker): a streamed corpus is then read through
+    Ray Data. Ray is not imported for the asking."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
 
 
 def _whole_batches(dataset, batch: int):
