@@ -49,6 +49,18 @@ class StreamedData(PreparedData):
     def train_examples(self) -> int:
         return int(sum(self.train_rows))
 
+    def fingerprint(self) -> str:
+        """``PreparedData.fingerprint`` of the evaluation arrays, with the training shards' names, sizes in bytes
+        and row counts, the column and the tokenizer (``--resume`` compares it; the rows are not hashed: that
+        would read the corpus)."""
+        import hashlib
+
+        digest = hashlib.blake2b(super().fingerprint().encode(), digest_size=16)
+        for path, rows in zip(self.train_files, self.train_rows):
+            digest.update(f"{Path(path).name}:{Path(path).stat().st_size}:{rows};".encode())
+        digest.update(f"{self.column}:{self.tokenizer}:{self.max_seq_length}".encode())
+        return digest.hexdigest()
+
 
 def _schemas(shards: list[Path]):
     """The one schema the shards share; a ``SpecError`` naming the first shard that differs from the first."""

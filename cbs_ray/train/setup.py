@@ -182,7 +182,7 @@ def _setup_data(cfg: TrialConfig, source, session, plan: BatchPlan, drawn: int):
     stream = getattr(source, "micro_batches", None)
     if stream is not None:  # a streamed Parquet corpus (sources.streamed): its rows in the global order
         return stream(seed=cfg.seed, rank=session.rank, workers=session.world_size, micro=plan.micro_batch,
-                      drawn=drawn, whole=max(cfg.spec.batch_sizes), use_ray=ray_is_running())
+                      drawn=drawn, whole=cfg.plan.largest_batch or max(cfg.spec.batch_sizes), use_ray=ray_is_running())
     dataset, collate = source.training_data()
     if cfg.plan.largest_batch:
         dataset = _whole_batches(dataset, cfg.plan.largest_batch)
