@@ -134,3 +134,30 @@ def test_ray_data_reads_the_same_global_order_as_pyarrow(corpus):
         ray.shutdown()
     plain = [tuple(r) for r, _ in zip(global_order(data, 3, 32, start=10, use_ray=False), range(count))]
     assert through_ray == plain
+
+
+def test_a_text_column_is_tokenised_by_the_spec_tokenizer_as_the_rows_stream(tmp_path):
+    """A ``text`` column: the evaluation rows and the streamed rows both through ``model.tokenizer``, padded and
+    masked to ``max_seq_length``; without a tokenizer, one line."""
+    from transformers import AutoTokenizer
+
+    from test_tokens import gpt2_style_tokenizer
+
+    for index, texts in enumerate([["good film"] * 40, ["bad film", "good film good"] * 20, ["film"] * 8]):
+        pq.write_table(pa.table({"text": texts}), tmp_path / f"shard-{index}.parquet")
+    name = gpt2_style_tokenizer(tmp_path / "tokenizer")
+    args = [a for a in spec_args(tmp_path) if not a.startswith(("model.vocab_size", "data.eval_examples"))]
+    args += ["data.text_column=text", "data.eval_examples=8", "search.batch_sizes=[8]", "training.budget_samples=64",
+             "training.eval_every_samples=32", "asha.grace_period_samples=32", "search.num_trials=1"]
+    with pytest.raises(SpecError, match="model.tokenizer: a Parquet text column"):
+        prepare(load_spec(None, args))
+    data = prepare(load_spec(None, args + [f"model.tokenizer={name}"])).data
+    tok = AutoTokenizer.from_pretrained(name)
+    film = tok("film")["input_ids"]
+    assert data.eval_ids.shape == (8, 16) and data.eval_ids[0, :len(film)].tolist() == film
+    assert data.eval_mask[0].sum() == len(film) and data.vocab_size == len(tok)
+    ids, mask, _ = next(StreamedSource(data, "causal-lm").micro_batches(seed=0, rank=0, workers=1, micro=8, drawn=0,
+                                                                        whole=8, use_ray=False))
+    streamed = {tuple(row[m == 1].tolist()) for row, m in zip(ids.numpy(), mask.numpy())}
+    assert streamed <= {tuple(tok(t)["input_ids"]) for t in ("good film", "bad film", "good film good")}
+    assert ids.shape == (8, 16) and streamed
