@@ -27,6 +27,8 @@ def _ray_data_rows(files: list[str], column: str) -> Iterator[list]:
 
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True  # blocks come out in the order of the files, row order kept
+    context.enable_progress_bars = False  # an epoch's read is a trial's background, not a line of its log
+    context.print_on_execution_start = False
     dataset = ray.data.read_parquet(files, columns=[column], ray_remote_args={"num_cpus": 0})
     for batch in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
         yield batch.column(column).to_pylist()
