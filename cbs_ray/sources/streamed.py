@@ -2,9 +2,9 @@
 (``sources.builtin``, on the evaluation rows the driver read), training micro-batches read as the loop draws them,
 in the corpus's one global order (``data.parquet``'s docstring: every trial trains on the same first n rows).
 
-Where the loop runs in Ray (a Tune trial or a Ray Train worker), the rows come through Ray Data
-(``ray.data.read_parquet`` of the epoch's shards in order, ``preserve_order`` on, streamed in blocks through the
-object store: never the corpus whole); outside Ray (tests, benches) through ``pyarrow.parquet`` in the same order.
+Where the loop runs in Ray (a Tune trial or a Ray Train worker), the rows come through Ray Data (the epoch's shards
+in order, each read by a map task that holds no CPU, ``preserve_order`` on, streamed in record-batch blocks through
+the object store: never the corpus whole); outside Ray (tests, benches) through ``pyarrow.parquet`` in the same order.
 """
 
 from __future__ import annotations
@@ -17,19 +17,33 @@ import torch
 from cbs_ray.data.parquet import StreamedData, epoch_files, rows_to_arrays
 from cbs_ray.sources.builtin import BuiltinSource
 
-__all__ = ["StreamedSource", "rows_in_order", "global_order"]
+__all__ = ["StreamedSource", "rows_in_order", "global_order", "read_shards"]
+
+
+def read_shards(batch, column: str) -> Iterator:
+    """Ray Data's map over a batch of shard paths: each shard's record batches of ``column``, one block each (a
+    generator: no block holds a whole shard)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for path in batch.column("path").to_pylist():
+        for record_batch in pq.ParquetFile(path).iter_batches(columns=[column]):
+            yield pa.Table.from_batches([record_batch])
 
 
 def _ray_data_rows(files: list[str], column: str) -> Iterator[list]:
-    """The rows of ``files`` in this order, through Ray Data. Its read tasks hold no CPU: the trial's workers hold
-    the cluster's CPUs, and a read task waiting for one would wait for ever."""
+    """The rows of ``files`` in this order, through Ray Data: the paths as a dataset, each read by a map task
+    holding no CPU (``read_shards``). Not ``ray.data.read_parquet``: its file-listing task holds a CPU, and the
+    trial's workers hold the cluster's CPUs, so it would wait for ever (Ray 2.60)."""
     import ray.data
 
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True  # blocks come out in the order of the files, row order kept
     context.enable_progress_bars = False  # an epoch's read is a trial's background, not a line of its log
     context.print_on_execution_start = False
-    dataset = ray.data.read_parquet(files, columns=[column], ray_remote_args={"num_cpus": 0})
+    dataset = ray.data.from_items([{"path": path} for path in files], override_num_blocks=max(len(files), 1))
+    dataset = dataset.map_batches(read_shards, batch_size=1, batch_format="pyarrow", num_cpus=0,
+                                  fn_kwargs={"column": column})
     for batch in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
         yield batch.column(column).to_pylist()
 

@@ -121,12 +121,20 @@ def test_a_missing_folder_on_the_command_line_exits_2_in_one_line(tmp_path):
 
 @pytest.mark.e2e
 def test_ray_data_reads_the_same_global_order_as_pyarrow(corpus):
-    """Through Ray Data (a real local Ray, the read tasks holding no CPU) the rows come in the very order the
-    pyarrow reader gives, over an epoch boundary."""
+    """Through Ray Data (a real local Ray whose one CPU an actor holds: the read tasks must hold none) the rows come
+    in the very order the pyarrow reader gives, over an epoch boundary."""
     import ray
 
     data = prepare(load_spec(None, spec_args(corpus))).data
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+
+    @ray.remote(num_cpus=1)
+    class Holder:  # holds the one CPU, as a trial's workers hold the cluster's: the read must not wait for one
+        def ready(self):
+            return True
+
+    holder = Holder.remote()
+    ray.get(holder.ready.remote())
     try:
         count = SHARDS * ROWS + 50
         through_ray = [tuple(r) for r, _ in zip(global_order(data, 3, 32, start=10, use_ray=True), range(count))]
