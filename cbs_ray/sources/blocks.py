@@ -64,6 +64,13 @@ def check_fsdp_plan(model: torch.nn.Module, block_class: Optional[str]) -> int:
     from cbs_ray.spec.errors import SpecError
 
     try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:
+        FSDPModule = None
+    if not hasattr(FSDPModule, "set_custom_reduce_scatter"):  # what the noise probe reads each rank's gradient by
+        raise SpecError(f"training.parallelism: fsdp needs FSDP2 with set_custom_reduce_scatter (torch "
+                        f"{torch.__version__} has not); use a newer torch (2.13 is tested), or ddp")
+    try:
         return len(transformer_blocks(model, block_class))
     except FsdpPlanError as e:
         raise SpecError(str(e)) from None

@@ -40,9 +40,11 @@ def shard_model(model: torch.nn.Module, *, block_class: Optional[str], param_dty
 
 
 def is_fsdp(model) -> bool:
-    """Whether ``model`` is sharded by ``fully_shard``."""
-    from torch.distributed.fsdp import FSDPModule
-
+    """Whether ``model`` is sharded by ``fully_shard`` (never, with a torch before FSDP2's public API)."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:
+        return False
     return isinstance(model, FSDPModule)
 
 
