@@ -73,7 +73,8 @@ def main() -> None:
             corpus = Path(folder) / f"corpus{shards}"
             write_corpus(corpus, shards=shards, rows=args.rows, length=64, eval_rows=512)
             line = subprocess.run([sys.executable, __file__, "--measure", str(corpus)] + (["--ray"] if args.ray else []),
-                                  capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+                                  capture_output=True, text=True, check=True).stdout.strip().splitlines()
+            line = next(text for text in reversed(line) if text.startswith("{"))  # Ray writes its own lines too
             results.append(json.loads(line))
             print(f"{shards} shards × {args.rows} rows: {line}", flush=True)
     small, large = results
