@@ -11,6 +11,7 @@ import numpy as np
 
 from cbs_ray.data.arrays import PreparedData
 from cbs_ray.data.files import load_texts
+from cbs_ray.data.parquet import prepare_parquet_data
 from cbs_ray.data.markov import FRESH_BUDGETS, markov_data
 from cbs_ray.data.seq2seq_pairs import prepare_seq2seq_data
 from cbs_ray.data.tokenize import pack_texts, pretrained_tokenizer, train_word_tokenizer
@@ -25,6 +26,8 @@ def prepare_data(spec: SearchSpec) -> PreparedData:
     """Load and tokenize the spec's data. Raises SpecError for missing files, columns or splits."""
     if spec.task == "seq2seq":
         return prepare_seq2seq_data(spec)
+    if spec.data.source == "parquet":  # streamed: the driver reads the schemas, row counts and evaluation rows
+        return prepare_parquet_data(spec)
     if spec.data.source == "builtin" and spec.data.builtin_task == "markov":
         return prepare_markov_data(spec)
     (train_texts, train_labels), (eval_texts, eval_labels), dev = load_texts(spec)

@@ -13,7 +13,7 @@ import torch
 from cbs_ray.data.markov import excess_loss_sum
 from cbs_ray.sources.amp import autocast_dtype
 from cbs_ray.sources.model import build_model
-from cbs_ray.sources.protocol import Position, TrialSettings, counted
+from cbs_ray.sources.protocol import Position, TrialSettings, counted, lockstep_forwards
 
 __all__ = ["evaluate", "WORST_METRIC", "BuiltinSource"]
 
@@ -119,6 +119,11 @@ def evaluate(model, session, data, cfg: TrialSettings, *, on_dev: bool = False,
             loss = torch.nn.functional.cross_entropy(logits, batch["labels"], reduction="sum")
             correct = (logits.argmax(-1) == batch["labels"]).sum()
             sums += torch.tensor([loss.item(), float(correct), float(len(logits)), 0.0], dtype=torch.float64)
+    everything = len(arrays[0]) if limit is None else min(limit, len(arrays[0]))
+    for _ in range(lockstep_forwards(everything, session.world_size, size, len(ids))):  # FSDP's collectives
+        spare = _inputs(tuple(torch.tensor(a[:1]) for a in arrays), task, session.device)
+        with torch.autocast(session.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            model(input_ids=spare["input_ids"], attention_mask=spare["attention_mask"])
     sums = session.all_reduce(sums.to(session.device)).cpu()
     eval_loss = float(sums[0] / sums[2])
     model.train()

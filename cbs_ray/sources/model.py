@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from cbs_ray.spec.errors import SpecError
 
@@ -54,19 +54,25 @@ def model_config(model: dict, task: str, *, vocab_size: int, num_labels: int, pa
     return config
 
 
-def check_buildable(model: dict, task: str, config) -> None:
-    """Build a config-only model on the meta device (no memory, no weights): a config transformers
-    accepts can still fail here (hidden size not a multiple of the heads), and should, before Ray starts
-    and every trial fails alike. A named model's config comes with its weights and is not checked."""
+def check_buildable(model: dict, task: str, config, *, fsdp_block_class: Optional[str] = None,
+                    fsdp: bool = False) -> None:
+    """Build the model on the meta device (no memory, no weights): a config transformers accepts can still fail
+    here (hidden size not a multiple of the heads), and should, before Ray starts and every trial fails alike. A
+    named model's config comes with its weights and is not checked, but with ``fsdp`` (``training.parallelism:
+    fsdp``) its blocks are found on its meta copy (``sources.blocks.check_fsdp_plan``)."""
     import torch
 
-    if model.get("name"):
+    if model.get("name") and not fsdp:
         return
     try:
         with torch.device("meta"):
-            _auto_class(task).from_config(config)
+            built = _auto_class(task).from_config(config)
     except Exception as e:
         raise SpecError(f"model.config: cannot build the model: {str(e).splitlines()[0]}") from None
+    if fsdp:
+        from cbs_ray.sources.blocks import check_fsdp_plan  # (torch: loaded here, not for a dry run's plan)
+
+        check_fsdp_plan(built, fsdp_block_class)
 
 
 def build_model(model: dict, task: str, config):

@@ -16,6 +16,7 @@ import torch
 
 from cbs_ray.maths.budget import plan_batch
 from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.sources.blocks import check_fsdp_plan
 from cbs_ray.sources.model import quiet_default_loss
 from cbs_ray.sources.user_objects import (
     ARGUMENTS,
@@ -248,6 +249,11 @@ def check_objects(spec: SearchSpec, objects: UserObjects) -> tuple[UserObjects, 
 
     _no_clash_with_the_spec(spec)
     _options_the_objects_cannot_take(spec)
+    for name in ("train_dataset", "eval_dataset"):
+        if type(getattr(objects, name)).__module__.startswith("ray.data"):  # (Ray is not imported to ask)
+            raise SpecError(f"{name}: a ray.data.Dataset is not taken here yet; write it as Parquet shards "
+                            f"(dataset.write_parquet(folder)) and search them with data.source: parquet, data.path: "
+                            f"folder (docs/large-models.md)")
     train_size = _length(objects.train_dataset, "train_dataset")
     eval_size = _length(objects.eval_dataset, "eval_dataset")
     largest = spec.batch_sizes[-1]
@@ -270,6 +276,8 @@ def check_objects(spec: SearchSpec, objects: UserObjects) -> tuple[UserObjects, 
                                          or hasattr(model, "activation_checkpointing_enable")):
         raise SpecError(f"training.gradient_checkpointing: the {type(model).__name__} from model_init has no "
                         f"gradient_checkpointing_enable() (a Hugging Face model's switch)")
+    if t.parallelism == "fsdp":
+        check_fsdp_plan(model, t.fsdp_block_class)
     config = getattr(model, "config", None)
     if t.layer_lr_decay != 1.0 and not (getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", None)):
         raise SpecError(f"training.layer_lr_decay: needs a model whose config counts its layers (a Hugging Face "

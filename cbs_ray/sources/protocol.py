@@ -14,7 +14,7 @@ import torch
 
 from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["Source", "TrialSettings", "Position", "counted"]
+__all__ = ["Source", "TrialSettings", "Position", "counted", "lockstep_forwards"]
 
 
 @dataclass
@@ -46,6 +46,15 @@ def counted(batches: Iterable, position: Optional[Position]) -> Iterator:
             return
         yield batch
         index += 1
+
+
+def lockstep_forwards(examples: int, world_size: int, batch_size: int, own: int) -> int:
+    """The forwards a rank adds, their outputs discarded, after evaluating its ``own`` examples of ``examples``
+    (sharded rank::world_size) in batches of ``batch_size``, so that it runs as many forwards as rank 0, which
+    holds the most (⌈examples / world_size⌉): under FSDP every forward gathers each block's parameters from all
+    ranks (a collective), and a rank that stopped early would leave the others waiting."""
+    most = -(-examples // world_size)
+    return -(-most // batch_size) - -(-own // batch_size)
 
 
 class TrialSettings(Protocol):

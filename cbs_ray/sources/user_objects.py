@@ -69,7 +69,7 @@ import torch
 from cbs_ray.maths.lr_schedule import scaled_lr, seed_warmup_fraction
 from cbs_ray.sources.amp import autocast_dtype
 from cbs_ray.sources.model import quiet_default_loss
-from cbs_ray.sources.protocol import Position, counted
+from cbs_ray.sources.protocol import Position, counted, lockstep_forwards
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 
@@ -331,6 +331,9 @@ def evaluate(objects: UserObjects, model, session, cfg, *, batch_size: Optional[
             if torch.is_tensor(batch.get("labels")):
                 batch_labels = batch["labels"].cpu()
                 labels = batch_labels if labels is None else nested_concat(labels, batch_labels, padding_index=-100)
+    for _ in range(lockstep_forwards(evaluated, session.world_size, size, len(shard))):  # FSDP's collectives
+        with torch.autocast(session.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            model(**model_inputs(objects.collate([dataset[0]]), session.device))
     sums = session.all_reduce(sums.to(session.device)).cpu()
     eval_loss = float(sums[0] / sums[1])
     metrics = {}

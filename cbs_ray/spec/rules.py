@@ -23,6 +23,7 @@ from cbs_ray.spec.checks import (
     join_key,
 )
 from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.scale_rules import SCALE_RULES
 from cbs_ray.spec.schema import GenerationSpec, SearchSpec, dataloader_workers
 
 # ---- validation ------------------------------------------------------------------------------------
@@ -380,7 +381,7 @@ CROSS_FIELD_RULES: tuple[Callable[[SearchSpec], None], ...] = (
     _grid_trains_to_the_full_budget, _grace_period_is_whole_report_intervals, _batch_sizes_split_over_workers,
     _study_needs_optuna, _branch_mode_stands_alone, _branch_batches_are_larger_than_the_trunks,
     _branch_points_fit_the_budget,
-    _method_can_do_what_is_asked,
+    _method_can_do_what_is_asked, *SCALE_RULES,
 )
 """The rules that relate fields, in the order ``validate`` applies them; the first that fails is the error.
 A rule comes after those it relies on: ``_reports_land_on_whole_batches`` makes ``eval_every_samples`` a

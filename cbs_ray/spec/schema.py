@@ -70,8 +70,17 @@ class ModelSpec:
 
 @dataclass
 class DataSpec:
-    source: Literal["builtin", "hub", "files"] = "builtin"
-    """Where the text comes from: the built-in offline task, ``load_dataset`` from the hub, or local files."""
+    source: Literal["builtin", "hub", "files", "parquet"] = "builtin"
+    """Where the text comes from: the built-in offline task, ``load_dataset`` from the hub, local files, or
+    ``parquet``: a folder of Parquet shards (``path``) streamed to each worker through Ray Data, never loaded
+    whole (``task: causal-lm``; docs/large-models.md)."""
+    path: Optional[str] = None
+    """``source: parquet``: the folder of ``*.parquet`` shards, one schema: an ``input_ids`` column of token-id
+    lists (every row ``max_seq_length`` tokens or more, cut to it), or a ``text_column`` of texts, tokenised by
+    ``model.tokenizer`` (a pretrained tokenizer: the corpus is never read whole to train one)."""
+    eval_examples: int = field(default=1024, metadata=check(positive(show_value=False)))
+    """``source: parquet``: the evaluation set, the first this many rows of the last shard (in name order),
+    held out of training and materialised (it is evaluated at every report)."""
     builtin_task: Literal["sentiment", "translation", "markov"] = "sentiment"
     """The built-in task: ``sentiment``, generated sentences whose label is whether positive words outnumber
     negative ones, with 5 % label noise; ``translation`` (``task: seq2seq`` only), word sequences mapped
@@ -239,6 +248,16 @@ class TrainingSpec:
     noise_scale: bool = True
     """Estimate the gradient noise scale B_simple during training (McCandlish et al. 2018): needs more
     than one worker or gradient accumulation; costs one sum of squares per gradient bucket."""
+    parallelism: Literal["ddp", "fsdp"] = "ddp"
+    """How a trial's workers share the model: ``ddp`` (each holds all of it; gradients all-reduced) or ``fsdp``
+    (PyTorch's FSDP2, ``fully_shard``: parameters, gradients and optimizer state sharded over the workers, each
+    transformer block gathered only while it runs; for models whose AdamW state does not fit one device). The
+    blocks are ``fsdp_block_class``'s modules, else the model's ``_no_split_modules`` classes (Hugging Face),
+    else the layers of its first ``nn.ModuleList`` of repeated modules (``train.fsdp``; docs/large-models.md).
+    One worker trains unsharded either way."""
+    fsdp_block_class: Optional[str] = None
+    """The class name of the modules FSDP shards one by one (``GPT2Block``, ``LlamaDecoderLayer``), where the
+    rule of ``parallelism`` finds none or the wrong ones (None: that rule)."""
 
 
 @dataclass

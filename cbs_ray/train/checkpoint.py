@@ -1,6 +1,6 @@
 """A trial's checkpoint: what a restarted trial (a dead worker, a resumed experiment) continues from.
 
-Rank 0 writes one ``state.pt`` at every milestone into the directory it reports to Tune/Train; a restart
+Rank 0 writes one ``state.pt`` at every milestone (under FSDP gathered whole first: ``state_dicts``) into the directory it reports to Tune/Train; a restart
 is handed the last one by its session's ``get_checkpoint()``.
 
 Branch mode (``run_plan``) shares state between runs as well: the trunk publishes the same ``state.pt`` at
@@ -15,26 +15,46 @@ import os
 import shutil
 import tempfile
 import time
+from typing import Optional
 
 import torch
 
 from cbs_ray.records.names import TRUNK_DONE  # the report reads it too: defined with the other names
+from cbs_ray.train.fsdp import is_fsdp
 
-__all__ = ["STATE_FILE", "TRUNK_DONE", "save_state", "load_state", "publish_state", "mark_trunk_done",
+__all__ = ["STATE_FILE", "state_dicts", "TRUNK_DONE", "save_state", "load_state", "publish_state", "mark_trunk_done",
            "wait_for_trunk", "load_branch_start"]
 
 STATE_FILE = "state.pt"
 
 
-def save_state(directory: str, model, optimizer, scheduler, scaler, step: int, progress: dict) -> None:
+def state_dicts(model, optimizer) -> tuple[dict, dict]:
+    """The model's and the optimizer's state dicts as a checkpoint holds them. A DDP (or single) model's own. An
+    FSDP2 model's gathered whole onto rank 0's CPU (``torch.distributed.checkpoint.state_dict`` with
+    ``full_state_dict`` and ``cpu_offload``; the other ranks get empty dicts): a collective, which every rank
+    calls. The checkpoint is then one ``state.pt`` as DDP's, its optimizer state keyed by parameter name; the
+    price is that rank 0's host memory holds the whole model and its optimizer state once."""
+    if not is_fsdp(model):
+        raw = model.module if hasattr(model, "module") else model
+        return raw.state_dict(), optimizer.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_optimizer_state_dict
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return get_model_state_dict(model, options=options), get_optimizer_state_dict(model, optimizer, options=options)
+
+
+def save_state(directory: str, model, optimizer, scheduler, scaler, step: int, progress: dict, *,
+               states: Optional[tuple[dict, dict]] = None) -> None:
     """Weights, optimizer, schedule and fp16 loss scale, the step, the random stream (dropout's), and the
-    clocks and first loss a restart continues from."""
+    clocks and first loss a restart continues from. ``states``: the (model, optimizer) state dicts where the
+    caller gathered them (``state_dicts``: FSDP's, on every rank); else this model's own."""
     raw = model.module if hasattr(model, "module") else model
     device = next(raw.parameters()).device
     rng = {"cpu": torch.get_rng_state()}
     if device.type == "cuda":
         rng["cuda"] = torch.cuda.get_rng_state(device)
-    torch.save({"model": raw.state_dict(), "optimizer": optimizer.state_dict(),
+    model_state, optimizer_state = states if states is not None else state_dicts(model, optimizer)
+    torch.save({"model": model_state, "optimizer": optimizer_state,
                 "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "step": step,
                 "rng": rng, "progress": progress}, os.path.join(directory, STATE_FILE))
 
@@ -48,9 +68,18 @@ def _read(directory: str) -> dict:
 def _restore_into(state: dict, model, optimizer, scaler) -> None:
     """Weights, optimizer, fp16 loss scale and the random stream of ``state`` into the trial's objects."""
     raw = model.module if hasattr(model, "module") else model
-    raw.load_state_dict(state["model"])
-    if optimizer is not None:
-        optimizer.load_state_dict(state["optimizer"])
+    if is_fsdp(model):  # every rank holds the whole state read from the file, and keeps its shard of it
+        from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
+                                                             set_optimizer_state_dict)
+
+        options = StateDictOptions(full_state_dict=True)
+        set_model_state_dict(model, state["model"], options=options)
+        if optimizer is not None:
+            set_optimizer_state_dict(model, optimizer, state["optimizer"], options=options)
+    else:
+        raw.load_state_dict(state["model"])
+        if optimizer is not None:
+            optimizer.load_state_dict(state["optimizer"])
     if state.get("scaler"):
         scaler.load_state_dict(state["scaler"])  # fp16: the loss scale found so far, not 65536 again
     # Rank 0's random stream, restored on every rank: all ranks start from one seed. Deterministic either way.
@@ -71,7 +100,8 @@ def load_state(checkpoint, model, optimizer, scheduler, scaler) -> tuple[int, di
     return int(state["step"]), state.get("progress", {})
 
 
-def publish_state(path: str, model, optimizer, scheduler, scaler, step: int, progress: dict) -> bool:
+def publish_state(path: str, model, optimizer, scheduler, scaler, step: int, progress: dict, *,
+                  states: Optional[tuple[dict, dict]] = None) -> bool:
     """``save_state`` into the directory ``path`` (created, parents included), for other runs to read: written
     into a temporary directory beside it and renamed into place, so a reader that sees ``path/state.pt`` sees
     all of it. False, writing nothing, where it is already there (a restarted trunk passing the point again
@@ -82,7 +112,7 @@ def publish_state(path: str, model, optimizer, scheduler, scaler, step: int, pro
     os.makedirs(parent, exist_ok=True)
     temporary = tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(path))}.writing-", dir=parent)
     try:
-        save_state(temporary, model, optimizer, scheduler, scaler, step, progress)
+        save_state(temporary, model, optimizer, scheduler, scaler, step, progress, states=states)
         os.rename(temporary, path)  # atomic on one filesystem; replaces an empty directory of that name
     except OSError:
         shutil.rmtree(temporary, ignore_errors=True)

@@ -35,9 +35,10 @@ from cbs_ray.records.trial_report import TrialReport
 from cbs_ray.sources.builtin import METRICS_OF_EVERY_TASK, WORST_METRIC
 from cbs_ray.sources.protocol import Position
 from cbs_ray.train.averaging import AVERAGED_PREFIX
-from cbs_ray.train.checkpoint import mark_trunk_done, publish_state, save_state
+from cbs_ray.train.checkpoint import mark_trunk_done, publish_state, save_state, state_dicts
 from cbs_ray.train.config import TrialConfig
 from cbs_ray.train.failure import FailureLog
+from cbs_ray.train.fsdp import full_tensor
 from cbs_ray.train.gauges import TrialGauges
 from cbs_ray.train.noise_probe import sqnorm
 from cbs_ray.train.setup import batch_plan_for, TrialParts, TrialProgress, setup_trial
@@ -138,19 +139,23 @@ def _train(cfg: TrialConfig, data, session, position: Position) -> None:
         if progress.samples in report_at and not _at_milestone(cfg, data, session, parts, progress, readings,
                                                                gauges, position):
             break
-        if progress.samples in save_at and session.rank == 0:
-            _publish_for_branches(cfg, parts, progress)
+        if progress.samples in save_at and (session.rank == 0 or parts.is_fsdp):  # FSDP: every rank gathers
+            _publish_for_branches(cfg, parts, progress, write=session.rank == 0)
     if run.publishes_checkpoints and session.rank == 0:
         mark_trunk_done(run.checkpoint_dir, str(progress.samples))
 
 
-def _publish_for_branches(cfg: TrialConfig, parts: TrialParts, progress: TrialProgress) -> None:
+def _publish_for_branches(cfg: TrialConfig, parts: TrialParts, progress: TrialProgress, *, write: bool = True) -> None:
     """The trunk's state at a branch point, where the branches from it read it: everything a restart would
-    take, and the data position a branch continues the trunk's data order from."""
+    take, and the data position a branch continues the trunk's data order from. Under FSDP every rank gathers
+    the state (``train.checkpoint.state_dicts``) and only the one that ``write``s writes it."""
+    states = state_dicts(parts.model, parts.optimizer) if parts.is_fsdp else None
+    if not write:
+        return
     path = cfg.plan.checkpoint_path(progress.samples)
     if publish_state(path, parts.model, parts.optimizer, parts.scheduler, parts.scaler, progress.step, {
             "samples_drawn": progress.drawn, "first_loss": progress.first_loss, "samples_seen": progress.samples,
-            "micro_batch": parts.plan.micro_batch}):
+            "micro_batch": parts.plan.micro_batch}, states=states):
         print(f"trunk: checkpoint for the branches at {progress.samples} samples: {path}", flush=True)
 
 
@@ -168,7 +173,8 @@ def _optimizer_step(cfg: TrialConfig, session, parts: TrialParts, position: Opti
     step_loss, small, to_mean, local_items = _accumulate_gradients(cfg, session, parts, batches, position, first)
     scale = scaler.get_scale() if scaler.is_enabled() else 1.0
     scaler.unscale_(optimizer)  # true gradients for clipping, the norm and the noise scale
-    norm = torch.nn.utils.clip_grad_norm_(parts.params, parts.clip)  # norm before clipping
+    # The norm before clipping, of the whole gradient: over FSDP's DTensor shards too (a replicated DTensor)
+    norm = full_tensor(torch.nn.utils.clip_grad_norm_(parts.params, parts.clip))
     if parts.local_sqnorm is not None:
         # The DDP hook saw this worker's summed gradient × to_mean, not ÷ its own items (the same for
         # equal micro-batches of examples).
@@ -225,6 +231,8 @@ def _accumulate_gradients(cfg: TrialConfig, session, parts: TrialParts, batches:
     for k, batch in enumerate(source.inputs(b, device) for b in batches):
         if position is not None and first is not None:
             position.batch = first + k
+        if parts.is_fsdp:  # FSDP2's no_sync: the gradients accumulate unsharded until the last micro-batch
+            parts.model.set_requires_gradient_sync(k == last)
         sync = contextlib.nullcontext() if (k == last or not parts.is_ddp) else cast(DDP, parts.model).no_sync()
         with sync:
             with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
@@ -283,13 +291,14 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: TrialParts, progress: 
     metrics = report.to_dict()
     if gauges is not None:
         gauges.publish(metrics)
+    states = state_dicts(parts.model, parts.optimizer) if parts.is_fsdp else None  # a collective: every rank
     with tempfile.TemporaryDirectory() as directory:
         if session.rank == 0:
             save_state(directory, parts.model, parts.optimizer, parts.scheduler, parts.scaler, progress.step, {
                 "train_time_s": progress.train_time, "wall_time_s": report.wall_time_s,
                 "first_loss": progress.first_loss, "samples_drawn": progress.drawn,
                 "noise_meter": parts.noise.saved((noise["grad_sq"], noise["trace_sigma"]))
-                if parts.noise is not None else None, "report": milestone_row(metrics)})
+                if parts.noise is not None else None, "report": milestone_row(metrics)}, states=states)
         session.report(metrics, directory if session.rank == 0 else None)
     return True
 

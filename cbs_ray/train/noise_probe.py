@@ -1,5 +1,6 @@
 """The gradient noise scale's probe (McCandlish et al. 2018): the squared gradient norm of one
-worker's micro-batch and of the whole step, read from a DDP comm hook or across accumulation.
+worker's micro-batch and of the whole step, read from a DDP comm hook, FSDP's reduce-scatter or across
+accumulation.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import torch
 
 from cbs_ray.maths.budget import BatchPlan
 from cbs_ray.maths.noise_scale import NoiseScaleMeter
+from cbs_ray.train.fsdp import attach_reduce_scatter_probe, is_fsdp
 
 
 def sqnorm(params) -> torch.Tensor:
@@ -23,7 +25,11 @@ def attach_noise_probe(model, params, plan: BatchPlan):
 
     Several workers: a DDP communication hook sums each bucket's squares before the default all-reduce,
     i.e. the worker's own gradient over micro × accumulation samples, at no extra pass. One worker with
-    accumulation: the first micro-batch's gradient, read before the next micro-batch adds to it."""
+    accumulation: the first micro-batch's gradient, read before the next micro-batch adds to it. Under FSDP
+    (``train.fsdp``) the reduce-scatter's input is the worker's own gradient, read the same way."""
+    if plan.workers > 1 and is_fsdp(model):
+        return NoiseScaleMeter(plan.micro_batch * plan.accumulation, plan.batch_size), \
+            attach_reduce_scatter_probe(model)
     if plan.workers > 1 and hasattr(model, "register_comm_hook"):
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 

@@ -20,6 +20,7 @@ from cbs_ray.sources.protocol import Source
 from cbs_ray.train.averaging import iterate_average
 from cbs_ray.train.checkpoint import load_branch_start, load_state, wait_for_trunk
 from cbs_ray.train.config import TrialConfig
+from cbs_ray.train.fsdp import is_fsdp, shard_model, uses_fsdp
 from cbs_ray.train.data_order import endless_micro_batches, ResumableSampler
 from cbs_ray.train.microbatch_probe import probe_micro_batch_size
 from cbs_ray.train.noise_probe import attach_noise_probe
@@ -31,7 +32,8 @@ class TrialParts:
     """What building makes and the step and the milestones use."""
 
     model: torch.nn.Module
-    """DDP-wrapped where there are workers: no_sync, the parameters and the state dict."""
+    """DDP-wrapped where there are workers (no_sync, the parameters and the state dict), or sharded by FSDP2
+    (``training.parallelism: fsdp``: ``set_requires_gradient_sync``, DTensor parameters)."""
     forward: Callable
     """What runs the forward passes: the compiled module with ``training.compile``, else ``model``."""
     optimizer: torch.optim.Optimizer
@@ -45,6 +47,7 @@ class TrialParts:
     params: list
     clip: float
     is_ddp: bool
+    is_fsdp: bool
     noise: Optional[NoiseScaleMeter]
     local_sqnorm: Optional[Callable[[], torch.Tensor]]
     source: Source
@@ -102,7 +105,11 @@ def _setup_model(cfg: TrialConfig, session, amp_dtype, source) -> tuple[torch.nn
               + f"{plan}, peak lr {cfg.peak_lr:.3g} (alpha {cfg.alpha:.3g}), {cfg.total_steps} steps, "
               f"{cfg.warmup_steps} warmup steps" + (f", eval batch {eval_batch} (memory)"
                                                     if eval_batch < training.eval_batch_size else ""), flush=True)
-    model = session.prepare_model(model.to(session.device))  # Ray's prepare_model moves it too; a local run needs it
+    if uses_fsdp(training, session.world_size):  # sharded block by block instead of DDP's whole copy (train.fsdp)
+        model = shard_model(model.to(session.device), block_class=training.fsdp_block_class,
+                            param_dtype=amp_dtype if session.device.type == "cuda" else None)
+    else:
+        model = session.prepare_model(model.to(session.device))  # Ray's prepare_model moves it too; a local run needs it
     return model, plan, eval_batch
 
 
@@ -176,6 +183,10 @@ def _setup_data(cfg: TrialConfig, source, session, plan: BatchPlan, drawn: int):
     """The endless micro-batches of this rank's share of ``source``'s training set, after the ``drawn``
     examples a checkpoint says were taken."""
     training = cfg.spec.training
+    stream = getattr(source, "micro_batches", None)
+    if stream is not None:  # a streamed Parquet corpus (sources.streamed): its rows in the global order
+        return stream(seed=cfg.seed, rank=session.rank, workers=session.world_size, micro=plan.micro_batch,
+                      drawn=drawn, whole=cfg.plan.largest_batch or max(cfg.spec.batch_sizes), use_ray=ray_is_running())
     dataset, collate = source.training_data()
     if cfg.plan.largest_batch:
         dataset = _whole_batches(dataset, cfg.plan.largest_batch)
@@ -192,6 +203,15 @@ def _setup_data(cfg: TrialConfig, source, session, plan: BatchPlan, drawn: int):
         pin_memory=cfg.use_gpu if training.pin_memory is None else training.pin_memory,
         persistent_workers=workers > 0 if training.persistent_workers is None else training.persistent_workers))
     return endless_micro_batches(loader, drawn=drawn // plan.micro_batch)
+
+
+def ray_is_running() -> bool:
+    """Whether this process is in Ray (a Tune trial, a Ray Train worker): a streamed corpus is then read through
+    Ray Data. Ray is not imported for the asking."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
 
 
 def _whole_batches(dataset, batch: int):
@@ -226,7 +246,7 @@ def setup_trial(cfg: TrialConfig, data, session) -> tuple[TrialParts, TrialProgr
         noise.resume(saved["noise_meter"])
     parts = TrialParts(model=model, forward=forward, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
                    amp_dtype=amp_dtype, plan=plan, eval_batch=eval_batch, micro_batches=micro_batches,
-                   params=params, is_ddp=hasattr(model, "no_sync"),
+                   params=params, is_ddp=hasattr(model, "no_sync"), is_fsdp=is_fsdp(model),
                    clip=training.grad_clip_norm if training.grad_clip_norm is not None else float("inf"),
                    noise=noise, local_sqnorm=local_sqnorm, source=source,
                    average=iterate_average(getattr(model, "module", model)) if cfg.plan.averages_iterates else None)

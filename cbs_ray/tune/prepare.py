@@ -174,7 +174,8 @@ def with_model_config(spec: SearchSpec, planned: Prepared) -> Prepared:
     data, model = planned.data, spec_model(spec)
     config = model_config(model, spec.task, vocab_size=data.vocab_size, num_labels=data.num_labels,
                           pad_id=data.pad_id, max_seq_length=spec.data.max_seq_length)
-    check_buildable(model, spec.task, config)
+    check_buildable(model, spec.task, config, fsdp=spec.training.parallelism == "fsdp",
+                    fsdp_block_class=spec.training.fsdp_block_class)
     return Prepared(data, planned.budget_samples, config, planned.tokens_per_sample)
 
 

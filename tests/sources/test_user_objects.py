@@ -589,3 +589,31 @@ def test_the_loss_type_warning_is_not_logged_in_every_trial():
         assert [m for m in messages if "loss_type=None" in m]
     finally:
         logger.removeHandler(handler)
+
+
+def test_an_fsdp_plan_on_a_model_init_without_blocks_is_refused_before_ray():
+    """The plain example's model has no repeated layers: under FSDP the driver's check says so in one line, and
+    names the key that would fix it; with its class named it passes."""
+    spec = plain.search_spec(SMALL + ["training.parallelism=fsdp", "resources.workers_per_trial=2"])
+    objects = plain.objects(256, 64)
+    model = objects["model_init"]()
+    if any(isinstance(m, torch.nn.ModuleList) for m in model.modules()):
+        pytest.skip("the plain example grew a ModuleList")
+    with pytest.raises(SpecError, match=r"^training.parallelism: fsdp: .* training.fsdp_block_class$"):
+        prepare(spec, user_objects(**objects))
+    named = type(next(m for m in model.modules() if isinstance(m, torch.nn.Linear))).__name__
+    prepare(plain.search_spec(SMALL + ["training.parallelism=fsdp", "resources.workers_per_trial=2",
+                                       f"training.fsdp_block_class={named}"]), user_objects(**objects))
+
+
+def test_a_ray_dataset_as_train_dataset_is_pointed_to_the_parquet_source():
+    """A ``ray.data.Dataset`` (its class's module is what is asked: a stand-in here, Ray not started) is refused
+    in one line that says how to search it: as Parquet shards."""
+
+    class Dataset:  # ray.data.Dataset's name and module, nothing else
+        __module__ = "ray.data.dataset"
+
+    objects = {**plain.objects(256, 64), "train_dataset": Dataset()}
+    with pytest.raises(SpecError, match=r"^train_dataset: a ray.data.Dataset is not taken here yet; write it as "
+                                        r"Parquet shards .*data.source: parquet"):
+        prepare(plain.search_spec(SMALL), user_objects(**objects))

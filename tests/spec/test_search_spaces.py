@@ -14,8 +14,22 @@ def test_there_are_search_spaces():
     assert len(SPACES) >= 3
 
 
+def streamed_corpus(text: str, tmp_path) -> list[str]:
+    """A space streaming Parquet shards names a folder the user writes first: the test writes a small corpus
+    (bench/write_markov_parquet.py) and points the space there."""
+    if "source: parquet" not in text:
+        return []
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from write_markov_parquet import write_corpus
+
+    write_corpus(tmp_path / "corpus", shards=2, rows=512, length=64, eval_rows=512)
+    return ["--set", f"data.path={tmp_path / 'corpus'}"]
+
+
 @pytest.mark.parametrize("path", SPACES, ids=[p.name for p in SPACES])
-def test_search_space_validates_and_plans(path, capsys):
+def test_search_space_validates_and_plans(path, capsys, tmp_path):
     text = path.read_text()
     assert text.startswith("#") and "python -m cbs_ray.search --space search_spaces/" + path.name in text
     if "source: hub" in text:  # hub specs need the network for data; validate the spec alone
@@ -25,7 +39,7 @@ def test_search_space_validates_and_plans(path, capsys):
         return
     if "shared/data/sst2/" in text and not SST2.is_dir():
         pytest.skip(f"SST-2 is not at {SST2}")
-    assert main(["--space", str(path), "--dry-run"]) == 0
+    assert main(["--space", str(path), "--dry-run", *streamed_corpus(text, tmp_path)]) == 0
     out = capsys.readouterr().out
     assert " micro × " in out and " steps" in out
 
@@ -81,7 +95,7 @@ def test_header_commands_are_read_whole():
 
 
 @pytest.mark.parametrize("path", SPACES, ids=[p.name for p in SPACES])
-def test_every_header_command_passes_its_dry_run(path, capsys):
+def test_every_header_command_passes_its_dry_run(path, capsys, tmp_path):
     """What a space's header tells a user to type is valid: its dry run passes (a hub space, which needs the
     network for its data, is validated with the command's settings instead). The GPU branch space's storage
     line was once ``s3://…``, which branch mode refuses."""
@@ -99,5 +113,5 @@ def test_every_header_command_passes_its_dry_run(path, capsys):
             flags = {"--validate-schedule": "branch.validate_schedule=true"}
             load_spec(path, sets + [flags[a] for a in args if a in flags])
             continue
-        assert main([*args, "--dry-run"]) == 0, (path.name, args)
+        assert main([*args, "--dry-run", *streamed_corpus(text, tmp_path)]) == 0, (path.name, args)
         capsys.readouterr()

@@ -1,0 +1,111 @@
+"""The source of a streamed Parquet corpus (``data.parquet.StreamedData``): evaluation as the spec path's
+(``sources.builtin``, on the evaluation rows the driver read), training micro-batches read as the loop draws them,
+in the corpus's one global order (``data.parquet``'s docstring: every trial trains on the same first n rows).
+
+Where the loop runs in Ray (a Tune trial or a Ray Train worker), the rows come through Ray Data (the epoch's shards
+in order, each read by a map task that holds no CPU, ``preserve_order`` on, streamed in record-batch blocks through
+the object store: never the corpus whole); outside Ray (tests, benches) through ``pyarrow.parquet`` in the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+from cbs_ray.data.parquet import StreamedData, epoch_files, rows_to_arrays
+from cbs_ray.sources.builtin import BuiltinSource
+
+__all__ = ["StreamedSource", "rows_in_order", "global_order", "read_shards"]
+
+
+def read_shards(batch, column: str) -> Iterator:
+    """Ray Data's map over a batch of shard paths: each shard's record batches of ``column``, one block each (a
+    generator: no block holds a whole shard)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for path in batch.column("path").to_pylist():
+        for record_batch in pq.ParquetFile(path).iter_batches(columns=[column]):
+            yield pa.Table.from_batches([record_batch])
+
+
+def _ray_data_rows(files: list[str], column: str) -> Iterator[list]:
+    """The rows of ``files`` in this order, through Ray Data: the paths as a dataset, each read by a map task
+    holding no CPU (``read_shards``). Not ``ray.data.read_parquet``: its file-listing task holds a CPU, and the
+    trial's workers hold the cluster's CPUs, so it would wait for ever (Ray 2.60)."""
+    import ray.data
+
+    context = ray.data.DataContext.get_current()
+    context.execution_options.preserve_order = True  # blocks come out in the order of the files, row order kept
+    context.enable_progress_bars = False  # an epoch's read is a trial's background, not a line of its log
+    context.print_on_execution_start = False
+    dataset = ray.data.from_items([{"path": path} for path in files], override_num_blocks=max(len(files), 1))
+    dataset = dataset.map_batches(read_shards, batch_size=1, batch_format="pyarrow", num_cpus=0,
+                                  fn_kwargs={"column": column})
+    for batch in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
+        yield batch.column(column).to_pylist()
+
+
+def _pyarrow_rows(files: list[str], column: str) -> Iterator[list]:
+    import pyarrow.parquet as pq
+
+    for path in files:
+        for batch in pq.ParquetFile(path).iter_batches(columns=[column]):
+            yield batch.column(column).to_pylist()
+
+
+def rows_in_order(data: StreamedData, seed: int, epoch: int, skip: int, *, use_ray: bool) -> Iterator:
+    """The rows of ``epoch`` after its first ``skip``: whole shards skipped by their row counts, without reading."""
+    order = [int(i) for i in epoch_files(len(data.train_files), seed, epoch)]
+    while order and skip >= data.train_rows[order[0]]:
+        skip -= data.train_rows[order.pop(0)]
+    files = [data.train_files[i] for i in order]
+    for rows in (_ray_data_rows if use_ray else _pyarrow_rows)(files, data.column):
+        if skip >= len(rows):
+            skip -= len(rows)
+            continue
+        yield from rows[skip:]
+        skip = 0
+
+
+def global_order(data: StreamedData, seed: int, whole: int, start: int = 0, *, use_ray: bool = False) -> Iterator:
+    """The corpus's rows in the global training order from row ``start``, epoch after epoch, each epoch cut to a
+    whole number of ``whole`` rows (the search's largest batch)."""
+    per_epoch = data.train_examples // whole * whole
+    if per_epoch == 0:
+        raise ValueError(f"the Parquet training shards ({data.train_examples} rows) hold no whole batch of {whole}")
+    epoch, offset = divmod(start, per_epoch)
+    while True:
+        taken = offset
+        for row in rows_in_order(data, seed, epoch, offset, use_ray=use_ray):
+            if taken == per_epoch:
+                break
+            yield row
+            taken += 1
+        epoch, offset = epoch + 1, 0
+
+
+class StreamedSource(BuiltinSource):
+    """``BuiltinSource`` whose training data are streamed (``micro_batches``), its evaluation the same."""
+
+    def training_data(self):
+        raise TypeError("a streamed corpus has no training set in memory; the loop draws micro_batches")
+
+    def micro_batches(self, *, seed: int, rank: int, workers: int, micro: int, drawn: int, whole: int,
+                      use_ray: bool) -> Iterator:
+        """This rank's endless (ids, mask, labels) micro-batches of ``micro`` rows: rows rank, rank + workers, …
+        of the global order, after the ``drawn`` this rank took before a checkpoint."""
+        data = self.data
+        encode = None
+        if data.tokenizer:
+            from cbs_ray.data.tokenize import pretrained_tokenizer
+
+            encode = pretrained_tokenizer(data.tokenizer, data.max_seq_length)[0]
+        rows = global_order(data, seed, whole, start=drawn * workers, use_ray=use_ray)
+        while True:
+            step_rows = [next(rows) for _ in range(micro * workers)]
+            ids, mask = rows_to_arrays(step_rows[rank::workers], data.max_seq_length, data.pad_id, encode)
+            yield torch.from_numpy(ids), torch.from_numpy(mask), torch.zeros(len(ids), dtype=torch.long)
+

@@ -1,0 +1,68 @@
+"""The rules of pre-training scale (issue 51): FSDP (``training.parallelism: fsdp``) and streamed Parquet shards
+(``data.source: parquet``), applied by ``spec.rules.validate`` after its own. What needs the model (its blocks) or
+the shards' contents (their schemas) is checked once they are at hand, still before Ray starts
+(``tune.prepare``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.schema import SearchSpec
+
+__all__ = ["SCALE_RULES", "parquet_shards"]
+
+
+def parquet_shards(path: str) -> list[Path]:
+    """The ``*.parquet`` files of the folder ``path``, in name order; a ``SpecError`` where the folder does not
+    exist or holds none."""
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise SpecError(f"data.path: no such folder: {path}")
+    shards = sorted(folder.glob("*.parquet"))
+    if not shards:
+        raise SpecError(f"data.path: no *.parquet file in {path}")
+    return shards
+
+
+def _fsdp_runs_what_shards_in_lockstep(spec: SearchSpec) -> None:
+    """Under FSDP every forward is a collective, so every rank must run as many: a seq2seq model's generation
+    decodes as many steps as its own longest target (not the other ranks'), and the average of the iterates
+    (``ladder.reading: ewa``) copies the whole module, which a sharded one refuses."""
+    if spec.training.parallelism != "fsdp":
+        if spec.training.fsdp_block_class is not None:
+            raise SpecError("training.fsdp_block_class: names FSDP's blocks; set training.parallelism: fsdp")
+        return
+    if spec.task == "seq2seq":
+        raise SpecError("training.parallelism: fsdp is not available with task seq2seq yet (generation runs a "
+                        "different number of decoder steps on each rank); use ddp")
+    if spec.search.method == "ladder" and spec.ladder.reading == "ewa":
+        raise SpecError("training.parallelism: fsdp cannot average the iterates of a sharded model yet; set "
+                        "ladder.reading: raw, or use ddp")
+    if spec.training.probe_micro_batch:
+        raise SpecError("training.probe_micro_batch: not available with training.parallelism: fsdp yet (the probe "
+                        "measures the unsharded model); set training.micro_batch_size")
+
+
+def _parquet_is_a_folder_of_token_shards(spec: SearchSpec) -> None:
+    """``data.source: parquet``: a causal LM's corpus in a folder that exists and holds shards."""
+    d = spec.data
+    if d.source != "parquet":
+        if d.path is not None:
+            raise SpecError("data.path: names a folder of Parquet shards; set data.source: parquet")
+        return
+    if spec.task != "causal-lm":
+        raise SpecError(f"data.source: parquet streams a causal LM's corpus; set task: causal-lm (got {spec.task})")
+    if not d.path:
+        raise SpecError("data.path: required when data.source is parquet (a folder of *.parquet shards)")
+    parquet_shards(d.path)
+    if spec.training.budget_epochs is not None:
+        raise SpecError("training.budget_epochs: a streamed corpus is not counted before the search; set "
+                        "training.budget_samples or training.budget_tokens")
+    if d.packing:
+        raise SpecError("data.packing: a Parquet corpus is cut into max_seq_length blocks row by row; drop "
+                        "data.packing")
+
+
+SCALE_RULES = (_fsdp_runs_what_shards_in_lockstep, _parquet_is_a_folder_of_token_shards)
+"""The rules of this module, in the order ``validate`` applies them (after ``spec.rules.CROSS_FIELD_RULES``)."""
