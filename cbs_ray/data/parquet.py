@@ -120,6 +120,7 @@ def prepare_parquet_data(spec: SearchSpec) -> StreamedData:
     import pyarrow.parquet as pq
 
     d = spec.data
+    assert d.path is not None  # data.path is required with data.source: parquet (spec.scale_rules)
     shards = parquet_shards(d.path)
     if len(shards) < 2:
         raise SpecError(f"data.path: {d.path} holds one shard; the last shard is the evaluation set's, so at least "
@@ -130,6 +131,8 @@ def prepare_parquet_data(spec: SearchSpec) -> StreamedData:
     if column != "input_ids":
         from cbs_ray.data.tokenize import pretrained_tokenizer
 
+        if spec.model.tokenizer is None:
+            raise SpecError("model.tokenizer: required to tokenise a Parquet text column")
         encode, _, vocab_size, pad_id = pretrained_tokenizer(spec.model.tokenizer, length)
     first = next(pq.ParquetFile(shards[-1]).iter_batches(batch_size=d.eval_examples, columns=[column]), None)
     evaluation = [] if first is None else first.column(column).to_pylist()

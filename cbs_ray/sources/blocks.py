@@ -45,7 +45,7 @@ def transformer_blocks(model: torch.nn.Module, block_class: Optional[str] = None
         found = [m for m in model.modules() if m is not model and _class_name(m) in names]
     else:
         found = _first_repeated_layers(model)
-    inside = set()
+    inside: set[int] = set()
     for block in found:
         inside.update(id(m) for m in block.modules() if m is not block)
     blocks = [block for block in found if id(block) not in inside]
@@ -64,10 +64,10 @@ def check_fsdp_plan(model: torch.nn.Module, block_class: Optional[str]) -> int:
     from cbs_ray.spec.errors import SpecError
 
     try:
-        from torch.distributed.fsdp import FSDPModule
+        from torch.distributed import fsdp
     except ImportError:
-        FSDPModule = None
-    if not hasattr(FSDPModule, "set_custom_reduce_scatter"):  # what the noise probe reads each rank's gradient by
+        fsdp = None  # type: ignore[assignment]  # a torch built without distributed
+    if not hasattr(getattr(fsdp, "FSDPModule", None), "set_custom_reduce_scatter"):  # what the noise probe reads each rank's gradient by
         raise SpecError(f"training.parallelism: fsdp needs FSDP2 with set_custom_reduce_scatter (torch "
                         f"{torch.__version__} has not); use a newer torch (2.13 is tested), or ddp")
     try:

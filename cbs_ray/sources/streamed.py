@@ -10,6 +10,7 @@ the object store: never the corpus whole); outside Ray (tests, benches) through 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,9 +42,10 @@ def _ray_data_rows(files: list[str], column: str) -> Iterator[list]:
     context.execution_options.preserve_order = True  # blocks come out in the order of the files, row order kept
     context.enable_progress_bars = False  # an epoch's read is a trial's background, not a line of its log
     context.print_on_execution_start = False
-    dataset = ray.data.from_items([{"path": path} for path in files], override_num_blocks=max(len(files), 1))
-    dataset = dataset.map_batches(read_shards, batch_size=1, batch_format="pyarrow", num_cpus=0,
-                                  fn_kwargs={"column": column})
+    items = ray.data.from_items([{"path": path} for path in files], override_num_blocks=max(len(files), 1))
+    # Ray's annotation of the function omits its fn_kwargs, hence the ignore
+    dataset: Any = items.map_batches(read_shards, batch_size=1, batch_format="pyarrow",  # type: ignore[arg-type]
+                                     num_cpus=0, fn_kwargs={"column": column})
     for batch in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
         yield batch.column(column).to_pylist()
 

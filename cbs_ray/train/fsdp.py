@@ -14,7 +14,7 @@ communication hook reads of its buckets.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -30,7 +30,7 @@ def shard_model(model: torch.nn.Module, *, block_class: Optional[str], param_dty
     Needs the process group (gloo or NCCL) that Ray Train started; the model already on its device."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     if param_dtype is not None:
         kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
     for block in transformer_blocks(model, block_class):

@@ -24,7 +24,7 @@ import json
 import math
 import tempfile
 import time
-from typing import NamedTuple, Optional, cast
+from typing import Any, NamedTuple, Optional, cast
 
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -232,7 +232,7 @@ def _accumulate_gradients(cfg: TrialConfig, session, parts: TrialParts, batches:
         if position is not None and first is not None:
             position.batch = first + k
         if parts.is_fsdp:  # FSDP2's no_sync: the gradients accumulate unsharded until the last micro-batch
-            parts.model.set_requires_gradient_sync(k == last)
+            cast(Any, parts.model).set_requires_gradient_sync(k == last)
         sync = contextlib.nullcontext() if (k == last or not parts.is_ddp) else cast(DDP, parts.model).no_sync()
         with sync:
             with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
