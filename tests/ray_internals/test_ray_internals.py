@@ -83,6 +83,6 @@ def test_ci_runs_the_quick_tier_at_the_ranges_lower_end():
     import re
 
     ci = (ROOT / ".ci" / "run").read_text()
-    pinned = re.findall(r'"ray\[tune,train,default\]==([0-9.]+)"', ci)
+    pinned = re.findall(r'"ray\[tune,train,data,default\]==([0-9.]+)"', ci)
     lower = next(s.split(">=")[1] for s in SUPPORTED_RAY.split(",") if s.startswith(">="))
     assert pinned and Version(pinned[0]) == Version(lower), (pinned, SUPPORTED_RAY)
