@@ -9,6 +9,11 @@ line per finished trial where the output is not a terminal (CI, ``ray job submit
 
 Planned samples: a trial that ended counts what it trained (ASHA's stops shrink the plan), one that runs
 or waits counts its whole span, and a trial not started yet counts ``default_span`` (the budget).
+
+How a trial ended is read off the samples it trained (issue 47): one that reached its plan's stop or the budget
+D (``default_span``), whichever comes first, is ``done`` whatever ended it. A ladder run's plan may go on to
+``ladder.cap`` × D while its stopper ends the smallest batch at D (``tune.ladder``): that run trained the full
+budget and is never "stopped early"; only a trial that ended short of both is.
 """
 
 from __future__ import annotations
@@ -70,7 +75,8 @@ class ProgressBoard:
 
     planned_trials: int
     default_span: int
-    """Samples a trial not started yet is expected to train (the budget)."""
+    """The budget D: samples a trial not started yet is expected to train, and where a trial that reached them
+    trained the full budget (``done``, even where its plan went further)."""
     metric: str
     mode: str
     clock: Callable[[], float] = time.monotonic
@@ -99,9 +105,14 @@ class ProgressBoard:
         """Mark the trial's end (``reason``: why a failed one failed); returns how it ended (one of ``ENDINGS``)."""
         trial = self.trials[trial_id]
         trial.ending = ("failed" if failed else "diverged" if trial.diverged
-                        else "done" if trial.samples >= trial.stop else "stopped early")
+                        else "done" if self.reached_the_end(trial) else "stopped early")
         trial.reason = reason if failed else None
         return trial.ending
+
+    def reached_the_end(self, trial: _Trial) -> bool:
+        """Whether ``trial`` trained to its plan's stop or to the budget D, whichever comes first (both absolute
+        samples: a branch's window ends before D; a ladder run's plan may end after it)."""
+        return trial.samples >= min(trial.stop, self.default_span)
 
     def is_news(self, trial_id: str) -> bool:
         """Whether the trial's end is not the one its last line said (and, if so, that it is said now): a second

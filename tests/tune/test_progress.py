@@ -199,3 +199,30 @@ def test_a_trial_ended_twice_at_the_same_samples_is_said_once_and_a_restart_that
     progress.on_trial_complete(0, [], a)
     assert out.getvalue().splitlines()[-1].startswith("[0:00] trial B=128 done: accuracy 0.9 at 1000 samples")
     assert len(out.getvalue().splitlines()) == 2
+
+
+# ---- issue 47: a run that trained the full budget D is done, even where its plan went further -----------------
+
+def test_a_run_that_reached_the_budget_is_done_though_its_plan_went_on():
+    # A validated ladder: D = 8192 samples, every run's plan goes to ladder.cap x D = 32768; its stopper ends the
+    # smallest batch (B=8) at D. That run trained the full budget: "done", never "stopped early".
+    b = ProgressBoard(planned_trials=3, default_span=8192, metric="eval_loss", mode="min")
+    for tid, batch in (("b8", 8), ("b64", 64), ("short", 16)):
+        b.started(tid, batch, 0, 4 * 8192)
+    b.reported("b8", 8192, 2.1)
+    b.reported("b64", 12288, 2.0)  # beyond D, short of its cap: it trained the full budget too
+    b.reported("short", 4096, 2.5)  # ended before D: this one was stopped early
+    assert [b.ended(t) for t in ("b8", "b64", "short")] == ["done", "done", "stopped early"]
+    assert b.counts() == {"running": 0, "done": 2, "stopped early": 1, "diverged": 0, "failed": 0}
+
+
+def test_the_plain_line_of_a_run_stopped_at_the_budget_says_done():
+    out = io.StringIO()
+    b = ProgressBoard(planned_trials=2, default_span=8192, metric="eval_loss", mode="min", clock=Clock())
+    progress = SearchProgress(b, lambda config: (2 ** config["log2_batch"], 0, 4 * 8192), stream=out)
+    run = _trial("a", 8)
+    progress.on_trial_start(0, [], run)
+    progress.on_trial_result(0, [], run, {"samples_seen": 8192, "eval_loss": 2.1})
+    progress.on_trial_complete(0, [], run)
+    assert "trial B=8 done: eval_loss 2.1 at 8192 samples · 1/2 ended" in out.getvalue()
+    assert "stopped early" not in out.getvalue()
