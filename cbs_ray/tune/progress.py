@@ -10,6 +10,11 @@ line per finished trial where the output is not a terminal (CI, ``ray job submit
 Planned samples: a trial that ended counts what it trained (ASHA's stops shrink the plan), one that runs
 or waits counts its whole span, and a trial not started yet counts ``default_span`` (the budget).
 
+Running: a trial counts as running from its start to its end, except while Tune holds it paused (a synchronous
+halving's candidate waiting at its rung, ``tune.per_batch_asha``): that one trains nothing and is counted as
+paused, from Tune's trial states (issue 47). A trial's end line counts the others at that instant: of two that
+end together the first one's line still counts the second as running.
+
 How a trial ended is read off the samples it trained (issue 47): one that reached its plan's stop or the budget
 D (``default_span``), whichever comes first, is ``done`` whatever ended it. A ladder run's plan may go on to
 ``ladder.cap`` × D while its stopper ends the smallest batch at D (``tune.ladder``): that run trained the full
@@ -82,6 +87,8 @@ class ProgressBoard:
     clock: Callable[[], float] = time.monotonic
     trials: dict = field(default_factory=dict)
     started_at: Optional[float] = None
+    paused: set = field(default_factory=set)
+    """The trials Tune holds paused (``PAUSED``) as of its last hook: started, not ended, not running."""
     samples_before: int = 0
     """Samples trained before this driver started (the trials a resumed search had finished): counted as
     trained, but not in the rate the ETA reads."""
@@ -91,6 +98,7 @@ class ProgressBoard:
             self.started_at = self.clock()
         trial = self.trials.setdefault(trial_id, _Trial(batch=batch, start=start, stop=stop))
         trial.ending = None  # a restarted trial runs again
+        self.paused.discard(trial_id)
 
     def reported(self, trial_id: str, samples: int, value: Optional[float], diverged: bool = False) -> None:
         trial = self.trials[trial_id]
@@ -136,8 +144,19 @@ class ProgressBoard:
     # ---- what it shows ----------------------------------------------------------------------------
 
     def counts(self) -> dict[str, int]:
+        """Trials running, paused (by Tune) and ended each way (``ENDINGS``)."""
         ended = [t.ending for t in self.trials.values()]
-        return {"running": ended.count(None), **{e: ended.count(e) for e in ENDINGS}}
+        paused = sum(t.ending is None and i in self.paused for i, t in self.trials.items())
+        return {"running": ended.count(None) - paused, "paused": paused, **{e: ended.count(e) for e in ENDINGS}}
+
+    def follow_states(self, statuses: dict[str, str]) -> bool:
+        """Take Tune's trial states (trial id → ``status``) for which trials are paused; whether that changed."""
+        paused = {i for i, status in statuses.items() if status == "PAUSED"}
+        changed, self.paused = paused != self.paused, paused
+        return changed
+
+    def _running(self, c: dict[str, int]) -> str:
+        return f"{c['running']} running" + (f", {c['paused']} paused" if c["paused"] else "")
 
     def trained_samples(self) -> int:
         return sum(t.trained() for t in self.trials.values())
@@ -169,8 +188,8 @@ class ProgressBoard:
 
     def trials_line(self) -> str:
         c = self.counts()
-        ended = self.planned_trials - c["running"] - max(0, self.planned_trials - len(self.trials))
-        return (f"trials {ended}/{self.planned_trials} ended: {c['done']} done, {c['running']} running, "
+        ended = self.planned_trials - c["running"] - c["paused"] - max(0, self.planned_trials - len(self.trials))
+        return (f"trials {ended}/{self.planned_trials} ended: {c['done']} done, {self._running(c)}, "
                 f"{c['stopped early']} stopped early, {c['diverged']} diverged, {c['failed']} failed")
 
     def best_line(self) -> str:
@@ -190,7 +209,7 @@ class ProgressBoard:
         why = f" ({t.reason[:200]})" if t.reason else ""
         c, eta = self.counts(), self.eta_s()
         return (f"[{_clock(self.elapsed_s())}] trial B={t.batch} {t.ending}{result} at {t.samples} samples{why} · "
-                f"{sum(c[e] for e in ENDINGS)}/{self.planned_trials} ended, {c['running']} running · "
+                f"{sum(c[e] for e in ENDINGS)}/{self.planned_trials} ended, {self._running(c)} · "
                 f"ETA {'–' if eta is None else _clock(eta)}")
 
 
@@ -229,7 +248,7 @@ class SearchProgress(Callback):
         if getattr(self, "_restored", False):
             self._restored = False
             self.board.trials.clear()
-            self.board.started_at, self.board.samples_before = None, 0
+            self.board.started_at, self.board.samples_before, self.board.paused = None, 0, set()
         for t in trials:
             if t.status in ("TERMINATED", "ERROR") and t.trial_id not in self.board.trials:
                 batch, start, stop = self.span_of(t.config)
@@ -237,6 +256,8 @@ class SearchProgress(Callback):
                 self.board.ended_before(t.trial_id, batch, start, stop, samples=int(last.get(Column.samples_seen, 0)),
                                         value=last.get(self.board.metric), diverged=bool(last.get(Column.diverged)),
                                         failed=t.status == "ERROR")
+        if self.board.follow_states({t.trial_id: t.status for t in trials}):  # a halving candidate paused or went on
+            self._show()
 
     def on_trial_start(self, iteration, trials, trial, **info):
         batch, start, stop = self.span_of(trial.config)

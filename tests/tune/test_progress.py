@@ -33,7 +33,7 @@ def test_counts_follow_each_trials_end():
     assert b.ended("a") == "done"
     assert b.ended("b") == "stopped early"
     assert b.ended("c") == "diverged"
-    assert b.counts() == {"running": 0, "done": 1, "stopped early": 1, "diverged": 1, "failed": 0}
+    assert b.counts() == {"running": 0, "paused": 0, "done": 1, "stopped early": 1, "diverged": 1, "failed": 0}
     b.started("d", 128, 0, 1000)
     assert b.ended("d", failed=True) == "failed"
     assert b.trials_line() == "trials 4/4 ended: 1 done, 0 running, 1 stopped early, 1 diverged, 1 failed"
@@ -145,7 +145,7 @@ def test_after_resume_the_trials_that_had_ended_are_counted_and_not_in_the_rate(
                                                   ("c", "ERROR", 500, 0.4), ("d", "PENDING", 0, None))]
     progress.on_step_begin(0, restored)
     progress.on_step_begin(1, restored)  # once each
-    assert b.counts() == {"running": 0, "done": 1, "stopped early": 1, "diverged": 0, "failed": 1}
+    assert b.counts() == {"running": 0, "paused": 0, "done": 1, "stopped early": 1, "diverged": 0, "failed": 1}
     assert b.trials_line().startswith("trials 3/4 ended")
     assert b.trained_samples() == 1750 and b.best_per_batch() == {16: 0.9}
     assert b.eta_s() is None  # nothing trained by this driver yet: no rate
@@ -213,7 +213,7 @@ def test_a_run_that_reached_the_budget_is_done_though_its_plan_went_on():
     b.reported("b64", 12288, 2.0)  # beyond D, short of its cap: it trained the full budget too
     b.reported("short", 4096, 2.5)  # ended before D: this one was stopped early
     assert [b.ended(t) for t in ("b8", "b64", "short")] == ["done", "done", "stopped early"]
-    assert b.counts() == {"running": 0, "done": 2, "stopped early": 1, "diverged": 0, "failed": 0}
+    assert b.counts() == {"running": 0, "paused": 0, "done": 2, "stopped early": 1, "diverged": 0, "failed": 0}
 
 
 def test_the_plain_line_of_a_run_stopped_at_the_budget_says_done():
@@ -226,3 +226,49 @@ def test_the_plain_line_of_a_run_stopped_at_the_budget_says_done():
     progress.on_trial_complete(0, [], run)
     assert "trial B=8 done: eval_loss 2.1 at 8192 samples · 1/2 ended" in out.getvalue()
     assert "stopped early" not in out.getvalue()
+
+
+# ---- issue 47: the running count is the trials that run, from Tune's states: a paused one is not running ------
+
+def _tune_trial(tid, batch, status):
+    return SimpleNamespace(trial_id=tid, config={"log2_batch": batch.bit_length() - 1}, status=status,
+                           last_result={})
+
+
+def test_trials_tune_holds_paused_are_counted_apart_from_the_running_ones():
+    # A synchronous halving at B=16: three candidates started; two wait paused at the rung, one still trains.
+    out = io.StringIO()
+    b, _ = board()
+    progress = SearchProgress(b, lambda config: (2 ** config["log2_batch"], 0, 1000), stream=out)
+    a, p1, p2 = _tune_trial("a", 16, "RUNNING"), _tune_trial("p1", 16, "RUNNING"), _tune_trial("p2", 16, "RUNNING")
+    for t in (a, p1, p2):
+        progress.on_trial_start(0, [a, p1, p2], t)
+        progress.on_trial_result(0, [a, p1, p2], t, {"samples_seen": 250, "accuracy": 0.5})
+    p1.status = p2.status = "PAUSED"
+    progress.on_step_begin(1, [a, p1, p2])
+    assert b.counts()["running"] == 1 and b.counts()["paused"] == 2
+    assert b.trials_line() == "trials 0/4 ended: 0 done, 1 running, 2 paused, 0 stopped early, 0 diverged, 0 failed"
+    p2.status = "PENDING"  # the halving lets p2 go on: Tune starts it again
+    progress.on_step_begin(2, [a, p1, p2])
+    progress.on_trial_start(2, [a, p1, p2], p2)
+    progress.on_trial_complete(2, [a, p1, p2], p1)  # the loser, stopped where it waited
+    last = out.getvalue().splitlines()[-1]
+    assert "trial B=16 stopped early: accuracy 0.5 at 250 samples · 1/4 ended, 2 running ·" in last  # a and p2
+
+
+def test_two_running_trials_count_as_two_until_one_ends():
+    # Two trials run side by side and end together: the first one's line still counts the other as running,
+    # the second's counts none; while both run the block says 2.
+    b, _ = board()
+    progress = SearchProgress(b, lambda config: (2 ** config["log2_batch"], 0, 1000), stream=io.StringIO())
+    x, y = _tune_trial("x", 8, "RUNNING"), _tune_trial("y", 8, "RUNNING")
+    for t in (x, y):
+        progress.on_trial_start(0, [x, y], t)
+    progress.on_step_begin(1, [x, y])
+    assert b.counts()["running"] == 2
+    for t in (x, y):
+        progress.on_trial_result(1, [x, y], t, {"samples_seen": 1000, "accuracy": 0.9})
+    progress.on_trial_complete(1, [x, y], x)
+    assert b.counts()["running"] == 1
+    progress.on_trial_complete(1, [x, y], y)
+    assert b.counts()["running"] == 0 and b.counts()["done"] == 2
