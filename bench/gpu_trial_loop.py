@@ -53,7 +53,10 @@ def trial(batch: int, micro: int, args, device: torch.device, prepared=None):
         f"asha.grace_period_samples={samples // 2}", f"training.micro_batch_size={micro}",
         f"training.precision={'fp32' if args.smoke else 'bf16'}", f"training.compile={str(args.compile).lower()}",
         f"resources.use_gpu={str(device.type == 'cuda').lower()}"])
-    data, budget, config = prepared or prepare(spec)
+    if prepared is None:
+        ready = prepare(spec)
+        prepared = (ready.data, ready.budget_samples, ready.model_config)
+    data, budget, config = prepared
     tune_config = {"log2_batch": batch.bit_length() - 1, "alpha": 0.0, "warmup_fraction": 0.0}
     setup = TrialConfig.from_tune(spec, tune_config, budget_samples=budget, model_config=config)
     return setup, (data, budget, config)

@@ -82,7 +82,10 @@ def continued_from_a_checkpoint(history) -> bool:
 BRANCH = ["task=causal-lm", "search.method=branch", "training.budget_samples=null",
           f"training.budget_tokens={2048 * BLOCK}", "training.eval_every_samples=512", "search.batch_sizes=[8, 16, 32]",
           "branch.trunk_batch_size=8", "branch.checkpoints=[0.25, 0.5]", "branch.window=0.25", "branch.tolerance=0.15",
-          "branch.validation_seeds=1", "branch.validate_schedule=true", "branch.window_min_steps=4"]
+          "branch.validation_seeds=1", "branch.validate_schedule=true", "branch.window_min_steps=4",
+          # the rule that doubles at each crossing: the schedule grows past the trunk over these two checkpoints
+          # (under fitted, the default, no schedule runs were trained on this short budget)
+          "branch.schedule_rule=once_per_crossing"]
 """``test_objects_every_method_e2e``'s branch search: a token budget of 2048 items, trunk B=8, branches at 16 and 32
 from a quarter and a half of it, the schedule validated on one seed."""
 
