@@ -159,7 +159,8 @@ def _train_recording_steps(overrides, session):
     session.sharded = False
     try:
         spec = load_spec(None, FIFTY_STEPS + overrides)
-        data, budget, config = prepare(spec)
+        ready = prepare(spec)
+        data, budget, config = ready.data, ready.budget_samples, ready.model_config
         cfg = TrialConfig.from_tune(spec, {"log2_batch": 4, "alpha": 0.5, "warmup_fraction": 0.1},
                                     budget_samples=budget, model_config=config)
         loop.train_loop(cfg, data, session)
