@@ -10,13 +10,13 @@ import contextlib
 import json
 import logging
 import os
-import stat
 import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from cbs_ray.ray_internals import trial_storage
+from cbs_ray.records.bounded_file import read_regular_file
 from cbs_ray.records.columns import Column
 from cbs_ray.records.legacy import old_module_names
 
@@ -71,16 +71,9 @@ def write_meta(experiment_uri: str, meta: dict[str, Any]) -> None:
 
 
 def _read_local_meta(path: str) -> bytes:
-    """A local ``cbs_spec.json``'s bytes, read only as a regular file of at most ``MAX_META_BYTES`` (opened
-    without waiting on a FIFO: a FIFO or a link to /dev/zero hung or exhausted ``cbs-ray report``, issue 47)."""
-    descriptor = os.open(f"{path}/{META_FILE}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(descriptor, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("not a regular file")
-        if info.st_size > MAX_META_BYTES:
-            raise ValueError(f"{info.st_size} bytes, over the {MAX_META_BYTES} a cbs-ray metadata file can be")
-        return f.read(MAX_META_BYTES + 1)
+    """A local ``cbs_spec.json``'s bytes, read only as a regular file of at most ``MAX_META_BYTES`` (a FIFO or a
+    link to /dev/zero hung or exhausted ``cbs-ray report``, issue 47)."""
+    return read_regular_file(f"{path}/{META_FILE}", MAX_META_BYTES, what="a cbs-ray metadata file")
 
 
 def read_meta(experiment_uri: str) -> dict[str, Any]:

@@ -24,11 +24,11 @@ import fcntl
 import json
 import os
 import shlex
-import stat
 import sys
 from pathlib import Path
 from typing import Iterator
 
+from cbs_ray.records.bounded_file import read_regular_file
 from cbs_ray.records.method_registry import method_report_files
 from cbs_ray.records.storage import ReportError
 
@@ -125,17 +125,9 @@ def held_summary(directory: Path) -> dict | None:
     (a FIFO, a device, a link: opened with ``O_NOFOLLOW | O_NONBLOCK``, so nothing blocks or follows), over
     ``MAX_SUMMARY_BYTES``, or not a JSON object."""
     try:
-        descriptor = os.open(directory / "summary.json", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+        held = json.loads(read_regular_file(directory / "summary.json", MAX_SUMMARY_BYTES, follow_symlinks=False))
+    except (OSError, ValueError, RecursionError):
         return None
-    with os.fdopen(descriptor, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SUMMARY_BYTES:
-            return None
-        try:
-            held = json.loads(f.read(MAX_SUMMARY_BYTES + 1))
-        except (OSError, ValueError, RecursionError):
-            return None
     return held if isinstance(held, dict) else None
 
 
