@@ -2,32 +2,18 @@
 8 → 16 → 32, every later step trains the uninterrupted run's global samples at its LR) and the HF noise callback's
 known answer at accumulation 2 (B_small = one process's micro-batch of 4, B_big = the global 16)."""
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from torchrun_launch import run_two_processes
 
 pytest.importorskip("accelerate")
 pytestmark = [pytest.mark.slow, pytest.mark.multiproc]  # two processes: run under the CPU lock
 
-HERE = Path(__file__).parent
 
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
-    tmp_path = tmp_path_factory.mktemp("ddp")
-    out = tmp_path / "result.json"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(HERE.parents[1]),
-                                                        os.environ.get("PYTHONPATH", "")]), OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           str(HERE / "ddp_resume_script.py"), str(out), str(tmp_path / "hf")]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
-    start = done.stderr.find("Traceback")
-    assert done.returncode == 0, done.stderr[start:start + 4000] if start >= 0 else done.stderr[-4000:]
-    return json.loads(out.read_text())
+    return run_two_processes("ddp_resume_script.py", tmp_path_factory.mktemp("ddp"))
 
 
 def test_hf_resume_under_two_process_ddp_matches_the_uninterrupted_run(result):
