@@ -60,14 +60,18 @@ def github_slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
+HTML_ANCHOR = re.compile(r"""<a\s+(?:id|name)=["']([^"']+)["']\s*>""")  # <a id="issue-36"></a>: a short anchor
+
+
 def anchors(text: str) -> set[str]:
-    """Every heading's anchor; GitHub numbers a repeated one: x, x-1, x-2."""
+    """Every heading's anchor (GitHub numbers a repeated one: x, x-1, x-2) and every ``<a id="...">``'s."""
     found, repeats = set(), {}
     for line in outside_fences(text):
         if m := re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line):
             slug = github_slug(m.group(1))
             n = repeats[slug] = repeats.get(slug, -1) + 1
             found.add(slug if n == 0 else f"{slug}-{n}")
+        found.update(HTML_ANCHOR.findall(line))
     return found
 
 
@@ -218,6 +222,7 @@ def test_slugs_follow_githubs_rule():
     assert github_slug("The `branch:` section") == "the-branch-section"
     assert github_slug("Noise: repeats, confidence and a verdict") == "noise-repeats-confidence-and-a-verdict"
     assert anchors("# A\n## A\n```\n# not a heading\n```\n") == {"a", "a-1"}
+    assert anchors('<a id="issue-7"></a>\n\n## Issue 7 — cost\n```\n<a id="no"></a>\n```\n') == {"issue-7", "issue-7--cost"}
 
 
 def test_links_in_code_are_not_links_and_wrapped_links_are():
