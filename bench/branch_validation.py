@@ -5,7 +5,7 @@ validation on ``branch.validation_seeds`` = 3 seeds held out from the trunk's.
 
 The criteria are fixed here and in ``analysis.schedule_verdicts`` before any run, and printed before the first
 search starts; this script only runs, reads ``summary.json`` and prints the verdicts (``RESULT`` lines) and
-the tables BENCHMARKS.md records:
+the tables docs/benchmarks-archive.md#issue-37 records:
 
 - on ``markov``: CBS(t) at >= 3 resolvable checkpoints and not decreasing beyond its noise
   (``trend.holds``); the schedule non-inferior to the small batch at ε (``non_inferiority.holds``) and below

@@ -13,10 +13,10 @@ steps and S(B) counted by the LR (``ladder.min_warmup_steps``, ``ladder.step_cou
 through the loss (``ladder.predict=loss``, ``maths.ladder_loss``: B_crit = c·L^k fitted over the rungs against their
 target loss, at the smallest batch's loss at D extrapolated by a power law in samples through its last octave before
 the stop, anchored at the stop; the 90 % interval from ``fit_ladder``'s batch resamples with the smallest batch's seeds
-resampled for L(D)). Why: a one-seed scoping per setting (post hoc, not a validation; BENCHMARKS.md, issue 36, third
-and fourth sessions) found B_crit(D) concave in log–log beyond the rungs, so that the power law over-predicts by
-0.3–0.7 in log2 where the rungs' exponent is high; the prediction through the loss was closer on 5 of 8 scoping rows
-(worse on the three of the default language).
+resampled for L(D)). Why: a one-seed scoping per setting (post hoc, not a validation;
+docs/benchmarks-archive.md#issue-36-s3 and #issue-36-s4a) found B_crit(D) concave in log–log beyond the rungs, so
+that the power law over-predicts by 0.3–0.7 in log2 where the rungs' exponent is high; the prediction through the
+loss was closer on 5 of 8 scoping rows (worse on the three of the default language).
 ``v4`` = v3's sets plus ``ladder.predict=loss``, for ``markov_steep`` (Zipf 2, coupling 2; ``--only markov_steep``),
 a setting chosen from one scoping seed (60, one run per batch) because its growth beyond the rungs, D^0.73, was the
 only one found far from the borrowed exponents (0.383, 0.47, 0.571); ``v4d`` = v2's sets plus ``ladder.predict=loss``,

@@ -4,7 +4,8 @@ data only, before any validation run.
 
 Development data:
 
-* **The markov runs of BENCHMARKS.md issue 36** (``MARKOV_RUNS``: every fresh-seed run with the final knobs, v2 ×6,
+* **The markov runs of issue 36** (docs/benchmarks-archive.md#issue-36; ``MARKOV_RUNS``: every fresh-seed run with
+  the final knobs, v2 ×6,
   v3 ×3, v4's power-law runs ×6, v5 ×3, and the third session's three scoping seeds; rungs B_crit at 384 … 3200
   samples, B_crit measured at D = 16 384, as printed in those tables). The tables print no rung intervals, so the
   rungs here carry none (``RungPoint.sd`` None: the fit reads their scatter); in a ladder they carry their own.
@@ -37,7 +38,8 @@ from cbs_ray.maths.prediction import PRIOR_SD
 MARKOV_RUNG_SAMPLES = (384, 512, 768, 1024, 1408, 2048, 2944, 3200)
 MARKOV_BUDGET = 16384
 
-# (group, setting, seed, rungs' B_crit at MARKOV_RUNG_SAMPLES, measured B_crit(D)), from BENCHMARKS.md issue 36
+# (group, setting, seed, rungs' B_crit at MARKOV_RUNG_SAMPLES, measured B_crit(D)),
+# from docs/benchmarks-archive.md#issue-36
 MARKOV_RUNS = [
     ("v2", "markov", 10, (35.8, 37.3, 44.7, 51.1, 60.7, 74.7, 88.5, 92), 179),
     ("v2", "markov", 12, (36.1, 38.4, 46.7, 53, 62.3, 75.2, 89.1, 92.4), 176),

@@ -11,7 +11,8 @@ here a loser costs the rung and nothing more.
 Why the prior is kept: at the first rung the candidates can stand within noise of each other (on SST-2 at 2048
 samples every candidate still predicts about the majority class), and a comparison there picks by noise, or the
 run that learns first, not the one that ends best: measured, a pure best-goes-on rule picked alpha 1 on two of
-three SST-2 seeds, which ended at 0.55 and 0.68 against the prior's 0.81 (BENCHMARKS.md, issue 38).
+three SST-2 seeds, which ended at 0.55 and 0.68 against the prior's 0.81
+(docs/benchmarks-archive.md#issue-38-s2).
 
 A tie among the others goes to the earlier; a metric that is not finite (a diverged run, one that ended before the
 rung) leads nothing, nor does one read a milestone later than the others (``whole_rung``). Pure: no Ray. ``tune.per_batch_asha.PerBatchASHA`` pauses the waiting trials and stops or

@@ -2,10 +2,10 @@
 
 The power law in D (``maths.ladder.fit_ladder``) extrapolates the growth the rungs saw. On the markov language of
 issue 36 that growth bends: the local exponent of B_crit(D) falls from ≈ 0.7–1.0 over the rungs to ≈ 0.45–0.6 beyond
-them, and the power law over-predicts by 0.3–0.7 in log2 where the rungs' exponent is high (BENCHMARKS.md, issue 36,
-third and fourth sessions). Kaplan et al. 2020 (§5.1: B_crit(L) ≈ B*/L^(1/α_B)) and McCandlish et al. 2018 (the
-noise scale grows as the loss falls) make the critical batch a power of the *loss*, not of the data: where the loss
-flattens, so does B_crit. So here:
+them, and the power law over-predicts by 0.3–0.7 in log2 where the rungs' exponent is high
+(docs/benchmarks-archive.md#issue-36-s3 and #issue-36-s4a). Kaplan et al. 2020 (§5.1: B_crit(L) ≈ B*/L^(1/α_B))
+and McCandlish et al. 2018 (the noise scale grows as the loss falls) make the critical batch a power of the *loss*,
+not of the data: where the loss flattens, so does B_crit. So here:
 
 * (c, k): B_crit = c · L^k fitted over the ladder's usable rungs, L the rung's target loss (the smallest batch's
   seed-mean reading there), by weighted least squares in log–log with ``fit_ladder``'s weights
@@ -34,7 +34,7 @@ passed; decided before the fourth session's validation runs.
 **Validated and missed** (protocol v4, fresh seeds 70, 72, 74 on two settings of the markov language): 3 of 6
 measurements outside the interval, |log2 error| up to 0.66, worse than the power law in D on 5 of 6 seeds (mean 0.34
 against 0.23). Neither of its two laws held from the rungs to D: L(D) from the last octave erred by 10–24 %, and k
-changed past the rungs (BENCHMARKS.md, issue 36, fourth session (b)). Not the default; kept as an option so that a
+changed past the rungs (docs/benchmarks-archive.md#issue-36-s4b). Not the default; kept as an option so that a
 user can read both routes on their own runs.
 """
 

@@ -13,10 +13,12 @@ intercept; issue 49 found it no better than an anchor measurement times a litera
   rungs and the curvature b2 lies more than 2 standard errors *below* 0 (concave: a local exponent that falls, as
   Merrill et al. 2025, arXiv 2505.23971, and issue 36 found past the rungs); else the line. A convex bend is not
   extrapolated: on the development runs it came from the first rungs' flat start near the warmup and, carried to D,
-  doubled the error (mean |log2 error| 0.59 against 0.28 with the concave rule; BENCHMARKS.md, issue 49).
+  doubled the error (mean |log2 error| 0.59 against 0.28 with the concave rule;
+  docs/benchmarks-archive.md#issue-49-development).
 * **The prior** (``PRIORS``): a normal over the exponent for the definition of the critical batch in use, centred on
   the literature's value(s) for that definition (``LITERATURE_EXPONENTS``), with a spread fitted on development
-  data only (``bench/prediction_development.py``; BENCHMARKS.md, issue 49).
+  data only (``bench/prediction_development.py``;
+  docs/benchmarks-archive.md#issue-49-development).
 * **The posterior** (normal–normal, precision weighting: ``posterior``): γ = (γ̂/SE² + μ₀/τ₀²) / (1/SE² + 1/τ₀²),
   var = 1 / (1/SE² + 1/τ₀²). ``source``: ``rungs`` where the rungs carry at least ``SOURCE_SHARE`` (90 %) of the
   precision, ``prior`` where they carry less than 10 % or no fit could be made (fewer than 3 rungs), else ``combined``.
@@ -89,8 +91,9 @@ class Prior:
 
 PRIOR_SD = 0.16
 """The prior's spread, fitted on development data only (``bench/prediction_development.py``): the root mean square of
-the growth measured past the rungs (last rung → D) about the prior's centre over the 21 markov runs of BENCHMARKS.md
-issue 36 (0.156); it also spans the literature's disagreement for one definition (0.45 vs 0.68)."""
+the growth measured past the rungs (last rung → D) about the prior's centre over the 21 markov runs of issue 36
+(docs/benchmarks-archive.md#issue-49-development: 0.156); it also spans the literature's disagreement for one
+definition (0.45 vs 0.68)."""
 
 
 def _prior(definition: str) -> Prior:

@@ -61,7 +61,8 @@ class LadderSpec:
     """How a rung reads the samples each batch needs to reach the smallest batch's loss: ``interpolate`` between
     the seed-mean evaluations (log–log); ``fit`` from a curve L∞ + a·s^−p fitted to each batch's evaluations
     over its seeds (``maths.ladder.fit_loss_curve``: one noisy evaluation moves nothing by itself, but one
-    power law cannot follow a curve with a plateau, such as an LM's unigram phase: BENCHMARKS.md, issue 27)."""
+    power law cannot follow a curve with a plateau, such as an LM's unigram phase:
+    docs/benchmarks-archive.md#issue-27-s2)."""
     reading: Literal["ewa", "raw"] = "ewa"
     """What the rungs read each run's loss from: ``ewa``, an average of its iterates (polynomial-decay averaging,
     ``maths.averaging``; at a constant LR the raw iterate sits on an LR-noise floor that grows with the LR, i.e.
@@ -147,7 +148,7 @@ class Ladder:
     predict: str = "power_law"
     """``ladder.predict``: extrapolate by the power law in D (``power_law``) or through the loss (``loss``: missed
     its pre-registered validation on the markov language, worse than the power law on 5 of 6 fresh seeds; kept to
-    compare the two on a user's own runs, BENCHMARKS.md issue 36, fourth session)."""
+    compare the two on a user's own runs, docs/benchmarks-archive.md#issue-36-s4b)."""
     metric: str = "eval_loss"
     """What the rungs read: ``search.metric`` where it is a loss the loop reports (``eval_loss``; the markov
     language's ``excess_loss``), else ``eval_loss``."""

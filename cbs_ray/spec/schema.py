@@ -203,7 +203,8 @@ class TrainingSpec:
     """Recompute activations in backward through the HF model's own switch (less memory, ~30 % slower)."""
     compile: bool = False
     """``torch.compile`` the model for training and evaluation. The first report interval includes the
-    compilation (tens of seconds); on an H200, BERT-base bf16 ran 7 % faster compiled (BENCHMARKS.md)."""
+    compilation (tens of seconds); on an H200, BERT-base bf16 ran 7 % faster compiled
+    (BENCHMARKS.md#large-batches-and-throughput)."""
     compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
     """``torch.compile``'s mode (reduce-overhead and max-autotune use CUDA graphs on a GPU)."""
     dataloader_workers: Optional[int] = field(default=None, metadata=check(non_negative()))
@@ -382,7 +383,8 @@ class BranchSpec:
     """The loss compared: ``eval`` (the fixed eval set at exactly t + Δ) or ``train_ema`` (the paper's training
     loss smoothed by an EMA with α = 0.5 per optimizer step)."""
     schedule_rule: Literal["once_per_crossing", "while_safe", "fitted", "seesaw"] = "fitted"
-    """How the recommended schedule grows (default ``fitted``, chosen by issue 50's development run: BENCHMARKS.md):
+    """How the recommended schedule grows (default ``fitted``, chosen by issue 50's development run:
+    BENCHMARKS.md#branch-mode-and-the-schedule):
     ``once_per_crossing`` doubles the batch once at each checkpoint where
     CBS(t) reaches twice it (the paper's: 8 → 16 at the first such point, → 32 at a later one);
     ``while_safe`` (the rule before issue 37) doubles again at the same checkpoint while the branch at the

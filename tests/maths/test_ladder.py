@@ -197,7 +197,8 @@ def test_refuses_a_flat_b_crit():
 
 def test_refuses_a_b_crit_that_falls_with_data():
     # B_crit = 150 · (D/1000)^-0.7: a clean fit whose exponent's interval lies below 0. Extrapolated it would say
-    # 150 · 16^-0.7 = 21 at 16000; a falling power law is not extrapolated (BENCHMARKS.md, issue 27, run 3).
+    # 150 · 16^-0.7 = 21 at 16000; a falling power law is not extrapolated
+    # (docs/benchmarks-archive.md#issue-27, run 3).
     d = [1000.0 * 2 ** (j / 2) for j in range(5)]
     fit = fit_ladder([rung(x, 150 * (x / 1000) ** -0.7) for x in d], budget_samples=16000.0)
     assert fit.b_crit is None and fit.interval_90 is None and "falls with data" in fit.refusal
