@@ -1,7 +1,7 @@
 """Issue 26's targets on the tiny causal LM (CPU, offline): branch mode read as Merrill et al. 2025 read it,
 and its schedule against the fixed-batch frontier, as a user runs them.
 
-The success criteria are the code's, fixed before any of these runs (``analysis.schedule_verdicts``,
+The success criteria are the code's, fixed before any of these runs (``methods.branch.reading_verdicts``,
 the paper's ε = 0.01 nats, the power check's 2ε, the close-call rule); this script only runs and prints:
 
 1. ``default``: ``--set search.method=branch --validate-schedule`` (one run per batch; the validation on

@@ -3,7 +3,7 @@ search.method=branch --validate-schedule`` with the defaults, on the built-in ``
 (``search_spaces/markov_lm.yaml``) and on the tiny causal LM (``search_spaces/tiny_causal_lm.yaml``), the
 validation on ``branch.validation_seeds`` = 3 seeds held out from the trunk's.
 
-The criteria are fixed here and in ``analysis.schedule_verdicts`` before any run, and printed before the first
+The criteria are fixed here and in ``methods.branch.reading_verdicts`` before any run, and printed before the first
 search starts; this script only runs, reads ``summary.json`` and prints the verdicts (``RESULT`` lines) and
 the tables docs/benchmarks-archive.md#issue-37 records:
 
@@ -36,7 +36,7 @@ MIN_RESOLVABLE = 3
 CRITERIA = (
     f"markov: CBS(t) at >= {MIN_RESOLVABLE} resolvable checkpoints and not decreasing beyond its noise; the schedule "
     "non-inferior to the small batch and below the fixed-batch frontier by the paired tests of "
-    "analysis.schedule_verdicts (their text below, as the search prints it); steps saved against the best "
+    "methods.branch.reading_verdicts (their text below, as the search prints it); steps saved against the best "
     f"non-inferior fixed batch with its interval (the paper: 43 %, an anchor, not a pass mark); wall <= "
     f"{WALL_TARGET_S} s. tiny_lm: the same verdicts, recorded whatever they are."
 )

@@ -7,7 +7,7 @@ through the loss beside the power law's, each against the measurement at D (issu
 import argparse
 import glob
 
-from cbs_ray.analysis.ladder_summary import summarize_ladder
+from cbs_ray.methods.ladder.reading import summarize_ladder
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import load_history
 

@@ -34,7 +34,7 @@ error than no extrapolation, the ladder's samples ≤ 0.3 of the measurement's; 
 further from the borrowed exponents (0.383, 0.47, 0.571), a smaller error than each of them on every seed; the two
 settings' mean exponents differ by ≥ 0.15.
 
-The success criteria are the code's, fixed before any of these runs (``analysis.ladder_summary``): the measured
+The success criteria are the code's, fixed before any of these runs (``methods.ladder.reading``): the measured
 B_crit(D) inside the predicted 90 % interval, |log2(predicted / measured)| ≤ 0.5 (``LOG2_TARGET``), a smaller
 error than both naive baselines (B_crit at the largest rung; that × (D / D_rung)^γ for γ = 0.383, 0.47, 0.571),
 and the ladder training ≤ 0.3 of the measurement's samples.

@@ -19,7 +19,7 @@ import time
 from cbs_ray.tune.api import prepare
 from cbs_ray.tune.driver import Stages
 from cbs_ray.tune.prepare import Prepared
-from cbs_ray.tune.scratch import fit_experiment
+from cbs_ray.methods.scratch.search import fit_experiment
 from cbs_ray.spec.load import load_spec
 from cbs_ray.train.loop import train_loop
 from cbs_ray.train.config import TrialConfig

@@ -40,7 +40,7 @@ import torch
 from cbs_ray.tune.api import prepare
 from cbs_ray.tune.driver import Stages
 from cbs_ray.tune.prepare import Prepared
-from cbs_ray.tune.scratch import fit_experiment
+from cbs_ray.methods.scratch.search import fit_experiment
 from cbs_ray.sources.model import build_model
 from cbs_ray.spec.load import load_spec
 from cbs_ray.records.storage import load_history

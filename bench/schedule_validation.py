@@ -20,7 +20,7 @@ before any outcome?
   (the paired one-sided 95 % bound < ε = 0.01 nats) on every setting.
 - Every run is reported (``RESULT``/``TABLE`` lines), whichever rule wins.
 
-Costs are estimated from the samples each search trains (``tune.branch.branch_search_samples``) at the rate
+Costs are estimated from the samples each search trains (``methods.branch.search.branch_search_samples``) at the rate
 measured in issue 37 (384 s for 292 864 samples of ``markov`` on the 2-core CPU: 1.31 ms a sample; its 4-seed
 follow-up ran at 0.72 ms). Starts Ray once per (setting, rule): run it under the machine's lock
 (``flock /tmp/cbs-ray-ray.lock python bench/schedule_validation.py``).
@@ -71,7 +71,7 @@ def estimated_samples(sets: list[str]) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from cbs_ray.spec.branch_section import resolve_branching
     from cbs_ray.spec.load import load_spec
-    from cbs_ray.tune.branch import branch_search_samples
+    from cbs_ray.methods.branch.search import branch_search_samples
 
     spec = load_spec(SPACE, sets)
     return branch_search_samples(resolve_branching(spec, spec.training.budget_samples), validate_schedule=True)

@@ -33,7 +33,7 @@ def __getattr__(name):
 
         return runner.DoesNotFit
     if name in ("analyze", "Report"):
-        from cbs_ray.report import scratch
+        from cbs_ray.methods.scratch import report
 
-        return getattr(scratch, name)
+        return getattr(report, name)
     raise AttributeError(name)

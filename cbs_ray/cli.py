@@ -94,7 +94,7 @@ def search_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.se
             return 0
         if args.probe:
             from cbs_ray.tune import runner
-            from cbs_ray.tune.scratch import run_probe
+            from cbs_ray.methods.scratch.search import run_probe
 
             probe = probe_spec(spec)
             prepared = api.prepare(probe)

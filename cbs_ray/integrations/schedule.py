@@ -7,7 +7,7 @@ it, so they train the same steps.
 **Where a stage starts.** A stage begins at the first optimizer-step boundary of the stage before it at or
 after its nominal start: every optimizer step trains one whole batch of one stage. ``stage.start_samples`` is
 that boundary and ``stage.start_step`` the optimizer step that trains it first (the same step numbers as the
-report's Levanter snippet, ``analysis.branch_schedule.schedule_steps``).
+report's Levanter snippet, ``methods.branch.reading_schedule.schedule_steps``).
 
 **Accumulation.** At a micro-batch of ``m`` samples per process on ``w`` processes, a stage of batch ``B``
 accumulates ``B / (m·w)`` micro-batches per optimizer step; ``B`` must be a multiple of ``m·w`` (a

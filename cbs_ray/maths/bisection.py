@@ -6,8 +6,8 @@ number per task (lr = base_lr · (B/B0)^α) and warmup has a rule (``lr_schedule
 1. **Alpha once.** ``alphas`` (the middle of ``search.alpha_range`` first, then its ends, by default) are trained at
    one batch, ``alpha_batch`` (by default the walk's first probe, ``minimax_walk.first_probe``: on 7 batches the
    fifth, on 5 or 6 the fourth; the grid's middle or just above it), together, halved
-   synchronously at ASHA's first rung (``maths.halving``, run by ``tune.per_batch_asha``): each waits there until
-   all have reported; the first candidate (the prior guess) goes on, the best other too only where it leads by more
+   synchronously at ASHA's first rung (``maths.halving``, run by ``methods.scratch.per_batch_asha``): each waits
+   there until all have reported; the first candidate (the prior guess) goes on, the best other too only where it leads by more
    than the tolerance. The best that completed the budget fixes alpha for the rest (a tie: the earlier candidate),
    and its run is that batch's run. With one candidate there is nothing to choose: no alpha batch, the walk starts
    at once with the smallest batch (and ``base_batch``). The smallest batch starts at once where its LR does not
@@ -24,7 +24,7 @@ number per task (lr = base_lr · (B/B0)^α) and warmup has a rule (``lr_schedule
    alpha batch the grid's middle: on 7 batches five runs for two answers, now for one.)
 
 A failed or diverged run counts as a metric of NaN (``turning_point`` takes it as outside the tolerance), so the
-walk goes on below it. Pure: no Ray; ``tune.bisection_search.BisectionSearcher`` feeds it Tune's results.
+walk goes on below it. Pure: no Ray; ``methods.scratch.bisection_search.BisectionSearcher`` feeds it Tune's results.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ three SST-2 seeds, which ended at 0.55 and 0.68 against the prior's 0.81
 (docs/benchmarks-archive.md#issue-38-s2).
 
 A tie among the others goes to the earlier; a metric that is not finite (a diverged run, one that ended before the
-rung) leads nothing, nor does one read a milestone later than the others (``whole_rung``). Pure: no Ray. ``tune.per_batch_asha.PerBatchASHA`` pauses the waiting trials and stops or
+rung) leads nothing, nor does one read a milestone later than the others (``whole_rung``). Pure: no Ray.
+``methods.scratch.per_batch_asha.PerBatchASHA`` pauses the waiting trials and stops or
 resumes them by the verdicts here; a resumed experiment replays each trial's persisted reports, which reach the
 same verdicts.
 """

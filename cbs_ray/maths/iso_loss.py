@@ -6,7 +6,7 @@ fraction of them the schedule saves (issue 50's primary endpoint for a batch-siz
 so the best loss reachable in S steps is the running minimum of loss over the batches with steps ≤ S. Its
 **Pareto points** are the fixed batches whose loss is strictly below that of every batch with fewer steps
 (``pareto_points``); between two neighbours the frontier is linear in log(steps), as in
-``analysis.schedule_verdicts`` (Shallue et al. 2019, "Measuring the Effects of Data Parallelism", read steps to a
+``methods.branch.reading_verdicts`` (Shallue et al. 2019, "Measuring the Effects of Data Parallelism", read steps to a
 result on a log axis).
 
 **Iso-loss steps** (``iso_loss_steps``): the steps S* at which that frontier reaches the schedule's final loss L.

@@ -7,7 +7,7 @@ back by ``records.storage.load_history``), and its tables are what the summary w
 - ``EVALUATION``: the metrics the built-in evaluation reports (a user's ``compute_metrics`` may add others;
   with ``data.holdout_examples`` the dev set's again at the full budget, prefixed ``DEV_PREFIX``);
 - ``ADDED``: what reading the history adds (Tune's trial ID, the failed flag, the repeats' flag);
-- ``DERIVED``: what the analysis tables compute (``analysis.tables``, ``analysis.summary``), summary.json's
+- ``DERIVED``: what the analysis tables compute (``analysis.tables``, ``methods.scratch.reading``), summary.json's
   keys for them.
 
 ``Column`` has one attribute per name, the name itself as a plain string (so a ``Column`` name is a column
@@ -131,7 +131,7 @@ EVALUATION: dict[str, str] = {
 ADDED: dict[str, str] = {
     Column.trial_id: "Tune's ID of the trial (result.json); one run of branch mode",
     Column.failed: "records.storage.load_history: the trial ended in ERROR (its workers died too often)",
-    Column.repeat: "report.scratch.analyze: the row is from the repeats experiment (search.repeats)",
+    Column.repeat: "methods.scratch.report.analyze: the row is from the repeats experiment (search.repeats)",
 }
 """The columns reading a history adds to the reports, and who adds them."""
 

@@ -67,10 +67,10 @@ class MethodEntry:
 
 
 BUILT_IN_METHODS: tuple[MethodEntry, ...] = (
-    MethodEntry("scratch", "", "cbs_ray.tune.scratch", "cbs_ray.report.scratch"),
-    MethodEntry("branch", "-branch", "cbs_ray.tune.branch", "cbs_ray.report.branch", fixed_grid=True,
+    MethodEntry("scratch", "", "cbs_ray.methods.scratch.search", "cbs_ray.methods.scratch.report"),
+    MethodEntry("branch", "-branch", "cbs_ray.methods.branch.search", "cbs_ray.methods.branch.report", fixed_grid=True,
                 supports_study=False, auto_batches=False),
-    MethodEntry("ladder", "-ladder", "cbs_ray.tune.ladder", "cbs_ray.report.ladder", fixed_grid=True,
+    MethodEntry("ladder", "-ladder", "cbs_ray.methods.ladder.search", "cbs_ray.methods.ladder.report", fixed_grid=True,
                 supports_study=False, auto_batches=False, report_files=("ladder.png",)),
 )
 """The methods cbs-ray brings (docs/branch.md, docs/ladder.md; scratch is the default)."""

@@ -19,6 +19,7 @@ from cbs_ray.ray_internals import trial_storage
 from cbs_ray.records.bounded_file import read_regular_file
 from cbs_ray.records.columns import Column
 from cbs_ray.records.legacy import old_module_names
+from cbs_ray.records.moved_modules import moved_module_names
 
 if TYPE_CHECKING:  # pandas takes half a second to import: what only names a spec's file (a --dry-run) skips it
     import pandas as pd
@@ -149,7 +150,8 @@ def _trials(experiment_uri: str) -> list[tuple[str, bool, Any, str]]:
     try:
         # Its own reading of the result files warns of a cut-off file and drops the trial; ours reads the
         # file up to the cut (``_results``) and says what was lost.
-        with old_module_names(), _quiet(logging.getLogger("ray.tune.analysis.experiment_analysis")):
+        with old_module_names(), moved_module_names(), \
+                _quiet(logging.getLogger("ray.tune.analysis.experiment_analysis")):
             analysis = ExperimentAnalysis(experiment_uri)
         return [(t.trial_id, t.status == "ERROR", *trial_storage(t))
                 for t in analysis.trials if t.last_result is not None]
@@ -248,7 +250,7 @@ def failed_trials(experiment_uri: str) -> tuple[list[Trial], int]:
     from ray.tune import ExperimentAnalysis
 
     try:
-        with old_module_names():
+        with old_module_names(), moved_module_names():
             trials = ExperimentAnalysis(experiment_uri).trials
     except Exception:
         return [], 0

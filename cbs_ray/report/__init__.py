@@ -1,1 +1,2 @@
-"""Reports: the headline, the Markdown and HTML pages, plots, one module per search method."""
+"""Reports: the headline, the Markdown and HTML pages, plots, the report folder; each method's own report is in
+``cbs_ray.methods``."""

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # pandas loads in a second: a --dry-run never needs it
     import pandas as pd
 
     from cbs_ray.analysis.summary_record import Answer
-    from cbs_ray.report.scratch import Report
+    from cbs_ray.methods.scratch.report import Report
 
 __all__ = ["MethodAnswer", "Reading", "MethodReport", "experiment_out", "report_and_summary_line"]
 
@@ -34,7 +34,7 @@ class MethodAnswer:
 
 class MethodSummary(Protocol):
     """What every method's typed summary gives (``analysis.summary_record.Summary``,
-    ``analysis.branch_summary.BranchSummary``, ``analysis.ladder_summary.LadderSummary``): summary.json."""
+    ``methods.branch.reading.BranchSummary``, ``methods.ladder.reading.LadderSummary``): summary.json."""
 
     def to_json(self) -> str: ...
 
@@ -48,8 +48,8 @@ SummaryT = TypeVar("SummaryT", bound=MethodSummary)
 @dataclass(frozen=True)
 class Reading(Generic[SummaryT]):
     """What a method's ``summarize`` makes of an experiment: its typed summary (``analysis.summary_record.Summary``,
-    ``analysis.branch_summary.BranchSummary`` or ``analysis.ladder_summary.LadderSummary``), the history it read,
-    the headline and the answer; ``source`` is what ``render`` writes from (the from-scratch ``report.scratch.
+    ``methods.branch.reading.BranchSummary`` or ``methods.ladder.reading.LadderSummary``), the history it read,
+    the headline and the answer; ``source`` is what ``render`` writes from (the from-scratch ``methods.scratch.report.
     Report``), ``extras`` the method's other readings (branch mode's schedule experiment)."""
 
     summary: SummaryT

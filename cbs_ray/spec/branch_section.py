@@ -64,7 +64,7 @@ class Branching:
     loss: str = "eval"
     validation_seeds: int = 5
     schedule_rule: str = "fitted"
-    """How the schedule doubles (``analysis.branch_schedule.SCHEDULE_RULES``)."""
+    """How the schedule doubles (``methods.branch.reading_schedule.SCHEDULE_RULES``)."""
     window_min_steps: int = DEFAULT_WINDOW_MIN_STEPS
     lr_decay: str = "linear"
     """The trunk's decay after warmup (``training.lr_decay``): the ``seesaw`` rule reads where it halves the LR."""

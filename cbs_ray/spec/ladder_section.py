@@ -1,14 +1,14 @@
 """The ``ladder:`` section (``search.method: ladder``): its fields (``LadderSpec``, ``SearchSpec.ladder``), its rule
 against the rest of the spec (``ladder_stands_alone``), and the section resolved against the budget: the batches,
 the seeds, the LR rule, where each run stops and evaluates, all in samples (``Ladder``). Pure: what one run trains is
-``tune.ladder.ladder_plan``; what the runs mean is ``analysis.ladder_summary``.
+``methods.ladder.search.ladder_plan``; what the runs mean is ``methods.ladder.reading``.
 
 Every run trains one batch at a **constant LR** after a warmup (the alpha rule's LR at its batch), evaluating at
 D·first_rung and at every factor of √2 after it (each rounded to the nearest whole batch of the largest batch). The
 smallest batch (the reference) trains to ``fraction`` of the full budget D; every other batch until it reaches the
 reference's loss there (the last rung's target: a larger batch needs more samples, E(B) = E_min·(1 + B/B_crit)), or
-``cap`` × the fraction, where the run stops: ``tune.ladder``'s stopper ends it, ``analysis.ladder_stop``
-decides. The rungs are the evaluations from twice the warmup on
+``cap`` × the fraction, where the run stops: ``methods.ladder.search``'s stopper ends it,
+``methods.ladder.reading_stop`` decides. The rungs are the evaluations from twice the warmup on
 (``rungs_from``): every batch warms up over the same samples (a fraction of its steps to the fraction), and a
 rung inside that warmup would measure the warmup, not the batch. The warmup is a fraction of the steps the batch
 takes to the fraction, whichever run it is, so that a run that goes on (``ladder.validate``) is the ladder's
@@ -38,7 +38,7 @@ __all__ = ["LadderSpec", "MIN_LADDER_BATCHES", "MIN_RUNG_SPAN", "Ladder", "resol
 
 @dataclass
 class LadderSpec:
-    """The ladder (``search.method: ladder``; ``cbs_ray.analysis.ladder_summary``): predict the full run's
+    """The ladder (``search.method: ladder``; ``cbs_ray.methods.ladder.reading``): predict the full run's
     critical batch from runs of a fraction of its budget."""
 
     fraction: float = field(default=0.25, metadata=check(within(0, 1, ends="()")))

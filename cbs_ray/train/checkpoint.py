@@ -131,7 +131,8 @@ def trunk_checkpoint_path(checkpoint_dir: str, samples: int) -> str:
 def mark_trunk_done(checkpoint_dir: str, how: str) -> None:
     """``TRUNK_DONE`` in the trunk's checkpoint directory, holding ``how`` it ended (the samples it reached,
     or ``failed``): the trunk will write no more checkpoints, so a branch still waiting for one stops waiting.
-    Written by the trunk when it finishes or diverges, by the driver (``tune.trunk_watch``) when it fails for good."""
+    Written by the trunk when it finishes or diverges, by the driver (``methods.branch.trunk_watch``) when it fails
+    for good."""
     os.makedirs(checkpoint_dir, exist_ok=True)
     with open(os.path.join(checkpoint_dir, TRUNK_DONE), "w") as marker:
         marker.write(f"{how}\n")

@@ -1,1 +1,2 @@
-"""Running searches on Ray Tune: the runner, one module per search method, the search space, per-batch ASHA, the study, placement, the dashboard and the trackers."""
+"""Running searches on Ray Tune: the runner and the driver the methods (``cbs_ray.methods``) run on, the search
+space, the study, placement, the dashboard and the trackers."""

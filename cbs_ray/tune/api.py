@@ -1,9 +1,9 @@
 """Run a critical-batch experiment on Ray: the Python API behind ``python -m cbs_ray.search``.
 
 Spec → data and model config (validated before any Ray process starts, ``tune.prepare``) → the search
-method's Tune experiments (``method_named``: ``tune.scratch``, ``tune.branch``, ``tune.ladder``, each run by
-``tune.driver``) → its report written to the output directory. ``resume_search`` continues a killed experiment
-from its directory with the method that wrote it. An experiment's report is rebuilt without any of this
+method's Tune experiments (``method_named``: ``methods.scratch.search``, ``methods.branch.search``,
+``methods.ladder.search``, each run by ``tune.driver``) → its report written to the output directory.
+``resume_search`` continues a killed experiment from its directory with the method that wrote it. An experiment's report is rebuilt without any of this
 (``report.methods.report_experiment``: the report command).
 """
 

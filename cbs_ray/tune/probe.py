@@ -1,5 +1,5 @@
 """The probe's spec (``--probe``, ``search.batch_sizes: auto``): one short trial that measures the gradient
-noise scale B_simple; ``tune.scratch.run_probe`` runs it and proposes a batch-size grid centred on it.
+noise scale B_simple; ``methods.scratch.search.run_probe`` runs it and proposes a batch-size grid centred on it.
 """
 
 from __future__ import annotations

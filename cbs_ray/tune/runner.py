@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 
 from cbs_ray.ray_internals import quiet_token_notice, single_machine
 from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.records.moved_modules import moved_module_names
 from cbs_ray.records.names import resume_command
 from cbs_ray.records.storage import ReportError
 from cbs_ray.spec.errors import SpecError
@@ -149,8 +150,8 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, plans: TrialPlans,
     (zero-copy for numpy arrays), instead of a multi-worker trial pickling them into its Train run. A
     restored experiment puts them afresh. ``plans`` (``train.trial_plans``: built by the method on the driver) go
     to every trial, which trains the plan they hold for its point. ``stopper``: a Tune ``Stopper`` beside the one
-    that ends the search when nothing fits (the ladder's, ``tune.ladder``). Not ``verbose``: the progress display
-    (``tune.progress``, ranking the trials by ``progress_metric``, else the spec's metric) instead of Tune's tables
+    that ends the search when nothing fits (the ladder's, ``methods.ladder.search``). Not ``verbose``: the progress
+    display (``tune.progress``, ranking the trials by ``progress_metric``, else the spec's metric) instead of Tune's tables
     (``verbose`` is Tune's level: True is 1)."""
     import ray
     from ray import tune
@@ -168,10 +169,12 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, plans: TrialPlans,
     if restore:
         # Tune restores the experiment's own stopper and callbacks (pickled with it, DiskWatch too): read the
         # reason back from the error files.
-        tuner = tune.Tuner.restore(restore, trainable=trainable, resume_unfinished=True, resume_errored=True)
-        disk_watch.stopped_for.clear()
-        with quiet_tune(verbose):
-            grid = tuner.fit()
+        # An experiment written before the methods moved (issue 46) names their old modules in its pickles.
+        with moved_module_names():
+            tuner = tune.Tuner.restore(restore, trainable=trainable, resume_unfinished=True, resume_errored=True)
+            disk_watch.stopped_for.clear()
+            with quiet_tune(verbose):
+                grid = tuner.fit()
         _raise_if_storage_low(grid.experiment_path)
         _raise_if_nothing_fits(nothing_fits_in_experiment(grid.experiment_path), grid.experiment_path)
         return _finished(grid, expected_trials=0)

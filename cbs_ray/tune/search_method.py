@@ -12,7 +12,7 @@ resume, then the report steps' summarize, render and print, and the trackers) an
 The Ray half's steps: ``plan_lines`` and ``check`` (pure, before Ray: the plan a user checks first, and what the
 prepared data must satisfy) and ``run``/``resume`` (its Tune stages, through the driver's ``Stages``: they never
 unpack the data nor write metadata themselves). Methods import no one else's module (the independence
-contracts in pyproject.toml); what two share lives in a module both import (``report.same_spec``).
+contracts in pyproject.toml); what two share lives in a module both import (``methods.branch.same_spec``).
 """
 
 from __future__ import annotations

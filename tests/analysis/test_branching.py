@@ -1,5 +1,5 @@
-"""Branch mode's maths and report (``analysis.branch_*``, ``report.branch``) on hand-built histories, the known
-answer beside each input. No Ray, no torch."""
+"""Branch mode's maths and report (``methods.branch.reading*``, ``methods.branch.report``) on hand-built histories,
+the known answer beside each input. No Ray, no torch."""
 
 import base64
 import json
@@ -20,8 +20,8 @@ from helpers.branch_history import (
     trunk_rows,
 )
 
-from cbs_ray.analysis.branch_points import critical_batch_over_training
-from cbs_ray.analysis.branch_schedule import (
+from cbs_ray.methods.branch.reading_points import critical_batch_over_training
+from cbs_ray.methods.branch.reading_schedule import (
     control_batches,
     recommend_schedule,
     samples_trained,
@@ -31,10 +31,10 @@ from cbs_ray.analysis.branch_schedule import (
     t_quantile_975,
     validate_schedule,
 )
-from cbs_ray.analysis.branch_summary import schedule_alpha, summarize_branches
-from cbs_ray.analysis.branch_trend import b_simple_over_training, trend
-from cbs_ray.report.branch import headline, write_branch_report
-from cbs_ray.report.trainer_snippets import trainer_snippets
+from cbs_ray.methods.branch.reading import schedule_alpha, summarize_branches
+from cbs_ray.methods.branch.reading_trend import b_simple_over_training, trend
+from cbs_ray.methods.branch.report import headline, write_branch_report
+from cbs_ray.methods.branch.trainer_snippets import trainer_snippets
 
 
 def points(losses=LOSSES, tokens=None, **kw):
@@ -358,7 +358,7 @@ def test_summary_with_a_token_budget():
 
 
 def test_iso_loss_text_says_a_loss_and_a_bound():
-    from cbs_ray.analysis.branch_schedule import IsoLossSteps, iso_loss_text
+    from cbs_ray.methods.branch.reading_schedule import IsoLossSteps, iso_loss_text
 
     lost = IsoLossSteps(-0.25, [-0.4, -0.1], 3, [8, 16, 32], 640, {1: -0.2, 2: -0.3, 3: -0.25}, {3: "below"})
     text = iso_loss_text(lost)
@@ -451,7 +451,7 @@ def test_report_writes_every_file(tmp_path):
 
 
 def test_report_says_the_verdicts_the_paired_differences_and_draws_the_band(tmp_path, monkeypatch):
-    import cbs_ray.report.branch as branch_report
+    import cbs_ray.methods.branch.report as branch_report
 
     frame = history(schedule=validation_rows())
     frame["train_loss_ema"] = frame["eval_loss"]
@@ -503,7 +503,7 @@ def test_report_with_tokens_and_no_branches(tmp_path):
 
 def test_the_plot_shows_the_points_that_are_not_resolvable(tmp_path, monkeypatch):
     # The 4096 point (the trunk moves 0.015 < 2ε) is drawn greyed with its own legend entry, not left out.
-    import cbs_ray.report.branch as branch_report
+    import cbs_ray.methods.branch.report as branch_report
 
     drawn = {}
 

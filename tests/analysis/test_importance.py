@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from cbs_ray.maths.importance import EVALUATOR, MIN_TRIALS, MIN_TRIALS_PER_BATCH, param_importance, read_importance
-from cbs_ray.analysis.summary import summarize
+from cbs_ray.methods.scratch.reading import summarize
 
 ALPHAS, WARMUPS, BATCHES = (0.5, 0.625, 0.75), (0.0, 0.1, 0.2), (16, 32, 64, 128)
 

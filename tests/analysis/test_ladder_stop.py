@@ -1,4 +1,4 @@
-"""Where a ladder run stops (``analysis.ladder_stop``), and the ladder read through ``ladder.reading``, on curves
+"""Where a ladder run stops (``methods.ladder.reading_stop``), and the ladder read through ``ladder.reading``, on curves
 built by hand. No Ray, no torch."""
 
 import math
@@ -6,8 +6,8 @@ import math
 import pandas as pd
 import pytest
 
-from cbs_ray.analysis.ladder_stop import LadderStop, ladder_cuts, samples_trained
-from cbs_ray.analysis.ladder_summary import summarize_ladder
+from cbs_ray.methods.ladder.reading_stop import LadderStop, ladder_cuts, samples_trained
+from cbs_ray.methods.ladder.reading import summarize_ladder
 from helpers.ladder_curves import history_rows
 
 

@@ -1,4 +1,4 @@
-"""The ladder's summary and report (``analysis.ladder_summary``, ``report.ladder``) on hand-built histories
+"""The ladder's summary and report (``methods.ladder.reading``, ``methods.ladder.report``) on hand-built histories
 whose critical batch is known (``helpers.ladder_curves``: B_crit(D) = 2·D^0.5 exactly). No Ray, no torch."""
 
 import json
@@ -7,9 +7,9 @@ import math
 import pandas as pd
 import pytest
 
-from cbs_ray.analysis.ladder_summary import ladder_curves, summarize_ladder
-from cbs_ray.report.ladder import headline
-from cbs_ray.report.ladder import write_ladder_report
+from cbs_ray.methods.ladder.reading import ladder_curves, summarize_ladder
+from cbs_ray.methods.ladder.report import headline
+from cbs_ray.methods.ladder.report import write_ladder_report
 from helpers.ladder_curves import history_rows
 
 BATCHES = (8, 16, 32, 64)
@@ -115,7 +115,7 @@ def test_the_noise_scale_on_the_way_is_read_beside_the_rungs():
     # B_simple = samples / 100 on B=64's two runs (and on one B=32 run at twice that), NaN or 0 elsewhere: the
     # median over the runs reporting it at each rung, its power law exponent 1, and the hint when nothing is
     # predicted although it grows.
-    from cbs_ray.analysis.ladder_summary import noise_scale_at
+    from cbs_ray.methods.ladder.reading import noise_scale_at
 
     frame = history(gamma=0.0, c=40.0, noise=0.002)
     frame["b_simple"] = [r.samples_seen / 100 if r.batch_size == 64 else 0.0 if r.batch_size == 8 else float("nan")
@@ -136,7 +136,7 @@ def test_the_noise_scale_on_the_way_is_read_beside_the_rungs():
 
 
 def test_the_ladder_plot_draws_the_rungs_and_the_noise_scale(tmp_path, monkeypatch):
-    import cbs_ray.report.ladder as ladder_report
+    import cbs_ray.methods.ladder.report as ladder_report
 
     labels = []
     monkeypatch.setattr(ladder_report, "save_figure", lambda fig, path: labels.append(

@@ -7,7 +7,7 @@ import pytest
 
 from cbs_ray.maths.critical_batch import monotone_fit, turning_point
 from cbs_ray.report.text import headline
-from cbs_ray.analysis.summary import summarize
+from cbs_ray.methods.scratch.reading import summarize
 
 NAN = math.nan
 

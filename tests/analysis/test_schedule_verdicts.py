@@ -1,11 +1,11 @@
-"""The schedule's pre-registered paired tests (analysis.schedule_verdicts) on loss samples built by hand, the
+"""The schedule's pre-registered paired tests (methods.branch.reading_verdicts) on loss samples built by hand, the
 known verdicts beside them."""
 
 import math
 
 import pytest
 
-from cbs_ray.analysis.schedule_verdicts import (
+from cbs_ray.methods.branch.reading_verdicts import (
     FixedRun,
     below_frontier,
     criterion_text,

@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from cbs_ray.analysis.summary import summarize, write_summary
+from cbs_ray.methods.scratch.reading import summarize, write_summary
 from cbs_ray.analysis.tables import restarts, trial_table
 from helpers.report import SEEDS, issue_28_repeats, perplexity_run
 

@@ -139,7 +139,7 @@ def test_search_ends_with_a_full_report(ddp_search):
 def test_report_cli_on_the_experiment_and_on_a_partial_copy(ddp_search, tmp_path):
     import shutil
 
-    from cbs_ray.report.scratch import analyze
+    from cbs_ray.methods.scratch.report import analyze
     from cbs_ray.cli import report_main
 
     assert report_main([ddp_search.experiment_path, "--output", str(tmp_path / "full"), "--tolerance", "0.5"]) == 0

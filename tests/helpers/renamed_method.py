@@ -3,9 +3,9 @@ registry entry): the from-scratch search under another name and report folder, r
 ``cbs_ray.records.method_registry.register_method``. Its two halves wrap scratch's; the registry, the spec's check,
 the driver, ``--resume`` and the report command know it only by its entry."""
 
+from cbs_ray.methods.scratch.report import REPORT as SCRATCH_REPORT
+from cbs_ray.methods.scratch.search import METHOD as SCRATCH
 from cbs_ray.records.method_registry import MethodEntry, register_method
-from cbs_ray.report.scratch import REPORT as SCRATCH_REPORT
-from cbs_ray.tune.scratch import METHOD as SCRATCH
 
 NAME = "renamed_scratch"
 

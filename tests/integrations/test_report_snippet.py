@@ -2,9 +2,9 @@
 
 from helpers.branch_history import META, history
 
-from cbs_ray.analysis.branch_summary import summarize_branches
+from cbs_ray.methods.branch.reading import summarize_branches
 from cbs_ray.integrations import BatchSizeSchedule
-from cbs_ray.report.trainer_snippets import trainer_snippets
+from cbs_ray.methods.branch.trainer_snippets import trainer_snippets
 
 
 def test_the_report_snippet_names_from_summary_and_the_schedule_reads_back(tmp_path):

@@ -23,14 +23,18 @@ from cbs_ray.records.columns import (
 from cbs_ray.records.trial_report import TrialReport
 
 PACKAGE = Path(cbs_ray.__file__).parent
-READERS = sorted([*(PACKAGE / "analysis").glob("*.py"), *(PACKAGE / "report").glob("*.py")])
+# The readings and reports: analysis/, report/, and each method's own (cbs_ray/methods/<name>/, all but its Ray half).
+RAY_HALVES = {"search.py", "bisection_search.py", "per_batch_asha.py", "gate.py", "trunk_watch.py"}
+READERS = sorted([*(PACKAGE / "analysis").glob("*.py"), *(PACKAGE / "report").glob("*.py"),
+                  *(p for p in (PACKAGE / "methods").glob("*/*.py") if p.name not in RAY_HALVES | {"__init__.py"})])
 
 # Literals that spell a column's name but are not a column of the history or of the analysis tables.
 NOT_COLUMNS = {
     ("summary_record.py", "batch_size"): "Importance.to_dict: ImportanceReading's fields as summary.json keys",
     ("summary_record.py", "trials"): "Importance.to_dict: ImportanceReading's fields as summary.json keys",
     ("page.py", "trials"): "the 'What mattered' table: ImportanceReading.trials",
-    ("branch.py", "role"): "report.branch.failed_roles: a failed trial's Tune config key (its point), not a column",
+    ("branch/report.py", "role"): "methods.branch.report.failed_roles: a failed trial's Tune config key (its point),"
+                                     " not a column",
 }
 # Where a literal in code names a column (pandas' and dicts' ways to pick one); *_COLUMNS are lists of them.
 PICKING_METHODS = {"get", "sort_values", "groupby", "set_index", "dropna", "drop_duplicates", "merge", "drop", "pop"}
@@ -117,6 +121,11 @@ def _column_literals(tree: ast.AST):
             yield from _literals(node.value)
 
 
+def _key(path: Path) -> str:
+    """A reader's name in NOT_COLUMNS: its file name, with its method's folder for a method's module."""
+    return f"{path.parent.name}/{path.name}" if path.parent.parent.name == "methods" else path.name
+
+
 @pytest.mark.parametrize("path", READERS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_the_readers_name_columns_through_column_only(path):
     """Every ``Column.x`` a reader uses is a TrialReport field or a documented column (so a typo in a branch
@@ -126,10 +135,10 @@ def test_the_readers_name_columns_through_column_only(path):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "Column"}
     assert used <= ALL_COLUMNS, f"{path.name}: not columns: {sorted(used - ALL_COLUMNS)}"
     spelt = sorted({(c.lineno, c.value) for c in _column_literals(tree)
-                    if c.value in ALL_COLUMNS and (path.name, c.value) not in NOT_COLUMNS})
+                    if c.value in ALL_COLUMNS and (_key(path), c.value) not in NOT_COLUMNS})
     assert not spelt, f"{path.name}: column names as literals (use Column): {spelt}"
 
 
 def test_the_readers_use_columns_at_all():  # the scan above looks at the right files
-    assert {p.name for p in READERS} >= {"tables.py", "readings.py", "branch_points.py", "plots.py", "text.py"}
+    assert {p.name for p in READERS} >= {"tables.py", "readings.py", "reading_points.py", "plots.py", "text.py"}
     assert "Column." in (PACKAGE / "analysis" / "tables.py").read_text()

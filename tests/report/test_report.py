@@ -10,7 +10,7 @@ import pytest
 from cbs_ray.cli import report_main as main
 from cbs_ray.report.page import render_html, render_markdown
 from cbs_ray.report.text import headline
-from cbs_ray.analysis.summary import summarize
+from cbs_ray.methods.scratch.reading import summarize
 from cbs_ray.analysis.summary_record import NoiseScale
 from cbs_ray.report.plots import all_plots
 from helpers.report import BUDGET, history
@@ -147,7 +147,7 @@ def test_an_unbounded_interval_is_null_in_summary_json(tmp_path):
 
     import numpy as np
 
-    from cbs_ray.analysis.summary import write_summary
+    from cbs_ray.methods.scratch.reading import write_summary
 
     b = np.array([8, 16, 32, 64, 128, 256.0])
     steps = (40 + 16384 / b) * np.exp(np.random.default_rng(11).normal(0, 0.1, len(b)))
@@ -271,7 +271,7 @@ def test_the_recommendation_line_quotes_the_mean_over_repeats_and_says_when_alph
 
 
 def test_the_seeds_the_report_compares_with_are_the_searchs():
-    from cbs_ray.report.scratch import seeded_configurations
+    from cbs_ray.methods.scratch.report import seeded_configurations
     from cbs_ray.spec.load import load_spec, spec_to_dict
     from cbs_ray.tune.search_space import per_batch_space
 

@@ -244,7 +244,7 @@ def test_a_trunk_that_fails_for_good_releases_its_branches_from_the_driver(tmp_p
     import types
 
     from cbs_ray.train.checkpoint import wait_for_trunk
-    from cbs_ray.tune.trunk_watch import TrunkWatch
+    from cbs_ray.methods.branch.trunk_watch import TrunkWatch
 
     watch, checkpoints = TrunkWatch(str(tmp_path / "trunk")), tmp_path / "trunk"
     branch = types.SimpleNamespace(config={"role": "branch", "start_samples": 128})

@@ -5,7 +5,7 @@ import pytest
 from ray.tune.search import Searcher
 
 from cbs_ray.train.checkpoint import STATE_FILE, TRUNK_DONE, mark_trunk_done
-from cbs_ray.tune.branch_gate import PublishedCheckpoints, never_started
+from cbs_ray.methods.branch.gate import PublishedCheckpoints, never_started
 
 TRUNK = {"role": "trunk", "log2_batch": 3, "start_samples": 0}
 

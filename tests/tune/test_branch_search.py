@@ -6,7 +6,7 @@ real local Ray (marked e2e): the trunk and branches as Tune trials, summary.json
 import pytest
 
 from cbs_ray.spec.branch_section import resolve_branching
-from cbs_ray.tune.branch import branch_search_samples, scratch_search_samples
+from cbs_ray.methods.branch.search import branch_search_samples, scratch_search_samples
 from cbs_ray.search import main
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
@@ -201,7 +201,7 @@ def test_branch_mode_on_objects_needs_model_init_to_rebuild_one_architecture():
 def test_the_gpu_branch_space_gives_every_branch_the_step_floor():
     """gpt2_small_branch_gpu.yaml's data come from the hub (no dry run offline): its plan from the resolved
     section, 2^28 tokens = 262144 packed samples of 1024 tokens."""
-    from cbs_ray.tune.branch import branch_plan_lines
+    from cbs_ray.methods.branch.search import branch_plan_lines
 
     spec = load_spec("search_spaces/gpt2_small_branch_gpu.yaml")
     br = resolve_branching(spec, 262144, 1024)
@@ -226,8 +226,8 @@ def test_the_progress_display_reads_every_runs_span_off_its_plan():
     ladder run to its own stop (2·D with ladder.validate)."""
     from cbs_ray.spec.ladder_section import resolve_ladder
     from cbs_ray.train.trial_plans import SearchedPlans
-    from cbs_ray.tune.branch import search_plans, validation_plans
-    from cbs_ray.tune.ladder import ladder_plans
+    from cbs_ray.methods.branch.search import search_plans, validation_plans
+    from cbs_ray.methods.ladder.search import ladder_plans
     from cbs_ray.tune.runner import progress_display
 
     spec = load_spec(LM, BRANCH)
@@ -263,7 +263,7 @@ def test_a_resumed_branch_search_rebuilds_the_plans_its_trials_were_started_with
     import json
 
     from cbs_ray.train.trial_plans import PresetPlans
-    from cbs_ray.tune.branch import search_plans, validation_plans
+    from cbs_ray.methods.branch.search import search_plans, validation_plans
 
     spec = load_spec(LM, BRANCH + ["branch.repeats=2", "branch.validation_seeds=2"])
     budget = spec.training.budget_samples

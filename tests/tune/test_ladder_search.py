@@ -8,7 +8,7 @@ from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.ladder_section import resolve_ladder
 from cbs_ray.spec.load import load_spec
 from cbs_ray.train.config import TrialConfig
-from cbs_ray.tune.ladder import ladder_configs, ladder_plan, ladder_plan_lines, ladder_plans
+from cbs_ray.methods.ladder.search import ladder_configs, ladder_plan, ladder_plan_lines, ladder_plans
 
 LM = "search_spaces/tiny_causal_lm.yaml"
 LADDER = ["search.method=ladder"]
@@ -143,9 +143,9 @@ def test_the_ladder_takes_branch_modes_schedule_for_the_same_spec(tmp_path, monk
     from helpers.branch_history import history
     from helpers.ladder_curves import history_rows
 
-    import cbs_ray.report.same_spec as same_spec
-    from cbs_ray.analysis.ladder_summary import summarize_ladder
-    from cbs_ray.report.ladder import headline
+    import cbs_ray.methods.branch.same_spec as same_spec
+    from cbs_ray.methods.ladder.reading import summarize_ladder
+    from cbs_ray.methods.ladder.report import headline
     from cbs_ray.records.meta import ExperimentMeta
 
     def meta(method="branch", fingerprint="abc", budget=8192):

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 from ray.tune.schedulers import TrialScheduler
 
-from cbs_ray.tune.per_batch_asha import PerBatchASHA
+from cbs_ray.methods.scratch.per_batch_asha import PerBatchASHA
 from cbs_ray.train.config import batch_size_of
 
 
@@ -192,7 +192,7 @@ def test_no_halving_where_the_rung_is_not_below_the_budget():
 def test_a_resumed_bisection_keeps_its_prior_whatever_order_tune_re_adds_the_candidates_in():
     """Issue 47: Tune re-adds restored trials latest result first (``_requeue_restored_trials``); the halving's
     prior must stay the searcher's first alpha (``AlphaRank``), not the first trial re-added."""
-    from cbs_ray.tune.bisection_search import AlphaRank
+    from cbs_ray.methods.scratch.bisection_search import AlphaRank
 
     s = PerBatchASHA(batch_size_of, time_attr="samples_seen", max_t=8192, grace_period=2048, reduction_factor=2,
                      metric="accuracy", mode="max", halving={16: 3}, halving_margin=0.02,

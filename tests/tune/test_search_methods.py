@@ -10,7 +10,9 @@ from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import META_FILE
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
-from cbs_ray.tune import branch, ladder, scratch
+from cbs_ray.methods.branch import search as branch
+from cbs_ray.methods.ladder import search as ladder
+from cbs_ray.methods.scratch import search as scratch
 from cbs_ray.tune.api import _check_same_data, method_named, method_names
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.search_method import SearchMethod
@@ -89,7 +91,7 @@ def test_a_search_result_gives_the_answer_with_its_bound_not_the_number_alone():
     batch); ``result.answer`` carries the batch, the bound and the verdict."""
     import pandas as pd
 
-    from cbs_ray.analysis.summary import summarize
+    from cbs_ray.methods.scratch.reading import summarize
 
     rows = [{"trial_id": f"t{b}", "batch_size": b, "alpha": 1.0, "warmup_fraction": 0.1, "peak_lr": 1e-3,
              "samples_seen": 1024, "accuracy": accuracy, "wall_time_s": 1024 / b, "samples_per_s": float(b),

@@ -84,7 +84,7 @@ def test_the_plan_says_whether_micro_batches_will_be_probed():
 
 
 def test_bisect_plans_at_most_every_alpha_and_every_other_batch_once_and_says_what_it_saves():
-    from cbs_ray.tune.scratch import search_plan_lines
+    from cbs_ray.methods.scratch.search import search_plan_lines
 
     spec = load_spec(None, ["search.strategy=bisect"])  # the default's grid: 16..512, 3 alphas
     assert num_trials(spec) == 3 + 6 - 1
@@ -109,7 +109,7 @@ def test_bisect_searcher_hands_out_the_policys_runs_and_reads_how_each_ended():
     from ray.tune.search import Searcher
 
     from cbs_ray.maths.bisection import Run
-    from cbs_ray.tune.bisection_search import BisectionSearcher
+    from cbs_ray.methods.scratch.bisection_search import BisectionSearcher
 
     spec = load_spec(None, ["search.strategy=bisect", "search.batch_sizes=[16, 32, 64]"])
     searcher = BisectionSearcher.for_spec(spec, 7168)

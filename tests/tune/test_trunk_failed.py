@@ -6,7 +6,7 @@ import pytest
 
 from cbs_ray.records.columns import Column
 from cbs_ray.records.storage import ReportError
-from cbs_ray.report.branch import TrunkFailed, trunk_lost
+from cbs_ray.methods.branch.report import TrunkFailed, trunk_lost
 
 BUDGET = 4096
 
@@ -36,10 +36,10 @@ def test_a_failed_trunk_is_a_report_error_the_command_line_ends_in_one_line():
 
 def test_the_trunks_end_marker_says_it_failed(tmp_path):
     from cbs_ray.train.checkpoint import mark_trunk_done
-    from cbs_ray.report.branch import failed_roles
+    from cbs_ray.methods.branch.report import failed_roles
 
     checkpoints = tmp_path / "trunk_checkpoints"
     mark_trunk_done(str(checkpoints), "4096")  # finished
     assert "trunk" not in failed_roles(str(tmp_path), str(checkpoints))
-    mark_trunk_done(str(checkpoints), "failed")  # tune.trunk_watch, once Tune gave up on it
+    mark_trunk_done(str(checkpoints), "failed")  # methods.branch.trunk_watch, once Tune gave up on it
     assert "trunk" in failed_roles(str(tmp_path), str(checkpoints))

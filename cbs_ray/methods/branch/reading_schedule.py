@@ -21,7 +21,7 @@ schedule's number of steps, where they are not ``small`` or ``large``) and ``abo
 fixed batches bracket the schedule's final batch on both sides; issue 50). The fixed batches' (steps, final
 loss) are the **frontier**. The primary figure is **iso-loss steps** (``maths.iso_loss``): per seed, the steps
 the frontier needs to reach the schedule's final loss, against the schedule's, a saved fraction with its 95 %
-t-interval over seeds. The verdicts are ``analysis.schedule_verdicts``'s paired tests, fixed before any run
+t-interval over seeds. The verdicts are ``methods.branch.reading_verdicts``'s paired tests, fixed before any run
 (``criterion_text``, printed before the runs and stored in ``summary.json``): the schedule non-inferior to the
 small batch at ε, below the frontier beyond the noise, and the steps it saves against the best fixed batch
 non-inferior to the small batch.
@@ -36,8 +36,8 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from cbs_ray.analysis.branch_points import CbsPoint, as_dict, diverged_runs, is_finite_number, rows_of_role
-from cbs_ray.analysis.schedule_verdicts import (
+from cbs_ray.methods.branch.reading_points import CbsPoint, as_dict, diverged_runs, is_finite_number, rows_of_role
+from cbs_ray.methods.branch.reading_verdicts import (
     BelowFrontier,
     FixedRun,
     NonInferiority,
@@ -220,7 +220,7 @@ def iso_loss_reading(schedule: Control, fixed: Sequence[FixedRun]) -> IsoLossSte
 @dataclass(frozen=True)
 class ScheduleValidation:
     """The schedule's runs against the fixed-batch controls over the same samples and seeds, read by the
-    pre-registered paired tests of ``analysis.schedule_verdicts``."""
+    pre-registered paired tests of ``methods.branch.reading_verdicts``."""
 
     controls: tuple[Control, ...]
     frontier: list
@@ -322,7 +322,7 @@ def _fixed_runs(controls: Sequence[Control]) -> list[FixedRun]:
 
 def validate_schedule(history: pd.DataFrame, *, budget_samples: Optional[int] = None, margin: float = 0.01,
                       relative: bool = False) -> Optional[ScheduleValidation]:
-    """The validation's reading (module docstring; the tests: ``analysis.schedule_verdicts``) from the
+    """The validation's reading (module docstring; the tests: ``methods.branch.reading_verdicts``) from the
     ``role == "schedule"`` runs (``control``, ``seed_offset``); None when no schedule run reported. Runs that did
     not reach ``budget_samples`` (default: the trunk's last ``samples_seen``) are left out. ``margin``: ε in
     nats, or with ``relative`` a fraction of the small batch's mean final loss."""

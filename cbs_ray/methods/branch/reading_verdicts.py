@@ -37,7 +37,7 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from cbs_ray.analysis.branch_points import as_dict
+from cbs_ray.methods.branch.reading_points import as_dict
 
 __all__ = ["CONFIDENCE", "BelowFrontier", "FixedRun", "FrontierPoint", "NonInferiority", "PairedDifference",
            "StepsSaved", "below_frontier", "criterion_text", "frontier_band", "interpolate_frontier",

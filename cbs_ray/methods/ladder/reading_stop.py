@@ -4,7 +4,8 @@ smallest batch's loss, more than the smallest batch's D_j), but once the run has
 
 The smallest batch (the reference) trains to where its loss is the target (the fraction; D when validating); its
 seed-mean loss there is the target. Every other batch trains until all its seeds have reported a loss at or below
-the target, or to the cap. ``LadderStop`` decides this report by report as the runs go (``tune.ladder`` asks it);
+the target, or to the cap. ``LadderStop`` decides this report by report as the runs go
+(``methods.ladder.search`` asks it);
 ``ladder_cuts`` finds, after the fact, where each batch's runs would have stopped for the ladder's own target, so
 that a validated experiment's ladder reads exactly what a ladder alone would have trained. Pure.
 """

@@ -20,8 +20,8 @@ from cbs_ray.spec.resolve import apply_batch_grid
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.config import batch_size_of
 from cbs_ray.tune.driver import Stages
-from cbs_ray.tune.bisection_search import AlphaRank, BisectionSearcher, bisection_plan_lines
-from cbs_ray.tune.per_batch_asha import PerBatchASHA
+from cbs_ray.methods.scratch.bisection_search import AlphaRank, BisectionSearcher, bisection_plan_lines
+from cbs_ray.methods.scratch.per_batch_asha import PerBatchASHA
 from cbs_ray.tune.prepare import Prepared, prepare
 from cbs_ray.tune.runner import points_config, quiet_optuna
 from cbs_ray.tune.search_space import grid_points, per_batch_space, plan_lines, tune_space

@@ -1,7 +1,7 @@
 """The ladder on Ray (``search.method: ladder``): every (batch, seed) run as a trial of one Tune experiment
 (``<name>-ladder-<date>-<time>``), a plain grid with no ASHA and no TPE (each run's whole curve is the
 measurement), then the ladder's summary and report. The pure parts are ``spec.ladder_section`` (the section and
-its rule), ``analysis.ladder_summary`` and ``report.ladder`` (the report steps); this module holds what each run
+its rule), ``methods.ladder.reading`` and ``methods.ladder.report`` (the report steps); this module holds what each run
 trains (``ladder_plan``: a ``train.run_plan.RunPlan``, so that ``train`` knows no method's plan) and starts the
 runs. Its ``METHOD`` is what its entry in ``records.method_registry`` names.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Optional
 
-from cbs_ray.analysis.ladder_stop import LadderStop
+from cbs_ray.methods.ladder.reading_stop import LadderStop
 from cbs_ray.maths.budget import optimizer_steps
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.spec.ladder_section import MIN_RUNG_SPAN, Ladder, resolve_ladder
@@ -67,7 +67,7 @@ def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
 
 
 class LadderStopper:
-    """Ends a ladder run once it has trained far enough (``analysis.ladder_stop.LadderStop`` decides). A Tune
+    """Ends a ladder run once it has trained far enough (``methods.ladder.reading_stop.LadderStop`` decides). A Tune
     ``Stopper`` by its two calls (the runner combines it with its own in Tune's ``CombinedStopper``), not by its
     base class, so that the ladder's plan is read without importing Ray's Tune."""
 
@@ -87,7 +87,8 @@ class LadderStopper:
 def ladder_plan(ladder: Ladder, batch: int, stop_samples: int, seed_offset: int = 0) -> RunPlan:
     """A ladder run's plan (a ``train.run_plan.RunPlan`` of ``spec.ladder_section``'s ``Ladder``): ``batch`` from 0
     to ``stop_samples`` at the alpha rule's LR, constant after its warmup, evaluating at the ladder's geometric points
-    up to the stop (the stopper may end it sooner: ``analysis.ladder_stop``), with the average of its iterates where
+    up to the stop (the stopper may end it sooner: ``methods.ladder.reading_stop``), with the average of its iterates
+    where
     ``ladder.reading`` is ``ewa``."""
     steps = optimizer_steps(stop_samples, batch)
     return RunPlan(role=None, lr_batch=batch, batch_schedule=((0, batch),), start_samples=0, stop_samples=stop_samples,

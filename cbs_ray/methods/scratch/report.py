@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from cbs_ray.analysis.summary import summarize, write_summary
+from cbs_ray.methods.scratch.reading import summarize, write_summary
 from cbs_ray.analysis.summary_record import CriticalBatch, Recommendation, Summary, Tradeoff
 from cbs_ray.maths.lr_schedule import seed_warmup_fraction
 from cbs_ray.records.columns import Column

@@ -10,7 +10,7 @@ from typing import Optional
 
 import pandas as pd
 
-from cbs_ray.analysis.branch_summary import summarize_branches
+from cbs_ray.methods.branch.reading import summarize_branches
 from cbs_ray.records.columns import Column
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import ReportError, load_history

@@ -1,7 +1,7 @@
 """The ladder's report: ``summary.json``, ``history.csv``, the log–log plot ``ladder.png`` (B_crit at each rung
 with its interval, the fitted power law, its extrapolation to the full budget with the 90 % band, the
 measurement there when validated, and for reference what closed-form laws give), ``report.md`` and a
-self-contained ``report.html``, from an ``analysis.ladder_summary.LadderSummary``; and the method's report steps
+self-contained ``report.html``, from an ``methods.ladder.reading.LadderSummary``; and the method's report steps
 (``LadderReport``: ``report.methods`` holds it). Needs no cluster.
 """
 
@@ -15,7 +15,7 @@ from typing import Optional
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from cbs_ray.analysis.ladder_summary import LOG2_TARGET, LadderSummary, summarize_ladder
+from cbs_ray.methods.ladder.reading import LOG2_TARGET, LadderSummary, summarize_ladder
 from cbs_ray.records.columns import Column
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import ReportError, first_error, load_history
@@ -23,7 +23,7 @@ from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import save_figure  # (sets matplotlib's Agg backend)
 from cbs_ray.report.reading import MethodAnswer, Reading, report_and_summary_line
-from cbs_ray.report.same_spec import same_spec_schedule
+from cbs_ray.methods.branch.same_spec import same_spec_schedule
 from cbs_ray.report.text import markdown_table, html_answer_box, html_table
 from cbs_ray.spec.load import spec_from_dict
 
@@ -258,7 +258,7 @@ class LadderReport:
     def summarize(self, path: str, meta: Optional[ExperimentMeta], *, tolerance: Optional[float] = None,
                   target: Optional[float] = None, turning_fit: Optional[str] = None) -> Reading[LadderSummary]:
         """The ladder's summary of the experiment at ``path``, with branch mode's schedule for the same spec where
-        one is beside it (``report.same_spec``)."""
+        one is beside it (``methods.branch.same_spec``)."""
         stored = meta or ExperimentMeta.read(path)
         spec_from_dict(stored.spec)  # the experiment's spec still validates
         history = load_history(path)

@@ -18,7 +18,7 @@ largest rung (no extrapolation) and that × (D / D_rung)^γ for exponents borrow
 
 Where this departs from the issue's sketch: the LR follows one alpha (``ladder.alpha``), not one searched at the
 smallest rung. Branch mode's schedule for the same spec, where one exists, is carried beside the fixed batch
-(``schedule``: ``report.same_spec.same_spec_schedule`` finds it), not combined with the prediction.
+(``schedule``: ``methods.branch.same_spec.same_spec_schedule`` finds it), not combined with the prediction.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from cbs_ray.analysis.json_values import json_clean
-from cbs_ray.analysis.ladder_stop import ladder_cuts, samples_trained
+from cbs_ray.methods.ladder.reading_stop import ladder_cuts, samples_trained
 from cbs_ray.maths.ladder import (
     BORROWED_EXPONENTS,
     Rung,
@@ -91,7 +91,7 @@ class LadderSummary:
 def ladder_curves(history: pd.DataFrame, *, up_to: Optional[int] = None, column: str = Column.eval_loss,
                   cuts: Optional[dict] = None) -> dict[int, list[list[tuple[float, float]]]]:
     """``maths.ladder.Curves`` from the history: per batch, one curve per run (trial), its (samples_seen,
-    ``column``) reports up to ``up_to`` (and its batch's cut in ``cuts``: ``analysis.ladder_stop.ladder_cuts``);
+    ``column``) reports up to ``up_to`` (and its batch's cut in ``cuts``: ``methods.ladder.reading_stop.ladder_cuts``);
     a diverged report's loss is NaN."""
     require_columns(history, [Column.trial_id, Column.batch_size, Column.samples_seen, column],
                     where="ladder_curves")

@@ -9,8 +9,8 @@ under the experiment), so branches from early checkpoints train while the trunk 
 plain grid, with no ASHA and no TPE: each branch is evaluated once, at its window's end, so ASHA has no
 earlier result to stop it on; the paper trains one LR per batch (√k·η, alpha 0.5), which is the default.
 The validation (``branch.validate_schedule``) is a second experiment: the schedule and its fixed-batch
-controls (``analysis.branch_schedule``), each on ``branch.validation_seeds`` seeds. The pure parts (the plan, what the
-history means) live in ``spec.branch_section``, ``train.run_plan`` and ``analysis.branch_*``; this module only
+controls (``methods.branch.reading_schedule``), each on ``branch.validation_seeds`` seeds. The pure parts
+(the plan, what the history means) live in ``spec.branch_section``, ``train.run_plan`` and ``methods.branch.reading*``; this module only
 starts runs and reads them. Its ``METHOD`` is what its entry in ``records.method_registry`` names.
 """
 
@@ -21,9 +21,9 @@ import functools
 from pathlib import Path
 from typing import Optional
 
-from cbs_ray.analysis.branch_schedule import control_batches
-from cbs_ray.analysis.schedule_verdicts import criterion_text
-from cbs_ray.analysis.branch_summary import summarize_branches
+from cbs_ray.methods.branch.reading_schedule import control_batches
+from cbs_ray.methods.branch.reading_verdicts import criterion_text
+from cbs_ray.methods.branch.reading import summarize_branches
 from cbs_ray.maths.budget import scratch_grid_samples
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import load_history
@@ -33,12 +33,12 @@ from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import branch_configs, branch_run_plan, trunk_config, validation_configs
 from cbs_ray.train.trial_plans import PresetPlans
-from cbs_ray.tune.branch_gate import PublishedCheckpoints, never_started
+from cbs_ray.methods.branch.gate import PublishedCheckpoints, never_started
 from cbs_ray.tune.driver import Stages
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.runner import points_config
 from cbs_ray.tune.search_method import check_batches_fit
-from cbs_ray.tune.trunk_watch import TrunkWatch
+from cbs_ray.methods.branch.trunk_watch import TrunkWatch
 
 __all__ = ["METHOD", "BranchMethod", "branch_plan_lines", "branch_search_samples",
            "fit_branches", "resolved_branching", "scratch_search_samples", "validate_schedule_run",
@@ -194,7 +194,7 @@ def fit_branches(spec: SearchSpec, stages: Stages, br: Branching) -> str:
 
 def validate_schedule_run(spec: SearchSpec, stages: Stages, br: Branching, path: str) -> Optional[str]:
     """Train the recommended schedule for the whole budget against its fixed-batch controls
-    (``analysis.branch_schedule.control_batches``), each on ``branch.validation_seeds`` seeds held out from the
+    (``methods.branch.reading_schedule.control_batches``), each on ``branch.validation_seeds`` seeds held out from the
     trunk's, as a second Tune experiment recorded in the first one's metadata before it
     starts, so that a killed run resumes it; None when the schedule keeps the trunk's batch throughout (there
     is nothing to validate)."""
@@ -237,7 +237,7 @@ def search_plans(spec: SearchSpec, br: Branching, checkpoint_dir: str) -> Preset
 
 def validation_plans(spec: SearchSpec, br: Branching, schedule, alpha: float) -> PresetPlans:
     """The schedule validation's runs (``run_plan.validation_configs``: the schedule and its fixed-batch controls,
-    ``analysis.branch_schedule.control_batches``, seed by seed), each with its plan."""
+    ``methods.branch.reading_schedule.control_batches``, seed by seed), each with its plan."""
     points = validation_configs(br, schedule, alpha, control_batches(schedule, br.budget_samples,
                                                                      largest_allowed=br.train_examples))
     return PresetPlans.of(points, functools.partial(branch_run_plan, spec, br), tokens_per_sample=br.tokens_per_sample)

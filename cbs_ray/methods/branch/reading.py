@@ -10,7 +10,7 @@ from typing import Optional
 
 import pandas as pd
 
-from cbs_ray.analysis.branch_points import (
+from cbs_ray.methods.branch.reading_points import (
     CbsPoint,
     as_dict,
     diverged_runs,
@@ -20,7 +20,7 @@ from cbs_ray.analysis.branch_points import (
     critical_batch_over_training,
     loss_column,
 )
-from cbs_ray.analysis.branch_schedule import (
+from cbs_ray.methods.branch.reading_schedule import (
     ScheduleValidation,
     last_report,
     recommend_schedule,
@@ -28,7 +28,7 @@ from cbs_ray.analysis.branch_schedule import (
     schedule_in_tokens,
     validate_schedule,
 )
-from cbs_ray.analysis.branch_trend import Trend, b_simple_over_training, trend
+from cbs_ray.methods.branch.reading_trend import Trend, b_simple_over_training, trend
 from cbs_ray.analysis.json_values import json_clean
 from cbs_ray.maths.budget import scratch_grid_samples
 from cbs_ray.maths.lr_schedule import lr_multiplier, warmup_steps

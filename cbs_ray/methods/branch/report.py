@@ -1,5 +1,6 @@
 """Branch mode's report: ``summary.json``, ``history.csv``, the plot ``cbs_over_training.png``, ``report.md``
-and a self-contained ``report.html`` (the plot embedded), from a ``analysis.branch_summary.BranchSummary`` and the history.
+and a self-contained ``report.html`` (the plot embedded), from a
+``methods.branch.reading.BranchSummary`` and the history.
 
 What it shows: CBS(t) per checkpoint (a table and the plot, the trunk's B_simple over the same axis), the
 shape of CBS(t) in one sentence (a decrease said, never smoothed), the recommended batch-size schedule and the
@@ -22,8 +23,8 @@ import matplotlib.ticker
 import pandas as pd
 
 from cbs_ray.analysis.answer import bound_text
-from cbs_ray.analysis.branch_points import CbsPoint
-from cbs_ray.analysis.branch_summary import BranchSummary, summarize_branches
+from cbs_ray.methods.branch.reading_points import CbsPoint
+from cbs_ray.methods.branch.reading import BranchSummary, summarize_branches
 from cbs_ray.maths.critical_batch import LOWER, UPPER
 from cbs_ray.records.columns import Column
 from cbs_ray.records.meta import ExperimentMeta
@@ -33,9 +34,9 @@ from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import save_figure  # (sets matplotlib's Agg backend)
 from cbs_ray.report.reading import MethodAnswer, Reading, report_and_summary_line
-from cbs_ray.report.same_spec import branch_history
+from cbs_ray.methods.branch.same_spec import branch_history
 from cbs_ray.report.text import markdown_table, html_answer_box, html_table
-from cbs_ray.report.trainer_snippets import trainer_snippets
+from cbs_ray.methods.branch.trainer_snippets import trainer_snippets
 from cbs_ray.spec.load import spec_from_dict
 
 __all__ = ["FRONTIER_PLOT", "PLOT", "cbs_over_training_plot", "frontier_plot", "headline", "loss_rows", "paired_rows",
@@ -504,7 +505,7 @@ def trunk_lost(history, failed_roles: set, budget_samples: int) -> Optional[int]
 
 def failed_roles(path: str, checkpoint_dir: Optional[str]) -> set:
     """The roles of the trials that failed: ``trunk`` where the trunk's end marker says ``failed`` (written by
-    ``tune.trunk_watch`` when Tune gives up on it; Tune's saved state still calls a killed trial running), and
+    ``methods.branch.trunk_watch`` when Tune gives up on it; Tune's saved state still calls a killed trial running), and
     the roles of the trials with an error file."""
     roles = {(t.config or {}).get("role") for t in failed_trials(path)[0]}
     marker = Path(checkpoint_dir or "", TRUNK_DONE)

@@ -5,7 +5,7 @@ Before, every branch was a trial from the start and waited inside its trial slot
 trunk failed, the waiting branches held every slot and Tune's retry of the trunk stayed pending for ever. Now
 no trial waits for a checkpoint that does not exist: until one is published, ``suggest`` answers None (Tune
 asks again), and once the trunk has ended (its ``TRUNK_DONE`` marker, which the trunk writes when it finishes
-or diverges and ``tune.trunk_watch`` when it fails for good) the branches whose checkpoint never came are
+or diverges and ``methods.branch.trunk_watch`` when it fails for good) the branches whose checkpoint never came are
 dropped and the searcher is finished. Being a ``Searcher``, Tune wraps it in a ``ConcurrencyLimiter`` at
 ``max_concurrent_trials``, and it saves and restores its queue with the experiment, so a resumed search goes on
 where it stopped."""

@@ -1,0 +1,96 @@
+"""Each search method is one folder, ``cbs_ray/methods/<name>/`` (issue 46): its Ray half, its reading and its
+report, named by its registry entry; outside the folders only the registry names their modules (as dotted paths)
+and two faces import one (``cbs_ray/__init__.py``: ``analyze``/``Report``; ``cli.py``: ``--probe``)."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import cbs_ray
+from cbs_ray.records.method_registry import BUILT_IN_METHODS
+from cbs_ray.records.moved_modules import MOVED_MODULES
+
+PACKAGE = Path(cbs_ray.__file__).parent
+METHODS = PACKAGE / "methods"
+IMPORTING_FACES = {"__init__.py": "analyze and Report: the from-scratch report, loaded on first use",
+                   "cli.py": "--probe runs scratch's probe (issue 46: the driver should own it)"}
+NAMING_PATHS = {"records/method_registry.py", "records/moved_modules.py"}  # dotted paths as strings, not imports
+
+
+def _imported(source: str) -> set:
+    """The modules (and ``from`` names) ``source`` imports, leaving out what only ``if TYPE_CHECKING:`` imports
+    (import-linter's ``exclude_type_checking_imports``: it names a type and never runs)."""
+    found = set()
+
+    def visit(node):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.update({node.module, *(f"{node.module}.{alias.name}" for alias in node.names)})
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(source))
+    return found
+
+
+def _outside_methods() -> list:
+    return sorted(p for p in PACKAGE.rglob("*.py") if METHODS not in p.parents)
+
+
+def test_the_import_scan_sees_imports_and_skips_type_only_ones():  # the scan below can fail
+    source = ("import os\nfrom cbs_ray.methods.branch import reading\nif TYPE_CHECKING:\n"
+              "    from cbs_ray.methods.ladder.report import LadderReport\nelse:\n    import cbs_ray.methods.ladder\n"
+              "def f():\n    from cbs_ray.methods.scratch.search import run_probe\n")
+    methods = {m for m in _imported(source) if m.startswith("cbs_ray.methods")}
+    assert methods == {"cbs_ray.methods.branch", "cbs_ray.methods.branch.reading", "cbs_ray.methods.ladder",
+                       "cbs_ray.methods.scratch.search", "cbs_ray.methods.scratch.search.run_probe"}
+
+
+@pytest.mark.parametrize("entry", BUILT_IN_METHODS, ids=lambda e: e.name)
+def test_each_registered_method_has_its_folder_with_its_ray_half_reading_and_report(entry):
+    folder = METHODS / entry.name
+    assert entry.search_module == f"cbs_ray.methods.{entry.name}.search"
+    assert entry.report_module == f"cbs_ray.methods.{entry.name}.report"
+    for module in ("__init__.py", "search.py", "reading.py", "report.py"):
+        assert (folder / module).is_file(), f"{folder / module} is missing"
+    assert "METHOD = " in (folder / "search.py").read_text() and "REPORT = " in (folder / "report.py").read_text()
+
+
+def test_the_methods_folder_holds_the_registered_methods_only():
+    folders = {p.name for p in METHODS.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == {e.name for e in BUILT_IN_METHODS} == {"scratch", "branch", "ladder"}
+
+
+def test_no_module_outside_the_methods_imports_a_method_folder_but_the_declared_faces():
+    importers = {}
+    for path in _outside_methods():
+        imported = {m for m in _imported(path.read_text()) if m == "cbs_ray.methods" or
+                    m.startswith("cbs_ray.methods.")}
+        if imported:
+            importers[str(path.relative_to(PACKAGE))] = imported
+    assert set(importers) == set(IMPORTING_FACES), importers
+    assert importers["__init__.py"] == {"cbs_ray.methods.scratch", "cbs_ray.methods.scratch.report"}
+    assert importers["cli.py"] == {"cbs_ray.methods.scratch.search", "cbs_ray.methods.scratch.search.run_probe"}
+
+
+def test_outside_the_methods_only_the_registry_and_the_old_paths_name_a_method_module():
+    naming = {str(p.relative_to(PACKAGE)) for p in _outside_methods()
+              if any(isinstance(node, ast.Constant) and isinstance(node.value, str)
+                     and node.value.startswith("cbs_ray.methods.") for node in ast.walk(ast.parse(p.read_text())))}
+    assert naming == NAMING_PATHS
+
+
+def test_every_moved_module_is_in_a_method_folder_and_gone_from_its_old_place():
+    for old, new in MOVED_MODULES.items():
+        assert (PACKAGE.parent / (new.replace(".", "/") + ".py")).is_file(), new
+        assert not (PACKAGE.parent / (old.replace(".", "/") + ".py")).exists(), old
+        assert new.startswith("cbs_ray.methods.") and new.split(".")[2] in {e.name for e in BUILT_IN_METHODS}
+    moved = {p.relative_to(PACKAGE.parent).with_suffix("").as_posix().replace("/", ".")
+             for p in METHODS.glob("*/*.py") if p.name != "__init__.py"}
+    assert moved == set(MOVED_MODULES.values())  # every module of the folders came from somewhere, and is mapped
