@@ -5,6 +5,8 @@ boundaries; the ramp helper."""
 import json
 import logging
 import os
+import pathlib
+import threading
 
 import pytest
 
@@ -120,6 +122,35 @@ def test_a_fifo_a_folder_without_a_summary_and_an_oversized_file_are_never_read(
         f.truncate(65 * 2**20)  # sparse: no 65 MiB written
     with pytest.raises(ScheduleError, match="more than a summary.json's"):
         BatchSizeSchedule.from_summary(big)
+
+
+def test_a_fifo_swapped_in_after_a_check_is_never_opened_blocking(tmp_path, monkeypatch):
+    # The race: the path is a regular file when checked and a FIFO when opened. Checking by a stat of the path
+    # (here made to see a regular file) and then opening it blocked forever; the check on the open descriptor
+    # refuses it at once.
+    regular = tmp_path / "regular.json"
+    regular.write_text("{}")
+    fifo = tmp_path / "summary.json"
+    os.mkfifo(fifo)
+    real_stat = os.stat
+    monkeypatch.setattr(pathlib.Path, "stat", lambda self, **kw: real_stat(regular if self == fifo else self, **kw))
+    outcome: list = []
+
+    def read() -> None:
+        try:
+            BatchSizeSchedule.from_summary(fifo)
+        except ScheduleError as e:
+            outcome.append(str(e))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    if reader.is_alive():  # release the blocked open before failing
+        with open(fifo, "wb"):
+            pass
+        reader.join(timeout=5)
+        pytest.fail("from_summary blocked opening a FIFO")
+    assert outcome and "not a regular file" in outcome[0] and str(fifo) in outcome[0]
 
 
 def test_stage_starts_are_deferred_to_the_next_valid_boundary_with_one_warning(caplog):
