@@ -8,9 +8,9 @@ or a device is never read, even one swapped in after a check). Three shapes are 
 
 - branch mode (``batch_size_schedule``, ``schedule_alpha``, ``trunk``: its ``peak_lr`` and ``warmup_steps``);
 - a from-scratch search (``recommendation``: one stage at its ``batch_size``, ``alpha``, ``peak_lr``,
-  ``warmup_steps``);
-- the ladder (``prediction``: branch mode's schedule where one is carried as ``prediction.batch_size_schedule``,
-  else the predicted ``batch_size`` as one stage).
+  ``warmup_samples`` or ``warmup_steps``);
+- the ladder (``prediction``: branch mode's schedule, with its trunk's ``peak_lr`` and warmup, where one is
+  carried as ``prediction.batch_size_schedule``, else the predicted ``batch_size`` as one stage).
 """
 
 from __future__ import annotations
@@ -146,7 +146,9 @@ def _ladder(prediction: dict, where: str) -> dict:
         stages = _stages(carried.get("batch_size_schedule"), "prediction.batch_size_schedule.batch_size_schedule",
                          where)
         alpha = carried.get("alpha")
-        return {"stages": stages, "peak_lr": None, "warmup_samples": None, "budget_samples": budget,
+        return {"stages": stages, "budget_samples": budget,
+                "peak_lr": _optional(carried, "peak_lr", "prediction.batch_size_schedule.peak_lr", where),
+                "warmup_samples": _warmup_samples(carried, "prediction.batch_size_schedule", stages[0][1], where),
                 "alpha": 0.5 if alpha is None else real_number(alpha, "prediction.batch_size_schedule.alpha",
                                                                high=4.0, where=where)}
     if prediction.get("batch_size") is None:

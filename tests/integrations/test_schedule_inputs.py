@@ -50,6 +50,11 @@ def test_ladder_summary_gives_its_batch_or_the_schedule_it_carries(tmp_path):
     s = BatchSizeSchedule.from_summary(write(tmp_path, {"prediction": dict(LADDER["prediction"],
                                                                            batch_size_schedule=carried)}))
     assert [(st.start_samples, st.batch_size) for st in s.stages] == [(0, 16), (1024, 32)] and s.alpha == 1.0
+    assert s.peak_lr is None and s.warmup_samples is None  # a schedule carried without its trunk's LR
+    carried.update(peak_lr=0.001, warmup_steps=51, warmup_samples=816)  # what same_spec_schedule now carries
+    s = BatchSizeSchedule.from_summary(write(tmp_path, {"prediction": dict(LADDER["prediction"],
+                                                                           batch_size_schedule=carried)}))
+    assert s.peak_lr == 0.001 and s.warmup_samples == 816 and s.warmup_steps == 51 and s.base_batch == 16
 
 
 def _branch(**changes):
@@ -183,3 +188,15 @@ def test_epoch_crossings_name_the_steps_an_epoch_end_cuts():
     # 100 samples an epoch: step 10 (samples 96–112) crosses 100, step 16 (192–224) 200, step 19 (288–320) 300.
     assert [c.split(" (")[0] for c in s.epoch_crossings(100, 20)] == ["step 10", "step 16", "step 19"]
     assert s.epoch_crossings(320, 20) == []
+
+
+def test_the_summaries_cbs_ray_writes_carry_the_warmup_from_summary_returns():
+    # The golden reports (tests/golden/expected) are what the code writes: a from-scratch recommendation carries
+    # its warmup in samples, a ladder's carried branch schedule the trunk's peak LR.
+    golden = pathlib.Path(__file__).resolve().parents[1] / "golden" / "expected"
+    scratch = BatchSizeSchedule.from_summary(golden / "scratch" / "summary.json")
+    written = json.loads((golden / "scratch" / "summary.json").read_text())["recommendation"]
+    assert written["warmup_samples"] == written["warmup_steps"] * written["batch_size"]
+    assert scratch.warmup_samples == written["warmup_samples"] and scratch.peak_lr == written["peak_lr"]
+    ladder = BatchSizeSchedule.from_summary(golden / "ladder" / "summary.json")
+    assert [s.batch_size for s in ladder.stages] == [16, 32, 128] and ladder.peak_lr == 0.001
