@@ -11,7 +11,8 @@ without fighting them). A ``LambdaLR``'s factor is read at the samples seen, in 
 B0 (``torch_loop.scale_lambda_scheduler``): write it for a run at B0. As in HF Trainer, a stage starts at a
 multiple of its own batch (Lightning ends a step when the epoch's batch count is a multiple of the accumulation;
 a stage that does not is deferred to the next boundary that is, with a warning) and an epoch's end cuts a step
-short unless the epoch's samples are a multiple of every batch (a warning names the steps). Resuming from a
+short unless the epoch's samples are a multiple of every batch (one warning names each such step and its samples,
+``epoch_steps``). Resuming from a
 checkpoint restores the accumulation, the LR and the step's place in the epoch; the data position is the
 DataLoader's own: Lightning restarts a plain DataLoader's epoch from its first batch, so resuming mid-epoch needs
 a resumable loader (``state_dict``/``load_state_dict``), and the callback refuses in one line otherwise. Logs
@@ -28,6 +29,7 @@ import math
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from cbs_ray.integrations.epoch_steps import odd_steps_at_epoch_ends, warn_odd_steps
 from cbs_ray.integrations.errors import ScheduleError
 from cbs_ray.integrations.schedule import BatchSizeSchedule
 from cbs_ray.integrations.torch_loop import NoiseScaleHook, initial_lrs, scale_lambda_scheduler
@@ -73,12 +75,10 @@ class BatchSizeScheduleCallback(Callback):
         if not configs:
             self._base_lrs = [initial_lrs(opt) for opt in trainer.optimizers]
         batches = trainer.num_training_batches
-        if math.isfinite(batches) and trainer.max_steps > 0:
-            crossings = self.schedule.epoch_crossings(int(batches) * micro * trainer.world_size, trainer.max_steps)
-            if crossings:
-                logger.warning("Lightning trains a step that crosses an epoch's end short: %s%s",
-                               "; ".join(crossings[:3]),
-                               f" (and {len(crossings) - 3} more)" if len(crossings) > 3 else "")
+        if math.isfinite(batches) and batches and trainer.max_steps > 0:
+            walk = odd_steps_at_epoch_ends(self.schedule, micro_batch=micro, world_size=trainer.world_size,
+                                           epoch_micro_batches=int(batches), max_steps=trainer.max_steps)
+            warn_odd_steps(walk.odd, logger, why="an epoch's end makes Lightning cut steps short")
         logger.info("batch-size schedule:\n%s", self.schedule.describe(micro, trainer.world_size))
 
     def _refuse_a_resume_lightning_cannot_place(self, trainer, step: int) -> None:

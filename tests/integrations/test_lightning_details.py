@@ -14,9 +14,13 @@ def test_an_epoch_end_that_cuts_a_step_is_named(tmp_path, caplog):
     from tiny_runs import lightning_fit, rows
 
     with caplog.at_level(logging.WARNING, logger="cbs_ray.integrations.lightning"):
-        lightning_fit(str(tmp_path), data=rows(100))  # 100 samples an epoch under 8 → 16 → 32
-    said = [r.getMessage() for r in caplog.records if "epoch" in r.getMessage()]
-    assert said and "step 10 (batch 16, samples 96–112) crosses the epoch end at sample 100" in said[0]
+        trainer, recorder, _ = lightning_fit(str(tmp_path), data=rows(100))  # 100 samples an epoch, 8 → 16 → 32
+    said = [r.getMessage() for r in caplog.records if "epoch's end" in r.getMessage()]
+    assert len(said) == 1 and "step 10 trains 4 samples, not its stage's 16; step 16 trains 16 samples, not its " \
+        "stage's 32; step 17 trains 4 samples, not its stage's 32" in said[0]
+    # Lightning ends a step as the HF Trainer does: the sizes named are the sizes trained.
+    assert trainer.global_step == 20
+    assert [n for n, _ in recorder.records] == [8] * 8 + [16, 16, 4] + [16] * 5 + [16, 4] + [32, 32]
 
 
 def test_a_nan_reading_is_logged_at_lightnings_cadence():

@@ -183,13 +183,6 @@ def test_ramp_rounds_batches_and_defers_starts_to_valid_boundaries(kind, expecte
         BatchSizeSchedule.ramp(24, 8, 128)
 
 
-def test_epoch_crossings_name_the_steps_an_epoch_end_cuts():
-    s = BatchSizeSchedule([(0, 8), (64, 16), (192, 32)], budget_samples=320)
-    # 100 samples an epoch: step 10 (samples 96–112) crosses 100, step 16 (192–224) 200, step 19 (288–320) 300.
-    assert [c.split(" (")[0] for c in s.epoch_crossings(100, 20)] == ["step 10", "step 16", "step 19"]
-    assert s.epoch_crossings(320, 20) == []
-
-
 def test_the_summaries_cbs_ray_writes_carry_the_warmup_from_summary_returns():
     # The golden reports (tests/golden/expected) are what the code writes: a from-scratch recommendation carries
     # its warmup in samples, a ladder's carried branch schedule the trunk's peak LR.
