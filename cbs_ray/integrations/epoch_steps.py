@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterator, Optional
 
 from cbs_ray.integrations.schedule import BatchSizeSchedule
 
-__all__ = ["OddStep", "EpochWalk", "odd_steps_at_epoch_ends", "short_micro_batch_steps", "warn_odd_steps"]
+__all__ = ["OddStep", "EpochWalk", "odd_steps_at_epoch_ends", "trainer_position", "short_micro_batch_steps",
+           "warn_odd_steps"]
 
 MAX_NAMED = 3
 """Odd steps the warning names one by one (the rest are counted)."""
@@ -51,28 +52,48 @@ class EpochWalk:
         return next((o.samples for o in self.odd if o.step == step), None)
 
 
+def _trainer_steps(schedule: BatchSizeSchedule, micro_batch: int, world_size: int, epoch_micro_batches: int,
+                   steps: int) -> Iterator[tuple[int, int, int, int, int]]:
+    """``(step, epoch, place, drawn, accumulation)`` for each of the first ``steps`` optimizer steps under the
+    trainers' rule: the 0-based epoch and the place in it of the step's first micro-batch, how many it draws."""
+    if epoch_micro_batches < 1:
+        raise ValueError(f"an epoch needs at least one micro-batch, got {epoch_micro_batches}")
+    plan = schedule.accumulation_plan(micro_batch, world_size)
+    epoch, place = 0, 0
+    for step in range(steps):
+        accumulation = plan[schedule.stages.index(schedule.stage_at_step(step))]
+        last = min((place // accumulation + 1) * accumulation, epoch_micro_batches) - 1
+        yield step, epoch, place, last - place + 1, accumulation
+        place = last + 1
+        if place == epoch_micro_batches:
+            epoch, place = epoch + 1, 0
+
+
 def odd_steps_at_epoch_ends(schedule: BatchSizeSchedule, *, micro_batch: int, world_size: int,
                             epoch_micro_batches: int, max_steps: int) -> EpochWalk:
     """The steps of ``max_steps`` that HF Trainer or Lightning (module docstring: the rule) train at another size
     than their stage's, with ``epoch_micro_batches`` micro-batches of ``micro_batch`` samples an epoch on each of
     ``world_size`` processes, and the epochs they need. Every micro-batch is taken as full (a short last one of
     the epoch is the loader's business: ``short_micro_batch_steps``)."""
-    if epoch_micro_batches < 1:
-        raise ValueError(f"an epoch needs at least one micro-batch, got {epoch_micro_batches}")
-    plan = schedule.accumulation_plan(micro_batch, world_size)
-    odd: list[OddStep] = []
-    epochs, place = 1, 0  # the epoch being walked (1-based) and the next micro-batch's place in it
-    for step in range(max_steps):
-        stage = schedule.stage_at_step(step)
-        accumulation = plan[schedule.stages.index(stage)]
-        last = min((place // accumulation + 1) * accumulation, epoch_micro_batches) - 1
-        drawn = last - place + 1
+    odd, epochs = [], 0
+    for step, epoch, _, drawn, accumulation in _trainer_steps(schedule, micro_batch, world_size,
+                                                              epoch_micro_batches, max_steps):
+        epochs = epoch + 1
         if drawn != accumulation:
-            odd.append(OddStep(step, drawn * micro_batch * world_size, stage.batch_size))
-        place = last + 1
-        if place == epoch_micro_batches and step < max_steps - 1:
-            epochs, place = epochs + 1, 0
-    return EpochWalk(odd, epochs)
+            odd.append(OddStep(step, drawn * micro_batch * world_size, schedule.stage_at_step(step).batch_size))
+    return EpochWalk(odd, max(epochs, 1))
+
+
+def trainer_position(schedule: BatchSizeSchedule, *, micro_batch: int, world_size: int, epoch_micro_batches: int,
+                     step: int) -> tuple[int, int]:
+    """(epochs done, micro-batches into the epoch) a process has drawn before optimizer step ``step`` under the
+    trainers' rule, cut steps counted as drawn: where a resumed HF Trainer must skip to."""
+    epoch, place = 0, 0
+    for _, epoch, place, drawn, _ in _trainer_steps(schedule, micro_batch, world_size, epoch_micro_batches, step):
+        place += drawn
+    if place == epoch_micro_batches:
+        epoch, place = epoch + 1, 0
+    return epoch, place
 
 
 def short_micro_batch_steps(schedule: BatchSizeSchedule, *, micro_batch: int, world_size: int,

@@ -47,7 +47,7 @@ import time
 import torch
 from transformers import TrainerCallback
 
-from cbs_ray.integrations.epoch_steps import EpochWalk, odd_steps_at_epoch_ends, warn_odd_steps
+from cbs_ray.integrations.epoch_steps import EpochWalk, odd_steps_at_epoch_ends, trainer_position, warn_odd_steps
 from cbs_ray.integrations.errors import ScheduleError
 from cbs_ray.integrations.schedule import BatchSizeSchedule
 from cbs_ray.integrations.torch_loop import SCHEDULE_MARK, NoiseScaleHook, scale_lambda_scheduler
@@ -193,11 +193,14 @@ class BatchSizeScheduleCallback(TrainerCallback):
                                        max_steps=args.max_steps)
 
     def _resume_position(self, trainer, step: int) -> tuple[int, int]:
-        """(epochs, micro-batches into the epoch) a process has drawn before optimizer step ``step``."""
+        """(epochs, micro-batches into the epoch) a process has drawn before optimizer step ``step``, the steps an
+        epoch's end cut counted as they were drawn (``epoch_steps.trainer_position``)."""
         args = trainer.args
-        drawn = self.schedule.samples_before_step(step) // (args.per_device_train_batch_size * args.world_size)
         per_epoch = _per_process_batches(trainer, args)
-        return divmod(drawn, per_epoch) if per_epoch else (0, drawn)
+        if not per_epoch:
+            return 0, self.schedule.samples_before_step(step) // (args.per_device_train_batch_size * args.world_size)
+        return trainer_position(self.schedule, micro_batch=args.per_device_train_batch_size,
+                                world_size=args.world_size, epoch_micro_batches=per_epoch, step=step)
 
     def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, train_dataloader=None,
                        **kwargs):

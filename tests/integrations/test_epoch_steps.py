@@ -9,7 +9,7 @@ import torch
 from tiny_runs import STAGES, rows
 
 from cbs_ray.integrations import BatchSizeSchedule
-from cbs_ray.integrations.epoch_steps import odd_steps_at_epoch_ends, short_micro_batch_steps
+from cbs_ray.integrations.epoch_steps import odd_steps_at_epoch_ends, short_micro_batch_steps, trainer_position
 from cbs_ray.integrations.torch_loop import scheduled_steps
 
 
@@ -22,6 +22,10 @@ def test_the_trainers_rule_gives_the_cut_steps_and_the_epochs_to_max_steps():
     assert whole.odd == [] and whole.epochs == 3  # 128 samples an epoch: a multiple of every batch
     two = odd_steps_at_epoch_ends(s, micro_batch=2, world_size=2, epoch_micro_batches=25, max_steps=20)
     assert [(o.step, o.samples) for o in two.odd] == [(10, 4), (16, 16), (17, 4)]  # samples of both processes
+    # Where a resumed Trainer skips to: (epochs done, micro-batches into the epoch), the cut steps counted as drawn.
+    where = {k: trainer_position(s, micro_batch=4, world_size=1, epoch_micro_batches=25, step=k)
+             for k in (4, 11, 17, 18)}
+    assert where == {4: (0, 8), 11: (1, 0), 17: (1, 24), 18: (2, 0)}
 
 
 def test_the_plain_loop_names_the_steps_that_hold_a_short_last_micro_batch(caplog):
