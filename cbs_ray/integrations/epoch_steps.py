@@ -15,6 +15,7 @@ said once (issue 48): HF Trainer, Lightning and the plain loop each call ``odd_s
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Iterator, Optional
@@ -40,7 +41,7 @@ class OddStep:
         return f"step {self.step} trains {self.samples} samples, not its stage's {self.batch_size}"
 
 
-@dataclass(frozen=True)
+@dataclass
 class EpochWalk:
     """The steps of a run under a trainer's epoch rule: those of another size, and the epochs it takes."""
 
@@ -49,7 +50,11 @@ class EpochWalk:
 
     def samples_at(self, step: int) -> Optional[int]:
         """Samples step ``step`` trains where it is odd; None where it is its stage's batch."""
-        return next((o.samples for o in self.odd if o.step == step), None)
+        return self._by_step.get(step)
+
+    @functools.cached_property
+    def _by_step(self) -> dict[int, int]:
+        return {o.step: o.samples for o in self.odd}
 
 
 def _trainer_steps(schedule: BatchSizeSchedule, micro_batch: int, world_size: int, epoch_micro_batches: int,

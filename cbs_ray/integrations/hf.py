@@ -16,7 +16,9 @@ What an unmodified Trainer cannot do exactly, and what the callback does instead
   run ends within the first epoch, or when the epoch's samples are a multiple of every batch; otherwise the
   callback warns once before the first step, naming each step of another size and its samples
   (``epoch_steps``), logs those samples as the step's ``effective_batch_size``, and has the Trainer run the
-  epochs the schedule needs to reach ``max_steps`` (it counts them at the first stage's accumulation).
+  epochs the schedule needs to reach ``max_steps`` (it counts them at the first stage's accumulation). A step an
+  epoch's end leaves off its accumulation's multiple is prefetched alone (``get_batch_samples``), so its loss is
+  divided by its own micro-batches, not shared with the next step's; a resume counts the cut steps as drawn.
 - **The LR, laid out in samples.** A ``LambdaLR`` (every ``lr_scheduler_type`` but plateau) is read at the samples
   seen, counted in steps of the first stage's batch B0 (``torch_loop.scale_lambda_scheduler``), times the stage's
   multiplier; the Trainer's own schedulers are rebuilt for the run's samples at B0 first (``at_base_batch``), so
@@ -148,6 +150,7 @@ class BatchSizeScheduleCallback(TrainerCallback):
     def on_init_end(self, args, state, control, **kwargs):
         self._trainer = find_trainer(self)
         self._run_enough_epochs()
+        self._pull_each_step_alone()
         original = getattr(self._trainer, "_init_training_state", None)
         if original is None or getattr(original, SCHEDULE_MARK, None) is not None:
             return
@@ -180,6 +183,26 @@ class BatchSizeScheduleCallback(TrainerCallback):
 
         setattr(set_initial_training_values, SCHEDULE_MARK, self.schedule)
         trainer.set_initial_training_values = set_initial_training_values
+
+    def _pull_each_step_alone(self) -> None:
+        """Have the Trainer prefetch a cut step's micro-batches only: it pulls ``gradient_accumulation_steps`` of
+        them per step and divides the loss by how many it got, so a step that an epoch's end leaves starting off its
+        accumulation's multiple (step 16 of 8 → 16 → 32 over 100-sample epochs: 4 micro-batches, then step 17: 1)
+        was pulled together with the next one and both were divided by their sum."""
+        trainer = self._trainer
+        original = getattr(trainer, "get_batch_samples", None)
+        if trainer is None or original is None or getattr(original, SCHEDULE_MARK, None) is not None:
+            return
+
+        def get_batch_samples(epoch_iterator, num_batches, *positional, **keywords):
+            cut = self._walk.samples_at(trainer.state.global_step) if self._walk else None
+            if cut is not None:
+                args = trainer.args
+                num_batches = min(num_batches, cut // (args.per_device_train_batch_size * args.world_size))
+            return original(epoch_iterator, num_batches, *positional, **keywords)
+
+        setattr(get_batch_samples, SCHEDULE_MARK, self.schedule)
+        trainer.get_batch_samples = get_batch_samples
 
     def _epoch_walk(self, args, dataloader) -> EpochWalk | None:
         try:

@@ -32,7 +32,15 @@ multiple of 8, and step 17 is the epoch's last micro-batch."""
 
 
 def test_an_epoch_end_that_cuts_a_step_is_named_and_the_trainer_reaches_max_steps(tmp_path, caplog):
-    trainer, recorder = hf_trainer(str(tmp_path), data=rows(100))  # 100 samples an epoch under 8 → 16 → 32
+    from transformers import TrainerCallback
+
+    pulled: list[int] = []  # micro-batches the Trainer divided each step's loss by (its prefetched chunk)
+
+    class Pulled(TrainerCallback):
+        def on_pre_optimizer_step(self, args, state, control, **kwargs):
+            pulled.append(trainer.current_gradient_accumulation_steps)
+
+    trainer, recorder = hf_trainer(str(tmp_path), data=rows(100), callbacks=[Pulled()])  # 100 samples an epoch
     with caplog.at_level(logging.WARNING, logger="cbs_ray.integrations.hf"):
         trainer.train()
     said = [r.getMessage() for r in caplog.records if "epoch's end" in r.getMessage()]
@@ -42,3 +50,5 @@ def test_an_epoch_end_that_cuts_a_step_is_named_and_the_trainer_reaches_max_step
     assert trainer.state.global_step == 20 and [n for n, _ in recorder.records] == CUT
     logged = [r["effective_batch_size"] for r in trainer.state.log_history if "loss" in r]
     assert logged == CUT
+    # Each step's loss divided by its own micro-batches: steps 16 and 17 were one chunk of 5, both divided by 5.
+    assert [4 * n for n in pulled] == CUT
