@@ -197,3 +197,55 @@ def test_lightning_noise_scale_callback_reads_unscaled_gradients_under_fp16():
     trainer.fit(Module(), DataLoader(Samples(STEPS * MICRO * 2), batch_size=MICRO))
     _assert_known_answer(callback.hook.reading)
     assert callback.hook.scaler is precision.scaler and precision.scaler.get_scale() > 1
+
+
+def test_lightning_noise_scale_callback_skips_a_step_an_epoch_end_cut():
+    # 101 micro-batches an epoch at accumulation 2: every epoch's last step holds one. The callback counted that
+    # micro-batch into the next step, and from there on read each step's gradient one micro-batch off (|G|² read
+    # -18.9 and B_simple NaN).
+    pytest.importorskip("lightning")
+    import lightning.pytorch as pl
+
+    from cbs_ray.integrations.lightning import NoiseScaleCallback
+
+    class Module(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.model = Linear()
+
+        def training_step(self, batch, batch_idx):
+            return self.model(batch)["loss"]
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=1e-6)
+
+    callback = NoiseScaleCallback()
+    trainer = pl.Trainer(max_steps=STEPS, accelerator="cpu", devices=1, accumulate_grad_batches=2, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         callbacks=[callback])
+    trainer.fit(Module(), DataLoader(Samples(101 * MICRO), batch_size=MICRO))
+    reading = callback.hook.reading
+    assert reading.steps == STEPS - STEPS // 51  # 51 steps an epoch, the last of one micro-batch: it says nothing
+    assert reading.grad_sq == pytest.approx(GRAD_SQ, rel=TOLERANCE)
+    assert reading.trace_sigma == pytest.approx(TRACE, rel=TOLERANCE)
+    assert reading.b_simple == pytest.approx(TRUE_B_SIMPLE, rel=TOLERANCE)
+
+
+def test_hf_noise_scale_callback_skips_a_step_an_epoch_end_cut(tmp_path):
+    pytest.importorskip("accelerate")
+    from transformers import Trainer, TrainingArguments
+
+    from cbs_ray.integrations.hf import NoiseScaleCallback
+
+    callback = NoiseScaleCallback()
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=MICRO,
+                             gradient_accumulation_steps=2, max_steps=STEPS, learning_rate=1e-6,
+                             train_sampling_strategy="sequential", report_to="none", save_strategy="no",
+                             logging_steps=50, disable_tqdm=True, use_cpu=True)
+    trainer = Trainer(model=Linear(), args=args, train_dataset=Samples(101 * MICRO, as_dict=True),
+                      callbacks=[callback])
+    trainer.train()
+    reading = callback.hook.reading
+    assert reading.steps == STEPS - STEPS // 51  # each epoch's last step (one micro-batch) skipped
+    assert reading.b_simple == pytest.approx(TRUE_B_SIMPLE, rel=TOLERANCE)
+    assert reading.grad_sq == pytest.approx(GRAD_SQ, rel=TOLERANCE)
