@@ -8,6 +8,9 @@ said once (issue 48): HF Trainer, Lightning and the plain loop each call ``odd_s
   steps end early too. ``odd_steps_at_epoch_ends`` walks that rule over the run (one pass of arithmetic per
   optimizer step) and gives each step of another size, and the epochs the loop needs to reach ``max_steps``: the
   HF Trainer counts its epochs at the first stage's accumulation and would stop short (issue 48: at step 18 of 20).
+  ``trainer_position`` is where a resumed run must skip to, the cut steps counted as drawn. The callbacks use the
+  walk to make each odd step a mean over its own samples (HF: prefetched alone; Lightning: its gradient rescaled
+  and zeroed before it).
 - **The plain loop** (``torch_loop.scheduled_steps``) draws micro-batches across epoch ends, so a step is never
   cut; but a loader that keeps a short last micro-batch (``drop_last=False`` with the epoch's samples not a
   multiple of the micro-batch) puts it into one step an epoch: ``short_micro_batch_steps`` names those steps.
