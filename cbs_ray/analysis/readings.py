@@ -55,6 +55,7 @@ def _recommendation(row, *, metric: str, budget_samples: int, note: Optional[str
     return Recommendation(
         batch_size=int(row[Column.batch_size]), alpha=float(row[Column.alpha]), peak_lr=float(row[Column.peak_lr]),
         warmup_fraction=warmup, warmup_steps=warmup_steps(warmup, steps),
+        warmup_samples=warmup_steps(warmup, steps) * int(row[Column.batch_size]),
         budget_samples=budget_samples, optimizer_steps=steps, metric=metric, metric_value=float(row[metric]),
         projected_time_s=float(row[Column.projected_time_s]), trial_id=row[Column.trial_id], note=note,
         runs=runs[0], metric_mean=runs[1], metric_se=runs[2], unsearched=unsearched)

@@ -153,6 +153,7 @@ class Recommendation:
     peak_lr: float
     warmup_fraction: float
     warmup_steps: int
+    warmup_samples: int  # warmup_steps × batch_size: the warmup in samples (integrations lay the LR out in them)
     budget_samples: int
     optimizer_steps: int
     metric: str  # the metric's name: summary.json has its value under this key

@@ -14,7 +14,11 @@ What an unmodified Trainer cannot do exactly, and what the callback does instead
   boundary that is (``BatchSizeSchedule.for_trainers``; the shift is said once, as a warning).
 - **Epochs.** The loop cuts a step short at an epoch's end (its last micro-batches). Training is exact when the
   run ends within the first epoch, or when the epoch's samples are a multiple of every batch; otherwise the
-  callback warns before the first step, naming the first steps that cross an epoch's end.
+  callback warns once before the first step, naming each step of another size and its samples
+  (``epoch_steps``), logs those samples as the step's ``effective_batch_size``, and has the Trainer run the
+  epochs the schedule needs to reach ``max_steps`` (it counts them at the first stage's accumulation). A step an
+  epoch's end leaves off its accumulation's multiple is prefetched alone (``get_batch_samples``), so its loss is
+  divided by its own micro-batches, not shared with the next step's; a resume counts the cut steps as drawn.
 - **The LR, laid out in samples.** A ``LambdaLR`` (every ``lr_scheduler_type`` but plateau) is read at the samples
   seen, counted in steps of the first stage's batch B0 (``torch_loop.scale_lambda_scheduler``), times the stage's
   multiplier; the Trainer's own schedulers are rebuilt for the run's samples at B0 first (``at_base_batch``), so
@@ -45,6 +49,7 @@ import time
 import torch
 from transformers import TrainerCallback
 
+from cbs_ray.integrations.epoch_steps import EpochWalk, odd_steps_at_epoch_ends, trainer_position, warn_odd_steps
 from cbs_ray.integrations.errors import ScheduleError
 from cbs_ray.integrations.schedule import BatchSizeSchedule
 from cbs_ray.integrations.torch_loop import SCHEDULE_MARK, NoiseScaleHook, scale_lambda_scheduler
@@ -137,12 +142,15 @@ class BatchSizeScheduleCallback(TrainerCallback):
         self._trainer = None
         self._user_accumulation: int | None = None
         self._param_group_scaling = False
+        self._walk: EpochWalk | None = None  # the run's steps under the Trainer's epoch rule
 
     def _accumulation_for(self, step: int) -> int:
         return self.plan[self.schedule.stages.index(self.schedule.stage_at_step(step))]
 
     def on_init_end(self, args, state, control, **kwargs):
         self._trainer = find_trainer(self)
+        self._run_enough_epochs()
+        self._pull_each_step_alone()
         original = getattr(self._trainer, "_init_training_state", None)
         if original is None or getattr(original, SCHEDULE_MARK, None) is not None:
             return
@@ -158,12 +166,64 @@ class BatchSizeScheduleCallback(TrainerCallback):
         setattr(init_training_state, SCHEDULE_MARK, self.schedule)
         self._trainer._init_training_state = init_training_state
 
+    def _run_enough_epochs(self) -> None:
+        """Have the Trainer loop over as many epochs as the schedule needs to reach ``max_steps``: it counts them at
+        the first stage's accumulation and, where an epoch's end cuts steps, stops short (issue 48: at 18 of 20)."""
+        trainer = self._trainer
+        original = getattr(trainer, "set_initial_training_values", None)
+        if trainer is None or original is None or getattr(original, SCHEDULE_MARK, None) is not None:
+            return
+
+        def set_initial_training_values(args, dataloader, *positional, **keywords):
+            values = list(original(args, dataloader, *positional, **keywords))
+            self._walk = self._epoch_walk(args, dataloader)
+            if self._walk is not None and values[0] < self._walk.epochs:
+                values[0] = self._walk.epochs  # num_train_epochs; the loop stops at max_steps
+            return tuple(values)
+
+        setattr(set_initial_training_values, SCHEDULE_MARK, self.schedule)
+        trainer.set_initial_training_values = set_initial_training_values
+
+    def _pull_each_step_alone(self) -> None:
+        """Have the Trainer prefetch a cut step's micro-batches only: it pulls ``gradient_accumulation_steps`` of
+        them per step and divides the loss by how many it got, so a step that an epoch's end leaves starting off its
+        accumulation's multiple (step 16 of 8 → 16 → 32 over 100-sample epochs: 4 micro-batches, then step 17: 1)
+        was pulled together with the next one and both were divided by their sum."""
+        trainer = self._trainer
+        original = getattr(trainer, "get_batch_samples", None)
+        if trainer is None or original is None or getattr(original, SCHEDULE_MARK, None) is not None:
+            return
+
+        def get_batch_samples(epoch_iterator, num_batches, *positional, **keywords):
+            cut = self._walk.samples_at(trainer.state.global_step) if self._walk else None
+            if cut is not None:
+                args = trainer.args
+                num_batches = min(num_batches, cut // (args.per_device_train_batch_size * args.world_size))
+            return original(epoch_iterator, num_batches, *positional, **keywords)
+
+        setattr(get_batch_samples, SCHEDULE_MARK, self.schedule)
+        trainer.get_batch_samples = get_batch_samples
+
+    def _epoch_walk(self, args, dataloader) -> EpochWalk | None:
+        try:
+            batches = len(dataloader)
+        except TypeError:
+            return None  # no length: one endless epoch
+        if not batches or args.max_steps <= 0:
+            return None
+        return odd_steps_at_epoch_ends(self.schedule, micro_batch=args.per_device_train_batch_size,
+                                       world_size=args.world_size, epoch_micro_batches=batches,
+                                       max_steps=args.max_steps)
+
     def _resume_position(self, trainer, step: int) -> tuple[int, int]:
-        """(epochs, micro-batches into the epoch) a process has drawn before optimizer step ``step``."""
+        """(epochs, micro-batches into the epoch) a process has drawn before optimizer step ``step``, the steps an
+        epoch's end cut counted as they were drawn (``epoch_steps.trainer_position``)."""
         args = trainer.args
-        drawn = self.schedule.samples_before_step(step) // (args.per_device_train_batch_size * args.world_size)
         per_epoch = _per_process_batches(trainer, args)
-        return divmod(drawn, per_epoch) if per_epoch else (0, drawn)
+        if not per_epoch:
+            return 0, self.schedule.samples_before_step(step) // (args.per_device_train_batch_size * args.world_size)
+        return trainer_position(self.schedule, micro_batch=args.per_device_train_batch_size,
+                                world_size=args.world_size, epoch_micro_batches=per_epoch, step=step)
 
     def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, train_dataloader=None,
                        **kwargs):
@@ -182,7 +242,10 @@ class BatchSizeScheduleCallback(TrainerCallback):
         self._user_accumulation, self.plan = args.gradient_accumulation_steps, plan
         self.samples_seen = self.schedule.samples_before_step(step)
         args.gradient_accumulation_steps = self._accumulation_for(step)
-        self._warn_on_epoch_ends(args, state, train_dataloader)
+        if self._walk is None and train_dataloader is not None:  # set_initial_training_values was not seen
+            self._walk = self._epoch_walk(args, train_dataloader)
+        warn_odd_steps(self._walk.odd if self._walk else [], logger,
+                       why="an epoch's end makes the Trainer cut steps short")
         self._param_group_scaling = not scale_lambda_scheduler(lr_scheduler, self.schedule,
                                                                at_base_batch=at_base_batch(args, self.schedule))
         if self._param_group_scaling:
@@ -197,17 +260,6 @@ class BatchSizeScheduleCallback(TrainerCallback):
         if self._user_accumulation is not None:  # a second train() on this Trainer starts as the first did
             args.gradient_accumulation_steps = self._user_accumulation
         self.resume_position = None
-
-    def _warn_on_epoch_ends(self, args, state, train_dataloader) -> None:
-        try:
-            epoch = len(train_dataloader) * args.per_device_train_batch_size * args.world_size
-        except TypeError:
-            return  # no length: one endless epoch
-        crossings = self.schedule.epoch_crossings(epoch, state.max_steps) if epoch else []
-        if crossings:
-            logger.warning("an epoch holds %d samples: the trainer trains a step that crosses an epoch's end short, "
-                           "and counts epochs at the first batch (it may stop before max_steps): %s%s", epoch,
-                           "; ".join(crossings[:3]), f" (and {len(crossings) - 3} more)" if len(crossings) > 3 else "")
 
     def on_pre_optimizer_step(self, args, state, control, optimizer=None, **kwargs):
         if self._param_group_scaling:
@@ -229,11 +281,10 @@ class BatchSizeScheduleCallback(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs is None or not self.plan:
             return
-        stage = self.schedule.stage_at_step(max(state.global_step - 1, 0))
-        # The micro-batches the Trainer actually drew for its last step (fewer where an epoch's end cut it).
-        drawn = getattr(self._trainer, "current_gradient_accumulation_steps", None)
-        batch = drawn * args.per_device_train_batch_size * args.world_size if isinstance(drawn, int) and drawn \
-            else stage.batch_size
+        step = max(state.global_step - 1, 0)
+        stage = self.schedule.stage_at_step(step)
+        cut = self._walk.samples_at(step) if self._walk else None  # where an epoch's end made the step another size
+        batch = stage.batch_size if cut is None else cut
         extra = {"effective_batch_size": batch, "samples_seen": self.samples_seen, "lr_multiplier": stage.lr_multiplier}
         if "train_runtime" in logs and logs["train_runtime"] > 0:
             extra["train_samples_per_second"] = round(self.samples_seen / logs["train_runtime"], 3)

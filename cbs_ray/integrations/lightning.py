@@ -11,7 +11,10 @@ without fighting them). A ``LambdaLR``'s factor is read at the samples seen, in 
 B0 (``torch_loop.scale_lambda_scheduler``): write it for a run at B0. As in HF Trainer, a stage starts at a
 multiple of its own batch (Lightning ends a step when the epoch's batch count is a multiple of the accumulation;
 a stage that does not is deferred to the next boundary that is, with a warning) and an epoch's end cuts a step
-short unless the epoch's samples are a multiple of every batch (a warning names the steps). Resuming from a
+short unless the epoch's samples are a multiple of every batch (one warning names each such step and its samples,
+``epoch_steps``; Lightning divides a cut step's loss by the stage's accumulation, so the callback scales its
+gradient back to the mean over the samples it holds, before clipping, and zeroes the gradients before a step that
+starts off its accumulation's multiple, where Lightning would not). Resuming from a
 checkpoint restores the accumulation, the LR and the step's place in the epoch; the data position is the
 DataLoader's own: Lightning restarts a plain DataLoader's epoch from its first batch, so resuming mid-epoch needs
 a resumable loader (``state_dict``/``load_state_dict``), and the callback refuses in one line otherwise. Logs
@@ -28,6 +31,7 @@ import math
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from cbs_ray.integrations.epoch_steps import EpochWalk, odd_steps_at_epoch_ends, trainer_position, warn_odd_steps
 from cbs_ray.integrations.errors import ScheduleError
 from cbs_ray.integrations.schedule import BatchSizeSchedule
 from cbs_ray.integrations.torch_loop import NoiseScaleHook, initial_lrs, scale_lambda_scheduler
@@ -54,6 +58,7 @@ class BatchSizeScheduleCallback(Callback):
         self.plan: list[int] = []
         self._base_lrs: list[list[float]] | None = None
         self._last_step = -1
+        self._walk: EpochWalk | None = None  # the run's steps under Lightning's epoch rule
 
     def _accumulation_for(self, step: int) -> int:
         return self.plan[self.schedule.stages.index(self.schedule.stage_at_step(step))]
@@ -64,6 +69,7 @@ class BatchSizeScheduleCallback(Callback):
         step = trainer.global_step
         self._refuse_a_resume_lightning_cannot_place(trainer, step)
         trainer.accumulate_grad_batches = self._accumulation_for(step)
+        self._last_step = step  # the step whose micro-batches come first
         configs = trainer.lr_scheduler_configs
         for config in configs:
             if config.interval != "step" or not scale_lambda_scheduler(config.scheduler, self.schedule):
@@ -73,12 +79,10 @@ class BatchSizeScheduleCallback(Callback):
         if not configs:
             self._base_lrs = [initial_lrs(opt) for opt in trainer.optimizers]
         batches = trainer.num_training_batches
-        if math.isfinite(batches) and trainer.max_steps > 0:
-            crossings = self.schedule.epoch_crossings(int(batches) * micro * trainer.world_size, trainer.max_steps)
-            if crossings:
-                logger.warning("Lightning trains a step that crosses an epoch's end short: %s%s",
-                               "; ".join(crossings[:3]),
-                               f" (and {len(crossings) - 3} more)" if len(crossings) > 3 else "")
+        if math.isfinite(batches) and batches and trainer.max_steps > 0:
+            self._walk = odd_steps_at_epoch_ends(self.schedule, micro_batch=micro, world_size=trainer.world_size,
+                                                 epoch_micro_batches=int(batches), max_steps=trainer.max_steps)
+            warn_odd_steps(self._walk.odd, logger, why="an epoch's end makes Lightning cut steps short")
         logger.info("batch-size schedule:\n%s", self.schedule.describe(micro, trainer.world_size))
 
     def _refuse_a_resume_lightning_cannot_place(self, trainer, step: int) -> None:
@@ -87,13 +91,20 @@ class BatchSizeScheduleCallback(Callback):
         batches = trainer.num_training_batches
         if not step or not math.isfinite(batches) or callable(getattr(loader, "load_state_dict", None)):
             return
-        drawn = self.schedule.samples_before_step(step) // (_micro_batch(trainer) * trainer.world_size)
-        if drawn % int(batches):
-            raise ScheduleError(f"resuming at step {step}, {drawn % int(batches)} micro-batches into an epoch: "
+        _, place = trainer_position(self.schedule, micro_batch=_micro_batch(trainer), world_size=trainer.world_size,
+                                    epoch_micro_batches=int(batches), step=step)
+        if place:
+            raise ScheduleError(f"resuming at step {step}, {place} micro-batches into an epoch: "
                                 "Lightning restarts a plain DataLoader's epoch from its first batch; give it a "
                                 "resumable loader (state_dict/load_state_dict) or resume from an epoch's end")
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        cut = self._walk.samples_at(trainer.global_step) if self._walk else None
+        if cut is not None:  # Lightning divided the cut step's loss by the stage's accumulation: make it a mean
+            share = self.schedule.stage_at_step(trainer.global_step).batch_size / cut
+            for p in pl_module.parameters():
+                if p.grad is not None:
+                    p.grad.mul_(share)
         if self._base_lrs is not None:
             m = self.schedule.stage_at_step(trainer.global_step).lr_multiplier
             for opt, bases in zip(trainer.optimizers, self._base_lrs):
@@ -106,9 +117,17 @@ class BatchSizeScheduleCallback(Callback):
             return
         self._last_step = step
         trainer.accumulate_grad_batches = self._accumulation_for(step)
+        following = batch_idx + 1
+        if following % trainer.accumulate_grad_batches and following < trainer.num_training_batches:
+            # Lightning zeroes the gradients where a micro-batch's place is a multiple of the accumulation: a step an
+            # epoch's end left off that multiple would otherwise start on the last step's gradient.
+            for optimizer in trainer.optimizers:
+                optimizer.zero_grad()
         if step % trainer.log_every_n_steps == 0:  # Lightning's cadence: a log_dict call costs ~1 ms
             stage = self.schedule.stage_at_step(max(step - 1, 0))
-            pl_module.log_dict({"effective_batch_size": float(stage.batch_size), "lr_multiplier": stage.lr_multiplier,
+            cut = self._walk.samples_at(max(step - 1, 0)) if self._walk else None
+            batch = stage.batch_size if cut is None else cut
+            pl_module.log_dict({"effective_batch_size": float(batch), "lr_multiplier": stage.lr_multiplier,
                                 "samples_seen": float(self.schedule.samples_before_step(step))},
                                on_step=True, on_epoch=False)
 
@@ -124,6 +143,7 @@ class NoiseScaleCallback(Callback):
         self.decay = decay
         self.hook: NoiseScaleHook | None = None
         self._micro = 0
+        self._step = -1  # the optimizer step whose micro-batches _micro counts
         self._said = False
 
     def on_train_start(self, trainer, pl_module):
@@ -133,6 +153,8 @@ class NoiseScaleCallback(Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         self._accumulation = trainer.accumulate_grad_batches
+        if trainer.global_step != self._step:  # a new step: an epoch's end may have cut the last one short
+            self._step, self._micro = trainer.global_step, 0
 
     def on_after_backward(self, trainer, pl_module):
         accumulation = self._accumulation

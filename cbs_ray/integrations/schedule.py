@@ -274,18 +274,6 @@ class BatchSizeSchedule:
         for step in range(self.optimizer_steps(total_samples)):
             yield step, self.stage_at_step(step)
 
-    def epoch_crossings(self, epoch_samples: int, steps: int) -> list[str]:
-        """The optimizer steps among the first ``steps`` whose samples run past an epoch's end of ``epoch_samples``
-        (HF Trainer and Lightning cut such a step short there), one phrase each."""
-        out = []
-        for step in range(steps):
-            first, batch = self.samples_before_step(step), self.stage_at_step(step).batch_size
-            if first // epoch_samples != (first + batch - 1) // epoch_samples:
-                end = (first // epoch_samples + 1) * epoch_samples
-                out.append(f"step {step} (batch {batch}, samples {first}–{first + batch}) crosses the epoch end at "
-                           f"sample {end}")
-        return out
-
     def describe(self, micro_batch: Optional[int] = None, world_size: int = 1) -> str:
         """One line per stage: where it starts, its batch, LR multiplier (and accumulation at a micro-batch)."""
         lines = []

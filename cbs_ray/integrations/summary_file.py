@@ -3,25 +3,25 @@
 A summary is a file a user may have edited, truncated or pointed at by mistake: every field is checked for its
 type and range before it is used, and anything wrong is one ``ScheduleError`` naming the file and the field (no
 ``KeyError``, ``TypeError`` or silent truncation: ``8.5`` is refused, not read as 8, and ``"8"`` is refused, not
-read as 8). The path must be a regular file of at most ``MAX_SUMMARY_BYTES`` (a FIFO or a device is never
-opened). Three shapes are read:
+read as 8). The path must be a regular file of at most ``MAX_SUMMARY_BYTES``, checked on the open descriptor (a FIFO
+or a device is never read, even one swapped in after a check). Three shapes are read:
 
 - branch mode (``batch_size_schedule``, ``schedule_alpha``, ``trunk``: its ``peak_lr`` and ``warmup_steps``);
 - a from-scratch search (``recommendation``: one stage at its ``batch_size``, ``alpha``, ``peak_lr``,
-  ``warmup_steps``);
-- the ladder (``prediction``: branch mode's schedule where one is carried as ``prediction.batch_size_schedule``,
-  else the predicted ``batch_size`` as one stage).
+  ``warmup_samples`` or ``warmup_steps``);
+- the ladder (``prediction``: branch mode's schedule, with its trunk's ``peak_lr`` and warmup, where one is
+  carried as ``prediction.batch_size_schedule``, else the predicted ``batch_size`` as one stage).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import stat
 from pathlib import Path
 from typing import Any, Optional
 
 from cbs_ray.integrations.errors import ScheduleError
+from cbs_ray.records.bounded_file import read_regular_file
 
 __all__ = ["MAX_SUMMARY_BYTES", "MAX_WHOLE", "schedule_arguments", "whole_number", "real_number"]
 
@@ -52,19 +52,20 @@ def real_number(value: Any, field: str, *, low: float = 0.0, high: float = 1e6, 
 
 
 def _read_json(path: Path) -> Any:
+    """The JSON at ``path``, read through ``records.bounded_file.read_regular_file``: checked on the open
+    descriptor, so a FIFO swapped in after a check never blocks the reader."""
     try:
-        info = path.stat()
+        data = read_regular_file(path, MAX_SUMMARY_BYTES, what="a summary.json")
     except OSError as e:
         raise ScheduleError(f"cannot read a summary.json at {path}: {e.strerror or e}") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise ScheduleError(f"{path} is not a regular file (a summary.json is)")
-    if info.st_size > MAX_SUMMARY_BYTES:
-        raise ScheduleError(f"{path} holds {info.st_size} bytes, more than a summary.json's {MAX_SUMMARY_BYTES}")
+    except ValueError as e:
+        if str(e) == "not a regular file":
+            raise ScheduleError(f"{path} is not a regular file (a summary.json is)") from None
+        size = str(e).split()[0]  # "<n> bytes, over the ..."
+        raise ScheduleError(f"{path} holds {size} bytes, more than a summary.json's {MAX_SUMMARY_BYTES}") from None
     try:
-        with open(path, "rb") as f:
-            text = f.read(MAX_SUMMARY_BYTES + 1).decode("utf-8")
-        return json.loads(text)  # Infinity and NaN read as floats, and refused by the field they sit in
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        return json.loads(data.decode("utf-8"))  # Infinity and NaN read as floats, and refused by the field they sit in
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise ScheduleError(f"cannot read {path} as JSON: {str(e)[:200] or type(e).__name__}") from None
 
 
@@ -145,7 +146,9 @@ def _ladder(prediction: dict, where: str) -> dict:
         stages = _stages(carried.get("batch_size_schedule"), "prediction.batch_size_schedule.batch_size_schedule",
                          where)
         alpha = carried.get("alpha")
-        return {"stages": stages, "peak_lr": None, "warmup_samples": None, "budget_samples": budget,
+        return {"stages": stages, "budget_samples": budget,
+                "peak_lr": _optional(carried, "peak_lr", "prediction.batch_size_schedule.peak_lr", where),
+                "warmup_samples": _warmup_samples(carried, "prediction.batch_size_schedule", stages[0][1], where),
                 "alpha": 0.5 if alpha is None else real_number(alpha, "prediction.batch_size_schedule.alpha",
                                                                high=4.0, where=where)}
     if prediction.get("batch_size") is None:

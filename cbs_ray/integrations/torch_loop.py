@@ -14,11 +14,14 @@ how many (the accumulation steps) and the LR multiplier::
         optimizer.step(); optimizer.zero_grad()
 
 Under DDP give the DataLoader a ``DistributedSampler`` (every process then draws its own micro-batches of the
-same step; the schedule's batch is global and must be a multiple of micro-batch × world size).
+same step; the schedule's batch is global and must be a multiple of micro-batch × world size). Steps never stop
+at an epoch's end (the next epoch's micro-batches complete them); a loader that keeps a short last micro-batch
+(``drop_last=False``) makes one step an epoch smaller, and ``scheduled_steps`` names those steps once, as a warning.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Optional
@@ -26,11 +29,14 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 import torch
 import torch.distributed as dist
 
+from cbs_ray.integrations.epoch_steps import short_micro_batch_steps, warn_odd_steps
 from cbs_ray.integrations.schedule import SCHEDULE_MARK, BatchSizeSchedule, Stage
 from cbs_ray.maths.noise_scale import NOT_MEASURABLE, NoiseScaleMeter
 
 __all__ = ["ScheduledStep", "scheduled_steps", "world_size", "scale_lambda_scheduler", "initial_lrs",
            "SCHEDULE_MARK", "NoiseScaleHook", "NoiseReading", "gradient_sqnorm"]
+
+logger = logging.getLogger(__name__)
 
 
 def world_size() -> int:
@@ -93,6 +99,7 @@ def scheduled_steps(dataloader: Iterable, schedule: BatchSizeSchedule, *, total_
     plan = schedule.accumulation_plan(micro, procs)
     limit = (schedule.optimizer_steps(total_samples) if total_samples is not None or schedule.budget_samples
              else None)
+    _warn_on_short_micro_batches(dataloader, schedule, micro, procs, limit)
     draw = _micro_batches(dataloader, endless=limit is not None)
     skip = schedule.samples_before_step(start_step) // (micro * procs)
     for _ in range(skip):
@@ -107,6 +114,26 @@ def scheduled_steps(dataloader: Iterable, schedule: BatchSizeSchedule, *, total_
             return  # one pass, and it has ended (an endless draw never runs short)
         yield ScheduledStep(step, stage, micro_batches, wanted, schedule.samples_before_step(step))
         step += 1
+
+
+def _warn_on_short_micro_batches(dataloader: Iterable, schedule: BatchSizeSchedule, micro: int, procs: int,
+                                 limit: Optional[int]) -> None:
+    """Name, once, the steps that hold an epoch's short last micro-batch (a loader with ``drop_last=False`` over
+    an epoch that is not a whole number of micro-batches): they train fewer samples than their stage's batch."""
+    if getattr(dataloader, "drop_last", True) or getattr(dataloader, "batch_size", None) != micro:
+        return
+    try:
+        epoch_samples = len(dataloader.sampler)  # type: ignore[attr-defined]  # this process's, under DDP
+    except (AttributeError, TypeError):
+        return
+    steps = limit
+    if steps is None:  # one pass: its whole steps
+        drawn = -(-epoch_samples // micro) * micro * procs
+        steps = schedule.optimizer_steps(drawn)
+        steps -= schedule.samples_before_step(steps) > drawn
+    warn_odd_steps(short_micro_batch_steps(schedule, micro_batch=micro, world_size=procs,
+                                           epoch_samples=epoch_samples, steps=steps), logger,
+                   why="an epoch's short last micro-batch makes steps smaller than their stage's batch")
 
 
 def _micro_batches(dataloader: Iterable, *, endless: bool) -> Iterator:

@@ -216,7 +216,7 @@ UNCERTAINTY = (_under("critical_batch.turning_point.uncertainty", "range level s
 TRADEOFF = _under("critical_batch.tradeoff", "b_crit left_out ci95 s_min e_min points reason")
 OVERHEAD = _under("critical_batch.overhead_20pct", "batch_size reason")
 NOISE = _under("noise_scale", "early mean note")
-RECOMMENDATION = _under("recommendation", "batch_size alpha peak_lr warmup_fraction warmup_steps budget_samples "
+RECOMMENDATION = _under("recommendation", "batch_size alpha peak_lr warmup_fraction warmup_steps warmup_samples budget_samples "
                                           "optimizer_steps accuracy projected_time_s trial_id")
 FRONT_ROW = "trial_id batch_size alpha warmup_fraction peak_lr wall_time_s projected_time_s accuracy"
 PER_BATCH_ROW = "batch_size trials completed stopped diverged failed diverged_peak_lrs best_accuracy runs " \

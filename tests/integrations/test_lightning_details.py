@@ -1,5 +1,6 @@
-"""Lightning details of issue 48: an epoch end that cuts a step is named before the first step, and a NaN noise
-reading is logged at Lightning's cadence (log_every_n_steps > 1) rather than dropped."""
+"""Lightning details of issue 48: an epoch end that cuts a step is named before the first step and the cut steps'
+gradients are the means over their samples, and a NaN noise reading is logged at Lightning's cadence
+(log_every_n_steps > 1) rather than dropped."""
 
 import logging
 import math
@@ -14,9 +15,43 @@ def test_an_epoch_end_that_cuts_a_step_is_named(tmp_path, caplog):
     from tiny_runs import lightning_fit, rows
 
     with caplog.at_level(logging.WARNING, logger="cbs_ray.integrations.lightning"):
-        lightning_fit(str(tmp_path), data=rows(100))  # 100 samples an epoch under 8 → 16 → 32
-    said = [r.getMessage() for r in caplog.records if "epoch" in r.getMessage()]
-    assert said and "step 10 (batch 16, samples 96–112) crosses the epoch end at sample 100" in said[0]
+        trainer, recorder, _ = lightning_fit(str(tmp_path), data=rows(100))  # 100 samples an epoch, 8 → 16 → 32
+    said = [r.getMessage() for r in caplog.records if "epoch's end" in r.getMessage()]
+    assert len(said) == 1 and "step 10 trains 4 samples, not its stage's 16; step 16 trains 16 samples, not its " \
+        "stage's 32; step 17 trains 4 samples, not its stage's 32" in said[0]
+    # Lightning ends a step as the HF Trainer does: the sizes named are the sizes trained.
+    assert trainer.global_step == 20
+    assert [n for n, _ in recorder.records] == [8] * 8 + [16, 16, 4] + [16] * 5 + [16, 4] + [32, 32]
+
+
+def test_a_cut_steps_gradient_is_the_mean_over_the_samples_it_holds(tmp_path):
+    # Lightning divides every micro-batch's loss by the stage's accumulation, and zeroes the gradients only where a
+    # micro-batch's place in the epoch is a multiple of it: steps 10 and 17 (1 of 4 and 1 of 8 micro-batches) took a
+    # quarter and an eighth of their mean gradient, and step 16 (from place 20 at accumulation 8) started on step
+    # 15's. Checked at every step against the gradient of the mean loss over the step's samples at its weights.
+    import lightning.pytorch as pl
+    from tiny_runs import lightning_fit, rows
+
+    data = rows(100)
+    gaps: list[float] = []
+
+    class Check(pl.Callback):  # after the schedule callback, which rescales the cut steps
+        def __init__(self):
+            self.seen = []
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            self.seen.append(batch)
+
+        def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+            x = torch.cat([b["x"] for b in self.seen])
+            y = torch.cat([b["y"] for b in self.seen])
+            self.seen = []
+            params = list(pl_module.parameters())
+            expected = torch.autograd.grad(pl_module.model(x, y)["loss"], params)
+            gaps.append(max(float((p.grad - e).abs().max() / e.abs().max()) for p, e in zip(params, expected)))
+
+    lightning_fit(str(tmp_path), data=data, callbacks=[Check()])
+    assert len(gaps) == 20 and max(gaps) < 1e-5
 
 
 def test_a_nan_reading_is_logged_at_lightnings_cadence():

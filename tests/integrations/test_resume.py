@@ -42,6 +42,22 @@ def test_hf_resume_from_any_stage_matches_the_uninterrupted_run(hf_uninterrupted
     assert trainer.args.gradient_accumulation_steps == 2  # given back after train()
 
 
+@pytest.mark.parametrize("checkpoint", [11, 17, 18], ids=["after-a-cut", "between-two-cuts", "after-two-cuts"])
+def test_hf_resume_next_to_an_epoch_end_cut_step_matches_the_uninterrupted_run(tmp_path, checkpoint):
+    # 100 samples an epoch: steps 10, 16 and 17 are cut (test_hf_boundaries.CUT). The data skip counts the cut steps'
+    # micro-batches as drawn (epoch_steps.trainer_position); counting the schedule's samples instead resumed step 11
+    # three micro-batches into the second epoch, and failed all three. Between two cuts, the uninterrupted Trainer
+    # also prefetched steps 16 and 17 as one chunk of 5 micro-batches and divided both losses by 5.
+    pytest.importorskip("accelerate")
+    full, full_recorder = hf_trainer(str(tmp_path / "full"), data=rows(100), save_strategy="steps", save_steps=1,
+                                     **LR_SETTINGS)
+    full.train()
+    trainer, recorder = hf_trainer(str(tmp_path / "resumed"), data=rows(100), **LR_SETTINGS)
+    trainer.train(resume_from_checkpoint=str(tmp_path / "full" / f"checkpoint-{checkpoint}"))
+    assert same_steps(recorder.records, full_recorder.records[checkpoint:])
+    assert torch.allclose(weights(trainer.model), weights(full.model), rtol=0, atol=1e-6)
+
+
 def test_hf_second_train_on_the_same_trainer_resumes_exactly(hf_uninterrupted, tmp_path):
     out, full, full_records = hf_uninterrupted
     trainer, recorder = hf_trainer(str(tmp_path), **LR_SETTINGS)

@@ -5,6 +5,8 @@ boundaries; the ramp helper."""
 import json
 import logging
 import os
+import pathlib
+import threading
 
 import pytest
 
@@ -48,6 +50,11 @@ def test_ladder_summary_gives_its_batch_or_the_schedule_it_carries(tmp_path):
     s = BatchSizeSchedule.from_summary(write(tmp_path, {"prediction": dict(LADDER["prediction"],
                                                                            batch_size_schedule=carried)}))
     assert [(st.start_samples, st.batch_size) for st in s.stages] == [(0, 16), (1024, 32)] and s.alpha == 1.0
+    assert s.peak_lr is None and s.warmup_samples is None  # a schedule carried without its trunk's LR
+    carried.update(peak_lr=0.001, warmup_steps=51, warmup_samples=816)  # what same_spec_schedule now carries
+    s = BatchSizeSchedule.from_summary(write(tmp_path, {"prediction": dict(LADDER["prediction"],
+                                                                           batch_size_schedule=carried)}))
+    assert s.peak_lr == 0.001 and s.warmup_samples == 816 and s.warmup_steps == 51 and s.base_batch == 16
 
 
 def _branch(**changes):
@@ -122,6 +129,35 @@ def test_a_fifo_a_folder_without_a_summary_and_an_oversized_file_are_never_read(
         BatchSizeSchedule.from_summary(big)
 
 
+def test_a_fifo_swapped_in_after_a_check_is_never_opened_blocking(tmp_path, monkeypatch):
+    # The race: the path is a regular file when checked and a FIFO when opened. Checking by a stat of the path
+    # (here made to see a regular file) and then opening it blocked forever; the check on the open descriptor
+    # refuses it at once.
+    regular = tmp_path / "regular.json"
+    regular.write_text("{}")
+    fifo = tmp_path / "summary.json"
+    os.mkfifo(fifo)
+    real_stat = os.stat
+    monkeypatch.setattr(pathlib.Path, "stat", lambda self, **kw: real_stat(regular if self == fifo else self, **kw))
+    outcome: list = []
+
+    def read() -> None:
+        try:
+            BatchSizeSchedule.from_summary(fifo)
+        except ScheduleError as e:
+            outcome.append(str(e))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    if reader.is_alive():  # release the blocked open before failing
+        with open(fifo, "wb"):
+            pass
+        reader.join(timeout=5)
+        pytest.fail("from_summary blocked opening a FIFO")
+    assert outcome and "not a regular file" in outcome[0] and str(fifo) in outcome[0]
+
+
 def test_stage_starts_are_deferred_to_the_next_valid_boundary_with_one_warning(caplog):
     ramp = BatchSizeSchedule([(0, 8), (32, 12), (64, 16), (96, 20), (128, 24)])
     assert [s.start_samples for s in ramp.stages] == [0, 32, 68, 100, 140]  # step boundaries of the stage before
@@ -147,8 +183,13 @@ def test_ramp_rounds_batches_and_defers_starts_to_valid_boundaries(kind, expecte
         BatchSizeSchedule.ramp(24, 8, 128)
 
 
-def test_epoch_crossings_name_the_steps_an_epoch_end_cuts():
-    s = BatchSizeSchedule([(0, 8), (64, 16), (192, 32)], budget_samples=320)
-    # 100 samples an epoch: step 10 (samples 96–112) crosses 100, step 16 (192–224) 200, step 19 (288–320) 300.
-    assert [c.split(" (")[0] for c in s.epoch_crossings(100, 20)] == ["step 10", "step 16", "step 19"]
-    assert s.epoch_crossings(320, 20) == []
+def test_the_summaries_cbs_ray_writes_carry_the_warmup_from_summary_returns():
+    # The golden reports (tests/golden/expected) are what the code writes: a from-scratch recommendation carries
+    # its warmup in samples, a ladder's carried branch schedule the trunk's peak LR.
+    golden = pathlib.Path(__file__).resolve().parents[1] / "golden" / "expected"
+    scratch = BatchSizeSchedule.from_summary(golden / "scratch" / "summary.json")
+    written = json.loads((golden / "scratch" / "summary.json").read_text())["recommendation"]
+    assert written["warmup_samples"] == written["warmup_steps"] * written["batch_size"]
+    assert scratch.warmup_samples == written["warmup_samples"] and scratch.peak_lr == written["peak_lr"]
+    ladder = BatchSizeSchedule.from_summary(golden / "ladder" / "summary.json")
+    assert [s.batch_size for s in ladder.stages] == [16, 32, 128] and ladder.peak_lr == 0.001

@@ -126,7 +126,7 @@ class ResumableLoader(torch.utils.data.DataLoader):
 
 
 def lightning_fit(root: str, *, scheduler: bool = True, save_every: int | None = None, ckpt_path: str | None = None,
-                  resumable: bool = True, data=None):
+                  resumable: bool = True, data=None, callbacks=()):
     """Lightning with the schedule callback: AdamW, a warmup LambdaLR stepped every step (or none); returns
     (trainer, recorder, model)."""
     import lightning.pytorch as pl
@@ -156,7 +156,7 @@ def lightning_fit(root: str, *, scheduler: bool = True, save_every: int | None =
             warmup = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(1.0, (k + 1) / 5))
             return {"optimizer": optimizer, "lr_scheduler": {"scheduler": warmup, "interval": "step"}}
 
-    callbacks = [BatchSizeScheduleCallback(schedule())]
+    callbacks = [BatchSizeScheduleCallback(schedule()), *callbacks]
     if save_every:
         callbacks.append(ModelCheckpoint(dirpath=root, every_n_train_steps=save_every, save_top_k=-1,
                                          filename="{step}"))

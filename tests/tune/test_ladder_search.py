@@ -149,7 +149,7 @@ def test_the_ladder_takes_branch_modes_schedule_for_the_same_spec(tmp_path, monk
     from cbs_ray.records.meta import ExperimentMeta
 
     def meta(method="branch", fingerprint="abc", budget=8192):
-        extra = BRANCH_META if method == "branch" else {}
+        extra = {**BRANCH_META, "warmup_fraction": 0.1} if method == "branch" else {}
         return ExperimentMeta.from_dict({**extra, "name": "tiny", "metric": "eval_loss", "mode": "min", "spec": {},
                                          "method": method, "data_fingerprint": fingerprint, "budget_samples": budget})
 
@@ -168,6 +168,7 @@ def test_the_ladder_takes_branch_modes_schedule_for_the_same_spec(tmp_path, monk
     assert read == [str(tmp_path / "tiny-branch-20261201-090000")]        # the others were not even read
     assert found["experiment"] == read[0] and found["batch_size_schedule"] == [[0, 16], [1024, 32], [2048, 128]]
     assert found["alpha"] == 0.5 and found["validated"] is None             # no schedule run in this history
+    assert found["peak_lr"] is not None and found["warmup_samples"] == found["warmup_steps"] * 16  # the trunk's (B0 16)
     s = summarize_ladder(pd.DataFrame(history_rows((8, 16, 32, 64), (128, 256, 512, 1024, 2048))),
                          {"ladder_batches": [8, 16, 32, 64], "ladder_seeds": 2, "ladder_alpha": 0.5,
                           "warmup_fraction": 0.1, "budget_samples": 8192, "ladder_stop_samples": 2048,

@@ -36,7 +36,8 @@ def same_spec_schedule(path: str, meta: ExperimentMeta) -> Optional[dict]:
     """Branch mode's batch-size schedule for the run an experiment at ``path`` (a ladder's, ``meta``) is about:
     the newest branch experiment beside it (``<name>-branch-*`` in the same storage) with the same spec name,
     the same data (``data_fingerprint``) and the same budget, summarized as branch mode reports it; None where
-    there is none or the storage is remote. ``{"experiment", "batch_size_schedule", "alpha", "validated"}``,
+    there is none or the storage is remote. ``{"experiment", "batch_size_schedule", "alpha", "peak_lr",
+    "warmup_steps", "warmup_samples", "validated"}`` (its first stage's peak LR and warmup are the trunk's),
     ``validated`` the schedule validation's verdicts where it ran (``below_frontier``; ``loss_holds``, its
     non-inferiority to the small batch)."""
     root = Path(path).parent
@@ -64,7 +65,8 @@ def same_spec_schedule(path: str, meta: ExperimentMeta) -> Optional[dict]:
         sv = summary.schedule_validation
         return {"experiment": str(candidate), "batch_size_schedule": [[int(a), int(b)] for a, b in
                                                                        summary.batch_size_schedule],
-                Column.alpha: summary.schedule_alpha,
+                Column.alpha: summary.schedule_alpha, Column.peak_lr: summary.trunk.get(Column.peak_lr),
+                **{k: summary.trunk[k] for k in (Column.warmup_steps, "warmup_samples") if k in summary.trunk},
                 "validated": None if sv is None else {"below_frontier": sv.below_frontier.holds,
                                                       "loss_holds": None if sv.non_inferiority is None
                                                       else sv.non_inferiority.holds}}
