@@ -408,6 +408,14 @@ class BranchSpec:
     validation_seeds: int = field(default=5, metadata=check(a_count(MAX_REPEATS)))
     """Seeds per run of the schedule's validation (the schedule and every control), held out from the trunk's
     (seed offsets 1…n): the paired tests read them seed by seed."""
+    controls_from: str = "none"
+    """Where the validation's fixed-batch controls take their configuration (alpha, warmup): ``none``, the trunk's
+    (alpha 0.5 by default, the trunk's warmup and LR schedule); a from-scratch search's experiment (its path, or
+    its folder's name in ``storage_path``) at the same budget: each control batch that search completed trains
+    at its best configuration there, on its own LR schedule, the rest at the trunk's; ``scratch``: the newest
+    such search of this spec's name in ``storage_path``, where one exists (``tune.fair_controls``). A named
+    experiment that is missing, is not a from-scratch search or ran another budget is an error before anything
+    trains."""
 
 
 @dataclass
