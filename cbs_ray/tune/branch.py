@@ -112,7 +112,9 @@ def branch_plan_lines(spec: SearchSpec, br: Branching) -> list[str]:
         more = branch_search_samples(br, validate_schedule=True) - searched
         lines.append(f"  then: the schedule and its fixed-batch controls (small, large, iso-steps, above) on "
                      f"{br.validation_seeds} seeds held out from the trunk's, about {more} samples more "
-                     f"(--validate-schedule)")
+                     f"(--validate-schedule); each control at "
+                     + ("the trunk's configuration" if spec.branch.controls_from == "none" else
+                        f"its best configuration in {spec.branch.controls_from} (branch.controls_from)"))
         lines.append(f"  criterion, fixed before the validation runs: "
                      f"{criterion_text(br.tolerance, relative=br.tolerance_relative)}")
     if spec.search.repeats > 1:
