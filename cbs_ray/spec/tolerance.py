@@ -29,8 +29,8 @@ from cbs_ray.spec.errors import SpecError
 if TYPE_CHECKING:  # a type only: the readers (analysis) import this module without the schema's imports
     from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["AUTO", "NATS", "RELATIVE", "DEFAULT_TOLERANCE", "Tolerance", "is_loss_metric", "resolve_tolerances",
-           "spec_tolerances", "unit_of_record", "within_text"]
+__all__ = ["AUTO", "NATS", "RELATIVE", "DEFAULT_TOLERANCE", "Tolerance", "as_recorded", "is_loss_metric",
+           "resolve_tolerances", "spec_tolerances", "unit_of_record", "within_text"]
 
 AUTO, NATS, RELATIVE = "auto", "nats", "relative"
 DEFAULT_TOLERANCE = 0.01
@@ -117,3 +117,19 @@ def spec_tolerances(spec: SearchSpec) -> tuple[Tolerance, Tolerance]:
     s, b = spec.search, spec.branch
     return resolve_tolerances(metric=s.metric, mode=s.mode, unit=s.tolerance_unit, search_tolerance=s.tolerance,
                               branch_tolerance=b.tolerance, branch_relative=b.tolerance_relative)
+
+
+def as_recorded(raw_spec: dict, recorded_unit: Optional[str], method: str) -> dict:
+    """A stored spec (``cbs_spec.json``'s ``spec``) as its experiment ran, for ``--resume``: one written before
+    issue 50 (no ``tolerance_unit`` recorded) read its turning point relative, and its branch mode's ε on its own,
+    so a from-scratch (or ladder) spec gets ``tolerance_unit: relative`` and a branch spec drops the turning point's
+    tolerance it never used (the old spec wrote the default 0.01 out, which would otherwise contradict a
+    ``branch.tolerance`` set apart). A spec that records its unit is returned as it is."""
+    search = raw_spec.get("search")
+    if recorded_unit is not None or not isinstance(search, dict) or "tolerance_unit" in search:
+        return raw_spec
+    if method == "branch":
+        search = {k: v for k, v in search.items() if k != "tolerance"}
+    else:
+        search = {**search, "tolerance_unit": RELATIVE}
+    return {**raw_spec, "search": search}

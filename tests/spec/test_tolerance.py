@@ -106,3 +106,20 @@ def test_bisection_and_halving_take_the_unit():
         h = SynchronousHalving(2, 100, mode="min", margin=0.01, relative=relative)
         h.order, h.at_rung, h.read_at = ["a", "b"], {"a": 5.50, "b": 5.47}, {"a": 100, "b": 100}
         assert h.going_on() == goes_on
+
+
+def test_a_spec_stored_before_the_unit_resumes_as_it_ran():
+    from cbs_ray.spec.load import spec_from_dict, spec_to_dict
+    from cbs_ray.spec.tolerance import as_recorded
+
+    old = spec_to_dict(load_spec("search_spaces/markov_lm.yaml", ["search.method=branch", "branch.tolerance=0.15"]))
+    old["search"] = {k: v for k, v in old["search"].items() if k != "tolerance_unit"}
+    old["search"]["tolerance"] = 0.01  # what a spec before issue 50 wrote out: the default, never used by branch mode
+    with pytest.raises(SpecError, match="one tolerance"):
+        spec_from_dict(old)
+    branch = spec_from_dict(as_recorded(old, None, "branch"))
+    assert resolve_branching(branch, 1 << 16).tolerance == 0.15
+    scratch = spec_from_dict(as_recorded({**old, "branch": {}, "search": {**old["search"], "method": "scratch"}},
+                                         None, "scratch"))
+    assert scratch.search.tolerance_unit == "relative"
+    assert as_recorded(old, "nats", "branch") is old  # a spec that records its unit is as it is
