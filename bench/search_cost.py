@@ -104,13 +104,14 @@ def within_one_step(a, b) -> bool:
     return a is not None and b is not None and abs(math.log2(a) - math.log2(b)) <= 1
 
 
-def monotone_turning_point(run: dict, tolerance: float, mode: str = "max"):
+def monotone_turning_point(run: dict, tolerance: float, mode: str = "max", relative: bool = True):
     """The monotone turning point of a run's per-batch bests (for a stored run that predates the key)."""
     from cbs_ray.maths.critical_batch import turning_point
 
     best = {int(b): (math.nan if v is None else v) for b, v in run["per_batch_best"].items()}
     batches = sorted(best)
-    return turning_point(batches, [best[b] for b in batches], mode=mode, tolerance=tolerance, monotone=True)
+    return turning_point(batches, [best[b] for b in batches], mode=mode, tolerance=tolerance, relative=relative,
+                         monotone=True)
 
 
 GRID_CRITERIA = ("criteria (fixed before the runs): bisect samples/grid <= 0.08; turning point (monotone) within one "
@@ -147,7 +148,10 @@ def report_bisect(results: dict, *, grid_stored: bool) -> None:
     from cbs_ray.spec.load import load_spec
 
     spec = load_spec(results["space"], results["overrides"])
-    tolerance, mode = spec.search.tolerance, spec.search.mode
+    from cbs_ray.spec.tolerance import spec_tolerances
+
+    tol, mode = spec_tolerances(spec)[0], spec.search.mode  # the space's unit (issue 50: nats for a loss)
+    tolerance = tol.value
     print(f"\n{GRID_CRITERIA}" + (" (grid figures stored from an earlier run)" if grid_stored else ""))
     print("seed  grid tp  bisect tp  one-per-batch tp  bisect/grid samples  one-per-batch/grid  bisect wall s  "
           "one-per-batch wall s")
@@ -158,7 +162,7 @@ def report_bisect(results: dict, *, grid_stored: bool) -> None:
             print(f"{seed}: missing: {[r.get('error') for r in (grid, bisect, one)]}")
             met.append(False)
             continue
-        grid_tp = monotone_turning_point(grid, tolerance, mode)
+        grid_tp = monotone_turning_point(grid, tolerance, mode, relative=tol.relative)
         ratio = bisect["samples"] / grid["samples"]
         one_ratio = one["samples"] / grid["samples"] if "samples" in one else math.nan
         agree = within_one_step(grid_tp, bisect["turning_point_monotone"])

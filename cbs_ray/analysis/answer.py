@@ -87,9 +87,10 @@ def _cross_checks(turning: TurningPoint, tradeoff: Tradeoff, overhead: OverheadR
 
 
 def answer_of(turning: TurningPoint, tradeoff: Tradeoff, overhead: OverheadRule, grid: list[int], *,
-            min_batch: int) -> Answer:
+            min_batch: int, within: Optional[str] = None) -> Answer:
     """The headline's answer: the turning point, as the spec reads it (``search.turning_point``), is the
-    critical batch; the verdict says how sure; the tradeoff and the 20 % rule are cross-checks."""
+    critical batch; the verdict says how sure; the tradeoff and the 20 % rule are cross-checks. ``within``: the
+    tolerance in the metric's units ("within 0.01 nats of the best"), which the text states."""
     reading = f"turning point, {READINGS[turning.fit]}"
     next_range = (next_batch_range(turning.batch_size, turning.bound, grid, min_batch=min_batch,
                                    doublings=NEXT_DOUBLINGS)
@@ -101,7 +102,8 @@ def answer_of(turning: TurningPoint, tradeoff: Tradeoff, overhead: OverheadRule,
         text = f"Critical batch: not determined ({turning.reason})"
     else:
         phrase = _bound_phrase(turning, next_range, min_batch)
-        bits = [reading + (f": {phrase}" if phrase else ""), sure, CROSS_CHECKS[agree], EFFORT_MARK if notes else None]
+        said = f"turning point {within}, {READINGS[turning.fit]}" if within else reading
+        bits = [said + (f": {phrase}" if phrase else ""), sure, CROSS_CHECKS[agree], EFFORT_MARK if notes else None]
         text = (f"Critical batch: {bound_text(turning.batch_size, turning.bound)} ("
                 + "; ".join(b for b in bits if b) + ")")
     return Answer(batch_size=turning.batch_size, bound=turning.bound, reading=reading, resolved=resolved,

@@ -22,7 +22,7 @@ __all__ = ["default_target", "recommend", "unsearched"]
 
 
 def _uncertainty(per_batch: pd.DataFrame, *, metric: str, mode: str, tolerance: float,
-                 monotone: bool) -> Uncertainty:
+                 monotone: bool, relative: bool = True) -> Uncertainty:
     """Range of the turning point under the per-batch standard errors, and the verdict. Batch sizes with no
     completed run stay in the redraws as gaps (NaN), where the walk stops as it does for the headline."""
     rows = per_batch.dropna(subset=[f"mean_{metric}"])
@@ -35,10 +35,11 @@ def _uncertainty(per_batch: pd.DataFrame, *, metric: str, mode: str, tolerance: 
     spread = turning_point_range(per_batch[Column.batch_size].tolist(),
                                  per_batch[f"mean_{metric}"].astype(float).tolist(),
                                  per_batch[f"se_{metric}"].astype(float).tolist(), mode=mode, tolerance=tolerance,
-                                 monotone=monotone)
+                                 relative=relative, monotone=monotone)
     return Uncertainty(range=[spread["low"], spread["high"]], level=spread["level"], share=spread["share"],
                        verdict=Verdict(**verdict(rows[f"mean_{metric}"].tolist(), se.tolist(), mode=mode,
-                                                 tolerance=tolerance, run_sd=run_sd, repeats=repeats)),
+                                                 tolerance=tolerance, relative=relative, run_sd=run_sd,
+                                                 repeats=repeats)),
                        noise_se_max=float(se.max()), reason=None)
 
 
@@ -119,9 +120,10 @@ def unsearched(row, trials: Optional[pd.DataFrame], seeds: Optional[dict]) -> Op
 def recommend(done: pd.DataFrame, front: list[int], *, metric: str, mode: str, tolerance: float,
               budget_samples: int, cap: Optional[int] = None, cap_text: Optional[str] = None,
               resolved: Optional[bool] = None, per_batch: Optional[pd.DataFrame] = None,
-              trials: Optional[pd.DataFrame] = None, seeds: Optional[dict] = None) -> Optional[Recommendation]:
+              trials: Optional[pd.DataFrame] = None, seeds: Optional[dict] = None,
+              relative: bool = True) -> Optional[Recommendation]:
     """The fastest configuration on the (projected-time) Pareto front whose metric is within
-    ``tolerance`` (relative) of the best completed trial.
+    ``tolerance`` (``relative``: a fraction; else in the metric's units) of the best completed trial.
 
     ``cap``: the critical batch the report stands behind (``Answer.batch_size``; ``cap_text`` as the
     headline writes it, e.g. "≥ 64"). The recommendation never goes past it silently: where the fastest
@@ -136,7 +138,8 @@ def recommend(done: pd.DataFrame, front: list[int], *, metric: str, mode: str, t
         return None
     best = done[metric].max() if mode == "max" else done[metric].min()
     ok = [i for i in done.sort_values(Column.projected_time_s, kind="stable").index
-          if within_tolerance(float(done.loc[i, metric]), float(best), mode=mode, tolerance=tolerance)]
+          if within_tolerance(float(done.loc[i, metric]), float(best), mode=mode, tolerance=tolerance,
+                              relative=relative)]
     # The front is ordered by time: its first point within tolerance is the fastest within tolerance.
     fastest = next((i for i in front if i in set(ok)), None)
     if fastest is None:
@@ -172,9 +175,10 @@ def _below_the_cap(done: pd.DataFrame, row, ok: list, *, cap: int, cap_text: str
 
 
 def turning_point_reading(per_batch: pd.DataFrame, measured: pd.DataFrame, *, metric: str, mode: str, tolerance: float,
-                   turning_fit: str) -> tuple[TurningPoint, dict]:
+                   turning_fit: str, relative: bool = True) -> tuple[TurningPoint, dict]:
     """The turning point read both ways (the spec's ``turning_fit`` is the answer), and the monotone fit
-    per batch size ({} when no batch size completed)."""
+    per batch size ({} when no batch size completed). ``relative``: ``tolerance`` a fraction of the best, else
+    in the metric's units (nats for a loss; ``spec.tolerance``)."""
     if len(measured) == 0:
         return TurningPoint(None, turning_fit, None, None, tolerance, reason="no batch size has a trial that "
                             "reached the full budget", uncertainty=None), {}
@@ -183,8 +187,8 @@ def turning_point_reading(per_batch: pd.DataFrame, measured: pd.DataFrame, *, me
     # On the mean over repeats (the best run itself when repeats = 1).
     batches, means = per_batch[Column.batch_size].tolist(), per_batch[f"mean_{metric}"].astype(float).tolist()
     fitted = dict(zip(batches, monotone_fit(batches, means, mode=mode)))
-    raw = turning_point(batches, means, mode=mode, tolerance=tolerance)
-    monotone = turning_point(batches, list(fitted.values()), mode=mode, tolerance=tolerance)
+    raw = turning_point(batches, means, mode=mode, tolerance=tolerance, relative=relative)
+    monotone = turning_point(batches, list(fitted.values()), mode=mode, tolerance=tolerance, relative=relative)
     answer = monotone if turning_fit == "monotone" else raw
     reason = None
     # Name a batch size with no completed trial only where it ended the walk: right above the answer. The
@@ -196,7 +200,7 @@ def turning_point_reading(per_batch: pd.DataFrame, measured: pd.DataFrame, *, me
     elif above and above[0] not in set(measured[Column.batch_size]):
         reason, bound = f"batch size {int(above[0])} has no completed trial and ends the walk", LOWER
     uncertainty = _uncertainty(per_batch, metric=metric, mode=mode, tolerance=tolerance,
-                               monotone=turning_fit == "monotone")
+                               monotone=turning_fit == "monotone", relative=relative)
     best = int(measured.loc[measured[f"best_{metric}"].astype(float).idxmax() if mode == "max"
                             else measured[f"best_{metric}"].astype(float).idxmin(), Column.batch_size])
     effort = unequal_effort(per_batch[Column.batch_size].tolist(), per_batch[Column.trials].tolist(),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Optional
 
 from cbs_ray.maths.importance import ImportanceReading
+from cbs_ray.spec.tolerance import within_text
 
 __all__ = ["Summary", "Answer", "CriticalBatch", "TurningPoint", "Uncertainty", "Verdict", "Tradeoff", "OverheadRule", "NoiseScale", "Importance", "Recommendation"]
 
@@ -65,7 +66,7 @@ class TurningPoint:
     fit: str  # search.turning_point: "monotone" or "raw"
     raw_batch_size: Optional[int]  # read off the per-batch means
     monotone_batch_size: Optional[int]  # read off their monotone fit
-    tolerance: float  # relative
+    tolerance: float  # in the critical batch's tolerance_unit (relative before issue 50)
     reason: Optional[str]
     uncertainty: Optional[Uncertainty]  # None when no batch size completed
     bound: Optional[str] = None  # "lower": ≥ batch_size (no drop seen above it), "upper": ≤ (drop right after
@@ -110,6 +111,13 @@ class CriticalBatch:
     overhead_20pct: OverheadRule
     tolerance: float
     reason: Optional[str]  # the turning point's
+    tolerance_unit: str = "relative"  # "nats" (absolute) or "relative" (a fraction of the best): spec.tolerance
+    tolerance_in_metric_units: Optional[float] = None  # the margin at the best per-batch mean (None: none measured)
+
+    @property
+    def within(self) -> str:
+        """The tolerance in the metric's units: "within 0.01 nats of the best", "within 1 % of the best"."""
+        return within_text(self.tolerance, self.tolerance_unit)
 
 
 @dataclass(frozen=True)

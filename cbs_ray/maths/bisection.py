@@ -73,6 +73,8 @@ class Bisection:
     alphas: list[float]
     mode: str = "max"
     tolerance: float = 0.01
+    relative: bool = True
+    """``tolerance`` a fraction of the best (else absolute, in the metric's units: nats for a loss)."""
     base_batch: int = 0
     """The batch whose LR does not depend on alpha (``training.base_batch``): trained at once if in the grid."""
     alpha_batch: Optional[int] = None
@@ -125,7 +127,7 @@ class Bisection:
             return None
         batches = sorted(measured)
         return turning_point(batches, [measured[b] for b in batches], mode=self.mode, tolerance=self.tolerance,
-                             monotone=True)
+                             relative=self.relative, monotone=True)
 
     # ---- what to do next --------------------------------------------------------------------------
     def next_runs(self) -> list[Run]:

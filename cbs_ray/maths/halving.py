@@ -50,6 +50,8 @@ class SynchronousHalving:
     mode: str = "max"
     margin: float = 0.0
     """By how much the best challenger must lead the prior at the rung to go on too."""
+    relative: bool = False
+    """``margin`` a fraction of the prior's metric at the rung (else in the metric's units)."""
     order: list[Hashable] = field(default_factory=list)
     at_rung: dict[Hashable, float] = field(default_factory=dict)
     """Each candidate's metric at its first report at or past the rung (NaN: it ended before, or diverged)."""
@@ -104,7 +106,8 @@ class SynchronousHalving:
             return [prior]
         best = max(others, key=lambda k: (sign * value[k], -self.order.index(k)))  # a tie: the earlier
         prior_value = value[prior]
-        leads = not math.isfinite(prior_value) or sign * (self.at_rung[best] - prior_value) > self.margin
+        margin = self.margin * abs(prior_value) if self.relative and math.isfinite(prior_value) else self.margin
+        leads = not math.isfinite(prior_value) or sign * (self.at_rung[best] - prior_value) > margin
         return [prior, best] if leads else [prior]
 
     def whole_rung(self) -> dict[Hashable, float]:

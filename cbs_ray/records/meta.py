@@ -52,6 +52,8 @@ class ExperimentMeta:
     (``resume_search`` gets them passed again) and in format 1."""
     tolerance: Optional[float] = None
     """The turning point's (or branch mode's) tolerance the search ran with."""
+    tolerance_unit: Optional[str] = None
+    """``nats`` or ``relative`` (``spec.tolerance``); None, written before issue 50: relative."""
     tokens_per_sample: Optional[int] = None
     """Tokens in every sample with packed texts (a token budget), else None."""
     mlflow_parent_run_id: Optional[str] = None

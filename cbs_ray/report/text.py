@@ -64,7 +64,7 @@ def _turning_point_lines(cb: CriticalBatch, metric: str) -> list[str]:
     tp = cb.turning_point
     other = "raw" if tp.fit == "monotone" else "monotone"
     other_batch = tp.raw_batch_size if other == "raw" else tp.monotone_batch_size
-    lines = [f"Critical batch, turning point (equal samples, tolerance {cb.tolerance:.1%}, "
+    lines = [f"Critical batch, turning point (equal samples, {cb.within}, "
              f"{READINGS[tp.fit]}): "
              + bound_text(tp.batch_size, tp.bound)
              + (f" (read off the {READINGS[other]}: {other_batch})"

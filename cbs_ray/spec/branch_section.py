@@ -13,6 +13,7 @@ from cbs_ray.maths.batch_ramp import geometric_checkpoints
 from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.spec.tolerance import spec_tolerances
 
 __all__ = ["GEOMETRIC", "Branching", "resolve_branching", "check_point"]
 
@@ -27,8 +28,6 @@ DEFAULT_WINDOW_MIN_STEPS = 8
 """The default floor of optimizer steps at the largest branch batch in one window (the paper's window is
 about 60 steps at its largest batch; 8 is the fewest at which a tiny budget's largest branch has taken several
 steps at its full LR, its first steps' transient not the whole window)."""
-DEFAULT_TOLERANCE = 0.01
-"""The paper's ε: 0.01 nats of loss, absolute."""
 DEFAULT_ALPHAS = (0.5,)
 """The paper's branch LR: √k·η (alpha 0.5), no sweep."""
 
@@ -185,12 +184,13 @@ def resolve_branching(spec: SearchSpec, budget_samples: int, tokens_per_sample: 
                           f"({budget_samples}); only {budget_samples - last} remain")
     alphas = tuple(b.alphas) if b.alphas else DEFAULT_ALPHAS
     trunk_alpha = sum(s.alpha_range) / 2
+    epsilon = spec_tolerances(spec)[1]  # a loss metric's turning-point tolerance too (issue 50)
     return Branching(trunk_batch=trunk, checkpoints=tuple(sorted(points)), window_samples=window,
                      branch_batches=batches, alphas=tuple(float(a) for a in alphas),
-                     tolerance=DEFAULT_TOLERANCE if b.tolerance is None else b.tolerance, trunk_alpha=trunk_alpha,
+                     tolerance=epsilon.value, trunk_alpha=trunk_alpha,
                      warmup_fraction=sum(s.warmup_fraction_range) / 2,
                      trunk_peak_lr=scaled_lr(t.base_lr, trunk, t.base_batch, trunk_alpha),
                      budget_samples=budget_samples, tokens_per_sample=tokens_per_sample,
-                     tolerance_relative=b.tolerance_relative, repeats=b.repeats, optimizer_state=b.optimizer_state,
+                     tolerance_relative=epsilon.relative, repeats=b.repeats, optimizer_state=b.optimizer_state,
                      loss=b.loss, validation_seeds=b.validation_seeds, window_min_steps=b.window_min_steps,
                      schedule_rule=b.schedule_rule, lr_decay=t.lr_decay)

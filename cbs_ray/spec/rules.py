@@ -24,6 +24,7 @@ from cbs_ray.spec.checks import (
 )
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.scale_rules import SCALE_RULES
+from cbs_ray.spec.tolerance import spec_tolerances
 from cbs_ray.spec.schema import GenerationSpec, SearchSpec, dataloader_workers
 
 # ---- validation ------------------------------------------------------------------------------------
@@ -249,6 +250,11 @@ def _mode_matches_metric(spec: SearchSpec) -> None:
         raise SpecError(f"search.mode: {s.metric} is better when it is {better}; use mode {expected}")
 
 
+def _one_tolerance(spec: SearchSpec) -> None:
+    """A loss metric's turning-point tolerance and branch mode's ε are one (``spec.tolerance``)."""
+    spec_tolerances(spec)
+
+
 def _grid_trains_to_the_full_budget(spec: SearchSpec) -> None:
     if spec.search.strategy == "grid" and spec.search.early_stopping:
         raise SpecError("search.early_stopping: the grid strategy trains every point to the full budget; "
@@ -377,7 +383,7 @@ CROSS_FIELD_RULES: tuple[Callable[[SearchSpec], None], ...] = (
     _reports_land_on_whole_batches, _budget_samples_fit, _tokens_need_a_causal_lm, _budget_tokens_fit,
     _persistent_workers_need_workers, _every_batch_size_is_trained, _accuracy_needs_classification, _bleu_needs_seq2seq, _translation_is_seq2seq,
     _markov_is_a_causal_lm,
-    _seq2seq_has_no_probe, _generation_needs_seq2seq, _mode_matches_metric,
+    _seq2seq_has_no_probe, _generation_needs_seq2seq, _mode_matches_metric, _one_tolerance,
     _grid_trains_to_the_full_budget, _grace_period_is_whole_report_intervals, _batch_sizes_split_over_workers,
     _study_needs_optuna, _branch_mode_stands_alone, _branch_batches_are_larger_than_the_trunks,
     _branch_points_fit_the_budget,

@@ -286,8 +286,15 @@ class SearchSection:
     ``compute_metrics``, any key its dict returns (``f1``, ``worst_class_recall``; set ``mode`` to match)."""
     mode: Literal["max", "min"] = "max"
     """Whether a larger metric is better (checked for the loop's metrics; a ``compute_metrics`` key's is yours)."""
-    tolerance: float = field(default=0.01, metadata=check(within(0, 1, ends="[)")))
-    """Turning-point tolerance: a batch is as good as the best while within this (relative) margin."""
+    tolerance: Optional[float] = field(default=None, metadata=check(within(0, 1, ends="[)")))
+    """Turning-point tolerance: a batch is as good as the best while within this margin, in
+    ``tolerance_unit``. Default 0.01 (0.01 nats, or 1 % of the best). For a loss metric it is branch mode's ε
+    too (``branch.tolerance``): set either, not both apart (``spec.tolerance``)."""
+    tolerance_unit: Literal["auto", "nats", "relative"] = "auto"
+    """``auto``: a loss metric in nats (eval_loss, excess_loss, a ``compute_metrics`` key with ``loss`` in its name,
+    mode min) reads ``tolerance`` as absolute nats, any other metric (accuracy, BLEU, perplexity) as a fraction of
+    the best; ``nats`` (a loss metric only) or ``relative`` say which. Experiments recorded before this setting
+    read as relative."""
     turning_point: Literal["monotone", "raw"] = "monotone"
     """How the turning point is read from each batch size's best: ``monotone`` walks their least-squares
     fit that never improves with batch size (at equal samples the reachable quality does not, by the
@@ -369,9 +376,11 @@ class BranchSpec:
     trunk never gets both push CBS(t) up."""
     tolerance: Optional[float] = field(default=None, metadata=check(within(0, 1, ends="[)")))
     """ε: a branch recovers when its loss is at most each smaller batch's (the trunk's included) + ε. Default
-    0.01 in loss units (nats), the paper's; with ``tolerance_relative`` a fraction of that loss instead."""
+    0.01 in loss units (nats), the paper's; with ``tolerance_relative`` a fraction of that loss instead. For a
+    loss metric it is ``search.tolerance`` too, in ``search.tolerance_unit`` (one tolerance: ``spec.tolerance``)."""
     tolerance_relative: bool = False
-    """Read ``tolerance`` as relative (loss ≤ reference × (1 + ε)), the pre-paper rule; default absolute."""
+    """Read ``tolerance`` as relative (loss ≤ reference × (1 + ε)), the pre-paper rule; default absolute (with a
+    loss metric, ``search.tolerance_unit: relative`` says the same)."""
     repeats: int = field(default=1, metadata=check(a_count(MAX_REPEATS)))
     """Runs per (checkpoint, batch), each with another seed's data order from the checkpoint, the trunk's own
     continuation included (at its batch): each comparison then has a standard error, and the close-call rule
@@ -399,6 +408,14 @@ class BranchSpec:
     validation_seeds: int = field(default=5, metadata=check(a_count(MAX_REPEATS)))
     """Seeds per run of the schedule's validation (the schedule and every control), held out from the trunk's
     (seed offsets 1…n): the paired tests read them seed by seed."""
+    controls_from: str = "none"
+    """Where the validation's fixed-batch controls take their configuration (alpha, warmup): ``none``, the trunk's
+    (alpha 0.5 by default, the trunk's warmup and LR schedule); a from-scratch search's experiment (its path, or
+    its folder's name in ``storage_path``) at the same budget: each control batch that search completed trains
+    at its best configuration there, on its own LR schedule, the rest at the trunk's; ``scratch``: the newest
+    such search of this spec's name in ``storage_path``, where one exists (``tune.fair_controls``). A named
+    experiment that is missing, is not a from-scratch search or ran another budget is an error before anything
+    trains."""
 
 
 @dataclass

@@ -264,10 +264,25 @@ def branch_run_plan(spec: SearchSpec, br: Branching, point: dict) -> RunPlan:
                        **common)
     if role == "schedule":
         schedule = parse_batch_schedule(point["batch_schedule"])
+        if point.get("lr_from") == TUNED:  # a fair control: its own LR schedule, as the from-scratch search ran it
+            common.update(_tuned_lr(spec, schedule[0][1], common, budget_samples))
         return RunPlan(role=role, batch_schedule=schedule, start_samples=0, stop_samples=budget_samples,
                        report_at=_reports(0, budget_samples, every), control=point.get("control", "schedule"),
                        **common)
     raise ValueError(f"unknown branch-mode role {role!r} (known: {', '.join(ROLES)})")
+
+
+TUNED = "tuned"
+"""A validation control's ``lr_from``: its batch's best configuration from a from-scratch search at the same
+budget (``branch.controls_from``, ``analysis.control_configs``); ``trunk`` (or none): the trunk's LR schedule."""
+
+
+def _tuned_lr(spec: SearchSpec, batch: int, common: dict, budget_samples: int) -> dict:
+    """A fixed-batch control's LR as a from-scratch trial at its (alpha, warmup) has it (``scratch_plan``): peak
+    the alpha rule's from ``training.base_lr`` at ``base_batch``, warmup its fraction of the control's own steps."""
+    t, steps = spec.training, optimizer_steps(budget_samples, batch)
+    return dict(lr_batch=batch, lr_peak=scaled_lr(t.base_lr, batch, t.base_batch, common["alpha"]),
+                lr_warmup_steps=warmup_steps(common["warmup_fraction"], steps), lr_total_steps=steps)
 
 
 def scratch_plan(spec: SearchSpec, batch: int, alpha: float, warmup_fraction: float, budget_samples: int, *,
@@ -331,14 +346,16 @@ def branch_configs(br: Branching, checkpoint_dir: str) -> list[dict]:
 
 
 def schedule_config(br: Branching, schedule: Sequence[Sequence[int]], alpha: float, *, control: str = "schedule",
-                    seed_offset: int = 0) -> dict:
+                    seed_offset: int = 0, tuned: Optional[tuple[float, float]] = None) -> dict:
     """A run of the schedule's validation: the batch following ``schedule`` (``[start_samples, batch]`` pairs;
     a fixed-batch control is one pair), the LR following the alpha rule at ``alpha`` on the trunk's schedule
-    laid out in samples, seed ``seed_offset`` (0: the trunk's seed and data order)."""
+    laid out in samples, seed ``seed_offset`` (0: the trunk's seed and data order). ``tuned``: a control's
+    (alpha, warmup fraction) from a from-scratch search, trained on its own LR schedule (``lr_from: tuned``)."""
+    alpha, warmup = tuned if tuned is not None else (alpha, br.warmup_fraction)
     return {"role": "schedule", "log2_batch": _log2(int(schedule[0][1])), "alpha": alpha,
-            "warmup_fraction": br.warmup_fraction, "start_samples": 0,
+            "warmup_fraction": warmup, "start_samples": 0,
             "batch_schedule": format_batch_schedule(schedule), "checkpoint_dir": "",
-            "control": control, "seed_offset": int(seed_offset)}
+            "control": control, "seed_offset": int(seed_offset), "lr_from": "trunk" if tuned is None else TUNED}
 
 
 def format_batch_schedule(schedule: Sequence[Sequence[int]]) -> str:
@@ -356,16 +373,19 @@ def parse_batch_schedule(value) -> tuple[tuple[int, int], ...]:
 
 
 def validation_configs(br: Branching, schedule: Sequence[Sequence[int]], alpha: float,
-                       controls: Sequence[tuple[str, int]]) -> list[dict]:
+                       controls: Sequence[tuple[str, int]],
+                       tuned: Optional[dict[int, tuple[float, float]]] = None) -> list[dict]:
     """Every run of the schedule's validation: the schedule and each fixed-batch control (``(name, batch)``)
     on ``br.validation_seeds`` seeds, seed by seed (seed s of every kind shares its initial weights and data
     order). The seeds are held out from the trunk's (offsets 1…n; the trunk is offset 0): the run the schedule
-    was read from is not one of its controls."""
+    was read from is not one of its controls. ``tuned``: batch → (alpha, warmup fraction) of the controls that
+    train at a from-scratch search's best configuration (``branch.controls_from``); the rest at the trunk's."""
     configs = []
     for seed in validation_seed_offsets(br):
         configs.append(schedule_config(br, schedule, alpha, seed_offset=seed))
         for name, batch in controls:
-            configs.append(schedule_config(br, [[0, int(batch)]], alpha, control=name, seed_offset=seed))
+            configs.append(schedule_config(br, [[0, int(batch)]], alpha, control=name, seed_offset=seed,
+                                           tuned=(tuned or {}).get(int(batch))))
     return configs
 
 

@@ -19,6 +19,7 @@ from cbs_ray.records.method_registry import method_entry, method_names
 from cbs_ray.records.storage import ReportError, damaged_tune_state
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import spec_from_dict
+from cbs_ray.spec.tolerance import as_recorded
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.owner import experiment_owner
 from cbs_ray.tune.prepare import (Prepared, as_spec, check_before_ray, data_fingerprint, output_dir_for, prepare,
@@ -142,7 +143,7 @@ def _resume_held(path: str, meta: ExperimentMeta, objects, *, address, output_di
                         f"own results are intact: cbs-ray report {shlex.quote(path)} reads them")
     if not tune.Tuner.can_restore(path):
         raise SpecError(f"--resume: {path}: Tune has no experiment state to restore there")
-    spec = spec_from_dict(meta.spec)
+    spec = spec_from_dict(as_recorded(meta.spec, meta.tolerance_unit, meta.method))  # as it ran (issue 50)
     # Its report goes beside its own experiment (another search of the same name may own ./cbs_results/<name>).
     out = Path(output_dir).expanduser().resolve() if output_dir else _beside(path)
     check_before_ray(spec, out, resuming=True)

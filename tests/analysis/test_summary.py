@@ -207,7 +207,8 @@ def _under(prefix: str, names: str) -> set[str]:
 
 TOP = _under("", "metric mode budget_samples target target_source critical_batch noise_scale recommendation "
                  "per_batch pareto pareto_projected trials experiment_path name spec")
-CRITICAL_BATCH = _under("critical_batch", "batch_size turning_point tradeoff overhead_20pct tolerance reason")
+CRITICAL_BATCH = _under("critical_batch", "batch_size turning_point tradeoff overhead_20pct tolerance reason "
+                        "tolerance_unit tolerance_in_metric_units")
 TURNING_POINT = _under("critical_batch.turning_point",
                        "batch_size fit raw_batch_size monotone_batch_size tolerance reason uncertainty")
 UNCERTAINTY = (_under("critical_batch.turning_point.uncertainty", "range level share verdict noise_se_max reason")
@@ -339,7 +340,7 @@ def test_a_turning_point_at_the_largest_batch_is_a_lower_bound_with_a_next_range
     assert (cb.tradeoff.b_crit, cb.tradeoff.bound, cb.tradeoff.b_crit_bound) == (None, "lower", 512.0)
     assert (cb.overhead_20pct.batch_size, cb.overhead_20pct.bound) == (128, "lower")
     assert answer.next_batch_range == [64, 1024] and answer.cross_checks_agree is True
-    assert answer.text == ("Critical batch: ≥ 128 (turning point, monotone fit: the drop was not reached; "
+    assert answer.text == ("Critical batch: ≥ 128 (turning point within 1 % of the best, monotone fit: the drop was not reached; "
                            "search 64…1024 next; resolved; cross-checks agree within one grid step)")
     assert answer.cross_checks == ("Cross-checks: tradeoff B_crit ≥ 512 agrees within one grid step; "
                                    "20% rule ≥ 128 agrees within one grid step")
@@ -351,7 +352,7 @@ def test_a_turning_point_at_the_largest_batch_is_a_lower_bound_with_a_next_range
 def test_a_turning_point_at_the_smallest_batch_with_the_drop_right_after_is_an_upper_bound():
     s = summarize(_final({8: 0.80, 16: 0.70, 32: 0.65}), metric="accuracy", mode="max", budget_samples=1024)
     assert s.critical_batch.turning_point.bound == "upper" and s.answer.next_batch_range == [1, 16]
-    assert s.answer.text.startswith("Critical batch: ≤ 8 (turning point, monotone fit: the drop comes right after "
+    assert s.answer.text.startswith("Critical batch: ≤ 8 (turning point within 1 % of the best, monotone fit: the drop comes right after "
                                     "the smallest batch measured; search 1…16 next; resolved;")
     # With 4 workers per trial the next range stops at 4, and says so.
     four = summarize(_final({8: 0.80, 16: 0.70, 32: 0.65}), metric="accuracy", mode="max", budget_samples=1024,
@@ -368,7 +369,7 @@ def test_a_walk_ended_by_a_batch_nobody_measured_is_a_lower_bound_without_a_next
     h = pd.DataFrame(_run("a", 8, [0.80, 0.80]) + _run("b", 16, [0.0], diverged=True) + _run("c", 32, [0.80, 0.80]))
     s = summarize(h, metric="accuracy", mode="max", budget_samples=1024)
     assert (s.answer.batch_size, s.answer.bound, s.answer.next_batch_range) == (8, "lower", None)
-    assert s.answer.text.startswith("Critical batch: ≥ 8 (turning point, monotone fit: batch size 16 has no "
+    assert s.answer.text.startswith("Critical batch: ≥ 8 (turning point within 1 % of the best, monotone fit: batch size 16 has no "
                                     "completed trial and ends the walk; resolved; no cross-check determined")
 
 
@@ -377,7 +378,7 @@ def test_a_value_inside_the_grid_is_no_bound_and_a_thin_cross_check_says_so():
     s = summarize(_final({8: 0.80, 16: 0.80, 32: 0.799, 64: 0.70, 128: 0.60}), metric="accuracy", mode="max",
                   budget_samples=1024)
     assert (s.answer.batch_size, s.answer.bound, s.answer.resolved) == (32, None, True)
-    assert s.answer.text == "Critical batch: 32 (turning point, monotone fit; resolved; a cross-check differs (below))"
+    assert s.answer.text == "Critical batch: 32 (turning point within 1 % of the best, monotone fit; resolved; a cross-check differs (below))"
     assert s.answer.cross_checks_agree is False
     assert s.answer.cross_checks.endswith("20% rule 128 differs from 32 by more than one grid step (thin data: "
                                           "1 batch size reached the target after its first report)")

@@ -182,12 +182,12 @@ def test_the_headline_opens_with_the_answer_then_its_cross_checks_then_the_readi
     # Every batch ends at the 0.9 cap: no drop on 16…256, the turning point is "≥ 256".
     s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
     lines = headline(s)
-    assert lines[0] == ("Critical batch: ≥ 256 (turning point, monotone fit: the drop was not reached; search "
-                        "128…2048 next; no noise estimate (one run per batch size: set search.repeats >= 2); "
+    assert lines[0] == ("Critical batch: ≥ 256 (turning point within 1 % of the best, monotone fit: the drop was "
+                        "not reached; search 128…2048 next; no noise estimate (one run per batch size: set search.repeats >= 2); "
                         "a cross-check differs (below))")
     assert lines[1] == ("Cross-checks: tradeoff B_crit 128 agrees within one grid step; 20% rule 32 differs from "
                         "≥ 256 by more than one grid step")
-    assert lines[2] == "Critical batch, turning point (equal samples, tolerance 1.0%, monotone fit): ≥ 256"
+    assert lines[2] == "Critical batch, turning point (equal samples, within 1 % of the best, monotone fit): ≥ 256"
     assert s.answer.next_batch_range == [128, 2048]
 
 

@@ -91,8 +91,8 @@ def test_bisect_plans_at_most_every_alpha_and_every_other_batch_once_and_says_wh
     lines = search_plan_lines(spec, 7168)
     assert "up to 8 trials (bisect, ASHA early stopping)" in lines[0]
     assert ("alpha chosen once at B=128 among [0.625, 0.5, 0.75] (each trains to 1024 samples and waits until all "
-            "have; then 0.625 goes on, the best other too only where it leads by more than the tolerance 0.01, the "
-            "rest stop; alpha is the best at the full budget)") in lines[-3]
+            "have; then 0.625 goes on, the best other too only where it leads by more than the tolerance 1 % of the "
+            "prior's metric, the rest stop; alpha is the best at the full budget)") in lines[-3]
     # 6 batches once + 2 losing candidates at 1024 of 7168 samples = 6.29 runs' samples: 1.05 of one run per batch
     # (6 runs; the headline, issue 47: the worst case costs more than the plain alternative), 0.116 of 54 runs
     assert ("at most 6.29 runs' samples (45056) where no other alpha leads (+0.857 where one does) = 1.05 of one run "

@@ -28,6 +28,7 @@ from cbs_ray.methods.branch.reading_schedule import (
     schedule_in_tokens,
     validate_schedule,
 )
+from cbs_ray.analysis.control_configs import NONE, configurations_run
 from cbs_ray.methods.branch.reading_trend import Trend, b_simple_over_training, trend
 from cbs_ray.analysis.json_values import json_clean
 from cbs_ray.maths.budget import scratch_grid_samples
@@ -93,6 +94,12 @@ class BranchSummary:
     """``[start_tokens, batch_size_tokens]`` pairs, with packed token budgets only."""
     name: Optional[str] = field(default=None, metadata={"omit_if_none": True})
     experiment_path: Optional[str] = field(default=None, metadata={"omit_if_none": True})
+    controls_from: Optional[str] = field(default=None, metadata={"omit_if_none": True})
+    """Where the validation's fixed-batch controls took their configuration (``branch.controls_from``): a
+    from-scratch experiment's path, or ``none`` (the trunk's); absent without a validation."""
+    control_configurations: Optional[list] = field(default=None, metadata={"omit_if_none": True})
+    """Per control batch: ``batch_size``, ``alpha``, ``warmup_fraction``, ``source`` (the experiment, or
+    ``trunk``): ``analysis.control_configs``."""
 
     def to_dict(self) -> dict:
         record = as_dict(self)
@@ -166,10 +173,14 @@ def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
     scratch = scratch_grid_samples(budget, batches, alphas) if alphas else None
     deviations = list(meta.get("deviations") or [])
     searched = by_role.get("trunk", 0) + by_role.get("branch", 0)
+    validation = validate_schedule(history, budget_samples=budget, margin=margin, relative=relative)
+    recorded = meta.get("schedule") or {}
+    configs = configurations_run(history, recorded.get("control_configurations"),
+                                 trunk_warmup=meta.get(Column.warmup_fraction)) if validation else None
     return BranchSummary(
         critical_batch_over_training=tuple(points), batch_size_schedule=schedule,
         trend=trend(points, tokens_per_sample=tokens), b_simple_over_training=b_simple_over_training(history),
-        schedule_validation=validate_schedule(history, budget_samples=budget, margin=margin, relative=relative),
+        schedule_validation=validation,
         trunk=trunk,
         branches=_branch_records(history, window), budget_samples=budget, window_samples=window,
         checkpoints=[int(c) for c in meta["checkpoints"]], branch_batches=batches, tolerance=tolerance,
@@ -182,7 +193,8 @@ def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
         deviations=deviations,
         schedule_alpha=schedule_alpha(points, alphas, fallback=float(meta.get("trunk_alpha", 0.5))),
         loss_comparison=compare_losses(history, points, loss=loss, trunk_batch=trunk_batch, window_samples=window,
-                                       tolerance=tolerance, tokens_per_sample=tokens, relative=relative))
+                                       tolerance=tolerance, tokens_per_sample=tokens, relative=relative),
+        controls_from=str(recorded.get("controls_from", NONE)) if configs else None, control_configurations=configs)
 
 
 def trunk_lr_multiplier(meta: dict):

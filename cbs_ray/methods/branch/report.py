@@ -23,6 +23,7 @@ import matplotlib.ticker
 import pandas as pd
 
 from cbs_ray.analysis.answer import bound_text
+from cbs_ray.analysis.control_configs import configurations_line
 from cbs_ray.methods.branch.reading_points import CbsPoint
 from cbs_ray.methods.branch.reading import BranchSummary, summarize_branches
 from cbs_ray.maths.critical_batch import LOWER, UPPER
@@ -150,6 +151,9 @@ def headline(summary: BranchSummary) -> list[str]:
     sv = summary.schedule_validation
     lines.append(f"Schedule validation: {sv.text}" if sv else
                  "Schedule validation: not run (--validate-schedule trains the schedule against fixed batches)")
+    if summary.control_configurations:
+        lines.append(f"Fixed-batch controls' configurations (branch.controls_from: {summary.controls_from}): "
+                     f"{configurations_line(summary.control_configurations)}")
     lines += [f"Deviation from the paper: {d}" for d in summary.deviations]
     lines.append(_b_simple_line(summary))
     lines.append(_cost_line(summary))

@@ -21,6 +21,7 @@ import functools
 from pathlib import Path
 from typing import Optional
 
+from cbs_ray.analysis.control_configs import configurations_line
 from cbs_ray.methods.branch.reading_schedule import control_batches
 from cbs_ray.methods.branch.reading_verdicts import criterion_text
 from cbs_ray.methods.branch.reading import summarize_branches
@@ -35,6 +36,7 @@ from cbs_ray.train.run_plan import branch_configs, branch_run_plan, trunk_config
 from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.methods.branch.gate import PublishedCheckpoints, never_started
 from cbs_ray.tune.driver import Stages
+from cbs_ray.tune.fair_controls import controls_plan, tuned_controls
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.runner import points_config
 from cbs_ray.tune.search_method import check_batches_fit
@@ -110,7 +112,9 @@ def branch_plan_lines(spec: SearchSpec, br: Branching) -> list[str]:
         more = branch_search_samples(br, validate_schedule=True) - searched
         lines.append(f"  then: the schedule and its fixed-batch controls (small, large, iso-steps, above) on "
                      f"{br.validation_seeds} seeds held out from the trunk's, about {more} samples more "
-                     f"(--validate-schedule)")
+                     f"(--validate-schedule); each control at "
+                     + ("the trunk's configuration" if spec.branch.controls_from == "none" else
+                        f"its best configuration in {spec.branch.controls_from} (branch.controls_from)"))
         lines.append(f"  criterion, fixed before the validation runs: "
                      f"{criterion_text(br.tolerance, relative=br.tolerance_relative)}")
     if spec.search.repeats > 1:
@@ -136,6 +140,8 @@ class BranchMethod:
         br = resolved_branching(spec, prepared)
         if prepared.on_objects:
             check_same_architecture(spec, prepared.data, (br.trunk_batch, br.largest_batch))
+        if spec.branch.validate_schedule:  # a missing or unfit branch.controls_from: one line, before Ray
+            tuned_controls(spec, br.budget_samples)
 
     def run(self, spec: SearchSpec, prepared: Prepared, stages: Stages, probe: Optional[SearchSpec]) -> str:
         """The trunk and the branches as one Tune experiment, with ``branch.validate_schedule`` the recommended
@@ -158,7 +164,7 @@ class BranchMethod:
         schedule_path = meta.schedule_experiment  # recorded before the schedule run starts
         if schedule_path and meta.schedule is not None and tune.Tuner.can_restore(schedule_path):
             recorded = meta.schedule  # recorded with the schedule experiment's path
-            plans = validation_plans(spec, br, recorded["batch_size_schedule"], recorded["alpha"])
+            plans = validation_plans(spec, br, recorded["batch_size_schedule"], recorded["alpha"], recorded=recorded)
             stages.tune(restore=schedule_path, plans=plans)
         elif spec.branch.validate_schedule:  # not started, or killed before Tune saved its state
             validate_schedule_run(spec, stages, br, path)
@@ -212,14 +218,18 @@ def validate_schedule_run(spec: SearchSpec, stages: Stages, br: Branching, path:
     name = f"{Path(path).name}-schedule"
     meta.schedule_experiment = f"{spec.storage_uri.rstrip('/')}/{name}"
     criterion = criterion_text(br.tolerance, relative=br.tolerance_relative)
-    meta.schedule = {"batch_size_schedule": [[int(s), int(b)] for s, b in schedule], "alpha": alpha,
-                     "margin": br.tolerance, "criterion": criterion}
-    meta.write(path)
     controls = control_batches(schedule, br.budget_samples, largest_allowed=br.train_examples)
-    plans = validation_plans(spec, br, schedule, alpha)
+    source, configs, _ = controls_plan(spec, br.budget_samples, controls, alpha=alpha,
+                                       warmup_fraction=br.warmup_fraction, recorded=recorded)
+    meta.schedule = {"batch_size_schedule": [[int(s), int(b)] for s, b in schedule], "alpha": alpha,
+                     "margin": br.tolerance, "criterion": criterion, "controls_from": source,
+                     "control_configurations": configs}
+    meta.write(path)
+    plans = validation_plans(spec, br, schedule, alpha, recorded=meta.schedule)
     points = plans.points
     print(f"schedule: training {schedule} (alpha {alpha:g}) for {br.budget_samples} samples against fixed batches "
           f"{', '.join(f'{n} B={b}' for n, b in controls)}, on {br.validation_seeds} seeds ({len(points)} runs)\n"
+          f"  controls' configurations: {configurations_line(configs)}\n"
           f"  criterion, fixed before these runs: {criterion}", flush=True)
     return stages.tune(meta=meta, name=name, plans=plans, progress_metric=METRIC, **points_config(points))
 
@@ -235,11 +245,15 @@ def search_plans(spec: SearchSpec, br: Branching, checkpoint_dir: str) -> Preset
     return PresetPlans.of(points, functools.partial(branch_run_plan, spec, br), tokens_per_sample=br.tokens_per_sample)
 
 
-def validation_plans(spec: SearchSpec, br: Branching, schedule, alpha: float) -> PresetPlans:
+def validation_plans(spec: SearchSpec, br: Branching, schedule, alpha: float,
+                     recorded: Optional[dict] = None) -> PresetPlans:
     """The schedule validation's runs (``run_plan.validation_configs``: the schedule and its fixed-batch controls,
-    ``methods.branch.reading_schedule.control_batches``, seed by seed), each with its plan."""
-    points = validation_configs(br, schedule, alpha, control_batches(schedule, br.budget_samples,
-                                                                     largest_allowed=br.train_examples))
+    ``methods.branch.reading_schedule.control_batches``, seed by seed, each control at the configuration
+    ``tune.fair_controls.controls_plan`` gives it), each with its plan."""
+    controls = control_batches(schedule, br.budget_samples, largest_allowed=br.train_examples)
+    tuned = controls_plan(spec, br.budget_samples, controls, alpha=alpha, warmup_fraction=br.warmup_fraction,
+                          recorded=recorded)[2]
+    points = validation_configs(br, schedule, alpha, controls, tuned)
     return PresetPlans.of(points, functools.partial(branch_run_plan, spec, br), tokens_per_sample=br.tokens_per_sample)
 
 

@@ -21,6 +21,7 @@ from ray.tune.search import Searcher
 from cbs_ray.maths.bisection import Bisection, Run, middle_first
 from cbs_ray.maths.minimax_walk import runs_by_answer
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.spec.tolerance import spec_tolerances
 from cbs_ray.tune.search_space import evenly_spaced, seed_warmup
 
 __all__ = ["AlphaRank", "BisectionSearcher", "bisection_for", "bisection_alphas", "bisection_plan_lines", "halving_rung",
@@ -37,8 +38,15 @@ def bisection_alphas(spec: SearchSpec) -> list[float]:
 
 def bisection_for(spec: SearchSpec) -> Bisection:
     s = spec.search
-    return Bisection(list(spec.batch_sizes), bisection_alphas(spec), mode=s.mode, tolerance=s.tolerance,
-                     base_batch=spec.training.base_batch)
+    tolerance = spec_tolerances(spec)[0]
+    return Bisection(list(spec.batch_sizes), bisection_alphas(spec), mode=s.mode, tolerance=tolerance.value,
+                     relative=tolerance.relative, base_batch=spec.training.base_batch)
+
+
+def _amount(spec: SearchSpec) -> str:
+    """The tolerance as the halving applies it: "0.01 nats", "1 % of the prior's metric"."""
+    tol = spec_tolerances(spec)[0]
+    return f"{tol.value * 100:g} % of the prior's metric" if tol.relative else f"{tol.value:g} nats"
 
 
 def halving_rung(spec: SearchSpec, budget_samples: int) -> Optional[int]:
@@ -59,7 +67,7 @@ def bisection_plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
     most = len(spec.batch_sizes) + losers * (rung / budget_samples if rung else 1.0)  # in full runs' samples
     grid_runs = len(spec.batch_sizes) * spec.search.grid_points ** 2
     halving = (f"each trains to {rung} samples and waits until all have; then {policy.alphas[0]} goes on, the best "
-               f"other too only where it leads by more than the tolerance {spec.search.tolerance:g}, the rest stop; "
+               f"other too only where it leads by more than the tolerance {_amount(spec)}, the rest stop; "
                f"alpha is the best at the full budget" if rung else "each to the full budget")
     start = (f"alpha chosen once at B={policy.alpha_batch} among {policy.alphas} ({halving}), warmup by the seed "
              f"rule; then batch {policy.grid[0]}" if len(policy.alphas) > 1 else

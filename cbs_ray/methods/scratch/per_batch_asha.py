@@ -53,14 +53,15 @@ class PerBatchASHA(FIFOScheduler):
         halving: {batch size: candidates}: that batch's first ``candidates`` trials are halved synchronously at
             the first rung (``grace_period``) instead (the ``bisect`` strategy's alpha batch; none where the
             rung is not below ``max_t``).
-        halving_margin: by how much a challenger must lead the first candidate at the rung to go on too.
+        halving_margin: by how much a challenger must lead the first candidate at the rung to go on too
+            (``halving_relative``: a fraction of the first candidate's metric there).
         halving_rank: a candidate's place in the searcher's order from its config (0: the prior), so that a
             resumed experiment, whose trials Tune re-adds latest result first, keeps the same prior.
     """
 
     def __init__(self, batch_of: Callable[[dict], int], *, time_attr: str, max_t: int, grace_period: int,
                  reduction_factor: float, metric: str | None = None, mode: str | None = None,
-                 halving: Dict[int, int] | None = None, halving_margin: float = 0.0,
+                 halving: Dict[int, int] | None = None, halving_margin: float = 0.0, halving_relative: bool = False,
                  halving_rank: Optional[Callable[[dict], float]] = None):
         super().__init__()
         self._batch_of = batch_of
@@ -73,7 +74,7 @@ class PerBatchASHA(FIFOScheduler):
         self._halving_candidates = dict(halving or {}) if grace_period < max_t else {}
         self._halving: Dict[int, SynchronousHalving] = {}
         self._candidates: Dict[Hashable, Any] = {}  # trial id -> trial, for each halving candidate
-        self._halving_margin = halving_margin
+        self._halving_margin, self._halving_relative = halving_margin, halving_relative
         self._halving_rank = halving_rank
 
     @property
@@ -98,7 +99,7 @@ class PerBatchASHA(FIFOScheduler):
         if batch_size not in self._halving:
             self._halving[batch_size] = SynchronousHalving(
                 self._halving_candidates[batch_size], self._asha_args["grace_period"], mode=self._mode or "max",
-                margin=self._halving_margin)
+                margin=self._halving_margin, relative=self._halving_relative)
         return self._halving[batch_size]
 
     def _for(self, trial) -> AsyncHyperBandScheduler:

@@ -27,6 +27,7 @@ from cbs_ray.maths.importance import EVALUATOR, param_importance
 from cbs_ray.maths.pareto import pareto_front
 from cbs_ray.maths.tradeoff import TradeoffFit
 from cbs_ray.records.columns import Column
+from cbs_ray.spec.tolerance import RELATIVE, Tolerance
 
 __all__ = ["summarize", "write_summary"]
 
@@ -37,20 +38,23 @@ FRONT_COLUMNS = [Column.trial_id, Column.batch_size, Column.alpha, Column.warmup
 
 def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: int,
               tolerance: float = 0.01, target: Optional[float] = None, turning_fit: str = "monotone",
-              min_batch_size: int = 1, seeds: Optional[dict] = None) -> Summary:
+              min_batch_size: int = 1, seeds: Optional[dict] = None, tolerance_unit: str = RELATIVE) -> Summary:
     """Everything ``summary.json`` holds, typed (NaN becomes None; ``Summary.to_json`` writes it). ``turning_fit``:
     ``monotone`` reads the turning point off the per-batch means' monotone fit, ``raw`` off the means
     (``search.turning_point``); the other reading is kept as ``raw_batch_size`` / ``monotone_batch_size``.
     ``min_batch_size``: the smallest batch a next search may propose (the workers per trial). ``seeds``: batch
     size → the (alpha, warmup fraction) the search seeded it with (None: nothing seeded, a grid), so that the
-    recommendation says when its alpha and warmup are a seed's (``readings.unsearched``)."""
+    recommendation says when its alpha and warmup are a seed's (``readings.unsearched``). ``tolerance_unit``:
+    ``relative`` (a fraction of the best, every experiment before issue 50) or ``nats`` (absolute;
+    ``spec.tolerance``)."""
     if turning_fit not in ("monotone", "raw"):
         raise ValueError(f"turning_fit must be 'monotone' or 'raw', got {turning_fit!r}")
     trials = trial_table(history, metric=metric, budget_samples=budget_samples)
     per_batch = per_batch_table(trials, metric=metric, mode=mode) if len(trials) else pd.DataFrame()
     measured = per_batch.dropna(subset=[f"best_{metric}"]) if len(per_batch) else per_batch
+    margin = Tolerance(tolerance, tolerance_unit)
     turning, fitted = turning_point_reading(per_batch, measured, metric=metric, mode=mode, tolerance=tolerance,
-                                     turning_fit=turning_fit)
+                                            turning_fit=turning_fit, relative=margin.relative)
 
     target_source = "user" if target is not None else "default: worst per-batch best"
     if target is None and len(measured):
@@ -68,7 +72,7 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
         per_batch, trials = with_noise_scale(history, per_batch, trials, noise_rows)
 
     answer = answer_of(turning, tradeoff, overhead, [int(b) for b in per_batch.get(Column.batch_size, [])],
-                     min_batch=min_batch_size)
+                     min_batch=min_batch_size, within=margin.text())
     done = trials[trials[Column.status] == "completed"].reset_index(drop=True)
     done[Column.projected_time_s] = budget_samples / done[Column.samples_per_s]
     columns = FRONT_COLUMNS + [metric]
@@ -79,16 +83,27 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
         answer=answer, metric=metric, mode=mode, budget_samples=budget_samples, target=target,
         target_source=target_source,
         critical_batch=CriticalBatch(batch_size=turning.batch_size, turning_point=turning, tradeoff=tradeoff,
-                                     overhead_20pct=overhead, tolerance=tolerance, reason=turning.reason),
+                                     overhead_20pct=overhead, tolerance=tolerance, reason=turning.reason,
+                                     tolerance_unit=tolerance_unit,
+                                     tolerance_in_metric_units=margin.in_metric_units(_best_mean(measured, metric,
+                                                                                                 mode))),
         noise_scale=NoiseScale(**{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
                                   for k, v in noise.items()}),
         recommendation=recommend(done, front_projected, metric=metric, mode=mode, tolerance=tolerance,
                                  budget_samples=budget_samples, cap=answer.batch_size, resolved=answer.resolved,
                                  cap_text=bound_text(answer.batch_size, answer.bound), per_batch=per_batch,
-                                 trials=trials, seeds=seeds),
+                                 trials=trials, seeds=seeds, relative=margin.relative),
         per_batch=_records(per_batch), pareto=_records(done.loc[front_wall, columns]),
         pareto_projected=_records(done.loc[front_projected, columns]), trials=_records(trials),
         importance=Importance(EVALUATOR, *param_importance(trials, metric=metric, mode=mode)))
+
+
+def _best_mean(measured: pd.DataFrame, metric: str, mode: str) -> Optional[float]:
+    """The best per-batch mean (where a relative tolerance is measured from), or None."""
+    if not len(measured) or f"mean_{metric}" not in measured:
+        return None
+    means = measured[f"mean_{metric}"].astype(float).dropna()
+    return (float(means.max() if mode == "max" else means.min())) if len(means) else None
 
 
 def _records(frame: pd.DataFrame) -> list[dict]:

@@ -30,6 +30,7 @@ from cbs_ray.report.page import render_html, render_markdown
 from cbs_ray.report.plots import all_plots
 from cbs_ray.report.reading import Reading
 from cbs_ray.report.text import headline
+from cbs_ray.spec.tolerance import unit_of_record
 
 __all__ = ["Report", "analyze", "seeded_configurations", "ScratchReport", "REPORT"]
 
@@ -91,7 +92,8 @@ def seeded_configurations(spec: dict, batch_sizes) -> Optional[dict]:
 def analyze(source, *, tolerance: Optional[float] = None, target: Optional[float] = None,
             turning_fit: Optional[str] = None) -> Report:
     """Analyse an experiment directory (path or URI) or a ``ray.tune.ResultGrid`` of a cbs-ray search.
-    ``tolerance`` and ``turning_fit`` default to the spec's ``search.tolerance`` and ``search.turning_point``."""
+    ``tolerance`` and ``turning_fit`` default to the spec's ``search.tolerance`` and ``search.turning_point``; the
+    tolerance is in the unit the experiment recorded (``spec.tolerance.unit_of_record``: none recorded, relative)."""
     experiment = getattr(source, "experiment_path", None) or str(source)
     if "://" not in experiment and not Path(experiment).expanduser().is_dir():
         raise ReportError(f"{experiment}: no such experiment directory")
@@ -111,6 +113,7 @@ def analyze(source, *, tolerance: Optional[float] = None, target: Optional[float
     spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}  # a tampered one: the defaults
     summary = summarize(history, metric=meta["metric"], mode=meta["mode"], budget_samples=meta["budget_samples"],
                         tolerance=meta["tolerance"] if tolerance is None else tolerance, target=target,
+                        tolerance_unit=unit_of_record(meta.get("tolerance_unit")),
                         turning_fit=turning_fit or spec.get("search", {}).get("turning_point", "monotone"),
                         # a next search never proposes a batch smaller than the workers it splits over
                         min_batch_size=int(spec.get("resources", {}).get("workers_per_trial") or 1),

@@ -18,6 +18,7 @@ from cbs_ray.records.storage import load_history
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.resolve import apply_batch_grid
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.spec.tolerance import spec_tolerances
 from cbs_ray.train.config import batch_size_of
 from cbs_ray.tune.driver import Stages
 from cbs_ray.methods.scratch.bisection_search import AlphaRank, BisectionSearcher, bisection_plan_lines
@@ -108,8 +109,10 @@ def repeat_best(spec: SearchSpec, stages: Stages, experiment_path: str) -> None:
 def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
     """The search's Tune experiment (searcher, per-batch ASHA, the metadata first); returns its path."""
     s, budget = spec.search, stages.prepared.budget_samples
+    tolerance = spec_tolerances(spec)[0]
     name, path, meta = stages.open_experiment("", lambda name: {
-        "metric": s.metric, "mode": s.mode, "budget_samples": budget, "tolerance": s.tolerance,
+        "metric": s.metric, "mode": s.mode, "budget_samples": budget, "tolerance": tolerance.value,
+        "tolerance_unit": tolerance.unit,
         "tokens_per_sample": stages.prepared.tokens_per_sample,
         "study": {"storage": s.study_storage, "name": s.study_name or name} if s.study_storage is not None else None})
     study_name = s.study_name or name  # with search.study_storage
@@ -156,7 +159,8 @@ def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
         tune_config["scheduler"] = PerBatchASHA(
             batch_size_of, time_attr="samples_seen", max_t=budget, grace_period=spec.asha.grace_period_samples,
             reduction_factor=spec.asha.reduction_factor, metric=s.metric, mode=s.mode,
-            halving=halving, halving_margin=s.tolerance, halving_rank=halving_rank)
+            halving=halving, halving_margin=tolerance.value, halving_relative=tolerance.relative,
+            halving_rank=halving_rank)
     return stages.tune(meta=meta, name=name, expected_trials=expected_trials, **tune_config)
 
 

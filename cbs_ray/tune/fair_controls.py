@@ -1,0 +1,97 @@
+"""``branch.controls_from`` on the driver (issue 50, item 4): find the from-scratch search whose best
+configuration per batch the schedule validation's fixed-batch controls train at, and read it. The choice of each
+control's configuration is ``analysis.control_configs``; this module only locates and reads the experiment.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from cbs_ray.analysis.control_configs import NONE, TRUNK, best_configurations, budget_problem, control_configurations
+from cbs_ray.records.columns import Column
+from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.records.storage import ReportError, load_history
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.schema import SearchSpec
+
+__all__ = ["SCRATCH", "tuned_controls", "controls_plan"]
+
+SCRATCH = "scratch"
+"""``branch.controls_from: scratch``: the newest from-scratch search of the spec's name beside this one."""
+
+
+def _newest_scratch(spec: SearchSpec, budget_samples: int) -> Optional[str]:
+    """The newest ``<name>-<date>-<time>`` from-scratch experiment in the storage at ``budget_samples``, or None."""
+    root = Path(spec.storage_uri)
+    if "://" in spec.storage_uri or not root.is_dir():
+        return None
+    for candidate in sorted(root.glob(f"{spec.name}-[0-9]*"), reverse=True):
+        try:
+            meta = ExperimentMeta.read(str(candidate))
+        except ReportError:
+            continue
+        if (meta.method, meta.name, meta.budget_samples) == ("scratch", spec.name, budget_samples):
+            return str(candidate)
+    return None
+
+
+def _named(spec: SearchSpec, value: str) -> str:
+    """The experiment ``value`` names: a directory, or a folder of that name in the storage; else one line."""
+    for where in (Path(value).expanduser(), Path(spec.storage_uri) / value):
+        if where.is_dir():
+            return str(where)
+    raise SpecError(f"branch.controls_from: no experiment {value!r} (neither a directory nor a folder in "
+                    f"{spec.storage_uri}); name a from-scratch search at this budget, or set "
+                    f"branch.controls_from=none")
+
+
+def tuned_controls(spec: SearchSpec, budget_samples: int) -> tuple[str, dict[int, dict]]:
+    """(``controls_from`` as recorded: the experiment's path, or ``none``; each batch's best configuration in
+    it, ``analysis.control_configs.best_configurations``). A ``SpecError`` (one line, exit 2) where a named
+    experiment is missing, unreadable, not a from-scratch search, ran another budget, or completed no trial;
+    ``scratch`` without such a search beside this one: ``none``, said."""
+    value = spec.branch.controls_from
+    if value == NONE:
+        return NONE, {}
+    if value == SCRATCH:
+        found = _newest_scratch(spec, budget_samples)
+        if found is None:
+            print(f"schedule: no from-scratch search of {spec.name} at {budget_samples} samples in "
+                  f"{spec.storage_uri}: the controls train at the trunk's configuration", flush=True)
+            return NONE, {}
+        path = found
+    else:
+        path = _named(spec, value)
+    try:
+        meta = ExperimentMeta.read(path)
+        if meta.method != "scratch":
+            raise SpecError(f"branch.controls_from: {path} is a {meta.method} search, not a from-scratch one")
+        problem = budget_problem(meta.budget_samples, budget_samples, where=path)
+        if problem:
+            raise SpecError(problem)
+        best = best_configurations(load_history(path), metric=meta.metric, mode=meta.mode,
+                                   budget_samples=int(budget_samples))
+    except ReportError as e:
+        raise SpecError(f"branch.controls_from: {path}: {e}") from None
+    if not best:
+        raise SpecError(f"branch.controls_from: {path}: no trial completed the budget, so it has no configuration "
+                        f"to give the controls")
+    return path, best
+
+
+def controls_plan(spec: SearchSpec, budget_samples: int, controls, *, alpha: float, warmup_fraction: float,
+                  recorded: Optional[dict] = None) -> tuple[str, list[dict], dict[int, tuple[float, float]]]:
+    """(``controls_from``, each control batch's configuration record, batch → (alpha, warmup) of the tuned ones
+    for ``run_plan.validation_configs``): as ``recorded`` in the experiment's metadata where the validation was
+    decided before (a resume), else read now (``tuned_controls``)."""
+    if recorded and recorded.get("control_configurations") is not None:
+        source, configs = str(recorded.get("controls_from", NONE)), list(recorded["control_configurations"])
+    else:
+        source, best = tuned_controls(spec, budget_samples)
+        configs = control_configurations(controls, best, alpha=alpha, warmup_fraction=warmup_fraction,
+                                         source=source)
+    tuned = {int(c[Column.batch_size]): (float(c[Column.alpha]), float(c[Column.warmup_fraction]))
+             for c in configs if c["source"] != TRUNK}
+    return source, configs, tuned
+
