@@ -39,9 +39,6 @@ def _fsdp_runs_what_shards_in_lockstep(spec: SearchSpec) -> None:
     if spec.search.method == "ladder" and spec.ladder.reading == "ewa":
         raise SpecError("training.parallelism: fsdp cannot average the iterates of a sharded model yet; set "
                         "ladder.reading: raw, or use ddp")
-    if spec.training.probe_micro_batch:
-        raise SpecError("training.probe_micro_batch: not available with training.parallelism: fsdp yet (the probe "
-                        "measures the unsharded model); set training.micro_batch_size")
 
 
 def _parquet_is_a_folder_of_token_shards(spec: SearchSpec) -> None:
