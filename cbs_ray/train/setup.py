@@ -250,7 +250,8 @@ def setup_trial(cfg: TrialConfig, data, session) -> tuple[TrialParts, TrialProgr
                    params=params, is_ddp=hasattr(model, "no_sync"), is_fsdp=is_fsdp(model),
                    clip=training.grad_clip_norm if training.grad_clip_norm is not None else float("inf"),
                    noise=noise, local_sqnorm=local_sqnorm, source=source,
-                   average=iterate_average(getattr(model, "module", model)) if cfg.plan.averages_iterates else None)
+                   average=iterate_average(model if is_fsdp(model) else getattr(model, "module", model))
+                   if cfg.plan.averages_iterates else None)
     samples = cfg.plan.samples_after(step)
     progress = TrialProgress(step=step, drawn=drawn, resumed_from_samples=samples if step else 0,
                          loop_start=time.perf_counter() - saved.get("wall_time_s", 0.0),

@@ -96,7 +96,6 @@ def test_an_fsdp_plan_without_blocks_fails_before_ray_in_one_line(tmp_path):
     (["training.fsdp_block_class=GPT2Block"], "set training.parallelism: fsdp"),
     (["training.parallelism=fsdp", "task=seq2seq", "data.builtin_task=translation", "search.metric=eval_loss",
       "search.mode=min"], "seq2seq"),
-    (["training.parallelism=fsdp", "search.method=ladder"], "set ladder.reading: raw"),
 ])
 def test_what_fsdp_cannot_do_yet_is_refused(overrides, says):
     with pytest.raises(SpecError, match=says):
