@@ -98,7 +98,7 @@ def _device_of(model: torch.nn.Module) -> torch.device:
 def local_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """A copy, on the host, of this rank's part of every parameter and buffer (a DTensor's local shard, a plain
     tensor whole): what ``restore_local_tensors`` puts back after the micro-batch probe's steps, no collective."""
-    held = dict(reshard(model).named_parameters())
+    held: dict[str, torch.Tensor] = dict(reshard(model).named_parameters())
     held.update(model.named_buffers())
     return {name: local_part(value).detach().to("cpu", copy=True) for name, value in held.items()}
 
@@ -106,7 +106,7 @@ def local_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 @torch.no_grad()
 def restore_local_tensors(model: torch.nn.Module, saved: dict[str, torch.Tensor]) -> None:
     """Copy ``local_tensors``' values back into the same model's parameters and buffers, shard by shard."""
-    held = dict(reshard(model).named_parameters())
+    held: dict[str, torch.Tensor] = dict(reshard(model).named_parameters())
     held.update(model.named_buffers())
     for name, value in held.items():
         local_part(value).copy_(saved[name])

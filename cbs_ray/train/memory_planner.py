@@ -211,9 +211,10 @@ def cpu_fits(model, make_optimizer, *, seq_len: int, vocab_size: int, task: str,
 
     def fits(m: int) -> bool:
         expected = extrapolated_peak(baseline, runs, m)
-        if not agree(expected is None or expected <= limit_bytes):
-            log(f"micro-batch {m}: {(expected or 0) / 2**20:.0f} MiB expected here or on another rank, over the "
-                f"{limit_bytes / 2**20:.0f} MiB limit; not run")
+        here = expected is None or expected <= limit_bytes
+        if not agree(here):
+            log(f"micro-batch {m}: {(expected or 0) / 2**20:.0f} MiB expected, over the {limit_bytes / 2**20:.0f} MiB "
+                "limit; not run" if not here else f"micro-batch {m}: over the limit on another rank; not run")
             return False
         optimizer = make_optimizer()
         memory.reset()
