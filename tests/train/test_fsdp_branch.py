@@ -63,6 +63,7 @@ def _ddp_and_fsdp(rank: int, port: int, out: str) -> None:
 
 
 @pytest.mark.multiproc
+@pytest.mark.slow  # ≈ 35 s on 2 cores: plain pytest keeps within its 10 min; CI's slow step runs it
 def test_a_branch_under_fsdp_starts_from_the_trunks_gathered_checkpoint(tmp_path):
     torch.multiprocessing.spawn(_ddp_and_fsdp, args=(free_port(), str(tmp_path)), nprocs=2)
     assert (tmp_path / "fsdp" / "checkpoints" / "samples_128" / "state.pt").is_file()  # the trunk published it

@@ -85,6 +85,7 @@ def _ddp_and_fsdp(rank: int, port: int, out: str) -> None:
 
 
 @pytest.mark.multiproc
+@pytest.mark.slow  # ≈ 35 s on 2 cores: plain pytest keeps within its 10 min; CI's slow step runs it
 def test_a_t5_trains_under_fsdp_as_under_ddp(tmp_path):
     torch.multiprocessing.spawn(_ddp_and_fsdp, args=(free_port(), str(tmp_path)), nprocs=2)
     for rank in (0, 1):
