@@ -4,8 +4,9 @@ this order:
 1. ``training.fsdp_block_class``: every module of that class name;
 2. the model's ``_no_split_modules`` (Hugging Face's list of the classes that must not be split across devices,
    e.g. ``GPT2Block``, ``BertLayer``): every module of those class names;
-3. the children of the first ``nn.ModuleList`` (in ``modules()`` order) whose children are all of one class: a
-   user model's ``self.layers = nn.ModuleList([Block() for _ in range(n)])``.
+3. the children of every ``nn.ModuleList`` whose children are all of one class: a user
+   model's ``self.layers = nn.ModuleList([Block() for _ in range(n)])``, an encoder-decoder's encoder layers and
+   decoder layers both.
 
 A block nested in another is left to its parent. None found is a ``FsdpPlanError``; ``check_fsdp_plan`` makes it
 the one-line ``SpecError`` the driver stops on before Ray starts (``tune.prepare``, ``sources.object_checks``).
@@ -28,13 +29,12 @@ def _class_name(module: torch.nn.Module) -> str:
     return type(module).__name__
 
 
-def _first_repeated_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The children of the first ``nn.ModuleList`` whose children are all of one class (rule 3)."""
-    for module in model.modules():
-        if isinstance(module, torch.nn.ModuleList) and len(module) and \
-                len({type(child) for child in module}) == 1:
-            return list(module)
-    return []
+def _repeated_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The children of every ``nn.ModuleList`` whose children are all of one class (rule 3), in ``modules()``
+    order; lists inside a found block are left to it by the caller."""
+    return [child for module in model.modules()
+            if isinstance(module, torch.nn.ModuleList) and len(module) and len({type(c) for c in module}) == 1
+            for child in module]
 
 
 def transformer_blocks(model: torch.nn.Module, block_class: Optional[str] = None) -> list[torch.nn.Module]:
@@ -44,7 +44,7 @@ def transformer_blocks(model: torch.nn.Module, block_class: Optional[str] = None
     if names:
         found = [m for m in model.modules() if m is not model and _class_name(m) in names]
     else:
-        found = _first_repeated_layers(model)
+        found = _repeated_layers(model)
     inside: set[int] = set()
     for block in found:
         inside.update(id(m) for m in block.modules() if m is not block)

@@ -251,9 +251,8 @@ def check_objects(spec: SearchSpec, objects: UserObjects) -> tuple[UserObjects, 
     _options_the_objects_cannot_take(spec)
     for name in ("train_dataset", "eval_dataset"):
         if type(getattr(objects, name)).__module__.startswith("ray.data"):  # (Ray is not imported to ask)
-            raise SpecError(f"{name}: a ray.data.Dataset is not taken here yet; write it as Parquet shards "
-                            f"(dataset.write_parquet(folder)) and search them with data.source: parquet, data.path: "
-                            f"folder (docs/large-models.md)")
+            raise SpecError(f"{name}: a ray.data.Dataset is taken as train_dataset alone, with the spec's model "
+                            f"(written as Parquet shards and streamed; docs/large-models.md), not with model_init")
     train_size = _length(objects.train_dataset, "train_dataset")
     eval_size = _length(objects.eval_dataset, "eval_dataset")
     largest = spec.batch_sizes[-1]

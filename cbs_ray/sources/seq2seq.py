@@ -25,7 +25,7 @@ import torch
 
 from cbs_ray.sources.amp import autocast_dtype
 from cbs_ray.sources.builtin import BuiltinSource
-from cbs_ray.sources.protocol import Position, TrialSettings, counted
+from cbs_ray.sources.protocol import Position, TrialSettings, counted, lockstep_forwards
 
 __all__ = ["Seq2SeqSource", "summed_target_loss", "target_tokens", "bleu_statistics", "bleu_from_statistics",
            "evaluate_seq2seq", "BLEU_STATISTICS"]
@@ -77,6 +77,15 @@ def _inputs(batch, device) -> dict:
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
+def is_sharded(model) -> bool:
+    """Whether ``model`` is sharded by FSDP2's ``fully_shard`` (its forwards are collectives)."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:
+        return False
+    return isinstance(model, FSDPModule)
+
+
 def _generator(model):
     """The HF model inside DDP's and torch.compile's wrappers: what has ``generate``."""
     while not hasattr(model, "generate"):
@@ -126,19 +135,32 @@ def evaluate_seq2seq(model, session, data, cfg: TrialSettings, *, on_dev: bool =
     generation = cfg.spec.generation
     sums = torch.zeros(2, dtype=torch.float64)  # loss summed over target tokens, target tokens
     hypotheses: list[str] = []
+    sharded = session.world_size > 1 and is_sharded(model)
+
+    def forwards(batch: dict) -> tuple[torch.Tensor, list[str]]:
+        with torch.autocast(session.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            loss = summed_target_loss(model, batch)
+            if not with_bleu:
+                return loss, []
+            # Under FSDP every decoder step is a collective: synced_gpus keeps a rank that has finished its
+            # sequences stepping (on padding) until every rank has (Hugging Face's rule for sharded models).
+            generated = _generator(model).generate(
+                input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], do_sample=False,
+                max_new_tokens=generation.max_new_tokens or cfg.spec.data.max_target_length,
+                num_beams=generation.num_beams, eos_token_id=data.eos_id, pad_token_id=data.pad_id,
+                synced_gpus=sharded)
+        return loss, data.decode(generated[:, 1:].tolist())  # the first column is the decoder's start token
+
     for start in counted(range(0, len(ids), size), position):
         batch = _inputs((ids[start:start + size], mask[start:start + size], labels[start:start + size]),
                         session.device)
-        with torch.autocast(session.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-            loss = summed_target_loss(model, batch)
-            if with_bleu:
-                generated = _generator(model).generate(
-                    input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], do_sample=False,
-                    max_new_tokens=generation.max_new_tokens or cfg.spec.data.max_target_length,
-                    num_beams=generation.num_beams, eos_token_id=data.eos_id, pad_token_id=data.pad_id)
-                # The first column is the decoder's start token, not output.
-                hypotheses += data.decode(generated[:, 1:].tolist())
+        loss, decoded = forwards(batch)
+        hypotheses += decoded
         sums += torch.tensor([float(loss), float(target_tokens(batch["labels"]))], dtype=torch.float64)
+    everything = len(arrays[0]) if limit is None else min(limit, len(arrays[0]))
+    spares = lockstep_forwards(everything, session.world_size, size, len(ids)) if sharded else 0
+    for _ in range(spares):  # FSDP's collectives: as many forwards (and generations) as rank 0, discarded
+        forwards(_inputs(tuple(torch.tensor(a[:1]) for a in arrays), session.device))
     stats = torch.tensor(bleu_statistics(hypotheses, references) if with_bleu else [], dtype=torch.float64)
     total = session.all_reduce(torch.cat([sums, stats]).to(session.device)).cpu()
     eval_loss = float(total[0] / total[1])

@@ -26,22 +26,11 @@ def parquet_shards(path: str) -> list[Path]:
 
 
 def _fsdp_runs_what_shards_in_lockstep(spec: SearchSpec) -> None:
-    """Under FSDP every forward is a collective, so every rank must run as many: a seq2seq model's generation
-    decodes as many steps as its own longest target (not the other ranks'), and the average of the iterates
-    (``ladder.reading: ewa``) copies the whole module, which a sharded one refuses."""
-    if spec.training.parallelism != "fsdp":
-        if spec.training.fsdp_block_class is not None:
-            raise SpecError("training.fsdp_block_class: names FSDP's blocks; set training.parallelism: fsdp")
-        return
-    if spec.task == "seq2seq":
-        raise SpecError("training.parallelism: fsdp is not available with task seq2seq yet (generation runs a "
-                        "different number of decoder steps on each rank); use ddp")
-    if spec.search.method == "ladder" and spec.ladder.reading == "ewa":
-        raise SpecError("training.parallelism: fsdp cannot average the iterates of a sharded model yet; set "
-                        "ladder.reading: raw, or use ddp")
-    if spec.training.probe_micro_batch:
-        raise SpecError("training.probe_micro_batch: not available with training.parallelism: fsdp yet (the probe "
-                        "measures the unsharded model); set training.micro_batch_size")
+    """FSDP's blocks are named only under FSDP. (Every forward under FSDP is a collective, so every rank runs as
+    many: the evaluations add spare forwards, a seq2seq generation steps until every rank is done; nothing of
+    the spec's is refused for it.)"""
+    if spec.training.parallelism != "fsdp" and spec.training.fsdp_block_class is not None:
+        raise SpecError("training.fsdp_block_class: names FSDP's blocks; set training.parallelism: fsdp")
 
 
 def _parquet_is_a_folder_of_token_shards(spec: SearchSpec) -> None:

@@ -254,7 +254,7 @@ class TrainingSpec:
     (PyTorch's FSDP2, ``fully_shard``: parameters, gradients and optimizer state sharded over the workers, each
     transformer block gathered only while it runs; for models whose AdamW state does not fit one device). The
     blocks are ``fsdp_block_class``'s modules, else the model's ``_no_split_modules`` classes (Hugging Face),
-    else the layers of its first ``nn.ModuleList`` of repeated modules (``train.fsdp``; docs/large-models.md).
+    else the layers of every ``nn.ModuleList`` of repeated modules (``train.fsdp``; docs/large-models.md).
     One worker trains unsharded either way."""
     fsdp_block_class: Optional[str] = None
     """The class name of the modules FSDP shards one by one (``GPT2Block``, ``LlamaDecoderLayer``), where the

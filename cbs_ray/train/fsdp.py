@@ -20,7 +20,8 @@ import torch
 
 from cbs_ray.sources.blocks import transformer_blocks
 
-__all__ = ["shard_model", "is_fsdp", "uses_fsdp", "attach_reduce_scatter_probe", "full_tensor"]
+__all__ = ["shard_model", "is_fsdp", "uses_fsdp", "attach_reduce_scatter_probe", "full_tensor", "local_tensors",
+           "restore_local_tensors", "local_part", "reshard"]
 
 
 def shard_model(model: torch.nn.Module, *, block_class: Optional[str], param_dtype: Optional[torch.dtype] = None):
@@ -92,3 +93,39 @@ def _device_of(model: torch.nn.Module) -> torch.device:
     parameter = next(model.parameters())
     local = getattr(parameter, "to_local", None)
     return (local() if local is not None else parameter).device
+
+
+def local_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A copy, on the host, of this rank's part of every parameter and buffer (a DTensor's local shard, a plain
+    tensor whole): what ``restore_local_tensors`` puts back after the micro-batch probe's steps, no collective."""
+    held: dict[str, torch.Tensor] = dict(reshard(model).named_parameters())
+    held.update(model.named_buffers())
+    return {name: local_part(value).detach().to("cpu", copy=True) for name, value in held.items()}
+
+
+@torch.no_grad()
+def restore_local_tensors(model: torch.nn.Module, saved: dict[str, torch.Tensor]) -> None:
+    """Copy ``local_tensors``' values back into the same model's parameters and buffers, shard by shard."""
+    held: dict[str, torch.Tensor] = dict(reshard(model).named_parameters())
+    held.update(model.named_buffers())
+    for name, value in held.items():
+        local_part(value).copy_(saved[name])
+
+
+def local_part(value: torch.Tensor) -> torch.Tensor:
+    """A DTensor's local shard (a view: writing it writes the parameter), a plain tensor itself."""
+    to_local = getattr(value, "to_local", None)
+    return to_local() if to_local is not None else value
+
+
+def reshard(model: torch.nn.Module) -> torch.nn.Module:
+    """Every FSDP module of ``model`` back to its sharded parameters (the root keeps its gathered ones after a
+    forward without backward, an evaluation's: then ``parameters()`` are the full tensors, not the shards);
+    returns ``model``. A model without FSDP modules as it is."""
+    if is_fsdp(model):
+        from torch.distributed.fsdp import FSDPModule
+
+        for module in model.modules():
+            if isinstance(module, FSDPModule):
+                module.reshard()
+    return model

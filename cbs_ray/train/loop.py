@@ -34,7 +34,7 @@ from cbs_ray.maths.noise_scale import NOT_MEASURABLE, b_simple
 from cbs_ray.records.trial_report import TrialReport
 from cbs_ray.sources.builtin import METRICS_OF_EVERY_TASK, WORST_METRIC
 from cbs_ray.sources.protocol import Position
-from cbs_ray.train.averaging import AVERAGED_PREFIX
+from cbs_ray.train.averaging import AVERAGED_PREFIX, averaged_module
 from cbs_ray.train.checkpoint import mark_trunk_done, publish_state, save_state, state_dicts
 from cbs_ray.train.config import TrialConfig
 from cbs_ray.train.failure import FailureLog
@@ -259,8 +259,9 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: TrialParts, progress: 
     evaluation = parts.source.evaluate(parts.forward, session, cfg, batch_size=parts.eval_batch, position=position,
                                        limit=limit)
     if parts.average is not None:  # the average of the iterates, beside the raw model (ladder.reading: ewa)
-        averaged = parts.source.evaluate(parts.average.module, session, cfg, batch_size=parts.eval_batch,
-                                         position=position, limit=limit)
+        with averaged_module(parts.average) as module:  # FSDP's: its averaged shards swapped in (train.averaging)
+            averaged = parts.source.evaluate(module, session, cfg, batch_size=parts.eval_batch, position=position,
+                                             limit=limit)
         evaluation.update({f"{AVERAGED_PREFIX}{key}": averaged[key] for key in AVERAGED_METRICS if key in averaged})
     if samples == cfg.budget_samples and parts.source.has_dev:
         position.phase = "dev evaluation"

@@ -130,12 +130,14 @@ OUT_OF_MEMORY_SIGNS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STA
 
 
 def cuda_fits(model, make_optimizer, *, seq_len: int, vocab_size: int, task: str, dtype,
-              batch_of: Callable[[int], dict] | None = None) -> Callable[[int], bool]:
+              batch_of: Callable[[int], dict] | None = None,
+              agree: Callable[[bool], bool] = lambda ok: ok) -> Callable[[int], bool]:
     """``fits(m)`` for a CUDA model: two training steps on random tokens at micro-batch m under autocast
-    ``dtype`` (``_probe_step``); False on out-of-memory. Gradients and optimizer state are dropped after."""
+    ``dtype`` (``_probe_step``); False on out-of-memory. Gradients and optimizer state are dropped after.
+    ``agree``: the answer every rank takes (a sharded model's ranks: ``train.microbatch_probe.agreed_by_all``)."""
     import torch
 
-    def fits(m: int) -> bool:
+    def runs(m: int) -> bool:
         optimizer = make_optimizer()
         try:
             _probe_step(model, optimizer, m, seq_len=seq_len, vocab_size=vocab_size, task=task, dtype=dtype,
@@ -152,6 +154,9 @@ def cuda_fits(model, make_optimizer, *, seq_len: int, vocab_size: int, task: str
             optimizer.zero_grad(set_to_none=True)
             del optimizer
             torch.cuda.empty_cache()
+
+    def fits(m: int) -> bool:
+        return agree(runs(m))
 
     return fits
 
@@ -193,10 +198,12 @@ def extrapolated_peak(baseline: int, runs: list[tuple[int, int]], m: int) -> int
 
 def cpu_fits(model, make_optimizer, *, seq_len: int, vocab_size: int, task: str, dtype, limit_bytes: int,
              memory: PeakResidentMemory | None = None, log: Callable[[str], None] = lambda _: None,
-             batch_of: Callable[[int], dict] | None = None) -> Callable[[int], bool]:
+             batch_of: Callable[[int], dict] | None = None,
+             agree: Callable[[bool], bool] = lambda ok: ok) -> Callable[[int], bool]:
     """``fits(m)`` on a CPU: the process's peak resident memory during two training steps at micro-batch m
     (``_probe_step``) stays within ``limit_bytes``. A size whose extrapolated peak exceeds the limit
-    is refused without running it."""
+    is refused without running it. ``agree``: the answer every rank takes, both whether to run a size and whether
+    it fitted (a sharded model's ranks run each size together: ``train.microbatch_probe.agreed_by_all``)."""
     memory = memory or PeakResidentMemory()
     memory.reset()
     baseline = memory.bytes()
@@ -204,9 +211,10 @@ def cpu_fits(model, make_optimizer, *, seq_len: int, vocab_size: int, task: str,
 
     def fits(m: int) -> bool:
         expected = extrapolated_peak(baseline, runs, m)
-        if expected is not None and expected > limit_bytes:
-            log(f"micro-batch {m}: {expected / 2**20:.0f} MiB expected, over the {limit_bytes / 2**20:.0f} MiB limit; "
-                "not run")
+        here = expected is None or expected <= limit_bytes
+        if not agree(here):
+            log(f"micro-batch {m}: {(expected or 0) / 2**20:.0f} MiB expected, over the {limit_bytes / 2**20:.0f} MiB "
+                "limit; not run" if not here else f"micro-batch {m}: over the limit on another rank; not run")
             return False
         optimizer = make_optimizer()
         memory.reset()
@@ -219,6 +227,6 @@ def cpu_fits(model, make_optimizer, *, seq_len: int, vocab_size: int, task: str,
             del optimizer
         runs.append((m, peak))
         log(f"micro-batch {m}: peak {peak / 2**20:.0f} MiB{'' if peak <= limit_bytes else ', over the limit'}")
-        return peak <= limit_bytes
+        return agree(peak <= limit_bytes)
 
     return fits

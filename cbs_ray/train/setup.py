@@ -92,6 +92,10 @@ def _setup_model(cfg: TrialConfig, session, amp_dtype, source) -> tuple[torch.nn
     if training.gradient_checkpointing:
         # The HF model's own switch (renamed in transformers 5), before DDP wraps the model.
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
+    sharded = uses_fsdp(training, session.world_size)
+    if sharded:  # sharded block by block instead of DDP's whole copy (train.fsdp); probed so: memory per rank
+        model = shard_model(model.to(session.device), block_class=training.fsdp_block_class,
+                            param_dtype=amp_dtype if session.device.type == "cuda" else None)
     micro_cap, fits_up_to = probe_micro_batch_size(model, cfg, session, amp_dtype, source) if training.probe_micro_batch \
         else (training.micro_batch_size, None)
     # A forward without gradients needs less memory than a training step of the same size: evaluating in
@@ -105,10 +109,7 @@ def _setup_model(cfg: TrialConfig, session, amp_dtype, source) -> tuple[torch.nn
               + f"{plan}, peak lr {cfg.peak_lr:.3g} (alpha {cfg.alpha:.3g}), {cfg.total_steps} steps, "
               f"{cfg.warmup_steps} warmup steps" + (f", eval batch {eval_batch} (memory)"
                                                     if eval_batch < training.eval_batch_size else ""), flush=True)
-    if uses_fsdp(training, session.world_size):  # sharded block by block instead of DDP's whole copy (train.fsdp)
-        model = shard_model(model.to(session.device), block_class=training.fsdp_block_class,
-                            param_dtype=amp_dtype if session.device.type == "cuda" else None)
-    else:
+    if not sharded:
         model = session.prepare_model(model.to(session.device))  # Ray's prepare_model moves it too; a local run needs it
     return model, plan, eval_batch
 
@@ -249,7 +250,8 @@ def setup_trial(cfg: TrialConfig, data, session) -> tuple[TrialParts, TrialProgr
                    params=params, is_ddp=hasattr(model, "no_sync"), is_fsdp=is_fsdp(model),
                    clip=training.grad_clip_norm if training.grad_clip_norm is not None else float("inf"),
                    noise=noise, local_sqnorm=local_sqnorm, source=source,
-                   average=iterate_average(getattr(model, "module", model)) if cfg.plan.averages_iterates else None)
+                   average=iterate_average(model if is_fsdp(model) else getattr(model, "module", model))
+                   if cfg.plan.averages_iterates else None)
     samples = cfg.plan.samples_after(step)
     progress = TrialProgress(step=step, drawn=drawn, resumed_from_samples=samples if step else 0,
                          loop_start=time.perf_counter() - saved.get("wall_time_s", 0.0),

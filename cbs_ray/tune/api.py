@@ -52,7 +52,9 @@ def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, e
     A pipeline's own model, data and metric go in under HF Trainer's names: ``model_init`` (returns a
     fresh ``torch.nn.Module`` whose ``model(**batch)`` gives ``loss`` and ``logits``), ``train_dataset``
     and ``eval_dataset`` (map-style), optionally ``data_collator``, ``compute_metrics`` and
-    ``preprocess_logits_for_metrics`` (see ``cbs_ray.sources.user_objects`` for the contract). Then the spec's
+    ``preprocess_logits_for_metrics`` (see ``cbs_ray.sources.user_objects`` for the contract); or a
+    ``ray.data.Dataset`` of token-id lists as ``train_dataset`` alone, written once as Parquet shards under the
+    ``storage_path`` and streamed (``cbs_ray.sources.ray_dataset``; the spec's model). Then the spec's
     model and data sections stay unset, and one micro-batch runs through the model on the driver before Ray
     starts. A spec whose ``name`` is the default's names the experiment after the model's class instead
     (``gpt2-lm-head-model``), so that it is not filed under the demo's name.
@@ -72,8 +74,16 @@ def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, e
     objects' too) and the plan comes back as a list of lines, the command line's ``--dry-run`` (issue 47).
     """
     spec = as_spec(spec)
+    from cbs_ray.sources.ray_dataset import is_ray_dataset, search_ray_dataset
     from cbs_ray.sources.user_objects import user_objects
     from cbs_ray.tune import driver
+
+    if is_ray_dataset(train_dataset):  # written once as Parquet shards, then streamed (sources.ray_dataset)
+        spec = as_spec(search_ray_dataset(spec, train_dataset, dict(
+            model_init=model_init, eval_dataset=eval_dataset, data_collator=data_collator,
+            compute_metrics=compute_metrics, preprocess_logits_for_metrics=preprocess_logits_for_metrics),
+            dry_run=dry_run))
+        train_dataset = None
 
     objects = user_objects(model_init=model_init, train_dataset=train_dataset, eval_dataset=eval_dataset,
                            data_collator=data_collator, compute_metrics=compute_metrics,

@@ -49,6 +49,12 @@ class GlooCapture(RecordingSession):
         dist.all_reduce(tensor)
         return tensor
 
+    def all_reduce_min(self, value: int) -> int:
+        """The smallest ``value`` over the two ranks, as Ray Train's session (``TrainSession``) takes it."""
+        from cbs_ray.train.sessions import TrainSession
+
+        return TrainSession.all_reduce_min(self, value)
+
 
 def join_gloo(rank: int, port: int) -> None:
     """Join the two-rank gloo group; a rank left waiting in a collective fails after a minute, not 30."""

@@ -606,14 +606,15 @@ def test_an_fsdp_plan_on_a_model_init_without_blocks_is_refused_before_ray():
                                        f"training.fsdp_block_class={named}"]), user_objects(**objects))
 
 
-def test_a_ray_dataset_as_train_dataset_is_pointed_to_the_parquet_source():
-    """A ``ray.data.Dataset`` (its class's module is what is asked: a stand-in here, Ray not started) is refused
-    in one line that says how to search it: as Parquet shards."""
+def test_a_ray_dataset_with_model_init_is_refused_in_one_line():
+    """A ``ray.data.Dataset`` (its class's module is what is asked: a stand-in here, Ray not started) among a
+    pipeline's objects is refused in one line: it is taken alone, with the spec's model (tests/sources/
+    test_ray_dataset.py)."""
 
     class Dataset:  # ray.data.Dataset's name and module, nothing else
         __module__ = "ray.data.dataset"
 
     objects = {**plain.objects(256, 64), "train_dataset": Dataset()}
-    with pytest.raises(SpecError, match=r"^train_dataset: a ray.data.Dataset is not taken here yet; write it as "
-                                        r"Parquet shards .*data.source: parquet"):
+    with pytest.raises(SpecError, match=r"^train_dataset: a ray.data.Dataset is taken as train_dataset alone, "
+                                        r"with the spec's model .*not with model_init$"):
         prepare(plain.search_spec(SMALL), user_objects(**objects))

@@ -132,8 +132,6 @@ BAD = [
     (["data.builtin_eval_examples=-1"], "data.builtin_eval_examples: must be from 1 to 10000000"),
     (["data.max_seq_length=3"], "data.max_seq_length: must be from 4 to 131072, got 3"),
     (["data.eval_examples=0"], "data.eval_examples: must be positive"),
-    (["training.parallelism=fsdp", "training.probe_micro_batch=true"], "training.probe_micro_batch: not available "
-     "with training.parallelism: fsdp"),
     (["data.source=parquet", "task=causal-lm", "search.metric=eval_loss", "search.mode=min"],
      "data.path: required when data.source is parquet"),
     (["data.max_train_examples=0"], "data.max_train_examples: must be positive"),

@@ -42,7 +42,7 @@ class Block(torch.nn.Module):
 
 
 class Stack(torch.nn.Module):
-    """A user's model: its blocks are the layers of its first ModuleList of repeated modules."""
+    """A user's model: its blocks are the layers of its ModuleLists of repeated modules."""
 
     def __init__(self, layers=3):
         super().__init__()
@@ -50,7 +50,7 @@ class Stack(torch.nn.Module):
         self.layers = torch.nn.ModuleList([Block() for _ in range(layers)])
 
 
-def test_the_blocks_are_the_first_list_of_repeated_layers_or_the_named_class():
+def test_the_blocks_are_the_lists_of_repeated_layers_or_the_named_class():
     model = Stack()
     assert transformer_blocks(model) == list(model.layers)
     assert transformer_blocks(model, "Linear") == [model.heads[0]] + [b.linear for b in model.layers]
@@ -92,16 +92,9 @@ def test_an_fsdp_plan_without_blocks_fails_before_ray_in_one_line(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("overrides, says", [
-    (["training.fsdp_block_class=GPT2Block"], "set training.parallelism: fsdp"),
-    (["training.parallelism=fsdp", "task=seq2seq", "data.builtin_task=translation", "search.metric=eval_loss",
-      "search.mode=min"], "seq2seq"),
-    (["training.parallelism=fsdp", "training.probe_micro_batch=true"], "probe_micro_batch"),
-    (["training.parallelism=fsdp", "search.method=ladder"], "set ladder.reading: raw"),
-])
-def test_what_fsdp_cannot_do_yet_is_refused(overrides, says):
-    with pytest.raises(SpecError, match=says):
-        load_spec(None, overrides)
+def test_fsdp_blocks_named_without_fsdp_are_refused():
+    with pytest.raises(SpecError, match="set training.parallelism: fsdp"):
+        load_spec(None, ["training.fsdp_block_class=GPT2Block"])
 
 
 # ---- two gloo ranks -------------------------------------------------------------------------------
