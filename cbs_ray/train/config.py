@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from cbs_ray.records.trial_point import batch_of
 from cbs_ray.spec.schema import SearchSpec, dataloader_workers
 from cbs_ray.train.run_plan import RunPlan
 from cbs_ray.train.trial_plans import SearchedPlans
@@ -18,7 +19,7 @@ __all__ = ["TrialConfig", "batch_size_of"]
 
 def batch_size_of(config: dict) -> int:
     """Trials sample log2 of the batch size (an ordered integer for TPE); this is the batch itself."""
-    return 2 ** int(config["log2_batch"])
+    return batch_of(config)
 
 
 @dataclass(frozen=True)

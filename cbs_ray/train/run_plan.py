@@ -30,6 +30,7 @@ from typing import Callable, Optional, Sequence
 
 from cbs_ray.maths.budget import milestones, optimizer_steps
 from cbs_ray.maths.lr_schedule import lr_multiplier, scaled_lr, warmup_steps
+from cbs_ray.records.trial_point import BATCH_KEY, batch_of, encode_batch
 from cbs_ray.spec.branch_section import Branching
 from cbs_ray.spec.schema import SearchSpec
 
@@ -257,7 +258,7 @@ def branch_run_plan(spec: SearchSpec, br: Branching, point: dict) -> RunPlan:
                                                                        [*br.checkpoints, *ends]),
                        save_at=br.checkpoints, **common)
     if role == "branch":
-        start, batch = int(point["start_samples"]), 2 ** int(point["log2_batch"])
+        start, batch = int(point["start_samples"]), batch_of(point)
         stop = start + br.window_samples
         return RunPlan(role=role, batch_schedule=((start, batch),), start_samples=start, stop_samples=stop,
                        report_at=_reports(start, stop, every), resets_optimizer=br.optimizer_state == "reset",
@@ -303,7 +304,7 @@ def scratch_plan(spec: SearchSpec, batch: int, alpha: float, warmup_fraction: fl
 def trial_name(config: dict, trial_id: str) -> str:
     """A trial's name (and its directory's) from its Tune config: its batch; in a branch search its role, and a
     branch's checkpoint, alpha and seed, a validation run's kind and seed."""
-    role, batch = config.get("role"), 2 ** int(config["log2_batch"])
+    role, batch = config.get("role"), batch_of(config)
     seed = int(config.get("seed_offset", 0) or 0)
     seeded = f"_s{seed}" if seed else ""
     if role == "branch":  # branch mode: which checkpoint, batch, alpha and seed
@@ -315,13 +316,9 @@ def trial_name(config: dict, trial_id: str) -> str:
     return f"B{batch}_{trial_id}"
 
 
-def _log2(batch: int) -> int:
-    return batch.bit_length() - 1
-
-
 def trunk_config(br: Branching, checkpoint_dir: str) -> dict:
     """The trunk's Tune config."""
-    return {"role": "trunk", "log2_batch": _log2(br.trunk_batch), "alpha": br.trunk_alpha,
+    return {"role": "trunk", BATCH_KEY: encode_batch(br.trunk_batch), "alpha": br.trunk_alpha,
             "warmup_fraction": br.warmup_fraction, "start_samples": 0, "checkpoint_dir": checkpoint_dir,
             "seed_offset": 0}
 
@@ -339,7 +336,7 @@ def branch_configs(br: Branching, checkpoint_dir: str) -> list[dict]:
                 for seed in br.seed_offsets:
                     if batch == br.trunk_batch and seed == 0:
                         continue  # that is the trunk itself
-                    configs.append({"role": "branch", "log2_batch": _log2(batch), "alpha": alpha,
+                    configs.append({"role": "branch", BATCH_KEY: encode_batch(batch), "alpha": alpha,
                                     "warmup_fraction": br.warmup_fraction, "start_samples": start,
                                     "checkpoint_dir": checkpoint_dir, "seed_offset": seed})
     return configs
@@ -352,7 +349,7 @@ def schedule_config(br: Branching, schedule: Sequence[Sequence[int]], alpha: flo
     laid out in samples, seed ``seed_offset`` (0: the trunk's seed and data order). ``tuned``: a control's
     (alpha, warmup fraction) from a from-scratch search, trained on its own LR schedule (``lr_from: tuned``)."""
     alpha, warmup = tuned if tuned is not None else (alpha, br.warmup_fraction)
-    return {"role": "schedule", "log2_batch": _log2(int(schedule[0][1])), "alpha": alpha,
+    return {"role": "schedule", BATCH_KEY: encode_batch(int(schedule[0][1])), "alpha": alpha,
             "warmup_fraction": warmup, "start_samples": 0,
             "batch_schedule": format_batch_schedule(schedule), "checkpoint_dir": "",
             "control": control, "seed_offset": int(seed_offset), "lr_from": "trunk" if tuned is None else TUNED}

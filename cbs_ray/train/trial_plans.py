@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, Protocol
 
+from cbs_ray.records.trial_point import batch_of
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import RunPlan, scratch_plan
 
@@ -43,7 +44,7 @@ class SearchedPlans:
     tokens_per_sample: Optional[int] = None
 
     def plan(self, config: dict) -> RunPlan:
-        return scratch_plan(self.spec, 2 ** int(config["log2_batch"]), float(config["alpha"]),
+        return scratch_plan(self.spec, batch_of(config), float(config["alpha"]),
                             float(config["warmup_fraction"]), self.budget_samples,
                             seed_offset=int(config.get("seed_offset", 0) or 0))
 

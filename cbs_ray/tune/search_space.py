@@ -12,6 +12,7 @@ from typing import Optional
 
 from cbs_ray.maths.budget import plan_batch, samples_for_tokens
 from cbs_ray.maths.lr_schedule import scaled_lr, seed_warmup_fraction, warmup_steps
+from cbs_ray.records.trial_point import BATCH_KEY, decode_batch, encode_batch
 from cbs_ray.spec.schema import SearchSpec
 
 __all__ = ["plan_lines", "tune_space", "PerBatchSpace", "per_batch_space", "seed_warmup", "grid_points",
@@ -55,15 +56,15 @@ def tune_space(spec: SearchSpec):
     from ray import tune
 
     s, batches = spec.search, spec.batch_sizes
-    low, high = batches[0].bit_length() - 1, batches[-1].bit_length() - 1
+    low, high = encode_batch(batches[0]), encode_batch(batches[-1])
     space = {
         # log2 of the batch as an ordered integer: TPE sees that 64 lies between 32 and 128.
-        "log2_batch": tune.randint(low, high + 1) if len(batches) == high - low + 1
-        else tune.choice([b.bit_length() - 1 for b in batches]),
+        BATCH_KEY: tune.randint(low, high + 1) if len(batches) == high - low + 1
+        else tune.choice([encode_batch(b) for b in batches]),
         "alpha": tune.uniform(*s.alpha_range),
         "warmup_fraction": tune.uniform(*s.warmup_fraction_range),
     }
-    return space, [{"log2_batch": b.bit_length() - 1, "alpha": alpha, "warmup_fraction": warmup}
+    return space, [{BATCH_KEY: encode_batch(b), "alpha": alpha, "warmup_fraction": warmup}
                    for b, alpha, warmup in _seeds(spec)]
 
 
@@ -80,11 +81,11 @@ class PerBatchSpace:
     batch size (``alpha_B512``, ``warmup_fraction_B512``); a class, not a closure, so Tune can pickle it."""
 
     def __init__(self, batch_sizes: list[int], alpha_range: list, warmup_range: list):
-        self.log2_batches = [b.bit_length() - 1 for b in batch_sizes]
+        self.log2_batches = [encode_batch(b) for b in batch_sizes]
         self.alpha_range, self.warmup_range = list(alpha_range), list(warmup_range)
 
     def __call__(self, trial) -> dict:
-        b = 2 ** trial.suggest_categorical("log2_batch", self.log2_batches)
+        b = decode_batch(trial.suggest_categorical(BATCH_KEY, self.log2_batches))
         return {"alpha": trial.suggest_float(f"alpha_B{b}", *self.alpha_range),
                 "warmup_fraction": trial.suggest_float(f"warmup_fraction_B{b}", *self.warmup_range)}
 
@@ -93,9 +94,9 @@ def per_batch_space(spec: SearchSpec) -> tuple[PerBatchSpace, list[dict]]:
     """The balanced space and the points that fix the batch size of every trial: the seeds (middle
     alpha, warmup growing with the batch: ``seed_warmup``), then round robin."""
     s, batches = spec.search, spec.batch_sizes
-    seeds = [{"log2_batch": b.bit_length() - 1, f"alpha_B{b}": alpha, f"warmup_fraction_B{b}": warmup}
+    seeds = [{BATCH_KEY: encode_batch(b), f"alpha_B{b}": alpha, f"warmup_fraction_B{b}": warmup}
              for b, alpha, warmup in _seeds(spec)]
-    rounds = [{"log2_batch": batches[i % len(batches)].bit_length() - 1}
+    rounds = [{BATCH_KEY: encode_batch(batches[i % len(batches)])}
               for i in range(s.num_trials - len(batches))]
     return PerBatchSpace(batches, s.alpha_range, s.warmup_fraction_range), seeds + rounds
 
@@ -118,7 +119,7 @@ def grid_points(spec: SearchSpec) -> list[dict]:
     """The ``grid`` strategy's configurations: every batch size × ``grid_points`` evenly spaced alphas ×
     as many warmup fractions (the ends and the middle for 3)."""
     s = spec.search
-    return [{"log2_batch": b.bit_length() - 1, "alpha": a, "warmup_fraction": w} for b in spec.batch_sizes
+    return [{BATCH_KEY: encode_batch(b), "alpha": a, "warmup_fraction": w} for b in spec.batch_sizes
             for a in evenly_spaced(s.alpha_range[0], s.alpha_range[1], s.grid_points)
             for w in evenly_spaced(s.warmup_fraction_range[0], s.warmup_fraction_range[1], s.grid_points)]
 

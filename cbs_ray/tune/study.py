@@ -26,6 +26,7 @@ from pathlib import Path
 from optuna.trial import TrialState
 from ray.tune.search.optuna import OptunaSearch
 
+from cbs_ray.records.trial_point import BATCH_KEY, decode_batch
 from cbs_ray.spec.errors import SpecError
 
 __all__ = ["open_storage", "check_study", "PersistentStudySearch", "trial_outcome", "ORPHANED"]
@@ -109,8 +110,8 @@ class PersistentStudySearch(OptunaSearch):
         ot_trial = self._ot_trials.get(trial_id)
         if ot_trial is not None and "tune_trial_id" not in ot_trial.user_attrs:
             ot_trial.set_user_attr("tune_trial_id", trial_id)
-            if "log2_batch" in ot_trial.params:
-                ot_trial.set_user_attr("batch_size", 2 ** int(ot_trial.params["log2_batch"]))
+            if BATCH_KEY in ot_trial.params:
+                ot_trial.set_user_attr("batch_size", decode_batch(ot_trial.params[BATCH_KEY]))
         return config
 
     def on_trial_result(self, trial_id: str, result: dict):

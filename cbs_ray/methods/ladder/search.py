@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Optional
 from cbs_ray.methods.ladder.reading_stop import LadderStop
 from cbs_ray.maths.budget import optimizer_steps
 from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.records.trial_point import BATCH_KEY, batch_of, encode_batch
 from cbs_ray.spec.ladder_section import MIN_RUNG_SPAN, Ladder, resolve_ladder
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import RunPlan
@@ -100,7 +101,7 @@ def ladder_plan(ladder: Ladder, batch: int, stop_samples: int, seed_offset: int 
 
 def ladder_configs(ladder: Ladder) -> list[dict]:
     """One Tune config per (batch, seed) of the ladder, each stopping at ``ladder.run_stop``."""
-    return [{"log2_batch": batch.bit_length() - 1, "alpha": ladder.alpha, "warmup_fraction": ladder.warmup_fraction,
+    return [{BATCH_KEY: encode_batch(batch), "alpha": ladder.alpha, "warmup_fraction": ladder.warmup_fraction,
              "seed_offset": seed, "ladder_stop_samples": ladder.run_stop}
             for batch in ladder.batches for seed in range(ladder.seeds)]
 
@@ -108,7 +109,7 @@ def ladder_configs(ladder: Ladder) -> list[dict]:
 def ladder_plans(ld: Ladder) -> PresetPlans:
     """Every (batch, seed) run (``ladder_configs``) with its plan (``ladder_plan``)."""
     return PresetPlans.of(ladder_configs(ld), lambda point: ladder_plan(
-        ld, 2 ** int(point["log2_batch"]), int(point["ladder_stop_samples"]), int(point["seed_offset"])))
+        ld, batch_of(point), int(point["ladder_stop_samples"]), int(point["seed_offset"])))
 
 
 def resolved_ladder(spec: SearchSpec, prepared: Prepared) -> Ladder:

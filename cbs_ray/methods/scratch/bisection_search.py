@@ -20,6 +20,7 @@ from ray.tune.search import Searcher
 
 from cbs_ray.maths.bisection import Bisection, Run, middle_first
 from cbs_ray.maths.minimax_walk import runs_by_answer
+from cbs_ray.records.trial_point import BATCH_KEY, encode_batch
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.spec.tolerance import spec_tolerances
 from cbs_ray.tune.search_space import evenly_spaced, seed_warmup
@@ -148,7 +149,7 @@ class BisectionSearcher(Searcher):
             return Searcher.FINISHED if self.policy.finished else None  # type: ignore[return-value]
         run = self.queue.pop(0)
         self.trial_runs[trial_id] = run
-        return {"log2_batch": run.batch.bit_length() - 1, "alpha": run.alpha,
+        return {BATCH_KEY: encode_batch(run.batch), "alpha": run.alpha,
                 "warmup_fraction": self.warmups[run.batch]}
 
     def on_trial_complete(self, trial_id: str, result: Optional[dict] = None, error: bool = False) -> None:

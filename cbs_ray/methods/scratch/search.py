@@ -15,6 +15,7 @@ from cbs_ray.analysis.tables import noise_scale_table, per_batch_table, trial_ta
 from cbs_ray.maths.noise_scale import proposed_grid
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import load_history
+from cbs_ray.records.trial_point import BATCH_KEY, encode_batch
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.resolve import apply_batch_grid
 from cbs_ray.spec.schema import SearchSpec
@@ -91,7 +92,7 @@ def repeat_best(spec: SearchSpec, stages: Stages, experiment_path: str) -> None:
     s, budget = spec.search, stages.prepared.budget_samples
     trials = trial_table(load_history(experiment_path), metric=s.metric, budget_samples=budget)
     best = per_batch_table(trials, metric=s.metric, mode=s.mode).dropna(subset=[f"best_{s.metric}"])
-    points = [{"log2_batch": int(row.batch_size).bit_length() - 1, "alpha": float(row.alpha),
+    points = [{BATCH_KEY: encode_batch(int(row.batch_size)), "alpha": float(row.alpha),
                "warmup_fraction": float(row.warmup_fraction), "seed_offset": k}
               for row in best.itertuples() for k in range(1, s.repeats)]
     if not points:
