@@ -177,8 +177,9 @@ def test_probe_prints_b_simple_and_a_grid(tmp_path):
 
 
 def test_diverging_trials_do_not_take_the_search_down(tmp_path, shared_ray):
-    """An LR of 1e30: the first step sends the weights past what fp32 holds, so every trial reads a non-finite loss
-    on every CPU (lr 2.0, the old value, left B=8 finite on a fresh install of 2026-12-05, where CI had passed); the search completes and the report counts them."""
+    """An LR of 1e30: the first step sends the weights past what fp32 holds, so every trial reads a non-finite
+    loss on every CPU (lr 2.0, the old value, left B=8 finite on a fresh install of 2026-12-05, where CI had
+    passed before); the search completes and the report counts them."""
     spec = load_spec(None, TINY + ["search.num_trials=2", "training.base_lr=1e30", "training.grad_clip_norm=null",
                                    f"storage_path={tmp_path / 'rr'}", f"output_dir={tmp_path / 'out'}"])
     result = run_search(spec, verbose=0)
