@@ -3,16 +3,13 @@ each rank averages its own shards (``train.averaging.ShardedAverage``) and evalu
 model; on two gloo ranks its ``ewa_eval_loss`` equals DDP's averaged copy's within 1e-5, and the trained weights
 come back after every evaluation (the losses after it agree with DDP's)."""
 
-import dataclasses
 
 import pytest
 import torch
 
 from cbs_ray.spec.load import load_spec
 from cbs_ray.train.averaging import ShardedAverage
-from cbs_ray.train.config import TrialConfig
-from cbs_ray.tune.api import prepare
-from helpers.gloo import GlooCapture, free_port, join_gloo
+from helpers.gloo import GlooCapture, free_port, join_gloo, train_recording_losses
 
 GPT2 = ["task=causal-lm", "model.config={model_type: gpt2, n_embd: 32, n_layer: 2, n_head: 2, n_positions: 16, "
         "resid_pdrop: 0.0, embd_pdrop: 0.0, attn_pdrop: 0.0}",
@@ -25,26 +22,9 @@ GPT2 = ["task=causal-lm", "model.config={model_type: gpt2, n_embd: 32, n_layer: 
 
 
 def _averaged_run(parallelism: str):
-    from cbs_ray.train import loop
-
-    losses, step = [], loop._optimizer_step
-
-    def recording_step(*args, **kwargs):
-        readings = step(*args, **kwargs)
-        losses.append(readings.loss)
-        return readings
-
-    loop._optimizer_step = recording_step
-    try:
-        spec = load_spec(None, GPT2 + [f"training.parallelism={parallelism}"])
-        ready = prepare(spec)
-        cfg = TrialConfig.from_tune(spec, {"log2_batch": 4, "alpha": 0.5, "warmup_fraction": 0.0},
-                                    budget_samples=ready.budget_samples, model_config=ready.model_config)
-        cfg = dataclasses.replace(cfg, plan=dataclasses.replace(cfg.plan, averages_iterates=True))
-        session = GlooCapture()
-        loop.train_loop(cfg, ready.data, session)
-    finally:
-        loop._optimizer_step = step
+    session = GlooCapture()
+    losses = train_recording_losses(GPT2 + [f"training.parallelism={parallelism}"], session,
+                                    plan_changes={"averages_iterates": True})
     return {"losses": losses, "reports": session.reports}
 
 

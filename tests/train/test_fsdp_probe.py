@@ -8,9 +8,7 @@ import pytest
 import torch
 
 from cbs_ray.spec.load import load_spec
-from cbs_ray.train.config import TrialConfig
-from cbs_ray.tune.api import prepare
-from helpers.gloo import GlooCapture, free_port, join_gloo
+from helpers.gloo import GlooCapture, free_port, join_gloo, train_recording_losses
 
 GPT2 = ["task=causal-lm", "model.config={model_type: gpt2, n_embd: 32, n_layer: 2, n_head: 2, n_positions: 16, "
         "resid_pdrop: 0.0, embd_pdrop: 0.0, attn_pdrop: 0.0}",
@@ -26,25 +24,7 @@ INFLATED_FROM = 5
 
 
 def _train(overrides, session):
-    from cbs_ray.train import loop
-
-    losses, step = [], loop._optimizer_step
-
-    def recording_step(*args, **kwargs):
-        readings = step(*args, **kwargs)
-        losses.append(readings.loss)
-        return readings
-
-    loop._optimizer_step = recording_step
-    try:
-        spec = load_spec(None, GPT2 + overrides)
-        ready = prepare(spec)
-        cfg = TrialConfig.from_tune(spec, {"log2_batch": 4, "alpha": 0.5, "warmup_fraction": 0.0},
-                                    budget_samples=ready.budget_samples, model_config=ready.model_config)
-        loop.train_loop(cfg, ready.data, session)
-    finally:
-        loop._optimizer_step = step
-    return losses
+    return train_recording_losses(GPT2 + overrides, session)
 
 
 def _probe_on_two_ranks(rank: int, port: int, out: str) -> None:

@@ -10,9 +10,7 @@ import torch
 
 from cbs_ray.sources.blocks import transformer_blocks
 from cbs_ray.spec.load import load_spec
-from cbs_ray.train.config import TrialConfig
-from cbs_ray.tune.api import prepare
-from helpers.gloo import GlooCapture, free_port, join_gloo
+from helpers.gloo import GlooCapture, free_port, join_gloo, train_recording_losses
 
 TINY_T5 = {"model_type": "t5", "d_model": 32, "d_ff": 64, "num_layers": 2, "num_decoder_layers": 2,
            "num_heads": 2, "d_kv": 16, "dropout_rate": 0.0}
@@ -54,25 +52,8 @@ def test_seq2seq_under_fsdp_is_a_valid_spec():
 
 
 def _run(parallelism: str):
-    from cbs_ray.train import loop
-
-    losses, step = [], loop._optimizer_step
-
-    def recording_step(*args, **kwargs):
-        readings = step(*args, **kwargs)
-        losses.append(readings.loss)
-        return readings
-
-    loop._optimizer_step = recording_step
-    try:
-        spec = load_spec(None, SEQ2SEQ + [f"training.parallelism={parallelism}"])
-        ready = prepare(spec)
-        cfg = TrialConfig.from_tune(spec, {"log2_batch": 4, "alpha": 0.5, "warmup_fraction": 0.1},
-                                    budget_samples=ready.budget_samples, model_config=ready.model_config)
-        session = GlooCapture()
-        loop.train_loop(cfg, ready.data, session)
-    finally:
-        loop._optimizer_step = step
+    session = GlooCapture()
+    losses = train_recording_losses(SEQ2SEQ + [f"training.parallelism={parallelism}"], session, warmup_fraction=0.1)
     return {"losses": losses, "reports": session.reports}
 
 
