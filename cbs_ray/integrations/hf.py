@@ -145,16 +145,28 @@ class BatchSizeScheduleCallback(TrainerCallback):
         self._walk: EpochWalk | None = None  # the run's steps under the Trainer's epoch rule
 
     def _accumulation_for(self, step: int) -> int:
-        return self.plan[self.schedule.stages.index(self.schedule.stage_at_step(step))]
+        return self.plan[self.schedule.stage_index_at_step(step)]
 
     def on_init_end(self, args, state, control, **kwargs):
         self._trainer = find_trainer(self)
-        self._run_enough_epochs()
-        self._pull_each_step_alone()
-        original = getattr(self._trainer, "_init_training_state", None)
-        if original is None or getattr(original, SCHEDULE_MARK, None) is not None:
-            return
+        self._replace_trainer_method("_init_training_state", self._skip_to_the_schedules_position)
+        self._replace_trainer_method("set_initial_training_values", self._run_enough_epochs)
+        self._replace_trainer_method("get_batch_samples", self._pull_each_step_alone)
 
+    def _replace_trainer_method(self, name: str, wrap) -> None:
+        """Replace the Trainer's method ``name`` on its instance by ``wrap(original)``, once: a replacement is marked
+        (``SCHEDULE_MARK``), so a second ``on_init_end`` leaves it; a Trainer without the method is left as it is."""
+        trainer = self._trainer
+        original = getattr(trainer, name, None)
+        if trainer is None or original is None or getattr(original, SCHEDULE_MARK, None) is not None:
+            return
+        replacement = wrap(original)
+        setattr(replacement, SCHEDULE_MARK, self.schedule)
+        setattr(trainer, name, replacement)
+
+    def _skip_to_the_schedules_position(self, original):
+        """``_init_training_state`` resuming at the schedule's data position (``_resume_position``), not at
+        ``global_step`` × the Trainer's current accumulation."""
         def init_training_state(*positional, **keywords):
             epochs, skipped = original(*positional, **keywords)
             trainer = self._trainer
@@ -163,17 +175,12 @@ class BatchSizeScheduleCallback(TrainerCallback):
             self.resume_position = self._resume_position(trainer, trainer.state.global_step)
             return self.resume_position
 
-        setattr(init_training_state, SCHEDULE_MARK, self.schedule)
-        self._trainer._init_training_state = init_training_state
+        return init_training_state
 
-    def _run_enough_epochs(self) -> None:
-        """Have the Trainer loop over as many epochs as the schedule needs to reach ``max_steps``: it counts them at
-        the first stage's accumulation and, where an epoch's end cuts steps, stops short (issue 48: at 18 of 20)."""
-        trainer = self._trainer
-        original = getattr(trainer, "set_initial_training_values", None)
-        if trainer is None or original is None or getattr(original, SCHEDULE_MARK, None) is not None:
-            return
-
+    def _run_enough_epochs(self, original):
+        """``set_initial_training_values`` having the Trainer loop over as many epochs as the schedule needs to reach
+        ``max_steps``: it counts them at the first stage's accumulation and, where an epoch's end cuts steps, stops
+        short (issue 48: at 18 of 20)."""
         def set_initial_training_values(args, dataloader, *positional, **keywords):
             values = list(original(args, dataloader, *positional, **keywords))
             self._walk = self._epoch_walk(args, dataloader)
@@ -181,18 +188,14 @@ class BatchSizeScheduleCallback(TrainerCallback):
                 values[0] = self._walk.epochs  # num_train_epochs; the loop stops at max_steps
             return tuple(values)
 
-        setattr(set_initial_training_values, SCHEDULE_MARK, self.schedule)
-        trainer.set_initial_training_values = set_initial_training_values
+        return set_initial_training_values
 
-    def _pull_each_step_alone(self) -> None:
-        """Have the Trainer prefetch a cut step's micro-batches only: it pulls ``gradient_accumulation_steps`` of
-        them per step and divides the loss by how many it got, so a step that an epoch's end leaves starting off its
-        accumulation's multiple (step 16 of 8 → 16 → 32 over 100-sample epochs: 4 micro-batches, then step 17: 1)
-        was pulled together with the next one and both were divided by their sum."""
+    def _pull_each_step_alone(self, original):
+        """``get_batch_samples`` prefetching a cut step's micro-batches only: the Trainer pulls
+        ``gradient_accumulation_steps`` of them per step and divides the loss by how many it got, so a step that an
+        epoch's end leaves starting off its accumulation's multiple (step 16 of 8 → 16 → 32 over 100-sample epochs:
+        4 micro-batches, then step 17: 1) was pulled together with the next one and both were divided by their sum."""
         trainer = self._trainer
-        original = getattr(trainer, "get_batch_samples", None)
-        if trainer is None or original is None or getattr(original, SCHEDULE_MARK, None) is not None:
-            return
 
         def get_batch_samples(epoch_iterator, num_batches, *positional, **keywords):
             cut = self._walk.samples_at(trainer.state.global_step) if self._walk else None
@@ -201,8 +204,7 @@ class BatchSizeScheduleCallback(TrainerCallback):
                 num_batches = min(num_batches, cut // (args.per_device_train_batch_size * args.world_size))
             return original(epoch_iterator, num_batches, *positional, **keywords)
 
-        setattr(get_batch_samples, SCHEDULE_MARK, self.schedule)
-        trainer.get_batch_samples = get_batch_samples
+        return get_batch_samples
 
     def _epoch_walk(self, args, dataloader) -> EpochWalk | None:
         try:
