@@ -69,7 +69,7 @@ def _trainer_steps(schedule: BatchSizeSchedule, micro_batch: int, world_size: in
     plan = schedule.accumulation_plan(micro_batch, world_size)
     epoch, place = 0, 0
     for step in range(steps):
-        accumulation = plan[schedule.stages.index(schedule.stage_at_step(step))]
+        accumulation = plan[schedule.stage_index_at_step(step)]
         last = min((place // accumulation + 1) * accumulation, epoch_micro_batches) - 1
         yield step, epoch, place, last - place + 1, accumulation
         place = last + 1

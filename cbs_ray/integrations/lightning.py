@@ -61,7 +61,7 @@ class BatchSizeScheduleCallback(Callback):
         self._walk: EpochWalk | None = None  # the run's steps under Lightning's epoch rule
 
     def _accumulation_for(self, step: int) -> int:
-        return self.plan[self.schedule.stages.index(self.schedule.stage_at_step(step))]
+        return self.plan[self.schedule.stage_index_at_step(step)]
 
     def on_train_start(self, trainer, pl_module):
         micro = _micro_batch(trainer)

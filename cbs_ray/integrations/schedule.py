@@ -204,6 +204,11 @@ class BatchSizeSchedule:
         """The stage that trains optimizer step ``step`` (0-based)."""
         return next(s for s in reversed(self.stages) if s.start_step <= step)
 
+    def stage_index_at_step(self, step: int) -> int:
+        """The index in ``stages`` (and in an ``accumulation_plan``) of the stage that trains optimizer step
+        ``step``."""
+        return self.stages.index(self.stage_at_step(step))
+
     def samples_before_step(self, step: int) -> int:
         """Samples trained by the first ``step`` optimizer steps."""
         stage = self.stage_at_step(step)
