@@ -114,12 +114,9 @@ def test_hf_noise_scale_callback_reads_before_clipping_and_logs_b_simple(tmp_pat
     assert logged[-1]["b_simple_above_batch"] == 1
 
 
-@pytest.mark.parametrize("accumulation", ACCUMULATIONS)
-def test_lightning_noise_scale_callback_reads_before_clipping(accumulation, caplog):
-    pytest.importorskip("lightning")
+def _linear_lightning_module():
+    """The known-answer ``Linear`` as a LightningModule, trained by SGD at an LR too small to move the readings."""
     import lightning.pytorch as pl
-
-    from cbs_ray.integrations.lightning import NoiseScaleCallback
 
     class Module(pl.LightningModule):
         def __init__(self):
@@ -132,12 +129,21 @@ def test_lightning_noise_scale_callback_reads_before_clipping(accumulation, capl
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=1e-6)
 
+    return Module()
+
+@pytest.mark.parametrize("accumulation", ACCUMULATIONS)
+def test_lightning_noise_scale_callback_reads_before_clipping(accumulation, caplog):
+    pytest.importorskip("lightning")
+    import lightning.pytorch as pl
+
+    from cbs_ray.integrations.lightning import NoiseScaleCallback
+
     callback = NoiseScaleCallback()
     trainer = pl.Trainer(max_steps=STEPS, accelerator="cpu", devices=1, accumulate_grad_batches=accumulation,
                          gradient_clip_val=0.1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, callbacks=[callback])
     with caplog.at_level("WARNING", logger="cbs_ray.integrations.lightning"):
-        trainer.fit(Module(), DataLoader(Samples(STEPS * MICRO * accumulation), batch_size=MICRO))
+        trainer.fit(_linear_lightning_module(), DataLoader(Samples(STEPS * MICRO * accumulation), batch_size=MICRO))
     _assert_known_answer(callback.hook.reading)
     assert trainer.callback_metrics["b_simple"] == pytest.approx(callback.hook.reading.b_simple, rel=1e-6)
     said = [r.getMessage() for r in caplog.records if "has passed the batch" in r.getMessage()]
@@ -178,23 +184,12 @@ def test_lightning_noise_scale_callback_reads_unscaled_gradients_under_fp16():
 
     from cbs_ray.integrations.lightning import NoiseScaleCallback
 
-    class Module(pl.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.model = Linear()
-
-        def training_step(self, batch, batch_idx):
-            return self.model(batch)["loss"]
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=1e-6)
-
     precision = MixedPrecision("16-mixed", "cpu", scaler=_fp16_scaler())  # Lightning makes none on CPU
     callback = NoiseScaleCallback()
     trainer = pl.Trainer(max_steps=STEPS, accelerator="cpu", devices=1, accumulate_grad_batches=2,
                          gradient_clip_val=0.1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, callbacks=[callback], plugins=[precision])
-    trainer.fit(Module(), DataLoader(Samples(STEPS * MICRO * 2), batch_size=MICRO))
+    trainer.fit(_linear_lightning_module(), DataLoader(Samples(STEPS * MICRO * 2), batch_size=MICRO))
     _assert_known_answer(callback.hook.reading)
     assert callback.hook.scaler is precision.scaler and precision.scaler.get_scale() > 1
 
@@ -208,22 +203,11 @@ def test_lightning_noise_scale_callback_skips_a_step_an_epoch_end_cut():
 
     from cbs_ray.integrations.lightning import NoiseScaleCallback
 
-    class Module(pl.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.model = Linear()
-
-        def training_step(self, batch, batch_idx):
-            return self.model(batch)["loss"]
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=1e-6)
-
     callback = NoiseScaleCallback()
     trainer = pl.Trainer(max_steps=STEPS, accelerator="cpu", devices=1, accumulate_grad_batches=2, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                          callbacks=[callback])
-    trainer.fit(Module(), DataLoader(Samples(101 * MICRO), batch_size=MICRO))
+    trainer.fit(_linear_lightning_module(), DataLoader(Samples(101 * MICRO), batch_size=MICRO))
     reading = callback.hook.reading
     assert reading.steps == STEPS - STEPS // 51  # 51 steps an epoch, the last of one micro-batch: it says nothing
     assert reading.grad_sq == pytest.approx(GRAD_SQ, rel=TOLERANCE)
