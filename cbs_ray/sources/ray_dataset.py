@@ -45,14 +45,22 @@ def search_ray_dataset(spec: SearchSpec, dataset, others: dict[str, Any], *, dry
                         f"{spec.storage_path}); write it there yourself and set data.source: parquet, data.path")
     if spec.data.source != "builtin" or spec.data.path:
         raise SpecError("data.source: the train_dataset given is the data; leave data.source and data.path unset")
-    folder = Path(spec.storage_uri.removeprefix("file://")) / "datasets" / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    datasets = Path(spec.storage_uri.removeprefix("file://")) / "datasets"
+    folder = datasets / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     if dry_run:
         raise SpecError(f"train_dataset: a ray.data.Dataset is written as Parquet shards when the search starts "
                         f"(into {folder.parent}/); dry-run that folder with data.source: parquet, data.path")
     try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
+        datasets.mkdir(parents=True, exist_ok=True)
+        if datasets.is_symlink():
+            raise SpecError(f"storage_path: {datasets} is a symbolic link; the dataset's shards are written only into "
+                            f"a folder of the storage's own")
+        folder.mkdir()  # a fresh folder: never into one that exists (a link, or a search started the same second)
+    except FileExistsError:
+        raise SpecError(f"train_dataset: {folder} exists already; start the search again in a second, or remove "
+                        f"it") from None
     except OSError as e:
-        raise SpecError(f"storage_path: cannot make {folder.parent} ({e.strerror})") from None
+        raise SpecError(f"storage_path: cannot make {folder} ({e.strerror})") from None
     dataset.write_parquet(str(folder))  # Ray Data's write tasks: block by block, nothing gathered on the driver
     shards = sorted(folder.glob("*.parquet"))
     if len(shards) < 2:

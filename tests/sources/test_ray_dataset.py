@@ -35,7 +35,7 @@ class Dataset:
 
     def write_parquet(self, folder: str) -> None:
         self.written.append(folder)
-        Path(folder).mkdir(parents=True)
+        Path(folder).mkdir(parents=True, exist_ok=True)  # as Ray Data: into the folder, made where missing
         write_corpus(Path(folder), shards=self.shards, rows=64, length=16, eval_rows=32)
 
 
@@ -82,3 +82,21 @@ def test_a_ray_dataset_written_as_one_shard_is_refused(tmp_path):
 
     with pytest.raises(SpecError, match=r"^train_dataset: written as 1 Parquet shard .*repartition"):
         search_ray_dataset(load_spec(None, LM + [f"storage_path={tmp_path}"]), OneFile(), NO_OTHERS)
+
+
+def test_a_ray_dataset_is_never_written_through_a_link_nor_into_a_folder_that_exists(tmp_path, monkeypatch):
+    spec = load_spec(None, LM + [f"storage_path={tmp_path / 'store'}"])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "datasets").symlink_to(elsewhere)
+    dataset = Dataset()
+    with pytest.raises(SpecError, match=r"^storage_path: .*datasets is a symbolic link"):
+        search_ray_dataset(spec, dataset, NO_OTHERS)
+    assert dataset.written == [] and list(elsewhere.iterdir()) == []
+    (tmp_path / "store" / "datasets").unlink()
+    monkeypatch.setattr("cbs_ray.sources.ray_dataset.time.strftime", lambda _: "20261205-000000")
+    (tmp_path / "store" / "datasets" / f"{spec.name}-20261205-000000").mkdir(parents=True)
+    with pytest.raises(SpecError, match=r"^train_dataset: .*-20261205-000000 exists already"):
+        search_ray_dataset(spec, dataset, NO_OTHERS)
+    assert dataset.written == []
