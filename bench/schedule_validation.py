@@ -28,6 +28,11 @@ follow-up ran at 0.72 ms). Starts Ray once per (setting, rule): run it under the
     python bench/schedule_validation.py --dry-run
     python bench/schedule_validation.py --development [--rules fitted,seesaw]   # one setting, 2 seeds
     python bench/schedule_validation.py [--only default,zipf2] [--rules ...] [--keep DIR]
+    python bench/schedule_validation.py --judge bench/schedule_validation_runs   # pool the kept runs; run nothing
+
+With ``--keep DIR`` each finished run's figures go to ``DIR/<setting>-<rule>.json`` as soon as it ends, and a run
+whose file is there is not trained again: the protocol can span sessions, one locked run at a time. ``--judge``
+pools whatever is kept and says which of the protocol's runs are missing; the target is judged only on all of them.
 """
 
 from __future__ import annotations
@@ -103,6 +108,17 @@ def search(sets: list[str], tmp: Path, tag: str) -> tuple[float, dict]:
     return time.perf_counter() - start, json.loads((out / "summary.json").read_text())
 
 
+KEPT_KEYS = ("schedule_validation", "critical_batch_over_training", "batch_size_schedule")
+"""What a kept run's file holds of its summary.json (with its wall time and the checkout's commit)."""
+
+
+def kept_run(tag: str, rule: str, wall: float, summary: dict) -> dict:
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parent).stdout.strip()
+    return {"setting": tag, "rule": rule, "wall_s": round(wall), "commit": commit,
+            **{key: summary.get(key) for key in KEPT_KEYS}}
+
+
 def record(tag: str, rule: str, wall: float, s: dict) -> dict:
     """Print one run's figures; return its per-seed saved fractions and its non-inferiority."""
     v = s.get("schedule_validation") or {}
@@ -141,8 +157,13 @@ def main() -> None:
                         help=f"the development runs: one other language, {DEVELOPMENT_SEEDS} seeds")
     parser.add_argument("--only", default=None, help="comma-separated settings: " + ", ".join(SETTINGS))
     parser.add_argument("--rules", default=",".join(RULES))
-    parser.add_argument("--keep", default=None, help="keep experiments and reports in this directory")
+    parser.add_argument("--keep", default=None, help="keep experiments, reports and each run's figures here; "
+                                                     "a run whose figures are kept is not trained again")
+    parser.add_argument("--judge", metavar="DIR", help="pool the runs kept in DIR; run nothing")
     args = parser.parse_args()
+    if args.judge:
+        judge_kept(Path(args.judge))
+        return
     settings = DEVELOPMENT if args.development else SETTINGS
     if args.only:
         settings = {k: settings[k] for k in args.only.split(",")}
@@ -155,10 +176,31 @@ def main() -> None:
         by_rule: dict = {rule: {} for rule in rules}
         for tag, setting in settings.items():
             for rule in rules:
-                wall, summary = search(overrides(setting, rule, seeds), tmp, f"{tag}-{rule}")
-                by_rule[rule][tag] = record(tag, rule, wall, summary)
+                kept = tmp / f"{tag}-{rule}.json"
+                if args.keep and kept.is_file():
+                    run = json.loads(kept.read_text())
+                    print(f"KEPT {tag} {rule}: {kept} (commit {run['commit'][:9]}), not trained again", flush=True)
+                else:
+                    wall, summary = search(overrides(setting, rule, seeds), tmp, f"{tag}-{rule}")
+                    run = kept_run(tag, rule, wall, summary)
+                    if args.keep:
+                        kept.write_text(json.dumps(run, indent=1) + "\n")
+                by_rule[rule][tag] = record(tag, rule, run["wall_s"], run)
         for rule in rules:
             verdict(rule, by_rule[rule])
+
+
+def judge_kept(folder: Path) -> None:
+    """Pool the runs kept in ``folder``: every run's figures, each rule's pooled figure, and the runs missing."""
+    runs = {(r["setting"], r["rule"]): r for r in (json.loads(p.read_text()) for p in sorted(folder.glob("*.json")))}
+    missing = [f"{tag}-{rule}" for tag in SETTINGS for rule in RULES if (tag, rule) not in runs]
+    for rule in RULES:
+        results = {tag: record(tag, rule, runs[tag, rule]["wall_s"], runs[tag, rule])
+                   for tag in SETTINGS if (tag, rule) in runs}
+        if results:
+            verdict(rule, results)
+    print(f"RUNS kept {len(runs)} of {len(SETTINGS) * len(RULES)}; missing: {', '.join(missing) or 'none'}"
+          + ("; the target is judged on all of them, so this verdict is partial" if missing else ""), flush=True)
 
 
 if __name__ == "__main__":
