@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Optional
 
-from cbs_ray.records.method_registry import UnknownMethodError, method_entry
+from cbs_ray.records.method_registry import DEFAULT_METHOD, UnknownMethodError, method_entry
 from cbs_ray.records.names import name_problem
 from cbs_ray.records.storage import ReportError, read_meta, write_meta
 
@@ -43,7 +43,7 @@ class ExperimentMeta:
     """The validated spec, as ``spec.load.spec_to_dict`` writes it: what ``--resume`` continues."""
     budget_samples: Optional[int] = None
     """The resolved equal-sample budget every trial trains."""
-    method: str = "scratch"
+    method: str = DEFAULT_METHOD
     """The search method (``search.method``) that wrote the experiment: which method resumes and reports it."""
     format: int = FORMAT
     """1: written before the subpackages (no fingerprint), 2: this format."""
@@ -86,7 +86,7 @@ class ExperimentMeta:
         if problem:  # the name becomes the report's folder: never a path that leads outside ./cbs_results/
             raise ReportError(f"the experiment's metadata is damaged: name {problem}")
         try:  # an unknown method is one line, never another method's steps nor its report folder
-            method_entry(raw.get("method", "scratch"))
+            method_entry(raw.get("method", DEFAULT_METHOD))
         except UnknownMethodError as e:
             raise UnknownMethodError(f"the experiment's metadata names an {e}") from None
         not_mappings = [k for k in MAPPING_FIELDS if k in raw and not isinstance(raw[k], dict)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from cbs_ray.records.storage import ReportError
 
 __all__ = ["MethodEntry", "UnknownMethodError", "register_method", "method_entry", "method_names",
-           "method_report_files", "BUILT_IN_METHODS"]
+           "method_report_files", "BUILT_IN_METHODS", "DEFAULT_METHOD"]
 
 _NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 _SUFFIX = re.compile(r"(-[a-z0-9_]+)?\Z")
@@ -52,6 +52,15 @@ class MethodEntry:
     report_files: tuple[str, ...] = ()
     """Files its report writes beyond every method's own (``report.folder.COMMON_REPORT_FILES``, which lists the
     built-in ones)."""
+    section: str | None = None
+    """The spec's section that holds its own settings (a ``SearchSpec`` key, e.g. ``branch:``), whose rules apply
+    to its specs alone and whose validation switches need it (``spec.checks.reads_section``); None: it reads none."""
+    loss_epsilon: bool = False
+    """Its answer compares losses to ε (``branch.tolerance``), not to the turning point's ``search.tolerance``: a
+    spec of it recorded before issue 50 never used the latter (``spec.tolerance.as_recorded``)."""
+    best_per_batch: bool = False
+    """Its history gives each batch's best configuration at the budget (``analysis.control_configs``), which a
+    schedule validation's fixed-batch controls may train at (``branch.controls_from``)."""
 
     def problem(self) -> str | None:
         """Why this entry cannot be registered, or None."""
@@ -62,18 +71,25 @@ class MethodEntry:
         bad = [m for m in (self.search_module, self.report_module) if not _MODULE.match(m)]
         if bad:
             return f"module paths must be dotted Python names, got {bad[0]!r}"
+        if self.section is not None and not _NAME.match(self.section):
+            return f"section must be a spec key (lower-case letters, digits and _), got {self.section!r}"
         bad = [f for f in self.report_files if "/" in f or "\\" in f or f in ("", ".", "..")]
         return f"report_files must be plain file names, got {bad[0]!r}" if bad else None
 
 
 BUILT_IN_METHODS: tuple[MethodEntry, ...] = (
-    MethodEntry("scratch", "", "cbs_ray.methods.scratch.search", "cbs_ray.methods.scratch.report"),
+    MethodEntry("scratch", "", "cbs_ray.methods.scratch.search", "cbs_ray.methods.scratch.report",
+                best_per_batch=True),
     MethodEntry("branch", "-branch", "cbs_ray.methods.branch.search", "cbs_ray.methods.branch.report", fixed_grid=True,
-                supports_study=False, auto_batches=False),
+                supports_study=False, auto_batches=False, section="branch", loss_epsilon=True),
     MethodEntry("ladder", "-ladder", "cbs_ray.methods.ladder.search", "cbs_ray.methods.ladder.report", fixed_grid=True,
-                supports_study=False, auto_batches=False, report_files=("ladder.png",)),
+                supports_study=False, auto_batches=False, report_files=("ladder.png",), section="ladder"),
 )
 """The methods cbs-ray brings (docs/branch.md, docs/ladder.md; scratch is the default)."""
+
+DEFAULT_METHOD = "scratch"
+"""``search.method`` where a spec or an experiment's metadata names none: the from-scratch search. The one place
+outside the entries that says which method that is; every other module reads this name."""
 
 _REGISTRY: dict[str, MethodEntry] = {entry.name: entry for entry in BUILT_IN_METHODS}
 

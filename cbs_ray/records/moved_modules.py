@@ -33,6 +33,7 @@ MOVED_MODULES: dict[str, str] = {
     "cbs_ray.tune.branch": "cbs_ray.methods.branch.search",
     "cbs_ray.tune.branch_gate": "cbs_ray.methods.branch.gate",
     "cbs_ray.tune.trunk_watch": "cbs_ray.methods.branch.trunk_watch",
+    "cbs_ray.tune.fair_controls": "cbs_ray.methods.branch.fair_controls",
     "cbs_ray.analysis.branch_summary": "cbs_ray.methods.branch.reading",
     "cbs_ray.analysis.branch_points": "cbs_ray.methods.branch.reading_points",
     "cbs_ray.analysis.branch_schedule": "cbs_ray.methods.branch.reading_schedule",

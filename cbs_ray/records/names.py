@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 from typing import Optional
 
-from cbs_ray.records.method_registry import method_entry
+from cbs_ray.records.method_registry import DEFAULT_METHOD, method_entry
 
 __all__ = ["NAME_MAX_BYTES", "NAME_MAX_CHARS", "name_problem", "default_report_dir", "resume_command", "TRUNK_DONE"]
 
@@ -38,7 +38,7 @@ def name_problem(name: object) -> Optional[str]:
     return None
 
 
-def default_report_dir(name: str, method: str = "scratch") -> Path:
+def default_report_dir(name: str, method: str = DEFAULT_METHOD) -> Path:
     """``./cbs_results/<name>`` for a from-scratch search, ``./cbs_results/<name>-branch`` and
     ``./cbs_results/<name>-ladder`` for the others (each method's ``MethodEntry.report_suffix``), so that a ladder run
     after a branch run of the same spec (as docs/ladder.md suggests) never clears the branch report. A method no

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Iterator
 
 from cbs_ray.records.bounded_file import read_regular_file
-from cbs_ray.records.method_registry import method_report_files
+from cbs_ray.records.method_registry import DEFAULT_METHOD, method_report_files
 from cbs_ray.records.storage import ReportError
 
 __all__ = ["COMMON_REPORT_FILES", "report_files", "LOCK_FILE", "MAX_SUMMARY_BYTES", "report_folder", "FolderError",
@@ -137,8 +137,8 @@ def foreign_report(directory: Path, experiment_path: str | None, name: str | Non
     held = held_summary(directory)
     if not held or name is None or held.get("experiment_path") in (None, experiment_path):
         return None
-    held_name, held_method = held.get("name"), held.get("method") or "scratch"
-    if held_name is None or (held_name, held_method) == (name, method or "scratch"):
+    held_name, held_method = held.get("name"), held.get("method") or DEFAULT_METHOD
+    if held_name is None or (held_name, held_method) == (name, method or DEFAULT_METHOD):
         return None
     return (f"report: {directory} holds the report of another search ({held_name!r}, {held_method}: "
             f"{held.get('experiment_path')}); nothing was removed; name another folder with --output"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Optional, cast
 
 from cbs_ray.records.meta import ExperimentMeta
-from cbs_ray.records.method_registry import UnknownMethodError, method_entry
+from cbs_ray.records.method_registry import DEFAULT_METHOD, UnknownMethodError, method_entry
 from cbs_ray.records.storage import ReportError
 from cbs_ray.report.reading import MethodReport, Reading, experiment_out
 
@@ -22,7 +22,7 @@ def report_steps(name: Optional[str]) -> MethodReport:
     """The report steps (``report.reading.MethodReport``: the ``REPORT`` of the module its registry entry names) of
     the method ``name``; from scratch where it is None (an experiment whose metadata cannot be read: its report
     then says what it cannot read). A name no entry has is an ``UnknownMethodError``."""
-    module = importlib.import_module(method_entry(name or "scratch").report_module)
+    module = importlib.import_module(method_entry(name or DEFAULT_METHOD).report_module)
     return cast(MethodReport, module.REPORT)
 
 

@@ -11,7 +11,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from cbs_ray.records.method_registry import method_names
+from cbs_ray.records.method_registry import method_entry, method_names
 from cbs_ray.records.names import NAME_MAX_BYTES, name_problem
 from cbs_ray.spec.errors import SpecError
 
@@ -51,6 +51,14 @@ class RegisteredMethod(Check):
 
 def a_registered_method() -> Check:
     return RegisteredMethod(lambda v: v in method_names(), "must be one of {known}, got {value!r}")
+
+
+def reads_section(spec: Any, section: object) -> bool:
+    """Whether the spec's method reads ``section``, one of the spec's own sections (``spec.branch``): the section
+    its registry entry names (``MethodEntry.section``) is that very object. A section's rules and validation
+    switches ask this, so that no rule names a method."""
+    key = method_entry(spec.search.method).section
+    return key is not None and getattr(spec, key, None) is section
 
 
 def positive(says: str = "must be positive", *, show_value: bool = True) -> Check:

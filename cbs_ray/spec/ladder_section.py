@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Optional
 
 from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
-from cbs_ray.spec.checks import MAX_REPEATS, a_count, between, check, within
+from cbs_ray.spec.checks import MAX_REPEATS, a_count, between, check, reads_section, within
 from cbs_ray.spec.errors import SpecError
 
 # ``spec.schema.SearchSpec`` holds the section (``SearchSpec.ladder``): it imports this module, so the functions
@@ -283,7 +283,7 @@ def ladder_stands_alone(spec: SearchSpec) -> None:
     probe-chosen grid, an Optuna study and an alpha grid are refused; with the budget known here, the fraction and
     the batches are checked (``resolve_ladder``)."""
     s = spec.search
-    if s.method != "ladder":
+    if not reads_section(spec, spec.ladder):
         if spec.ladder.validate:
             raise SpecError("ladder.validate: validates the ladder's prediction; set search.method=ladder "
                             "(--validate-prediction)")

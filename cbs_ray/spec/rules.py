@@ -21,6 +21,7 @@ from cbs_ray.spec.checks import (
     expand_batch_sizes,
     type_hints_of,
     join_key,
+    reads_section,
 )
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.scale_rules import SCALE_RULES
@@ -292,7 +293,7 @@ def _branch_mode_stands_alone(spec: SearchSpec) -> None:
     storage URI (the trunk's checkpoints go to a shared directory). ``search.repeats``, ``num_trials``, ``strategy`` and the
     ``asha`` section are a from-scratch search's and are ignored; the schedule switch needs branch mode."""
     s = spec.search
-    if s.method != "branch":
+    if not reads_section(spec, spec.branch):
         if spec.branch.validate_schedule:
             raise SpecError("branch.validate_schedule: validates the schedule a branch search recommends; "
                             "set search.method=branch (--validate-schedule)")
@@ -312,7 +313,7 @@ def _branch_batches_are_larger_than_the_trunks(spec: SearchSpec) -> None:
     """The trunk's batch and the branches' are powers of two that split over the workers, every branch
     batch is larger than the trunk's, and every report lands on whole batches of the largest."""
     b, workers = spec.branch, spec.resources.workers_per_trial
-    if spec.search.method != "branch":
+    if not reads_section(spec, spec.branch):
         return
     if b.trunk_batch_size is not None:
         check_power_of_two(b.trunk_batch_size, "branch.trunk_batch_size")
@@ -348,7 +349,7 @@ def _branch_points_fit_the_budget(spec: SearchSpec) -> None:
     token budget); with the budget known here (``training.budget_samples``), the window fits after the last
     checkpoint. Otherwise ``resolve_branching`` checks the same once the budget is resolved, before Ray."""
     b = spec.branch
-    if spec.search.method != "branch":
+    if not reads_section(spec, spec.branch):
         return
     if b.checkpoints == GEOMETRIC:
         points = []

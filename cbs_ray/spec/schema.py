@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
 
+from cbs_ray.records.method_registry import DEFAULT_METHOD
 from cbs_ray.records.names import default_report_dir
 from cbs_ray.spec.ladder_section import LadderSpec  # the section lives with its resolution and its rule
 from cbs_ray.spec.checks import (
@@ -337,7 +338,7 @@ class SearchSection:
     study_name: Optional[str] = None
     """The study's name in ``study_storage``; default: the experiment's name (``<name>-<date>-<time>``).
     An existing study is continued (TPE learns from its trials) if its metric and direction match."""
-    method: str = field(default="scratch", metadata=check(a_registered_method()))
+    method: str = field(default=DEFAULT_METHOD, metadata=check(a_registered_method()))
     """One of ``records.method_registry``'s methods (``register_method`` adds one). ``scratch``: every candidate batch trains from initialisation to the full budget (the critical batch at
     the end of the budget). ``branch``: one trunk run at a small batch saves checkpoints, and from each, branches
     at larger batches train for a window (the ``branch:`` section): the critical batch over the course of
@@ -413,7 +414,7 @@ class BranchSpec:
     (alpha 0.5 by default, the trunk's warmup and LR schedule); a from-scratch search's experiment (its path, or
     its folder's name in ``storage_path``) at the same budget: each control batch that search completed trains
     at its best configuration there, on its own LR schedule, the rest at the trunk's; ``scratch``: the newest
-    such search of this spec's name in ``storage_path``, where one exists (``tune.fair_controls``). A named
+    such search of this spec's name in ``storage_path``, where one exists (``methods.branch.fair_controls``). A named
     experiment that is missing, is not a from-scratch search or ran another budget is an error before anything
     trains."""
 

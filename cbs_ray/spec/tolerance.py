@@ -119,16 +119,17 @@ def spec_tolerances(spec: SearchSpec) -> tuple[Tolerance, Tolerance]:
                               branch_tolerance=b.tolerance, branch_relative=b.tolerance_relative)
 
 
-def as_recorded(raw_spec: dict, recorded_unit: Optional[str], method: str) -> dict:
+def as_recorded(raw_spec: dict, recorded_unit: Optional[str], loss_epsilon: bool) -> dict:
     """A stored spec (``cbs_spec.json``'s ``spec``) as its experiment ran, for ``--resume``: one written before
     issue 50 (no ``tolerance_unit`` recorded) read its turning point relative, and its branch mode's ε on its own,
-    so a from-scratch (or ladder) spec gets ``tolerance_unit: relative`` and a branch spec drops the turning point's
-    tolerance it never used (the old spec wrote the default 0.01 out, which would otherwise contradict a
-    ``branch.tolerance`` set apart). A spec that records its unit is returned as it is."""
+    so a from-scratch (or ladder) spec gets ``tolerance_unit: relative`` and a branch spec (``loss_epsilon``: its
+    method's answer reads ε, ``MethodEntry.loss_epsilon``) drops the turning point's tolerance it never used (the old
+    spec wrote the default 0.01 out, which would otherwise contradict a ``branch.tolerance`` set apart). A spec that
+    records its unit is returned as it is."""
     search = raw_spec.get("search")
     if recorded_unit is not None or not isinstance(search, dict) or "tolerance_unit" in search:
         return raw_spec
-    if method == "branch":
+    if loss_epsilon:
         search = {k: v for k, v in search.items() if k != "tolerance"}
     else:
         search = {**search, "tolerance_unit": RELATIVE}

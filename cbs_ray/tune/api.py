@@ -153,7 +153,7 @@ def _resume_held(path: str, meta: ExperimentMeta, objects, *, address, output_di
                         f"own results are intact: cbs-ray report {shlex.quote(path)} reads them")
     if not tune.Tuner.can_restore(path):
         raise SpecError(f"--resume: {path}: Tune has no experiment state to restore there")
-    spec = spec_from_dict(as_recorded(meta.spec, meta.tolerance_unit, meta.method))  # as it ran (issue 50)
+    spec = spec_from_dict(as_recorded(meta.spec, meta.tolerance_unit, method_entry(meta.method).loss_epsilon))  # as it ran (issue 50)
     # Its report goes beside its own experiment (another search of the same name may own ./cbs_results/<name>).
     out = Path(output_dir).expanduser().resolve() if output_dir else _beside(path)
     check_before_ray(spec, out, resuming=True)

@@ -94,3 +94,36 @@ def test_every_moved_module_is_in_a_method_folder_and_gone_from_its_old_place():
     moved = {p.relative_to(PACKAGE.parent).with_suffix("").as_posix().replace("/", ".")
              for p in METHODS.glob("*/*.py") if p.name != "__init__.py"}
     assert moved == set(MOVED_MODULES.values())  # every module of the folders came from somewhere, and is mapped
+
+
+METHOD_NAMES = {e.name for e in BUILT_IN_METHODS}
+NAMING_A_METHOD_ALLOWED = {
+    "records/method_registry.py",  # the registry: the one table of the methods' names
+    "train/run_plan.py",  # branch mode's runs (role "branch") until they move into methods/branch/ (issue 46)
+}
+
+
+def _method_name_constants(source: str) -> list:
+    """The lines of ``source`` that hold a string constant equal to a built-in method's name, docstrings left out
+    (a docstring's words are prose; a constant is a name the code compares, defaults or builds with)."""
+    tree = ast.parse(source)
+    # a string standing alone as a statement: a module's, class's or function's docstring, or a field's after it
+    docstrings = {id(node.value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value in METHOD_NAMES and id(node) not in docstrings]
+
+
+def test_the_method_name_scan_sees_constants_and_skips_docstrings():  # the scan below can fail
+    source = ('"""scratch"""\nX = "branch"\ndef f(m="ladder"):\n    """ladder"""\n    return m != \'scratch\'\n'
+              'class C:\n    a: str = "x"\n    """branch"""\n    b = f"{X} branch"\n')
+    assert sorted(_method_name_constants(source)) == [2, 3, 5]
+
+
+def test_no_module_outside_the_methods_names_a_method_but_the_registry():
+    """Issue 46's target: a rule that depends on the method reads its registry entry (``DEFAULT_METHOD``,
+    ``MethodEntry.section``, ``loss_epsilon``, ``best_per_batch``), never compares, defaults to or builds with a
+    method's name."""
+    naming = {str(p.relative_to(PACKAGE)): lines for p in _outside_methods()
+              if (lines := _method_name_constants(p.read_text()))}
+    assert set(naming) == NAMING_A_METHOD_ALLOWED, naming

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from cbs_ray.records.meta import ExperimentMeta
-from cbs_ray.records.method_registry import (MethodEntry, UnknownMethodError, method_entry, method_names,
-                                             method_report_files, register_method)
+from cbs_ray.records.method_registry import (DEFAULT_METHOD, MethodEntry, UnknownMethodError, method_entry,
+                                             method_names, method_report_files, register_method)
 from cbs_ray.records.names import default_report_dir
 from cbs_ray.records.storage import META_FILE, ReportError
 from helpers import renamed_method
@@ -23,6 +23,18 @@ def test_the_built_in_methods_and_their_report_folders():
         [Path("cbs_results/x"), Path("cbs_results/x-branch"), Path("cbs_results/x-ladder")]
     assert method_entry("ladder").report_files == ("ladder.png",) and "ladder.png" in method_report_files()
     assert (method_entry("branch").auto_batches, method_entry("scratch").auto_batches) == (False, True)
+
+
+def test_the_rules_that_depend_on_the_method_read_its_entry():
+    """The default method, the section each reads, whose answer reads ε, whose history gives a best configuration
+    per batch: what the spec's rules, ``--resume`` and branch's fair controls ask of an entry (issue 46)."""
+    from cbs_ray.spec.schema import SearchSpec
+
+    assert DEFAULT_METHOD == method_names()[0] == SearchSpec().search.method == ExperimentMeta.from_dict(META).method
+    assert {n: method_entry(n).section for n in ("scratch", "branch", "ladder")} == \
+        {"scratch": None, "branch": "branch", "ladder": "ladder"}
+    assert [n for n in method_names()[:3] if method_entry(n).loss_epsilon] == ["branch"]
+    assert [n for n in method_names()[:3] if method_entry(n).best_per_batch] == ["scratch"]
 
 
 @pytest.mark.parametrize("name", ["../evil", "scratch2", "", None, 3, "Scratch"])
@@ -41,6 +53,7 @@ def test_an_unknown_name_is_one_line_and_never_steers_a_report_path(name):
     (MethodEntry("bad", "/../x", "m", "m"), "report_suffix must be"),
     (MethodEntry("bad", "-bad", "m/x", "m"), "module paths must be dotted"),
     (MethodEntry("bad", "-bad", "m", "m", report_files=("../x",)), "report_files must be plain"),
+    (MethodEntry("bad", "-bad", "m", "m", section="branch.tolerance"), "section must be a spec key"),
     (MethodEntry("scratch", "-other", "m", "m"), "the name 'scratch' is taken"),
     (MethodEntry("other", "-ladder", "m", "m"), "the report suffix '-ladder' is ladder's"),
 ])

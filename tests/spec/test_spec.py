@@ -454,3 +454,28 @@ def test_the_plan_counts_the_repeat_trials():
     assert first.startswith("tiny-bert-sentiment: 6 batch sizes, 18 trials + up to 12 repeat trials (each batch "
                             "size's best, 2 more seeds) (tpe")
     assert "repeat" not in plan_lines(load_spec(None, []), 16384)[0]
+
+
+def test_a_sections_rules_follow_the_entry_that_reads_it_not_a_method_name(monkeypatch):
+    """``spec.checks.reads_section``: the ``ladder:`` section's switch needs a method whose registry entry reads that
+    section, whatever its name (a method registered from outside here, for this test only: its modules do not
+    exist); the built-in ones as before."""
+    from cbs_ray.records import method_registry
+    from cbs_ray.records.method_registry import MethodEntry, register_method
+    from cbs_ray.spec.checks import reads_section
+
+    monkeypatch.setattr(method_registry, "_REGISTRY", dict(method_registry._REGISTRY))  # restored after the test
+    register_method(MethodEntry("ladder_reader", "-ladder_reader", "m", "m", fixed_grid=True, supports_study=False,
+                                auto_batches=False, section="ladder"))
+    for method, branch, ladder in [("scratch", False, False), ("branch", True, False), ("ladder", False, True),
+                                   ("ladder_reader", False, True)]:
+        spec = SearchSpec()
+        spec.search.method = method
+        assert (reads_section(spec, spec.branch), reads_section(spec, spec.ladder)) == (branch, ladder), method
+    with pytest.raises(SpecError, match="ladder.validate: validates the ladder's prediction; set search.method"):
+        load_spec(None, ["ladder.validate=true"])
+    with pytest.raises(SpecError, match="search.strategy: grid with search.grid_points=3"):  # the ladder's own rule
+        load_spec(None, ["search.method=ladder_reader", "search.strategy=grid", "search.grid_points=3",
+                   "search.early_stopping=false"])
+    with pytest.raises(SpecError, match="branch.validate_schedule: validates the schedule"):
+        load_spec(None, ["search.method=ladder_reader", "branch.validate_schedule=true"])

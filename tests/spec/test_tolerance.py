@@ -110,6 +110,7 @@ def test_bisection_and_halving_take_the_unit():
 
 def test_a_spec_stored_before_the_unit_resumes_as_it_ran():
     from cbs_ray.spec.load import spec_from_dict, spec_to_dict
+    from cbs_ray.records.method_registry import method_entry
     from cbs_ray.spec.tolerance import as_recorded
 
     old = spec_to_dict(load_spec("search_spaces/markov_lm.yaml", ["search.method=branch", "branch.tolerance=0.15"]))
@@ -117,9 +118,9 @@ def test_a_spec_stored_before_the_unit_resumes_as_it_ran():
     old["search"]["tolerance"] = 0.01  # what a spec before issue 50 wrote out: the default, never used by branch mode
     with pytest.raises(SpecError, match="one tolerance"):
         spec_from_dict(old)
-    branch = spec_from_dict(as_recorded(old, None, "branch"))
+    branch = spec_from_dict(as_recorded(old, None, method_entry("branch").loss_epsilon))
     assert resolve_branching(branch, 1 << 16).tolerance == 0.15
     scratch = spec_from_dict(as_recorded({**old, "branch": {}, "search": {**old["search"], "method": "scratch"}},
-                                         None, "scratch"))
+                                         None, method_entry("scratch").loss_epsilon))
     assert scratch.search.tolerance_unit == "relative"
-    assert as_recorded(old, "nats", "branch") is old  # a spec that records its unit is as it is
+    assert as_recorded(old, "nats", True) is old  # a spec that records its unit is as it is

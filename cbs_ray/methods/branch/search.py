@@ -36,7 +36,7 @@ from cbs_ray.train.run_plan import branch_configs, branch_run_plan, trunk_config
 from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.methods.branch.gate import PublishedCheckpoints, never_started
 from cbs_ray.tune.driver import Stages
-from cbs_ray.tune.fair_controls import controls_plan, tuned_controls
+from cbs_ray.methods.branch.fair_controls import controls_plan, tuned_controls
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.runner import points_config
 from cbs_ray.tune.search_method import check_batches_fit

@@ -1,6 +1,7 @@
 """``branch.controls_from`` on the driver (issue 50, item 4): find the from-scratch search whose best
 configuration per batch the schedule validation's fixed-batch controls train at, and read it. The choice of each
-control's configuration is ``analysis.control_configs``; this module only locates and reads the experiment.
+control's configuration is ``analysis.control_configs``; this module only locates and reads the experiment. A
+search qualifies by its method's registry entry (``MethodEntry.best_per_batch``), not by the method's name.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Optional
 from cbs_ray.analysis.control_configs import NONE, TRUNK, best_configurations, budget_problem, control_configurations
 from cbs_ray.records.columns import Column
 from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.records.method_registry import method_entry
 from cbs_ray.records.storage import ReportError, load_history
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
@@ -31,7 +33,8 @@ def _newest_scratch(spec: SearchSpec, budget_samples: int) -> Optional[str]:
             meta = ExperimentMeta.read(str(candidate))
         except ReportError:
             continue
-        if (meta.method, meta.name, meta.budget_samples) == ("scratch", spec.name, budget_samples):
+        if method_entry(meta.method).best_per_batch and (meta.name, meta.budget_samples) == (spec.name,
+                                                                                           budget_samples):
             return str(candidate)
     return None
 
@@ -65,7 +68,7 @@ def tuned_controls(spec: SearchSpec, budget_samples: int) -> tuple[str, dict[int
         path = _named(spec, value)
     try:
         meta = ExperimentMeta.read(path)
-        if meta.method != "scratch":
+        if not method_entry(meta.method).best_per_batch:
             raise SpecError(f"branch.controls_from: {path} is a {meta.method} search, not a from-scratch one")
         problem = budget_problem(meta.budget_samples, budget_samples, where=path)
         if problem:
