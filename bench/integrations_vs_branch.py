@@ -61,7 +61,7 @@ def branch_plan(stages, budget: int, warmup: int) -> RunPlan:
     """Branch mode's plan of a validation run (its schedule, or the fixed small-batch control)."""
     return RunPlan(role="schedule", lr_batch=B0, batch_schedule=tuple(stages), start_samples=0, stop_samples=budget,
                    report_at=(budget,), alpha=ALPHA, lr_peak=PEAK_LR, lr_warmup_steps=warmup,
-                   lr_total_steps=budget // B0, lr_decay="linear", control="schedule")
+                   lr_total_steps=budget // B0, lr_decay="linear", control="schedule", lr_in_samples=True)
 
 
 def train_branch(seed: int, data, held_out, plan: RunPlan) -> float:

@@ -67,7 +67,7 @@ class TrialReport:
     """The Ray node ID of the worker that reported (rank 0's is the one Tune keeps; an in-process trial's
     its own); empty outside Ray. Node IPs are alike when several raylets share one host, their IDs not."""
     role: Optional[str] = None
-    """Branch mode: the run's role (``train.run_plan.ROLES``: trunk, branch, schedule); None from scratch."""
+    """Branch mode: the run's role (``methods.branch.runs.ROLES``: trunk, branch, schedule); None from scratch."""
     start_samples: Optional[int] = None
     """Branch mode: the trunk checkpoint a branch started from (0 for the trunk and the schedule run)."""
     seed_offset: Optional[int] = None

@@ -1,7 +1,7 @@
 """Branch mode's ``branch:`` section resolved against the budget (``search.method: branch``; Merrill
 et al. 2025, "Critical Batch Size Revisited", arXiv 2505.23971): the trunk's batch and LR schedule, the
 checkpoints, the window, the branch batches and alphas, all in samples (``Branching``), and the check of one
-branch point. Pure: what one run trains is ``train.run_plan``.
+branch point. Pure: what one run trains is ``methods.branch.runs``.
 """
 
 from __future__ import annotations

@@ -285,7 +285,7 @@ def _study_needs_optuna(spec: SearchSpec) -> None:
         raise SpecError("search.study_name: names a study in search.study_storage, which is not set")
 
 
-# ---- branch mode (search.method: branch; cbs_ray.train.run_plan resolves the section against the budget) --
+# ---- branch mode (search.method: branch; spec.branch_section resolves the section against the budget) -----
 
 def _branch_mode_stands_alone(spec: SearchSpec) -> None:
     """What branch mode cannot combine with: a probe-chosen grid (the branches need their batches before

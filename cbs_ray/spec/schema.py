@@ -349,7 +349,7 @@ class SearchSection:
 
 @dataclass
 class BranchSpec:
-    """Branch mode (``search.method: branch``; see ``cbs_ray.train.run_plan``). Points are a fraction of the budget
+    """Branch mode (``search.method: branch``; see ``cbs_ray.methods.branch.runs``). Points are a fraction of the budget
     (a number in (0, 1)) or whole samples (tokens with ``training.budget_tokens``), rounded down to whole
     batches of the largest branch batch."""
 

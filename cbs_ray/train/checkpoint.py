@@ -160,7 +160,7 @@ def wait_for_trunk(path: str, checkpoint_dir: str, *, poll_s: float = 2.0, log=N
 def load_branch_start(path: str, model, optimizer, scaler, *, keep_optimizer: bool = True) -> dict:
     """Start a branch from the trunk's checkpoint in ``path``: the weights, the optimizer's state (Adam's
     moments and step count, the paper's choice; ``keep_optimizer=False`` leaves the fresh optimizer's: see
-    ``train.run_plan`` for why either is a choice), the fp16 loss scale and the random stream. Not the LR
+    ``methods.branch.runs`` for why either is a choice), the fp16 loss scale and the random stream. Not the LR
     schedule: the branch's plan sets its LR. Returns the trunk's progress (``samples_drawn``: where the branch
     continues the trunk's data order)."""
     state = _read(path)

@@ -286,7 +286,7 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: TrialParts, progress: 
         warmup_steps=cfg.warmup_steps, samples_per_s=progress.interval_samples / progress.interval_time,
         train_time_s=progress.train_time, first_step_at=progress.first_step_at, trial_started_at=cfg.started_at,
         reported_at=time.time(), diverged=False, resumed_from_samples=progress.resumed_from_samples,
-        train_loss_ema=train_loss_ema if cfg.plan.role is not None and math.isfinite(train_loss_ema) else None)
+        train_loss_ema=train_loss_ema if cfg.plan.reports_train_loss_ema and math.isfinite(train_loss_ema) else None)
     progress.interval_time, progress.interval_loss, progress.interval_steps = 0.0, 0.0, 0
     progress.interval_samples = 0
     metrics = report.to_dict()

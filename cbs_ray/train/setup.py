@@ -158,7 +158,7 @@ def _restore(cfg: TrialConfig, session, model, optimizer, scheduler, scaler) -> 
     step, saved = load_state(checkpoint, model, optimizer, scheduler, scaler) if checkpoint else (0, {})
     if step and session.rank == 0:
         print(f"trial: resumed from its checkpoint at {cfg.plan.samples_after(step)} samples", flush=True)
-    if not checkpoint and cfg.plan.starts_from_trunk:
+    if not checkpoint and cfg.plan.starts_from_checkpoint:
         return 0, _start_branch(cfg, session, model, optimizer, scheduler, scaler)
     return step, saved
 

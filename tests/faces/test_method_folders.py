@@ -15,6 +15,7 @@ PACKAGE = Path(cbs_ray.__file__).parent
 METHODS = PACKAGE / "methods"
 IMPORTING_FACES = {"__init__.py": "analyze and Report: the from-scratch report, loaded on first use",
                    "cli.py": "--probe runs scratch's probe (issue 46: the driver should own it)"}
+SPLIT_OUT = {"cbs_ray.methods.branch.runs": "branch mode's runs, out of train/run_plan.py (issue 46)"}
 NAMING_PATHS = {"records/method_registry.py", "records/moved_modules.py"}  # dotted paths as strings, not imports
 
 
@@ -93,14 +94,12 @@ def test_every_moved_module_is_in_a_method_folder_and_gone_from_its_old_place():
         assert new.startswith("cbs_ray.methods.") and new.split(".")[2] in {e.name for e in BUILT_IN_METHODS}
     moved = {p.relative_to(PACKAGE.parent).with_suffix("").as_posix().replace("/", ".")
              for p in METHODS.glob("*/*.py") if p.name != "__init__.py"}
-    assert moved == set(MOVED_MODULES.values())  # every module of the folders came from somewhere, and is mapped
+    # every module of the folders came from somewhere, and is mapped, or was split out of a module that stays
+    assert moved == set(MOVED_MODULES.values()) | set(SPLIT_OUT)
 
 
 METHOD_NAMES = {e.name for e in BUILT_IN_METHODS}
-NAMING_A_METHOD_ALLOWED = {
-    "records/method_registry.py",  # the registry: the one table of the methods' names
-    "train/run_plan.py",  # branch mode's runs (role "branch") until they move into methods/branch/ (issue 46)
-}
+NAMING_A_METHOD_ALLOWED = {"records/method_registry.py"}  # the registry: the one table of the methods' names
 
 
 def _method_name_constants(source: str) -> list:

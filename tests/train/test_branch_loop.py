@@ -15,7 +15,7 @@ import shutil
 import pytest
 
 from cbs_ray.spec.branch_section import resolve_branching
-from cbs_ray.train.run_plan import branch_configs, branch_run_plan, schedule_config, trunk_config
+from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, schedule_config, trunk_config
 from cbs_ray.train.checkpoint import STATE_FILE, TRUNK_DONE
 from cbs_ray.tune.api import prepare
 from cbs_ray.spec.load import load_spec
@@ -103,7 +103,8 @@ def test_a_branch_at_the_trunks_own_batch_reproduces_the_trunk(search, trunk):
     resolve_branching refuses such a branch, so its plan is built from the trunk's."""
     cfg, whole, directory = trunk
     own = dataclasses.replace(cfg.plan, role="branch", batch_schedule=((128, 8),), start_samples=128,
-                              stop_samples=192, report_at=(192,), save_at=())
+                              stop_samples=192, report_at=(192,), save_at=(),
+                              publishes_checkpoints=False, starts_from_checkpoint=True, measures_noise_scale=False)
     branch = train(search, dataclasses.replace(cfg, plan=own))
     (report,) = branch.reports
     theirs = by_samples(whole)[192]

@@ -11,7 +11,7 @@ import torch
 from cbs_ray.spec.branch_section import resolve_branching
 from cbs_ray.spec.load import load_spec
 from cbs_ray.train.config import TrialConfig
-from cbs_ray.train.run_plan import branch_configs, branch_run_plan, trunk_config
+from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, trunk_config
 from cbs_ray.tune.api import prepare
 from helpers.gloo import GlooCapture, free_port, join_gloo
 from helpers.paths import SEARCH_SPACES
@@ -45,7 +45,8 @@ def _runs(parallelism: str, directory: str) -> dict:
                                                                 save_at=(128,)))
     found = {"trunk": train(trunk)}
     own = dataclasses.replace(trunk.plan, role="branch", batch_schedule=((128, 8),), start_samples=128,
-                              stop_samples=192, report_at=(192,), save_at=())
+                              stop_samples=192, report_at=(192,), save_at=(),
+                              publishes_checkpoints=False, starts_from_checkpoint=True, measures_noise_scale=False)
     found["own"] = train(dataclasses.replace(trunk, plan=own))
     (twice,) = [c for c in branch_configs(branching, directory)
                 if c["start_samples"] == 128 and c["log2_batch"] == 4 and c["alpha"] == 1.0]

@@ -10,7 +10,7 @@ from cbs_ray.methods.branch.search import branch_search_samples, scratch_search_
 from cbs_ray.search import main
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
-from cbs_ray.train.run_plan import validation_configs
+from cbs_ray.methods.branch.runs import validation_configs
 
 LM = "search_spaces/tiny_causal_lm.yaml"
 BRANCH = ["search.method=branch"]
@@ -160,6 +160,33 @@ def test_trial_names_say_role_batch_and_checkpoint():
     assert name({"role": "branch", "log2_batch": 6, "start_samples": 2048, "alpha": 0.5}) == \
         "branch_B64_from2048_a0.5_abc_00001"
     assert name({"role": "schedule", "log2_batch": 3}) == "schedule_B8_abc_00001"
+    assert name({"role": "branch", "log2_batch": 6, "start_samples": 2048, "alpha": 1.0, "seed_offset": 2}) == \
+        "branch_B64_from2048_a1_s2_abc_00001"
+    assert name({"role": "schedule", "log2_batch": 3, "start_samples": 0, "alpha": 0.5, "control": "small",
+                 "seed_offset": 1}) == "small_B8_s1_abc_00001"
+
+
+def test_each_run_says_what_it_does_through_its_plans_options_not_its_role():
+    """Issue 46: the training loop asks a plan's typed options, which name no method; branch mode's runs set them as
+    their roles meant before (the trunk publishes, a branch starts from its checkpoint, only the trunk measures the
+    noise scale, every run's LR is laid out in samples), a from-scratch trial none of them."""
+    from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, trunk_config
+    from cbs_ray.train.run_plan import scratch_plan
+
+    spec = load_spec(LM, BRANCH)
+    br = resolve_branching(spec, 8192)
+    runs = {"trunk": trunk_config(br, "/tmp/x"), "branch": branch_configs(br, "/tmp/x")[0],
+            "schedule": validation_configs(br, [[0, 8], [1024, 16]], 0.5, [("small", 8)])[0]}
+    options = ("publishes_checkpoints", "starts_from_checkpoint", "lr_in_samples", "fixes_micro_batch",
+               "measures_noise_scale", "reports_train_loss_ema")
+    found = {role: tuple(getattr(branch_run_plan(spec, br, point), o) for o in options) for role, point in runs.items()}
+    assert found == {"trunk": (True, False, True, True, True, True), "branch": (False, True, True, True, False, True),
+                     "schedule": (False, False, True, True, False, True)}
+    assert branch_run_plan(spec, br, runs["branch"]).noise_scale_note == \
+        "not measured on a branch-mode branch run (the trunk's is plotted)"
+    scratch = scratch_plan(spec, 16, 0.5, 0.1, 8192)
+    assert tuple(getattr(scratch, o) for o in options) == (False, False, False, False, True, False)
+    assert scratch.noise_scale_note == "" and scratch.noise_micro_batch is None and scratch.title == ""
 
 
 def test_probe_of_a_branch_spec_is_a_plain_trial():

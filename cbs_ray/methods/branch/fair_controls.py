@@ -86,7 +86,7 @@ def tuned_controls(spec: SearchSpec, budget_samples: int) -> tuple[str, dict[int
 def controls_plan(spec: SearchSpec, budget_samples: int, controls, *, alpha: float, warmup_fraction: float,
                   recorded: Optional[dict] = None) -> tuple[str, list[dict], dict[int, tuple[float, float]]]:
     """(``controls_from``, each control batch's configuration record, batch → (alpha, warmup) of the tuned ones
-    for ``run_plan.validation_configs``): as ``recorded`` in the experiment's metadata where the validation was
+    for ``methods.branch.runs.validation_configs``): as ``recorded`` in the experiment's metadata where the validation was
     decided before (a resume), else read now (``tuned_controls``)."""
     if recorded and recorded.get("control_configurations") is not None:
         source, configs = str(recorded.get("controls_from", NONE)), list(recorded["control_configurations"])

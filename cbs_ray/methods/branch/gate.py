@@ -39,7 +39,7 @@ def never_started(points: list[dict], checkpoint_dir: str) -> list[dict]:
 
 
 class PublishedCheckpoints(Searcher):
-    """Suggests ``points`` (the trunk's config, then the branches', ``train.run_plan``) in order, each branch
+    """Suggests ``points`` (the trunk's config, then the branches', ``methods.branch.runs``) in order, each branch
     once its checkpoint is published; drops the rest once the trunk has ended without them."""
 
     def __init__(self, points: list[dict], checkpoint_dir: str):

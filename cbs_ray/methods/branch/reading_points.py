@@ -1,7 +1,7 @@
 """The critical batch over the course of training, read off branches (``search.method: branch``).
 
 Pure pandas: the input is the history of a branch search (one row per report of every run: the trunk, the
-branches, the schedule's validation runs; ``train.run_plan`` says what each trains), the output a typed
+branches, the schedule's validation runs; ``methods.branch.runs`` says what each trains), the output a typed
 ``BranchSummary`` whose ``to_json`` is ``summary.json``.
 
 **The paper's rule** (Merrill et al. 2025, "Critical Batch Size Revisited: A Simple Empirical Approach to

@@ -32,7 +32,7 @@ from cbs_ray.sources.object_checks import check_same_architecture
 from cbs_ray.spec.branch_section import Branching, resolve_branching
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.train.run_plan import branch_configs, branch_run_plan, trunk_config, validation_configs
+from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, trunk_config, validation_configs
 from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.methods.branch.gate import PublishedCheckpoints, never_started
 from cbs_ray.tune.driver import Stages
