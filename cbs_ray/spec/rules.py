@@ -369,8 +369,12 @@ def _branch_points_fit_the_budget(spec: SearchSpec) -> None:
 
 def _method_can_do_what_is_asked(spec: SearchSpec) -> None:
     """A probe-chosen grid or an Optuna study with a method whose registry entry cannot take it (the built-in
-    methods' own rules above say why in their words; this one speaks for a method registered from outside)."""
+    methods' own rules above say why in their words; this one speaks for a method registered from outside), or an
+    entry whose ``section`` is no section of the spec (its section's rules would never apply)."""
     entry, s = method_entry(spec.search.method), spec.search
+    if entry.section is not None and not dataclasses.is_dataclass(getattr(spec, entry.section, None)):
+        raise SpecError(f"search.method: {entry.name}'s registry entry reads the section {entry.section!r}, which a "
+                        f"spec does not have; register it with one of the spec's sections or none")
     if spec.auto_batch_sizes and not entry.auto_batches:
         raise SpecError(f"search.batch_sizes: auto is not available with search.method {entry.name}; list the "
                         f"batch sizes")

@@ -479,3 +479,7 @@ def test_a_sections_rules_follow_the_entry_that_reads_it_not_a_method_name(monke
                    "search.early_stopping=false"])
     with pytest.raises(SpecError, match="branch.validate_schedule: validates the schedule"):
         load_spec(None, ["search.method=ladder_reader", "branch.validate_schedule=true"])
+    register_method(MethodEntry("no_such_section", "-nss", "m", "m", section="tuning"))
+    with pytest.raises(SpecError, match="^search.method: no_such_section's registry entry reads the section 'tuning',"
+                                        " which a spec does not have; register"):
+        load_spec(None, ["search.method=no_such_section"])
