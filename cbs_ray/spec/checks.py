@@ -9,11 +9,14 @@ import math
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from cbs_ray.records.method_registry import method_entry, method_names
 from cbs_ray.records.names import NAME_MAX_BYTES, name_problem
 from cbs_ray.spec.errors import SpecError
+
+if TYPE_CHECKING:  # a type only: the schema imports this module
+    from cbs_ray.spec.schema import SearchSpec
 
 # ---- single-field checks, declared beside their fields ---------------------------------------------
 
@@ -53,7 +56,7 @@ def a_registered_method() -> Check:
     return RegisteredMethod(lambda v: v in method_names(), "must be one of {known}, got {value!r}")
 
 
-def reads_section(spec: Any, section: object) -> bool:
+def reads_section(spec: SearchSpec, section: object) -> bool:
     """Whether the spec's method reads ``section``, one of the spec's own sections (``spec.branch``): the section
     its registry entry names (``MethodEntry.section``) is that very object. A section's rules and validation
     switches ask this, so that no rule names a method."""
