@@ -55,7 +55,7 @@ def cases() -> dict:
     return {
         "validated": (_frame(), META, None),
         "refused": (_with_b_simple(_frame(**flat)), {**META, "ladder_validate": False, "ladder_rungs_from": 256}, None),
-        "no_anchor": (_frame(**flat), {**META, "ladder_rungs_from": 10 ** 9}, None),
+        "no_anchor": (_frame(**flat), {**META, "ladder_rungs_from": 10 ** 9, "max_seq_length": None}, None),
         "predict_loss": (_frame(ROOT2), {**META, "ladder_evaluations": ROOT2, "ladder_predict": "loss"}, None),
         "predict_loss_refused": (_frame(), {**META, "ladder_predict": "loss"}, None),
         "lr_weighted": (_with_b_simple(_frame()), {**META, "ladder_step_count": "lr_weighted", "tokens_per_sample": 32,
