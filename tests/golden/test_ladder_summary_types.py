@@ -14,7 +14,6 @@ import make_ladder_summaries as made
 from cbs_ray.methods.ladder.reading import summarize_ladder
 from cbs_ray.methods.ladder.recorded import LadderRecorded
 from cbs_ray.methods.ladder.summary import LadderPrediction, LadderSummary, PredictionValidation
-from cbs_ray.records.storage import ReportError
 from helpers.tolerant import report_differences
 
 CASES = made.cases()
@@ -76,5 +75,5 @@ def test_the_recorded_settings_fill_what_an_older_experiment_left_out():
     assert new.column == "ewa_eval_loss" and new.lr_warmups == {8: 26, 16: 13} and new.tokens == 32
     assert LadderRecorded.from_json(new.to_json()) == new and LadderRecorded.from_json(rec.to_json()) == rec
     assert "ladder_predict" not in rec.to_json() and new.to_json()["ladder_predict"] == "loss"
-    with pytest.raises(ReportError, match="^ladder_seeds, base_lr missing from the ladder experiment's metadata$"):
+    with pytest.raises(ValueError, match="^ladder_seeds, base_lr missing from the ladder experiment's metadata$"):
         LadderRecorded.from_json({k: v for k, v in made.META.items() if k not in ("ladder_seeds", "base_lr")})

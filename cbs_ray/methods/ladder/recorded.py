@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from cbs_ray.records.columns import Column
-from cbs_ray.records.storage import ReportError
 
 __all__ = ["LadderRecorded"]
 
@@ -63,10 +62,11 @@ class LadderRecorded:
 
     @classmethod
     def from_json(cls, meta: Mapping[str, Any]) -> LadderRecorded:
-        """From the metadata's mapping; ``ReportError`` (one line) where a key every ladder records is missing."""
+        """From the metadata's mapping; a ``ValueError`` (one line, as the report command prints it) where a key
+        every ladder records is missing."""
         missing = [k for k in REQUIRED if k not in meta]
         if missing:
-            raise ReportError(f"{', '.join(missing)} missing from the ladder experiment's metadata")
+            raise ValueError(f"{', '.join(missing)} missing from the ladder experiment's metadata")
         g = meta.get
         warmups = g("ladder_warmup_steps")
         return cls(

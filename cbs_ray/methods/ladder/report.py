@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import html
 from pathlib import Path
-from typing import Optional
+from typing import Optional, cast
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -157,9 +157,9 @@ def ladder_plot(summary: LadderSummary, path: Path) -> Path:
     finite = [r for r in lad.rungs if r.b_crit]
     used = set(lad.rungs_used)
     for i, r in enumerate(finite):
-        ci = r.b_crit_ci
-        err = [[r.b_crit - ci[0]], [ci[1] - r.b_crit]] if ci and ci[1] is not None and ci[1] < 1e12 else None
-        ax.errorbar([r.samples_seen], [r.b_crit], yerr=err, fmt="o", capsize=3,
+        b, ci = cast(float, r.b_crit), r.b_crit_ci  # finite: a B_crit
+        err = [[b - ci[0]], [ci[1] - b]] if ci and ci[1] is not None and ci[1] < 1e12 else None
+        ax.errorbar([r.samples_seen], [b], yerr=err, fmt="o", capsize=3,
                     color="tab:blue" if r.samples_seen in used else "0.6",
                     label="B_crit at a rung (95 %; grey: not fitted)" if i == 0 else None)
     noise = lad.noise_scale.by_rung if lad.noise_scale is not None else []

@@ -26,7 +26,7 @@ Interval = Optional[list[float]]
 """A ``[low, high]`` pair as summary.json holds it, or None."""
 
 
-def _pair(value: Any) -> Interval:
+def _pair(value: Any) -> Optional[list[Any]]:
     return list(value) if value is not None else None
 
 
@@ -90,7 +90,7 @@ class ThroughLoss:
     loss_at_budget: Optional[float]
     loss_exponent: Optional[float]
     loss_octave_samples: Optional[list[float]]
-    loss_anchor: Optional[list[float]]
+    loss_anchor: Optional[list[Optional[float]]]
     """``[samples, loss]`` the loss law is anchored at."""
 
     def to_dict(self) -> dict:
@@ -192,7 +192,7 @@ class PredictorFigures:
     @classmethod
     def from_dict(cls, d: Mapping) -> PredictorFigures:
         prior = d["prior"]
-        return cls(*(d[k] for k in cls.KEYS[:-1]), Prior(**prior) if prior is not None else None)
+        return cls(**{k: d[k] for k in cls.KEYS[:-1]}, prior=Prior(**prior) if prior is not None else None)
 
 
 @dataclass(frozen=True)
