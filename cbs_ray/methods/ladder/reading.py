@@ -30,6 +30,21 @@ from typing import Any, Optional, Union
 import numpy as np
 import pandas as pd
 
+from cbs_ray.maths.ladder import (
+    BORROWED_EXPONENTS,
+    Rung,
+    borrowed_exponent,
+    closed_form_laws,
+    fit_ladder,
+    fit_power_law,
+    log2_error,
+    no_extrapolation,
+    recommend_batch,
+    rung_readings,
+)
+from cbs_ray.maths.ladder_loss import LossLadderFit, fit_through_loss
+from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
+from cbs_ray.maths.prediction import LITERATURE_EXPONENTS, Prediction, RungPoint, predict_b_crit
 from cbs_ray.methods.ladder.reading_stop import ladder_cuts, samples_trained
 from cbs_ray.methods.ladder.recorded import LadderRecorded
 from cbs_ray.methods.ladder.summary import (
@@ -47,21 +62,6 @@ from cbs_ray.methods.ladder.summary import (
     RungRecord,
     ThroughLoss,
 )
-from cbs_ray.maths.ladder import (
-    BORROWED_EXPONENTS,
-    Rung,
-    borrowed_exponent,
-    closed_form_laws,
-    fit_ladder,
-    fit_power_law,
-    log2_error,
-    no_extrapolation,
-    recommend_batch,
-    rung_readings,
-)
-from cbs_ray.maths.ladder_loss import LossLadderFit, fit_through_loss
-from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
-from cbs_ray.maths.prediction import LITERATURE_EXPONENTS, Prediction, RungPoint, predict_b_crit
 from cbs_ray.records.columns import Column, require_columns
 
 __all__ = ["LOG2_TARGET", "LadderSummary", "ladder_curves", "summarize_ladder"]

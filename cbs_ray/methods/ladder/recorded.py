@@ -73,7 +73,7 @@ class LadderRecorded:
             budget_samples=int(meta["budget_samples"]), stop_samples=int(meta["ladder_stop_samples"]),
             batches=tuple(int(b) for b in meta["ladder_batches"]), seeds=int(meta["ladder_seeds"]),
             alpha=float(meta["ladder_alpha"]), base_lr=float(meta["base_lr"]), base_batch=int(meta["base_batch"]),
-            warmup_fraction=float(meta["warmup_fraction"]),
+            warmup_fraction=float(meta[Column.warmup_fraction]),
             evaluations=tuple(int(e) for e in g("ladder_evaluations") or ()), validate=bool(g("ladder_validate")),
             curve=g("ladder_curve", "interpolate"), rungs_from=int(g("ladder_rungs_from", 0)),
             reading=g("ladder_reading", "raw"), metric=g("ladder_metric", Column.eval_loss),
@@ -86,7 +86,7 @@ class LadderRecorded:
     def to_json(self) -> dict[str, Any]:
         """The metadata's keys for these settings (``Ladder.to_meta``'s, and those set of the rest)."""
         return {"ladder_batches": list(self.batches), "ladder_seeds": self.seeds, "ladder_alpha": self.alpha,
-                "warmup_fraction": self.warmup_fraction, "budget_samples": self.budget_samples,
+                Column.warmup_fraction: self.warmup_fraction, "budget_samples": self.budget_samples,
                 "ladder_stop_samples": self.stop_samples, "ladder_evaluations": list(self.evaluations),
                 "ladder_validate": self.validate, "tokens_per_sample": self.tokens_per_sample,
                 "ladder_rungs_from": self.rungs_from, "ladder_curve": self.curve, "ladder_reading": self.reading,

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from cbs_ray.analysis.json_values import json_clean
 from cbs_ray.maths.prediction import Prior
+from cbs_ray.records.columns import Column
 
 __all__ = ["RungRecord", "NoiseScale", "ThroughLoss", "LadderFit", "PredictorFigures", "LadderPrediction",
            "JudgedBaseline", "PowerLawBeside", "PredictionValidation", "ReferenceLaw", "ReferenceLaws", "LadderCost",
@@ -49,13 +50,13 @@ class RungRecord:
     """The batches already below the target at their first evaluation."""
 
     def to_dict(self) -> dict:
-        return json_clean({"samples_seen": self.samples_seen, "b_crit": self.b_crit, "b_crit_ci": self.b_crit_ci,
+        return json_clean({Column.samples_seen: self.samples_seen, "b_crit": self.b_crit, "b_crit_ci": self.b_crit_ci,
                            "overhead_20pct": self.overhead_20pct, "target_loss": self.target_loss,
                            "steps_by_batch": self.steps_by_batch, "reason": self.reason, "censored": self.censored})
 
     @classmethod
     def from_dict(cls, d: Mapping) -> RungRecord:
-        return cls(d["samples_seen"], d["b_crit"], _pair(d["b_crit_ci"]), d["overhead_20pct"], d["target_loss"],
+        return cls(d[Column.samples_seen], d["b_crit"], _pair(d["b_crit_ci"]), d["overhead_20pct"], d["target_loss"],
                    dict(d["steps_by_batch"]), d["reason"], list(d["censored"]))
 
 
@@ -151,7 +152,7 @@ class LadderFit:
             "fit_p_value": self.fit_p_value, "rungs_used": self.rungs_used, "refusal": self.refusal,
             "overhead_exponent": self.overhead_exponent, "curve": self.curve, "reading": self.reading,
             "column": self.column, "cap_samples": self.cap_samples, "step_count": self.step_count,
-            "warmup_steps": self.warmup_steps, "cuts": self.cuts, "rung_span": self.rung_span,
+            Column.warmup_steps: self.warmup_steps, "cuts": self.cuts, "rung_span": self.rung_span,
             "noise_scale": self.noise_scale, **loss})
 
     @classmethod
@@ -160,7 +161,7 @@ class LadderFit:
         return cls(d["fraction_samples"], [RungRecord.from_dict(r) for r in d["rungs"]], d["exponent"],
                    _pair(d["exponent_ci"]), d["exponent_se"], d["constant"], d["fit_p_value"], list(d["rungs_used"]),
                    d["refusal"], d["overhead_exponent"], d["curve"], d["reading"], d["column"], d["cap_samples"],
-                   d["step_count"], d["warmup_steps"], dict(d["cuts"]), d["rung_span"],
+                   d["step_count"], d[Column.warmup_steps], dict(d["cuts"]), d["rung_span"],
                    NoiseScale.from_dict(noise) if noise is not None else None, d.get("predict"),
                    ThroughLoss.from_dict(through) if through is not None else None)
 
@@ -222,16 +223,16 @@ class LadderPrediction:
     def to_dict(self) -> dict:
         return json_clean({
             "budget_samples": self.budget_samples, "b_crit": self.b_crit, "interval_90": self.interval_90,
-            "batch_size": self.batch_size, "overhead_20pct": self.overhead_20pct, "refusal": self.refusal,
-            "peak_lr": self.peak_lr, "warmup_steps": self.warmup_steps, "alpha": self.alpha,
+            Column.batch_size: self.batch_size, "overhead_20pct": self.overhead_20pct, "refusal": self.refusal,
+            Column.peak_lr: self.peak_lr, Column.warmup_steps: self.warmup_steps, Column.alpha: self.alpha,
             "batch_size_schedule": self.batch_size_schedule, "warmup_samples": self.warmup_samples,
             "b_simple_prediction": self.b_simple_prediction,
             **(self.figures.to_dict() if self.figures is not None else {})})
 
     @classmethod
     def from_dict(cls, d: Mapping) -> LadderPrediction:
-        return cls(d["budget_samples"], d["b_crit"], _pair(d["interval_90"]), d["batch_size"], d["overhead_20pct"],
-                   d["refusal"], d["peak_lr"], d["warmup_steps"], d["alpha"], d["batch_size_schedule"],
+        return cls(d["budget_samples"], d["b_crit"], _pair(d["interval_90"]), d[Column.batch_size], d["overhead_20pct"],
+                   d["refusal"], d[Column.peak_lr], d[Column.warmup_steps], d[Column.alpha], d["batch_size_schedule"],
                    d["warmup_samples"], d["b_simple_prediction"],
                    PredictorFigures.from_dict(d) if "source" in d else None)
 
