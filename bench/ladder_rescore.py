@@ -20,13 +20,14 @@ def main() -> None:
         meta = ExperimentMeta.read(exp).to_dict()
         s = summarize_ladder(load_history(exp), {**meta, "experiment_path": exp, "ladder_predict": "loss"},
                              bootstrap=300)
-        v, t, p = s.prediction_validation, s.ladder["through_loss"], s.prediction
-        pl = v["power_law_prediction"]
-        print(f"{d}: through the loss {p['b_crit'] or float('nan'):.1f} {p['interval_90']}, measured "
-              f"{v['measured_b_crit']:.1f}, |log2 err| {v['log2_error']}, inside {v['within_interval']}; the power law "
-              f"{pl['b_crit']:.1f} ({pl['log2_error']:.2f}); k {t['exponent']:.2f}, L(D) {t['loss_at_budget']}; "
-              f"refusal {p['refusal']}")
-
+        v, t, p = s.prediction_validation, s.ladder.through_loss, s.prediction
+        if v is None or t is None:
+            raise SystemExit(f"error: {exp}: not a validated ladder experiment (ladder.validate)")
+        pl = v.power_law_prediction
+        print(f"{d}: through the loss {p.b_crit or float('nan'):.1f} {p.interval_90}, measured "
+              f"{v.measured_b_crit:.1f}, |log2 err| {v.log2_error}, inside {v.within_interval}; the power law "
+              f"{pl.b_crit:.1f} ({pl.log2_error:.2f}); k {t.exponent:.2f}, L(D) {t.loss_at_budget}; "
+              f"refusal {p.refusal}")
 
 if __name__ == "__main__":
     main()

@@ -54,12 +54,12 @@ def test_the_ladder_reads_the_average_and_each_batch_up_to_its_own_stop():
     frame["eval_loss"] = frame["ewa_eval_loss"] + 0.05 * frame["batch_size"].map(math.log2)
     s = summarize_ladder(frame, META, bootstrap=300)
     true = 2.0 * 8192 ** 0.5
-    assert s.ladder["reading"] == "ewa" and s.ladder["column"] == "ewa_eval_loss"
-    assert s.prediction["interval_90"][0] <= true <= s.prediction["interval_90"][1]
-    assert s.ladder["exponent_se"] is not None and s.ladder["exponent"] == pytest.approx(0.5, abs=0.1)
-    assert s.prediction_validation["measured_b_crit"] == pytest.approx(true, rel=0.03)
-    cuts = s.ladder["cuts"]
+    assert s.ladder.reading == "ewa" and s.ladder.column == "ewa_eval_loss"
+    assert s.prediction.interval_90[0] <= true <= s.prediction.interval_90[1]
+    assert s.ladder.exponent_se is not None and s.ladder.exponent == pytest.approx(0.5, abs=0.1)
+    assert s.prediction_validation.measured_b_crit == pytest.approx(true, rel=0.03)
+    cuts = s.ladder.cuts
     assert cuts["8"] == 2048 and 2048 < cuts["16"] <= cuts["32"] <= cuts["64"] <= 8192
-    assert s.cost["ladder_samples"] < s.prediction_validation["measurement_samples"]
+    assert s.cost.ladder_samples < s.prediction_validation.measurement_samples
     raw = summarize_ladder(frame, {**META, "ladder_reading": "raw"}, bootstrap=300)
-    assert raw.ladder["column"] == "eval_loss" and raw.ladder["rungs"] != s.ladder["rungs"]
+    assert raw.ladder.column == "eval_loss" and raw.ladder.rungs != s.ladder.rungs

@@ -10,6 +10,7 @@ import pytest
 from cbs_ray.methods.ladder.reading import ladder_curves, summarize_ladder
 from cbs_ray.methods.ladder.report import headline
 from cbs_ray.methods.ladder.report import write_ladder_report
+from cbs_ray.methods.ladder.summary import LadderCost, NoiseScale
 from helpers.ladder_curves import history_rows
 
 BATCHES = (8, 16, 32, 64)
@@ -36,28 +37,28 @@ def test_curves_per_batch_and_run_up_to_the_fraction():
 def test_the_ladder_recovers_a_known_exponent_and_predicts_the_measured_b_crit():
     s = summarize_ladder(history(), META, bootstrap=300)
     lad, pred, v = s.ladder, s.prediction, s.prediction_validation
-    assert [r["samples_seen"] for r in lad["rungs"]] == [128, 256, 512, 1024, 2048]  # the ladder's own only
-    assert lad["exponent"] == pytest.approx(0.5, abs=0.1)
-    assert lad["exponent_ci"][0] <= 0.5 <= lad["exponent_ci"][1]
+    assert [r.samples_seen for r in lad.rungs] == [128, 256, 512, 1024, 2048]  # the ladder's own only
+    assert lad.exponent == pytest.approx(0.5, abs=0.1)
+    assert lad.exponent_ci[0] <= 0.5 <= lad.exponent_ci[1]
     true = 2.0 * 8192 ** 0.5  # 181
-    assert pred["interval_90"][0] <= true <= pred["interval_90"][1]
-    assert pred["batch_size"] == 2 ** int(math.log2(pred["interval_90"][0]))  # a power of two at the low end
-    assert pred["peak_lr"] == pytest.approx(0.002 * (pred["batch_size"] / 16) ** 0.5)
+    assert pred.interval_90[0] <= true <= pred.interval_90[1]
+    assert pred.batch_size == 2 ** int(math.log2(pred.interval_90[0]))  # a power of two at the low end
+    assert pred.peak_lr == pytest.approx(0.002 * (pred.batch_size / 16) ** 0.5)
     # Measured at D from the same runs' full curves: the known value, inside the interval, within 0.5 in log2,
     # and better than B_crit at the last rung with a reading: 1024 (64, a factor 2.8 off; at 2048 the larger
     # batches have not reached the target within the ladder's 2048 samples).
-    assert v["measured_b_crit"] == pytest.approx(true, rel=0.03)
-    assert v["within_interval"] and v["log2_error"] <= 0.5
+    assert v.measured_b_crit == pytest.approx(true, rel=0.03)
+    assert v.within_interval and v.log2_error <= 0.5
     # the ladder's samples (every batch to where it reached the last rung's target, at most the fraction in an
     # experiment from before ladder.cap) over the measurement's (every batch to where it reached the loss at D)
-    assert v["samples_ratio"] == pytest.approx(s.cost["ladder_samples"] / v["measurement_samples"])
-    assert v["samples_ratio"] < 0.15
-    assert v["baselines"]["no_extrapolation"]["log2_error"] == pytest.approx(math.log2(true / 64), abs=0.05)
-    assert v["beats_baselines"] and v["target_met"]
-    assert set(v["baselines"]) == {"no_extrapolation", "borrowed_exponent_0.383", "borrowed_exponent_0.47",
+    assert v.samples_ratio == pytest.approx(s.cost.ladder_samples / v.measurement_samples)
+    assert v.samples_ratio < 0.15
+    assert v.baselines["no_extrapolation"].log2_error == pytest.approx(math.log2(true / 64), abs=0.05)
+    assert v.beats_baselines and v.target_met
+    assert set(v.baselines) == {"no_extrapolation", "borrowed_exponent_0.383", "borrowed_exponent_0.47",
                                    "borrowed_exponent_0.571", "borrowed_mccandlish_0.452", "borrowed_mccandlish_0.68"}
-    assert s.cost == {"ladder_samples": 4 * 2 * 2048, "full_budget_samples": 4 * 2 * 8192, "fraction_of_full": 0.25}
-    assert "step_law" in s.reference_laws and s.reference_laws["step_law"]["tokens"] == pytest.approx(
+    assert s.cost == LadderCost(ladder_samples=4 * 2 * 2048, full_budget_samples=4 * 2 * 8192, fraction_of_full=0.25)
+    assert "step_law" in s.reference_laws.laws and s.reference_laws.laws["step_law"].tokens == pytest.approx(
         0.58 * (8192 * 32) ** 0.571)
 
 
@@ -65,11 +66,11 @@ def test_a_flat_b_crit_is_predicted_flat_where_the_power_law_refuses():
     # Issue 49: the power law refuses (B_crit does not grow), the predictor answers from the rungs and the prior,
     # anchored at the last rung: B_crit = 40 at every D.
     s = summarize_ladder(history(gamma=0.0, c=40.0, noise=0.002), {**META, "ladder_validate": False}, bootstrap=300)
-    assert "includes 0" in s.ladder["refusal"] or "poor fit" in s.ladder["refusal"]
+    assert "includes 0" in s.ladder.refusal or "poor fit" in s.ladder.refusal
     pred = s.prediction
-    assert pred["refusal"] is None and pred["source"] in ("rungs", "combined")
-    assert pred["interval_90"][0] <= 40.0 <= pred["interval_90"][1] and pred["b_crit"] == pytest.approx(40, rel=0.3)
-    assert pred["prior"]["definition"] == "mccandlish" and pred["anchor_samples"] == max(s.ladder["rungs_used"])
+    assert pred.refusal is None and pred.figures.source in ("rungs", "combined")
+    assert pred.interval_90[0] <= 40.0 <= pred.interval_90[1] and pred.b_crit == pytest.approx(40, rel=0.3)
+    assert pred.figures.prior.definition == "mccandlish" and pred.figures.anchor_samples == max(s.ladder.rungs_used)
     assert s.prediction_validation is None
     assert any(line.strip().startswith("source: ") and "McCandlish" in line for line in headline(s))
 
@@ -103,12 +104,12 @@ def test_fitted_curves_predict_the_known_b_crit_and_say_so():
     # batch's curve fitted from the first rung on, the prediction and the measurement still the known 181
     meta = {**META, "ladder_curve": "fit", "ladder_rungs_from": 256}
     s = summarize_ladder(history(noise=0.002), meta, bootstrap=300)
-    assert s.ladder["curve"] == "fit" and [r["samples_seen"] for r in s.ladder["rungs"]] == [256, 512, 1024, 2048]
+    assert s.ladder.curve == "fit" and [r.samples_seen for r in s.ladder.rungs] == [256, 512, 1024, 2048]
     true = 2.0 * 8192 ** 0.5
-    assert s.ladder["exponent_ci"][0] <= 0.5 <= s.ladder["exponent_ci"][1]
-    assert s.prediction["interval_90"][0] <= true <= s.prediction["interval_90"][1]
-    assert s.prediction_validation["measured_b_crit"] == pytest.approx(true, rel=0.15)
-    assert summarize_ladder(history(), META, bootstrap=0).ladder["curve"] == "interpolate"  # meta from before
+    assert s.ladder.exponent_ci[0] <= 0.5 <= s.ladder.exponent_ci[1]
+    assert s.prediction.interval_90[0] <= true <= s.prediction.interval_90[1]
+    assert s.prediction_validation.measured_b_crit == pytest.approx(true, rel=0.15)
+    assert summarize_ladder(history(), META, bootstrap=0).ladder.curve == "interpolate"  # meta from before
 
 
 def test_the_noise_scale_on_the_way_is_read_beside_the_rungs():
@@ -122,17 +123,16 @@ def test_the_noise_scale_on_the_way_is_read_beside_the_rungs():
                          for r in frame.itertuples()]
     frame.loc[(frame.trial_id == "B32_s0"), "b_simple"] = frame.samples_seen / 50
     noise = noise_scale_at(frame, [256, 512, 1024, 2048])
-    assert noise["by_rung"] == [[256, 2.56, 3], [512, 5.12, 3], [1024, 10.24, 3], [2048, 20.48, 3]]
-    assert noise["exponent"] == pytest.approx(1.0)
-    assert noise_scale_at(frame, [256, 512])["exponent"] is None  # two points: no power law
+    assert noise.by_rung == [[256, 2.56, 3], [512, 5.12, 3], [1024, 10.24, 3], [2048, 20.48, 3]]
+    assert noise.exponent == pytest.approx(1.0)
+    assert noise_scale_at(frame, [256, 512]).exponent is None  # two points: no power law
     s = summarize_ladder(frame, {**META, "ladder_validate": False, "ladder_rungs_from": 256}, bootstrap=200)
-    assert s.ladder["noise_scale"]["by_rung"][0] == [256, 2.56, 3]
+    assert s.ladder.noise_scale.by_rung[0] == [256, 2.56, 3]
     line = next(x for x in headline(s) if x.startswith("Gradient noise scale B_simple on the way: 2.56 at 256"))
     assert "(∝ D^1)" in line and "it grows with data where no growing B_crit could be read" in line
-    assert summarize_ladder(history(), META, bootstrap=0).ladder["noise_scale"] == {"by_rung": [], "exponent": None,
-                                                                                   "constant": None}
-    assert noise["constant"] == pytest.approx(0.01)  # B_simple = D / 100: what it would predict at D = 8192: 81.92
-    assert s.prediction["b_simple_prediction"] == pytest.approx(81.92)
+    assert summarize_ladder(history(), META, bootstrap=0).ladder.noise_scale == NoiseScale([], None, None)
+    assert noise.constant == pytest.approx(0.01)  # B_simple = D / 100: what it would predict at D = 8192: 81.92
+    assert s.prediction.b_simple_prediction == pytest.approx(81.92)
 
 
 def test_the_ladder_plot_draws_the_rungs_and_the_noise_scale(tmp_path, monkeypatch):
@@ -154,13 +154,14 @@ def test_a_refused_prediction_is_not_judged():
     # no rung (all before ladder_rungs_from): no anchor, the one refusal left (issue 49)
     s = summarize_ladder(history(gamma=0.0, c=40.0, noise=0.002), {**META, "ladder_rungs_from": 10 ** 9}, bootstrap=300)
     v = s.prediction_validation
-    assert s.prediction["b_crit"] is None and "no anchor" in s.prediction["refusal"] and v is not None
-    assert (v["within_interval"], v["log2_error"], v["beats_baselines"], v["target_met"]) == (None, None, None, None)
+    assert s.prediction.b_crit is None and "no anchor" in s.prediction.refusal and v is not None
+    assert (v.within_interval, v.log2_error, v.beats_baselines, v.target_met) == (None, None, None, None)
     judged = summarize_ladder(history(), META, bootstrap=100).prediction_validation
-    assert set(v) == set(judged)  # the same keys either way (a refusal once lacked b_simple_prediction)
+    assert judged is not None and set(v.to_dict()) == set(judged.to_dict())  # the same keys either way (a refusal
+    assert v.b_simple_prediction.log2_error is None                            # once lacked b_simple_prediction)
     lines = headline(s)
     assert not any("outside the interval" in line for line in lines)
-    if v["measured_b_crit"] is not None:
+    if v.measured_b_crit is not None:
         assert any("no prediction to judge against it" in line for line in lines)
 
 
@@ -173,12 +174,12 @@ def test_lr_weighted_steps_count_every_rung_and_the_measurement_the_same_way():
     plain = summarize_ladder(history(), META, bootstrap=50)
     s = summarize_ladder(history(), {**META, "ladder_step_count": "lr_weighted", "ladder_warmup_steps": warmups},
                          bootstrap=50)
-    assert s.ladder["step_count"] == "lr_weighted" and plain.ladder["step_count"] == "optimizer"
-    for r, p in zip(s.ladder["rungs"], plain.ladder["rungs"]):
-        assert r["steps_by_batch"]["8"] == pytest.approx(lr_weighted_steps(r["samples_seen"] / 8, 26))
-        assert p["steps_by_batch"]["8"] == pytest.approx(p["samples_seen"] / 8)
-    assert s.ladder["rungs"][-1]["steps_by_batch"]["8"] == 2048 / 8 - 12.5
-    assert s.prediction_validation["measured_b_crit"] != plain.prediction_validation["measured_b_crit"]
+    assert s.ladder.step_count == "lr_weighted" and plain.ladder.step_count == "optimizer"
+    for r, p in zip(s.ladder.rungs, plain.ladder.rungs):
+        assert r.steps_by_batch["8"] == pytest.approx(lr_weighted_steps(r.samples_seen / 8, 26))
+        assert p.steps_by_batch["8"] == pytest.approx(p.samples_seen / 8)
+    assert s.ladder.rungs[-1].steps_by_batch["8"] == 2048 / 8 - 12.5
+    assert s.prediction_validation.measured_b_crit != plain.prediction_validation.measured_b_crit
     assert "ladder.step_count lr_weighted" in headline(s)[0] and "step_count" not in headline(plain)[0]
 
 
@@ -187,14 +188,14 @@ def test_the_growth_beyond_the_rungs_is_read_from_the_validation_runs():
     # evaluation of the smallest batch from the fraction (2048) to D (8192): here 2·D^0.5 at each, exponent 0.5.
     s = summarize_ladder(history(), META, bootstrap=100)
     v = s.prediction_validation
-    assert [d for d, _ in v["b_crit_beyond_rungs"]] == [2048, 4096, 8192]
-    assert [b for _, b in v["b_crit_beyond_rungs"]] == pytest.approx([2 * d ** 0.5 for d in (2048, 4096, 8192)],
+    assert [d for d, _ in v.b_crit_beyond_rungs] == [2048, 4096, 8192]
+    assert [b for _, b in v.b_crit_beyond_rungs] == pytest.approx([2 * d ** 0.5 for d in (2048, 4096, 8192)],
                                                                      rel=0.03)
-    assert v["exponent_beyond_rungs"] == pytest.approx(0.5, abs=0.03)
+    assert v.exponent_beyond_rungs == pytest.approx(0.5, abs=0.03)
     assert any(line.startswith("Beyond the rungs: B_crit grew as D^0.4") or
                line.startswith("Beyond the rungs: B_crit grew as D^0.5") for line in headline(s))
     flat = summarize_ladder(history(gamma=0.0, c=40.0, noise=0.002), META, bootstrap=100).prediction_validation
-    assert flat["exponent_beyond_rungs"] == pytest.approx(0.0, abs=0.1)
+    assert flat.exponent_beyond_rungs == pytest.approx(0.0, abs=0.1)
 
 
 ROOT2 = sorted({round(128 * 2 ** (k / 2) / 64) * 64 for k in range(15)})  # 128 … 16384, √2 apart
@@ -231,8 +232,8 @@ def test_predict_loss_recovers_the_known_b_crit_through_the_loss_and_says_so():
 
 def test_predict_loss_refuses_in_one_line_where_the_last_octave_has_two_evaluations():
     s = summarize_ladder(history(), {**META, "ladder_predict": "loss"}, bootstrap=100)  # doublings: 1024, 2048
-    assert s.prediction["b_crit"] is None and "needs 3" in s.prediction["refusal"]
-    assert s.ladder["refusal"] is None                                      # the power law's own fit stands
-    assert s.prediction_validation["within_interval"] is None
+    assert s.prediction.b_crit is None and "needs 3" in s.prediction.refusal
+    assert s.ladder.refusal is None                                      # the power law's own fit stands
+    assert s.prediction_validation.within_interval is None
     assert any(line.startswith("Prediction through the loss (ladder.predict loss: ") and "none — the loss at D "
                "cannot be extrapolated" in line for line in headline(s))

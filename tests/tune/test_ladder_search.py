@@ -173,7 +173,7 @@ def test_the_ladder_takes_branch_modes_schedule_for_the_same_spec(tmp_path, monk
                          {"ladder_batches": [8, 16, 32, 64], "ladder_seeds": 2, "ladder_alpha": 0.5,
                           "warmup_fraction": 0.1, "budget_samples": 8192, "ladder_stop_samples": 2048,
                           "base_lr": 0.002, "base_batch": 16}, bootstrap=0, schedule=found)
-    assert s.prediction["batch_size_schedule"] == found
+    assert s.prediction.batch_size_schedule == found
     assert f"Batch-size schedule (branch mode, {read[0]}): 16 from 0, then 32 from 1024, then 128 from 2048 samples" \
         in headline(s)
     assert same_spec.same_spec_schedule("s3://bucket/tiny-ladder-1", ladder) is None  # remote storage: not looked for

@@ -23,16 +23,13 @@ smallest rung. Branch mode's schedule for the same spec, where one exists, is ca
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass
-from typing import Any, Optional
+from collections.abc import Mapping
+from typing import Any, Optional, Union
 
 import numpy as np
 import pandas as pd
 
-from cbs_ray.analysis.json_values import json_clean
-from cbs_ray.methods.ladder.reading_stop import ladder_cuts, samples_trained
 from cbs_ray.maths.ladder import (
     BORROWED_EXPONENTS,
     Rung,
@@ -48,44 +45,29 @@ from cbs_ray.maths.ladder import (
 from cbs_ray.maths.ladder_loss import LossLadderFit, fit_through_loss
 from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
 from cbs_ray.maths.prediction import LITERATURE_EXPONENTS, Prediction, RungPoint, predict_b_crit
+from cbs_ray.methods.ladder.reading_stop import ladder_cuts, samples_trained
+from cbs_ray.methods.ladder.recorded import LadderRecorded
+from cbs_ray.methods.ladder.summary import (
+    JudgedBaseline,
+    LadderCost,
+    LadderFit,
+    LadderPrediction,
+    LadderSummary,
+    NoiseScale,
+    PowerLawBeside,
+    PredictionValidation,
+    PredictorFigures,
+    ReferenceLaw,
+    ReferenceLaws,
+    RungRecord,
+    ThroughLoss,
+)
 from cbs_ray.records.columns import Column, require_columns
 
 __all__ = ["LOG2_TARGET", "LadderSummary", "ladder_curves", "summarize_ladder"]
 
 LOG2_TARGET = 0.5
 """The issue's accuracy target, fixed before any validation: |log2(predicted / measured)| ≤ 0.5."""
-
-
-@dataclass(frozen=True)
-class LadderSummary:
-    """The ladder's answer; ``to_json`` is ``summary.json``."""
-
-    ladder: dict
-    """``rungs`` (``samples_seen``, ``b_crit``, ``b_crit_ci``, ``overhead_20pct``, ``target_loss``,
-    ``steps_by_batch``, ``reason``), ``exponent``, ``exponent_ci``, ``constant``, ``fit_p_value``, ``refusal``."""
-    prediction: dict
-    """``budget_samples``, ``b_crit``, ``interval_90``, ``batch_size`` (the recommended batch), ``overhead_20pct``,
-    ``peak_lr`` and ``warmup_steps`` at that batch, ``refusal``."""
-    prediction_validation: Optional[dict]
-    """With ``ladder.validate``: ``measured_b_crit``, ``measured_b_crit_ci``, ``within_interval``, ``log2_error``,
-    ``samples_ratio``, ``baselines``, ``beats_baselines``."""
-    reference_laws: dict
-    """What closed-form laws give here, in samples per batch, for reference only."""
-    curves: dict
-    """Seed-mean learning curves by batch: ``[[samples_seen, eval_loss], ...]``."""
-    cost: dict
-    batch_sizes: list
-    name: Optional[str] = None
-    experiment_path: Optional[str] = None
-    method: str = "ladder"
-    metric: str = "eval_loss"
-
-    def to_dict(self) -> dict:
-        record = json_clean(asdict(self))
-        return {"method": record.pop("method"), **record}
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, allow_nan=False)
 
 
 def ladder_curves(history: pd.DataFrame, *, up_to: Optional[int] = None, column: str = Column.eval_loss,
@@ -110,47 +92,36 @@ def ladder_curves(history: pd.DataFrame, *, up_to: Optional[int] = None, column:
     return curves
 
 
-def noise_scale_at(history: pd.DataFrame, samples: list) -> dict:
+def noise_scale_at(history: pd.DataFrame, samples: list) -> NoiseScale:
     """The gradient noise scale B_simple (McCandlish et al. 2018) the runs measured on the way, at each of
     ``samples``: ``by_rung`` ``[[samples_seen, median B_simple, runs]]`` over every run reporting a finite
     positive value there (the loop measures it where a batch spans more than one micro-batch or worker), and
     ``exponent``, the power law in D through them (None with fewer than 3). A diagnostic beside the rungs, not
     a reading of them: B_simple is a property of the gradient, B_crit of the steps the batches took."""
     if Column.b_simple not in history:
-        return {"by_rung": [], "exponent": None, "constant": None}
+        return NoiseScale([], None, None)
     values = pd.to_numeric(history[Column.b_simple], errors="coerce")
     ok = history.assign(**{Column.b_simple: values})[np.isfinite(values) & values.gt(0)
                                                      & history[Column.samples_seen].isin(samples)]
     by = [[int(d), float(g[Column.b_simple].median()), int(g[Column.trial_id].nunique())]
           for d, g in ok.groupby(Column.samples_seen, sort=True)]
     constant, exponent = fit_power_law([d for d, _, _ in by], [b for _, b, _ in by]) if len(by) >= 3 else (None, None)
-    return {"by_rung": by, "exponent": exponent, "constant": constant}
+    return NoiseScale(by, exponent, constant)
 
 
-def _reading(meta: dict) -> dict:
-    """How the rungs read the curves (``ladder.curve``; an experiment from before that key interpolated), from where
-    (the first rung: twice the warmup) and, with ``ladder.step_count: lr_weighted``, each batch's warmup steps (S(B)
-    counted by the LR: ``maths.ladder.rung_readings``)."""
-    warmups = meta.get("ladder_warmup_steps") if meta.get("ladder_step_count") == "lr_weighted" else None
-    return {"curve_model": meta.get("ladder_curve", "interpolate"), "fit_from": int(meta.get("ladder_rungs_from", 0)),
-            Column.warmup_steps: {int(b): int(w) for b, w in warmups.items()} if warmups else None}
+def _reading(rec: LadderRecorded) -> dict:
+    """How the rungs read the curves (``ladder.curve``), from where (the first rung: twice the warmup) and, with
+    ``ladder.step_count: lr_weighted``, each batch's warmup steps (S(B) counted by the LR:
+    ``maths.ladder.rung_readings``'s keyword arguments)."""
+    return {"curve_model": rec.curve, "fit_from": rec.rungs_from, Column.warmup_steps: rec.lr_warmups}
 
 
-def _rung_record(r: Rung) -> dict:
-    return {Column.samples_seen: r.samples_seen, "b_crit": r.b_crit, "b_crit_ci": list(r.b_crit_ci) if r.b_crit_ci else None,
-            "overhead_20pct": r.overhead_20pct, "target_loss": r.target_loss,
-            "steps_by_batch": {str(b): s for b, s in r.steps_by_batch.items()}, "reason": r.reason,
-            "censored": list(r.censored)}
+def _rung_record(r: Rung) -> RungRecord:
+    return RungRecord(r.samples_seen, r.b_crit, list(r.b_crit_ci) if r.b_crit_ci else None, r.overhead_20pct,
+                      r.target_loss, {str(b): s for b, s in r.steps_by_batch.items()}, r.reason, list(r.censored))
 
 
-def reading_of(meta: dict) -> tuple[str, str]:
-    """(``ladder.reading``, the history column the rungs read): an experiment from before issue 36 read the raw
-    model's eval_loss."""
-    reading, metric = meta.get("ladder_reading", "raw"), meta.get("ladder_metric", Column.eval_loss)
-    return reading, (f"ewa_{metric}" if reading == "ewa" else metric)
-
-
-def _mean_curves(curves: dict) -> dict:
+def _mean_curves(curves: dict) -> dict[str, list[list[float]]]:
     out = {}
     for batch, runs in sorted(curves.items()):
         by: dict[float, list[float]] = {}
@@ -161,73 +132,78 @@ def _mean_curves(curves: dict) -> dict:
     return out
 
 
-def summarize_ladder(history: pd.DataFrame, meta: dict, *, bootstrap: int = 1000,
+def summarize_ladder(history: pd.DataFrame, meta: Union[Mapping[str, Any], LadderRecorded], *, bootstrap: int = 1000,
                      schedule: Optional[dict] = None) -> LadderSummary:
-    """The ladder's summary from its history and ``meta`` (``spec.ladder_section.Ladder.to_meta``, ``name``,
-    ``experiment_path``, ``max_seq_length`` where known). ``schedule``: branch mode's batch-size schedule for
+    """The ladder's summary from its history and ``meta``: the experiment's metadata (``ExperimentMeta.to_dict()``,
+    with ``experiment_path``) or its ``LadderRecorded`` settings. ``schedule``: branch mode's batch-size schedule for
     the same spec where one exists (``{"experiment", "batch_size_schedule", "alpha", "validated"}``), carried
     into the prediction as ``batch_size_schedule`` beside the fixed batch. The rungs read ``ladder.reading``'s
     column, each batch's runs up to where a ladder alone would have stopped them (``ladder_stop.ladder_cuts``)."""
-    budget, stop = int(meta["budget_samples"]), int(meta["ladder_stop_samples"])
-    batches, seeds = [int(b) for b in meta["ladder_batches"]], int(meta["ladder_seeds"])
-    reading = _reading(meta)
-    reading_name, column = reading_of(meta)
-    full = ladder_curves(history, column=column) if len(history) else {}
-    cap = int(float(meta.get("ladder_cap", 1.0)) * stop) // max(batches) * max(batches)
+    rec = meta if isinstance(meta, LadderRecorded) else LadderRecorded.from_json(meta)
+    budget, stop, batches = rec.budget_samples, rec.stop_samples, list(rec.batches)
+    reading = _reading(rec)
+    full = ladder_curves(history, column=rec.column) if len(history) else {}
+    cap = int(rec.cap * stop) // max(batches) * max(batches)
     cuts = ladder_cuts(full, reference_stop=stop, cap=cap) if full else {}
-    cut = ladder_curves(history, column=column, up_to=max(cap, stop), cuts=cuts) if full else {}
+    cut = ladder_curves(history, column=rec.column, up_to=max(cap, stop), cuts=cuts) if full else {}
     rungs = [r for r in (rung_readings(cut, bootstrap=bootstrap, **reading) if full else [])
              if r.samples_seen >= reading["fit_from"] and r.samples_seen <= stop]  # not inside the warmup
     power_law = fit_ladder(rungs, budget_samples=budget, bootstrap=bootstrap)
-    predict = meta.get("ladder_predict", "power_law")
     through = fit_through_loss(rungs, [[pt for pt in run if pt[0] <= stop] for run in cut.get(min(cut), [])] if cut
                                else [], power_law=power_law, stop_samples=stop, bootstrap=bootstrap) \
-        if predict == "loss" else None
+        if rec.predict == "loss" else None
     # the prediction ladder.predict chose: by default the rungs with a prior (maths.prediction, issue 49); the power
     # law's own figures stay in ``ladder``
     fit = through or ladder_prediction(rungs, budget)
     noise = noise_scale_at(history, [int(r.samples_seen) for r in rungs]) if len(history) else None
-    ladder = {"fraction_samples": stop, "rungs": [_rung_record(r) for r in rungs], "exponent": power_law.exponent,
-              "exponent_ci": list(power_law.exponent_ci) if power_law.exponent_ci else None,
-              "exponent_se": power_law.exponent_se, "constant": power_law.constant,
-              "fit_p_value": power_law.fit_p_value, "rungs_used": list(power_law.rungs_used),
-              "refusal": power_law.refusal, "overhead_exponent": power_law.overhead_exponent,
-              "curve": reading["curve_model"],
-              "reading": reading_name, "column": column, "cap_samples": cap,
-              "step_count": meta.get("ladder_step_count", "optimizer"), Column.warmup_steps: meta.get("ladder_warmup_steps"),
-              "cuts": {str(b): c for b, c in sorted(cuts.items())},
-              "rung_span": (max(power_law.rungs_used) / min(power_law.rungs_used)) if power_law.rungs_used else None,
-              "noise_scale": noise, **(_through_loss_record(through) if through else {})}
-    recommended = recommend_batch(fit.interval_90[0]) if fit.interval_90 else None
-    alpha, base_lr, base_batch = float(meta["ladder_alpha"]), float(meta["base_lr"]), int(meta["base_batch"])
-    prediction = {"budget_samples": budget, "b_crit": fit.b_crit,
-                  "interval_90": list(fit.interval_90) if fit.interval_90 else None, Column.batch_size: recommended,
-                  "overhead_20pct": power_law.overhead_20pct, "refusal": fit.refusal,
-                  Column.peak_lr: scaled_lr(base_lr, recommended, base_batch, alpha) if recommended else None,
-                  Column.warmup_steps: warmup_steps(float(meta[Column.warmup_fraction]), budget // recommended)
-                  if recommended else None, Column.alpha: alpha, "batch_size_schedule": schedule,
-                  "warmup_samples": recommended * warmup_steps(float(meta[Column.warmup_fraction]),
-                                                               budget // recommended) if recommended else None,
-                  "b_simple_prediction": _b_simple_prediction(noise, budget),
-                  **(_prediction_record(fit) if isinstance(fit, Prediction) else {})}
+    ladder = LadderFit(
+        fraction_samples=stop, rungs=[_rung_record(r) for r in rungs], exponent=power_law.exponent,
+        exponent_ci=list(power_law.exponent_ci) if power_law.exponent_ci else None,
+        exponent_se=power_law.exponent_se, constant=power_law.constant, fit_p_value=power_law.fit_p_value,
+        rungs_used=list(power_law.rungs_used), refusal=power_law.refusal,
+        overhead_exponent=power_law.overhead_exponent, curve=rec.curve, reading=rec.reading, column=rec.column,
+        cap_samples=cap, step_count=rec.step_count, warmup_steps=rec.warmup_steps,
+        cuts={str(b): c for b, c in sorted(cuts.items())},
+        rung_span=(max(power_law.rungs_used) / min(power_law.rungs_used)) if power_law.rungs_used else None,
+        noise_scale=noise, predict="loss" if through else None,
+        through_loss=_through_loss_record(through) if through else None)
+    prediction = _prediction(fit, power_law.overhead_20pct, rec, schedule, noise)
     ladder_samples = samples_trained(full, cuts) if full else 0
-    validation = _validate(full, rungs, fit, budget, meta, bootstrap, ladder_samples, prediction) \
-        if meta.get("ladder_validate") else None
-    if validation is not None:  # the power law's prediction on the same runs, beside it
-        validation["power_law_prediction"] = _power_law_beside(power_law, validation["measured_b_crit"])
-    tokens = meta.get("tokens_per_sample") or meta.get("max_seq_length")
-    laws: dict[str, Any] = {}
-    if tokens:
-        laws = {name: {"tokens": value, "samples": value / tokens} for name, value in
-                closed_form_laws(budget * tokens).items()}
-        laws["note"] = (f"{'packed' if meta.get('tokens_per_sample') else 'at most'} {tokens} tokens a sample; fitted "
-                        f"on models and budgets far larger than this one: a reference, not a measurement")
-    whole = len(batches) * seeds * budget
-    cost = {"ladder_samples": ladder_samples, "full_budget_samples": whole, "fraction_of_full": ladder_samples / whole}
+    validation = _validate(full, rungs, fit, power_law, rec, bootstrap, ladder_samples,
+                           prediction.b_simple_prediction) if rec.validate else None
+    whole = len(batches) * rec.seeds * budget
+    cost = LadderCost(ladder_samples=ladder_samples, full_budget_samples=whole, fraction_of_full=ladder_samples / whole)
     return LadderSummary(ladder=ladder, prediction=prediction, prediction_validation=validation,
-                         reference_laws=laws, curves=_mean_curves(full), cost=cost, batch_sizes=batches,
-                         name=meta.get("name"), experiment_path=meta.get("experiment_path"),
-                         metric=meta.get("ladder_metric", Column.eval_loss))
+                         reference_laws=_reference_laws(rec), curves=_mean_curves(full), cost=cost,
+                         batch_sizes=batches, name=rec.name, experiment_path=rec.experiment_path, metric=rec.metric)
+
+
+def _prediction(fit: Union[Prediction, LossLadderFit], overhead_20pct: Optional[float], rec: LadderRecorded,
+                schedule: Optional[dict], noise: Optional[NoiseScale]) -> LadderPrediction:
+    """The prediction at D, the batch it recommends (the interval's low end, ``maths.ladder.recommend_batch``) and
+    that batch's peak LR and warmup."""
+    budget = rec.budget_samples
+    recommended = recommend_batch(fit.interval_90[0]) if fit.interval_90 else None
+    warmup = warmup_steps(rec.warmup_fraction, budget // recommended) if recommended else None
+    return LadderPrediction(
+        budget_samples=budget, b_crit=fit.b_crit, interval_90=list(fit.interval_90) if fit.interval_90 else None,
+        batch_size=recommended, overhead_20pct=overhead_20pct, refusal=fit.refusal,
+        peak_lr=scaled_lr(rec.base_lr, recommended, rec.base_batch, rec.alpha) if recommended else None,
+        warmup_steps=warmup, alpha=rec.alpha, batch_size_schedule=schedule,
+        warmup_samples=recommended * warmup if recommended and warmup is not None else None,
+        b_simple_prediction=_b_simple_prediction(noise, budget),
+        figures=_predictor_figures(fit) if isinstance(fit, Prediction) else None)
+
+
+def _reference_laws(rec: LadderRecorded) -> ReferenceLaws:
+    """What closed-form laws give at D in samples, where the tokens a sample are known; else none."""
+    tokens = rec.tokens
+    if not tokens:
+        return ReferenceLaws({})
+    return ReferenceLaws({name: ReferenceLaw(tokens=value, samples=value / tokens) for name, value in
+                          closed_form_laws(rec.budget_samples * tokens).items()},
+                         note=f"{'packed' if rec.tokens_per_sample else 'at most'} {tokens} tokens a sample; fitted "
+                              f"on models and budgets far larger than this one: a reference, not a measurement")
 
 
 def ladder_prediction(rungs: list, budget: int) -> Prediction:
@@ -239,41 +215,41 @@ def ladder_prediction(rungs: list, budget: int) -> Prediction:
     return predict_b_crit(bounded or points, budget, definition="mccandlish")
 
 
-def _prediction_record(fit: Prediction) -> dict:
+def _predictor_figures(fit: Prediction) -> PredictorFigures:
     """The predictor's own figures: where its exponent came from, and which definition its prior belongs to."""
-    record = fit.to_dict()
-    return {k: record[k] for k in ("source", "exponent", "exponent_sd", "form", "anchor_samples", "rungs_exponent",
-                                   "rungs_exponent_se", "rung_share", "prior")}
+    return PredictorFigures(source=fit.source, exponent=fit.exponent, exponent_sd=fit.exponent_sd, form=fit.form,
+                            anchor_samples=fit.anchor_samples, rungs_exponent=fit.rungs_exponent,
+                            rungs_exponent_se=fit.rungs_exponent_se, rung_share=fit.rung_share, prior=fit.prior)
 
 
-def _through_loss_record(fit: LossLadderFit) -> dict:
+def _through_loss_record(fit: LossLadderFit) -> ThroughLoss:
     """``ladder.predict: loss``'s own figures (``maths.ladder_loss``), recorded only where it was asked for (a
     summary without ``predict`` is the power law's, as every summary before the key)."""
     loss = fit.loss
-    return {"predict": "loss", "through_loss": {
-        "constant": fit.constant, "exponent": fit.exponent, "exponent_ci": list(fit.exponent_ci) if fit.exponent_ci
-        else None, "fit_p_value": fit.fit_p_value, "refusal": fit.refusal,
-        "loss_at_budget": loss.loss_at_budget if loss else None, "loss_exponent": loss.exponent if loss else None,
-        "loss_octave_samples": list(loss.samples) if loss else None,
-        "loss_anchor": [loss.anchor_samples, loss.anchor_loss] if loss and loss.anchor_samples else None}}
+    return ThroughLoss(
+        constant=fit.constant, exponent=fit.exponent, exponent_ci=list(fit.exponent_ci) if fit.exponent_ci else None,
+        fit_p_value=fit.fit_p_value, refusal=fit.refusal, loss_at_budget=loss.loss_at_budget if loss else None,
+        loss_exponent=loss.exponent if loss else None, loss_octave_samples=list(loss.samples) if loss else None,
+        loss_anchor=[loss.anchor_samples, loss.anchor_loss] if loss and loss.anchor_samples else None)
 
 
-def _power_law_beside(fit, measured: Optional[float]) -> dict:
+def _power_law_beside(fit, measured: Optional[float]) -> PowerLawBeside:
     """The power law's prediction where ``ladder.predict`` is ``loss``, and its error against the measurement."""
     ok = fit.b_crit is not None and measured is not None and math.isfinite(measured)
-    return {"b_crit": fit.b_crit, "interval_90": list(fit.interval_90) if fit.interval_90 else None,
-            "refusal": fit.refusal, "log2_error": log2_error(fit.b_crit, measured) if ok and measured is not None else None,
-            "within_interval": bool(fit.interval_90[0] <= measured <= fit.interval_90[1]) if ok else None}
+    return PowerLawBeside(
+        b_crit=fit.b_crit, interval_90=list(fit.interval_90) if fit.interval_90 else None, refusal=fit.refusal,
+        log2_error=log2_error(fit.b_crit, measured) if ok and measured is not None else None,
+        within_interval=bool(fit.interval_90[0] <= measured <= fit.interval_90[1]) if ok else None)
 
 
-def _b_simple_prediction(noise: Optional[dict], budget: int) -> Optional[float]:
+def _b_simple_prediction(noise: Optional[NoiseScale], budget: int) -> Optional[float]:
     """What B_simple along the same runs would have predicted at D: its power law over the rungs, extrapolated."""
-    if not noise or noise.get("exponent") is None:
+    if noise is None or noise.exponent is None or noise.constant is None:
         return None
-    return float(noise["constant"] * budget ** noise["exponent"])
+    return float(noise.constant * budget ** noise.exponent)
 
 
-def _beyond_rungs(measured_rungs: list, stop: int, budget: int) -> dict:
+def _beyond_rungs(measured_rungs: list, stop: int, budget: int) -> tuple[list[list[float]], Optional[float]]:
     """B_crit at every evaluation of the smallest batch from the fraction to D, read from the validation's runs as the
     measurement at D is (they go on past the fraction), and the exponent that the growth from the fraction to D
     implies: log(B_crit(D) / B_crit(fraction)) / log(D / fraction). Beside the rungs' power law it shows whether the
@@ -284,47 +260,48 @@ def _beyond_rungs(measured_rungs: list, stop: int, budget: int) -> dict:
              and r.b_crit is not None and math.isfinite(r.b_crit) and r.b_crit > 0]
     ends = (along[0], along[-1]) if along and along[0][0] == stop and along[-1][0] == budget and stop < budget else None
     exponent = math.log(ends[1][1] / ends[0][1]) / math.log(budget / stop) if ends else None
-    return {"b_crit_beyond_rungs": [[d, b] for d, b in along], "exponent_beyond_rungs": exponent}
+    return [[d, b] for d, b in along], exponent
 
 
-def _validate(full: dict, rungs: list, fit, budget: int, meta: dict, bootstrap: int, ladder_samples: int,
-              prediction: dict) -> dict:
+def _validate(full: dict, rungs: list, fit, power_law, rec: LadderRecorded, bootstrap: int, ladder_samples: int,
+              simple: Optional[float]) -> PredictionValidation:
     """The prediction against the rung at D of the full runs (each batch until it reached the smallest batch's loss
-    at D, or the cap), beside the naive baselines and what B_simple would have predicted."""
-    measured_rungs = rung_readings(full, bootstrap=bootstrap, **_reading(meta)) if full else []
+    at D, or the cap), beside the naive baselines, what B_simple would have predicted (``simple``) and the power
+    law's own prediction."""
+    budget = rec.budget_samples
+    measured_rungs = rung_readings(full, bootstrap=bootstrap, **_reading(rec)) if full else []
     # The measurement's samples: each batch up to where it reached the smallest batch's loss at D (or the cap), not
     # what a run trained on while it waited for that target to be known.
-    measurement = samples_trained(full, ladder_cuts(full, reference_stop=budget, cap=int(meta.get(
-        "ladder_run_stop", 0)) or math.inf)) if full else 0
+    measurement = samples_trained(full, ladder_cuts(full, reference_stop=budget, cap=rec.run_stop or math.inf)) \
+        if full else 0
     at_d = next((r for r in measured_rungs if int(r.samples_seen) == budget), None)
     measured = at_d.b_crit if at_d is not None else None
-    out = {"measured_b_crit": measured, "measured_b_crit_ci": list(at_d.b_crit_ci) if at_d and at_d.b_crit_ci else None,
-           "measured_overhead_20pct": at_d.overhead_20pct if at_d else None,
-           "measured_reason": at_d.reason if at_d and measured is None else None,
-           "measured_censored": list(at_d.censored) if at_d else None,
-           "measurement_samples": measurement,
-           "samples_ratio": ladder_samples / measurement if measurement else None, "log2_target": LOG2_TARGET,
-           "measurement_cap_samples": int(meta.get("ladder_run_stop", 0)) or None,
-           **_beyond_rungs(measured_rungs, int(meta["ladder_stop_samples"]), budget)}
+    beyond, exponent = _beyond_rungs(measured_rungs, rec.stop_samples, budget)
+    out: dict[str, Any] = dict(
+        measured_b_crit=measured, measured_b_crit_ci=list(at_d.b_crit_ci) if at_d and at_d.b_crit_ci else None,
+        measured_overhead_20pct=at_d.overhead_20pct if at_d else None,
+        measured_reason=at_d.reason if at_d and measured is None else None,
+        measured_censored=list(at_d.censored) if at_d else None, measurement_samples=measurement,
+        samples_ratio=ladder_samples / measurement if measurement else None, log2_target=LOG2_TARGET,
+        measurement_cap_samples=rec.run_stop or None, b_crit_beyond_rungs=beyond, exponent_beyond_rungs=exponent,
+        power_law_prediction=_power_law_beside(power_law, measured))  # the power law's prediction on the same runs
     baselines = {"no_extrapolation": no_extrapolation(rungs),
                  **{f"borrowed_exponent_{g:g}": borrowed_exponent(rungs, budget, g) for g in BORROWED_EXPONENTS},
                  **{f"borrowed_mccandlish_{g:.3g}": borrowed_exponent(rungs, budget, g)
                     for g, _ in LITERATURE_EXPONENTS["mccandlish"].values()}}
-    simple = prediction.get("b_simple_prediction")
     if measured is None or not math.isfinite(measured):
-        return {**out, "within_interval": None, "log2_error": None,
-                "baselines": {k: {"b_crit": v, "log2_error": None} for k, v in baselines.items()},
-                "beats_baselines": None, "b_simple_prediction": {"b_crit": simple, "log2_error": None},
-                "target_met": None}
-    errors = {k: {"b_crit": v, "log2_error": log2_error(v, measured) if v else None} for k, v in baselines.items()}
-    b_simple = {"b_crit": simple, "log2_error": log2_error(simple, measured) if simple else None}
+        return PredictionValidation(**out, within_interval=None, log2_error=None,
+                                    baselines={k: JudgedBaseline(v, None) for k, v in baselines.items()},
+                                    beats_baselines=None, b_simple_prediction=JudgedBaseline(simple, None),
+                                    target_met=None)
+    errors = {k: JudgedBaseline(v, log2_error(v, measured) if v else None) for k, v in baselines.items()}
+    b_simple = JudgedBaseline(simple, log2_error(simple, measured) if simple else None)
     if not fit.b_crit or fit.interval_90 is None:  # the prediction was refused: there is nothing to judge
-        return {**out, "within_interval": None, "log2_error": None, "baselines": errors, "beats_baselines": None,
-                "b_simple_prediction": b_simple, "target_met": None}
+        return PredictionValidation(**out, within_interval=None, log2_error=None, baselines=errors,
+                                    beats_baselines=None, b_simple_prediction=b_simple, target_met=None)
     error = log2_error(fit.b_crit, measured)
     within = fit.interval_90[0] <= measured <= fit.interval_90[1]
-    beats = all(e["log2_error"] is None or error < e["log2_error"] for e in errors.values())
-    return {**out, "within_interval": within, "log2_error": error, "baselines": errors, "beats_baselines": beats,
-            "b_simple_prediction": b_simple,
-            "target_met": bool(within and error is not None and error <= LOG2_TARGET and beats)}
-
+    beats = all(e.log2_error is None or error < e.log2_error for e in errors.values())
+    return PredictionValidation(**out, within_interval=within, log2_error=error, baselines=errors,
+                                beats_baselines=beats, b_simple_prediction=b_simple,
+                                target_met=bool(within and error is not None and error <= LOG2_TARGET and beats))
