@@ -2,7 +2,7 @@
 shape (a scheduler's pure bracket behind a thin adaptor) and Optuna's (one module per sampler behind
 ``BaseSampler``). A method has two halves, both named by its entry in the one registry
 (``records.method_registry``; ``register_method`` adds one defined elsewhere): its Ray half, a module whose
-``METHOD`` satisfies ``SearchMethod`` (``tune.api.method_named``), and its pure report steps,
+``METHOD`` satisfies ``SearchMethod`` (``method_named``), and its pure report steps,
 ``report.reading.MethodReport`` in its report module (``report.methods.report_steps``), which the
 report command reads without importing anything of Tune's. ``tune.driver`` does the Ray choreography once for
 every method (the session, the experiment and its metadata, the "if killed" line, each stage's Tune run,
@@ -58,7 +58,8 @@ class Launch:
     """What the stage decided, recorded before it starts (the first stage: the metric, the budget ...; branch's
     schedule run: the schedule and its criterion), so that its report reads it and a resume trains the same."""
     kind: str = ""
-    """The first stage only: the word its experiment's name takes after the spec's (``ladder``: ``<name>-ladder-<date>``)."""
+    """The first stage only: the word its experiment's name takes after the spec's (``ladder``:
+    ``<name>-ladder-<date>``)."""
 
 
 @dataclass(frozen=True)

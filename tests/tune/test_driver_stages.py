@@ -80,7 +80,8 @@ class Noted:
         return Stage(name, lambda stages, first: launch, lambda stages, path, meta: self.restored.append((name, path)))
 
     def planned(self) -> list[Stage]:
-        return [self.stage("search", Launch(self.run("search"), {"metric": "accuracy", "mode": "max", "budget_samples": 64})),
+        fields = {"metric": "accuracy", "mode": "max", "budget_samples": 64}
+        return [self.stage("search", Launch(self.run("search"), fields)),
                 self.stage("nothing", None),  # what earlier stages produced leaves it nothing to run
                 self.stage("repeats", Launch(self.run("repeats"), lambda name, path: {"repeats_experiment": path}))]
 
@@ -99,7 +100,8 @@ def test_the_driver_records_each_stage_and_what_it_decided_before_its_run_starts
     assert (search, repeats, repeats_name) == ("search", "repeats", f"{name}-repeats")
     assert first == noted.first and Path(first).name == name
     assert at_search == [{"name": "search", "experiment": first}]
-    assert at_repeats == [{"name": "search", "experiment": first}, {"name": "repeats", "experiment": f"{first}-repeats"}]
+    assert at_repeats == [{"name": "search", "experiment": first},
+                          {"name": "repeats", "experiment": f"{first}-repeats"}]
     meta = ExperimentMeta.read(first)
     assert meta.repeats_experiment == f"{first}-repeats" and meta.budget_samples == 64  # the stages' fields
 
@@ -138,3 +140,57 @@ def test_a_probe_is_only_for_a_method_whose_entry_takes_auto_batch_sizes(tmp_pat
     with pytest.raises(SpecError, match="auto is not available with search.method ladder"):
         run_method(method_named("ladder"), spec, Prepared(types.SimpleNamespace(), 64, None), probe=spec,
                    out=tmp_path / "out")
+
+
+def test_the_probe_runs_first_in_the_searchs_one_ray_session_and_the_search_trains_the_grid_it_chose(
+        tmp_path, monkeypatch, capsys):
+    """``batch_sizes: auto``: the driver's own step before the stages, in the same Ray session (one opened), through
+    the probe spec's method; then the search's data are prepared on the probe's grid and its plan printed."""
+    import contextlib
+
+    from cbs_ray.tune import driver
+
+    sessions, events = [], []
+
+    @contextlib.contextmanager
+    def session(address, verbose):
+        sessions.append(address)
+        events.append("session")
+        yield None
+
+    class Method:  # scratch's name (the probe's method): one stage that notes its spec's batch sizes
+        name = "scratch"
+
+        def plan_lines(self, spec, prepared):
+            return [f"plan of {spec.name}: {spec.search.batch_sizes}"]
+
+        def check(self, spec, prepared):
+            events.append(("check", spec.name))
+
+        def stages(self, spec, prepared):
+            def run(stages, name):
+                events.append(("trains", stages.spec.name, list(stages.spec.search.batch_sizes), stages.prepared))
+                return f"{stages.spec.storage_uri}/{name}"
+            return [Stage("search", lambda stages, first: Launch(lambda name, meta: run(stages, name),
+                                                                 {"metric": "accuracy", "mode": "max"}),
+                          lambda stages, path, meta: None)]
+
+    searched = Prepared(types.SimpleNamespace(), 64, None)
+    monkeypatch.setattr(driver, "ray_session", session)
+    monkeypatch.setattr(driver, "on_the_cluster", lambda spec, context: None)
+    monkeypatch.setattr(driver, "method_named", lambda name: Method())
+    monkeypatch.setattr(driver, "probe_grid", lambda probe, path, train_examples: (12.0, [8, 16]))
+    monkeypatch.setattr(driver, "prepare", lambda spec, objects=None: searched)
+    monkeypatch.setattr(driver, "finish", lambda method, spec, path, out: path)
+    spec = load_spec(None, ["search.batch_sizes=auto", f"storage_path={tmp_path}"])
+    from cbs_ray.tune.probe import probe_spec
+
+    probe = probe_spec(spec)
+    probed = Prepared(types.SimpleNamespace(train_examples=1024), 64, None)
+    path = run_method(Method(), spec, probed, probe=probe, out=tmp_path / "out")
+    assert sessions == [None]  # one Ray session for the probe and the search
+    assert events == ["session", ("trains", probe.name, [16], probed), ("check", spec.name),
+                      ("trains", spec.name, [8, 16], searched)]
+    assert ExperimentMeta.read(path).spec["search"]["batch_sizes"] == [8, 16]
+    out = capsys.readouterr().out
+    assert out.index("probe: ") < out.index(f"plan of {spec.name}: [8, 16]")
