@@ -27,7 +27,8 @@ from cbs_ray.tune.owner import experiment_owner
 from cbs_ray.tune.prepare import Prepared, data_fingerprint, prepare
 from cbs_ray.tune.probe import probe_grid
 from cbs_ray.tune.result import SearchResult
-from cbs_ray.tune.runner import new_experiment, on_the_cluster, ray_session, run_tuner, tracker_callbacks_for
+from cbs_ray.tune.runner import (SearchInterrupted, new_experiment, on_the_cluster, ray_session, run_tuner,
+                                 tracker_callbacks_for)
 from cbs_ray.tune.search_method import (Launch, SearchMethod, Stage, attach_to_trackers, if_killed_line,
                                         method_named)
 from cbs_ray.tune.search_space import plan_lines
@@ -80,7 +81,8 @@ class Stages:
         earlier = [(n, e) for n, e in meta.stage_record(first_stage, first_path) if n != stage]
         meta.stages = [{"name": n, "experiment": e} for n, e in [*earlier, (stage, path)]]
         meta.write(first_path)
-        return launch.run(name, meta)
+        with resumed_as(first_path):
+            return launch.run(name, meta)
 
     def tune(self, *, meta: Optional[ExperimentMeta] = None, name: Optional[str] = None,
              restore: Optional[str] = None, callbacks: Sequence[Any] = (), plans: Optional[TrialPlans] = None,
@@ -100,6 +102,18 @@ class Stages:
 
 def _fields(launch: Launch, name: str, path: str) -> dict[str, Any]:
     return dict(launch.fields(name, path) if callable(launch.fields) else launch.fields)
+
+
+@contextlib.contextmanager
+def resumed_as(first: str):
+    """A later stage's Ctrl-C (``runner.SearchInterrupted``) names the first experiment, the one ``--resume``
+    continues (its metadata records the stage): before, it named the later stage's own, which has none."""
+    try:
+        yield
+    except SearchInterrupted as e:
+        if e.experiment_path == first:
+            raise
+        raise SearchInterrupted(first) from None
 
 
 def run_stages(stages: Stages, planned: Sequence[Stage]) -> str:
@@ -157,7 +171,8 @@ def resume_stages(stages: Stages, planned: Sequence[Stage], path: str, meta: Exp
         raise SpecError(f"--resume: {path}: Tune has no experiment state to restore there")
     for stage, (action, experiment) in zip(planned, actions):
         if action == "restore" and experiment is not None:
-            stage.restore(stages, experiment, ExperimentMeta.read(path))
+            with resumed_as(path):
+                stage.restore(stages, experiment, ExperimentMeta.read(path))
         elif action == "start":
             launch = stage.start(stages, path)
             if launch is not None:

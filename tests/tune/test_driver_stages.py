@@ -194,3 +194,16 @@ def test_the_probe_runs_first_in_the_searchs_one_ray_session_and_the_search_trai
     assert ExperimentMeta.read(path).spec["search"]["batch_sizes"] == [8, 16]
     out = capsys.readouterr().out
     assert out.index("probe: ") < out.index(f"plan of {spec.name}: [8, 16]")
+
+
+def test_a_later_stage_cut_by_ctrl_c_names_the_first_experiment_the_one_resume_continues(noted):
+    from cbs_ray.tune.runner import SearchInterrupted
+
+    def cut(name, meta):
+        raise SearchInterrupted(f"{noted.stages.spec.storage_uri}/{name}")  # what Tune's stop names: its own
+
+    planned = noted.planned()
+    planned[2] = noted.stage("repeats", Launch(cut))
+    with pytest.raises(SearchInterrupted) as interrupted:
+        run_stages(noted.stages, planned)
+    assert interrupted.value.experiment_path == noted.first  # not <first>-repeats, which has no metadata
