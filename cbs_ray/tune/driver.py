@@ -101,6 +101,7 @@ class Stages:
 
 
 def _fields(launch: Launch, name: str, path: str) -> dict[str, Any]:
+    """What ``launch`` records for its experiment ``name`` at ``path``."""
     return dict(launch.fields(name, path) if callable(launch.fields) else launch.fields)
 
 
@@ -121,7 +122,7 @@ def run_stages(stages: Stages, planned: Sequence[Stage]) -> str:
     (``Stages.launch``); returns the first experiment's path, the one the report reads."""
     first: Optional[tuple[str, str]] = None
     for stage in planned:
-        launch = stage.start(stages, first and first[1])
+        launch = stage.start(stages, first[1] if first else None)
         if launch is None:
             if first is None:
                 raise ValueError(f"the first stage ({stage.name}) must start an experiment")
@@ -134,6 +135,7 @@ def run_stages(stages: Stages, planned: Sequence[Stage]) -> str:
 
 
 Action = tuple[Literal["done", "restore", "start"], Optional[str]]
+"""What a resume does with one stage, and the experiment it is (done, restored) or None (started)."""
 
 
 def resume_actions(names: Sequence[str], recorded: Sequence[tuple[str, str]],
