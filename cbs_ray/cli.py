@@ -71,8 +71,6 @@ def search_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.se
     # (the API imports each method's module when it is asked for, and a --dry-run needs no Ray).
     from cbs_ray.tune import api
     from cbs_ray.tune.prepare import check_before_ray, output_dir_for
-    from cbs_ray.tune.probe import probe_spec
-
 
     try:
         if args.resume:
@@ -92,15 +90,8 @@ def search_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.se
             for line in api.dry_run_lines(spec):  # the plan as soon as it is known, then the model's checks
                 print(line, flush=True)
             return 0
-        if args.probe:
-            from cbs_ray.tune import runner
-            from cbs_ray.methods.scratch.search import run_probe
-
-            probe = probe_spec(spec)
-            prepared = api.prepare(probe)
-            with runner.ray_session(args.address, verbose=args.verbose) as context:
-                runner.on_the_cluster(probe, context)
-                _, grid = run_probe(probe, prepared, verbose=args.verbose)
+        if args.probe:  # the probe alone, in the driver's Ray session
+            grid = api.probe_search(spec, address=args.address, verbose=args.verbose)
             print(f"use it: --set 'search.batch_sizes={grid}', or search.batch_sizes: auto in the spec")
             return 0
         api.run_search(spec, address=args.address, output_dir=args.output, verbose=args.verbose)

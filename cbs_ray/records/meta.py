@@ -1,7 +1,8 @@
 """What a search records about its experiment beside Tune's files (``cbs_spec.json``): one ``ExperimentMeta``.
 
 The driver writes it before the first trial starts and updates it before each later stage (the repeats, the
-schedule run), so that a killed search can be resumed and reported from it alone. Its keys are this
+schedule run), recording which stage runs and where (``stages``), so that a killed search can be resumed and
+reported from it alone. Its keys are this
 dataclass's fields, defined once here; the resolved ``branch:`` section of a branch search
 (``spec.branch_section.Branching.to_meta``) sits beside them in the file, as the branch summary reads it.
 
@@ -62,12 +63,18 @@ class ExperimentMeta:
     """``{"storage": ..., "name": ...}``: the persistent Optuna study (``search.study_storage``)."""
     user_objects: Optional[dict[str, Any]] = None
     """What the user's objects were (``sources.object_checks.objects_meta``), when the search ran on them."""
+    stages: Optional[list[dict[str, str]]] = None
+    """The method's stages the driver started, in order, each ``{"name": ..., "experiment": ...}`` (its name in the
+    method's ``tune.search_method.Stage`` list, its Tune experiment's path; the first is this experiment), each
+    recorded before it starts: the last is the one that ran last, the one ``--resume`` restores
+    (``tune.driver.resume_actions``). None in an experiment written before the record (issue 46):
+    ``stage_record`` reads it from ``repeats_experiment`` and ``schedule_experiment``."""
     repeats_experiment: Optional[str] = None
-    """The repeats' Tune experiment, recorded before they start."""
+    """The repeats' Tune experiment, recorded before they start (the report reads it)."""
     checkpoint_dir: Optional[str] = None
     """Branch mode: where the trunk publishes its checkpoints."""
     schedule_experiment: Optional[str] = None
-    """Branch mode: the schedule run's Tune experiment, recorded before it starts."""
+    """Branch mode: the schedule run's Tune experiment, recorded before it starts (the report reads it)."""
     schedule: Optional[dict[str, Any]] = None
     """Branch mode: the schedule decided for the schedule run (``batch_size_schedule``, ``alpha``) and its validation's
     pre-registered ``margin`` and ``criterion``, recorded before its runs start."""
@@ -93,8 +100,21 @@ class ExperimentMeta:
                         and not (raw[k] is None and k != "spec")]
         if not_mappings:  # a tampered spec that is a list ended in AttributeError (issue 47)
             raise ReportError(f"the experiment's metadata is damaged: {', '.join(not_mappings)} is not a mapping")
+        if raw.get("stages") is not None and not _stage_list(raw["stages"]):
+            raise ReportError("the experiment's metadata is damaged: stages is not a list of {name, experiment}")
         known = {k: v for k, v in raw.items() if k in names}
         return cls(**{"format": 1, **known}, branching={k: v for k, v in raw.items() if k not in names})
+
+    def stage_record(self, first_stage: str, path: str) -> list[tuple[str, str]]:
+        """The stages started, in order, as (name, Tune experiment): ``stages``, or in an experiment written before
+        it, ``first_stage`` (the name the method gives its first) and the later stages its old fields name; the
+        first's experiment is ``path``, where the experiment is now (it may have been moved since)."""
+        if self.stages is not None:
+            recorded = [(s["name"], s["experiment"]) for s in self.stages]
+        else:
+            later = (("repeats", self.repeats_experiment), ("schedule", self.schedule_experiment))
+            recorded = [(first_stage, path), *((name, e) for name, e in later if e)]
+        return [(recorded[0][0], path), *recorded[1:]] if recorded else [(first_stage, path)]
 
     def to_dict(self) -> dict[str, Any]:
         """The file's mapping: the fields that are set, and the branch section's keys beside them."""
@@ -111,3 +131,9 @@ class ExperimentMeta:
 
     def write(self, experiment_uri: str) -> None:
         write_meta(experiment_uri, self.to_dict())
+
+
+def _stage_list(value: Any) -> bool:
+    """Whether ``value`` is a stage record: a list of ``{"name": str, "experiment": str}``."""
+    return isinstance(value, list) and all(
+        isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(s.get("experiment"), str) for s in value)

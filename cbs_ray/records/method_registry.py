@@ -1,5 +1,5 @@
 """Every search method by its ``search.method`` name, in one registry (issue 46): the one table that names the
-methods. The spec's choice of ``search.method``, the Ray half the search runs (``tune.api.method_named``), the
+methods. The spec's choice of ``search.method``, the Ray half the search runs (``tune.search_method.method_named``), the
 report steps (``report.methods.report_steps``), the report's default folder (``records.names.default_report_dir``)
 and the files a report may write (``report.folder``) are all read from it, so that a new method is one entry
 here and its two modules, and an unknown name is one ``UnknownMethodError`` line wherever it comes from (a spec,

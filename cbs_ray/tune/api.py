@@ -9,10 +9,9 @@ method's Tune experiments (``method_named``: ``methods.scratch.search``, ``metho
 
 from __future__ import annotations
 
-import importlib
 import shlex
 from pathlib import Path
-from typing import Iterator, cast
+from typing import Iterator
 
 from cbs_ray.records.meta import FORMAT, ExperimentMeta
 from cbs_ray.records.method_registry import method_entry, method_names
@@ -26,18 +25,10 @@ from cbs_ray.tune.prepare import (Prepared, as_spec, check_before_ray, data_fing
                                   prepare_for_plan, with_model_config)
 from cbs_ray.tune.probe import probe_spec
 from cbs_ray.tune.result import SearchResult
-from cbs_ray.tune.search_method import SearchMethod
+from cbs_ray.tune.search_method import method_named
 
-__all__ = ["SearchResult", "run_search", "resume_search", "prepare", "method_names", "method_named", "dry_run_lines"]
-
-
-def method_named(name: str) -> SearchMethod:
-    """The method ``search.method`` (or an experiment's metadata) names: the ``METHOD`` of the module its entry in
-    ``records.method_registry`` names; any other name is an ``UnknownMethodError``. Its module is imported here,
-    when asked for: a ``--dry-run`` loads no other method's (nor, for the ladder, any of Ray's machinery before its
-    plan is printed)."""
-    module = importlib.import_module(method_entry(name).search_module)
-    return cast(SearchMethod, module.METHOD)
+__all__ = ["SearchResult", "run_search", "resume_search", "probe_search", "prepare", "method_names", "method_named",
+           "dry_run_lines"]
 
 
 def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, eval_dataset=None, data_collator=None,
@@ -153,7 +144,8 @@ def _resume_held(path: str, meta: ExperimentMeta, objects, *, address, output_di
                         f"own results are intact: cbs-ray report {shlex.quote(path)} reads them")
     if not tune.Tuner.can_restore(path):
         raise SpecError(f"--resume: {path}: Tune has no experiment state to restore there")
-    spec = spec_from_dict(as_recorded(meta.spec, meta.tolerance_unit, method_entry(meta.method).loss_epsilon))  # as it ran (issue 50)
+    # as it ran (issue 50)
+    spec = spec_from_dict(as_recorded(meta.spec, meta.tolerance_unit, method_entry(meta.method).loss_epsilon))
     # Its report goes beside its own experiment (another search of the same name may own ./cbs_results/<name>).
     out = Path(output_dir).expanduser().resolve() if output_dir else _beside(path)
     check_before_ray(spec, out, resuming=True)
@@ -161,6 +153,15 @@ def _resume_held(path: str, meta: ExperimentMeta, objects, *, address, output_di
     _check_same_data(meta, prepared, path)
     return driver.resume_method(method_named(meta.method), spec, path, meta, prepared, out=out, verbose=verbose,
                                 address=address)
+
+
+def probe_search(spec: SearchSpec, *, address: str | None = None, verbose: bool | int = False) -> list[int]:
+    """``--probe``: the probe alone (``tune.probe``: one short trial measuring B_simple) in the driver's Ray session;
+    returns the batch-size grid centred on what it measured."""
+    from cbs_ray.tune import driver
+
+    probe = probe_spec(spec)
+    return driver.probe_only(probe, prepare(probe), verbose=verbose, address=address)
 
 
 def dry_run_lines(spec: SearchSpec) -> Iterator[str]:

@@ -1,38 +1,48 @@
 """The one driver behind every search method (``tune.search_method.SearchMethod``): the Ray choreography written
-once. A search: the method's plan and checks before Ray starts, the Ray session and where to watch it, the
-method's Tune stages (each experiment's metadata, the "if killed" line and its Tune run through ``Stages``), then
-summarize, render and print with the method's report steps (``report.methods``, the ones the report command
-rebuilds a report with), the trackers, and one ``tune.result.SearchResult``. ``resume`` goes through the same
-steps."""
+once. A search: the method's plan and checks before Ray starts, the one Ray session and where to watch it, the
+probe with ``batch_sizes: auto`` (its own experiment, in the same session), the method's stages in order
+(``tune.search_method.Stage``: each recorded in the experiment's metadata before it starts, with what it decided,
+the "if killed" line, its Tune run through ``Stages``), then summarize, render and print with the method's report
+steps (``report.methods``, the ones the report command rebuilds a report with), the trackers, and one
+``tune.result.SearchResult``. ``resume_method`` reads the stage record back (``ExperimentMeta.stage_record``) and
+goes on from it for any method (``resume_actions``); ``probe_only`` is ``--probe``'s session."""
 
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Literal, Optional, Sequence
 
 from cbs_ray.records.meta import FORMAT, ExperimentMeta
+from cbs_ray.records.method_registry import method_entry
 from cbs_ray.report.methods import report_steps
 from cbs_ray.report.reading import Reading, report_and_summary_line
 from cbs_ray.sources.object_checks import objects_meta
+from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import spec_to_dict
+from cbs_ray.spec.resolve import apply_batch_grid
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.trial_plans import SearchedPlans, TrialPlans
 from cbs_ray.tune.owner import experiment_owner
-from cbs_ray.tune.prepare import Prepared, data_fingerprint
+from cbs_ray.tune.prepare import Prepared, data_fingerprint, prepare
+from cbs_ray.tune.probe import probe_grid
 from cbs_ray.tune.result import SearchResult
-from cbs_ray.tune.runner import new_experiment, on_the_cluster, ray_session, run_tuner, tracker_callbacks_for
-from cbs_ray.tune.search_method import SearchMethod, attach_to_trackers, if_killed_line
+from cbs_ray.tune.runner import (SearchInterrupted, new_experiment, on_the_cluster, ray_session, run_tuner,
+                                 tracker_callbacks_for)
+from cbs_ray.tune.search_method import (Launch, SearchMethod, Stage, attach_to_trackers, if_killed_line,
+                                        method_named)
+from cbs_ray.tune.search_space import plan_lines
 from cbs_ray.tune.tracking import start_mlflow_parent
 
-__all__ = ["Stages", "run_method", "resume_method", "finish"]
+__all__ = ["Stages", "run_method", "resume_method", "probe_only", "run_probe", "run_stages", "resume_actions",
+           "finish"]
 
 
 class Stages:
-    """What a method's ``run``/``resume`` call to run Tune: it holds the spec, the prepared data and the
-    verbosity, so that no method unpacks the data, writes an experiment's metadata or prints the "if killed"
-    line itself. Every experiment it opens is held (``tune.owner``) until ``held`` closes: a second driver cannot
-    resume it meanwhile."""
+    """The launcher a method's stages run Tune through: it holds the spec, the prepared data and the verbosity,
+    so that no method unpacks the data, writes an experiment's metadata or prints the "if killed" line itself.
+    Every experiment it opens is held (``tune.owner``) until ``held`` closes: a second driver cannot resume it
+    meanwhile."""
 
     def __init__(self, spec: SearchSpec, prepared: Prepared, verbose: bool | int):
         self.spec, self.prepared, self.verbose = spec, prepared, verbose
@@ -41,12 +51,12 @@ class Stages:
     def open_experiment(self, kind: str, fields) -> tuple[str, str, ExperimentMeta]:
         """A new experiment (``runner.new_experiment``: ``<name>[-kind]-<date>-<time>``) with its metadata written
         first: the spec, the data's fingerprint, what the user's objects were, the MLflow parent run, and the
-        method's ``fields`` (a mapping, or a function of the experiment's name that returns one); prints where it
-        is and how to continue it if killed. Returns (name, path, meta)."""
+        method's ``fields`` (a mapping, or a function of the experiment's (name, path) that returns one); prints
+        where it is and how to continue it if killed. Returns (name, path, meta)."""
         spec, data = self.spec, self.prepared.data
         name, path = new_experiment(spec, kind)
         self.held.enter_context(experiment_owner(path))
-        fields = fields(name) if callable(fields) else fields
+        fields = fields(name, path) if callable(fields) else fields
         meta = ExperimentMeta.from_dict({  # the method is the spec's (a probe's spec is scratch's)
             "name": spec.name, "spec": spec_to_dict(spec), "format": FORMAT, "method": spec.search.method, **fields,
             "data_fingerprint": data_fingerprint(data), **objects_meta(data),
@@ -54,6 +64,25 @@ class Stages:
         meta.write(path)
         print(if_killed_line(path, meta), flush=True)
         return name, path, meta
+
+    def launch(self, stage: str, launch: Launch, first: Optional[tuple[str, str]] = None) -> str:
+        """Run the stage named ``stage`` as ``launch`` says: the first (``first`` None) opens the experiment
+        (``open_experiment``), a later one is ``<first's name>-<stage>`` beside the first (``first``: its stage's
+        name and its path); either is recorded in the first experiment's metadata (``ExperimentMeta.stages``, with
+        ``launch.fields``) before its Tune run starts. Returns its path."""
+        if first is None:
+            name, path, meta = self.open_experiment(launch.kind, lambda name, path: {
+                **_fields(launch, name, path), "stages": [{"name": stage, "experiment": path}]})
+            return launch.run(name, meta)
+        first_stage, first_path = first
+        name = f"{Path(first_path).name}-{stage}"
+        path = f"{self.spec.storage_uri.rstrip('/')}/{name}"
+        meta = ExperimentMeta.from_dict({**ExperimentMeta.read(first_path).to_dict(), **_fields(launch, name, path)})
+        earlier = [(n, e) for n, e in meta.stage_record(first_stage, first_path) if n != stage]
+        meta.stages = [{"name": n, "experiment": e} for n, e in [*earlier, (stage, path)]]
+        meta.write(first_path)
+        with resumed_as(first_path):
+            return launch.run(name, meta)
 
     def tune(self, *, meta: Optional[ExperimentMeta] = None, name: Optional[str] = None,
              restore: Optional[str] = None, callbacks: Sequence[Any] = (), plans: Optional[TrialPlans] = None,
@@ -71,11 +100,107 @@ class Stages:
                          progress_metric=progress_metric, expected_trials=expected_trials, **tune_config)
 
 
+def _fields(launch: Launch, name: str, path: str) -> dict[str, Any]:
+    """What ``launch`` records for its experiment ``name`` at ``path``."""
+    return dict(launch.fields(name, path) if callable(launch.fields) else launch.fields)
+
+
+@contextlib.contextmanager
+def resumed_as(first: str):
+    """A later stage's Ctrl-C (``runner.SearchInterrupted``) names the first experiment, the one ``--resume``
+    continues (its metadata records the stage): before, it named the later stage's own, which has none."""
+    try:
+        yield
+    except SearchInterrupted as e:
+        if e.experiment_path == first:
+            raise
+        raise SearchInterrupted(first) from None
+
+
+def run_stages(stages: Stages, planned: Sequence[Stage]) -> str:
+    """Every stage of ``planned`` in order, each started afresh (``Stage.start``) and recorded before its Tune run
+    (``Stages.launch``); returns the first experiment's path, the one the report reads."""
+    first: Optional[tuple[str, str]] = None
+    for stage in planned:
+        launch = stage.start(stages, first[1] if first else None)
+        if launch is None:
+            if first is None:
+                raise ValueError(f"the first stage ({stage.name}) must start an experiment")
+            continue
+        path = stages.launch(stage.name, launch, first)
+        first = first or (stage.name, path)
+    if first is None:
+        raise ValueError("a method has at least one stage")
+    return first[1]
+
+
+Action = tuple[Literal["done", "restore", "start"], Optional[str]]
+"""What a resume does with one stage, and the experiment it is (done, restored) or None (started)."""
+
+
+def resume_actions(names: Sequence[str], recorded: Sequence[tuple[str, str]],
+                   can_restore: Callable[[str], bool]) -> list[Action]:
+    """What a resume does with each of a method's stages (``names``, in order), from the stage record
+    (``ExperimentMeta.stage_record``: (name, experiment) in the order they started): the stages before the last
+    recorded one are done (``("done", its experiment)``), that one is restored (``("restore", its experiment)``)
+    where Tune can restore it and started afresh (``("start", None)``) where it cannot (killed before Tune saved its
+    state), every later one is started. A recorded name the method has not is a ``SpecError``."""
+    experiments = dict(recorded)
+    unknown = [name for name in experiments if name not in names]
+    if unknown or not recorded:
+        raise SpecError(f"--resume: the experiment's metadata records the stages {', '.join(experiments) or 'none'}; "
+                        f"its method has {', '.join(names)}")
+    at = names.index(recorded[-1][0])
+    actions: list[Action] = []
+    for i, name in enumerate(names):
+        if i < at:
+            actions.append(("done", experiments.get(name)))
+        elif i == at and can_restore(experiments[name]):
+            actions.append(("restore", experiments[name]))
+        else:
+            actions.append(("start", None))
+    return actions
+
+
+def resume_stages(stages: Stages, planned: Sequence[Stage], path: str, meta: ExperimentMeta) -> None:
+    """Go on with the killed experiment at ``path`` (``resume_actions``): the recorded stage restored or started,
+    the later ones started, each recorded before it starts."""
+    from ray import tune  # Ray only where a search runs
+
+    first = (planned[0].name, path)
+    actions = resume_actions([s.name for s in planned], meta.stage_record(*first), tune.Tuner.can_restore)
+    if actions[0][0] == "start":  # tune.api checked it first: the experiment itself is never started again
+        raise SpecError(f"--resume: {path}: Tune has no experiment state to restore there")
+    for stage, (action, experiment) in zip(planned, actions):
+        if action == "restore" and experiment is not None:
+            with resumed_as(path):
+                stage.restore(stages, experiment, ExperimentMeta.read(path))
+        elif action == "start":
+            launch = stage.start(stages, path)
+            if launch is not None:
+                stages.launch(stage.name, launch, first)
+
+
+def run_probe(probe: SearchSpec, prepared: Prepared, stages: Stages) -> list[int]:
+    """The probe (``tune.probe``: one short trial of ``probe``, its own experiment, held with ``stages``'s) in the
+    driver's Ray session, through its method's stages; returns the proposed batch-size grid."""
+    budget = prepared.budget_samples
+    print(f"probe: {plan_lines(probe, budget)[1].strip()}, {budget} samples", flush=True)
+    probing = Stages(probe, prepared, stages.verbose)
+    probing.held = stages.held
+    path = run_stages(probing, method_named(probe.search.method).stages(probe, prepared))
+    return probe_grid(probe, path, prepared.train_examples)[1]
+
+
 def run_method(method: SearchMethod, spec: SearchSpec, prepared: Prepared, *, probe: Optional[SearchSpec] = None,
                out: Path, verbose: bool | int = False, address: Optional[str] = None) -> SearchResult:
     """The whole search of ``spec`` with ``method`` on Ray, its report written to ``out``. Without a probe the
-    plan is printed and checked before Ray starts; with one (``batch_sizes: auto``) the method prints it once
-    the probe has chosen the grid."""
+    plan is printed and checked before Ray starts; with one (``batch_sizes: auto``, a method whose registry entry
+    takes it: ``prepared`` is the probe's) the probe runs first in the same Ray session, then the search's own data
+    are prepared on the grid it chose and the plan printed."""
+    if probe is not None and not method_entry(method.name).auto_batches:
+        raise SpecError(f"search.batch_sizes: auto is not available with search.method {method.name}; list the "
+                        f"batch sizes")
     if probe is None:
         method.check(spec, prepared)
         for line in method.plan_lines(spec, prepared):
@@ -84,20 +209,47 @@ def run_method(method: SearchMethod, spec: SearchSpec, prepared: Prepared, *, pr
     with stages.held:  # the experiments it opens, held until reported
         with ray_session(address, verbose=verbose) as context:
             on_the_cluster(spec, context)
-            path = method.run(spec, prepared, stages, probe)
+            if probe is not None:
+                stages = _after_the_probe(method, spec, run_probe(probe, prepared, stages), stages)
+            path = run_stages(stages, method.stages(spec, stages.prepared))
         return finish(method, spec, path, out)
+
+
+def _after_the_probe(method: SearchMethod, spec: SearchSpec, grid: list[int], stages: Stages) -> Stages:
+    """The spec on the probe's grid, its own data prepared (the user's objects again where it runs on them), its
+    plan checked and printed; a launcher of it that holds what ``stages`` holds."""
+    for change in apply_batch_grid(spec, grid):
+        print(f"auto batch sizes: {change}", flush=True)
+    probed = stages.prepared
+    prepared = prepare(spec, probed.data if probed.on_objects else None)
+    method.check(spec, prepared)
+    for line in method.plan_lines(spec, prepared):
+        print(line, flush=True)
+    searching = Stages(spec, prepared, stages.verbose)
+    searching.held = stages.held
+    return searching
+
+
+def probe_only(probe: SearchSpec, prepared: Prepared, *, verbose: bool | int = False,
+               address: Optional[str] = None) -> list[int]:
+    """``--probe``: the probe alone (``run_probe``) in a Ray session of the driver's; returns the proposed grid."""
+    stages = Stages(probe, prepared, verbose)
+    with stages.held:
+        with ray_session(address, verbose=verbose) as context:
+            on_the_cluster(probe, context)
+            return run_probe(probe, prepared, stages)
 
 
 def resume_method(method: SearchMethod, spec: SearchSpec, path: str, meta: ExperimentMeta, prepared: Prepared, *,
                   out: Path, verbose: bool | int = False, address: Optional[str] = None) -> SearchResult:
-    """Continue the killed experiment at ``path`` (its ``meta``) with the method that wrote it, then report it; the
-    caller holds ``path`` (``tune.owner``), and any experiment the method opens is held here."""
+    """Continue the killed experiment at ``path`` (its ``meta``) with the method that wrote it (``resume_stages``),
+    then report it; the caller holds ``path`` (``tune.owner``), and any experiment a stage opens is held here."""
     stages = Stages(spec, prepared, verbose)
     with stages.held:
         with ray_session(address, verbose=verbose) as context:
             on_the_cluster(spec, context)
             print(f"resuming {path}", flush=True)
-            method.resume(spec, path, meta, stages)
+            resume_stages(stages, method.stages(spec, prepared), path, meta)
         return finish(method, spec, path, out)
 
 

@@ -1,6 +1,6 @@
 """Each search method is one folder, ``cbs_ray/methods/<name>/`` (issue 46): its Ray half, its reading and its
 report, named by its registry entry; outside the folders only the registry names their modules (as dotted paths)
-and two faces import one (``cbs_ray/__init__.py``: ``analyze``/``Report``; ``cli.py``: ``--probe``)."""
+and one face imports one (``cbs_ray/__init__.py``: ``analyze``/``Report``); ``--probe`` runs through the driver."""
 
 import ast
 from pathlib import Path
@@ -13,8 +13,7 @@ from cbs_ray.records.moved_modules import MOVED_MODULES
 
 PACKAGE = Path(cbs_ray.__file__).parent
 METHODS = PACKAGE / "methods"
-IMPORTING_FACES = {"__init__.py": "analyze and Report: the from-scratch report, loaded on first use",
-                   "cli.py": "--probe runs scratch's probe (issue 46: the driver should own it)"}
+IMPORTING_FACES = {"__init__.py": "analyze and Report: the from-scratch report, loaded on first use"}
 SPLIT_OUT = {"cbs_ray.methods.branch.runs": "branch mode's runs, out of train/run_plan.py (issue 46)"}
 NAMING_PATHS = {"records/method_registry.py", "records/moved_modules.py"}  # dotted paths as strings, not imports
 BORN_IN_A_FOLDER = {"cbs_ray.methods.ladder.summary", "cbs_ray.methods.ladder.recorded"}
@@ -79,7 +78,7 @@ def test_no_module_outside_the_methods_imports_a_method_folder_but_the_declared_
             importers[str(path.relative_to(PACKAGE))] = imported
     assert set(importers) == set(IMPORTING_FACES), importers
     assert importers["__init__.py"] == {"cbs_ray.methods.scratch", "cbs_ray.methods.scratch.report"}
-    assert importers["cli.py"] == {"cbs_ray.methods.scratch.search", "cbs_ray.methods.scratch.search.run_probe"}
+    assert "cli.py" not in importers  # --probe goes through the driver (tune.driver.probe_only), as a search does
 
 
 def test_outside_the_methods_only_the_registry_and_the_old_paths_name_a_method_module():

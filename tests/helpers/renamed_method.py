@@ -24,11 +24,8 @@ class RenamedScratch:
     def check(self, spec, prepared):
         SCRATCH.check(spec, prepared)
 
-    def run(self, spec, prepared, stages, probe):
-        return SCRATCH.run(spec, prepared, stages, probe)
-
-    def resume(self, spec, path, meta, stages):
-        SCRATCH.resume(spec, path, meta, stages)
+    def stages(self, spec, prepared):
+        return SCRATCH.stages(spec, prepared)
 
 
 class RenamedScratchReport:

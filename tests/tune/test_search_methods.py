@@ -30,7 +30,7 @@ def test_every_method_the_spec_accepts_has_one_entry_with_the_protocols_steps():
     from cbs_ray.report.reading import MethodReport
 
     assert method_names()[:3] == ("scratch", "branch", "ladder") == tuple(e.name for e in BUILT_IN_METHODS)
-    assert _steps(SearchMethod) == {"plan_lines", "check", "run", "resume"}
+    assert _steps(SearchMethod) == {"plan_lines", "check", "stages"}
     assert _steps(MethodReport) == {"summarize", "render", "run_lines", "report_lines"}
     for name in method_names():
         method, steps = method_named(name), report_steps(name)

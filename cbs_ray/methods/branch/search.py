@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from pathlib import Path
 from typing import Optional
 
 from cbs_ray.analysis.control_configs import configurations_line
@@ -39,11 +38,11 @@ from cbs_ray.tune.driver import Stages
 from cbs_ray.methods.branch.fair_controls import controls_plan, tuned_controls
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.runner import points_config
-from cbs_ray.tune.search_method import check_batches_fit
+from cbs_ray.tune.search_method import Launch, Stage, check_batches_fit
 from cbs_ray.methods.branch.trunk_watch import TrunkWatch
 
 __all__ = ["METHOD", "BranchMethod", "branch_plan_lines", "branch_search_samples",
-           "fit_branches", "resolved_branching", "scratch_search_samples", "validate_schedule_run",
+           "branches_launch", "resolved_branching", "scratch_search_samples", "schedule_launch",
            "search_plans", "validation_plans", "METRIC"]
 
 
@@ -143,66 +142,75 @@ class BranchMethod:
         if spec.branch.validate_schedule:  # a missing or unfit branch.controls_from: one line, before Ray
             tuned_controls(spec, br.budget_samples)
 
-    def run(self, spec: SearchSpec, prepared: Prepared, stages: Stages, probe: Optional[SearchSpec]) -> str:
-        """The trunk and the branches as one Tune experiment, with ``branch.validate_schedule`` the recommended
-        schedule as a second one. ``probe`` is unused: the spec's rules refuse auto batch sizes in branch mode."""
+    def stages(self, spec: SearchSpec, prepared: Prepared) -> list[Stage]:
+        """The trunk and the branches as one Tune experiment (``branches_launch``), with
+        ``branch.validate_schedule`` the recommended schedule as a second one (``schedule_launch``)."""
         br = resolved_branching(spec, prepared)
-        path = fit_branches(spec, stages, br)
-        if spec.branch.validate_schedule:
-            validate_schedule_run(spec, stages, br, path)
-        return path
-
-    def resume(self, spec: SearchSpec, path: str, meta: ExperimentMeta, stages: Stages) -> None:
-        """The trunk and branch trials from their checkpoints, then the schedule run, restored if it had started,
-        trained now if it had not."""
-        from ray import tune  # Ray only where a search runs
-
-        br = resolve_branching(spec, stages.prepared.budget_samples, meta.tokens_per_sample)
-        if meta.checkpoint_dir is None:  # recorded before the trunk starts: the metadata was not cbs-ray's
-            raise SpecError(f"--resume: {path}: the branch experiment's metadata has no checkpoint_dir")
-        stages.tune(restore=path, plans=search_plans(spec, br, meta.checkpoint_dir))
-        schedule_path = meta.schedule_experiment  # recorded before the schedule run starts
-        if schedule_path and meta.schedule is not None and tune.Tuner.can_restore(schedule_path):
-            recorded = meta.schedule  # recorded with the schedule experiment's path
-            plans = validation_plans(spec, br, recorded["batch_size_schedule"], recorded["alpha"], recorded=recorded)
-            stages.tune(restore=schedule_path, plans=plans)
-        elif spec.branch.validate_schedule:  # not started, or killed before Tune saved its state
-            validate_schedule_run(spec, stages, br, path)
+        search = Stage("search", lambda stages, first: branches_launch(spec, stages, br),
+                       functools.partial(_restore_branches, spec))
+        schedule = Stage("schedule", lambda stages, first: schedule_launch(spec, stages, br, str(first)),
+                         functools.partial(_restore_schedule, spec))
+        return [search, schedule] if spec.branch.validate_schedule else [search]
 
 
-def fit_branches(spec: SearchSpec, stages: Stages, br: Branching) -> str:
-    """The trunk and the branches: one Tune experiment, the trunk first; returns its path."""
+def _resumed_branching(spec: SearchSpec, stages: Stages, meta: ExperimentMeta) -> Branching:
+    """The ``branch:`` section a restored experiment's plans are rebuilt from: resolved as recorded."""
+    return resolve_branching(spec, stages.prepared.budget_samples, meta.tokens_per_sample)
+
+
+def _restore_branches(spec: SearchSpec, stages: Stages, path: str, meta: ExperimentMeta) -> None:
+    """The trunk and branch trials from their checkpoints (their plans from the recorded ``checkpoint_dir``)."""
+    if meta.checkpoint_dir is None:  # recorded before the trunk starts: the metadata was not cbs-ray's
+        raise SpecError(f"--resume: {path}: the branch experiment's metadata has no checkpoint_dir")
+    stages.tune(restore=path, plans=search_plans(spec, _resumed_branching(spec, stages, meta), meta.checkpoint_dir))
+
+
+def _restore_schedule(spec: SearchSpec, stages: Stages, path: str, meta: ExperimentMeta) -> None:
+    """The schedule run from its checkpoints, its runs the schedule recorded before it started."""
+    recorded = meta.schedule
+    if recorded is None:  # recorded with the schedule experiment's path: the metadata was not cbs-ray's
+        raise SpecError(f"--resume: {path}: the branch experiment's metadata has no schedule")
+    plans = validation_plans(spec, _resumed_branching(spec, stages, meta), recorded["batch_size_schedule"],
+                             recorded["alpha"], recorded=recorded)
+    stages.tune(restore=path, plans=plans)
+
+
+def branches_launch(spec: SearchSpec, stages: Stages, br: Branching) -> Launch:
+    """The trunk and the branches: one Tune experiment, the trunk first, its checkpoints' folder recorded."""
     def trunk_checkpoints(name: str) -> str:
         return f"{spec.storage_uri.rstrip('/')}/{name}/trunk_checkpoints"
 
-    def fields(name: str) -> dict:
+    def fields(name: str, path: str) -> dict:
         # What the branch summary reads (summarize_branches): the resolved values, in samples.
         return {"method": "branch", "metric": "eval_loss", "mode": "min", **br.to_meta(),
                 "checkpoint_dir": trunk_checkpoints(name)}
 
-    name, path, meta = stages.open_experiment("branch", fields)
-    checkpoint_dir = trunk_checkpoints(name)
-    plans = search_plans(spec, br, checkpoint_dir)
-    points = plans.points
-    # Each branch starts once its checkpoint is published (no trial waits in a slot for one); TrunkWatch marks
-    # the end of a trunk that fails for good, and the gate then drops the branches whose checkpoint never came.
-    tune_config = {**points_config(points), "search_alg": PublishedCheckpoints(points, checkpoint_dir)}
-    path = stages.tune(meta=meta, name=name, plans=plans, progress_metric=METRIC,
-                       callbacks=[TrunkWatch(checkpoint_dir)],
-                       expected_trials=lambda: len(points) - len(never_started(points, checkpoint_dir)), **tune_config)
-    dropped = never_started(points, checkpoint_dir)
-    if dropped:
-        starts = sorted({p["start_samples"] for p in dropped})
-        print(f"branch: the trunk ended without its checkpoints at {', '.join(map(str, starts))} samples; their "
-              f"{len(dropped)} branches are not run", flush=True)
-    return path
+    def run(name: str, meta: ExperimentMeta) -> str:
+        checkpoint_dir = trunk_checkpoints(name)
+        plans = search_plans(spec, br, checkpoint_dir)
+        points = plans.points
+        # Each branch starts once its checkpoint is published (no trial waits in a slot for one); TrunkWatch marks
+        # the end of a trunk that fails for good, and the gate then drops the branches whose checkpoint never came.
+        tune_config = {**points_config(points), "search_alg": PublishedCheckpoints(points, checkpoint_dir)}
+        path = stages.tune(meta=meta, name=name, plans=plans, progress_metric=METRIC,
+                           callbacks=[TrunkWatch(checkpoint_dir)],
+                           expected_trials=lambda: len(points) - len(never_started(points, checkpoint_dir)),
+                           **tune_config)
+        dropped = never_started(points, checkpoint_dir)
+        if dropped:
+            starts = sorted({p["start_samples"] for p in dropped})
+            print(f"branch: the trunk ended without its checkpoints at {', '.join(map(str, starts))} samples; "
+                  f"their {len(dropped)} branches are not run", flush=True)
+        return path
+
+    return Launch(run, fields, kind="branch")
 
 
-def validate_schedule_run(spec: SearchSpec, stages: Stages, br: Branching, path: str) -> Optional[str]:
+def schedule_launch(spec: SearchSpec, stages: Stages, br: Branching, path: str) -> Optional[Launch]:
     """Train the recommended schedule for the whole budget against its fixed-batch controls
     (``methods.branch.reading_schedule.control_batches``), each on ``branch.validation_seeds`` seeds held out from the
-    trunk's, as a second Tune experiment recorded in the first one's metadata before it
-    starts, so that a killed run resumes it; None when the schedule keeps the trunk's batch throughout (there
+    trunk's, as a second Tune experiment, the schedule and its criterion recorded in the first one's metadata before
+    it starts, so that a killed run resumes it; None when the schedule keeps the trunk's batch throughout (there
     is nothing to validate)."""
     meta = ExperimentMeta.read(path)
     recorded = meta.schedule
@@ -215,23 +223,22 @@ def validate_schedule_run(spec: SearchSpec, stages: Stages, br: Branching, path:
         print(f"schedule: the critical batch never rose above the trunk's batch {br.trunk_batch}; nothing to "
               f"validate (the schedule run would repeat the trunk)", flush=True)
         return None
-    name = f"{Path(path).name}-schedule"
-    meta.schedule_experiment = f"{spec.storage_uri.rstrip('/')}/{name}"
     criterion = criterion_text(br.tolerance, relative=br.tolerance_relative)
     controls = control_batches(schedule, br.budget_samples, largest_allowed=br.train_examples)
     source, configs, _ = controls_plan(spec, br.budget_samples, controls, alpha=alpha,
                                        warmup_fraction=br.warmup_fraction, recorded=recorded)
-    meta.schedule = {"batch_size_schedule": [[int(s), int(b)] for s, b in schedule], "alpha": alpha,
-                     "margin": br.tolerance, "criterion": criterion, "controls_from": source,
-                     "control_configurations": configs}
-    meta.write(path)
-    plans = validation_plans(spec, br, schedule, alpha, recorded=meta.schedule)
+    decided = {"batch_size_schedule": [[int(s), int(b)] for s, b in schedule], "alpha": alpha,
+               "margin": br.tolerance, "criterion": criterion, "controls_from": source,
+               "control_configurations": configs}
+    plans = validation_plans(spec, br, schedule, alpha, recorded=decided)
     points = plans.points
     print(f"schedule: training {schedule} (alpha {alpha:g}) for {br.budget_samples} samples against fixed batches "
           f"{', '.join(f'{n} B={b}' for n, b in controls)}, on {br.validation_seeds} seeds ({len(points)} runs)\n"
           f"  controls' configurations: {configurations_line(configs)}\n"
           f"  criterion, fixed before these runs: {criterion}", flush=True)
-    return stages.tune(meta=meta, name=name, plans=plans, progress_metric=METRIC, **points_config(points))
+    return Launch(lambda name, meta: stages.tune(meta=meta, name=name, plans=plans, progress_metric=METRIC,
+                                                 **points_config(points)),
+                  lambda name, experiment: {"schedule_experiment": experiment, "schedule": decided})
 
 
 METRIC = ("eval_loss", "min")
@@ -239,17 +246,17 @@ METRIC = ("eval_loss", "min")
 
 
 def search_plans(spec: SearchSpec, br: Branching, checkpoint_dir: str) -> PresetPlans:
-    """The first experiment's runs, the trunk first, then the branches (``run_plan.trunk_config`` and
-    ``branch_configs``), each with its plan (``run_plan.branch_run_plan``)."""
+    """The first experiment's runs, the trunk first, then the branches (``methods.branch.runs.trunk_config`` and
+    ``branch_configs``), each with its plan (``methods.branch.runs.branch_run_plan``)."""
     points = [trunk_config(br, checkpoint_dir), *branch_configs(br, checkpoint_dir)]
     return PresetPlans.of(points, functools.partial(branch_run_plan, spec, br), tokens_per_sample=br.tokens_per_sample)
 
 
 def validation_plans(spec: SearchSpec, br: Branching, schedule, alpha: float,
                      recorded: Optional[dict] = None) -> PresetPlans:
-    """The schedule validation's runs (``run_plan.validation_configs``: the schedule and its fixed-batch controls,
+    """The schedule validation's runs (``methods.branch.runs.validation_configs``: the schedule and its fixed-batch controls,
     ``methods.branch.reading_schedule.control_batches``, seed by seed, each control at the configuration
-    ``tune.fair_controls.controls_plan`` gives it), each with its plan."""
+    ``methods.branch.fair_controls.controls_plan`` gives it), each with its plan."""
     controls = control_batches(schedule, br.budget_samples, largest_allowed=br.train_examples)
     tuned = controls_plan(spec, br.budget_samples, controls, alpha=alpha, warmup_fraction=br.warmup_fraction,
                           recorded=recorded)[2]

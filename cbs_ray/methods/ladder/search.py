@@ -9,7 +9,7 @@ runs. Its ``METHOD`` is what its entry in ``records.method_registry`` names.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from cbs_ray.methods.ladder.reading_stop import LadderStop
 from cbs_ray.maths.budget import optimizer_steps
@@ -20,12 +20,12 @@ from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import RunPlan
 from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.tune.prepare import Prepared
-from cbs_ray.tune.search_method import check_batches_fit
+from cbs_ray.tune.search_method import Launch, Stage, check_batches_fit
 
 if TYPE_CHECKING:  # the plan (a --dry-run) loads none of Ray's machinery, pandas nor matplotlib: imported where used
     from cbs_ray.tune.driver import Stages
 
-__all__ = ["METHOD", "LadderMethod", "ladder_configs", "ladder_plan", "ladder_plan_lines", "ladder_plans",
+__all__ = ["METHOD", "LadderMethod", "ladder_configs", "ladder_launch", "ladder_plan", "ladder_plan_lines", "ladder_plans",
            "resolved_ladder"]
 
 
@@ -132,20 +132,26 @@ class LadderMethod:
     def check(self, spec: SearchSpec, prepared: Prepared) -> None:
         resolved_ladder(spec, prepared)
 
-    def run(self, spec: SearchSpec, prepared: Prepared, stages: Stages, probe: Optional[SearchSpec]) -> str:
+    def stages(self, spec: SearchSpec, prepared: Prepared) -> list[Stage]:
         """Every (batch, seed) run as a trial of one Tune experiment."""
-        from cbs_ray.tune.runner import points_config
-
         ld = resolved_ladder(spec, prepared)
-        name, path, meta = stages.open_experiment("ladder", {
-            "method": "ladder", "metric": ld.metric, "mode": "min", **ld.to_meta(),
-            "max_seq_length": spec.data.max_seq_length})
-        plans = ladder_plans(ld)
-        return stages.tune(meta=meta, name=name, stopper=LadderStopper(ld), plans=plans, **points_config(plans.points))
+        return [Stage("search", lambda stages, first: ladder_launch(spec, stages, ld), _restore)]
 
-    def resume(self, spec: SearchSpec, path: str, meta: ExperimentMeta, stages: Stages) -> None:
-        """Its unfinished runs from their checkpoints."""
-        stages.tune(meta=meta, restore=path, plans=ladder_plans(resolved_ladder(spec, stages.prepared)))
+
+def ladder_launch(spec: SearchSpec, stages: Stages, ld: Ladder) -> Launch:
+    """The ladder's one Tune experiment, its resolved section recorded first."""
+    from cbs_ray.tune.runner import points_config
+
+    plans = ladder_plans(ld)
+    return Launch(lambda name, meta: stages.tune(meta=meta, name=name, stopper=LadderStopper(ld), plans=plans,
+                                                 **points_config(plans.points)),
+                  {"method": "ladder", "metric": ld.metric, "mode": "min", **ld.to_meta(),
+                   "max_seq_length": spec.data.max_seq_length}, kind="ladder")
+
+
+def _restore(stages: Stages, path: str, meta: ExperimentMeta) -> None:
+    """Its unfinished runs from their checkpoints."""
+    stages.tune(meta=meta, restore=path, plans=ladder_plans(resolved_ladder(stages.spec, stages.prepared)))
 
 
 METHOD = LadderMethod()

@@ -8,28 +8,25 @@ from __future__ import annotations
 
 import functools
 import warnings
-from pathlib import Path
 from typing import Any, Callable, Optional
 
-from cbs_ray.analysis.tables import noise_scale_table, per_batch_table, trial_table
-from cbs_ray.maths.noise_scale import proposed_grid
+from cbs_ray.analysis.tables import per_batch_table, trial_table
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import load_history
 from cbs_ray.records.trial_point import BATCH_KEY, encode_batch
-from cbs_ray.spec.errors import SpecError
-from cbs_ray.spec.resolve import apply_batch_grid
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.spec.tolerance import spec_tolerances
 from cbs_ray.train.config import batch_size_of
 from cbs_ray.tune.driver import Stages
 from cbs_ray.methods.scratch.bisection_search import AlphaRank, BisectionSearcher, bisection_plan_lines
 from cbs_ray.methods.scratch.per_batch_asha import PerBatchASHA
-from cbs_ray.tune.prepare import Prepared, prepare
+from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.runner import points_config, quiet_optuna
+from cbs_ray.tune.search_method import Launch, Stage
 from cbs_ray.tune.search_space import grid_points, per_batch_space, plan_lines, tune_space
 from cbs_ray.tune.study import PersistentStudySearch, open_storage
 
-__all__ = ["METHOD", "ScratchMethod", "fit_experiment", "repeat_best", "run_probe", "search_plan_lines"]
+__all__ = ["METHOD", "ScratchMethod", "fit_experiment", "search_launch", "repeats_launch", "search_plan_lines"]
 
 
 class ScratchMethod:
@@ -43,32 +40,17 @@ class ScratchMethod:
     def check(self, spec: SearchSpec, prepared: Prepared) -> None:
         """The budget's and batches' checks ran where the data were prepared."""
 
-    def run(self, spec: SearchSpec, prepared: Prepared, stages: Stages, probe: Optional[SearchSpec]) -> str:
-        """The probe first with auto batch sizes (then the search's own data are prepared with the grid it chose),
-        the Tune experiment, the repeats."""
-        if probe is not None:
-            _, grid = run_probe(probe, prepared, verbose=stages.verbose)
-            for change in apply_batch_grid(spec, grid):
-                print(f"auto batch sizes: {change}", flush=True)
-            objects = prepared.data if prepared.on_objects else None
-            stages = Stages(spec, prepare(spec, objects), stages.verbose)
-            for line in self.plan_lines(spec, stages.prepared):
-                print(line, flush=True)
-        experiment_path = fit_experiment(spec, stages)
-        if spec.search.repeats > 1:
-            repeat_best(spec, stages, experiment_path)
-        return experiment_path
+    def stages(self, spec: SearchSpec, prepared: Prepared) -> list[Stage]:
+        """The Tune experiment of the search (``search_launch``), then with ``search.repeats`` above 1 the repeats
+        of each batch size's best configuration (``repeats_launch``); each restored from Tune's state alone."""
+        search = Stage("search", lambda stages, first: search_launch(spec, stages), _restore)
+        repeats = Stage("repeats", lambda stages, first: repeats_launch(spec, stages, str(first)), _restore)
+        return [search, repeats] if spec.search.repeats > 1 else [search]
 
-    def resume(self, spec: SearchSpec, path: str, meta: ExperimentMeta, stages: Stages) -> None:
-        """The search's trials from their checkpoints, then its repeats (restored, or started if they had not)."""
-        from ray import tune  # Ray only where a search runs
 
-        stages.tune(restore=path)
-        repeats = meta.repeats_experiment  # recorded before the repeats start
-        if repeats and tune.Tuner.can_restore(repeats):
-            stages.tune(restore=repeats)
-        elif spec.search.repeats > 1:  # not started, or killed before Tune saved its state
-            repeat_best(spec, stages, path)
+def _restore(stages: Stages, path: str, meta: ExperimentMeta) -> None:
+    """A scratch experiment (the search's, the repeats') from its trials' checkpoints and the searcher's state."""
+    stages.tune(restore=path)
 
 
 def search_plan_lines(spec: SearchSpec, budget: int, tokens_per_sample: Optional[int] = None) -> list[str]:
@@ -85,10 +67,10 @@ def search_plan_lines(spec: SearchSpec, budget: int, tokens_per_sample: Optional
     return lines + bisection_plan_lines(spec, budget) if spec.search.strategy == "bisect" else lines
 
 
-def repeat_best(spec: SearchSpec, stages: Stages, experiment_path: str) -> None:
-    """Re-train each batch size's best completed configuration ``repeats - 1`` more times with other
-    seeds, as a second Tune experiment recorded in the first one's metadata."""
-
+def repeats_launch(spec: SearchSpec, stages: Stages, experiment_path: str) -> Optional[Launch]:
+    """Re-train each batch size's best completed configuration of the search at ``experiment_path``
+    ``repeats - 1`` more times with other seeds, as a second Tune experiment recorded in the first one's metadata;
+    None when no batch size has a completed trial."""
     s, budget = spec.search, stages.prepared.budget_samples
     trials = trial_table(load_history(experiment_path), metric=s.metric, budget_samples=budget)
     best = per_batch_table(trials, metric=s.metric, mode=s.mode).dropna(subset=[f"best_{s.metric}"])
@@ -97,25 +79,34 @@ def repeat_best(spec: SearchSpec, stages: Stages, experiment_path: str) -> None:
               for row in best.itertuples() for k in range(1, s.repeats)]
     if not points:
         print("repeats: no batch size has a completed trial to repeat", flush=True)
-        return
+        return None
     print(f"repeats: re-training the best configuration of {len(best)} batch sizes {s.repeats - 1} more "
           f"time(s) each ({len(points)} trials)", flush=True)
-    name = f"{Path(experiment_path).name}-repeats"
-    meta = ExperimentMeta.read(experiment_path)  # recorded first, so that a killed run's repeats can be resumed
-    meta.repeats_experiment = f"{spec.storage_uri.rstrip('/')}/{name}"
-    meta.write(experiment_path)
-    stages.tune(meta=meta, name=name, **points_config(points))
+    # recorded before they start (the report reads the repeats from it)
+    return Launch(lambda name, meta: stages.tune(meta=meta, name=name, **points_config(points)),
+                  lambda name, path: {"repeats_experiment": path})
 
 
 def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
-    """The search's Tune experiment (searcher, per-batch ASHA, the metadata first); returns its path."""
+    """The search's Tune experiment run at once as the stage ``search`` (``search_launch``); returns its path."""
+    return stages.launch("search", search_launch(spec, stages))
+
+
+def search_launch(spec: SearchSpec, stages: Stages) -> Launch:
+    """The search's Tune experiment (searcher, per-batch ASHA), its metadata recorded first."""
     s, budget = spec.search, stages.prepared.budget_samples
     tolerance = spec_tolerances(spec)[0]
-    name, path, meta = stages.open_experiment("", lambda name: {
+    return Launch(functools.partial(_fit, spec, stages), lambda name, path: {
         "metric": s.metric, "mode": s.mode, "budget_samples": budget, "tolerance": tolerance.value,
         "tolerance_unit": tolerance.unit,
         "tokens_per_sample": stages.prepared.tokens_per_sample,
         "study": {"storage": s.study_storage, "name": s.study_name or name} if s.study_storage is not None else None})
+
+
+def _fit(spec: SearchSpec, stages: Stages, name: str, meta: ExperimentMeta) -> str:
+    """The search's Tune run (``search_launch``), its experiment ``name`` and metadata ``meta`` written."""
+    s, budget = spec.search, stages.prepared.budget_samples
+    tolerance = spec_tolerances(spec)[0]
     study_name = s.study_name or name  # with search.study_storage
     expected_trials, halving, halving_rank = None, {}, None
     tune_config: dict[str, Any]
@@ -163,24 +154,6 @@ def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
             halving=halving, halving_margin=tolerance.value, halving_relative=tolerance.relative,
             halving_rank=halving_rank)
     return stages.tune(meta=meta, name=name, expected_trials=expected_trials, **tune_config)
-
-
-def run_probe(probe: SearchSpec, prepared, *, verbose: int = 0) -> tuple[float, list[int]]:
-    """Run the probe (a ``probe_spec`` and what ``prepare`` made of it) inside a Ray session; returns
-    (B_simple averaged over the run, proposed grid)."""
-
-    budget = prepared.budget_samples
-    print(f"probe: {plan_lines(probe, budget)[1].strip()}, {budget} samples", flush=True)
-    _, noise = noise_scale_table(load_history(fit_experiment(probe, Stages(probe, prepared, verbose))))
-    if noise["mean"] is None or not noise["mean"] > 0:
-        raise SpecError(f"search.batch_sizes: the probe could not measure B_simple "
-                        f"({noise['note'] or 'the estimate did not settle; lengthen asha.grace_period_samples'})")
-    # Each batch size must split over the workers (the smallest is at least one sample per worker).
-    grid = proposed_grid(noise["mean"], smallest=max(2, probe.resources.workers_per_trial),
-                         largest=prepared.train_examples)
-    print(f"probe: B_simple = {noise['mean']:.3g} (early {noise['early']:.3g}); proposed batch sizes {grid}",
-          flush=True)
-    return noise["mean"], grid
 
 
 METHOD = ScratchMethod()
