@@ -254,8 +254,8 @@ def search_plans(spec: SearchSpec, br: Branching, checkpoint_dir: str) -> Preset
 
 def validation_plans(spec: SearchSpec, br: Branching, schedule, alpha: float,
                      recorded: Optional[dict] = None) -> PresetPlans:
-    """The schedule validation's runs (``methods.branch.runs.validation_configs``: the schedule and its fixed-batch controls,
-    ``methods.branch.reading_schedule.control_batches``, seed by seed, each control at the configuration
+    """The schedule validation's runs (``methods.branch.runs.validation_configs``: the schedule and its fixed-batch
+    controls, ``methods.branch.reading_schedule.control_batches``, seed by seed, each control at the configuration
     ``methods.branch.fair_controls.controls_plan`` gives it), each with its plan."""
     controls = control_batches(schedule, br.budget_samples, largest_allowed=br.train_examples)
     tuned = controls_plan(spec, br.budget_samples, controls, alpha=alpha, warmup_fraction=br.warmup_fraction,
