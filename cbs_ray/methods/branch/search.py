@@ -10,8 +10,8 @@ plain grid, with no ASHA and no TPE: each branch is evaluated once, at its windo
 earlier result to stop it on; the paper trains one LR per batch (√k·η, alpha 0.5), which is the default.
 The validation (``branch.validate_schedule``) is a second experiment: the schedule and its fixed-batch
 controls (``methods.branch.reading_schedule``), each on ``branch.validation_seeds`` seeds. The pure parts
-(the plan, what the history means) live in ``spec.branch_section``, ``train.run_plan`` and ``methods.branch.reading*``; this module only
-starts runs and reads them. Its ``METHOD`` is what its entry in ``records.method_registry`` names.
+(the plan, what the history means) live in ``spec.branch_section``, ``methods.branch.runs`` and
+``methods.branch.reading*``; this module only starts runs and reads them. Its ``METHOD`` is what its entry in ``records.method_registry`` names.
 """
 
 from __future__ import annotations
