@@ -34,7 +34,7 @@ from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.tracking import attach_report, enabled
 
 if TYPE_CHECKING:  # the driver imports this module: its launcher is named for the type checker only
-    from cbs_ray.tune.driver import Stages
+    from cbs_ray.tune.driver import ExperimentLauncher
 
 __all__ = ["SearchMethod", "Stage", "Launch", "method_named", "check_batches_fit", "if_killed_line",
            "attach_to_trackers"]
@@ -52,7 +52,7 @@ class Launch:
     then calls ``run``."""
 
     run: Callable[[str, ExperimentMeta], str]
-    """Its Tune run (through the driver's ``Stages.tune``), given the experiment's name and the metadata the
+    """Its Tune run (through the driver's ``ExperimentLauncher.tune``), given the experiment's name and the metadata the
     driver wrote (the trackers' callbacks read it); returns the experiment's path."""
     fields: Fields = field(default_factory=dict)
     """What the stage decided, recorded before it starts (the first stage: the metric, the budget ...; branch's
@@ -72,10 +72,10 @@ class Stage:
     name: str
     """What the metadata records it by (``search``, ``repeats``, ``schedule``); a later stage's experiment is named
     after it."""
-    start: Callable[[Stages, Optional[str]], Optional[Launch]]
+    start: Callable[[ExperimentLauncher, Optional[str]], Optional[Launch]]
     """Run it fresh: given the driver's launcher and the first experiment's path (None for the first stage),
     its ``Launch``, or None when what earlier stages produced leaves nothing to run (printed why)."""
-    restore: Callable[[Stages, str, ExperimentMeta], None]
+    restore: Callable[[ExperimentLauncher, str, ExperimentMeta], None]
     """Continue its killed Tune experiment (the path given, the first experiment's metadata) from Tune's
     state."""
 

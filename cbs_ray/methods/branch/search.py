@@ -34,7 +34,7 @@ from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, trunk_config, validation_configs
 from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.methods.branch.gate import PublishedCheckpoints, never_started
-from cbs_ray.tune.driver import Stages
+from cbs_ray.tune.driver import ExperimentLauncher
 from cbs_ray.methods.branch.fair_controls import controls_plan, tuned_controls
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.runner import points_config
@@ -146,36 +146,36 @@ class BranchMethod:
         """The trunk and the branches as one Tune experiment (``branches_launch``), with
         ``branch.validate_schedule`` the recommended schedule as a second one (``schedule_launch``)."""
         br = resolved_branching(spec, prepared)
-        search = Stage("search", lambda stages, first: branches_launch(spec, stages, br),
+        search = Stage("search", lambda launcher, first: branches_launch(spec, launcher, br),
                        functools.partial(_restore_branches, spec))
-        schedule = Stage("schedule", lambda stages, first: schedule_launch(spec, stages, br, str(first)),
+        schedule = Stage("schedule", lambda launcher, first: schedule_launch(spec, launcher, br, str(first)),
                          functools.partial(_restore_schedule, spec))
         return [search, schedule] if spec.branch.validate_schedule else [search]
 
 
-def _resumed_branching(spec: SearchSpec, stages: Stages, meta: ExperimentMeta) -> Branching:
+def _resumed_branching(spec: SearchSpec, launcher: ExperimentLauncher, meta: ExperimentMeta) -> Branching:
     """The ``branch:`` section a restored experiment's plans are rebuilt from: resolved as recorded."""
-    return resolve_branching(spec, stages.prepared.budget_samples, meta.tokens_per_sample)
+    return resolve_branching(spec, launcher.prepared.budget_samples, meta.tokens_per_sample)
 
 
-def _restore_branches(spec: SearchSpec, stages: Stages, path: str, meta: ExperimentMeta) -> None:
+def _restore_branches(spec: SearchSpec, launcher: ExperimentLauncher, path: str, meta: ExperimentMeta) -> None:
     """The trunk and branch trials from their checkpoints (their plans from the recorded ``checkpoint_dir``)."""
     if meta.checkpoint_dir is None:  # recorded before the trunk starts: the metadata was not cbs-ray's
         raise SpecError(f"--resume: {path}: the branch experiment's metadata has no checkpoint_dir")
-    stages.tune(restore=path, plans=search_plans(spec, _resumed_branching(spec, stages, meta), meta.checkpoint_dir))
+    launcher.tune(restore=path, plans=search_plans(spec, _resumed_branching(spec, launcher, meta), meta.checkpoint_dir))
 
 
-def _restore_schedule(spec: SearchSpec, stages: Stages, path: str, meta: ExperimentMeta) -> None:
+def _restore_schedule(spec: SearchSpec, launcher: ExperimentLauncher, path: str, meta: ExperimentMeta) -> None:
     """The schedule run from its checkpoints, its runs the schedule recorded before it started."""
     recorded = meta.schedule
     if recorded is None:  # recorded with the schedule experiment's path: the metadata was not cbs-ray's
         raise SpecError(f"--resume: {path}: the branch experiment's metadata has no schedule")
-    plans = validation_plans(spec, _resumed_branching(spec, stages, meta), recorded["batch_size_schedule"],
+    plans = validation_plans(spec, _resumed_branching(spec, launcher, meta), recorded["batch_size_schedule"],
                              recorded["alpha"], recorded=recorded)
-    stages.tune(restore=path, plans=plans)
+    launcher.tune(restore=path, plans=plans)
 
 
-def branches_launch(spec: SearchSpec, stages: Stages, br: Branching) -> Launch:
+def branches_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branching) -> Launch:
     """The trunk and the branches: one Tune experiment, the trunk first, its checkpoints' folder recorded."""
     def trunk_checkpoints(name: str) -> str:
         return f"{spec.storage_uri.rstrip('/')}/{name}/trunk_checkpoints"
@@ -192,7 +192,7 @@ def branches_launch(spec: SearchSpec, stages: Stages, br: Branching) -> Launch:
         # Each branch starts once its checkpoint is published (no trial waits in a slot for one); TrunkWatch marks
         # the end of a trunk that fails for good, and the gate then drops the branches whose checkpoint never came.
         tune_config = {**points_config(points), "search_alg": PublishedCheckpoints(points, checkpoint_dir)}
-        path = stages.tune(meta=meta, name=name, plans=plans, progress_metric=METRIC,
+        path = launcher.tune(meta=meta, name=name, plans=plans, progress_metric=METRIC,
                            callbacks=[TrunkWatch(checkpoint_dir)],
                            expected_trials=lambda: len(points) - len(never_started(points, checkpoint_dir)),
                            **tune_config)
@@ -206,7 +206,7 @@ def branches_launch(spec: SearchSpec, stages: Stages, br: Branching) -> Launch:
     return Launch(run, fields, kind="branch")
 
 
-def schedule_launch(spec: SearchSpec, stages: Stages, br: Branching, path: str) -> Optional[Launch]:
+def schedule_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branching, path: str) -> Optional[Launch]:
     """Train the recommended schedule for the whole budget against its fixed-batch controls
     (``methods.branch.reading_schedule.control_batches``), each on ``branch.validation_seeds`` seeds held out from the
     trunk's, as a second Tune experiment, the schedule and its criterion recorded in the first one's metadata before
@@ -236,7 +236,7 @@ def schedule_launch(spec: SearchSpec, stages: Stages, br: Branching, path: str) 
           f"{', '.join(f'{n} B={b}' for n, b in controls)}, on {br.validation_seeds} seeds ({len(points)} runs)\n"
           f"  controls' configurations: {configurations_line(configs)}\n"
           f"  criterion, fixed before these runs: {criterion}", flush=True)
-    return Launch(lambda name, meta: stages.tune(meta=meta, name=name, plans=plans, progress_metric=METRIC,
+    return Launch(lambda name, meta: launcher.tune(meta=meta, name=name, plans=plans, progress_metric=METRIC,
                                                  **points_config(points)),
                   lambda name, experiment: {"schedule_experiment": experiment, "schedule": decided})
 

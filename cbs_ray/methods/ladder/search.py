@@ -23,7 +23,7 @@ from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.search_method import Launch, Stage, check_batches_fit
 
 if TYPE_CHECKING:  # the plan (a --dry-run) loads none of Ray's machinery, pandas nor matplotlib: imported where used
-    from cbs_ray.tune.driver import Stages
+    from cbs_ray.tune.driver import ExperimentLauncher
 
 __all__ = ["METHOD", "LadderMethod", "ladder_configs", "ladder_launch", "ladder_plan", "ladder_plan_lines", "ladder_plans",
            "resolved_ladder"]
@@ -135,23 +135,23 @@ class LadderMethod:
     def stages(self, spec: SearchSpec, prepared: Prepared) -> list[Stage]:
         """Every (batch, seed) run as a trial of one Tune experiment."""
         ld = resolved_ladder(spec, prepared)
-        return [Stage("search", lambda stages, first: ladder_launch(spec, stages, ld), _restore)]
+        return [Stage("search", lambda launcher, first: ladder_launch(spec, launcher, ld), _restore)]
 
 
-def ladder_launch(spec: SearchSpec, stages: Stages, ld: Ladder) -> Launch:
+def ladder_launch(spec: SearchSpec, launcher: ExperimentLauncher, ld: Ladder) -> Launch:
     """The ladder's one Tune experiment, its resolved section recorded first."""
     from cbs_ray.tune.runner import points_config
 
     plans = ladder_plans(ld)
-    return Launch(lambda name, meta: stages.tune(meta=meta, name=name, stopper=LadderStopper(ld), plans=plans,
+    return Launch(lambda name, meta: launcher.tune(meta=meta, name=name, stopper=LadderStopper(ld), plans=plans,
                                                  **points_config(plans.points)),
                   {"method": "ladder", "metric": ld.metric, "mode": "min", **ld.to_meta(),
                    "max_seq_length": spec.data.max_seq_length}, kind="ladder")
 
 
-def _restore(stages: Stages, path: str, meta: ExperimentMeta) -> None:
+def _restore(launcher: ExperimentLauncher, path: str, meta: ExperimentMeta) -> None:
     """Its unfinished runs from their checkpoints."""
-    stages.tune(meta=meta, restore=path, plans=ladder_plans(resolved_ladder(stages.spec, stages.prepared)))
+    launcher.tune(meta=meta, restore=path, plans=ladder_plans(resolved_ladder(launcher.spec, launcher.prepared)))
 
 
 METHOD = LadderMethod()
