@@ -1,5 +1,5 @@
 """The one driver behind every search method (``tune.search_method.SearchMethod``): the Ray choreography written
-once. A search: the method's plan and checks before Ray starts, the one Ray session and where to watch it, the
+once. A search: the method's outline and checks before Ray starts, the one Ray session and where to watch it, the
 probe with ``batch_sizes: auto`` (its own experiment, in the same session), the method's stages in order
 (``tune.search_method.Stage``: each recorded in the experiment's metadata before it starts, with what it decided,
 the "if killed" line, its Tune run through the ``ExperimentLauncher``), then summarize, render and print with the
@@ -31,7 +31,7 @@ from cbs_ray.tune.runner import (SearchInterrupted, new_experiment, on_the_clust
                                  tracker_callbacks_for)
 from cbs_ray.tune.search_method import (Launch, SearchMethod, Stage, attach_to_trackers, if_killed_line,
                                         method_named)
-from cbs_ray.tune.search_space import plan_lines
+from cbs_ray.tune.search_space import outline_lines
 from cbs_ray.tune.tracking import start_mlflow_parent
 
 __all__ = ["ExperimentLauncher", "run_method", "resume_method", "probe_only", "run_probe", "run_stages",
@@ -185,7 +185,7 @@ def run_probe(probe: SearchSpec, prepared: Prepared, launcher: ExperimentLaunche
     """The probe (``tune.probe``: one short trial of ``probe``, its own experiment, held with ``launcher``'s) in the
     driver's Ray session, through its method's stages; returns the proposed batch-size grid."""
     budget = prepared.budget_samples
-    print(f"probe: {plan_lines(probe, budget)[1].strip()}, {budget} samples", flush=True)
+    print(f"probe: {outline_lines(probe, budget)[1].strip()}, {budget} samples", flush=True)
     probing = ExperimentLauncher(probe, prepared, launcher.verbose)
     probing.held = launcher.held
     path = run_stages(probing, method_named(probe.search.method).stages(probe, prepared))
@@ -195,15 +195,15 @@ def run_probe(probe: SearchSpec, prepared: Prepared, launcher: ExperimentLaunche
 def run_method(method: SearchMethod, spec: SearchSpec, prepared: Prepared, *, probe: Optional[SearchSpec] = None,
                out: Path, verbose: bool | int = False, address: Optional[str] = None) -> SearchResult:
     """The whole search of ``spec`` with ``method`` on Ray, its report written to ``out``. Without a probe the
-    plan is printed and checked before Ray starts; with one (``batch_sizes: auto``, a method whose registry entry
+    outline is printed and checked before Ray starts; with one (``batch_sizes: auto``, a method whose registry entry
     takes it: ``prepared`` is the probe's) the probe runs first in the same Ray session, then the search's own data
-    are prepared on the grid it chose and the plan printed."""
+    are prepared on the grid it chose and the outline printed."""
     if probe is not None and not method_entry(method.name).auto_batches:
         raise SpecError(f"search.batch_sizes: auto is not available with search.method {method.name}; list the "
                         f"batch sizes")
     if probe is None:
         method.check(spec, prepared)
-        for line in method.plan_lines(spec, prepared):
+        for line in method.outline_lines(spec, prepared):
             print(line, flush=True)
     launcher = ExperimentLauncher(spec, prepared, verbose)
     with launcher.held:  # the experiments it opens, held until reported
@@ -218,13 +218,13 @@ def run_method(method: SearchMethod, spec: SearchSpec, prepared: Prepared, *, pr
 def _after_the_probe(method: SearchMethod, spec: SearchSpec, grid: list[int],
                      launcher: ExperimentLauncher) -> ExperimentLauncher:
     """The spec on the probe's grid, its own data prepared (the user's objects again where it runs on them), its
-    plan checked and printed; a launcher of it that holds what ``launcher`` holds."""
+    outline checked and printed; a launcher of it that holds what ``launcher`` holds."""
     for change in apply_batch_grid(spec, grid):
         print(f"auto batch sizes: {change}", flush=True)
     probed = launcher.prepared
     prepared = prepare(spec, probed.data if probed.on_objects else None)
     method.check(spec, prepared)
-    for line in method.plan_lines(spec, prepared):
+    for line in method.outline_lines(spec, prepared):
         print(line, flush=True)
     searching = ExperimentLauncher(spec, prepared, launcher.verbose)
     searching.held = launcher.held

@@ -9,7 +9,7 @@ every method (the session, the experiment and its metadata, the "if killed" line
 resume, then the report steps' summarize, render and print, and the trackers) and returns one
 ``tune.result.SearchResult``.
 
-The Ray half's steps: ``plan_lines`` and ``check`` (pure, before Ray: the plan a user checks first, and what the
+The Ray half's steps: ``outline_lines`` and ``check`` (pure, before Ray: the outline a user checks first, and what the
 prepared data must satisfy) and ``stages``: its Tune stages in order (``Stage``: the search, then the repeats or
 the schedule run), each able to start afresh and to restore its Tune experiment. The driver runs them, records
 before each starts which stage runs and its experiment (``ExperimentMeta.stages``) with what the stage decided
@@ -84,7 +84,7 @@ def method_named(name: str) -> SearchMethod:
     """The method ``search.method`` (or an experiment's metadata) names: the ``METHOD`` of the module its entry in
     ``records.method_registry`` names; any other name is an ``UnknownMethodError``. Its module is imported here,
     when asked for: a ``--dry-run`` loads no other method's (nor, for the ladder, any of Ray's machinery before its
-    plan is printed)."""
+    outline is printed)."""
     module = importlib.import_module(method_entry(name).search_module)
     return cast(SearchMethod, module.METHOD)
 
@@ -96,8 +96,8 @@ class SearchMethod(Protocol):
     """``search.method``'s value, and ``ExperimentMeta.method`` of the experiments it writes: the name its report
     entry has in ``records.method_registry``."""
 
-    def plan_lines(self, spec: SearchSpec, prepared) -> list[str]:
-        """The plan a user checks first (``--dry-run``, and printed as a search starts)."""
+    def outline_lines(self, spec: SearchSpec, prepared) -> list[str]:
+        """The outline a user checks first (``--dry-run``, and printed as a search starts)."""
 
     def check(self, spec: SearchSpec, prepared) -> None:
         """What the prepared data must satisfy, on the driver before Ray starts (one ``SpecError`` line)."""

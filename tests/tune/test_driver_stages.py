@@ -163,7 +163,7 @@ def test_the_probe_runs_first_in_the_searchs_one_ray_session_and_the_search_trai
     class Method:  # scratch's name (the probe's method): one stage that notes its spec's batch sizes
         name = "scratch"
 
-        def plan_lines(self, spec, prepared):
+        def outline_lines(self, spec, prepared):
             return [f"plan of {spec.name}: {spec.search.batch_sizes}"]
 
         def check(self, spec, prepared):

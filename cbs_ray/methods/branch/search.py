@@ -10,7 +10,7 @@ plain grid, with no ASHA and no TPE: each branch is evaluated once, at its windo
 earlier result to stop it on; the paper trains one LR per batch (√k·η, alpha 0.5), which is the default.
 The validation (``branch.validate_schedule``) is a second experiment: the schedule and its fixed-batch
 controls (``methods.branch.reading_schedule``), each on ``branch.validation_seeds`` seeds. The pure parts
-(the plan, what the history means) live in ``spec.branch_section``, ``methods.branch.runs`` and
+(the runs' plans, what the history means) live in ``spec.branch_section``, ``methods.branch.runs`` and
 ``methods.branch.reading*``; this module only starts runs and reads them. Its ``METHOD`` is what its entry in ``records.method_registry`` names.
 """
 
@@ -35,13 +35,13 @@ from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, trunk_c
 from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.methods.branch.gate import PublishedCheckpoints, never_started
 from cbs_ray.tune.driver import ExperimentLauncher
-from cbs_ray.methods.branch.fair_controls import controls_plan, tuned_controls
+from cbs_ray.methods.branch.fair_controls import chosen_controls, tuned_controls
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.runner import points_config
 from cbs_ray.tune.search_method import Launch, Stage, check_batches_fit
 from cbs_ray.methods.branch.trunk_watch import TrunkWatch
 
-__all__ = ["METHOD", "BranchMethod", "branch_plan_lines", "branch_search_samples",
+__all__ = ["METHOD", "BranchMethod", "branch_outline_lines", "branch_search_samples",
            "branches_launch", "resolved_branching", "scratch_search_samples", "schedule_launch",
            "search_plans", "validation_plans", "METRIC"]
 
@@ -67,8 +67,8 @@ def scratch_search_samples(br: Branching) -> int:
     return scratch_grid_samples(br.budget_samples, br.branch_batches, br.alphas)
 
 
-def branch_plan_lines(spec: SearchSpec, br: Branching) -> list[str]:
-    """The plan a user checks first (``--dry-run``): the trunk, the checkpoints, the window, the branches
+def branch_outline_lines(spec: SearchSpec, br: Branching) -> list[str]:
+    """The outline a user checks first (``--dry-run``): the trunk, the checkpoints, the window, the branches
     and what the search costs against a from-scratch one."""
     tokens = br.tokens_per_sample
 
@@ -128,9 +128,9 @@ class BranchMethod:
 
     name = "branch"
 
-    def plan_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
-        """The branch plan against the prepared budget (``branch_plan_lines``)."""
-        return branch_plan_lines(spec, resolved_branching(spec, prepared))
+    def outline_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
+        """The branch outline against the prepared budget (``branch_outline_lines``)."""
+        return branch_outline_lines(spec, resolved_branching(spec, prepared))
 
     def check(self, spec: SearchSpec, prepared: Prepared) -> None:
         """The ``branch:`` section against the budget (a bad window or checkpoint is a ``SpecError`` here, before Ray
@@ -225,7 +225,7 @@ def schedule_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branchin
         return None
     criterion = criterion_text(br.tolerance, relative=br.tolerance_relative)
     controls = control_batches(schedule, br.budget_samples, largest_allowed=br.train_examples)
-    source, configs, _ = controls_plan(spec, br.budget_samples, controls, alpha=alpha,
+    source, configs, _ = chosen_controls(spec, br.budget_samples, controls, alpha=alpha,
                                        warmup_fraction=br.warmup_fraction, recorded=recorded)
     decided = {"batch_size_schedule": [[int(s), int(b)] for s, b in schedule], "alpha": alpha,
                "margin": br.tolerance, "criterion": criterion, "controls_from": source,
@@ -256,9 +256,9 @@ def validation_plans(spec: SearchSpec, br: Branching, schedule, alpha: float,
                      recorded: Optional[dict] = None) -> PresetPlans:
     """The schedule validation's runs (``methods.branch.runs.validation_configs``: the schedule and its fixed-batch
     controls, ``methods.branch.reading_schedule.control_batches``, seed by seed, each control at the configuration
-    ``methods.branch.fair_controls.controls_plan`` gives it), each with its plan."""
+    ``methods.branch.fair_controls.chosen_controls`` gives it), each with its plan."""
     controls = control_batches(schedule, br.budget_samples, largest_allowed=br.train_examples)
-    tuned = controls_plan(spec, br.budget_samples, controls, alpha=alpha, warmup_fraction=br.warmup_fraction,
+    tuned = chosen_controls(spec, br.budget_samples, controls, alpha=alpha, warmup_fraction=br.warmup_fraction,
                           recorded=recorded)[2]
     points = validation_configs(br, schedule, alpha, controls, tuned)
     return PresetPlans.of(points, functools.partial(branch_run_plan, spec, br), tokens_per_sample=br.tokens_per_sample)

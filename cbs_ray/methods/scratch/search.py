@@ -18,15 +18,15 @@ from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.spec.tolerance import spec_tolerances
 from cbs_ray.train.config import batch_size_of
 from cbs_ray.tune.driver import ExperimentLauncher
-from cbs_ray.methods.scratch.bisection_search import AlphaRank, BisectionSearcher, bisection_plan_lines
+from cbs_ray.methods.scratch.bisection_search import AlphaRank, BisectionSearcher, bisection_outline_lines
 from cbs_ray.methods.scratch.per_batch_asha import PerBatchASHA
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.runner import points_config, quiet_optuna
 from cbs_ray.tune.search_method import Launch, Stage
-from cbs_ray.tune.search_space import grid_points, per_batch_space, plan_lines, tune_space
+from cbs_ray.tune.search_space import grid_points, per_batch_space, outline_lines, tune_space
 from cbs_ray.tune.study import PersistentStudySearch, open_storage
 
-__all__ = ["METHOD", "ScratchMethod", "fit_experiment", "search_launch", "repeats_launch", "search_plan_lines"]
+__all__ = ["METHOD", "ScratchMethod", "fit_experiment", "search_launch", "repeats_launch", "search_outline_lines"]
 
 
 class ScratchMethod:
@@ -34,8 +34,8 @@ class ScratchMethod:
 
     name = "scratch"
 
-    def plan_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
-        return search_plan_lines(spec, prepared.budget_samples, prepared.tokens_per_sample)
+    def outline_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
+        return search_outline_lines(spec, prepared.budget_samples, prepared.tokens_per_sample)
 
     def check(self, spec: SearchSpec, prepared: Prepared) -> None:
         """The budget's and batches' checks ran where the data were prepared."""
@@ -53,10 +53,10 @@ def _restore(launcher: ExperimentLauncher, path: str, meta: ExperimentMeta) -> N
     launcher.tune(restore=path)
 
 
-def search_plan_lines(spec: SearchSpec, budget: int, tokens_per_sample: Optional[int] = None) -> list[str]:
-    """The plan per batch size, how much of the evaluation set each report evaluates, and with the ``bisect``
+def search_outline_lines(spec: SearchSpec, budget: int, tokens_per_sample: Optional[int] = None) -> list[str]:
+    """The outline per batch size, how much of the evaluation set each report evaluates, and with the ``bisect``
     strategy the walk it will take."""
-    lines = plan_lines(spec, budget, tokens_per_sample)
+    lines = outline_lines(spec, budget, tokens_per_sample)
     subset = spec.training.eval_subset_examples
     if subset is not None:
         # An accuracy's standard error is at most 0.5/sqrt(n) (at 50 %); other metrics' noise is the data's.
@@ -64,7 +64,7 @@ def search_plan_lines(spec: SearchSpec, budget: int, tokens_per_sample: Optional
             else ""
         lines.append(f"  evaluation: reports before the last on the evaluation set's first {subset} examples{noise}, "
                      f"for ASHA's comparisons and the curves; the last, where the answer is read, on all of them")
-    return lines + bisection_plan_lines(spec, budget) if spec.search.strategy == "bisect" else lines
+    return lines + bisection_outline_lines(spec, budget) if spec.search.strategy == "bisect" else lines
 
 
 def repeats_launch(spec: SearchSpec, launcher: ExperimentLauncher, experiment_path: str) -> Optional[Launch]:
