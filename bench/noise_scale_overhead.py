@@ -17,7 +17,7 @@ import tempfile
 import time
 
 from cbs_ray.tune.api import prepare
-from cbs_ray.tune.driver import Stages
+from cbs_ray.tune.driver import ExperimentLauncher
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.methods.scratch.search import fit_experiment
 from cbs_ray.spec.load import load_spec
@@ -50,7 +50,7 @@ def two_workers(noise: bool, storage: str) -> float:
                                     "training.eval_every_samples=2048", "asha.grace_period_samples=2048"])
     prepared = prepare(spec)
     data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
-    history = load_history(fit_experiment(spec, Stages(spec, Prepared(data, budget, config), verbose=0)))
+    history = load_history(fit_experiment(spec, ExperimentLauncher(spec, Prepared(data, budget, config), verbose=0)))
     return float(history["samples_per_s"].median())
 
 

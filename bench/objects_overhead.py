@@ -38,7 +38,7 @@ import psutil  # Ray's own copy (ray/thirdparty_files), on the path once ray is 
 import torch
 
 from cbs_ray.tune.api import prepare
-from cbs_ray.tune.driver import Stages
+from cbs_ray.tune.driver import ExperimentLauncher
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.methods.scratch.search import fit_experiment
 from cbs_ray.sources.model import build_model
@@ -113,7 +113,7 @@ def experiment(path: str, workers: int, data, config, args, storage: str, rss: R
             eval_dataset=TokenIds(data.eval_ids, data.eval_mask, data.eval_labels))
         trains_on = prepare(spec, objects)
     before = psutil.Process().memory_info().rss
-    history = load_history(fit_experiment(spec, Stages(spec, trains_on, verbose=0)))
+    history = load_history(fit_experiment(spec, ExperimentLauncher(spec, trains_on, verbose=0)))
     trials = history.groupby("trial_id").agg(started=("trial_started_at", "min"), first=("first_step_at", "min"),
                                              ended=("reported_at", "max"), train=("train_time_s", "max"))
     trials = trials.sort_values("started")

@@ -23,7 +23,7 @@ import time
 import ray
 
 from cbs_ray.tune.api import prepare
-from cbs_ray.tune.driver import Stages
+from cbs_ray.tune.driver import ExperimentLauncher
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.methods.scratch.search import fit_experiment
 from cbs_ray.spec.load import load_spec
@@ -39,8 +39,8 @@ def experiment(workers: int, storage: str) -> tuple[float, list[float]]:
     prepared = prepare(spec)
     data, budget, config = prepared.data, prepared.budget_samples, prepared.model_config
     started = time.time()
-    stages = Stages(spec, Prepared(data, budget, config), verbose=0)
-    history = load_history(fit_experiment(spec, stages)).sort_values("first_step_at")
+    launcher = ExperimentLauncher(spec, Prepared(data, budget, config), verbose=0)
+    history = load_history(fit_experiment(spec, launcher)).sort_values("first_step_at")
     first, ended = history["first_step_at"].tolist(), history["reported_at"].tolist()
     return first[0] - started, [first[i] - ended[i - 1] for i in range(1, len(first))]
 

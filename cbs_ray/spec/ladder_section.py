@@ -1,7 +1,7 @@
 """The ``ladder:`` section (``search.method: ladder``): its fields (``LadderSpec``, ``SearchSpec.ladder``), its rule
 against the rest of the spec (``ladder_stands_alone``), and the section resolved against the budget: the batches,
 the seeds, the LR rule, where each run stops and evaluates, all in samples (``Ladder``). Pure: what one run trains is
-``methods.ladder.search.ladder_plan``; what the runs mean is ``methods.ladder.reading``.
+``methods.ladder.search.ladder_run_plan``; what the runs mean is ``methods.ladder.reading``.
 
 Every run trains one batch at a **constant LR** after a warmup (the alpha rule's LR at its batch), evaluating at
 D·first_rung and at every factor of √2 after it (each rounded to the nearest whole batch of the largest batch). The

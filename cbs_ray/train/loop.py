@@ -110,21 +110,21 @@ def _train(cfg: TrialConfig, data, session, position: Position) -> None:
     parts.model.train()
     while progress.samples < run.stop_samples:
         batch = run.batch_at(progress.samples)  # the batch of this step; the micro-batch stays the run's
-        if batch != parts.plan.batch_size:
-            parts.plan = batch_plan_for(batch, parts.plan.micro_batch, parts.plan.workers)
+        if batch != parts.batching.batch_size:
+            parts.batching = batch_plan_for(batch, parts.batching.micro_batch, parts.batching.workers)
         # The step's first micro-batch in this worker's data order (_accumulate_gradients adds its own k).
         position.phase, position.samples = "training", progress.samples
-        position.batch = progress.drawn // parts.plan.micro_batch
+        position.batch = progress.drawn // parts.batching.micro_batch
         t0 = time.perf_counter()
         readings = _optimizer_step(cfg, session, parts, position)
-        progress.drawn += parts.plan.accumulation * parts.plan.micro_batch
+        progress.drawn += parts.batching.accumulation * parts.batching.micro_batch
         if readings.skipped:
             continue
         if readings.diverged:
-            _report_divergence(session, cfg, parts.plan, progress, readings, readings.loss)
+            _report_divergence(session, cfg, parts.batching, progress, readings, readings.loss)
             break
         progress.step += 1
-        progress.samples += parts.plan.batch_size
+        progress.samples += parts.batching.batch_size
         if progress.first_step_at is None:
             progress.first_step_at = time.time()
             progress.first_loss = readings.loss if progress.first_loss is None else progress.first_loss
@@ -135,7 +135,7 @@ def _train(cfg: TrialConfig, data, session, position: Position) -> None:
         progress.train_loss_ema = readings.loss if progress.train_loss_ema is None else \
             EMA_ALPHA * readings.loss + (1 - EMA_ALPHA) * progress.train_loss_ema
         progress.interval_steps += 1
-        progress.interval_samples += parts.plan.batch_size
+        progress.interval_samples += parts.batching.batch_size
         if progress.samples in report_at and not _at_milestone(cfg, data, session, parts, progress, readings,
                                                                gauges, position):
             break
@@ -155,18 +155,18 @@ def _publish_for_branches(cfg: TrialConfig, parts: TrialParts, progress: TrialPr
     path = cfg.plan.checkpoint_path(progress.samples)
     if publish_state(path, parts.model, parts.optimizer, parts.scheduler, parts.scaler, progress.step, {
             "samples_drawn": progress.drawn, "first_loss": progress.first_loss, "samples_seen": progress.samples,
-            "micro_batch": parts.plan.micro_batch}, states=states):
+            "micro_batch": parts.batching.micro_batch}, states=states):
         print(f"trunk: checkpoint for the branches at {progress.samples} samples: {path}", flush=True)
 
 
 def _optimizer_step(cfg: TrialConfig, session, parts: TrialParts, position: Optional[Position] = None) -> StepReadings:
-    """One optimizer step over the plan's micro-batches: forward and backward each, unscale and clip, one
-    read of the device, then the step taken, skipped (fp16 overflow) or refused (diverged). ``position.batch``
-    follows the micro-batch being drawn or trained."""
-    plan, scaler, optimizer = parts.plan, parts.scaler, parts.optimizer
+    """One optimizer step over the batch's micro-batches (``parts.batching``): forward and backward each, unscale
+    and clip, one read of the device, then the step taken, skipped (fp16 overflow) or refused (diverged).
+    ``position.batch`` follows the micro-batch being drawn or trained."""
+    batching, scaler, optimizer = parts.batching, parts.scaler, parts.optimizer
     first = position.batch if position is not None else None
     batches = []
-    for k in range(plan.accumulation):
+    for k in range(batching.accumulation):
         if position is not None and first is not None:
             position.batch = first + k
         batches.append(next(parts.micro_batches))
@@ -220,7 +220,7 @@ def _accumulate_gradients(cfg: TrialConfig, session, parts: TrialParts, batches:
     local_items = [source.items_in(batch) for batch in batches]
     # Examples per step are known; a causal LM's target tokens (or a user collator's num_items_in_batch)
     # are summed over the workers (one scalar).
-    step_items = sum(local_items) if source.items_vary else parts.plan.batch_size  # this step's batch
+    step_items = sum(local_items) if source.items_vary else parts.batching.batch_size  # this step's batch
     if source.items_vary and session.world_size > 1:
         step_items = int(session.all_reduce(torch.tensor(step_items, device=device)))
     # Each micro-batch's summed loss over the step's items is its share of the step's mean; DDP averages
@@ -279,10 +279,10 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: TrialParts, progress: 
         [progress.interval_loss / progress.interval_steps, progress.first_loss, ema], dtype=torch.float64,
         device=session.device)) / session.world_size).tolist()
     if train_loss > cfg.spec.training.divergence_factor * initial_loss:
-        _report_divergence(session, cfg, parts.plan, progress, readings, train_loss)
+        _report_divergence(session, cfg, parts.batching, progress, readings, train_loss)
         return False
     report = _trial_report(
-        cfg, parts.plan, progress, readings, train_loss, evaluation=evaluation, **noise,
+        cfg, parts.batching, progress, readings, train_loss, evaluation=evaluation, **noise,
         warmup_steps=cfg.warmup_steps, samples_per_s=progress.interval_samples / progress.interval_time,
         train_time_s=progress.train_time, first_step_at=progress.first_step_at, trial_started_at=cfg.started_at,
         reported_at=time.time(), diverged=False, resumed_from_samples=progress.resumed_from_samples,
@@ -314,16 +314,16 @@ def milestone_row(metrics: dict) -> str:
     return json.dumps(metrics, default=lambda value: value.item() if hasattr(value, "item") else str(value))
 
 
-def _trial_report(cfg: TrialConfig, plan: BatchPlan, progress: TrialProgress, readings: StepReadings,
+def _trial_report(cfg: TrialConfig, batching: BatchPlan, progress: TrialProgress, readings: StepReadings,
                   train_loss: float, **fields_of_this_report) -> TrialReport:
-    """The report at the trial's current step: what every report has, plus this one's own fields. ``plan``
+    """The report at the trial's current step: what every report has, plus this one's own fields. ``batching``
     is the batch in use (the last step's, with its peak LR by the alpha rule)."""
     return TrialReport(
-        samples_seen=progress.samples, steps=progress.step, batch_size=plan.batch_size,
-        alpha=cfg.alpha, warmup_fraction=cfg.warmup_fraction, peak_lr=cfg.plan.peak_lr(plan.batch_size),
+        samples_seen=progress.samples, steps=progress.step, batch_size=batching.batch_size,
+        alpha=cfg.alpha, warmup_fraction=cfg.warmup_fraction, peak_lr=cfg.plan.peak_lr(batching.batch_size),
         lr=readings.lr, train_loss=train_loss, grad_norm=readings.grad_norm,
-        wall_time_s=time.perf_counter() - progress.loop_start, micro_batch=plan.micro_batch,
-        accumulation=plan.accumulation, workers=plan.workers, node_id=ray_node_id(), **cfg.plan.report_columns,
+        wall_time_s=time.perf_counter() - progress.loop_start, micro_batch=batching.micro_batch,
+        accumulation=batching.accumulation, workers=batching.workers, node_id=ray_node_id(), **cfg.plan.report_columns,
         tokens_seen=progress.samples * cfg.tokens_per_sample if cfg.tokens_per_sample else None,
         **fields_of_this_report)
 
@@ -339,14 +339,14 @@ def ray_node_id() -> str:
     return ray.get_runtime_context().get_node_id() or ""
 
 
-def _report_divergence(session, cfg: TrialConfig, plan: BatchPlan, progress: TrialProgress, readings: StepReadings,
+def _report_divergence(session, cfg: TrialConfig, batching: BatchPlan, progress: TrialProgress, readings: StepReadings,
                        train_loss: float) -> None:
     """Report a diverged trial: the worst metric for its task, no checkpoint."""
     worst = {name: value for name, value in WORST_METRIC.items() if name in METRICS_OF_EVERY_TASK
              or (name, cfg.task) in (("accuracy", "sequence-classification"), ("bleu", "seq2seq"))}
     if cfg.metric not in worst:  # a compute_metrics key: the worst its direction allows
         worst[cfg.metric] = -math.inf if cfg.spec.search.mode == "max" else math.inf
-    report = _trial_report(cfg, plan, progress, readings, train_loss, evaluation=worst, diverged=True)
+    report = _trial_report(cfg, batching, progress, readings, train_loss, evaluation=worst, diverged=True)
     session.report(report.to_dict(), None)
 
 

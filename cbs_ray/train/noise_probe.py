@@ -18,7 +18,7 @@ def sqnorm(params) -> torch.Tensor:
     return torch.linalg.vector_norm(torch.stack(norms)) ** 2
 
 
-def attach_noise_probe(model, params, plan: BatchPlan):
+def attach_noise_probe(model, params, batching: BatchPlan):
     """Set up the two gradients B_simple needs (see noise_scale.py). Returns (meter, local_sqnorm) where
     ``local_sqnorm()`` gives the small-batch squared norm of the step just taken (a tensor on the device:
     reading it is left to the loop's one sync per step), or (None, None).
@@ -27,10 +27,10 @@ def attach_noise_probe(model, params, plan: BatchPlan):
     i.e. the worker's own gradient over micro × accumulation samples, at no extra pass. One worker with
     accumulation: the first micro-batch's gradient, read before the next micro-batch adds to it. Under FSDP
     (``train.fsdp``) the reduce-scatter's input is the worker's own gradient, read the same way."""
-    if plan.workers > 1 and is_fsdp(model):
-        return NoiseScaleMeter(plan.micro_batch * plan.accumulation, plan.batch_size), \
+    if batching.workers > 1 and is_fsdp(model):
+        return NoiseScaleMeter(batching.micro_batch * batching.accumulation, batching.batch_size), \
             attach_reduce_scatter_probe(model)
-    if plan.workers > 1 and hasattr(model, "register_comm_hook"):
+    if batching.workers > 1 and hasattr(model, "register_comm_hook"):
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
         state = {"sq": torch.zeros((), dtype=torch.float64, device=next(model.parameters()).device)}
@@ -46,7 +46,7 @@ def attach_noise_probe(model, params, plan: BatchPlan):
             value, state["sq"] = state["sq"], torch.zeros_like(state["sq"])
             return value
 
-        return NoiseScaleMeter(plan.micro_batch * plan.accumulation, plan.batch_size), local_sqnorm
-    if plan.accumulation > 1:
-        return NoiseScaleMeter(plan.micro_batch, plan.batch_size), None
+        return NoiseScaleMeter(batching.micro_batch * batching.accumulation, batching.batch_size), local_sqnorm
+    if batching.accumulation > 1:
+        return NoiseScaleMeter(batching.micro_batch, batching.batch_size), None
     return None, None

@@ -27,7 +27,7 @@ from cbs_ray.maths.lr_schedule import lr_multiplier, scaled_lr, warmup_steps
 from cbs_ray.records.trial_point import batch_of
 from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["RunPlan", "report_points", "scratch_plan", "trial_name"]
+__all__ = ["RunPlan", "report_points", "scratch_run_plan", "trial_name"]
 
 
 @dataclass(frozen=True)
@@ -219,7 +219,7 @@ def report_points(start: int, stop: int, every: int, extra: Sequence[int] = ()) 
     return tuple(sorted({*regular, *(x for x in extra if start < x <= stop), stop}))
 
 
-def scratch_plan(spec: SearchSpec, batch: int, alpha: float, warmup_fraction: float, budget_samples: int, *,
+def scratch_run_plan(spec: SearchSpec, batch: int, alpha: float, warmup_fraction: float, budget_samples: int, *,
                  seed_offset: int = 0) -> RunPlan:
     """A from-scratch trial's plan: ``batch`` from 0 to the budget, reporting at every ``eval_every_samples``
     milestone, saving nothing for other runs; its peak LR the alpha rule's from ``training.base_lr`` at

@@ -40,7 +40,9 @@ class TrialParts:
     scheduler: torch.optim.lr_scheduler.LambdaLR
     scaler: torch.amp.GradScaler
     amp_dtype: Optional[torch.dtype]
-    plan: BatchPlan
+    batching: BatchPlan
+    """How the current batch splits into micro-batches, accumulation steps and workers (``maths.budget``); what
+    the trial trains is its ``TrialConfig.plan``, a ``RunPlan``."""
     eval_batch: int
     micro_batches: Any
     """The endless iterator of host micro-batches, continuing where a checkpoint left it."""
@@ -102,16 +104,16 @@ def _setup_model(cfg: TrialConfig, session, amp_dtype, source) -> tuple[torch.nn
     # batches no larger than the probed size cannot run out where training did not. Larger could: a
     # causal LM's logits over a large vocabulary, in fp32, grow with the batch whatever the probe's limit.
     eval_batch = min(training.eval_batch_size, fits_up_to) if fits_up_to else training.eval_batch_size
-    plan: BatchPlan = _first_batch_plan(cfg, session.world_size, micro_cap)
+    batching: BatchPlan = _first_batch_plan(cfg, session.world_size, micro_cap)
     if session.rank == 0:
         title = cfg.plan.title
         print((f"trial ({title}): " if title else "trial: ")
-              + f"{plan}, peak lr {cfg.peak_lr:.3g} (alpha {cfg.alpha:.3g}), {cfg.total_steps} steps, "
+              + f"{batching}, peak lr {cfg.peak_lr:.3g} (alpha {cfg.alpha:.3g}), {cfg.total_steps} steps, "
               f"{cfg.warmup_steps} warmup steps" + (f", eval batch {eval_batch} (memory)"
                                                     if eval_batch < training.eval_batch_size else ""), flush=True)
     if not sharded:
         model = session.prepare_model(model.to(session.device))  # Ray's prepare_model moves it too; a local run needs it
-    return model, plan, eval_batch
+    return model, batching, eval_batch
 
 
 def _first_batch_plan(cfg: TrialConfig, workers: int, micro_cap: Optional[int]) -> BatchPlan:
@@ -180,13 +182,13 @@ def _start_branch(cfg: TrialConfig, session, model, optimizer, scheduler, scaler
     return {"samples_drawn": trunk["samples_drawn"], "first_loss": trunk.get("first_loss")}
 
 
-def _setup_data(cfg: TrialConfig, source, session, plan: BatchPlan, drawn: int):
+def _setup_data(cfg: TrialConfig, source, session, batching: BatchPlan, drawn: int):
     """The endless micro-batches of this rank's share of ``source``'s training set, after the ``drawn``
     examples a checkpoint says were taken."""
     training = cfg.spec.training
     stream = getattr(source, "micro_batches", None)
     if stream is not None:  # a streamed Parquet corpus (sources.streamed): its rows in the global order
-        return stream(seed=cfg.seed, rank=session.rank, workers=session.world_size, micro=plan.micro_batch,
+        return stream(seed=cfg.seed, rank=session.rank, workers=session.world_size, micro=batching.micro_batch,
                       drawn=drawn, whole=cfg.plan.largest_batch or max(cfg.spec.batch_sizes), use_ray=ray_is_running())
     dataset, collate = source.training_data()
     if cfg.plan.largest_batch:
@@ -199,11 +201,11 @@ def _setup_data(cfg: TrialConfig, source, session, plan: BatchPlan, drawn: int):
     sampler = ResumableSampler(dataset, num_replicas=session.world_size, rank=session.rank, shuffle=True,
                                 seed=cfg.seed, drop_last=True)
     loader = session.prepare_data_loader(torch.utils.data.DataLoader(
-        dataset, batch_size=plan.micro_batch, sampler=sampler, drop_last=True, collate_fn=collate,
+        dataset, batch_size=batching.micro_batch, sampler=sampler, drop_last=True, collate_fn=collate,
         generator=torch.Generator().manual_seed(cfg.seed), num_workers=workers,
         pin_memory=cfg.use_gpu if training.pin_memory is None else training.pin_memory,
         persistent_workers=workers > 0 if training.persistent_workers is None else training.persistent_workers))
-    return endless_micro_batches(loader, drawn=drawn // plan.micro_batch)
+    return endless_micro_batches(loader, drawn=drawn // batching.micro_batch)
 
 
 def ray_is_running() -> bool:
@@ -230,23 +232,23 @@ def setup_trial(cfg: TrialConfig, data, session) -> tuple[TrialParts, TrialProgr
     training = cfg.spec.training
     amp_dtype = autocast_dtype(training.precision, session.device)
     source = loop_source(data, cfg.task)
-    model, plan, eval_batch = _setup_model(cfg, session, amp_dtype, source)
+    model, batching, eval_batch = _setup_model(cfg, session, amp_dtype, source)
     optimizer, scheduler, scaler = _setup_optimizer(cfg, model, session, amp_dtype)
     step, saved = _restore(cfg, session, model, optimizer, scheduler, scaler)
     # The compiled module runs the forward passes; the (DDP-wrapped) model keeps no_sync, the parameters
     # and the state dict, so checkpoints and the noise probe see the same objects either way.
     forward = torch.compile(model, mode=None if training.compile_mode == "default" else training.compile_mode) \
         if training.compile else model
-    drawn = saved.get("samples_drawn", step * plan.accumulation * plan.micro_batch)
-    micro_batches = _setup_data(cfg, source, session, plan, drawn)
+    drawn = saved.get("samples_drawn", step * batching.accumulation * batching.micro_batch)
+    micro_batches = _setup_data(cfg, source, session, batching, drawn)
     params = [p for p in model.parameters() if p.requires_grad]
     # A branch search measures the noise scale on the trunk only: its B_simple is what the branch summary plots.
     measured = training.noise_scale and cfg.plan.measures_noise_scale
-    noise, local_sqnorm = attach_noise_probe(model, params, plan) if measured else (None, None)
+    noise, local_sqnorm = attach_noise_probe(model, params, batching) if measured else (None, None)
     if noise is not None and saved.get("noise_meter"):  # a restarted trial's noise scale continues, not restarts
         noise.resume(saved["noise_meter"])
     parts = TrialParts(model=model, forward=forward, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
-                   amp_dtype=amp_dtype, plan=plan, eval_batch=eval_batch, micro_batches=micro_batches,
+                   amp_dtype=amp_dtype, batching=batching, eval_batch=eval_batch, micro_batches=micro_batches,
                    params=params, is_ddp=hasattr(model, "no_sync"), is_fsdp=is_fsdp(model),
                    clip=training.grad_clip_norm if training.grad_clip_norm is not None else float("inf"),
                    noise=noise, local_sqnorm=local_sqnorm, source=source,

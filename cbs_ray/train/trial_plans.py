@@ -4,7 +4,7 @@ hyper-parameters it was given) and nothing that says how to train it; the plans 
 method that started the experiment, typed, and the trial never interprets the config's keys to pick one.
 
 - ``SearchedPlans``: a from-scratch search's (and the bisect strategy's), whose points Tune's searcher chooses:
-  each trial's plan is ``run_plan.scratch_plan`` of its searched batch, alpha, warmup fraction and (a repeat's)
+  each trial's plan is ``run_plan.scratch_run_plan`` of its searched batch, alpha, warmup fraction and (a repeat's)
   seed offset.
 - ``PresetPlans``: a method that trains a fixed list of runs (branch mode's trunk, branches and validation, the
   ladder's rungs): every point beside the plan the driver built for it; a trial finds its plan by its point.
@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Optional, Protocol
 
 from cbs_ray.records.trial_point import batch_of
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.train.run_plan import RunPlan, scratch_plan
+from cbs_ray.train.run_plan import RunPlan, scratch_run_plan
 
 __all__ = ["TrialPlans", "SearchedPlans", "PresetPlans"]
 
@@ -44,7 +44,7 @@ class SearchedPlans:
     tokens_per_sample: Optional[int] = None
 
     def plan(self, config: dict) -> RunPlan:
-        return scratch_plan(self.spec, batch_of(config), float(config["alpha"]),
+        return scratch_run_plan(self.spec, batch_of(config), float(config["alpha"]),
                             float(config["warmup_fraction"]), self.budget_samples,
                             seed_offset=int(config.get("seed_offset", 0) or 0))
 

@@ -22,7 +22,7 @@ from cbs_ray.spec.tolerance import as_recorded
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.owner import experiment_owner
 from cbs_ray.tune.prepare import (Prepared, as_spec, check_before_ray, data_fingerprint, output_dir_for, prepare,
-                                  prepare_for_plan, with_model_config)
+                                  prepare_for_outline, with_model_config)
 from cbs_ray.tune.probe import probe_spec
 from cbs_ray.tune.result import SearchResult
 from cbs_ray.tune.search_method import method_named
@@ -88,7 +88,7 @@ def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, e
         probe = probe_spec(spec)
     out = output_dir_for(spec, output_dir)
     if dry_run:
-        return _plan_without_training(spec, probe, prepared, out)
+        return _outline_without_training(spec, probe, prepared, out)
     check_before_ray(spec, out)
     if prepared is None:
         prepared = prepare(probe or spec)
@@ -165,22 +165,22 @@ def probe_search(spec: SearchSpec, *, address: str | None = None, verbose: bool 
 
 
 def dry_run_lines(spec: SearchSpec) -> Iterator[str]:
-    """``--dry-run``: the method's plan against the spec's data and budget (with ``batch_sizes: auto``, the
+    """``--dry-run``: the method's outline against the spec's data and budget (with ``batch_sizes: auto``, the
     probe's, which runs first), each line as soon as it is known, after the checks a search makes before Ray;
     then the model's checks (its config, a build on the meta device: torch and transformers, seconds to import),
-    so a model that cannot be built is a ``SpecError`` after its plan."""
+    so a model that cannot be built is a ``SpecError`` after its outline."""
     if spec.auto_batch_sizes:
         yield "batch sizes: auto — a probe run measures B_simple first; the probe:"
         spec = probe_spec(spec)
-    method, planned = method_named(spec.search.method), prepare_for_plan(spec)
+    method, planned = method_named(spec.search.method), prepare_for_outline(spec)
     method.check(spec, planned)
-    yield from method.plan_lines(spec, planned)
+    yield from method.outline_lines(spec, planned)
     with_model_config(spec, planned)
 
 
-def _plan_without_training(spec: SearchSpec, probe: SearchSpec | None, prepared: Prepared | None,
-                           out: Path) -> list[str]:
-    """``run_search(..., dry_run=True)``: the checks before Ray, then the method's plan (the probe's with auto
+def _outline_without_training(spec: SearchSpec, probe: SearchSpec | None, prepared: Prepared | None,
+                              out: Path) -> list[str]:
+    """``run_search(..., dry_run=True)``: the checks before Ray, then the method's outline (the probe's with auto
     batch sizes), as lines; the spec path's are ``dry_run_lines``'."""
     check_before_ray(spec, out, dry_run=True)
     if prepared is None:
@@ -189,7 +189,7 @@ def _plan_without_training(spec: SearchSpec, probe: SearchSpec | None, prepared:
     method = method_named(planned.search.method)
     method.check(planned, prepared)
     head = ["batch sizes: auto — a probe run measures B_simple first; the probe:"] if probe is not None else []
-    return head + list(method.plan_lines(planned, prepared))
+    return head + list(method.outline_lines(planned, prepared))
 
 
 def _named_after_the_model(spec: SearchSpec, objects) -> bool:

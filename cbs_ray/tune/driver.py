@@ -1,9 +1,9 @@
 """The one driver behind every search method (``tune.search_method.SearchMethod``): the Ray choreography written
-once. A search: the method's plan and checks before Ray starts, the one Ray session and where to watch it, the
+once. A search: the method's outline and checks before Ray starts, the one Ray session and where to watch it, the
 probe with ``batch_sizes: auto`` (its own experiment, in the same session), the method's stages in order
 (``tune.search_method.Stage``: each recorded in the experiment's metadata before it starts, with what it decided,
-the "if killed" line, its Tune run through ``Stages``), then summarize, render and print with the method's report
-steps (``report.methods``, the ones the report command rebuilds a report with), the trackers, and one
+the "if killed" line, its Tune run through the ``ExperimentLauncher``), then summarize, render and print with the
+method's report steps (``report.methods``, the ones the report command rebuilds a report with), the trackers, and one
 ``tune.result.SearchResult``. ``resume_method`` reads the stage record back (``ExperimentMeta.stage_record``) and
 goes on from it for any method (``resume_actions``); ``probe_only`` is ``--probe``'s session."""
 
@@ -31,14 +31,14 @@ from cbs_ray.tune.runner import (SearchInterrupted, new_experiment, on_the_clust
                                  tracker_callbacks_for)
 from cbs_ray.tune.search_method import (Launch, SearchMethod, Stage, attach_to_trackers, if_killed_line,
                                         method_named)
-from cbs_ray.tune.search_space import plan_lines
+from cbs_ray.tune.search_space import outline_lines
 from cbs_ray.tune.tracking import start_mlflow_parent
 
-__all__ = ["Stages", "run_method", "resume_method", "probe_only", "run_probe", "run_stages", "resume_actions",
-           "finish"]
+__all__ = ["ExperimentLauncher", "run_method", "resume_method", "probe_only", "run_probe", "run_stages",
+           "resume_actions", "finish"]
 
 
-class Stages:
+class ExperimentLauncher:
     """The launcher a method's stages run Tune through: it holds the spec, the prepared data and the verbosity,
     so that no method unpacks the data, writes an experiment's metadata or prints the "if killed" line itself.
     Every experiment it opens is held (``tune.owner``) until ``held`` closes: a second driver cannot resume it
@@ -117,17 +117,17 @@ def resumed_as(first: str):
         raise SearchInterrupted(first) from None
 
 
-def run_stages(stages: Stages, planned: Sequence[Stage]) -> str:
+def run_stages(launcher: ExperimentLauncher, planned: Sequence[Stage]) -> str:
     """Every stage of ``planned`` in order, each started afresh (``Stage.start``) and recorded before its Tune run
-    (``Stages.launch``); returns the first experiment's path, the one the report reads."""
+    (``ExperimentLauncher.launch``); returns the first experiment's path, the one the report reads."""
     first: Optional[tuple[str, str]] = None
     for stage in planned:
-        launch = stage.start(stages, first[1] if first else None)
+        launch = stage.start(launcher, first[1] if first else None)
         if launch is None:
             if first is None:
                 raise ValueError(f"the first stage ({stage.name}) must start an experiment")
             continue
-        path = stages.launch(stage.name, launch, first)
+        path = launcher.launch(stage.name, launch, first)
         first = first or (stage.name, path)
     if first is None:
         raise ValueError("a method has at least one stage")
@@ -162,7 +162,7 @@ def resume_actions(names: Sequence[str], recorded: Sequence[tuple[str, str]],
     return actions
 
 
-def resume_stages(stages: Stages, planned: Sequence[Stage], path: str, meta: ExperimentMeta) -> None:
+def resume_stages(launcher: ExperimentLauncher, planned: Sequence[Stage], path: str, meta: ExperimentMeta) -> None:
     """Go on with the killed experiment at ``path`` (``resume_actions``): the recorded stage restored or started,
     the later ones started, each recorded before it starts."""
     from ray import tune  # Ray only where a search runs
@@ -174,20 +174,20 @@ def resume_stages(stages: Stages, planned: Sequence[Stage], path: str, meta: Exp
     for stage, (action, experiment) in zip(planned, actions):
         if action == "restore" and experiment is not None:
             with resumed_as(path):
-                stage.restore(stages, experiment, ExperimentMeta.read(path))
+                stage.restore(launcher, experiment, ExperimentMeta.read(path))
         elif action == "start":
-            launch = stage.start(stages, path)
+            launch = stage.start(launcher, path)
             if launch is not None:
-                stages.launch(stage.name, launch, first)
+                launcher.launch(stage.name, launch, first)
 
 
-def run_probe(probe: SearchSpec, prepared: Prepared, stages: Stages) -> list[int]:
-    """The probe (``tune.probe``: one short trial of ``probe``, its own experiment, held with ``stages``'s) in the
+def run_probe(probe: SearchSpec, prepared: Prepared, launcher: ExperimentLauncher) -> list[int]:
+    """The probe (``tune.probe``: one short trial of ``probe``, its own experiment, held with ``launcher``'s) in the
     driver's Ray session, through its method's stages; returns the proposed batch-size grid."""
     budget = prepared.budget_samples
-    print(f"probe: {plan_lines(probe, budget)[1].strip()}, {budget} samples", flush=True)
-    probing = Stages(probe, prepared, stages.verbose)
-    probing.held = stages.held
+    print(f"probe: {outline_lines(probe, budget)[1].strip()}, {budget} samples", flush=True)
+    probing = ExperimentLauncher(probe, prepared, launcher.verbose)
+    probing.held = launcher.held
     path = run_stages(probing, method_named(probe.search.method).stages(probe, prepared))
     return probe_grid(probe, path, prepared.train_examples)[1]
 
@@ -195,61 +195,62 @@ def run_probe(probe: SearchSpec, prepared: Prepared, stages: Stages) -> list[int
 def run_method(method: SearchMethod, spec: SearchSpec, prepared: Prepared, *, probe: Optional[SearchSpec] = None,
                out: Path, verbose: bool | int = False, address: Optional[str] = None) -> SearchResult:
     """The whole search of ``spec`` with ``method`` on Ray, its report written to ``out``. Without a probe the
-    plan is printed and checked before Ray starts; with one (``batch_sizes: auto``, a method whose registry entry
+    outline is printed and checked before Ray starts; with one (``batch_sizes: auto``, a method whose registry entry
     takes it: ``prepared`` is the probe's) the probe runs first in the same Ray session, then the search's own data
-    are prepared on the grid it chose and the plan printed."""
+    are prepared on the grid it chose and the outline printed."""
     if probe is not None and not method_entry(method.name).auto_batches:
         raise SpecError(f"search.batch_sizes: auto is not available with search.method {method.name}; list the "
                         f"batch sizes")
     if probe is None:
         method.check(spec, prepared)
-        for line in method.plan_lines(spec, prepared):
+        for line in method.outline_lines(spec, prepared):
             print(line, flush=True)
-    stages = Stages(spec, prepared, verbose)
-    with stages.held:  # the experiments it opens, held until reported
+    launcher = ExperimentLauncher(spec, prepared, verbose)
+    with launcher.held:  # the experiments it opens, held until reported
         with ray_session(address, verbose=verbose) as context:
             on_the_cluster(spec, context)
             if probe is not None:
-                stages = _after_the_probe(method, spec, run_probe(probe, prepared, stages), stages)
-            path = run_stages(stages, method.stages(spec, stages.prepared))
+                launcher = _after_the_probe(method, spec, run_probe(probe, prepared, launcher), launcher)
+            path = run_stages(launcher, method.stages(spec, launcher.prepared))
         return finish(method, spec, path, out)
 
 
-def _after_the_probe(method: SearchMethod, spec: SearchSpec, grid: list[int], stages: Stages) -> Stages:
+def _after_the_probe(method: SearchMethod, spec: SearchSpec, grid: list[int],
+                     launcher: ExperimentLauncher) -> ExperimentLauncher:
     """The spec on the probe's grid, its own data prepared (the user's objects again where it runs on them), its
-    plan checked and printed; a launcher of it that holds what ``stages`` holds."""
+    outline checked and printed; a launcher of it that holds what ``launcher`` holds."""
     for change in apply_batch_grid(spec, grid):
         print(f"auto batch sizes: {change}", flush=True)
-    probed = stages.prepared
+    probed = launcher.prepared
     prepared = prepare(spec, probed.data if probed.on_objects else None)
     method.check(spec, prepared)
-    for line in method.plan_lines(spec, prepared):
+    for line in method.outline_lines(spec, prepared):
         print(line, flush=True)
-    searching = Stages(spec, prepared, stages.verbose)
-    searching.held = stages.held
+    searching = ExperimentLauncher(spec, prepared, launcher.verbose)
+    searching.held = launcher.held
     return searching
 
 
 def probe_only(probe: SearchSpec, prepared: Prepared, *, verbose: bool | int = False,
                address: Optional[str] = None) -> list[int]:
     """``--probe``: the probe alone (``run_probe``) in a Ray session of the driver's; returns the proposed grid."""
-    stages = Stages(probe, prepared, verbose)
-    with stages.held:
+    launcher = ExperimentLauncher(probe, prepared, verbose)
+    with launcher.held:
         with ray_session(address, verbose=verbose) as context:
             on_the_cluster(probe, context)
-            return run_probe(probe, prepared, stages)
+            return run_probe(probe, prepared, launcher)
 
 
 def resume_method(method: SearchMethod, spec: SearchSpec, path: str, meta: ExperimentMeta, prepared: Prepared, *,
                   out: Path, verbose: bool | int = False, address: Optional[str] = None) -> SearchResult:
     """Continue the killed experiment at ``path`` (its ``meta``) with the method that wrote it (``resume_stages``),
     then report it; the caller holds ``path`` (``tune.owner``), and any experiment a stage opens is held here."""
-    stages = Stages(spec, prepared, verbose)
-    with stages.held:
+    launcher = ExperimentLauncher(spec, prepared, verbose)
+    with launcher.held:
         with ray_session(address, verbose=verbose) as context:
             on_the_cluster(spec, context)
             print(f"resuming {path}", flush=True)
-            resume_stages(stages, method.stages(spec, prepared), path, meta)
+            resume_stages(launcher, method.stages(spec, prepared), path, meta)
         return finish(method, spec, path, out)
 
 

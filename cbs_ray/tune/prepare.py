@@ -25,8 +25,9 @@ from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.free_space import check_free_space
 from cbs_ray.tune.tracking import check_installed, check_reachable
 
-__all__ = ["Prepared", "prepare", "prepare_for_plan", "with_model_config", "spec_model", "as_spec", "check_before_ray",
-           "check_trackers_and_study", "check_writable", "output_dir_for", "check_own_storage", "data_fingerprint"]
+__all__ = ["Prepared", "prepare", "prepare_for_outline", "with_model_config", "spec_model", "as_spec",
+           "check_before_ray", "check_trackers_and_study", "check_writable", "output_dir_for", "check_own_storage",
+           "data_fingerprint"]
 
 
 def as_spec(spec) -> SearchSpec:
@@ -151,12 +152,12 @@ def prepare(spec: SearchSpec, objects=None) -> Prepared:
         objects, config = check_objects(spec, objects)
         tokens = token_budget_tokens_per_sample(spec, objects)
         return Prepared(objects, resolve_budget(spec, objects.train_examples, tokens), config, tokens)
-    return with_model_config(spec, prepare_for_plan(spec))
+    return with_model_config(spec, prepare_for_outline(spec))
 
 
-def prepare_for_plan(spec: SearchSpec) -> Prepared:
-    """The spec's data and budget, the model's config left None: what a method's plan and checks read (a
-    ``--dry-run`` prints the plan from it before torch and transformers load). A named model's config first, so
+def prepare_for_outline(spec: SearchSpec) -> Prepared:
+    """The spec's data and budget, the model's config left None: what a method's outline and checks read (a
+    ``--dry-run`` prints the outline from it before torch and transformers load). A named model's config first, so
     an unknown name is reported as such."""
     if spec.search.metric not in BUILTIN_METRICS:
         raise SpecError(f"search.metric: {spec.search.metric} is not one the spec's model and data report "
@@ -169,7 +170,7 @@ def prepare_for_plan(spec: SearchSpec) -> Prepared:
 
 
 def with_model_config(spec: SearchSpec, planned: Prepared) -> Prepared:
-    """``planned`` (``prepare_for_plan``) with the model's config for its data, the model built from it on the
+    """``planned`` (``prepare_for_outline``) with the model's config for its data, the model built from it on the
     meta device first (``sources.model.check_buildable``: a config transformers accepts can still fail there)."""
     data, model = planned.data, spec_model(spec)
     config = model_config(model, spec.task, vocab_size=data.vocab_size, num_labels=data.num_labels,

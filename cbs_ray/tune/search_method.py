@@ -9,7 +9,7 @@ every method (the session, the experiment and its metadata, the "if killed" line
 resume, then the report steps' summarize, render and print, and the trackers) and returns one
 ``tune.result.SearchResult``.
 
-The Ray half's steps: ``plan_lines`` and ``check`` (pure, before Ray: the plan a user checks first, and what the
+The Ray half's steps: ``outline_lines`` and ``check`` (pure, before Ray: the outline a user checks first, and what the
 prepared data must satisfy) and ``stages``: its Tune stages in order (``Stage``: the search, then the repeats or
 the schedule run), each able to start afresh and to restore its Tune experiment. The driver runs them, records
 before each starts which stage runs and its experiment (``ExperimentMeta.stages``) with what the stage decided
@@ -34,7 +34,7 @@ from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.tracking import attach_report, enabled
 
 if TYPE_CHECKING:  # the driver imports this module: its launcher is named for the type checker only
-    from cbs_ray.tune.driver import Stages
+    from cbs_ray.tune.driver import ExperimentLauncher
 
 __all__ = ["SearchMethod", "Stage", "Launch", "method_named", "check_batches_fit", "if_killed_line",
            "attach_to_trackers"]
@@ -52,7 +52,7 @@ class Launch:
     then calls ``run``."""
 
     run: Callable[[str, ExperimentMeta], str]
-    """Its Tune run (through the driver's ``Stages.tune``), given the experiment's name and the metadata the
+    """Its Tune run (through the driver's ``ExperimentLauncher.tune``), given the experiment's name and the metadata the
     driver wrote (the trackers' callbacks read it); returns the experiment's path."""
     fields: Fields = field(default_factory=dict)
     """What the stage decided, recorded before it starts (the first stage: the metric, the budget ...; branch's
@@ -72,10 +72,10 @@ class Stage:
     name: str
     """What the metadata records it by (``search``, ``repeats``, ``schedule``); a later stage's experiment is named
     after it."""
-    start: Callable[[Stages, Optional[str]], Optional[Launch]]
+    start: Callable[[ExperimentLauncher, Optional[str]], Optional[Launch]]
     """Run it fresh: given the driver's launcher and the first experiment's path (None for the first stage),
     its ``Launch``, or None when what earlier stages produced leaves nothing to run (printed why)."""
-    restore: Callable[[Stages, str, ExperimentMeta], None]
+    restore: Callable[[ExperimentLauncher, str, ExperimentMeta], None]
     """Continue its killed Tune experiment (the path given, the first experiment's metadata) from Tune's
     state."""
 
@@ -84,7 +84,7 @@ def method_named(name: str) -> SearchMethod:
     """The method ``search.method`` (or an experiment's metadata) names: the ``METHOD`` of the module its entry in
     ``records.method_registry`` names; any other name is an ``UnknownMethodError``. Its module is imported here,
     when asked for: a ``--dry-run`` loads no other method's (nor, for the ladder, any of Ray's machinery before its
-    plan is printed)."""
+    outline is printed)."""
     module = importlib.import_module(method_entry(name).search_module)
     return cast(SearchMethod, module.METHOD)
 
@@ -96,8 +96,8 @@ class SearchMethod(Protocol):
     """``search.method``'s value, and ``ExperimentMeta.method`` of the experiments it writes: the name its report
     entry has in ``records.method_registry``."""
 
-    def plan_lines(self, spec: SearchSpec, prepared) -> list[str]:
-        """The plan a user checks first (``--dry-run``, and printed as a search starts)."""
+    def outline_lines(self, spec: SearchSpec, prepared) -> list[str]:
+        """The outline a user checks first (``--dry-run``, and printed as a search starts)."""
 
     def check(self, spec: SearchSpec, prepared) -> None:
         """What the prepared data must satisfy, on the driver before Ray starts (one ``SpecError`` line)."""

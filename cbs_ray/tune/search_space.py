@@ -1,4 +1,4 @@
-"""The search space of a critical-batch search, and the plan it makes per batch size.
+"""The search space of a critical-batch search, and its outline per batch size (what ``--dry-run`` prints).
 
 Trials sample log2 B (an ordered integer for TPE), alpha and the warmup fraction. Every batch size is
 seeded once with the middle alpha and a warmup that grows with the batch (``seed_warmup``: from the middle
@@ -15,14 +15,14 @@ from cbs_ray.maths.lr_schedule import scaled_lr, seed_warmup_fraction, warmup_st
 from cbs_ray.records.trial_point import BATCH_KEY, decode_batch, encode_batch
 from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["plan_lines", "tune_space", "PerBatchSpace", "per_batch_space", "seed_warmup", "grid_points",
+__all__ = ["outline_lines", "tune_space", "PerBatchSpace", "per_batch_space", "seed_warmup", "grid_points",
            "evenly_spaced", "num_trials", "max_concurrent"]
 
 
-def plan_lines(spec: SearchSpec, budget_samples: int, tokens_per_sample: Optional[int] = None) -> list[str]:
-    """The plan a user checks first: per batch size, the LR range over alpha, how B is made, steps. A token budget
+def outline_lines(spec: SearchSpec, budget_samples: int, tokens_per_sample: Optional[int] = None) -> list[str]:
+    """The outline a user checks first: per batch size, the LR range over alpha, how B is made, steps. A token budget
     is stated in ``tokens_per_sample`` (the user's own items' length on the objects path; default the spec's
-    ``data.max_seq_length``: issue 47, the plan said 16 tokens a sample where the trials trained 32)."""
+    ``data.max_seq_length``: issue 47, the outline said 16 tokens a sample where the trials trained 32)."""
     t, s, r = spec.training, spec.search, spec.resources
     repeats = (f" + up to {len(spec.batch_sizes) * (s.repeats - 1)} repeat trials (each batch size's best, "
                f"{s.repeats - 1} more seed{'s' if s.repeats > 2 else ''})" if s.repeats > 1 else "")

@@ -11,7 +11,7 @@ import pytest
 
 from cbs_ray.records.storage import load_history, read_meta
 from cbs_ray.spec.load import load_spec
-from cbs_ray.tune.driver import Stages
+from cbs_ray.tune.driver import ExperimentLauncher
 from cbs_ray.tune.runner import SearchInterrupted
 
 # ≈ 60-90 s on 2 cores: the slow tier.
@@ -34,7 +34,7 @@ def test_a_branch_search_under_fsdp_cut_by_ctrl_c_resumes_with_every_trial_once(
     from cbs_ray import resume_search, run_search
 
     cloudpickle.register_pickle_by_value(sys.modules[CtrlCOnce.__module__])  # the callback travels with Tune's state
-    original, marker = Stages.tune, str(tmp_path / "interrupted")
+    original, marker = ExperimentLauncher.tune, str(tmp_path / "interrupted")
 
     def tune(self, **kw):
         if kw.get("name") and not Path(marker).exists():
@@ -42,11 +42,11 @@ def test_a_branch_search_under_fsdp_cut_by_ctrl_c_resumes_with_every_trial_once(
                 marker, lambda config, result: config.get("role") == "trunk" and result.get("samples_seen") == 512)]
         return original(self, **kw)
 
-    monkeypatch.setattr(Stages, "tune", tune)
+    monkeypatch.setattr(ExperimentLauncher, "tune", tune)
     spec = load_spec(LM, FSDP_BRANCH + [f"storage_path={tmp_path / 'ray_results'}"])
     with pytest.raises(SearchInterrupted) as cut:
         run_search(spec, output_dir=str(tmp_path / "out"), verbose=0)
-    monkeypatch.setattr(Stages, "tune", original)
+    monkeypatch.setattr(ExperimentLauncher, "tune", original)
     path = cut.value.experiment_path
     assert Path(marker).is_file() and not (tmp_path / "out" / "summary.json").exists()
     assert read_meta(path)["spec"]["training"]["parallelism"] == "fsdp"

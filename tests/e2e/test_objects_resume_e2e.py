@@ -19,7 +19,7 @@ from test_objects_every_method_e2e import BLOCK, COMMON, objects
 
 from cbs_ray.records.storage import load_history, read_meta
 from cbs_ray.spec.load import load_spec
-from cbs_ray.tune.driver import Stages
+from cbs_ray.tune.driver import ExperimentLauncher
 from cbs_ray.tune.runner import SearchInterrupted
 
 # ≈ 1-2 min each on 2 cores: the slow tier.
@@ -48,18 +48,18 @@ def interrupted(monkeypatch, root: Path, overrides: list[str], when) -> str:
     from cbs_ray import run_search
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # CtrlCOnce travels with the experiment
-    original, marker = Stages.tune, str(root / "interrupted")
+    original, marker = ExperimentLauncher.tune, str(root / "interrupted")
 
     def tune(self, **kw):
         if kw.get("name") and not os.path.exists(marker):  # a new experiment: the first stage
             kw["callbacks"] = [*kw.get("callbacks", ()), CtrlCOnce(marker, when)]
         return original(self, **kw)
 
-    monkeypatch.setattr(Stages, "tune", tune)
+    monkeypatch.setattr(ExperimentLauncher, "tune", tune)
     spec = load_spec(None, COMMON + overrides + [f"storage_path={root / 'ray_results'}"])
     with pytest.raises(SearchInterrupted) as cut:
         run_search(spec, output_dir=str(root / "out"), verbose=0, **objects())
-    monkeypatch.setattr(Stages, "tune", original)
+    monkeypatch.setattr(ExperimentLauncher, "tune", original)
     assert Path(marker).is_file() and not (root / "out" / "summary.json").exists()
     return cut.value.experiment_path
 

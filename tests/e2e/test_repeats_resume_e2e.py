@@ -12,7 +12,7 @@ import pytest
 
 from cbs_ray.records.storage import META_FILE, load_history, read_meta
 from cbs_ray.spec.load import load_spec
-from cbs_ray.tune.driver import Stages
+from cbs_ray.tune.driver import ExperimentLauncher
 from cbs_ray.tune.runner import SearchInterrupted
 from helpers.training import EARLIER_DEFAULT
 
@@ -32,7 +32,7 @@ def test_repeats_cut_by_ctrl_c_resume_from_the_searchs_experiment_and_the_search
     from cbs_ray import resume_search, run_search
 
     cloudpickle.register_pickle_by_value(sys.modules[CtrlCOnce.__module__])  # the callback travels with Tune's state
-    original, marker = Stages.tune, str(tmp_path / "interrupted")
+    original, marker = ExperimentLauncher.tune, str(tmp_path / "interrupted")
 
     def tune(self, **kw):
         if (kw.get("name") or "").endswith("-repeats") and not Path(marker).exists():
@@ -40,11 +40,11 @@ def test_repeats_cut_by_ctrl_c_resume_from_the_searchs_experiment_and_the_search
                 marker, lambda config, result: result.get("samples_seen", 0) >= 1024)]
         return original(self, **kw)
 
-    monkeypatch.setattr(Stages, "tune", tune)
+    monkeypatch.setattr(ExperimentLauncher, "tune", tune)
     spec = load_spec(None, TINY + [f"storage_path={tmp_path / 'rr'}"])
     with pytest.raises(SearchInterrupted) as cut:
         run_search(spec, output_dir=str(tmp_path / "out"), verbose=0)
-    monkeypatch.setattr(Stages, "tune", original)
+    monkeypatch.setattr(ExperimentLauncher, "tune", original)
     path = cut.value.experiment_path
     repeats = f"{path}-repeats"
     meta = read_meta(path)  # the search's experiment: what --resume takes

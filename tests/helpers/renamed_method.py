@@ -18,8 +18,8 @@ class RenamedScratch:
 
     name = NAME
 
-    def plan_lines(self, spec, prepared):
-        return [f"{NAME}: {line}" for line in SCRATCH.plan_lines(spec, prepared)]
+    def outline_lines(self, spec, prepared):
+        return [f"{NAME}: {line}" for line in SCRATCH.outline_lines(spec, prepared)]
 
     def check(self, spec, prepared):
         SCRATCH.check(spec, prepared)

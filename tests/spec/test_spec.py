@@ -448,12 +448,12 @@ def test_a_model_that_cannot_be_built_is_a_one_line_error_before_ray(override, l
 
 
 def test_the_plan_counts_the_repeat_trials():
-    from cbs_ray.tune.search_space import plan_lines
+    from cbs_ray.tune.search_space import outline_lines
 
-    first = plan_lines(load_spec(None, ["search.repeats=3"]), 16384)[0]
+    first = outline_lines(load_spec(None, ["search.repeats=3"]), 16384)[0]
     assert first.startswith("tiny-bert-sentiment: 6 batch sizes, 18 trials + up to 12 repeat trials (each batch "
                             "size's best, 2 more seeds) (tpe")
-    assert "repeat" not in plan_lines(load_spec(None, []), 16384)[0]
+    assert "repeat" not in outline_lines(load_spec(None, []), 16384)[0]
 
 
 def test_a_sections_rules_follow_the_entry_that_reads_it_not_a_method_name(monkeypatch):

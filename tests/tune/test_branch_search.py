@@ -171,7 +171,7 @@ def test_each_run_says_what_it_does_through_its_plans_options_not_its_role():
     their roles meant before (the trunk publishes, a branch starts from its checkpoint, only the trunk measures the
     noise scale, every run's LR is laid out in samples), a from-scratch trial none of them."""
     from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, trunk_config
-    from cbs_ray.train.run_plan import scratch_plan
+    from cbs_ray.train.run_plan import scratch_run_plan
 
     spec = load_spec(LM, BRANCH)
     br = resolve_branching(spec, 8192)
@@ -184,7 +184,7 @@ def test_each_run_says_what_it_does_through_its_plans_options_not_its_role():
                      "schedule": (False, False, True, True, False, True)}
     assert branch_run_plan(spec, br, runs["branch"]).noise_scale_note == \
         "not measured on a branch-mode branch run (the trunk's is plotted)"
-    scratch = scratch_plan(spec, 16, 0.5, 0.1, 8192)
+    scratch = scratch_run_plan(spec, 16, 0.5, 0.1, 8192)
     assert tuple(getattr(scratch, o) for o in options) == (False, False, False, False, True, False)
     assert scratch.noise_scale_note == "" and scratch.noise_micro_batch is None and scratch.title == ""
 
@@ -228,13 +228,13 @@ def test_branch_mode_on_objects_needs_model_init_to_rebuild_one_architecture():
 def test_the_gpu_branch_space_gives_every_branch_the_step_floor():
     """gpt2_small_branch_gpu.yaml's data come from the hub (no dry run offline): its plan from the resolved
     section, 2^28 tokens = 262144 packed samples of 1024 tokens."""
-    from cbs_ray.methods.branch.search import branch_plan_lines
+    from cbs_ray.methods.branch.search import branch_outline_lines
 
     spec = load_spec("search_spaces/gpt2_small_branch_gpu.yaml")
     br = resolve_branching(spec, 262144, 1024)
     assert br.branch_batches == (128, 256, 512) and br.alphas == (0.5,) and br.tolerance == 0.01
     assert br.window_steps_at_largest >= br.window_min_steps == 8  # 12800 samples: 25 steps at 512
-    lines = branch_plan_lines(spec, br)
+    lines = branch_outline_lines(spec, br)
     assert not any("warning" in line for line in lines)
     assert any("optimizer steps per window: B=128: 100, B=256: 50, B=512: 25" in line for line in lines)
 

@@ -12,7 +12,7 @@ from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import META_FILE, ReportError
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
-from cbs_ray.tune.driver import Stages, resume_actions, resume_stages, run_method, run_stages
+from cbs_ray.tune.driver import ExperimentLauncher, resume_actions, resume_stages, run_method, run_stages
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.search_method import Launch, Stage, method_named
 
@@ -63,21 +63,23 @@ def test_a_damaged_stage_record_is_one_line(tmp_path):
 
 
 class Noted:
-    """Stages made by hand: each Tune run notes the first experiment's metadata as it was when the run started."""
+    """Stages made by hand on a launcher: each Tune run notes the first experiment's metadata as it was when the
+    run started."""
 
-    def __init__(self, stages: Stages):
-        self.stages, self.runs, self.restored, self.first = stages, [], [], None
+    def __init__(self, launcher: ExperimentLauncher):
+        self.launcher, self.runs, self.restored, self.first = launcher, [], [], None
 
     def run(self, stage: str):
         def run(name: str, meta: ExperimentMeta) -> str:
-            path = f"{self.stages.spec.storage_uri.rstrip('/')}/{name}"
+            path = f"{self.launcher.spec.storage_uri.rstrip('/')}/{name}"
             self.first = self.first or path
             self.runs.append((stage, name, ExperimentMeta.read(self.first).stages))
             return path
         return run
 
     def stage(self, name: str, launch) -> Stage:
-        return Stage(name, lambda stages, first: launch, lambda stages, path, meta: self.restored.append((name, path)))
+        return Stage(name, lambda launcher, first: launch,
+                     lambda launcher, path, meta: self.restored.append((name, path)))
 
     def planned(self) -> list[Stage]:
         fields = {"metric": "accuracy", "mode": "max", "budget_samples": 64}
@@ -89,13 +91,13 @@ class Noted:
 @pytest.fixture
 def noted(tmp_path):
     spec = load_spec(None, [f"storage_path={tmp_path}"])
-    stages = Stages(spec, Prepared(types.SimpleNamespace(), 64, None), verbose=0)
-    with stages.held:
-        yield Noted(stages)
+    launcher = ExperimentLauncher(spec, Prepared(types.SimpleNamespace(), 64, None), verbose=0)
+    with launcher.held:
+        yield Noted(launcher)
 
 
 def test_the_driver_records_each_stage_and_what_it_decided_before_its_run_starts(noted):
-    first = run_stages(noted.stages, noted.planned())
+    first = run_stages(noted.launcher, noted.planned())
     (search, name, at_search), (repeats, repeats_name, at_repeats) = noted.runs
     assert (search, repeats, repeats_name) == ("search", "repeats", f"{name}-repeats")
     assert first == noted.first and Path(first).name == name
@@ -107,27 +109,27 @@ def test_the_driver_records_each_stage_and_what_it_decided_before_its_run_starts
 
 
 def test_a_resume_restores_the_recorded_stage_or_starts_it_again_and_never_reruns_a_done_one(noted):
-    first = run_stages(noted.stages, noted.planned())
+    first = run_stages(noted.launcher, noted.planned())
     noted.runs.clear()
     Path(f"{first}-repeats").mkdir()
     (Path(f"{first}-repeats") / "tuner.pkl").write_bytes(b"")  # what Tune's can_restore looks for
-    resume_stages(noted.stages, noted.planned(), first, ExperimentMeta.read(first))
+    resume_stages(noted.launcher, noted.planned(), first, ExperimentMeta.read(first))
     assert noted.restored == [("repeats", f"{first}-repeats")] and noted.runs == []
     # killed before Tune saved the repeats' state: started again under the same name, recorded once
     (Path(f"{first}-repeats") / "tuner.pkl").unlink()
     noted.restored.clear()
-    resume_stages(noted.stages, noted.planned(), first, ExperimentMeta.read(first))
+    resume_stages(noted.launcher, noted.planned(), first, ExperimentMeta.read(first))
     assert noted.restored == [] and [run[:2] for run in noted.runs] == [("repeats", f"{Path(first).name}-repeats")]
     assert [s["name"] for s in ExperimentMeta.read(first).stages] == ["search", "repeats"]
 
 
 def test_an_experiment_written_before_the_record_resumes_as_its_old_fields_say(noted):
-    first = run_stages(noted.stages, noted.planned()[:1])  # the search alone ran
+    first = run_stages(noted.launcher, noted.planned()[:1])  # the search alone ran
     legacy = {k: v for k, v in ExperimentMeta.read(first).to_dict().items() if k != "stages"}
     (Path(first) / META_FILE).write_text(json.dumps(legacy))
     (Path(first) / "tuner.pkl").write_bytes(b"")
     noted.runs.clear()
-    resume_stages(noted.stages, noted.planned(), first, ExperimentMeta.read(first))
+    resume_stages(noted.launcher, noted.planned(), first, ExperimentMeta.read(first))
     assert noted.restored == [("search", first)] and [run[0] for run in noted.runs] == ["repeats"]
     # the repeats were recorded as before (their old field) and the record now names the search too
     meta = ExperimentMeta.read(first)
@@ -161,19 +163,19 @@ def test_the_probe_runs_first_in_the_searchs_one_ray_session_and_the_search_trai
     class Method:  # scratch's name (the probe's method): one stage that notes its spec's batch sizes
         name = "scratch"
 
-        def plan_lines(self, spec, prepared):
+        def outline_lines(self, spec, prepared):
             return [f"plan of {spec.name}: {spec.search.batch_sizes}"]
 
         def check(self, spec, prepared):
             events.append(("check", spec.name))
 
         def stages(self, spec, prepared):
-            def run(stages, name):
-                events.append(("trains", stages.spec.name, list(stages.spec.search.batch_sizes), stages.prepared))
-                return f"{stages.spec.storage_uri}/{name}"
-            return [Stage("search", lambda stages, first: Launch(lambda name, meta: run(stages, name),
+            def run(launcher, name):
+                events.append(("trains", launcher.spec.name, list(launcher.spec.search.batch_sizes), launcher.prepared))
+                return f"{launcher.spec.storage_uri}/{name}"
+            return [Stage("search", lambda launcher, first: Launch(lambda name, meta: run(launcher, name),
                                                                  {"metric": "accuracy", "mode": "max"}),
-                          lambda stages, path, meta: None)]
+                          lambda launcher, path, meta: None)]
 
     searched = Prepared(types.SimpleNamespace(), 64, None)
     monkeypatch.setattr(driver, "ray_session", session)
@@ -200,10 +202,10 @@ def test_a_later_stage_cut_by_ctrl_c_names_the_first_experiment_the_one_resume_c
     from cbs_ray.tune.runner import SearchInterrupted
 
     def cut(name, meta):
-        raise SearchInterrupted(f"{noted.stages.spec.storage_uri}/{name}")  # what Tune's stop names: its own
+        raise SearchInterrupted(f"{noted.launcher.spec.storage_uri}/{name}")  # what Tune's stop names: its own
 
     planned = noted.planned()
     planned[2] = noted.stage("repeats", Launch(cut))
     with pytest.raises(SearchInterrupted) as interrupted:
-        run_stages(noted.stages, planned)
+        run_stages(noted.launcher, planned)
     assert interrupted.value.experiment_path == noted.first  # not <first>-repeats, which has no metadata

@@ -13,7 +13,7 @@ from cbs_ray.spec.branch_section import resolve_branching
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
 from cbs_ray.methods.branch.runs import TUNED, branch_run_plan, validation_configs
-from cbs_ray.methods.branch.fair_controls import controls_plan, tuned_controls
+from cbs_ray.methods.branch.fair_controls import chosen_controls, tuned_controls
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "golden"))
 import make_golden  # noqa: E402
@@ -70,7 +70,7 @@ def test_a_tuned_control_trains_on_its_own_lr_schedule(storage):
     spec = load_spec(LM, ["search.method=branch", f"storage_path={storage}", f"branch.controls_from={SCRATCH}"])
     br = resolve_branching(spec, BUDGET)
     controls = [("small", 16), ("large", 512)]
-    source, configs, tuned = controls_plan(spec, BUDGET, controls, alpha=0.5, warmup_fraction=br.warmup_fraction)
+    source, configs, tuned = chosen_controls(spec, BUDGET, controls, alpha=0.5, warmup_fraction=br.warmup_fraction)
     assert source == str(storage / SCRATCH) and tuned == {16: (0.5, 0.1)}  # no B=512 in the search: the trunk's
     assert [c["source"] for c in configs] == [source, "trunk"]
     points = validation_configs(br, [[0, 16], [1024, 32]], 0.5, controls, tuned)
@@ -85,5 +85,5 @@ def test_a_tuned_control_trains_on_its_own_lr_schedule(storage):
     trunk_plan = branch_run_plan(spec, br, large)
     assert (trunk_plan.lr_batch, trunk_plan.lr_peak) == (br.trunk_batch, br.trunk_peak_lr)
     # recorded before the runs (a resume): the same controls, not read again
-    assert controls_plan(spec, BUDGET, controls, alpha=0.5, warmup_fraction=0.0,
+    assert chosen_controls(spec, BUDGET, controls, alpha=0.5, warmup_fraction=0.0,
                          recorded={"controls_from": source, "control_configurations": configs})[2] == tuned

@@ -8,7 +8,7 @@ from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.ladder_section import resolve_ladder
 from cbs_ray.spec.load import load_spec
 from cbs_ray.train.config import TrialConfig
-from cbs_ray.methods.ladder.search import ladder_configs, ladder_plan, ladder_plan_lines, ladder_plans
+from cbs_ray.methods.ladder.search import ladder_configs, ladder_run_plan, ladder_outline_lines, ladder_plans
 
 LM = "search_spaces/tiny_causal_lm.yaml"
 LADDER = ["search.method=ladder"]
@@ -37,7 +37,7 @@ def test_the_ladder_resolved_against_the_budget():
 def test_a_ladder_run_is_constant_lr_after_warmup_and_its_prefix_does_not_depend_on_its_stop():
     spec = load_spec(LM, LADDER)
     ld = resolve_ladder(spec, 8192)
-    short, long = [ladder_plan(ld, 64, stop, 1) for stop in (2048, 8192)]
+    short, long = [ladder_run_plan(ld, 64, stop, 1) for stop in (2048, 8192)]
     assert short.batch_schedule == ((0, 64),) and short.report_at == (128, 192, 256, 384, 512, 704, 1024, 1472, 2048)
     assert long.report_at[-1] == 8192 and short.lr_decay == "constant"
     raw = resolve_ladder(load_spec(LM, LADDER + ["ladder.reading=raw"]), 8192)
@@ -92,9 +92,10 @@ def test_ladder_predict_reaches_the_meta_and_the_plan():
     spec = load_spec(LM, LADDER + ["ladder.predict=loss"])
     ld = resolve_ladder(spec, 8192)
     assert ld.predict == "loss" and ld.to_meta()["ladder_predict"] == "loss"
-    lines = "\n".join(ladder_plan_lines(spec, ld))
+    lines = "\n".join(ladder_outline_lines(spec, ld))
     assert "B_crit = c·L^k fitted against each rung's target loss L (ladder.predict loss)" in lines
-    assert "(ladder.predict power_law; maths.prediction)" in "\n".join(ladder_plan_lines(load_spec(LM, LADDER), plain))
+    predicted = ladder_outline_lines(load_spec(LM, LADDER), plain)
+    assert "(ladder.predict power_law; maths.prediction)" in "\n".join(predicted)
 
 
 def test_dry_run_prints_the_rungs_and_the_cost(capsys):

@@ -30,7 +30,7 @@ def test_every_method_the_spec_accepts_has_one_entry_with_the_protocols_steps():
     from cbs_ray.report.reading import MethodReport
 
     assert method_names()[:3] == ("scratch", "branch", "ladder") == tuple(e.name for e in BUILT_IN_METHODS)
-    assert _steps(SearchMethod) == {"plan_lines", "check", "stages"}
+    assert _steps(SearchMethod) == {"outline_lines", "check", "stages"}
     assert _steps(MethodReport) == {"summarize", "render", "run_lines", "report_lines"}
     for name in method_names():
         method, steps = method_named(name), report_steps(name)
@@ -48,10 +48,10 @@ def test_the_dry_run_plan_is_the_methods_own():
     data = types.SimpleNamespace(train_examples=10 ** 6)  # no data prepared here
     budget = lambda spec: Prepared(data, spec.training.budget_samples, None)
     spec = load_spec(None)
-    lines = method_named("scratch").plan_lines(spec, budget(spec))
+    lines = method_named("scratch").outline_lines(spec, budget(spec))
     assert lines[0].startswith("tiny-bert-sentiment") and any("B=128" in line for line in lines)
     lm = load_spec("search_spaces/tiny_causal_lm.yaml", ["search.method=branch"])
-    assert "branch mode (Merrill et al. 2025)" in method_named("branch").plan_lines(lm, budget(lm))[0]
+    assert "branch mode (Merrill et al. 2025)" in method_named("branch").outline_lines(lm, budget(lm))[0]
 
 
 def _meta(**changes):

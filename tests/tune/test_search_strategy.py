@@ -1,6 +1,6 @@
 """The search strategies' configurations (pure: no Ray)."""
 
-from cbs_ray.tune.search_space import grid_points, num_trials, plan_lines
+from cbs_ray.tune.search_space import grid_points, num_trials, outline_lines
 from cbs_ray.spec.load import load_spec
 
 
@@ -12,7 +12,7 @@ def test_grid_is_every_batch_by_evenly_spaced_alphas_and_warmups():
     assert points[0] == {"log2_batch": 4, "alpha": 0.5, "warmup_fraction": 0.0}
     assert points[4] == {"log2_batch": 4, "alpha": 0.75, "warmup_fraction": 0.1}  # the middle of both ranges
     assert points[-1] == {"log2_batch": 6, "alpha": 1.0, "warmup_fraction": 0.2}
-    assert "18 trials (grid, no early stopping)" in plan_lines(spec, 16384)[0]
+    assert "18 trials (grid, no early stopping)" in outline_lines(spec, 16384)[0]
 
 
 def test_one_grid_point_takes_the_low_end():
@@ -75,7 +75,7 @@ def test_balanced_batches_fix_every_trials_batch_and_keep_alpha_per_batch():
 
 def test_the_plan_says_whether_micro_batches_will_be_probed():
     def last_line(*overrides):
-        return plan_lines(load_spec(None, ["search.batch_sizes=[16, 64]", *overrides]), 16384)[-1]
+        return outline_lines(load_spec(None, ["search.batch_sizes=[16, 64]", *overrides]), 16384)[-1]
 
     assert last_line().startswith("  B=64 = 32 micro × 2 accum")  # no probe: nothing added
     assert "fits within 2.0 GiB per worker" in last_line("training.probe_micro_batch=true", "training.memory_limit_gb=2")
@@ -84,11 +84,11 @@ def test_the_plan_says_whether_micro_batches_will_be_probed():
 
 
 def test_bisect_plans_at_most_every_alpha_and_every_other_batch_once_and_says_what_it_saves():
-    from cbs_ray.methods.scratch.search import search_plan_lines
+    from cbs_ray.methods.scratch.search import search_outline_lines
 
     spec = load_spec(None, ["search.strategy=bisect"])  # the default's grid: 16..512, 3 alphas
     assert num_trials(spec) == 3 + 6 - 1
-    lines = search_plan_lines(spec, 7168)
+    lines = search_outline_lines(spec, 7168)
     assert "up to 8 trials (bisect, ASHA early stopping)" in lines[0]
     assert ("alpha chosen once at B=128 among [0.625, 0.5, 0.75] (each trains to 1024 samples and waits until all "
             "have; then 0.625 goes on, the best other too only where it leads by more than the tolerance 1 % of the "

@@ -17,7 +17,7 @@ from cbs_ray.records.storage import ReportError, load_history
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["SCRATCH", "tuned_controls", "controls_plan"]
+__all__ = ["SCRATCH", "tuned_controls", "chosen_controls"]
 
 SCRATCH = "scratch"
 """``branch.controls_from: scratch``: the newest from-scratch search of the spec's name beside this one."""
@@ -83,7 +83,7 @@ def tuned_controls(spec: SearchSpec, budget_samples: int) -> tuple[str, dict[int
     return path, best
 
 
-def controls_plan(spec: SearchSpec, budget_samples: int, controls, *, alpha: float, warmup_fraction: float,
+def chosen_controls(spec: SearchSpec, budget_samples: int, controls, *, alpha: float, warmup_fraction: float,
                   recorded: Optional[dict] = None) -> tuple[str, list[dict], dict[int, tuple[float, float]]]:
     """(``controls_from``, each control batch's configuration record, batch → (alpha, warmup) of the tuned ones
     for ``methods.branch.runs.validation_configs``): as ``recorded`` in the experiment's metadata where the validation was

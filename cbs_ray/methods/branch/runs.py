@@ -85,8 +85,9 @@ budget (``branch.controls_from``, ``analysis.control_configs``); ``trunk`` (or n
 
 
 def _tuned_lr(spec: SearchSpec, batch: int, common: dict, budget_samples: int) -> dict:
-    """A fixed-batch control's LR as a from-scratch trial at its (alpha, warmup) has it (``train.run_plan.scratch_plan``): peak
-    the alpha rule's from ``training.base_lr`` at ``base_batch``, warmup its fraction of the control's own steps."""
+    """A fixed-batch control's LR as a from-scratch trial at its (alpha, warmup) has it
+    (``train.run_plan.scratch_run_plan``): peak the alpha rule's from ``training.base_lr`` at ``base_batch``, warmup
+    its fraction of the control's own steps."""
     t, steps = spec.training, optimizer_steps(budget_samples, batch)
     return dict(lr_batch=batch, lr_peak=scaled_lr(t.base_lr, batch, t.base_batch, common["alpha"]),
                 lr_warmup_steps=warmup_steps(common["warmup_fraction"], steps), lr_total_steps=steps)

@@ -10,7 +10,7 @@ plain grid, with no ASHA and no TPE: each branch is evaluated once, at its windo
 earlier result to stop it on; the paper trains one LR per batch (√k·η, alpha 0.5), which is the default.
 The validation (``branch.validate_schedule``) is a second experiment: the schedule and its fixed-batch
 controls (``methods.branch.reading_schedule``), each on ``branch.validation_seeds`` seeds. The pure parts
-(the plan, what the history means) live in ``spec.branch_section``, ``methods.branch.runs`` and
+(the runs' plans, what the history means) live in ``spec.branch_section``, ``methods.branch.runs`` and
 ``methods.branch.reading*``; this module only starts runs and reads them. Its ``METHOD`` is what its entry in ``records.method_registry`` names.
 """
 
@@ -34,14 +34,14 @@ from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, trunk_config, validation_configs
 from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.methods.branch.gate import PublishedCheckpoints, never_started
-from cbs_ray.tune.driver import Stages
-from cbs_ray.methods.branch.fair_controls import controls_plan, tuned_controls
+from cbs_ray.tune.driver import ExperimentLauncher
+from cbs_ray.methods.branch.fair_controls import chosen_controls, tuned_controls
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.runner import points_config
 from cbs_ray.tune.search_method import Launch, Stage, check_batches_fit
 from cbs_ray.methods.branch.trunk_watch import TrunkWatch
 
-__all__ = ["METHOD", "BranchMethod", "branch_plan_lines", "branch_search_samples",
+__all__ = ["METHOD", "BranchMethod", "branch_outline_lines", "branch_search_samples",
            "branches_launch", "resolved_branching", "scratch_search_samples", "schedule_launch",
            "search_plans", "validation_plans", "METRIC"]
 
@@ -67,8 +67,8 @@ def scratch_search_samples(br: Branching) -> int:
     return scratch_grid_samples(br.budget_samples, br.branch_batches, br.alphas)
 
 
-def branch_plan_lines(spec: SearchSpec, br: Branching) -> list[str]:
-    """The plan a user checks first (``--dry-run``): the trunk, the checkpoints, the window, the branches
+def branch_outline_lines(spec: SearchSpec, br: Branching) -> list[str]:
+    """The outline a user checks first (``--dry-run``): the trunk, the checkpoints, the window, the branches
     and what the search costs against a from-scratch one."""
     tokens = br.tokens_per_sample
 
@@ -128,9 +128,9 @@ class BranchMethod:
 
     name = "branch"
 
-    def plan_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
-        """The branch plan against the prepared budget (``branch_plan_lines``)."""
-        return branch_plan_lines(spec, resolved_branching(spec, prepared))
+    def outline_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
+        """The branch outline against the prepared budget (``branch_outline_lines``)."""
+        return branch_outline_lines(spec, resolved_branching(spec, prepared))
 
     def check(self, spec: SearchSpec, prepared: Prepared) -> None:
         """The ``branch:`` section against the budget (a bad window or checkpoint is a ``SpecError`` here, before Ray
@@ -146,36 +146,36 @@ class BranchMethod:
         """The trunk and the branches as one Tune experiment (``branches_launch``), with
         ``branch.validate_schedule`` the recommended schedule as a second one (``schedule_launch``)."""
         br = resolved_branching(spec, prepared)
-        search = Stage("search", lambda stages, first: branches_launch(spec, stages, br),
+        search = Stage("search", lambda launcher, first: branches_launch(spec, launcher, br),
                        functools.partial(_restore_branches, spec))
-        schedule = Stage("schedule", lambda stages, first: schedule_launch(spec, stages, br, str(first)),
+        schedule = Stage("schedule", lambda launcher, first: schedule_launch(spec, launcher, br, str(first)),
                          functools.partial(_restore_schedule, spec))
         return [search, schedule] if spec.branch.validate_schedule else [search]
 
 
-def _resumed_branching(spec: SearchSpec, stages: Stages, meta: ExperimentMeta) -> Branching:
+def _resumed_branching(spec: SearchSpec, launcher: ExperimentLauncher, meta: ExperimentMeta) -> Branching:
     """The ``branch:`` section a restored experiment's plans are rebuilt from: resolved as recorded."""
-    return resolve_branching(spec, stages.prepared.budget_samples, meta.tokens_per_sample)
+    return resolve_branching(spec, launcher.prepared.budget_samples, meta.tokens_per_sample)
 
 
-def _restore_branches(spec: SearchSpec, stages: Stages, path: str, meta: ExperimentMeta) -> None:
+def _restore_branches(spec: SearchSpec, launcher: ExperimentLauncher, path: str, meta: ExperimentMeta) -> None:
     """The trunk and branch trials from their checkpoints (their plans from the recorded ``checkpoint_dir``)."""
     if meta.checkpoint_dir is None:  # recorded before the trunk starts: the metadata was not cbs-ray's
         raise SpecError(f"--resume: {path}: the branch experiment's metadata has no checkpoint_dir")
-    stages.tune(restore=path, plans=search_plans(spec, _resumed_branching(spec, stages, meta), meta.checkpoint_dir))
+    launcher.tune(restore=path, plans=search_plans(spec, _resumed_branching(spec, launcher, meta), meta.checkpoint_dir))
 
 
-def _restore_schedule(spec: SearchSpec, stages: Stages, path: str, meta: ExperimentMeta) -> None:
+def _restore_schedule(spec: SearchSpec, launcher: ExperimentLauncher, path: str, meta: ExperimentMeta) -> None:
     """The schedule run from its checkpoints, its runs the schedule recorded before it started."""
     recorded = meta.schedule
     if recorded is None:  # recorded with the schedule experiment's path: the metadata was not cbs-ray's
         raise SpecError(f"--resume: {path}: the branch experiment's metadata has no schedule")
-    plans = validation_plans(spec, _resumed_branching(spec, stages, meta), recorded["batch_size_schedule"],
+    plans = validation_plans(spec, _resumed_branching(spec, launcher, meta), recorded["batch_size_schedule"],
                              recorded["alpha"], recorded=recorded)
-    stages.tune(restore=path, plans=plans)
+    launcher.tune(restore=path, plans=plans)
 
 
-def branches_launch(spec: SearchSpec, stages: Stages, br: Branching) -> Launch:
+def branches_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branching) -> Launch:
     """The trunk and the branches: one Tune experiment, the trunk first, its checkpoints' folder recorded."""
     def trunk_checkpoints(name: str) -> str:
         return f"{spec.storage_uri.rstrip('/')}/{name}/trunk_checkpoints"
@@ -192,7 +192,7 @@ def branches_launch(spec: SearchSpec, stages: Stages, br: Branching) -> Launch:
         # Each branch starts once its checkpoint is published (no trial waits in a slot for one); TrunkWatch marks
         # the end of a trunk that fails for good, and the gate then drops the branches whose checkpoint never came.
         tune_config = {**points_config(points), "search_alg": PublishedCheckpoints(points, checkpoint_dir)}
-        path = stages.tune(meta=meta, name=name, plans=plans, progress_metric=METRIC,
+        path = launcher.tune(meta=meta, name=name, plans=plans, progress_metric=METRIC,
                            callbacks=[TrunkWatch(checkpoint_dir)],
                            expected_trials=lambda: len(points) - len(never_started(points, checkpoint_dir)),
                            **tune_config)
@@ -206,7 +206,7 @@ def branches_launch(spec: SearchSpec, stages: Stages, br: Branching) -> Launch:
     return Launch(run, fields, kind="branch")
 
 
-def schedule_launch(spec: SearchSpec, stages: Stages, br: Branching, path: str) -> Optional[Launch]:
+def schedule_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branching, path: str) -> Optional[Launch]:
     """Train the recommended schedule for the whole budget against its fixed-batch controls
     (``methods.branch.reading_schedule.control_batches``), each on ``branch.validation_seeds`` seeds held out from the
     trunk's, as a second Tune experiment, the schedule and its criterion recorded in the first one's metadata before
@@ -225,7 +225,7 @@ def schedule_launch(spec: SearchSpec, stages: Stages, br: Branching, path: str) 
         return None
     criterion = criterion_text(br.tolerance, relative=br.tolerance_relative)
     controls = control_batches(schedule, br.budget_samples, largest_allowed=br.train_examples)
-    source, configs, _ = controls_plan(spec, br.budget_samples, controls, alpha=alpha,
+    source, configs, _ = chosen_controls(spec, br.budget_samples, controls, alpha=alpha,
                                        warmup_fraction=br.warmup_fraction, recorded=recorded)
     decided = {"batch_size_schedule": [[int(s), int(b)] for s, b in schedule], "alpha": alpha,
                "margin": br.tolerance, "criterion": criterion, "controls_from": source,
@@ -236,7 +236,7 @@ def schedule_launch(spec: SearchSpec, stages: Stages, br: Branching, path: str) 
           f"{', '.join(f'{n} B={b}' for n, b in controls)}, on {br.validation_seeds} seeds ({len(points)} runs)\n"
           f"  controls' configurations: {configurations_line(configs)}\n"
           f"  criterion, fixed before these runs: {criterion}", flush=True)
-    return Launch(lambda name, meta: stages.tune(meta=meta, name=name, plans=plans, progress_metric=METRIC,
+    return Launch(lambda name, meta: launcher.tune(meta=meta, name=name, plans=plans, progress_metric=METRIC,
                                                  **points_config(points)),
                   lambda name, experiment: {"schedule_experiment": experiment, "schedule": decided})
 
@@ -256,9 +256,9 @@ def validation_plans(spec: SearchSpec, br: Branching, schedule, alpha: float,
                      recorded: Optional[dict] = None) -> PresetPlans:
     """The schedule validation's runs (``methods.branch.runs.validation_configs``: the schedule and its fixed-batch
     controls, ``methods.branch.reading_schedule.control_batches``, seed by seed, each control at the configuration
-    ``methods.branch.fair_controls.controls_plan`` gives it), each with its plan."""
+    ``methods.branch.fair_controls.chosen_controls`` gives it), each with its plan."""
     controls = control_batches(schedule, br.budget_samples, largest_allowed=br.train_examples)
-    tuned = controls_plan(spec, br.budget_samples, controls, alpha=alpha, warmup_fraction=br.warmup_fraction,
+    tuned = chosen_controls(spec, br.budget_samples, controls, alpha=alpha, warmup_fraction=br.warmup_fraction,
                           recorded=recorded)[2]
     points = validation_configs(br, schedule, alpha, controls, tuned)
     return PresetPlans.of(points, functools.partial(branch_run_plan, spec, br), tokens_per_sample=br.tokens_per_sample)

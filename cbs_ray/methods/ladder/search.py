@@ -2,7 +2,7 @@
 (``<name>-ladder-<date>-<time>``), a plain grid with no ASHA and no TPE (each run's whole curve is the
 measurement), then the ladder's summary and report. The pure parts are ``spec.ladder_section`` (the section and
 its rule), ``methods.ladder.reading`` and ``methods.ladder.report`` (the report steps); this module holds what each run
-trains (``ladder_plan``: a ``train.run_plan.RunPlan``, so that ``train`` knows no method's plan) and starts the
+trains (``ladder_run_plan``: a ``train.run_plan.RunPlan``, so that ``train`` knows no method's plan) and starts the
 runs. Its ``METHOD`` is what its entry in ``records.method_registry`` names.
 """
 
@@ -22,14 +22,14 @@ from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.search_method import Launch, Stage, check_batches_fit
 
-if TYPE_CHECKING:  # the plan (a --dry-run) loads none of Ray's machinery, pandas nor matplotlib: imported where used
-    from cbs_ray.tune.driver import Stages
+if TYPE_CHECKING:  # the outline (a --dry-run) loads none of Ray's machinery, pandas nor matplotlib: imported where used
+    from cbs_ray.tune.driver import ExperimentLauncher
 
-__all__ = ["METHOD", "LadderMethod", "ladder_configs", "ladder_launch", "ladder_plan", "ladder_plan_lines", "ladder_plans",
-           "resolved_ladder"]
+__all__ = ["METHOD", "LadderMethod", "ladder_configs", "ladder_launch", "ladder_outline_lines", "ladder_plans",
+           "ladder_run_plan", "resolved_ladder"]
 
 
-def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
+def ladder_outline_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
     """``--dry-run``: the rungs, the runs and what the ladder trains against a from-scratch search at the full
     budget over the same batches."""
     steps = ", ".join(f"B={b}: {ld.stop_samples // b}" for b in ld.batches)
@@ -70,7 +70,7 @@ def ladder_plan_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
 class LadderStopper:
     """Ends a ladder run once it has trained far enough (``methods.ladder.reading_stop.LadderStop`` decides). A Tune
     ``Stopper`` by its two calls (the runner combines it with its own in Tune's ``CombinedStopper``), not by its
-    base class, so that the ladder's plan is read without importing Ray's Tune."""
+    base class, so that the ladder's outline is read without importing Ray's Tune."""
 
     def __init__(self, ld: Ladder):
         self.rule = LadderStop(reference_batch=min(ld.batches), reference_stop=ld.reference_stop, seeds=ld.seeds)
@@ -85,7 +85,7 @@ class LadderStopper:
         return False
 
 
-def ladder_plan(ladder: Ladder, batch: int, stop_samples: int, seed_offset: int = 0) -> RunPlan:
+def ladder_run_plan(ladder: Ladder, batch: int, stop_samples: int, seed_offset: int = 0) -> RunPlan:
     """A ladder run's plan (a ``train.run_plan.RunPlan`` of ``spec.ladder_section``'s ``Ladder``): ``batch`` from 0
     to ``stop_samples`` at the alpha rule's LR, constant after its warmup, evaluating at the ladder's geometric points
     up to the stop (the stopper may end it sooner: ``methods.ladder.reading_stop``), with the average of its iterates
@@ -107,8 +107,8 @@ def ladder_configs(ladder: Ladder) -> list[dict]:
 
 
 def ladder_plans(ld: Ladder) -> PresetPlans:
-    """Every (batch, seed) run (``ladder_configs``) with its plan (``ladder_plan``)."""
-    return PresetPlans.of(ladder_configs(ld), lambda point: ladder_plan(
+    """Every (batch, seed) run (``ladder_configs``) with its plan (``ladder_run_plan``)."""
+    return PresetPlans.of(ladder_configs(ld), lambda point: ladder_run_plan(
         ld, batch_of(point), int(point["ladder_stop_samples"]), int(point["seed_offset"])))
 
 
@@ -126,8 +126,8 @@ class LadderMethod:
 
     name = "ladder"
 
-    def plan_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
-        return ladder_plan_lines(spec, resolved_ladder(spec, prepared))
+    def outline_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
+        return ladder_outline_lines(spec, resolved_ladder(spec, prepared))
 
     def check(self, spec: SearchSpec, prepared: Prepared) -> None:
         resolved_ladder(spec, prepared)
@@ -135,23 +135,23 @@ class LadderMethod:
     def stages(self, spec: SearchSpec, prepared: Prepared) -> list[Stage]:
         """Every (batch, seed) run as a trial of one Tune experiment."""
         ld = resolved_ladder(spec, prepared)
-        return [Stage("search", lambda stages, first: ladder_launch(spec, stages, ld), _restore)]
+        return [Stage("search", lambda launcher, first: ladder_launch(spec, launcher, ld), _restore)]
 
 
-def ladder_launch(spec: SearchSpec, stages: Stages, ld: Ladder) -> Launch:
+def ladder_launch(spec: SearchSpec, launcher: ExperimentLauncher, ld: Ladder) -> Launch:
     """The ladder's one Tune experiment, its resolved section recorded first."""
     from cbs_ray.tune.runner import points_config
 
     plans = ladder_plans(ld)
-    return Launch(lambda name, meta: stages.tune(meta=meta, name=name, stopper=LadderStopper(ld), plans=plans,
+    return Launch(lambda name, meta: launcher.tune(meta=meta, name=name, stopper=LadderStopper(ld), plans=plans,
                                                  **points_config(plans.points)),
                   {"method": "ladder", "metric": ld.metric, "mode": "min", **ld.to_meta(),
                    "max_seq_length": spec.data.max_seq_length}, kind="ladder")
 
 
-def _restore(stages: Stages, path: str, meta: ExperimentMeta) -> None:
+def _restore(launcher: ExperimentLauncher, path: str, meta: ExperimentMeta) -> None:
     """Its unfinished runs from their checkpoints."""
-    stages.tune(meta=meta, restore=path, plans=ladder_plans(resolved_ladder(stages.spec, stages.prepared)))
+    launcher.tune(meta=meta, restore=path, plans=ladder_plans(resolved_ladder(launcher.spec, launcher.prepared)))
 
 
 METHOD = LadderMethod()

@@ -25,8 +25,8 @@ from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.spec.tolerance import spec_tolerances
 from cbs_ray.tune.search_space import evenly_spaced, seed_warmup
 
-__all__ = ["AlphaRank", "BisectionSearcher", "bisection_for", "bisection_alphas", "bisection_plan_lines", "halving_rung",
-           "walk_line"]
+__all__ = ["AlphaRank", "BisectionSearcher", "bisection_for", "bisection_alphas", "bisection_outline_lines",
+           "halving_rung", "walk_line"]
 
 
 def bisection_alphas(spec: SearchSpec) -> list[float]:
@@ -57,7 +57,7 @@ def halving_rung(spec: SearchSpec, budget_samples: int) -> Optional[int]:
     return rung if spec.search.early_stopping and rung < budget_samples else None
 
 
-def bisection_plan_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
+def bisection_outline_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
     """``--dry-run``: what the bisection trains, at most, against one run per batch at the prior alpha (the plain
     alternative, issue 47) and against the exhaustive grid (every batch × alpha × warmup point of the ``grid``
     strategy, each to the full budget), and the batches it trains for each answer

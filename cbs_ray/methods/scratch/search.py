@@ -17,16 +17,16 @@ from cbs_ray.records.trial_point import BATCH_KEY, encode_batch
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.spec.tolerance import spec_tolerances
 from cbs_ray.train.config import batch_size_of
-from cbs_ray.tune.driver import Stages
-from cbs_ray.methods.scratch.bisection_search import AlphaRank, BisectionSearcher, bisection_plan_lines
+from cbs_ray.tune.driver import ExperimentLauncher
+from cbs_ray.methods.scratch.bisection_search import AlphaRank, BisectionSearcher, bisection_outline_lines
 from cbs_ray.methods.scratch.per_batch_asha import PerBatchASHA
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.runner import points_config, quiet_optuna
 from cbs_ray.tune.search_method import Launch, Stage
-from cbs_ray.tune.search_space import grid_points, per_batch_space, plan_lines, tune_space
+from cbs_ray.tune.search_space import grid_points, per_batch_space, outline_lines, tune_space
 from cbs_ray.tune.study import PersistentStudySearch, open_storage
 
-__all__ = ["METHOD", "ScratchMethod", "fit_experiment", "search_launch", "repeats_launch", "search_plan_lines"]
+__all__ = ["METHOD", "ScratchMethod", "fit_experiment", "search_launch", "repeats_launch", "search_outline_lines"]
 
 
 class ScratchMethod:
@@ -34,8 +34,8 @@ class ScratchMethod:
 
     name = "scratch"
 
-    def plan_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
-        return search_plan_lines(spec, prepared.budget_samples, prepared.tokens_per_sample)
+    def outline_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
+        return search_outline_lines(spec, prepared.budget_samples, prepared.tokens_per_sample)
 
     def check(self, spec: SearchSpec, prepared: Prepared) -> None:
         """The budget's and batches' checks ran where the data were prepared."""
@@ -43,20 +43,20 @@ class ScratchMethod:
     def stages(self, spec: SearchSpec, prepared: Prepared) -> list[Stage]:
         """The Tune experiment of the search (``search_launch``), then with ``search.repeats`` above 1 the repeats
         of each batch size's best configuration (``repeats_launch``); each restored from Tune's state alone."""
-        search = Stage("search", lambda stages, first: search_launch(spec, stages), _restore)
-        repeats = Stage("repeats", lambda stages, first: repeats_launch(spec, stages, str(first)), _restore)
+        search = Stage("search", lambda launcher, first: search_launch(spec, launcher), _restore)
+        repeats = Stage("repeats", lambda launcher, first: repeats_launch(spec, launcher, str(first)), _restore)
         return [search, repeats] if spec.search.repeats > 1 else [search]
 
 
-def _restore(stages: Stages, path: str, meta: ExperimentMeta) -> None:
+def _restore(launcher: ExperimentLauncher, path: str, meta: ExperimentMeta) -> None:
     """A scratch experiment (the search's, the repeats') from its trials' checkpoints and the searcher's state."""
-    stages.tune(restore=path)
+    launcher.tune(restore=path)
 
 
-def search_plan_lines(spec: SearchSpec, budget: int, tokens_per_sample: Optional[int] = None) -> list[str]:
-    """The plan per batch size, how much of the evaluation set each report evaluates, and with the ``bisect``
+def search_outline_lines(spec: SearchSpec, budget: int, tokens_per_sample: Optional[int] = None) -> list[str]:
+    """The outline per batch size, how much of the evaluation set each report evaluates, and with the ``bisect``
     strategy the walk it will take."""
-    lines = plan_lines(spec, budget, tokens_per_sample)
+    lines = outline_lines(spec, budget, tokens_per_sample)
     subset = spec.training.eval_subset_examples
     if subset is not None:
         # An accuracy's standard error is at most 0.5/sqrt(n) (at 50 %); other metrics' noise is the data's.
@@ -64,14 +64,14 @@ def search_plan_lines(spec: SearchSpec, budget: int, tokens_per_sample: Optional
             else ""
         lines.append(f"  evaluation: reports before the last on the evaluation set's first {subset} examples{noise}, "
                      f"for ASHA's comparisons and the curves; the last, where the answer is read, on all of them")
-    return lines + bisection_plan_lines(spec, budget) if spec.search.strategy == "bisect" else lines
+    return lines + bisection_outline_lines(spec, budget) if spec.search.strategy == "bisect" else lines
 
 
-def repeats_launch(spec: SearchSpec, stages: Stages, experiment_path: str) -> Optional[Launch]:
+def repeats_launch(spec: SearchSpec, launcher: ExperimentLauncher, experiment_path: str) -> Optional[Launch]:
     """Re-train each batch size's best completed configuration of the search at ``experiment_path``
     ``repeats - 1`` more times with other seeds, as a second Tune experiment recorded in the first one's metadata;
     None when no batch size has a completed trial."""
-    s, budget = spec.search, stages.prepared.budget_samples
+    s, budget = spec.search, launcher.prepared.budget_samples
     trials = trial_table(load_history(experiment_path), metric=s.metric, budget_samples=budget)
     best = per_batch_table(trials, metric=s.metric, mode=s.mode).dropna(subset=[f"best_{s.metric}"])
     points = [{BATCH_KEY: encode_batch(int(row.batch_size)), "alpha": float(row.alpha),
@@ -83,29 +83,29 @@ def repeats_launch(spec: SearchSpec, stages: Stages, experiment_path: str) -> Op
     print(f"repeats: re-training the best configuration of {len(best)} batch sizes {s.repeats - 1} more "
           f"time(s) each ({len(points)} trials)", flush=True)
     # recorded before they start (the report reads the repeats from it)
-    return Launch(lambda name, meta: stages.tune(meta=meta, name=name, **points_config(points)),
+    return Launch(lambda name, meta: launcher.tune(meta=meta, name=name, **points_config(points)),
                   lambda name, path: {"repeats_experiment": path})
 
 
-def fit_experiment(spec: SearchSpec, stages: Stages) -> str:
+def fit_experiment(spec: SearchSpec, launcher: ExperimentLauncher) -> str:
     """The search's Tune experiment run at once as the stage ``search`` (``search_launch``); returns its path."""
-    return stages.launch("search", search_launch(spec, stages))
+    return launcher.launch("search", search_launch(spec, launcher))
 
 
-def search_launch(spec: SearchSpec, stages: Stages) -> Launch:
+def search_launch(spec: SearchSpec, launcher: ExperimentLauncher) -> Launch:
     """The search's Tune experiment (searcher, per-batch ASHA), its metadata recorded first."""
-    s, budget = spec.search, stages.prepared.budget_samples
+    s, budget = spec.search, launcher.prepared.budget_samples
     tolerance = spec_tolerances(spec)[0]
-    return Launch(functools.partial(_fit, spec, stages), lambda name, path: {
+    return Launch(functools.partial(_fit, spec, launcher), lambda name, path: {
         "metric": s.metric, "mode": s.mode, "budget_samples": budget, "tolerance": tolerance.value,
         "tolerance_unit": tolerance.unit,
-        "tokens_per_sample": stages.prepared.tokens_per_sample,
+        "tokens_per_sample": launcher.prepared.tokens_per_sample,
         "study": {"storage": s.study_storage, "name": s.study_name or name} if s.study_storage is not None else None})
 
 
-def _fit(spec: SearchSpec, stages: Stages, name: str, meta: ExperimentMeta) -> str:
+def _fit(spec: SearchSpec, launcher: ExperimentLauncher, name: str, meta: ExperimentMeta) -> str:
     """The search's Tune run (``search_launch``), its experiment ``name`` and metadata ``meta`` written."""
-    s, budget = spec.search, stages.prepared.budget_samples
+    s, budget = spec.search, launcher.prepared.budget_samples
     tolerance = spec_tolerances(spec)[0]
     study_name = s.study_name or name  # with search.study_storage
     expected_trials, halving, halving_rank = None, {}, None
@@ -138,7 +138,7 @@ def _fit(spec: SearchSpec, stages: Stages, name: str, meta: ExperimentMeta) -> s
         if s.study_storage is not None:  # the study in a database or journal file, exact about each trial
             make_searcher = functools.partial(PersistentStudySearch, budget_samples=budget)
             optuna_args.update(storage=open_storage(s.study_storage), study_name=study_name)
-        with quiet_optuna(stages.verbose):  # the searcher creates its study here
+        with quiet_optuna(launcher.verbose):  # the searcher creates its study here
             if s.balance_batches:
                 space, points = per_batch_space(spec)
                 tune_config = {"num_samples": s.num_trials, "search_alg": make_searcher(
@@ -153,7 +153,7 @@ def _fit(spec: SearchSpec, stages: Stages, name: str, meta: ExperimentMeta) -> s
             reduction_factor=spec.asha.reduction_factor, metric=s.metric, mode=s.mode,
             halving=halving, halving_margin=tolerance.value, halving_relative=tolerance.relative,
             halving_rank=halving_rank)
-    return stages.tune(meta=meta, name=name, expected_trials=expected_trials, **tune_config)
+    return launcher.tune(meta=meta, name=name, expected_trials=expected_trials, **tune_config)
 
 
 METHOD = ScratchMethod()
