@@ -43,3 +43,31 @@ def test_the_cases_take_the_branches_they_are_named_for():
     assert not d["no_alphas_unresolvable"]["critical_batch_over_training"][2]["resolvable"]
     assert d["trunk_only"]["cost_ratio"] is None and d["trunk_only"]["samples_by_role"] == {"trunk": 8192}
     assert all(d[c]["schedule_validation"] is None for c in CASES if c not in ("validated", "controls_from"))
+
+
+def test_the_recorded_settings_fill_what_an_older_experiment_left_out():
+    from helpers.branch_history import META
+
+    from cbs_ray.methods.branch.recorded import BranchRecorded, ScheduleDecided
+
+    old = {k: v for k, v in META.items() if k not in ("tolerance_relative", "alphas", "deviations", "trunk_peak_lr")}
+    rec = BranchRecorded.from_json(old)
+    assert (rec.tolerance_relative, rec.schedule_rule, rec.loss, rec.repeats, rec.trunk_alpha, rec.lr_decay) == \
+        (True, "while_safe", "eval", 1, 0.5, "linear")
+    assert rec.alphas == () and rec.schedule is None and rec.margin == rec.tolerance == 0.01
+    new = BranchRecorded.from_json({**META, "schedule_rule": "fitted", "warmup_fraction": 0.1, "repeats": 3,
+                                    "schedule": {"margin": 0.02, "controls_from": "none", "alpha": 0.5,
+                                                 "batch_size_schedule": [[0, 16], [1024, 32]]}})
+    assert new.margin == 0.02 and new.schedule == ScheduleDecided([[0, 16], [1024, 32]], 0.5, 0.02, None, "none")
+    assert new.tolerance_relative is False and new.alphas == (0.5,) and new.total_steps == 512
+    assert BranchRecorded.from_json(new.to_json()) == new and BranchRecorded.from_json(rec.to_json()) == rec
+    with pytest.raises(ValueError, match="^trunk_batch, tolerance missing from the branch experiment's metadata$"):
+        BranchRecorded.from_json({k: v for k, v in META.items() if k not in ("trunk_batch", "tolerance")})
+
+
+def test_a_recorded_reading_is_the_mapping_s():
+    from cbs_ray.methods.branch.recorded import BranchRecorded
+
+    frame, meta = CASES["controls_from"]
+    assert summarize_branches(frame, BranchRecorded.from_json(meta)).to_json() == \
+        summarize_branches(frame, meta).to_json()

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Optional
+from collections.abc import Mapping
+from typing import Any, Optional, Union
 
 import pandas as pd
 
@@ -20,6 +21,7 @@ from cbs_ray.methods.branch.reading_points import (
     critical_batch_over_training,
     loss_column,
 )
+from cbs_ray.methods.branch.recorded import BranchRecorded, ScheduleDecided
 from cbs_ray.methods.branch.reading_schedule import (
     ScheduleValidation,
     last_report,
@@ -131,79 +133,74 @@ def _branch_records(history: pd.DataFrame, window_samples: int) -> list[dict]:
                                        r[Column.seed_offset]))
 
 
-def _trunk_warmup(meta: dict) -> dict:
+def _trunk_warmup(rec: BranchRecorded) -> dict:
     """The trunk's LR warmup, in its optimizer steps and in samples (``integrations`` lays the LR out in samples)."""
-    if meta.get(Column.warmup_fraction) is None:
+    if rec.warmup_fraction is None:
         return {}
-    steps = warmup_steps(float(meta[Column.warmup_fraction]), int(meta["budget_samples"]) // int(meta["trunk_batch"]))
-    return {Column.warmup_steps: steps, "warmup_samples": steps * int(meta["trunk_batch"])}
+    steps = warmup_steps(rec.warmup_fraction, rec.total_steps)
+    return {Column.warmup_steps: steps, "warmup_samples": steps * rec.trunk_batch}
 
 
-def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
-    """Everything branch mode reports, from the history and ``meta`` (the resolved values:
-    ``trunk_batch``, ``window_samples``, ``checkpoints``, ``branch_batches``, ``tolerance``, ``budget_samples``,
-    ``tokens_per_sample`` (None without packing), ``metric``; ``alphas``, ``trunk_peak_lr``, ``name``,
-    ``experiment_path`` where known: ``Branching.to_meta`` writes them)."""
-    metric = meta.get("metric", Column.eval_loss)
-    if metric != Column.eval_loss:
-        raise ValueError(f"branch mode reads eval_loss (the loss a branch must recover), not {metric!r}")
-    trunk_batch, window = int(meta["trunk_batch"]), int(meta["window_samples"])
-    tokens, budget = meta.get("tokens_per_sample"), int(meta["budget_samples"])
-    batches = [int(b) for b in meta["branch_batches"]]
-    tolerance = float(meta["tolerance"])
-    # An experiment written before the paper's rule (no ``tolerance_relative`` key) read ε as relative.
-    relative, loss = bool(meta.get("tolerance_relative", True)), str(meta.get("loss", "eval"))
+def _recorded(meta: Union[Mapping[str, Any], BranchRecorded]) -> BranchRecorded:
+    return meta if isinstance(meta, BranchRecorded) else BranchRecorded.from_json(meta)
+
+
+def summarize_branches(history: pd.DataFrame, meta: Union[Mapping[str, Any], BranchRecorded]) -> BranchSummary:
+    """Everything branch mode reports, from the history and ``meta``: the experiment's metadata
+    (``ExperimentMeta.to_dict()``, the keys ``Branching.to_meta`` writes beside ``name`` and ``experiment_path``)
+    or its settings read once (``methods.branch.recorded.BranchRecorded``)."""
+    rec = _recorded(meta)
+    if rec.metric != Column.eval_loss:
+        raise ValueError(f"branch mode reads eval_loss (the loss a branch must recover), not {rec.metric!r}")
+    trunk_batch, window, tokens, budget = rec.trunk_batch, rec.window_samples, rec.tokens_per_sample, rec.budget_samples
+    batches, tolerance, relative, loss = list(rec.branch_batches), rec.tolerance, rec.tolerance_relative, rec.loss
     points = critical_batch_over_training(history, trunk_batch=trunk_batch, window_samples=window, tolerance=tolerance,
                                           tokens_per_sample=tokens, relative=relative, loss=loss)
-    # An experiment written before issue 37 (no ``schedule_rule`` key) doubled while each doubling was safe.
-    rule = str(meta.get("schedule_rule", "while_safe"))
-    schedule = recommend_schedule(points, trunk_batch=trunk_batch, largest_batch=max(batches), rule=rule,
-                                  budget_samples=budget, lr_multiplier_at=trunk_lr_multiplier(meta), unit=max(batches))
-    # The validation's margin is the ε recorded when its runs started (pre-registered), not a later --tolerance.
-    margin = float((meta.get("schedule") or {}).get("margin", tolerance))
+    schedule = recommend_schedule(points, trunk_batch=trunk_batch, largest_batch=max(batches), rule=rec.schedule_rule,
+                                  budget_samples=budget, lr_multiplier_at=trunk_lr_multiplier(rec), unit=max(batches))
     final = last_report(rows_of_role(history, "trunk"))
     final_lr = final.get(Column.peak_lr) if final is not None else None
-    trunk = {Column.batch_size: trunk_batch, Column.peak_lr: json_clean(meta.get("trunk_peak_lr", final_lr)),
+    trunk = {Column.batch_size: trunk_batch,
+             Column.peak_lr: json_clean(rec.trunk_peak_lr if rec.trunk_peak_lr is not None else final_lr),
              "final_eval_loss": None if final is None or diverged_runs(final) else float(final[Column.eval_loss]),
              Column.samples_seen: None if final is None else int(final[Column.samples_seen]),
-             Column.steps: None if final is None else json_clean(final.get(Column.steps)), **_trunk_warmup(meta)}
+             Column.steps: None if final is None else json_clean(final.get(Column.steps)), **_trunk_warmup(rec)}
     by_role = samples_trained(history)
-    alphas = meta.get("alphas") or sorted(rows_of_role(history, "branch")[Column.alpha].dropna().unique().tolist()
-                                          if Column.alpha in history else [])
+    alphas = list(rec.alphas) or sorted(rows_of_role(history, "branch")[Column.alpha].dropna().unique().tolist()
+                                        if Column.alpha in history else [])
     scratch = scratch_grid_samples(budget, batches, alphas) if alphas else None
-    deviations = list(meta.get("deviations") or [])
     searched = by_role.get("trunk", 0) + by_role.get("branch", 0)
-    validation = validate_schedule(history, budget_samples=budget, margin=margin, relative=relative)
-    recorded = meta.get("schedule") or {}
-    configs = configurations_run(history, recorded.get("control_configurations"),
-                                 trunk_warmup=meta.get(Column.warmup_fraction)) if validation else None
+    validation = validate_schedule(history, budget_samples=budget, margin=rec.margin, relative=relative)
+    decided = rec.schedule or ScheduleDecided()
+    configs = configurations_run(history, decided.control_configurations,
+                                 trunk_warmup=rec.warmup_fraction) if validation else None
     return BranchSummary(
         critical_batch_over_training=tuple(points), batch_size_schedule=schedule,
         trend=trend(points, tokens_per_sample=tokens), b_simple_over_training=b_simple_over_training(history),
         schedule_validation=validation,
         trunk=trunk,
         branches=_branch_records(history, window), budget_samples=budget, window_samples=window,
-        checkpoints=[int(c) for c in meta["checkpoints"]], branch_batches=batches, tolerance=tolerance,
+        checkpoints=list(rec.checkpoints), branch_batches=batches, tolerance=tolerance,
         total_samples=sum(by_role.values()), samples_by_role=by_role, scratch_samples=scratch,
-        cost_ratio=searched / scratch if scratch else None, metric=metric, tokens_per_sample=tokens,
+        cost_ratio=searched / scratch if scratch else None, metric=rec.metric, tokens_per_sample=tokens,
         budget_tokens=budget * tokens if tokens else None,
         batch_size_schedule_tokens=schedule_in_tokens(schedule, tokens) if tokens else None,
-        name=meta.get("name"), experiment_path=meta.get("experiment_path"), tolerance_relative=relative, loss=loss,
-        schedule_rule=rule, repeats=int(meta.get("repeats", 1)), alphas=[float(a) for a in alphas],
-        deviations=deviations,
-        schedule_alpha=schedule_alpha(points, alphas, fallback=float(meta.get("trunk_alpha", 0.5))),
+        name=rec.name, experiment_path=rec.experiment_path, tolerance_relative=relative, loss=loss,
+        schedule_rule=rec.schedule_rule, repeats=rec.repeats, alphas=[float(a) for a in alphas],
+        deviations=list(rec.deviations),
+        schedule_alpha=schedule_alpha(points, alphas, fallback=rec.trunk_alpha),
         loss_comparison=compare_losses(history, points, loss=loss, trunk_batch=trunk_batch, window_samples=window,
                                        tolerance=tolerance, tokens_per_sample=tokens, relative=relative),
-        controls_from=str(recorded.get("controls_from", NONE)) if configs else None, control_configurations=configs)
+        controls_from=str(decided.controls_from or NONE) if configs else None, control_configurations=configs)
 
 
-def trunk_lr_multiplier(meta: dict):
-    """The trunk's LR multiplier per optimizer step from the experiment's metadata (its warmup fraction, budget,
-    batch and ``lr_decay``: linear in an experiment that did not record it, the spec's default)."""
-    total = int(meta["budget_samples"]) // int(meta["trunk_batch"])
-    warmup = warmup_steps(float(meta.get(Column.warmup_fraction, 0.0)), total)
-    decay = str(meta.get("lr_decay", "linear"))
-    return lambda step: lr_multiplier(step, warmup, total, decay=decay)
+def trunk_lr_multiplier(meta: Union[Mapping[str, Any], BranchRecorded]):
+    """The trunk's LR multiplier per optimizer step from the experiment's recorded settings (its warmup fraction,
+    budget, batch and ``lr_decay``)."""
+    rec = _recorded(meta)
+    total = rec.total_steps
+    warmup = warmup_steps(rec.warmup_fraction or 0.0, total)
+    return lambda step: lr_multiplier(step, warmup, total, decay=rec.lr_decay)
 
 
 def schedule_alpha(points, alphas, *, fallback: float) -> float:

@@ -13,6 +13,7 @@ paper, and the cost of the whole branch search. Like ``report``, it needs no clu
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 from pathlib import Path
 from typing import Optional
@@ -26,6 +27,7 @@ from cbs_ray.analysis.answer import bound_text
 from cbs_ray.analysis.control_configs import configurations_line
 from cbs_ray.methods.branch.reading_points import CbsPoint
 from cbs_ray.methods.branch.reading import BranchSummary, summarize_branches
+from cbs_ray.methods.branch.recorded import BranchRecorded
 from cbs_ray.maths.critical_batch import LOWER, UPPER
 from cbs_ray.records.columns import Column
 from cbs_ray.records.meta import ExperimentMeta
@@ -459,16 +461,19 @@ class BranchReport:
         meta = meta or ExperimentMeta.read(path)
         spec_from_dict(meta.spec)  # the experiment's spec still validates
         recorded = {**meta.to_dict(), "experiment_path": path}
+        try:
+            rec = BranchRecorded.from_json(recorded)
+        except ValueError as e:
+            raise ReportError(f"{path}: {e}") from None
         if tolerance is not None:
-            recorded["tolerance"] = tolerance
+            rec = dataclasses.replace(rec, tolerance=float(tolerance))
         history, schedule_path = branch_history(path, recorded.get("schedule_experiment"))
         if history.empty:
             raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
-        summary = summarize_branches(history, recorded)
+        summary = summarize_branches(history, rec)
         return Reading(summary, history, tuple(headline(summary)), branch_answer(summary),
                        extras={"schedule_experiment_path": schedule_path, "experiment_path": path,
-                               "checkpoint_dir": recorded.get("checkpoint_dir"),
-                               "budget_samples": int(recorded["budget_samples"])})
+                               "checkpoint_dir": recorded.get("checkpoint_dir"), "budget_samples": rec.budget_samples})
 
     def render(self, reading: Reading[BranchSummary], out: Path) -> Path:
         """The branch report; a trunk that failed for good ends here in one line (``TrunkFailed``), the report
