@@ -36,9 +36,9 @@ class ScheduleDecided:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ScheduleDecided:
         g = d.get
-        configs = g("control_configurations")
-        return cls(batch_size_schedule=[[int(s), int(b)] for s, b in g("batch_size_schedule")]
-                   if g("batch_size_schedule") is not None else None, alpha=g("alpha"), margin=g("margin"),
+        configs, schedule = g("control_configurations"), g("batch_size_schedule")
+        return cls(batch_size_schedule=[[int(s), int(b)] for s, b in schedule] if schedule is not None else None,
+                   alpha=g("alpha"), margin=g("margin"),
                    criterion=g("criterion"), controls_from=g("controls_from"),
                    control_configurations=[dict(c) for c in configs] if configs is not None else None)
 
@@ -94,6 +94,7 @@ class BranchRecorded:
             raise ValueError(f"{', '.join(missing)} missing from the branch experiment's metadata")
         g = meta.get
         tokens, peak, warmup = g("tokens_per_sample"), g("trunk_peak_lr"), g(Column.warmup_fraction)
+        decided: Optional[Mapping[str, Any]] = g("schedule")
         return cls(
             trunk_batch=int(meta["trunk_batch"]), window_samples=int(meta["window_samples"]),
             budget_samples=int(meta["budget_samples"]), branch_batches=tuple(int(b) for b in meta["branch_batches"]),
@@ -104,7 +105,7 @@ class BranchRecorded:
             alphas=tuple(float(a) for a in g("alphas") or ()), deviations=tuple(g("deviations") or ()),
             trunk_peak_lr=float(peak) if peak is not None else None, trunk_alpha=float(g("trunk_alpha", 0.5)),
             warmup_fraction=float(warmup) if warmup is not None else None, lr_decay=str(g("lr_decay", "linear")),
-            repeats=int(g("repeats", 1)), schedule=ScheduleDecided.from_json(g("schedule")) if g("schedule") else None,
+            repeats=int(g("repeats", 1)), schedule=ScheduleDecided.from_json(decided) if decided else None,
             name=g("name"), experiment_path=g("experiment_path"))
 
     def to_json(self) -> dict[str, Any]:
