@@ -71,3 +71,16 @@ def test_a_recorded_reading_is_the_mapping_s():
     frame, meta = CASES["controls_from"]
     assert summarize_branches(frame, BranchRecorded.from_json(meta)).to_json() == \
         summarize_branches(frame, meta).to_json()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_typed_parts_read_back_from_summary_json_and_write_the_same(case):
+    from cbs_ray.methods.branch.summary import BranchRun, LossComparison, TrunkRecord
+
+    d = json.loads(expected(case, "summary.json"))
+    assert TrunkRecord.from_dict(d["trunk"]).to_dict() == d["trunk"]
+    assert [BranchRun.from_dict(b).to_dict() for b in d["branches"]] == d["branches"]
+    assert [LossComparison.from_dict(c).to_dict() for c in d["loss_comparison"] or []] == (d["loss_comparison"] or [])
+    s = summarize_branches(*CASES[case])
+    assert isinstance(s.trunk, TrunkRecord) and all(isinstance(b, BranchRun) for b in s.branches)
+    assert (s.loss_comparison is None) == (d["loss_comparison"] is None)

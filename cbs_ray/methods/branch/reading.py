@@ -22,6 +22,7 @@ from cbs_ray.methods.branch.reading_points import (
     loss_column,
 )
 from cbs_ray.methods.branch.recorded import BranchRecorded, ScheduleDecided
+from cbs_ray.methods.branch.summary import BranchRun, LossComparison, LossReading, TrunkRecord
 from cbs_ray.methods.branch.reading_schedule import (
     ScheduleValidation,
     last_report,
@@ -47,25 +48,26 @@ class BranchSummary:
     """Branch mode's answer; ``summary.json`` is its ``to_json``, each attribute named as its key there."""
 
     critical_batch_over_training: tuple[CbsPoint, ...]
-    batch_size_schedule: list
+    batch_size_schedule: list[list[int]]
     """``[start_samples, batch_size]`` pairs (``recommend_schedule``)."""
     trend: Trend
-    b_simple_over_training: list
+    b_simple_over_training: list[list[float]]
     """The trunk's ``[samples_seen, b_simple]`` pairs."""
     schedule_validation: Optional[ScheduleValidation]
-    trunk: dict
-    """``batch_size``, ``peak_lr``, ``final_eval_loss``, ``samples_seen``, ``steps``."""
-    branches: list
+    trunk: TrunkRecord
+    """``batch_size``, ``peak_lr``, ``final_eval_loss``, ``samples_seen``, ``steps`` (and its warmup)."""
+    branches: list[BranchRun]
     """One record per branch run: ``start_samples``, ``batch_size``, ``alpha``, ``peak_lr``, ``eval_loss`` at
     the window's end (None if it never got there), ``diverged``, ``samples_seen``, ``steps``."""
     budget_samples: int
     window_samples: int
-    checkpoints: list
-    branch_batches: list
+    checkpoints: list[int]
+    branch_batches: list[int]
     tolerance: float
     total_samples: int
     """Samples trained by the whole branch search: trunk, branches and the validation run."""
-    samples_by_role: dict
+    samples_by_role: dict[str, int]
+    """Role (``trunk``, ``branch``, ``schedule``) → samples trained, in the order the history has them."""
     scratch_samples: Optional[int]
     """What a from-scratch search over the same batches and alphas trains: one full-budget run per (batch,
     alpha) for the branch batches, plus one at the trunk's batch (the budget × (batches × alphas + 1))."""
@@ -82,24 +84,24 @@ class BranchSummary:
     """How the schedule grows (``branch.schedule_rule``: ``once_per_crossing``, ``while_safe``, ``fitted`` or
     ``seesaw``)."""
     repeats: int = 1
-    alphas: list = field(default_factory=list)
-    deviations: list = field(default_factory=list)
+    alphas: list[float] = field(default_factory=list)
+    deviations: list[str] = field(default_factory=list)
     """Where this search departs from the paper's method, one sentence each."""
-    loss_comparison: Optional[list] = None
+    loss_comparison: Optional[list[LossComparison]] = None
     """CBS(t) per checkpoint read on both losses, the eval loss and the paper's EMA-smoothed training loss
     (``compare_losses``), the same runs and rule; None where the history lacks one of them."""
     schedule_alpha: Optional[float] = None
     """The alpha the schedule's LR follows (√2 per doubling at 0.5)."""
     tokens_per_sample: Optional[int] = field(default=None, metadata={"omit_if_none": True})
     budget_tokens: Optional[int] = field(default=None, metadata={"omit_if_none": True})
-    batch_size_schedule_tokens: Optional[list] = field(default=None, metadata={"omit_if_none": True})
+    batch_size_schedule_tokens: Optional[list[list[int]]] = field(default=None, metadata={"omit_if_none": True})
     """``[start_tokens, batch_size_tokens]`` pairs, with packed token budgets only."""
     name: Optional[str] = field(default=None, metadata={"omit_if_none": True})
     experiment_path: Optional[str] = field(default=None, metadata={"omit_if_none": True})
     controls_from: Optional[str] = field(default=None, metadata={"omit_if_none": True})
     """Where the validation's fixed-batch controls took their configuration (``branch.controls_from``): a
     from-scratch experiment's path, or ``none`` (the trunk's); absent without a validation."""
-    control_configurations: Optional[list] = field(default=None, metadata={"omit_if_none": True})
+    control_configurations: Optional[list[dict[str, Any]]] = field(default=None, metadata={"omit_if_none": True})
     """Per control batch: ``batch_size``, ``alpha``, ``warmup_fraction``, ``source`` (the experiment, or
     ``trunk``): ``analysis.control_configs``."""
 
@@ -112,7 +114,7 @@ class BranchSummary:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False)
 
 
-def _branch_records(history: pd.DataFrame, window_samples: int) -> list[dict]:
+def _branch_records(history: pd.DataFrame, window_samples: int) -> list[BranchRun]:
     branches = rows_of_role(history, "branch")
     if branches.empty:
         return []
@@ -123,14 +125,14 @@ def _branch_records(history: pd.DataFrame, window_samples: int) -> list[dict]:
         at_end = run[run[Column.samples_seen] == start + window_samples]
         end_row = at_end.iloc[-1] if not at_end.empty else None
         loss = None if end_row is None or diverged_runs(end_row) else float(end_row[Column.eval_loss])
-        rows.append({Column.start_samples: start, Column.batch_size: int(last[Column.batch_size]),
-                     Column.alpha: json_clean(last.get(Column.alpha)), Column.peak_lr: json_clean(last.get(Column.peak_lr)),
-                     Column.eval_loss: loss, Column.diverged: bool(diverged_runs(last)),
-                     Column.seed_offset: int(last[Column.seed_offset]) if is_finite_number(last.get(Column.seed_offset)) else 0,
-                     Column.samples_seen: int(last[Column.samples_seen]), Column.steps: json_clean(last.get(Column.steps)),
-                     **({Column.trial_id: str(last[Column.trial_id])} if Column.trial_id in last else {})})
-    return sorted(rows, key=lambda r: (r[Column.start_samples], r[Column.batch_size], r[Column.alpha] or 0.0,
-                                       r[Column.seed_offset]))
+        seed = last.get(Column.seed_offset)
+        rows.append(BranchRun(
+            start_samples=start, batch_size=int(last[Column.batch_size]), alpha=json_clean(last.get(Column.alpha)),
+            peak_lr=json_clean(last.get(Column.peak_lr)), eval_loss=loss, diverged=bool(diverged_runs(last)),
+            seed_offset=int(seed) if is_finite_number(seed) else 0, samples_seen=int(last[Column.samples_seen]),
+            steps=json_clean(last.get(Column.steps)),
+            trial_id=str(last[Column.trial_id]) if Column.trial_id in last else None))
+    return sorted(rows, key=lambda r: (r.start_samples, r.batch_size, r.alpha or 0.0, r.seed_offset))
 
 
 def _trunk_warmup(rec: BranchRecorded) -> dict:
@@ -160,11 +162,11 @@ def summarize_branches(history: pd.DataFrame, meta: Union[Mapping[str, Any], Bra
                                   budget_samples=budget, lr_multiplier_at=trunk_lr_multiplier(rec), unit=max(batches))
     final = last_report(rows_of_role(history, "trunk"))
     final_lr = final.get(Column.peak_lr) if final is not None else None
-    trunk = {Column.batch_size: trunk_batch,
-             Column.peak_lr: json_clean(rec.trunk_peak_lr if rec.trunk_peak_lr is not None else final_lr),
-             "final_eval_loss": None if final is None or diverged_runs(final) else float(final[Column.eval_loss]),
-             Column.samples_seen: None if final is None else int(final[Column.samples_seen]),
-             Column.steps: None if final is None else json_clean(final.get(Column.steps)), **_trunk_warmup(rec)}
+    trunk = TrunkRecord(
+        batch_size=trunk_batch, peak_lr=json_clean(rec.trunk_peak_lr if rec.trunk_peak_lr is not None else final_lr),
+        final_eval_loss=None if final is None or diverged_runs(final) else float(final[Column.eval_loss]),
+        samples_seen=None if final is None else int(final[Column.samples_seen]),
+        steps=None if final is None else json_clean(final.get(Column.steps)), **_trunk_warmup(rec))
     by_role = samples_trained(history)
     alphas = list(rec.alphas) or sorted(rows_of_role(history, "branch")[Column.alpha].dropna().unique().tolist()
                                         if Column.alpha in history else [])
@@ -218,12 +220,11 @@ def schedule_alpha(points, alphas, *, fallback: float) -> float:
     return min(wins, key=lambda a: (-wins[a], a)) if wins else fallback
 
 
-def _reading(p: CbsPoint) -> dict:
-    return {Column.batch_size: p.batch_size, "bound": p.bound, "interval": p.interval, "resolvable": p.resolvable,
-            "trunk_improvement": json_clean(p.trunk_improvement)}
+def _reading(p: CbsPoint) -> LossReading:
+    return LossReading(p.batch_size, p.bound, p.interval, p.resolvable, json_clean(p.trunk_improvement))
 
 
-def compare_losses(history: pd.DataFrame, points, *, loss: str, **rule) -> Optional[list]:
+def compare_losses(history: pd.DataFrame, points, *, loss: str, **rule) -> Optional[list[LossComparison]]:
     """CBS(t) at every checkpoint on the eval loss and on the EMA-smoothed training loss (the paper's reading,
     Merrill et al. 2025 App. A), ``points`` being the reading on ``loss``: one record per checkpoint
     (``samples_seen``, ``eval``, ``train_ema``: each ``batch_size``, ``bound``, ``interval``, ``resolvable``,
@@ -241,6 +242,6 @@ def compare_losses(history: pd.DataFrame, points, *, loss: str, **rule) -> Optio
         a, b = by_samples["eval"].get(samples), by_samples["train_ema"].get(samples)
         if a is None or b is None:
             continue
-        out.append({Column.samples_seen: int(samples), "eval": _reading(a), "train_ema": _reading(b),
-                    "agree": a.batch_size == b.batch_size and a.bound == b.bound and a.resolvable == b.resolvable})
+        out.append(LossComparison(int(samples), _reading(a), _reading(b),
+                                  a.batch_size == b.batch_size and a.bound == b.bound and a.resolvable == b.resolvable))
     return out
