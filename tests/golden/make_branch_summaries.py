@@ -78,8 +78,8 @@ def cases() -> dict:
         "no_alphas_unresolvable": (history(trunk={**TRUNK_LOSS, 4096: 3.215}),
                                    {**{k: v for k, v in META.items() if k != "alphas"},
                                     "schedule_rule": "once_per_crossing", "deviations": []}),
-        "trunk_only": (pd.DataFrame(trunk_rows()), {**{k: v for k, v in META.items() if k not in ("trunk_peak_lr", "name")},
-                                                    "alphas": []}),
+        "trunk_only": (pd.DataFrame(trunk_rows()),
+                       {**{k: v for k, v in META.items() if k not in ("trunk_peak_lr", "name")}, "alphas": []}),
     }
 
 
