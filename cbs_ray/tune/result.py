@@ -11,8 +11,11 @@ from typing import TYPE_CHECKING, Any, Optional
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.report.reading import Reading
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only (import-linter's exclude_type_checking_imports): the methods sit above the runner
     import pandas as pd
+
+    from cbs_ray.methods.branch.reading_points import CbsPoint
+    from cbs_ray.methods.ladder.summary import LadderFit, LadderPrediction
 
 __all__ = ["SearchResult"]
 
@@ -87,11 +90,13 @@ class SearchResult:
 
     # ---- branch mode ------------------------------------------------------------------------------------
     @property
-    def critical_batch_over_training(self) -> list:
+    def critical_batch_over_training(self) -> tuple[CbsPoint, ...]:
+        """Branch mode's CBS(t), one typed point per checkpoint (summary.json's ``critical_batch_over_training``)."""
         return self.summary.critical_batch_over_training
 
     @property
-    def batch_size_schedule(self) -> list:
+    def batch_size_schedule(self) -> list[list[int]]:
+        """Branch mode's recommended ``[start_samples, batch_size]`` pairs."""
         return self.summary.batch_size_schedule
 
     @property
@@ -100,11 +105,11 @@ class SearchResult:
 
     # ---- the ladder -------------------------------------------------------------------------------------
     @property
-    def prediction(self) -> dict:
-        """The ladder's prediction at the full budget (summary.json's ``prediction``)."""
+    def prediction(self) -> LadderPrediction:
+        """The ladder's prediction at the full budget (its ``to_dict()``: summary.json's ``prediction``)."""
         return self.summary.prediction
 
     @property
-    def ladder(self) -> dict:
-        """The ladder's rungs and fits (summary.json's ``ladder``)."""
+    def ladder(self) -> LadderFit:
+        """The ladder's rungs and fits (its ``to_dict()``: summary.json's ``ladder``)."""
         return self.summary.ladder

@@ -398,7 +398,7 @@ def test_the_ema_training_loss_is_the_paper_s_alternative():
     # The summary reads both, side by side, whichever branch.loss chose.
     for loss in ("eval", "train_ema"):
         compared = summarize_branches(frame, {**META, "loss": loss}).loss_comparison
-        assert [(c["samples_seen"], c["eval"]["batch_size"], c["train_ema"]["batch_size"], c["agree"])
+        assert [(c.samples_seen, c.eval.batch_size, c.train_ema.batch_size, c.agree)
                 for c in compared] == [(1024, 32, 64, False), (2048, 128, 128, True), (4096, 64, 64, True)]
     assert summarize_branches(history(), META).loss_comparison is None  # no training loss recorded
 

@@ -16,7 +16,8 @@ METHODS = PACKAGE / "methods"
 IMPORTING_FACES = {"__init__.py": "analyze and Report: the from-scratch report, loaded on first use"}
 SPLIT_OUT = {"cbs_ray.methods.branch.runs": "branch mode's runs, out of train/run_plan.py (issue 46)"}
 NAMING_PATHS = {"records/method_registry.py", "records/moved_modules.py"}  # dotted paths as strings, not imports
-BORN_IN_A_FOLDER = {"cbs_ray.methods.ladder.summary", "cbs_ray.methods.ladder.recorded"}
+BORN_IN_A_FOLDER = {"cbs_ray.methods.ladder.summary", "cbs_ray.methods.ladder.recorded",
+                    "cbs_ray.methods.branch.recorded", "cbs_ray.methods.branch.summary"}
 """Modules written in a method's folder (issue 46's typed summaries and records), never anywhere else: no old path."""
 
 

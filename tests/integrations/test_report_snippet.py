@@ -24,7 +24,7 @@ def test_the_branch_summary_carries_the_trunks_warmup_and_from_summary_returns_i
     meta = dict(META, warmup_fraction=0.1)
     summary = summarize_branches(history(), meta)
     steps = round(0.1 * (meta["budget_samples"] // meta["trunk_batch"]))  # maths.lr_schedule.warmup_steps
-    assert summary.trunk["warmup_steps"] == steps and summary.trunk["warmup_samples"] == steps * meta["trunk_batch"]
+    assert summary.trunk.warmup_steps == steps and summary.trunk.warmup_samples == steps * meta["trunk_batch"]
     (tmp_path / "summary.json").write_text(summary.to_json())
     schedule = BatchSizeSchedule.from_summary(tmp_path)
     assert schedule.warmup_steps == steps and schedule.warmup_samples == steps * meta["trunk_batch"]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Optional
+from collections.abc import Mapping
+from typing import Any, Optional, Union
 
 import pandas as pd
 
@@ -20,6 +21,8 @@ from cbs_ray.methods.branch.reading_points import (
     critical_batch_over_training,
     loss_column,
 )
+from cbs_ray.methods.branch.recorded import BranchRecorded, ScheduleDecided
+from cbs_ray.methods.branch.summary import BranchRun, LossComparison, LossReading, TrunkRecord
 from cbs_ray.methods.branch.reading_schedule import (
     ScheduleValidation,
     last_report,
@@ -45,25 +48,26 @@ class BranchSummary:
     """Branch mode's answer; ``summary.json`` is its ``to_json``, each attribute named as its key there."""
 
     critical_batch_over_training: tuple[CbsPoint, ...]
-    batch_size_schedule: list
+    batch_size_schedule: list[list[int]]
     """``[start_samples, batch_size]`` pairs (``recommend_schedule``)."""
     trend: Trend
-    b_simple_over_training: list
+    b_simple_over_training: list[list[float]]
     """The trunk's ``[samples_seen, b_simple]`` pairs."""
     schedule_validation: Optional[ScheduleValidation]
-    trunk: dict
-    """``batch_size``, ``peak_lr``, ``final_eval_loss``, ``samples_seen``, ``steps``."""
-    branches: list
+    trunk: TrunkRecord
+    """``batch_size``, ``peak_lr``, ``final_eval_loss``, ``samples_seen``, ``steps`` (and its warmup)."""
+    branches: list[BranchRun]
     """One record per branch run: ``start_samples``, ``batch_size``, ``alpha``, ``peak_lr``, ``eval_loss`` at
     the window's end (None if it never got there), ``diverged``, ``samples_seen``, ``steps``."""
     budget_samples: int
     window_samples: int
-    checkpoints: list
-    branch_batches: list
+    checkpoints: list[int]
+    branch_batches: list[int]
     tolerance: float
     total_samples: int
     """Samples trained by the whole branch search: trunk, branches and the validation run."""
-    samples_by_role: dict
+    samples_by_role: dict[str, int]
+    """Role (``trunk``, ``branch``, ``schedule``) → samples trained, in the order the history has them."""
     scratch_samples: Optional[int]
     """What a from-scratch search over the same batches and alphas trains: one full-budget run per (batch,
     alpha) for the branch batches, plus one at the trunk's batch (the budget × (batches × alphas + 1))."""
@@ -80,24 +84,24 @@ class BranchSummary:
     """How the schedule grows (``branch.schedule_rule``: ``once_per_crossing``, ``while_safe``, ``fitted`` or
     ``seesaw``)."""
     repeats: int = 1
-    alphas: list = field(default_factory=list)
-    deviations: list = field(default_factory=list)
+    alphas: list[float] = field(default_factory=list)
+    deviations: list[str] = field(default_factory=list)
     """Where this search departs from the paper's method, one sentence each."""
-    loss_comparison: Optional[list] = None
+    loss_comparison: Optional[list[LossComparison]] = None
     """CBS(t) per checkpoint read on both losses, the eval loss and the paper's EMA-smoothed training loss
     (``compare_losses``), the same runs and rule; None where the history lacks one of them."""
     schedule_alpha: Optional[float] = None
     """The alpha the schedule's LR follows (√2 per doubling at 0.5)."""
     tokens_per_sample: Optional[int] = field(default=None, metadata={"omit_if_none": True})
     budget_tokens: Optional[int] = field(default=None, metadata={"omit_if_none": True})
-    batch_size_schedule_tokens: Optional[list] = field(default=None, metadata={"omit_if_none": True})
+    batch_size_schedule_tokens: Optional[list[list[int]]] = field(default=None, metadata={"omit_if_none": True})
     """``[start_tokens, batch_size_tokens]`` pairs, with packed token budgets only."""
     name: Optional[str] = field(default=None, metadata={"omit_if_none": True})
     experiment_path: Optional[str] = field(default=None, metadata={"omit_if_none": True})
     controls_from: Optional[str] = field(default=None, metadata={"omit_if_none": True})
     """Where the validation's fixed-batch controls took their configuration (``branch.controls_from``): a
     from-scratch experiment's path, or ``none`` (the trunk's); absent without a validation."""
-    control_configurations: Optional[list] = field(default=None, metadata={"omit_if_none": True})
+    control_configurations: Optional[list[dict[str, Any]]] = field(default=None, metadata={"omit_if_none": True})
     """Per control batch: ``batch_size``, ``alpha``, ``warmup_fraction``, ``source`` (the experiment, or
     ``trunk``): ``analysis.control_configs``."""
 
@@ -110,7 +114,7 @@ class BranchSummary:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False)
 
 
-def _branch_records(history: pd.DataFrame, window_samples: int) -> list[dict]:
+def _branch_records(history: pd.DataFrame, window_samples: int) -> list[BranchRun]:
     branches = rows_of_role(history, "branch")
     if branches.empty:
         return []
@@ -121,89 +125,84 @@ def _branch_records(history: pd.DataFrame, window_samples: int) -> list[dict]:
         at_end = run[run[Column.samples_seen] == start + window_samples]
         end_row = at_end.iloc[-1] if not at_end.empty else None
         loss = None if end_row is None or diverged_runs(end_row) else float(end_row[Column.eval_loss])
-        rows.append({Column.start_samples: start, Column.batch_size: int(last[Column.batch_size]),
-                     Column.alpha: json_clean(last.get(Column.alpha)), Column.peak_lr: json_clean(last.get(Column.peak_lr)),
-                     Column.eval_loss: loss, Column.diverged: bool(diverged_runs(last)),
-                     Column.seed_offset: int(last[Column.seed_offset]) if is_finite_number(last.get(Column.seed_offset)) else 0,
-                     Column.samples_seen: int(last[Column.samples_seen]), Column.steps: json_clean(last.get(Column.steps)),
-                     **({Column.trial_id: str(last[Column.trial_id])} if Column.trial_id in last else {})})
-    return sorted(rows, key=lambda r: (r[Column.start_samples], r[Column.batch_size], r[Column.alpha] or 0.0,
-                                       r[Column.seed_offset]))
+        seed = last.get(Column.seed_offset)
+        rows.append(BranchRun(
+            start_samples=start, batch_size=int(last[Column.batch_size]), alpha=json_clean(last.get(Column.alpha)),
+            peak_lr=json_clean(last.get(Column.peak_lr)), eval_loss=loss, diverged=bool(diverged_runs(last)),
+            seed_offset=int(seed) if is_finite_number(seed) else 0, samples_seen=int(last[Column.samples_seen]),
+            steps=json_clean(last.get(Column.steps)),
+            trial_id=str(last[Column.trial_id]) if Column.trial_id in last else None))
+    return sorted(rows, key=lambda r: (r.start_samples, r.batch_size, r.alpha or 0.0, r.seed_offset))
 
 
-def _trunk_warmup(meta: dict) -> dict:
+def _trunk_warmup(rec: BranchRecorded) -> dict:
     """The trunk's LR warmup, in its optimizer steps and in samples (``integrations`` lays the LR out in samples)."""
-    if meta.get(Column.warmup_fraction) is None:
+    if rec.warmup_fraction is None:
         return {}
-    steps = warmup_steps(float(meta[Column.warmup_fraction]), int(meta["budget_samples"]) // int(meta["trunk_batch"]))
-    return {Column.warmup_steps: steps, "warmup_samples": steps * int(meta["trunk_batch"])}
+    steps = warmup_steps(rec.warmup_fraction, rec.total_steps)
+    return {Column.warmup_steps: steps, "warmup_samples": steps * rec.trunk_batch}
 
 
-def summarize_branches(history: pd.DataFrame, meta: dict) -> BranchSummary:
-    """Everything branch mode reports, from the history and ``meta`` (the resolved values:
-    ``trunk_batch``, ``window_samples``, ``checkpoints``, ``branch_batches``, ``tolerance``, ``budget_samples``,
-    ``tokens_per_sample`` (None without packing), ``metric``; ``alphas``, ``trunk_peak_lr``, ``name``,
-    ``experiment_path`` where known: ``Branching.to_meta`` writes them)."""
-    metric = meta.get("metric", Column.eval_loss)
-    if metric != Column.eval_loss:
-        raise ValueError(f"branch mode reads eval_loss (the loss a branch must recover), not {metric!r}")
-    trunk_batch, window = int(meta["trunk_batch"]), int(meta["window_samples"])
-    tokens, budget = meta.get("tokens_per_sample"), int(meta["budget_samples"])
-    batches = [int(b) for b in meta["branch_batches"]]
-    tolerance = float(meta["tolerance"])
-    # An experiment written before the paper's rule (no ``tolerance_relative`` key) read ε as relative.
-    relative, loss = bool(meta.get("tolerance_relative", True)), str(meta.get("loss", "eval"))
+def _recorded(meta: Union[Mapping[str, Any], BranchRecorded]) -> BranchRecorded:
+    return meta if isinstance(meta, BranchRecorded) else BranchRecorded.from_json(meta)
+
+
+def summarize_branches(history: pd.DataFrame, meta: Union[Mapping[str, Any], BranchRecorded]) -> BranchSummary:
+    """Everything branch mode reports, from the history and ``meta``: the experiment's metadata
+    (``ExperimentMeta.to_dict()``, the keys ``Branching.to_meta`` writes beside ``name`` and ``experiment_path``)
+    or its settings read once (``methods.branch.recorded.BranchRecorded``)."""
+    rec = _recorded(meta)
+    if rec.metric != Column.eval_loss:
+        raise ValueError(f"branch mode reads eval_loss (the loss a branch must recover), not {rec.metric!r}")
+    trunk_batch, window, tokens, budget = rec.trunk_batch, rec.window_samples, rec.tokens_per_sample, rec.budget_samples
+    batches, tolerance, relative, loss = list(rec.branch_batches), rec.tolerance, rec.tolerance_relative, rec.loss
     points = critical_batch_over_training(history, trunk_batch=trunk_batch, window_samples=window, tolerance=tolerance,
                                           tokens_per_sample=tokens, relative=relative, loss=loss)
-    # An experiment written before issue 37 (no ``schedule_rule`` key) doubled while each doubling was safe.
-    rule = str(meta.get("schedule_rule", "while_safe"))
-    schedule = recommend_schedule(points, trunk_batch=trunk_batch, largest_batch=max(batches), rule=rule,
-                                  budget_samples=budget, lr_multiplier_at=trunk_lr_multiplier(meta), unit=max(batches))
-    # The validation's margin is the ε recorded when its runs started (pre-registered), not a later --tolerance.
-    margin = float((meta.get("schedule") or {}).get("margin", tolerance))
+    schedule = recommend_schedule(points, trunk_batch=trunk_batch, largest_batch=max(batches), rule=rec.schedule_rule,
+                                  budget_samples=budget, lr_multiplier_at=trunk_lr_multiplier(rec), unit=max(batches))
     final = last_report(rows_of_role(history, "trunk"))
     final_lr = final.get(Column.peak_lr) if final is not None else None
-    trunk = {Column.batch_size: trunk_batch, Column.peak_lr: json_clean(meta.get("trunk_peak_lr", final_lr)),
-             "final_eval_loss": None if final is None or diverged_runs(final) else float(final[Column.eval_loss]),
-             Column.samples_seen: None if final is None else int(final[Column.samples_seen]),
-             Column.steps: None if final is None else json_clean(final.get(Column.steps)), **_trunk_warmup(meta)}
+    trunk = TrunkRecord(
+        batch_size=trunk_batch, peak_lr=json_clean(rec.trunk_peak_lr if rec.trunk_peak_lr is not None else final_lr),
+        final_eval_loss=None if final is None or diverged_runs(final) else float(final[Column.eval_loss]),
+        samples_seen=None if final is None else int(final[Column.samples_seen]),
+        steps=None if final is None else json_clean(final.get(Column.steps)), **_trunk_warmup(rec))
     by_role = samples_trained(history)
-    alphas = meta.get("alphas") or sorted(rows_of_role(history, "branch")[Column.alpha].dropna().unique().tolist()
-                                          if Column.alpha in history else [])
+    alphas = list(rec.alphas) or sorted(rows_of_role(history, "branch")[Column.alpha].dropna().unique().tolist()
+                                        if Column.alpha in history else [])
     scratch = scratch_grid_samples(budget, batches, alphas) if alphas else None
-    deviations = list(meta.get("deviations") or [])
     searched = by_role.get("trunk", 0) + by_role.get("branch", 0)
-    validation = validate_schedule(history, budget_samples=budget, margin=margin, relative=relative)
-    recorded = meta.get("schedule") or {}
-    configs = configurations_run(history, recorded.get("control_configurations"),
-                                 trunk_warmup=meta.get(Column.warmup_fraction)) if validation else None
+    validation = validate_schedule(history, budget_samples=budget, margin=rec.margin, relative=relative)
+    decided = rec.schedule or ScheduleDecided()
+    configs = configurations_run(history, decided.control_configurations,
+                                 trunk_warmup=rec.warmup_fraction) if validation else None
     return BranchSummary(
         critical_batch_over_training=tuple(points), batch_size_schedule=schedule,
         trend=trend(points, tokens_per_sample=tokens), b_simple_over_training=b_simple_over_training(history),
         schedule_validation=validation,
         trunk=trunk,
         branches=_branch_records(history, window), budget_samples=budget, window_samples=window,
-        checkpoints=[int(c) for c in meta["checkpoints"]], branch_batches=batches, tolerance=tolerance,
+        checkpoints=list(rec.checkpoints), branch_batches=batches, tolerance=tolerance,
         total_samples=sum(by_role.values()), samples_by_role=by_role, scratch_samples=scratch,
-        cost_ratio=searched / scratch if scratch else None, metric=metric, tokens_per_sample=tokens,
+        cost_ratio=searched / scratch if scratch else None, metric=rec.metric, tokens_per_sample=tokens,
         budget_tokens=budget * tokens if tokens else None,
         batch_size_schedule_tokens=schedule_in_tokens(schedule, tokens) if tokens else None,
-        name=meta.get("name"), experiment_path=meta.get("experiment_path"), tolerance_relative=relative, loss=loss,
-        schedule_rule=rule, repeats=int(meta.get("repeats", 1)), alphas=[float(a) for a in alphas],
-        deviations=deviations,
-        schedule_alpha=schedule_alpha(points, alphas, fallback=float(meta.get("trunk_alpha", 0.5))),
+        name=rec.name, experiment_path=rec.experiment_path, tolerance_relative=relative, loss=loss,
+        schedule_rule=rec.schedule_rule, repeats=rec.repeats, alphas=[float(a) for a in alphas],
+        deviations=list(rec.deviations),
+        schedule_alpha=schedule_alpha(points, alphas, fallback=rec.trunk_alpha),
         loss_comparison=compare_losses(history, points, loss=loss, trunk_batch=trunk_batch, window_samples=window,
                                        tolerance=tolerance, tokens_per_sample=tokens, relative=relative),
-        controls_from=str(recorded.get("controls_from", NONE)) if configs else None, control_configurations=configs)
+        controls_from=str(decided.controls_from or NONE) if configs else None, control_configurations=configs)
 
 
-def trunk_lr_multiplier(meta: dict):
-    """The trunk's LR multiplier per optimizer step from the experiment's metadata (its warmup fraction, budget,
-    batch and ``lr_decay``: linear in an experiment that did not record it, the spec's default)."""
-    total = int(meta["budget_samples"]) // int(meta["trunk_batch"])
-    warmup = warmup_steps(float(meta.get(Column.warmup_fraction, 0.0)), total)
-    decay = str(meta.get("lr_decay", "linear"))
-    return lambda step: lr_multiplier(step, warmup, total, decay=decay)
+def trunk_lr_multiplier(meta: Union[Mapping[str, Any], BranchRecorded]):
+    """The trunk's LR multiplier per optimizer step from the experiment's recorded settings (its warmup fraction,
+    budget, batch and ``lr_decay``)."""
+    rec = _recorded(meta)
+    total = rec.total_steps
+    warmup = warmup_steps(rec.warmup_fraction or 0.0, total)
+    return lambda step: lr_multiplier(step, warmup, total, decay=rec.lr_decay)
 
 
 def schedule_alpha(points, alphas, *, fallback: float) -> float:
@@ -221,12 +220,11 @@ def schedule_alpha(points, alphas, *, fallback: float) -> float:
     return min(wins, key=lambda a: (-wins[a], a)) if wins else fallback
 
 
-def _reading(p: CbsPoint) -> dict:
-    return {Column.batch_size: p.batch_size, "bound": p.bound, "interval": p.interval, "resolvable": p.resolvable,
-            "trunk_improvement": json_clean(p.trunk_improvement)}
+def _reading(p: CbsPoint) -> LossReading:
+    return LossReading(p.batch_size, p.bound, p.interval, p.resolvable, json_clean(p.trunk_improvement))
 
 
-def compare_losses(history: pd.DataFrame, points, *, loss: str, **rule) -> Optional[list]:
+def compare_losses(history: pd.DataFrame, points, *, loss: str, **rule) -> Optional[list[LossComparison]]:
     """CBS(t) at every checkpoint on the eval loss and on the EMA-smoothed training loss (the paper's reading,
     Merrill et al. 2025 App. A), ``points`` being the reading on ``loss``: one record per checkpoint
     (``samples_seen``, ``eval``, ``train_ema``: each ``batch_size``, ``bound``, ``interval``, ``resolvable``,
@@ -244,6 +242,6 @@ def compare_losses(history: pd.DataFrame, points, *, loss: str, **rule) -> Optio
         a, b = by_samples["eval"].get(samples), by_samples["train_ema"].get(samples)
         if a is None or b is None:
             continue
-        out.append({Column.samples_seen: int(samples), "eval": _reading(a), "train_ema": _reading(b),
-                    "agree": a.batch_size == b.batch_size and a.bound == b.bound and a.resolvable == b.resolvable})
+        out.append(LossComparison(int(samples), _reading(a), _reading(b),
+                                  a.batch_size == b.batch_size and a.bound == b.bound and a.resolvable == b.resolvable))
     return out

@@ -13,6 +13,7 @@ paper, and the cost of the whole branch search. Like ``report``, it needs no clu
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 from pathlib import Path
 from typing import Optional
@@ -26,6 +27,8 @@ from cbs_ray.analysis.answer import bound_text
 from cbs_ray.analysis.control_configs import configurations_line
 from cbs_ray.methods.branch.reading_points import CbsPoint
 from cbs_ray.methods.branch.reading import BranchSummary, summarize_branches
+from cbs_ray.methods.branch.recorded import BranchRecorded
+from cbs_ray.methods.branch.summary import LossReading
 from cbs_ray.maths.critical_batch import LOWER, UPPER
 from cbs_ray.records.columns import Column
 from cbs_ray.records.meta import ExperimentMeta
@@ -140,7 +143,7 @@ def headline(summary: BranchSummary) -> list[str]:
     """The lines the search prints at the end: CBS(t) per checkpoint, the shape, the schedule, its
     validation, the noise scale beside it, the cost."""
     loss = "eval_loss" if summary.loss == "eval" else "the EMA-smoothed training loss"
-    lines = [f"Critical batch over training (branches from the trunk at B={summary.trunk[Column.batch_size]}, window "
+    lines = [f"Critical batch over training (branches from the trunk at B={summary.trunk.batch_size}, window "
              f"{_x(summary.window_samples, summary)} {_axis_name(summary)}, {_tolerance_text(summary)} on {loss} "
              f"against every smaller batch; Merrill et al. 2025):"]
     lines += [_point_line(p, summary) for p in summary.critical_batch_over_training] or ["  no branch reported"]
@@ -325,11 +328,11 @@ LOSS_COLUMNS = [Column.samples_seen, "eval", "train_ema", "agree"]
 
 def loss_rows(summary: BranchSummary) -> list[dict]:
     """CBS(t) on the eval loss beside CBS(t) on the EMA-smoothed training loss, per checkpoint."""
-    def cell(r: dict) -> str:
-        return bound_text(r[Column.batch_size], r["bound"]) + ("" if r["resolvable"] else " (not resolvable)")
+    def cell(r: LossReading) -> str:
+        return bound_text(r.batch_size, r.bound) + ("" if r.resolvable else " (not resolvable)")
 
-    return [{Column.samples_seen: c[Column.samples_seen], "eval": cell(c["eval"]), "train_ema": cell(c["train_ema"]),
-             "agree": "yes" if c["agree"] else "no"} for c in summary.loss_comparison or []]
+    return [{Column.samples_seen: c.samples_seen, "eval": cell(c.eval), "train_ema": cell(c.train_ema),
+             "agree": "yes" if c.agree else "no"} for c in summary.loss_comparison or []]
 
 
 def _validation_records(summary: BranchSummary) -> list[dict]:
@@ -345,7 +348,7 @@ def render_markdown(summary: BranchSummary, plot: Optional[Path]) -> str:
              (f"Experiment: `{summary.experiment_path}`; " if summary.experiment_path else "")
              + f"branch mode, budget {summary.budget_samples} samples"
              + (f" ({summary.budget_tokens} tokens)" if summary.budget_tokens else "")
-             + f", trunk batch {summary.trunk[Column.batch_size]}, branches at "
+             + f", trunk batch {summary.trunk.batch_size}, branches at "
              + ", ".join(map(str, summary.branch_batches)) + ".\n",
              "\n>\n".join(f"> {line.strip()}" for line in lines) + "\n"]
     if plot is not None:
@@ -371,7 +374,7 @@ def render_markdown(summary: BranchSummary, plot: Optional[Path]) -> str:
               if sv else "Not run: `--validate-schedule` trains the schedule against fixed batches.\n", compared,
               "## Deviations from the paper\n", "\n".join(f"- {d}" for d in summary.deviations) + "\n"
               if summary.deviations else "None.\n",
-              "## Branches\n", markdown_table(summary.branches, BRANCH_COLUMNS),
+              "## Branches\n", markdown_table([b.to_dict() for b in summary.branches], BRANCH_COLUMNS),
               "\n## Gradient noise scale on the trunk\n", _b_simple_line(summary) + "\n",
               "\n## Cost\n", _cost_line(summary) + "\n"]
     return "\n".join(parts)
@@ -413,7 +416,7 @@ def render_html(summary: BranchSummary, plot: Optional[Path], frontier: Optional
 <title>{title}</title><style>{STYLE}</style></head><body>
 <h1>{title}</h1>
 <p class="meta">{experiment}branch mode, budget {summary.budget_samples} samples{tokens},
-trunk batch {summary.trunk[Column.batch_size]}, branches at {esc(', '.join(map(str, summary.branch_batches)))}.</p>
+trunk batch {summary.trunk.batch_size}, branches at {esc(', '.join(map(str, summary.branch_batches)))}.</p>
 {html_answer_box(lines, sure)}
 {figure}
 <h2>Critical batch over training</h2><p class="meta">{esc(_definition(summary))}</p>{html_table(rows, columns)}
@@ -422,7 +425,7 @@ trunk batch {summary.trunk[Column.batch_size]}, branches at {esc(', '.join(map(s
 <pre>{esc(str(summary.batch_size_schedule))}</pre>{snippets}
 <h2>Schedule validation</h2>{validation}{compared}
 <h2>Deviations from the paper</h2>{deviations}
-<h2>Branches</h2>{html_table(summary.branches, BRANCH_COLUMNS)}
+<h2>Branches</h2>{html_table([b.to_dict() for b in summary.branches], BRANCH_COLUMNS)}
 <h2>Gradient noise scale on the trunk</h2><p>{esc(_b_simple_line(summary))}</p>
 <h2>Cost</h2><p>{esc(_cost_line(summary))}</p>
 </body></html>
@@ -459,16 +462,19 @@ class BranchReport:
         meta = meta or ExperimentMeta.read(path)
         spec_from_dict(meta.spec)  # the experiment's spec still validates
         recorded = {**meta.to_dict(), "experiment_path": path}
+        try:
+            rec = BranchRecorded.from_json(recorded)
+        except ValueError as e:
+            raise ReportError(f"{path}: {e}") from None
         if tolerance is not None:
-            recorded["tolerance"] = tolerance
+            rec = dataclasses.replace(rec, tolerance=float(tolerance))
         history, schedule_path = branch_history(path, recorded.get("schedule_experiment"))
         if history.empty:
             raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
-        summary = summarize_branches(history, recorded)
+        summary = summarize_branches(history, rec)
         return Reading(summary, history, tuple(headline(summary)), branch_answer(summary),
                        extras={"schedule_experiment_path": schedule_path, "experiment_path": path,
-                               "checkpoint_dir": recorded.get("checkpoint_dir"),
-                               "budget_samples": int(recorded["budget_samples"])})
+                               "checkpoint_dir": recorded.get("checkpoint_dir"), "budget_samples": rec.budget_samples})
 
     def render(self, reading: Reading[BranchSummary], out: Path) -> Path:
         """The branch report; a trunk that failed for good ends here in one line (``TrunkFailed``), the report
@@ -478,7 +484,7 @@ class BranchReport:
         lost = trunk_lost(reading.history, failed_roles(path, reading.extras["checkpoint_dir"]),
                           reading.extras["budget_samples"])
         if lost is not None:  # no schedule can be read from branches that never had their checkpoints
-            raise TrunkFailed(f"branch: the trunk (B={reading.summary.trunk[Column.batch_size]}) failed for good at "
+            raise TrunkFailed(f"branch: the trunk (B={reading.summary.trunk.batch_size}) failed for good at "
                               f"{lost} samples{first_error(path)}; no schedule is recommended (what was measured: "
                               f"{page})")
         return page

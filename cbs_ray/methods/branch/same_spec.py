@@ -65,8 +65,9 @@ def same_spec_schedule(path: str, meta: ExperimentMeta) -> Optional[dict]:
         sv = summary.schedule_validation
         return {"experiment": str(candidate), "batch_size_schedule": [[int(a), int(b)] for a, b in
                                                                        summary.batch_size_schedule],
-                Column.alpha: summary.schedule_alpha, Column.peak_lr: summary.trunk.get(Column.peak_lr),
-                **{k: summary.trunk[k] for k in (Column.warmup_steps, "warmup_samples") if k in summary.trunk},
+                Column.alpha: summary.schedule_alpha, Column.peak_lr: summary.trunk.peak_lr,
+                **{k: v for k, v in ((Column.warmup_steps, summary.trunk.warmup_steps),
+                                     ("warmup_samples", summary.trunk.warmup_samples)) if v is not None},
                 "validated": None if sv is None else {"below_frontier": sv.below_frontier.holds,
                                                       "loss_holds": None if sv.non_inferiority is None
                                                       else sv.non_inferiority.holds}}
