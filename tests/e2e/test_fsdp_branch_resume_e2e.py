@@ -4,15 +4,13 @@ the trunk's report at its branch point; ``resume_search`` finishes it: the trunk
 checkpoint, the branch starts from the trunk's published one, and every trial runs once (no milestone reported
 twice). The trunk-to-branch restore itself is compared with DDP's in ``tests/train/test_fsdp_branch.py``."""
 
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.ctrl_c import cut_by_ctrl_c
 
 from cbs_ray.records.storage import load_history, read_meta
 from cbs_ray.spec.load import load_spec
-from cbs_ray.tune.driver import ExperimentLauncher
-from cbs_ray.tune.runner import SearchInterrupted
 
 # ≈ 60-90 s on 2 cores: the slow tier.
 pytestmark = pytest.mark.slow
@@ -28,26 +26,12 @@ FSDP_BRANCH = ["search.method=branch", "training.budget_samples=1024", "training
 
 def test_a_branch_search_under_fsdp_cut_by_ctrl_c_resumes_with_every_trial_once(tmp_path, shared_ray, monkeypatch,
                                                                                 capsys):
-    from ray import cloudpickle
-    from test_objects_resume_e2e import CtrlCOnce
-
     from cbs_ray import resume_search, run_search
 
-    cloudpickle.register_pickle_by_value(sys.modules[CtrlCOnce.__module__])  # the callback travels with Tune's state
-    original, marker = ExperimentLauncher.tune, str(tmp_path / "interrupted")
-
-    def tune(self, **kw):
-        if kw.get("name") and not Path(marker).exists():
-            kw["callbacks"] = [*kw.get("callbacks", ()), CtrlCOnce(
-                marker, lambda config, result: config.get("role") == "trunk" and result.get("samples_seen") == 512)]
-        return original(self, **kw)
-
-    monkeypatch.setattr(ExperimentLauncher, "tune", tune)
     spec = load_spec(LM, FSDP_BRANCH + [f"storage_path={tmp_path / 'ray_results'}"])
-    with pytest.raises(SearchInterrupted) as cut:
-        run_search(spec, output_dir=str(tmp_path / "out"), verbose=0)
-    monkeypatch.setattr(ExperimentLauncher, "tune", original)
-    path = cut.value.experiment_path
+    marker = str(tmp_path / "interrupted")
+    path = cut_by_ctrl_c(monkeypatch, marker, lambda: run_search(spec, output_dir=str(tmp_path / "out"), verbose=0),
+                         lambda config, result: config.get("role") == "trunk" and result.get("samples_seen") == 512)
     assert Path(marker).is_file() and not (tmp_path / "out" / "summary.json").exists()
     assert read_meta(path)["spec"]["training"]["parallelism"] == "fsdp"
     before = load_history(path)

@@ -8,60 +8,29 @@ passed again finishes it: the runs the interrupt cut continue from their checkpo
 trunk may have finished before Tune stopped), the ones it never started run, and branch mode's schedule validation
 (not started when it was cut) runs after them."""
 
-import os
-import signal
-import sys
 from pathlib import Path
 
 import pytest
-from ray.tune import Callback
+from helpers.ctrl_c import cut_by_ctrl_c
 from test_objects_every_method_e2e import BLOCK, COMMON, objects
 
 from cbs_ray.records.storage import load_history, read_meta
 from cbs_ray.spec.load import load_spec
-from cbs_ray.tune.driver import ExperimentLauncher
-from cbs_ray.tune.runner import SearchInterrupted
 
 # ≈ 1-2 min each on 2 cores: the slow tier.
 pytestmark = pytest.mark.slow
 
 
-class CtrlCOnce(Callback):
-    """SIGINT to the driver's own process at the first result ``when(config, result)`` accepts: Tune's graceful
-    stop, as Ctrl-C gives it. Tune pickles it with the experiment; the marker file keeps the restored one quiet."""
-
-    def __init__(self, marker: str, when):
-        self.marker, self.when = marker, when
-
-    def on_trial_result(self, iteration, trials, trial, result, **info):
-        if os.path.exists(self.marker) or not self.when(trial.config, result):
-            return
-        Path(self.marker).write_text(f"{trial.trial_id} at {result.get('samples_seen')} samples\n")
-        os.kill(os.getpid(), signal.SIGINT)
-
-
 def interrupted(monkeypatch, root: Path, overrides: list[str], when) -> str:
     """``run_search`` on the objects, cut by Ctrl-C in its first Tune experiment where ``when`` says; returns the
     experiment's path (from ``SearchInterrupted``)."""
-    from ray import cloudpickle
-
     from cbs_ray import run_search
 
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # CtrlCOnce travels with the experiment
-    original, marker = ExperimentLauncher.tune, str(root / "interrupted")
-
-    def tune(self, **kw):
-        if kw.get("name") and not os.path.exists(marker):  # a new experiment: the first stage
-            kw["callbacks"] = [*kw.get("callbacks", ()), CtrlCOnce(marker, when)]
-        return original(self, **kw)
-
-    monkeypatch.setattr(ExperimentLauncher, "tune", tune)
     spec = load_spec(None, COMMON + overrides + [f"storage_path={root / 'ray_results'}"])
-    with pytest.raises(SearchInterrupted) as cut:
-        run_search(spec, output_dir=str(root / "out"), verbose=0, **objects())
-    monkeypatch.setattr(ExperimentLauncher, "tune", original)
-    assert Path(marker).is_file() and not (root / "out" / "summary.json").exists()
-    return cut.value.experiment_path
+    path = cut_by_ctrl_c(monkeypatch, str(root / "interrupted"),
+                         lambda: run_search(spec, output_dir=str(root / "out"), verbose=0, **objects()), when)
+    assert not (root / "out" / "summary.json").exists()
+    return path
 
 
 def resumed(path: str, root: Path, capsys):

@@ -5,16 +5,14 @@ resume restores the repeats without running the search again, and an experiment 
 (its ``repeats_experiment`` alone) resumes alike."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.ctrl_c import cut_by_ctrl_c
+from helpers.training import EARLIER_DEFAULT
 
 from cbs_ray.records.storage import META_FILE, load_history, read_meta
 from cbs_ray.spec.load import load_spec
-from cbs_ray.tune.driver import ExperimentLauncher
-from cbs_ray.tune.runner import SearchInterrupted
-from helpers.training import EARLIER_DEFAULT
 
 TINY = EARLIER_DEFAULT + ["data.builtin_train_examples=1024", "data.builtin_eval_examples=128",
                           "training.budget_samples=2048", "training.eval_every_samples=1024",
@@ -26,26 +24,13 @@ TINY = EARLIER_DEFAULT + ["data.builtin_train_examples=1024", "data.builtin_eval
 @pytest.mark.slow  # ≈ 60 s on 2 cores (a search, its repeats cut and resumed twice): CI's `pytest -m slow` step
 def test_repeats_cut_by_ctrl_c_resume_from_the_searchs_experiment_and_the_search_is_not_run_again(
         tmp_path, shared_ray, monkeypatch, capsys):
-    from ray import cloudpickle
-    from test_objects_resume_e2e import CtrlCOnce
-
     from cbs_ray import resume_search, run_search
 
-    cloudpickle.register_pickle_by_value(sys.modules[CtrlCOnce.__module__])  # the callback travels with Tune's state
-    original, marker = ExperimentLauncher.tune, str(tmp_path / "interrupted")
-
-    def tune(self, **kw):
-        if (kw.get("name") or "").endswith("-repeats") and not Path(marker).exists():
-            kw["callbacks"] = [*kw.get("callbacks", ()), CtrlCOnce(
-                marker, lambda config, result: result.get("samples_seen", 0) >= 1024)]
-        return original(self, **kw)
-
-    monkeypatch.setattr(ExperimentLauncher, "tune", tune)
     spec = load_spec(None, TINY + [f"storage_path={tmp_path / 'rr'}"])
-    with pytest.raises(SearchInterrupted) as cut:
-        run_search(spec, output_dir=str(tmp_path / "out"), verbose=0)
-    monkeypatch.setattr(ExperimentLauncher, "tune", original)
-    path = cut.value.experiment_path
+    marker = str(tmp_path / "interrupted")
+    path = cut_by_ctrl_c(monkeypatch, marker, lambda: run_search(spec, output_dir=str(tmp_path / "out"), verbose=0),
+                         lambda config, result: result.get("samples_seen", 0) >= 1024,
+                         cuts=lambda name: name.endswith("-repeats"))
     repeats = f"{path}-repeats"
     meta = read_meta(path)  # the search's experiment: what --resume takes
     assert Path(marker).is_file() and meta["repeats_experiment"] == repeats
