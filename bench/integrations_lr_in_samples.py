@@ -46,6 +46,14 @@ def eval_loss(model, data: torch.Tensor) -> float:
     return float(np.mean(losses))
 
 
+def markov_sequences(chain, budget: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A seed's training sequences (``budget`` of them, in the order every run trains them) and its 512 held-out
+    ones, from the markov ``chain``."""
+    data = torch.from_numpy(sample_sequences(chain, budget, SEQ, seed=[seed, 1]).astype(np.int64))
+    held_out = torch.from_numpy(sample_sequences(chain, 512, SEQ, seed=[seed, 2]).astype(np.int64))
+    return data, held_out
+
+
 def train(seed: int, data: torch.Tensor, held_out: torch.Tensor, schedule: BatchSizeSchedule, lr_factor) -> float:
     """Train ``schedule`` over the data in order with LambdaLR(``lr_factor``); the final eval loss."""
     model = tiny_gpt(seed)
@@ -90,8 +98,7 @@ def main() -> None:
           f"peak LR {PEAK_LR:g}; seeds {options.seeds}")
     rows, started = [], time.time()
     for seed in options.seeds:
-        data = torch.from_numpy(sample_sequences(chain, options.budget, SEQ, seed=[seed, 1]).astype(np.int64))
-        held_out = torch.from_numpy(sample_sequences(chain, 512, SEQ, seed=[seed, 2]).astype(np.int64))
+        data, held_out = markov_sequences(chain, options.budget, seed)
         losses = {name: train(seed, data, held_out, *way) for name, way in ways.items()}
         rows.append(losses)
         print(f"seed {seed}: " + ", ".join(f"{name} {loss:.4f}" for name, loss in losses.items()), flush=True)

@@ -28,33 +28,18 @@ import time
 
 import numpy as np
 import torch
+from integrations_lr_in_samples import (B0, B1, PEAK_LR, SEQ, VOCAB, WARMUP_FRACTION, eval_loss,  # the same
+                                        markov_sequences, tiny_gpt)  # model, data and LR as that bench
 
-from cbs_ray.data.markov import markov_chain, sample_sequences
+from cbs_ray.data.markov import markov_chain
 from cbs_ray.integrations import BatchSizeSchedule
 from cbs_ray.integrations.torch_loop import scale_lambda_scheduler, scheduled_steps
 from cbs_ray.maths.lr_schedule import lr_multiplier, warmup_steps
 from cbs_ray.train.run_plan import RunPlan
 
-VOCAB, SEQ, B0, B1, PEAK_LR, WARMUP_FRACTION, ALPHA, MICRO = 128, 32, 8, 16, 3e-3, 0.1, 0.5, 4
+ALPHA, MICRO = 0.5, 4
 MARGIN = 0.005
 """Nats the user's gap may exceed branch mode's own by (issue 48's target; fixed before the run)."""
-
-
-def tiny_gpt(seed: int):
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    torch.manual_seed(seed)
-    config = GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=64, n_layer=2, n_head=2, resid_pdrop=0.0,
-                        embd_pdrop=0.0, attn_pdrop=0.0)
-    return GPT2LMHeadModel(config)
-
-
-def eval_loss(model, data: torch.Tensor) -> float:
-    model.eval()
-    with torch.no_grad():
-        losses = [float(model(input_ids=chunk, labels=chunk).loss) for chunk in data.split(128)]
-    model.train()
-    return float(np.mean(losses))
 
 
 def branch_plan(stages, budget: int, warmup: int) -> RunPlan:
@@ -127,8 +112,7 @@ def main() -> None:
           f"{MICRO} in the user's loop; seeds {options.seeds}")
     rows, started = [], time.time()
     for seed in options.seeds:
-        data = torch.from_numpy(sample_sequences(chain, options.budget, SEQ, seed=[seed, 1]).astype(np.int64))
-        held_out = torch.from_numpy(sample_sequences(chain, 512, SEQ, seed=[seed, 2]).astype(np.int64))
+        data, held_out = markov_sequences(chain, options.budget, seed)
         losses = {name: way(seed, data, held_out) for name, way in ways.items()}
         rows.append(losses)
         print(f"seed {seed}: " + ", ".join(f"{name} {loss:.4f}" for name, loss in losses.items()), flush=True)
