@@ -44,9 +44,15 @@ class ExperimentLauncher:
     Every experiment it opens is held (``tune.owner``) until ``held`` closes: a second driver cannot resume it
     meanwhile."""
 
-    def __init__(self, spec: SearchSpec, prepared: Prepared, verbose: bool | int):
+    def __init__(self, spec: SearchSpec, prepared: Prepared, verbose: bool | int,
+                 held: Optional[contextlib.ExitStack] = None):
         self.spec, self.prepared, self.verbose = spec, prepared, verbose
-        self.held = contextlib.ExitStack()
+        self.held = held if held is not None else contextlib.ExitStack()
+
+    def for_spec(self, spec: SearchSpec, prepared: Prepared) -> ExperimentLauncher:
+        """A launcher of another spec and its data (the probe's; the search's on the probe's grid) whose
+        experiments are held with this one's, until the same ``held`` closes."""
+        return ExperimentLauncher(spec, prepared, self.verbose, self.held)
 
     def open_experiment(self, kind: str, fields) -> tuple[str, str, ExperimentMeta]:
         """A new experiment (``runner.new_experiment``: ``<name>[-kind]-<date>-<time>``) with its metadata written
@@ -186,9 +192,7 @@ def run_probe(probe: SearchSpec, prepared: Prepared, launcher: ExperimentLaunche
     driver's Ray session, through its method's stages; returns the proposed batch-size grid."""
     budget = prepared.budget_samples
     print(f"probe: {outline_lines(probe, budget)[1].strip()}, {budget} samples", flush=True)
-    probing = ExperimentLauncher(probe, prepared, launcher.verbose)
-    probing.held = launcher.held
-    path = run_stages(probing, method_named(probe.search.method).stages(probe, prepared))
+    path = run_stages(launcher.for_spec(probe, prepared), method_named(probe.search.method).stages(probe, prepared))
     return probe_grid(probe, path, prepared.train_examples)[1]
 
 
@@ -226,9 +230,7 @@ def _after_the_probe(method: SearchMethod, spec: SearchSpec, grid: list[int],
     method.check(spec, prepared)
     for line in method.outline_lines(spec, prepared):
         print(line, flush=True)
-    searching = ExperimentLauncher(spec, prepared, launcher.verbose)
-    searching.held = launcher.held
-    return searching
+    return launcher.for_spec(spec, prepared)
 
 
 def probe_only(probe: SearchSpec, prepared: Prepared, *, verbose: bool | int = False,
