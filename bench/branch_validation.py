@@ -1,6 +1,6 @@
 """Issue 37's validation of branch mode's schedule (CPU, offline), as a user runs it: ``--set
 search.method=branch --validate-schedule`` with the defaults, on the built-in ``markov`` task
-(``search_spaces/markov_lm.yaml``) and on the tiny causal LM (``search_spaces/tiny_causal_lm.yaml``), the
+(``bench/spaces/markov_lm_2tpp.yaml``) and on the tiny causal LM (``search_spaces/tiny_causal_lm.yaml``), the
 validation on ``branch.validation_seeds`` = 3 seeds held out from the trunk's.
 
 The criteria are fixed here and in ``methods.branch.reading_verdicts`` before any run, and printed before the first
@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-TASKS = {"markov": "search_spaces/markov_lm.yaml", "tiny_lm": "search_spaces/tiny_causal_lm.yaml"}
+TASKS = {"markov": "bench/spaces/markov_lm_2tpp.yaml", "tiny_lm": "search_spaces/tiny_causal_lm.yaml"}
 WALL_TARGET_S = 15 * 60
 MIN_RESOLVABLE = 3
 CRITERIA = (

@@ -5,7 +5,7 @@ printed before the runs (``--dry-run`` prints it and stops). Nothing below may c
 Zipf exponent a ∈ {1, 2} × coupling s ∈ {2, 3}, on a **fresh language** (``data.markov_seed`` 4049: no run of the
 development data used it; they used 1234), one LR rule for all (``ladder.alpha`` 0.25: the one under which B=128 did not
 stall on the peaked settings in issue 36; fixed before any run here), the space's ladder otherwise
-(``search_spaces/markov_lm.yaml``: 2 runs per batch, rungs 384 … 3200, D = 16 384).
+(``bench/spaces/markov_lm_2tpp.yaml``: 2 runs per batch, rungs 384 … 3200, D = 16 384).
 
 **Seeds** (``SEEDS``): ``search.seed`` 100, 102, 104, 106 for every setting (runs {S, S+1}; none used before). Each run
 is a ladder with ``--validate-prediction`` (``bench/ladder_validation.py``'s ``run``); the ladder reads each run only
@@ -52,7 +52,7 @@ import ladder_validation as lv  # noqa: E402  (the bench beside this one: its ru
 
 LANGUAGE_SEED = 4049
 ALPHA = 0.25
-SETTINGS = {f"a{a}s{s}": ("search_spaces/markov_lm.yaml", [f"data.markov_zipf_exponent={a}",
+SETTINGS = {f"a{a}s{s}": ("bench/spaces/markov_lm_2tpp.yaml", [f"data.markov_zipf_exponent={a}",
                                                          f"data.markov_coupling={s}", f"data.markov_seed={LANGUAGE_SEED}"])
             for a in (1, 2) for s in (2, 3)}
 SEEDS = (100, 102, 104, 106)

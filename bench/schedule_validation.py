@@ -5,7 +5,7 @@ before any outcome?
 **The protocol, fixed here before any run** (``--dry-run`` prints it with its estimated CPU time):
 
 - *Settings*, by a rule that does not look at outcomes: the built-in ``markov`` language of
-  ``search_spaces/markov_lm.yaml`` (Zipf exponent a = 1, coupling s = 3), the two points of the grid a ∈ {1, 2} ×
+  ``bench/spaces/markov_lm_2tpp.yaml`` (Zipf exponent a = 1, coupling s = 3), the two points of the grid a ∈ {1, 2} ×
   s ∈ {2, 3} one knob away from it ((2, 3) and (1, 2)), and the default with a 4× longer budget (65 536 samples).
   Every run decays its LR by a cosine (``training.lr_decay=cosine``: the Seesaw rule needs a decay to halve;
   the same for every rule and control) and places its checkpoints geometrically (``branch.checkpoints=geometric``:
@@ -46,7 +46,7 @@ import tempfile
 import time
 from pathlib import Path
 
-SPACE = "search_spaces/markov_lm.yaml"
+SPACE = "bench/spaces/markov_lm_2tpp.yaml"
 COMMON = ["search.method=branch", "training.lr_decay=cosine", "branch.checkpoints=geometric"]
 SETTINGS = {
     "default": [],

@@ -13,13 +13,14 @@ from cbs_ray.data.arrays import PreparedData
 from cbs_ray.data.files import load_texts
 from cbs_ray.data.parquet import prepare_parquet_data
 from cbs_ray.data.markov import FRESH_BUDGETS, markov_data
+from cbs_ray.data.python_source import VOCAB_SIZE, python_source_corpus
 from cbs_ray.data.seq2seq_pairs import prepare_seq2seq_data
 from cbs_ray.data.tokenize import pack_texts, pretrained_tokenizer, train_word_tokenizer
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.resolve import packing_on
 from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["prepare_data", "prepare_markov_data"]
+__all__ = ["prepare_data", "prepare_markov_data", "prepare_python_source_data"]
 
 
 def prepare_data(spec: SearchSpec) -> PreparedData:
@@ -30,6 +31,8 @@ def prepare_data(spec: SearchSpec) -> PreparedData:
         return prepare_parquet_data(spec)
     if spec.data.source == "builtin" and spec.data.builtin_task == "markov":
         return prepare_markov_data(spec)
+    if spec.data.source == "builtin" and spec.data.builtin_task == "python_source":
+        return prepare_python_source_data(spec)
     (train_texts, train_labels), (eval_texts, eval_labels), dev = load_texts(spec)
     max_len = spec.data.max_seq_length
     tokenizer_name = spec.model.tokenizer or spec.model.name
@@ -81,3 +84,18 @@ def prepare_markov_data(spec: SearchSpec) -> PreparedData:
     return PreparedData(train, np.ones_like(train), zeros(len(train), dtype=np.int64), evaluation,
                         np.ones_like(evaluation), zeros(len(evaluation), dtype=np.int64), d.markov_vocab_size, 0, 0,
                         true_next_log_probs=chain.next_log_probs)
+
+
+def prepare_python_source_data(spec: SearchSpec) -> PreparedData:
+    """The built-in ``python_source`` corpus (``data.python_source``) as token arrays: bytes as ids, blocks of
+    ``max_seq_length`` (no padding). ``max_train_examples`` keeps the first N training blocks; the evaluation set is
+    ``builtin_eval_examples`` blocks (``max_eval_examples`` if smaller) spaced evenly over the held-out files' blocks,
+    so that it samples every held-out file rather than the first few in name order."""
+    d = spec.data
+    corpus = python_source_corpus(d.max_seq_length)
+    train = corpus.train[:d.max_train_examples] if d.max_train_examples else corpus.train
+    wanted = min(d.builtin_eval_examples, d.max_eval_examples or d.builtin_eval_examples, len(corpus.evaluation))
+    evaluation = corpus.evaluation[np.linspace(0, len(corpus.evaluation) - 1, wanted).round().astype(np.int64)]
+    zeros = np.zeros
+    return PreparedData(train, np.ones_like(train), zeros(len(train), dtype=np.int64), evaluation,
+                        np.ones_like(evaluation), zeros(len(evaluation), dtype=np.int64), VOCAB_SIZE, 0, 0)

@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from cbs_ray.spec.errors import SpecError
 
-__all__ = ["build_model", "check_buildable", "model_config", "quiet_default_loss"]
+__all__ = ["build_model", "check_buildable", "model_config", "parameter_count", "quiet_default_loss"]
 
 
 def _auto_class(task: str):
@@ -73,6 +73,16 @@ def check_buildable(model: dict, task: str, config, *, fsdp_block_class: Optiona
         from cbs_ray.sources.blocks import check_fsdp_plan  # (torch: loaded here, not for a dry run's plan)
 
         check_fsdp_plan(built, fsdp_block_class)
+
+
+def parameter_count(task: str, config) -> int:
+    """The parameters of the model ``config`` builds, counted on the meta device (no memory, no weights); tied
+    weights (GPT-2's embedding and output) once, as ``model.parameters()`` yields them."""
+    import torch
+
+    with torch.device("meta"):
+        built = _auto_class(task).from_config(config)
+    return sum(p.numel() for p in built.parameters())
 
 
 def build_model(model: dict, task: str, config):

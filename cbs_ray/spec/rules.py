@@ -228,6 +228,9 @@ def _markov_is_a_causal_lm(spec: SearchSpec) -> None:
     if markov and t.budget_samples is None and t.budget_tokens is None:
         raise SpecError("training.budget_epochs: the markov language generates fresh sequences for the budget; "
                         "give training.budget_samples (or budget_tokens) instead")
+    if d.source == "builtin" and d.builtin_task == "python_source" and spec.task != "causal-lm":
+        raise SpecError("data.builtin_task: python_source is a corpus for a causal LM; set task: causal-lm "
+                        f"(got {spec.task})")
 
 
 def _seq2seq_has_no_probe(spec: SearchSpec) -> None:

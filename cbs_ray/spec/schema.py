@@ -82,13 +82,15 @@ class DataSpec:
     eval_examples: int = field(default=1024, metadata=check(positive(show_value=False)))
     """``source: parquet``: the evaluation set, the first this many rows of the last shard (in name order),
     held out of training and materialised (it is evaluated at every report)."""
-    builtin_task: Literal["sentiment", "translation", "markov"] = "sentiment"
+    builtin_task: Literal["sentiment", "translation", "markov", "python_source"] = "sentiment"
     """The built-in task: ``sentiment``, generated sentences whose label is whether positive words outnumber
     negative ones, with 5 % label noise; ``translation`` (``task: seq2seq`` only), word sequences mapped
     to a made-up language through a fixed dictionary, each adjective moved behind its noun; or ``markov``
     (``task: causal-lm`` only), sequences of a Zipfian, low-rank Markov chain whose next-token distribution is
-    known, so the evaluation also reports the exact ``excess_loss`` (``data.markov``; the ``markov_*`` keys).
-    No download; see ``cbs_ray.data``."""
+    known, so the evaluation also reports the exact ``excess_loss`` (``data.markov``; the ``markov_*`` keys); or
+    ``python_source`` (``task: causal-lm`` only), a real corpus: the running interpreter's standard library
+    sources as bytes (vocabulary 256), packed into blocks of ``max_seq_length``, split by file (about 5 % of the
+    files held out for evaluation; ``data.python_source``). No download; see ``cbs_ray.data``."""
     markov_vocab_size: int = field(default=512, metadata=check(between(2, 8192)))
     """The ``markov`` language's vocabulary: tokens 0…V−1, token j of Zipf rank j + 1. At most 8192: its exact
     next-token table is V×V float64 (512 MiB at 8192, built with a few copies); 10⁹ ran out of memory."""

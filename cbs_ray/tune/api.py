@@ -22,7 +22,7 @@ from cbs_ray.spec.tolerance import as_recorded
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.owner import experiment_owner
 from cbs_ray.tune.prepare import (Prepared, as_spec, check_before_ray, data_fingerprint, output_dir_for, prepare,
-                                  prepare_for_outline, with_model_config)
+                                  prepare_for_outline, regime_lines, with_model_config)
 from cbs_ray.tune.probe import probe_spec
 from cbs_ray.tune.result import SearchResult
 from cbs_ray.tune.search_method import method_named
@@ -175,7 +175,8 @@ def dry_run_lines(spec: SearchSpec) -> Iterator[str]:
     method, planned = method_named(spec.search.method), prepare_for_outline(spec)
     method.check(spec, planned)
     yield from method.outline_lines(spec, planned)
-    with_model_config(spec, planned)
+    milestones = getattr(method, "milestone_samples", None)
+    yield from regime_lines(spec, with_model_config(spec, planned), milestones(spec, planned) if milestones else ())
 
 
 def _outline_without_training(spec: SearchSpec, probe: SearchSpec | None, prepared: Prepared | None,

@@ -9,13 +9,14 @@ import copy
 import os
 import stat
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from cbs_ray.data.prepare import prepare_data
 from cbs_ray.report.folder import foreign_report
-from cbs_ray.sources.model import check_buildable, model_config
+from cbs_ray.sources.model import check_buildable, model_config, parameter_count
 from cbs_ray.spec.checks import BUILTIN_METRICS
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
@@ -178,6 +179,35 @@ def with_model_config(spec: SearchSpec, planned: Prepared) -> Prepared:
     check_buildable(model, spec.task, config, fsdp=spec.training.parallelism == "fsdp",
                     fsdp_block_class=spec.training.fsdp_block_class)
     return Prepared(data, planned.budget_samples, config, planned.tokens_per_sample)
+
+
+def sample_tokens(spec: SearchSpec, planned: Prepared) -> Optional[int]:
+    """Tokens in every training sample where that is exact: packed texts (``Prepared.tokens_per_sample``) or the
+    built-in language and corpus, whose samples are all ``max_seq_length`` tokens; None for padded texts."""
+    d = spec.data
+    if planned.tokens_per_sample:
+        return planned.tokens_per_sample
+    full_blocks = d.source == "builtin" and d.builtin_task in ("markov", "python_source")
+    return d.max_seq_length if full_blocks and spec.task == "causal-lm" else None
+
+
+def regime_lines(spec: SearchSpec, planned: Prepared, milestones: Sequence[int] = ()) -> list[str]:
+    """``--dry-run``: the model's parameters and the tokens per parameter at the budget D and at each of the
+    method's ``milestones`` (the ladder's rungs), the figure that places a run in the regime pre-training runs in
+    (~20 at D: Hoffmann et al. 2022; Zhang et al. 2025 measure there). Nothing for a named (pretrained) model."""
+    if spec.model.name or planned.model_config is None:
+        return []
+    params = parameter_count(spec.task, planned.model_config)
+    tokens = sample_tokens(spec, planned)
+    if tokens is None:
+        return [f"model: {params:,} parameters (tokens per parameter not stated: padded samples)"]
+    at_d = planned.budget_samples * tokens / params
+    lines = [f"model: {params:,} parameters; {at_d:.1f} tokens per parameter at D ({planned.budget_samples} samples "
+             f"of {tokens} tokens)" + (" — below the ~20 pre-training runs at" if at_d < 20 else "")]
+    if milestones:
+        lines.append("  tokens per parameter at each rung: "
+                     + ", ".join(f"{m * tokens / params:.2g}" for m in milestones))
+    return lines
 
 
 def spec_model(spec: SearchSpec) -> dict:

@@ -132,6 +132,10 @@ class LadderMethod:
     def check(self, spec: SearchSpec, prepared: Prepared) -> None:
         resolved_ladder(spec, prepared)
 
+    def milestone_samples(self, spec: SearchSpec, prepared: Prepared) -> list[int]:
+        """The rungs, in samples: where ``--dry-run`` states the tokens per parameter beside D's."""
+        return list(resolved_ladder(spec, prepared).rung_evaluations)
+
     def stages(self, spec: SearchSpec, prepared: Prepared) -> list[Stage]:
         """Every (batch, seed) run as a trial of one Tune experiment."""
         ld = resolved_ladder(spec, prepared)
