@@ -85,7 +85,7 @@ BUILT_IN_METHODS: tuple[MethodEntry, ...] = (
     MethodEntry("ladder", "-ladder", "cbs_ray.methods.ladder.search", "cbs_ray.methods.ladder.report", fixed_grid=True,
                 supports_study=False, auto_batches=False, report_files=("ladder.png",), section="ladder"),
 )
-"""The methods cbs-ray brings (docs/branch.md, docs/ladder.md; scratch is the default)."""
+"""The methods cbs-ray brings (docs/branch-mode.md, docs/ladder.md; scratch is the default)."""
 
 DEFAULT_METHOD = "scratch"
 """``search.method`` where a spec or an experiment's metadata names none: the from-scratch search. The one place

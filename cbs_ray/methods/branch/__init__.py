@@ -1,4 +1,4 @@
-"""Branch mode (``search.method: branch``, docs/branch.md): one trunk, branches from its checkpoints, the schedule
+"""Branch mode (``search.method: branch``, docs/branch-mode.md): one trunk, branches from its checkpoints, the schedule
 run (``search``, ``gate``, ``trunk_watch``); the critical batch at each point, its trend and the schedule with its
 pre-registered verdicts (``reading`` and ``reading_*``); the report, the trainer snippets and the schedule a ladder
 of the same spec reads (``report``, ``trainer_snippets``, ``same_spec``)."""
