@@ -303,10 +303,11 @@ def flat_rungs(estimate: float | None, se: float | None) -> bool:
     return estimate is not None and se is not None and estimate + Z90 * se <= FLAT_EXPONENT
 
 
-def _refused(budget_samples: float, prior: Prior, reason: str, left: list[LeftOut]) -> Prediction:
+def _refused(budget_samples: float, prior: Prior, reason: str, left: list[LeftOut], used: int = 0) -> Prediction:
     return Prediction(budget_samples=budget_samples, b_crit=None, interval_90=None, source=None, exponent=None,
                       exponent_sd=None, form=None, anchor_samples=None, anchor_b_crit=None, rungs_exponent=None,
-                      rungs_exponent_se=None, rung_share=None, prior=prior, refusal=reason, left_out=left)
+                      rungs_exponent_se=None, rung_share=None, prior=prior, refusal=reason, left_out=left,
+                      rungs_used=used)
 
 
 def _left_out_warning(left: list[LeftOut], given: int) -> list[str]:
@@ -364,7 +365,7 @@ def predict_b_crit(rungs: Sequence[RungPoint], budget_samples: float, *, definit
         return _refused(budget_samples, prior, f"out of range: carried from the rungs' centroid at "
                                                f"{_exp_text(x_bar)} samples (B_crit {_exp_text(y_bar)}) to "
                                                f"{budget_samples:g} the prediction or its interval leaves the floats' "
-                                               f"range; check the rungs' samples and B_crit", left)
+                                               f"range; check the rungs' samples and B_crit", left, len(used))
     warnings = _left_out_warning(left, len(rungs))
     if line is None:
         warnings.append(f"fewer than 3 rungs in use ({len(used)}): no growth read from the rungs; the exponent is the "
