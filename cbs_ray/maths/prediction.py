@@ -175,8 +175,7 @@ class LeftOut:
     reason: str
 
     def to_dict(self) -> dict[str, Any]:
-        finite = lambda v: v if isinstance(v, float) and math.isfinite(v) else None  # noqa: E731
-        return {"samples": finite(float(self.samples)), "b_crit": finite(float(self.b_crit)), "reason": self.reason}
+        return {"samples": _finite(float(self.samples)), "b_crit": _finite(float(self.b_crit)), "reason": self.reason}
 
 
 def screen_rungs(rungs: Sequence[RungPoint], budget_samples: float, *, batch_grid: tuple[float, float] | None = None,
@@ -241,7 +240,8 @@ class Prediction:
         out["warnings"] = list(self.warnings)
         out["prior"] = None if self.prior is None else {"definition": self.prior.definition, "mean": self.prior.mean,
                                                         "sd": self.prior.sd, "source": self.prior.source}
-        return _finite(out)
+        clean: dict[str, Any] = _finite(out)
+        return clean
 
 
 def _finite(value: Any) -> Any:

@@ -201,8 +201,8 @@ def bootstrap_b_crit_intervals(fits: Sequence[tuple[Sequence[float], Sequence[fl
     interval agrees with it as two bootstraps do, not digit for digit."""
     out: list[Optional[tuple[float, float]]] = [None] * len(fits)
     by_size: dict[int, list[int]] = {}
-    for i, (b, _) in enumerate(fits):
-        by_size.setdefault(len(b), []).append(i)
+    for i, (sizes, _) in enumerate(fits):
+        by_size.setdefault(len(sizes), []).append(i)
     for n, members in by_size.items():
         rng = np.random.default_rng([seed, n])
         picks = rng.integers(0, n, (bootstrap, n))
