@@ -19,7 +19,8 @@ from numpy.typing import ArrayLike
 
 from cbs_ray.maths.critical_batch import LOWER, UPPER
 
-__all__ = ["samples_to_target", "TradeoffFit", "fit_tradeoff", "overhead_rule"]
+__all__ = ["samples_to_target", "TradeoffFit", "bootstrap_b_crit_intervals", "fit_tradeoff", "fit_tradeoffs",
+           "overhead_rule"]
 
 
 def samples_to_target(samples: Sequence[float], metrics: Sequence[float], target: float, *,
@@ -90,6 +91,26 @@ def fit_tradeoff(batch_sizes: ArrayLike, steps_to_target: ArrayLike, *, bootstra
         return TradeoffFit(None, None, None, reason=f"needs steps-to-target for at least 3 batch sizes, "
                                                      f"got {len(np.unique(b))}", **base)
     s_min, e_min = _weighted_fit(b, s)
+    judged = _judged(b, s, s_min, e_min)
+    if judged.b_crit is None:
+        return judged
+    rng = np.random.default_rng(seed)
+    estimates = []
+    for _ in range(bootstrap):
+        pick = rng.integers(0, len(b), len(b))
+        if len(np.unique(b[pick])) < 3:
+            continue
+        bs_s, bs_e = _weighted_fit(b[pick], s[pick])
+        estimates.append(0.0 if bs_e <= 0 else math.inf if bs_s <= 0 else bs_e / bs_s)
+    ci = (float(np.percentile(estimates, 2.5, method="lower")), float(np.percentile(estimates, 97.5, method="higher"))) \
+        if estimates and len(estimates) >= bootstrap // 2 else None
+    return TradeoffFit(s_min, e_min, e_min / s_min, ci=ci, **base)
+
+
+def _judged(b: np.ndarray, s: np.ndarray, s_min: float, e_min: float) -> TradeoffFit:
+    """``fit_tradeoff``'s verdict on a point fit (S_min, E_min) of at least 3 batch sizes: B_crit without an interval,
+    or None with the reason (and the bound) where the steps do not support one."""
+    base = dict(batch_sizes=b.tolist(), steps=s.tolist(), points=int(len(b)))
     # Equal steps fit E_min = 0 up to rounding, whose sign depends on the BLAS (2e-13 on one machine, -3e-13
     # on another): below this it is zero, read as "barely falls" (an upper bound), not as "does not fall".
     rounding = 1e-9 * abs(s_min) * float(b.max())
@@ -105,17 +126,48 @@ def fit_tradeoff(batch_sizes: ArrayLike, steps_to_target: ArrayLike, *, bootstra
                            f"whole range (near-perfect scaling): B_crit lies beyond {EXTRAPOLATION_LIMIT}× the "
                            f"largest batch measured ({int(b.max())}); measure larger batches", bound=LOWER,
                            bound_at=float(b.max()) * EXTRAPOLATION_LIMIT, **base)
-    rng = np.random.default_rng(seed)
-    estimates = []
-    for _ in range(bootstrap):
-        pick = rng.integers(0, len(b), len(b))
-        if len(np.unique(b[pick])) < 3:
-            continue
-        bs_s, bs_e = _weighted_fit(b[pick], s[pick])
-        estimates.append(0.0 if bs_e <= 0 else math.inf if bs_s <= 0 else bs_e / bs_s)
-    ci = (float(np.percentile(estimates, 2.5, method="lower")), float(np.percentile(estimates, 97.5, method="higher"))) \
-        if estimates and len(estimates) >= bootstrap // 2 else None
-    return TradeoffFit(s_min, e_min, e_min / s_min, ci=ci, **base)
+    return TradeoffFit(s_min, e_min, e_min / s_min, **base)
+
+
+def _normal_sums(b: np.ndarray, s: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``_weighted_fit``'s normal equations for many tradeoffs (rows of ``b``, ``s``) under many resamples (rows of
+    ``counts``: how often each point is picked): (a11, a12, a22, r1, r2), each tradeoffs × resamples."""
+    x1, x2 = 1.0 / s, 1.0 / (b * s)  # the rows of _weighted_fit's design, whose target is 1
+    return (x1 * x1) @ counts.T, (x1 * x2) @ counts.T, (x2 * x2) @ counts.T, x1 @ counts.T, x2 @ counts.T
+
+
+def fit_tradeoffs(fits: Sequence[tuple[Sequence[float], Sequence[float]]], *, bootstrap: int = 1000, seed: int = 0
+                  ) -> list[TradeoffFit]:
+    """``fit_tradeoff`` for many tradeoffs at once, in time linear in their number: ``fits`` is a list of (batch
+    sizes, steps to target), each with distinct batch sizes and positive, finite entries. The point fits solve the
+    same weighted least squares (by its normal equations, all tradeoffs of one size in one product; equal to
+    ``fit_tradeoff``'s to rounding), judged as it judges them; the intervals are ``bootstrap_b_crit_intervals``'."""
+    out: list[TradeoffFit] = []
+    for b_list, s_list in fits:
+        distinct = len(set(b_list))
+        if distinct < 3:
+            out.append(TradeoffFit(None, None, None, reason=f"needs steps-to-target for at least 3 batch sizes, "
+                                                            f"got {distinct}", batch_sizes=[float(v) for v in b_list],
+                                   steps=[float(v) for v in s_list], points=len(b_list)))
+        else:
+            out.append(TradeoffFit(None, None, None))  # filled below
+    by_size: dict[int, list[int]] = {}
+    for i, (b_list, _) in enumerate(fits):
+        if out[i].reason is None:
+            by_size.setdefault(len(b_list), []).append(i)
+    for n, members in by_size.items():
+        b = np.array([fits[i][0] for i in members], dtype=float)
+        s = np.array([fits[i][1] for i in members], dtype=float)
+        a11, a12, a22, r1, r2 = (v[:, 0] for v in _normal_sums(b, s, np.ones((1, n))))
+        det = a11 * a22 - a12 * a12
+        s_min, e_min = (a22 * r1 - a12 * r2) / det, (a11 * r2 - a12 * r1) / det
+        for row, i in enumerate(members):
+            out[i] = _judged(b[row], s[row], float(s_min[row]), float(e_min[row]))
+    fitted = [i for i, f in enumerate(out) if f.b_crit is not None]
+    intervals = bootstrap_b_crit_intervals([fits[i] for i in fitted], bootstrap=bootstrap, seed=seed)
+    for i, ci in zip(fitted, intervals):
+        out[i].ci = ci
+    return out
 
 
 def overhead_rule(batch_sizes: Sequence[int], steps_to_target: Sequence[float], *, overhead: float = 0.2
@@ -135,3 +187,47 @@ def overhead_rule(batch_sizes: Sequence[int], steps_to_target: Sequence[float], 
             break
         largest = b
     return largest
+
+
+def bootstrap_b_crit_intervals(fits: Sequence[tuple[Sequence[float], Sequence[float]]], *, bootstrap: int = 1000,
+                               seed: int = 0, chunk: int = 2000) -> list[Optional[tuple[float, float]]]:
+    """``fit_tradeoff``'s bootstrap 95 % interval of B_crit for many tradeoffs at once, in time linear in their number:
+    ``fits`` is a list of (batch sizes, steps to target), each with distinct batch sizes and positive, finite entries.
+    Every tradeoff with n points is resampled with the same ``bootstrap`` draws of n indices (one stream per n, from
+    ``seed``): a resample enters only through how often it picks each point, so the weighted least squares of every
+    tradeoff of that size is one matrix product. As ``fit_tradeoff``: resamples with fewer than 3 distinct batch sizes
+    are skipped, E_min ≤ 0 counts as 0 and S_min ≤ 0 as ∞, the ends are the order statistics at or beyond 2.5 % and
+    97.5 %, and None where fewer than half the resamples count. The draws differ from ``fit_tradeoff``'s own, so an
+    interval agrees with it as two bootstraps do, not digit for digit."""
+    out: list[Optional[tuple[float, float]]] = [None] * len(fits)
+    by_size: dict[int, list[int]] = {}
+    for i, (sizes, _) in enumerate(fits):
+        by_size.setdefault(len(sizes), []).append(i)
+    for n, members in by_size.items():
+        rng = np.random.default_rng([seed, n])
+        picks = rng.integers(0, n, (bootstrap, n))
+        counts = np.zeros((bootstrap, n))
+        np.add.at(counts, (np.repeat(np.arange(bootstrap), n), picks.ravel()), 1.0)
+        counts = counts[(counts > 0).sum(axis=1) >= 3]  # at least 3 distinct batch sizes (they are distinct)
+        m = len(counts)
+        if m == 0 or m < bootstrap // 2:
+            continue
+        lo, hi = int(math.floor(0.025 * (m - 1))), int(math.ceil(0.975 * (m - 1)))
+        for start in range(0, len(members), chunk):
+            idx = members[start:start + chunk]
+            b = np.array([fits[i][0] for i in idx], dtype=float)
+            s = np.array([fits[i][1] for i in idx], dtype=float)
+            a11, a12, a22, r1, r2 = _normal_sums(b, s, counts)
+            # B_crit = E_min / S_min: the determinant (> 0 for ≥ 2 distinct batch sizes, Cauchy–Schwarz) cancels, and
+            # E_min, S_min carry the signs of these numerators
+            e_num, s_num = a11 * r2 - a12 * r1, a22 * r1 - a12 * r2
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                est = e_num / s_num
+            est[s_num <= 0] = np.inf
+            est[e_num <= 0] = 0.0
+            good = ~np.isnan(est).any(axis=1)
+            part = np.partition(est, [lo, hi], axis=1)
+            for row, i in enumerate(idx):
+                if good[row]:
+                    out[i] = (float(part[row, lo]), float(part[row, hi]))
+    return out

@@ -54,7 +54,9 @@ def test_the_ladder_recovers_a_known_exponent_and_predicts_the_measured_b_crit()
     assert v.samples_ratio == pytest.approx(s.cost.ladder_samples / v.measurement_samples)
     assert v.samples_ratio < 0.15
     assert v.baselines["no_extrapolation"].log2_error == pytest.approx(math.log2(true / 64), abs=0.05)
-    assert v.beats_baselines and v.target_met
+    # the rungs' exact 0.5 is shrunk towards the prior's 0.566 (maths.prediction.TRANSFER_SD): no longer closer than
+    # every borrowed exponent on a clean power law, but far closer than no extrapolation
+    assert v.log2_error < v.baselines["no_extrapolation"].log2_error / 3
     assert set(v.baselines) == {"no_extrapolation", "borrowed_exponent_0.383", "borrowed_exponent_0.47",
                                    "borrowed_exponent_0.571", "borrowed_mccandlish_0.452", "borrowed_mccandlish_0.68"}
     assert s.cost == LadderCost(ladder_samples=4 * 2 * 2048, full_budget_samples=4 * 2 * 8192, fraction_of_full=0.25)
@@ -62,17 +64,35 @@ def test_the_ladder_recovers_a_known_exponent_and_predicts_the_measured_b_crit()
         0.58 * (8192 * 32) ** 0.571)
 
 
-def test_a_flat_b_crit_is_predicted_flat_where_the_power_law_refuses():
-    # Issue 49: the power law refuses (B_crit does not grow), the predictor answers from the rungs and the prior,
-    # anchored at the last rung: B_crit = 40 at every D.
+def test_a_flat_b_crit_is_predicted_with_a_warning_where_the_power_law_refuses():
+    # Issue 49: the power law refuses (B_crit does not grow), the predictor answers from the rungs and the prior;
+    # issue 57: anchored at the rungs' centroid, and the flat rungs are named in one warning (B_crit = 40 at every D,
+    # so the rungs' exponent, shrunk towards the prior, carries the prediction above 40).
     s = summarize_ladder(history(gamma=0.0, c=40.0, noise=0.002), {**META, "ladder_validate": False}, bootstrap=300)
     assert "includes 0" in s.ladder.refusal or "poor fit" in s.ladder.refusal
     pred = s.prediction
     assert pred.refusal is None and pred.figures.source in ("rungs", "combined")
-    assert pred.interval_90[0] <= 40.0 <= pred.interval_90[1] and pred.b_crit == pytest.approx(40, rel=0.3)
-    assert pred.figures.prior.definition == "mccandlish" and pred.figures.anchor_samples == max(s.ladder.rungs_used)
+    assert 40 < pred.b_crit < pred.figures.literature_band[0]
+    used = s.ladder.rungs_used
+    assert pred.figures.prior.definition == "mccandlish"
+    assert min(used) < pred.figures.anchor_samples < max(used)
+    assert len([w for w in pred.figures.warnings if w.startswith("flat or falling")]) == 1
     assert s.prediction_validation is None
-    assert any(line.strip().startswith("source: ") and "McCandlish" in line for line in headline(s))
+    lines = headline(s)
+    assert any(line.strip().startswith("source: ") and "McCandlish" in line for line in lines)
+    assert any(line.strip().startswith("warning: flat or falling") for line in lines)
+
+
+def test_rungs_read_off_the_batch_grid_are_left_out_of_the_prediction():
+    # B_crit = 0.05·D^0.9 lies below the smallest batch trained (8) at the first two rungs (4.1, 7.6): they are shown
+    # in ladder.rungs and left out of the prediction, each with its reason
+    s = summarize_ladder(history(gamma=0.9, c=0.05, noise=0.002), {**META, "ladder_validate": False}, bootstrap=300)
+    fig = s.prediction.figures
+    off = [r.samples_seen for r in s.ladder.rungs if r.b_crit is not None and r.b_crit < 8]
+    assert off == [128, 256] and [r["samples"] for r in fig.left_out] == off
+    assert all("below the smallest batch trained (8)" in r["reason"] for r in fig.left_out)
+    assert 511 < fig.anchor_samples < 1025  # the centroid of the rungs in use
+    assert any("left out" in w for w in fig.warnings)
 
 
 def test_summary_json_keys_and_report_files(tmp_path):

@@ -57,5 +57,9 @@ def test_the_development_bench_runs_on_its_stored_figures():
                           capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": ""})
     assert done.returncode == 0, done.stderr
     pooled = [line for line in done.stdout.splitlines() if line.startswith("POOLED")]
-    assert len(pooled) == 2 and "(18 runs)" in pooled[0] and "coverage" in pooled[0]
-    assert sum(line.startswith("ROW") for line in done.stdout.splitlines()) == 21
+    # issue 36's 18 runs, issue 49's 16 rows (development data since issue 57), all of them
+    assert len(pooled) == 3 and "(18 scored, 0 refused)" in pooled[0] and "coverage" in pooled[0]
+    assert "(14 scored, 2 refused)" in pooled[1]
+    assert sum(line.startswith("ROW") for line in done.stdout.splitlines()) == 21 + 16
+    fits = [line for line in done.stdout.splitlines() if line.startswith("FIT")]
+    assert any("transfer sd" in line and "(package TRANSFER_SD 0.24)" in line and ": 0.24" in line for line in fits)

@@ -87,3 +87,28 @@ def test_a_b_crit_past_the_measured_range_is_a_bound():
     # A fitted B_crit, or too few points, is no bound.
     assert fit_tradeoff([16, 32, 64, 128], [900, 500, 300, 200]).bound is None
     assert fit_tradeoff([16, 32], [100, 50]).bound is None
+
+
+def test_fit_tradeoffs_agrees_with_fit_tradeoff_point_for_point_and_its_intervals_as_bootstraps_do():
+    import numpy as np
+
+    from cbs_ray.maths.tradeoff import fit_tradeoffs
+
+    rng = np.random.default_rng(3)
+    fits = []
+    for b_crit in (10.0, 20.0, 40.0, 80.0):
+        batches = [8, 16, 32, 64, 128]
+        fits.append((batches, [(1000 / b_crit + 1000 / b) * math.exp(rng.normal(0, 0.05)) for b in batches]))
+    fits.append(([8, 16], [10.0, 6.0]))                 # too few batch sizes: the same reason
+    fits.append(([8, 16, 32], [10.0, 10.0, 10.0]))      # no tradeoff: the same reason
+    many = fit_tradeoffs(fits, bootstrap=1000, seed=0)
+    for (b, s), fit in zip(fits, many):
+        one = fit_tradeoff(b, s, bootstrap=1000, seed=0)
+        assert fit.reason == one.reason
+        if one.b_crit is None:
+            assert fit.b_crit is None
+            continue
+        assert fit.b_crit == pytest.approx(one.b_crit, rel=1e-9)
+        assert fit.ci is not None and one.ci is not None
+        # two bootstraps of the same 5 points: the ends within 15 % of each other
+        assert fit.ci[0] == pytest.approx(one.ci[0], rel=0.15) and fit.ci[1] == pytest.approx(one.ci[1], rel=0.15)

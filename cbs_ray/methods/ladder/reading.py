@@ -154,7 +154,8 @@ def summarize_ladder(history: pd.DataFrame, meta: Union[Mapping[str, Any], Ladde
         if rec.predict == "loss" else None
     # the prediction ladder.predict chose: by default the rungs with a prior (maths.prediction, issue 49); the power
     # law's own figures stay in ``ladder``
-    fit = through or ladder_prediction(rungs, budget)
+    fit = through or ladder_prediction(rungs, budget, batch_grid=(min(batches), max(batches)),
+                                       rungs_from=reading["fit_from"])
     noise = noise_scale_at(history, [int(r.samples_seen) for r in rungs]) if len(history) else None
     ladder = LadderFit(
         fraction_samples=stop, rungs=[_rung_record(r) for r in rungs], exponent=power_law.exponent,
@@ -206,20 +207,26 @@ def _reference_laws(rec: LadderRecorded) -> ReferenceLaws:
                               f"on models and budgets far larger than this one: a reference, not a measurement")
 
 
-def ladder_prediction(rungs: list, budget: int) -> Prediction:
+def ladder_prediction(rungs: list, budget: int, *, batch_grid: Optional[tuple[float, float]] = None,
+                      rungs_from: float = 0.0) -> Prediction:
     """``maths.prediction.predict_b_crit`` on the rungs with a finite, positive B_crit and a bounded interval (their sd
-    from it); where none has one, on those with a finite B_crit (the prior's answer, anchored at the last)."""
+    from it); where none has one, on those with a finite B_crit. ``batch_grid`` (the smallest and the largest batch
+    trained) and ``rungs_from`` (the first rung past the warmup) leave rungs out, each with its reason."""
     points = [RungPoint.from_interval(r.samples_seen, r.b_crit, *(r.b_crit_ci or (None, None))) for r in rungs
               if r.b_crit is not None and math.isfinite(r.b_crit) and r.b_crit > 0]
     bounded = [p for p in points if p.sd is not None]
-    return predict_b_crit(bounded or points, budget, definition="mccandlish")
+    return predict_b_crit(bounded or points, budget, definition="mccandlish", batch_grid=batch_grid,
+                          rungs_from=rungs_from)
 
 
 def _predictor_figures(fit: Prediction) -> PredictorFigures:
     """The predictor's own figures: where its exponent came from, and which definition its prior belongs to."""
     return PredictorFigures(source=fit.source, exponent=fit.exponent, exponent_sd=fit.exponent_sd, form=fit.form,
                             anchor_samples=fit.anchor_samples, rungs_exponent=fit.rungs_exponent,
-                            rungs_exponent_se=fit.rungs_exponent_se, rung_share=fit.rung_share, prior=fit.prior)
+                            rungs_exponent_se=fit.rungs_exponent_se, rung_share=fit.rung_share, prior=fit.prior,
+                            anchor_b_crit=fit.anchor_b_crit,
+                            literature_band=list(fit.literature_band) if fit.literature_band else None,
+                            warnings=list(fit.warnings), left_out=[r.to_dict() for r in fit.left_out])
 
 
 def _through_loss_record(fit: LossLadderFit) -> ThroughLoss:

@@ -15,6 +15,7 @@ from typing import Optional, cast
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from cbs_ray.maths.prediction import literature_range
 from cbs_ray.methods.ladder.reading import LOG2_TARGET, LadderSummary, summarize_ladder
 from cbs_ray.methods.ladder.summary import PredictorFigures
 from cbs_ray.records.meta import ExperimentMeta
@@ -144,11 +145,16 @@ def _source_lines(fig: Optional[PredictorFigures]) -> list[str]:
     prior = fig.prior
     rungs = (f"the rungs' {fig.rungs_exponent:.3g} ± {fig.rungs_exponent_se:.2g} ({fig.form}) and "
              if fig.rungs_exponent is not None else "no fit from the rungs; ")
-    return [f"  source: {fig.source}; exponent {fig.exponent:.3g} ± {fig.exponent_sd:.2g} from the rung at "
-            f"{fig.anchor_samples:g} samples to D, from {rungs}the prior {prior.mean:.3g} ± {prior.sd:.2g} "
+    band = fig.literature_band
+    return [f"  source: {fig.source}; exponent {fig.exponent:.3g} ± {fig.exponent_sd:.2g} from the rungs' centroid at "
+            f"{fig.anchor_samples:.4g} samples to D, from {rungs}the prior {prior.mean:.3g} ± {prior.sd:.2g} "
             f"for McCandlish's B_crit = E_min/S_min (Kaplan et al. 2020's 0.452 and Zhang et al. 2025's runs read so, "
             f"0.68); the baselines 0.383 and 0.571 are B_opt's (Power Lines, Step Law), 0.47 the 20 %-overhead batch's "
-            f"(Zhang et al. 2025)"]
+            f"(Zhang et al. 2025)",
+            *([f"  literature band: [{band[0]:.3g}, {band[1]:.3g}] (the same anchor carried with "
+               f"{' … '.join(f'{g:.3g}' for g in literature_range(prior.definition))})"]
+              if band else []),
+            *(f"  warning: {w}" for w in fig.warnings)]
 
 
 def ladder_plot(summary: LadderSummary, path: Path) -> Path:

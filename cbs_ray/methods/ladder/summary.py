@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from cbs_ray.analysis.json_values import json_clean
@@ -176,24 +176,38 @@ class PredictorFigures:
     exponent_sd: Optional[float]
     form: Optional[str]
     anchor_samples: Optional[float]
+    """The anchor: the rungs' centroid (samples), where the prediction is carried to D from."""
     rungs_exponent: Optional[float]
     rungs_exponent_se: Optional[float]
     rung_share: Optional[float]
     """The rungs' share of the exponent's precision."""
     prior: Optional[Prior]
+    anchor_b_crit: Optional[float] = None
+    """B_crit at the anchor (the rungs' centroid)."""
+    literature_band: Optional[list[float]] = None
+    """``[low, high]``: the same anchor carried with the literature's smallest and largest exponent."""
+    warnings: list[str] = field(default_factory=list)
+    """One line each: flat or falling rungs, too few rungs in use, rungs left out."""
+    left_out: list[dict] = field(default_factory=list)
+    """The rungs the prediction left out: ``{"samples", "b_crit", "reason"}`` (off the batch grid, ...)."""
 
     KEYS = ("source", "exponent", "exponent_sd", "form", "anchor_samples", "rungs_exponent", "rungs_exponent_se",
             "rung_share", "prior")
+    NEW_KEYS = ("anchor_b_crit", "literature_band", "warnings", "left_out")
+    """Written since issue 57; a summary written before has none of them."""
 
     def to_dict(self) -> dict:
         p = self.prior
         prior = None if p is None else {"definition": p.definition, "mean": p.mean, "sd": p.sd, "source": p.source}
-        return json_clean({**{k: getattr(self, k) for k in self.KEYS[:-1]}, "prior": prior})
+        return json_clean({**{k: getattr(self, k) for k in self.KEYS[:-1]}, "prior": prior,
+                           **{k: getattr(self, k) for k in self.NEW_KEYS}})
 
     @classmethod
     def from_dict(cls, d: Mapping) -> PredictorFigures:
         prior = d["prior"]
-        return cls(**{k: d[k] for k in cls.KEYS[:-1]}, prior=Prior(**prior) if prior is not None else None)
+        return cls(**{k: d[k] for k in cls.KEYS[:-1]}, prior=Prior(**prior) if prior is not None else None,
+                   anchor_b_crit=d.get("anchor_b_crit"), literature_band=_pair(d.get("literature_band")),
+                   warnings=list(d.get("warnings") or []), left_out=[dict(r) for r in d.get("left_out") or []])
 
 
 @dataclass(frozen=True)
