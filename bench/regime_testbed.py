@@ -13,7 +13,7 @@ arXiv 2410.21676) report for real pre-training, on both built-in corpora of the 
 **Settings, by a rule that does not look at outcomes.** Each corpus at each size of its family (``SIZES``: the
 space's model at ``n_embd`` 8, 16 and 32, one layer, two heads: 5.9× in parameters on the markov language and 6.7×
 on the Python sources), at the space's own D (22.1 and 22.8 tokens per parameter for the largest size, more for the
-smaller: D is one number per corpus, as the second finding needs), the space's batch grid (4…256), its LR rule
+smaller: D is one number per corpus, as the second finding needs), the space's batch grid (4…512), its LR rule
 (alpha 0.5, constant after warmup) and its ladder (rungs from 1/16 of D, ≥ 1.4 tokens per parameter for the largest
 size, to D/2; ``ladder.seeds`` 2), ``search.seed`` 0. One run per (corpus, size) is a ladder with
 ``--validate-prediction`` (``python -m cbs_ray.search --space SPACE --set search.method=ladder --validate-prediction``):
@@ -26,8 +26,15 @@ out (censored, named as such). **Finding 1**: the least-squares slope of log B_c
 the measurement at D, per (corpus, size), where the counted points span ≥ 8× in D; its value in the band on every
 (corpus, size) is the acceptance. **Finding 2**: per corpus, max/min of B_crit at D over the sizes ≤ 1.5.
 
-**Cost** (``CPU_SECONDS_PER_RUN``): ≈ 6 min a run on the shared 2 cores (the largest size; less for the smaller), 6
-runs ≈ 30 min. Run under the machine's Ray lock, one run per locked job, each kept as it ends:
+**Amendment, after the first run (markov:32) and before any other, by the issue's own rule** ("every B_crit read
+inside the batch grid: widen the grid rather than extrapolate"): its B_crit at D read 256.07 on a grid ending at 256, at
+the edge, so both spaces' grids were widened to 4…512 and markov:32 trained again; the first run is kept in
+``regime_testbed_runs/superseded/``. The judge's reading of D was also corrected then: it had taken
+``measurement_samples`` (every sample the measurement trained, 906 752) for D instead of the budget (40 960). No
+criterion, setting or threshold above changed.
+
+**Cost** (``CPU_SECONDS_PER_RUN``): ≈ 12 min a run on the shared 2 cores beside other work (the largest size: 704 s for the first),
+6 runs ≈ 1 h. Run under the machine's Ray lock, one run per locked job, each kept as it ends:
 
     python bench/regime_testbed.py --dry-run
     flock /tmp/cbs-ray-ray.lock python bench/regime_testbed.py --only markov:32 --keep bench/regime_testbed_runs
@@ -52,7 +59,7 @@ EXPONENT_BAND = (0.3, 0.8)
 MIN_SPAN = 8.0
 MAX_SIZE_RATIO = 1.5
 MIN_TOKENS_PER_PARAMETER_AT_RUNG = 1.0
-CPU_SECONDS_PER_RUN = 360
+CPU_SECONDS_PER_RUN = 720
 
 
 def protocol_lines() -> list[str]:
@@ -100,7 +107,7 @@ def readings(row: dict) -> list[dict]:
     per_param = row["tokens_per_sample"] / row["parameters"]
     points = [(r["samples_seen"], r["b_crit"], r["overhead_20pct"], "rung") for r in row["ladder"]["rungs"]]
     v = row["prediction_validation"]
-    points.append((v["measurement_samples"], v["measured_b_crit"], v["measured_overhead_20pct"], "D"))
+    points.append((row["prediction"]["budget_samples"], v["measured_b_crit"], v["measured_overhead_20pct"], "D"))
     out = []
     for samples, b_crit, overhead, where in points:
         tpp = samples * per_param
