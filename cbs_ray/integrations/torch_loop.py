@@ -2,16 +2,18 @@
 HF and Lightning callbacks share.
 
 ``scheduled_steps(dataloader, schedule)`` yields one ``ScheduledStep`` per optimizer step: its micro-batches,
-how many (the accumulation steps) and the LR multiplier::
+how many (the accumulation steps) and the LR multiplier. The LR is a ``LambdaLR`` whose factor
+``schedule.lr_factor(your_shape)`` reads your warmup and decay (written for a run at the first stage's batch B0)
+at each step's samples and puts the stage's multiplier on top (``scale_lambda_scheduler`` does the same to a
+``LambdaLR`` you already have)::
 
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule.lr_factor(your_shape))
     for step in scheduled_steps(loader, schedule):
         for i, micro in enumerate(step.micro_batches):
             with model.no_sync() if ddp and not step.is_last(i) else nullcontext():
                 (model(**micro).loss / step.accumulation_steps).backward()
             noise.after_backward(i, step)                 # optional: NoiseScaleHook
-        for group in optimizer.param_groups:
-            group["lr"] = base_lr * step.lr_multiplier    # on top of your own LR schedule
-        optimizer.step(); optimizer.zero_grad()
+        optimizer.step(); scheduler.step(); optimizer.zero_grad()
 
 Under DDP give the DataLoader a ``DistributedSampler`` (every process then draws its own micro-batches of the
 same step; the schedule's batch is global and must be a multiple of micro-batch × world size). Steps never stop
