@@ -222,9 +222,11 @@ class BatchSizeSchedule:
         return self.stages[0].batch_size
 
     @property
-    def warmup_steps(self) -> Optional[int]:
-        """The warmup in optimizer steps of the base batch (``warmup_samples`` / B0, rounded up); None without."""
-        return None if self.warmup_samples is None else -(-self.warmup_samples // self.base_batch)
+    def warmup_steps(self) -> int:
+        """The warmup in optimizer steps of the base batch (``warmup_samples`` / B0, rounded up); 0 without one (a
+        schedule built by hand, a summary that records none), so ``TrainingArguments(warmup_steps=...)`` always takes
+        it (issue 58: None raised a ``TypeError`` there)."""
+        return 0 if self.warmup_samples is None else -(-self.warmup_samples // self.base_batch)
 
     def lr_shape(self, base_step: int) -> float:
         """The warmup-then-decay this schedule was measured with, at optimizer step ``base_step`` of the base
@@ -233,7 +235,7 @@ class BatchSizeSchedule:
         if self.budget_samples is None:
             raise ScheduleError("the LR shape needs budget_samples (where the decay ends); pass a shape of your own "
                                 "to lr_at / lr_factor instead")
-        return lr_multiplier(base_step, self.warmup_steps or 0, self.budget_samples // self.base_batch,
+        return lr_multiplier(base_step, self.warmup_steps, self.budget_samples // self.base_batch,
                              decay=self.lr_decay)
 
     def lr_at(self, samples: int, shape: Optional[Callable[[int], float]] = None) -> float:

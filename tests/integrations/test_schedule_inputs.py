@@ -193,3 +193,26 @@ def test_the_summaries_cbs_ray_writes_carry_the_warmup_from_summary_returns():
     assert scratch.warmup_samples == written["warmup_samples"] and scratch.peak_lr == written["peak_lr"]
     ladder = BatchSizeSchedule.from_summary(golden / "ladder" / "summary.json")
     assert [s.batch_size for s in ladder.stages] == [16, 32, 128] and ladder.peak_lr == 0.001
+
+
+def test_warmup_steps_is_an_int_hf_takes_even_where_no_warmup_is_recorded():
+    # Issue 58, finding 22: the docs' `TrainingArguments(warmup_steps=schedule.warmup_steps)` raised a TypeError on
+    # None (a hand-built schedule, the golden branch summary, whose trunk records no warmup).
+    golden = pathlib.Path(__file__).resolve().parents[1] / "golden" / "expected" / "branch" / "summary.json"
+    no_trunk_warmup = BatchSizeSchedule.from_summary(golden)
+    assert no_trunk_warmup.warmup_samples is None and no_trunk_warmup.warmup_steps == 0
+    by_hand = BatchSizeSchedule([(0, 8), (64, 16)])
+    assert by_hand.warmup_steps == 0 and isinstance(by_hand.warmup_steps, int)
+    assert BatchSizeSchedule([(0, 8)], warmup_samples=12).warmup_steps == 2  # rounded up, in steps of B0
+    transformers = pytest.importorskip("transformers")
+    args = transformers.TrainingArguments(output_dir="unused", max_steps=4, warmup_steps=by_hand.warmup_steps,
+                                          use_cpu=True, report_to="none")
+    assert args.get_warmup_steps(4) == 0
+
+
+@pytest.mark.parametrize("given", [None, {"batch_size_schedule": [[0, 8]]}, 3, b"summary.json"],
+                         ids=["None", "dict", "int", "bytes"])
+def test_from_summary_of_something_not_a_path_is_one_schedule_error(given):
+    with pytest.raises(ScheduleError, match="from_summary takes the path of a summary.json") as refused:
+        BatchSizeSchedule.from_summary(given)
+    assert "\n" not in str(refused.value)
