@@ -18,7 +18,7 @@ starts off its accumulation's multiple, where Lightning would not). Resuming fro
 checkpoint restores the accumulation, the LR and the step's place in the epoch; the data position is the
 DataLoader's own: Lightning restarts a plain DataLoader's epoch from its first batch, so resuming mid-epoch needs
 a resumable loader (``state_dict``/``load_state_dict``), and the callback refuses in one line otherwise. Logs
-``effective_batch_size``, ``samples_seen``
+``effective_batch_size``, ``samples_seen`` (the samples trained, a cut step's as cut)
 and ``lr_multiplier`` through ``pl_module.log_dict`` (every logger the Trainer has) every
 ``log_every_n_steps`` optimizer steps, Lightning's own cadence (a ``log_dict`` call costs about a millisecond).
 """
@@ -128,7 +128,8 @@ class BatchSizeScheduleCallback(Callback):
             cut = self._walk.samples_at(max(step - 1, 0)) if self._walk else None
             batch = stage.batch_size if cut is None else cut
             pl_module.log_dict({"effective_batch_size": float(batch), "lr_multiplier": stage.lr_multiplier,
-                                "samples_seen": float(self.schedule.samples_before_step(step))},
+                                "samples_seen": float(self._walk.samples_before_step(self.schedule, step)
+                                                      if self._walk else self.schedule.samples_before_step(step))},
                                on_step=True, on_epoch=False)
 
 

@@ -126,9 +126,9 @@ class ResumableLoader(torch.utils.data.DataLoader):
 
 
 def lightning_fit(root: str, *, scheduler: bool = True, save_every: int | None = None, ckpt_path: str | None = None,
-                  resumable: bool = True, data=None, callbacks=()):
+                  resumable: bool = True, data=None, callbacks=(), **settings):
     """Lightning with the schedule callback: AdamW, a warmup LambdaLR stepped every step (or none); returns
-    (trainer, recorder, model)."""
+    (trainer, recorder, model). ``settings`` go to ``pl.Trainer`` (``log_every_n_steps``)."""
     import lightning.pytorch as pl
     from lightning.pytorch.callbacks import ModelCheckpoint
 
@@ -163,6 +163,6 @@ def lightning_fit(root: str, *, scheduler: bool = True, save_every: int | None =
     trainer = pl.Trainer(max_steps=schedule().optimizer_steps(), accelerator="cpu", devices=1,
                          accumulate_grad_batches=2, logger=False, enable_checkpointing=bool(save_every),
                          enable_progress_bar=False, enable_model_summary=False, default_root_dir=root,
-                         callbacks=callbacks)
+                         callbacks=callbacks, **settings)
     trainer.fit(Module(), loader, ckpt_path=ckpt_path)
     return trainer, recorder, model
