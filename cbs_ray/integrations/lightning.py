@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+from typing import cast
 
 import numpy as np
 import torch
@@ -51,7 +52,7 @@ logger = logging.getLogger(__name__)
 def _rng_state() -> dict:
     """torch's (CPU, and every CUDA device's where CUDA is in use), numpy's and Python's RNG states, in the types a
     weights-only ``torch.load`` reads (numpy's keys as a list)."""
-    kind, keys, position, has_gauss, gauss = np.random.get_state()
+    kind, keys, position, has_gauss, gauss = cast(tuple, np.random.get_state(legacy=True))  # not the dict form
     state = {"torch": torch.get_rng_state(), "numpy": [kind, keys.tolist(), position, has_gauss, gauss],
              "python": random.getstate()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
