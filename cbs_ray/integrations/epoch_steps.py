@@ -18,7 +18,9 @@ said once (issue 48): HF Trainer, Lightning and the plain loop each call ``odd_s
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import logging
 from dataclasses import dataclass
 from typing import Iterator, Optional
@@ -55,9 +57,23 @@ class EpochWalk:
         """Samples step ``step`` trains where it is odd; None where it is its stage's batch."""
         return self._by_step.get(step)
 
+    def samples_before_step(self, schedule: BatchSizeSchedule, step: int) -> int:
+        """Samples the first ``step`` optimizer steps trained: the schedule's, less what the odd steps among them
+        did not train (issue 58: 264 of 320 trained, 320 logged as ``samples_seen``)."""
+        return schedule.samples_before_step(step) - self._shortfall[bisect.bisect_left(self._steps, step)]
+
     @functools.cached_property
     def _by_step(self) -> dict[int, int]:
         return {o.step: o.samples for o in self.odd}
+
+    @functools.cached_property
+    def _steps(self) -> list[int]:
+        return [o.step for o in self.odd]
+
+    @functools.cached_property
+    def _shortfall(self) -> list[int]:
+        """``_shortfall[i]``: samples the first ``i`` odd steps trained short of their stages' batches."""
+        return list(itertools.accumulate((o.batch_size - o.samples for o in self.odd), initial=0))
 
 
 def _trainer_steps(schedule: BatchSizeSchedule, micro_batch: int, world_size: int, epoch_micro_batches: int,

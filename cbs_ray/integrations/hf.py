@@ -16,7 +16,8 @@ What an unmodified Trainer cannot do exactly, and what the callback does instead
   run ends within the first epoch, or when the epoch's samples are a multiple of every batch; otherwise the
   callback warns once before the first step, naming each step of another size and its samples
   (``epoch_steps``), logs those samples as the step's ``effective_batch_size``, and has the Trainer run the
-  epochs the schedule needs to reach ``max_steps`` (it counts them at the first stage's accumulation). A step an
+  epochs the schedule needs to reach ``max_steps`` (it counts them at the first stage's accumulation); the logged
+  ``samples_seen`` counts the samples the steps trained, cut ones as cut. A step an
   epoch's end leaves off its accumulation's multiple is prefetched alone (``get_batch_samples``), so its loss is
   divided by its own micro-batches, not shared with the next step's; a resume counts the cut steps as drawn.
 - **The LR, laid out in samples.** A ``LambdaLR`` (every ``lr_scheduler_type`` but plateau) is read at the samples
@@ -147,6 +148,11 @@ class BatchSizeScheduleCallback(TrainerCallback):
     def _accumulation_for(self, step: int) -> int:
         return self.plan[self.schedule.stage_index_at_step(step)]
 
+    def _samples_before_step(self, step: int) -> int:
+        """Samples the first ``step`` optimizer steps trained: the schedule's, less what an epoch's end cut off."""
+        return self._walk.samples_before_step(self.schedule, step) if self._walk else \
+            self.schedule.samples_before_step(step)
+
     def on_init_end(self, args, state, control, **kwargs):
         self._trainer = find_trainer(self)
         self._replace_trainer_method("_init_training_state", self._skip_to_the_schedules_position)
@@ -242,10 +248,10 @@ class BatchSizeScheduleCallback(TrainerCallback):
                                 "Trainer(callbacks=[...]) so it can set the data skip; the Trainer would skip the "
                                 "first stage's count")
         self._user_accumulation, self.plan = args.gradient_accumulation_steps, plan
-        self.samples_seen = self.schedule.samples_before_step(step)
         args.gradient_accumulation_steps = self._accumulation_for(step)
         if self._walk is None and train_dataloader is not None:  # set_initial_training_values was not seen
             self._walk = self._epoch_walk(args, train_dataloader)
+        self.samples_seen = self._samples_before_step(step)
         warn_odd_steps(self._walk.odd if self._walk else [], logger,
                        why="an epoch's end makes the Trainer cut steps short")
         self._param_group_scaling = not scale_lambda_scheduler(lr_scheduler, self.schedule,
@@ -277,7 +283,7 @@ class BatchSizeScheduleCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         # The step just taken is global_step - 1; the next update step reads the accumulation set here.
-        self.samples_seen = self.schedule.samples_before_step(state.global_step)
+        self.samples_seen = self._samples_before_step(state.global_step)
         args.gradient_accumulation_steps = self._accumulation_for(state.global_step)
 
     def on_log(self, args, state, control, logs=None, **kwargs):

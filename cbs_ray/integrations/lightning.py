@@ -17,8 +17,13 @@ gradient back to the mean over the samples it holds, before clipping, and zeroes
 starts off its accumulation's multiple, where Lightning would not). Resuming from a
 checkpoint restores the accumulation, the LR and the step's place in the epoch; the data position is the
 DataLoader's own: Lightning restarts a plain DataLoader's epoch from its first batch, so resuming mid-epoch needs
-a resumable loader (``state_dict``/``load_state_dict``), and the callback refuses in one line otherwise. Logs
-``effective_batch_size``, ``samples_seen``
+a resumable loader (``state_dict``/``load_state_dict``), and the callback refuses in one line otherwise. The RNG
+state (torch's, CUDA's, numpy's and Python's: dropout draws from it) is the callback's own state in the checkpoint,
+restored where the uninterrupted run had it at the next micro-batch (issue 58: dropout differed by 6e-3 after a resume
+without it): at the checkpoint's load, before the loader's iterator draws its seed, for a resume at an epoch's start;
+at the first micro-batch for one mid-epoch, whose new iterator the uninterrupted run never drew. One process only:
+under DDP (several processes, each its own RNG) it is neither saved nor restored. Logs
+``effective_batch_size``, ``samples_seen`` (the samples trained, a cut step's as cut)
 and ``lr_multiplier`` through ``pl_module.log_dict`` (every logger the Trainer has) every
 ``log_every_n_steps`` optimizer steps, Lightning's own cadence (a ``log_dict`` call costs about a millisecond).
 """
@@ -27,7 +32,10 @@ from __future__ import annotations
 
 import logging
 import math
+import random
+from typing import cast
 
+import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback
 
@@ -39,6 +47,28 @@ from cbs_ray.integrations.torch_loop import NoiseScaleHook, initial_lrs, scale_l
 __all__ = ["BatchSizeScheduleCallback", "NoiseScaleCallback"]
 
 logger = logging.getLogger(__name__)
+
+
+def _rng_state() -> dict:
+    """torch's (CPU, and every CUDA device's where CUDA is in use), numpy's and Python's RNG states, in the types a
+    weights-only ``torch.load`` reads (numpy's keys as a list)."""
+    kind, keys, position, has_gauss, gauss = cast(tuple, np.random.get_state(legacy=True))  # not the dict form
+    state = {"torch": torch.get_rng_state(), "numpy": [kind, keys.tolist(), position, has_gauss, gauss],
+             "python": random.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"].cpu())
+    kind, keys, position, has_gauss, gauss = state["numpy"]
+    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), position, has_gauss, gauss))
+    version, internal, gauss_next = state["python"]
+    random.setstate((version, tuple(internal), gauss_next))
+    cuda = state.get("cuda")
+    if cuda is not None and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all([c.cpu() for c in cuda])
 
 
 def _micro_batch(trainer) -> int:
@@ -59,12 +89,28 @@ class BatchSizeScheduleCallback(Callback):
         self._base_lrs: list[list[float]] | None = None
         self._last_step = -1
         self._walk: EpochWalk | None = None  # the run's steps under Lightning's epoch rule
+        self._world_size = 1
+        self._rng_at_checkpoint: dict | None = None  # a resumed run's, until its first micro-batch
+
+    def state_dict(self) -> dict:
+        """The RNG state at the checkpoint (one process only: under DDP each process has its own, and the checkpoint
+        keeps the first's)."""
+        return {"rng": _rng_state()} if self._world_size == 1 else {}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore the checkpoint's RNG state now, before the resumed run's loader draws its iterator's seed (as the
+        uninterrupted run's did at an epoch's start), and again at the first micro-batch where that is mid-epoch."""
+        rng = state_dict.get("rng")
+        if rng is not None:
+            _set_rng_state(rng)
+            self._rng_at_checkpoint = rng
 
     def _accumulation_for(self, step: int) -> int:
         return self.plan[self.schedule.stage_index_at_step(step)]
 
     def on_train_start(self, trainer, pl_module):
         micro = _micro_batch(trainer)
+        self._world_size = trainer.world_size
         self.plan = self.schedule.accumulation_plan(micro, trainer.world_size)
         step = trainer.global_step
         self._refuse_a_resume_lightning_cannot_place(trainer, step)
@@ -98,6 +144,12 @@ class BatchSizeScheduleCallback(Callback):
                                 "Lightning restarts a plain DataLoader's epoch from its first batch; give it a "
                                 "resumable loader (state_dict/load_state_dict) or resume from an epoch's end")
 
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if self._rng_at_checkpoint is not None:
+            rng, self._rng_at_checkpoint = self._rng_at_checkpoint, None
+            if batch_idx and trainer.world_size == 1:  # mid-epoch: the uninterrupted run drew no iterator's seed here
+                _set_rng_state(rng)
+
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
         cut = self._walk.samples_at(trainer.global_step) if self._walk else None
         if cut is not None:  # Lightning divided the cut step's loss by the stage's accumulation: make it a mean
@@ -128,7 +180,8 @@ class BatchSizeScheduleCallback(Callback):
             cut = self._walk.samples_at(max(step - 1, 0)) if self._walk else None
             batch = stage.batch_size if cut is None else cut
             pl_module.log_dict({"effective_batch_size": float(batch), "lr_multiplier": stage.lr_multiplier,
-                                "samples_seen": float(self.schedule.samples_before_step(step))},
+                                "samples_seen": float(self._walk.samples_before_step(self.schedule, step)
+                                                      if self._walk else self.schedule.samples_before_step(step))},
                                on_step=True, on_epoch=False)
 
 

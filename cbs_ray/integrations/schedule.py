@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Sequence
 
@@ -59,6 +60,24 @@ def _first_multiple(start: int, step_batch: int, steps: int, batch: int) -> int:
     """The least k ≥ ``steps`` with start + k·step_batch a multiple of ``batch`` (``start`` is a multiple of
     ``step_batch``, so one exists within batch / gcd(step_batch, batch) steps)."""
     return next(k for k in range(steps, steps + batch + 1) if (start + k * step_batch) % batch == 0)
+
+
+def _ramp_start(prev_start: int, prev_batch: int, nominal: int, batch: int, boundaries: str) -> int:
+    """Where a ramp's stage of ``batch`` starts: the latest valid boundary (``BOUNDARY_RULES``) at or before its
+    nominal start, at least one step of the stage before after that stage's start; the first valid one after it
+    where there is none. Rounding down keeps the ramp within its ``over_samples``; deferring every start (the rule
+    before issue 58) stretched 8 → 24 over 128 samples to 240."""
+    def fits(k: int) -> bool:
+        return boundaries != "batch" or (prev_start + k * prev_batch) % batch == 0
+
+    latest = (nominal - prev_start) // prev_batch
+    period = batch // math.gcd(prev_batch, batch) if boundaries == "batch" else 1  # valid k recur this often
+    down = [k for k in range(latest, max(0, latest - period), -1) if fits(k)]
+    if down:
+        return prev_start + down[0] * prev_batch
+    k = max(1, latest + 1)
+    return prev_start + _first_multiple(prev_start, prev_batch, k, batch) * prev_batch if boundaries == "batch" \
+        else prev_start + k * prev_batch
 
 
 class BatchSizeSchedule:
@@ -114,6 +133,23 @@ class BatchSizeSchedule:
         self.peak_lr = None if peak_lr is None else real_number(peak_lr, "peak_lr", high=1e3, low_open=True)
         self.warmup_samples = None if warmup_samples is None else whole_number(warmup_samples, "warmup_samples")
         self.stages = self._stages(pairs)
+        self._warn_on_a_budget_inside_a_step()
+
+    def _warn_on_a_budget_inside_a_step(self) -> None:
+        """Say, as a warning, where ``budget_samples`` ends inside an optimizer step: ``optimizer_steps()`` counts that
+        step whole (every step trains one whole batch), so the run trains past the budget (issue 58: a ramp to 24
+        over a 320-sample budget trained 336, silently)."""
+        if self.budget_samples is None:
+            return
+        steps = self.optimizer_steps()
+        trained = self.samples_before_step(steps)
+        if trained > self.budget_samples:
+            last = self.stage_at_step(steps - 1).batch_size
+            warnings.warn(f"budget_samples {self.budget_samples} ends inside step {steps - 1} (batch {last}, samples "
+                          f"{trained - last} to {trained}): every step trains a whole batch, so optimizer_steps() "
+                          f"runs {trained} samples, {trained - self.budget_samples} past the budget; a budget on a "
+                          f"step boundary ({trained - last} or {trained}) trains exactly it", UserWarning,
+                          stacklevel=3)
 
     def _stages(self, pairs) -> tuple[Stage, ...]:
         first, out = pairs[0][1], [Stage(0, pairs[0][1], 1.0, 0, 0)]
@@ -172,9 +208,11 @@ class BatchSizeSchedule:
         """A batch that grows from ``start`` to ``end`` over the first ``over_samples`` samples: ``stages``
         batches (default: every multiple of ``multiple_of`` between them for ``kind="linear"``, every doubling
         for ``"geometric"``), evenly spaced in samples (stage i of n nominally from i·over_samples/(n−1)), each
-        batch rounded to a multiple of ``multiple_of`` (micro-batch × processes) and each start deferred to the
-        next valid boundary (``boundaries``, "batch" by default so HF Trainer and Lightning train it as built).
-        ``options`` go to the constructor (``alpha``, ``budget_samples``, …)."""
+        batch rounded to a multiple of ``multiple_of`` (micro-batch × processes) and each start moved to the latest
+        valid boundary at or before its nominal start (``boundaries``, "batch" by default so HF Trainer and
+        Lightning train it as built; the first one after where none is), so the ramp reaches ``end`` by
+        ``over_samples``; where the boundaries allow no such start it is said as a warning. ``options`` go to the
+        constructor (``alpha``, ``budget_samples``, …; a budget that ends inside a step is warned of there)."""
         start, end = whole_number(start, "start", minimum=1), whole_number(end, "end", minimum=1)
         over, unit = whole_number(over_samples, "over_samples", minimum=1), whole_number(multiple_of, "multiple_of",
                                                                                          minimum=1)
@@ -185,13 +223,23 @@ class BatchSizeSchedule:
             stages = ((end - start) // unit + 1 if kind == "linear"
                       else max(1, math.ceil(math.log2(end / start) - 1e-9)) + 1)
         n = whole_number(stages, "stages", minimum=1)
+        if boundaries not in BOUNDARY_RULES:
+            raise ScheduleError(f"boundaries must be one of {BOUNDARY_RULES}, got {boundaries!r}")
         batches: list[tuple[int, int]] = []
         for i in range(n):
             t = i / (n - 1) if n > 1 else 1.0
             raw = start + (end - start) * t if kind == "linear" else start * (end / start) ** t
             batch = min(end, max(start, unit * round(raw / unit)))
-            if not batches or batch > batches[-1][1]:
-                batches.append((0 if not batches else round(over * t), batch))
+            if not batches:
+                batches.append((0, batch))
+            elif batch > batches[-1][1]:
+                batches.append((_ramp_start(*batches[-1], round(over * t), batch, boundaries), batch))
+        if batches[-1][0] > over:
+            warnings.warn(f"ramp({start}, {end}, over_samples={over}): batch {end} starts at sample {batches[-1][0]}, "
+                          f"not by {over}: each stage starts at a step boundary of the one before"
+                          + (" that is a multiple of its own batch (boundaries='batch', as HF Trainer and Lightning "
+                             "need)" if boundaries == "batch" else "")
+                          + f"; a longer over_samples or fewer stages reach {end} in time", UserWarning, stacklevel=2)
         return cls(batches, boundaries=boundaries, **options)
 
     # ---- reading it ---------------------------------------------------------------------------------------
@@ -222,9 +270,11 @@ class BatchSizeSchedule:
         return self.stages[0].batch_size
 
     @property
-    def warmup_steps(self) -> Optional[int]:
-        """The warmup in optimizer steps of the base batch (``warmup_samples`` / B0, rounded up); None without."""
-        return None if self.warmup_samples is None else -(-self.warmup_samples // self.base_batch)
+    def warmup_steps(self) -> int:
+        """The warmup in optimizer steps of the base batch (``warmup_samples`` / B0, rounded up); 0 without one (a
+        schedule built by hand, a summary that records none), so ``TrainingArguments(warmup_steps=...)`` always takes
+        it (issue 58: None raised a ``TypeError`` there)."""
+        return 0 if self.warmup_samples is None else -(-self.warmup_samples // self.base_batch)
 
     def lr_shape(self, base_step: int) -> float:
         """The warmup-then-decay this schedule was measured with, at optimizer step ``base_step`` of the base
@@ -233,7 +283,7 @@ class BatchSizeSchedule:
         if self.budget_samples is None:
             raise ScheduleError("the LR shape needs budget_samples (where the decay ends); pass a shape of your own "
                                 "to lr_at / lr_factor instead")
-        return lr_multiplier(base_step, self.warmup_steps or 0, self.budget_samples // self.base_batch,
+        return lr_multiplier(base_step, self.warmup_steps, self.budget_samples // self.base_batch,
                              decay=self.lr_decay)
 
     def lr_at(self, samples: int, shape: Optional[Callable[[int], float]] = None) -> float:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -166,6 +167,9 @@ def schedule_arguments(path) -> dict:
     """The keyword arguments of ``BatchSizeSchedule`` that a cbs-ray ``summary.json`` (a path to it or to its
     report folder) holds: ``stages``, ``alpha``, ``peak_lr``, ``warmup_samples``, ``budget_samples``,
     ``tokens_per_sample`` (module docstring: which shapes, and what is refused)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ScheduleError(f"from_summary takes the path of a summary.json or of its report folder, got "
+                            f"{type(path).__name__} {path!r:.60}")
     path = Path(path)
     if path.is_dir():
         path = path / "summary.json"

@@ -2,16 +2,18 @@
 HF and Lightning callbacks share.
 
 ``scheduled_steps(dataloader, schedule)`` yields one ``ScheduledStep`` per optimizer step: its micro-batches,
-how many (the accumulation steps) and the LR multiplier::
+how many (the accumulation steps) and the LR multiplier. The LR is a ``LambdaLR`` whose factor
+``schedule.lr_factor(your_shape)`` reads your warmup and decay (written for a run at the first stage's batch B0)
+at each step's samples and puts the stage's multiplier on top (``scale_lambda_scheduler`` does the same to a
+``LambdaLR`` you already have)::
 
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule.lr_factor(your_shape))
     for step in scheduled_steps(loader, schedule):
         for i, micro in enumerate(step.micro_batches):
             with model.no_sync() if ddp and not step.is_last(i) else nullcontext():
                 (model(**micro).loss / step.accumulation_steps).backward()
             noise.after_backward(i, step)                 # optional: NoiseScaleHook
-        for group in optimizer.param_groups:
-            group["lr"] = base_lr * step.lr_multiplier    # on top of your own LR schedule
-        optimizer.step(); optimizer.zero_grad()
+        optimizer.step(); scheduler.step(); optimizer.zero_grad()
 
 Under DDP give the DataLoader a ``DistributedSampler`` (every process then draws its own micro-batches of the
 same step; the schedule's batch is global and must be a multiple of micro-batch × world size). Steps never stop
@@ -29,7 +31,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 import torch
 import torch.distributed as dist
 
-from cbs_ray.integrations.epoch_steps import short_micro_batch_steps, warn_odd_steps
+from cbs_ray.integrations.epoch_steps import OddStep, short_micro_batch_steps, warn_odd_steps
 from cbs_ray.integrations.schedule import SCHEDULE_MARK, BatchSizeSchedule, Stage
 from cbs_ray.maths.noise_scale import NOT_MEASURABLE, NoiseScaleMeter
 
@@ -52,7 +54,7 @@ class ScheduledStep:
     stage: Stage
     micro_batches: list
     accumulation_steps: int
-    samples_before: int  # samples (all processes) trained before this step
+    samples_before: int  # samples (all processes) trained before this step (short micro-batches as short)
 
     @property
     def lr_multiplier(self) -> float:
@@ -99,7 +101,9 @@ def scheduled_steps(dataloader: Iterable, schedule: BatchSizeSchedule, *, total_
     plan = schedule.accumulation_plan(micro, procs)
     limit = (schedule.optimizer_steps(total_samples) if total_samples is not None or schedule.budget_samples
              else None)
-    _warn_on_short_micro_batches(dataloader, schedule, micro, procs, limit)
+    short = {o.step: o.batch_size - o.samples
+             for o in _warn_on_short_micro_batches(dataloader, schedule, micro, procs, limit)}
+    short_before = sum(n for k, n in short.items() if k < start_step)  # samples the short micro-batches lacked
     draw = _micro_batches(dataloader, endless=limit is not None)
     skip = schedule.samples_before_step(start_step) // (micro * procs)
     for _ in range(skip):
@@ -112,28 +116,31 @@ def scheduled_steps(dataloader: Iterable, schedule: BatchSizeSchedule, *, total_
         micro_batches = [b for _, b in zip(range(wanted), draw)]
         if len(micro_batches) < wanted:
             return  # one pass, and it has ended (an endless draw never runs short)
-        yield ScheduledStep(step, stage, micro_batches, wanted, schedule.samples_before_step(step))
+        yield ScheduledStep(step, stage, micro_batches, wanted, schedule.samples_before_step(step) - short_before)
+        short_before += short.get(step, 0)
         step += 1
 
 
 def _warn_on_short_micro_batches(dataloader: Iterable, schedule: BatchSizeSchedule, micro: int, procs: int,
-                                 limit: Optional[int]) -> None:
+                                 limit: Optional[int]) -> list[OddStep]:
     """Name, once, the steps that hold an epoch's short last micro-batch (a loader with ``drop_last=False`` over
-    an epoch that is not a whole number of micro-batches): they train fewer samples than their stage's batch."""
+    an epoch that is not a whole number of micro-batches): they train fewer samples than their stage's batch.
+    Returns them (``ScheduledStep.samples_before`` counts what they trained)."""
     if getattr(dataloader, "drop_last", True) or getattr(dataloader, "batch_size", None) != micro:
-        return
+        return []
     try:
         epoch_samples = len(dataloader.sampler)  # type: ignore[attr-defined]  # this process's, under DDP
     except (AttributeError, TypeError):
-        return
+        return []
     steps = limit
     if steps is None:  # one pass: its whole steps
         drawn = -(-epoch_samples // micro) * micro * procs
         steps = schedule.optimizer_steps(drawn)
         steps -= schedule.samples_before_step(steps) > drawn
-    warn_odd_steps(short_micro_batch_steps(schedule, micro_batch=micro, world_size=procs,
-                                           epoch_samples=epoch_samples, steps=steps), logger,
-                   why="an epoch's short last micro-batch makes steps smaller than their stage's batch")
+    odd = short_micro_batch_steps(schedule, micro_batch=micro, world_size=procs, epoch_samples=epoch_samples,
+                                  steps=steps)
+    warn_odd_steps(odd, logger, why="an epoch's short last micro-batch makes steps smaller than their stage's batch")
+    return odd
 
 
 def _micro_batches(dataloader: Iterable, *, endless: bool) -> Iterator:

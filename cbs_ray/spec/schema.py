@@ -418,7 +418,7 @@ class BranchSpec:
     at its best configuration there, on its own LR schedule, the rest at the trunk's; ``scratch``: the newest
     such search of this spec's name in ``storage_path``, where one exists (``methods.branch.fair_controls``). A named
     experiment that is missing, is not a from-scratch search or ran another budget is an error before anything
-    trains."""
+    trains; without ``validate_schedule`` the value is unused, and the plan says so (a warning)."""
 
 
 @dataclass

@@ -28,6 +28,15 @@ def test_the_trainers_rule_gives_the_cut_steps_and_the_epochs_to_max_steps():
     assert where == {4: (0, 8), 11: (1, 0), 17: (1, 24), 18: (2, 0)}
 
 
+def test_the_samples_before_a_step_count_what_the_cut_steps_trained():
+    # Issue 58, finding 10: 264 of 320 samples trained (test_hf_boundaries.CUT) while samples_seen said 320.
+    s = BatchSizeSchedule(STAGES, budget_samples=320)
+    walk = odd_steps_at_epoch_ends(s, micro_batch=4, world_size=1, epoch_micro_batches=25, max_steps=20)
+    cut = [8] * 8 + [16, 16, 4] + [16] * 5 + [16, 4] + [32, 32]
+    assert [walk.samples_before_step(s, k) for k in range(21)] == [sum(cut[:k]) for k in range(21)]
+    assert walk.samples_before_step(s, 20) == 264 and s.samples_before_step(20) == 320
+
+
 def test_the_plain_loop_names_the_steps_that_hold_a_short_last_micro_batch(caplog):
     s = BatchSizeSchedule(STAGES, budget_samples=320)
     loader = torch.utils.data.DataLoader(rows(102), batch_size=4)  # 26 micro-batches an epoch, the last of 2
@@ -39,6 +48,11 @@ def test_the_plain_loop_names_the_steps_that_hold_a_short_last_micro_batch(caplo
     odd = {o.step: o.samples for o in short_micro_batch_steps(s, micro_batch=4, world_size=1, epoch_samples=102,
                                                               steps=20)}
     assert trained == [odd.get(k, stage.batch_size) for k, stage in s.steps()]  # the sizes named are those trained
+    # samples_before counts what the steps before trained (issue 58, finding 10), from any start_step too.
+    steps = list(scheduled_steps(torch.utils.data.DataLoader(rows(102), batch_size=4), s))
+    assert [step.samples_before for step in steps] == [sum(trained[:k]) for k in range(20)]
+    resumed = scheduled_steps(torch.utils.data.DataLoader(rows(102), batch_size=4), s, start_step=17)
+    assert [step.samples_before for step in resumed] == [sum(trained[:k]) for k in range(17, 20)]
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="cbs_ray.integrations.torch_loop"):
         list(scheduled_steps(torch.utils.data.DataLoader(rows(102), batch_size=4, drop_last=True), s))

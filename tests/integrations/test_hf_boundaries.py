@@ -2,6 +2,7 @@
 starts are not multiples of their batches trains with each start deferred to the next valid boundary (said once),
 and an epoch end that cuts steps short is named once, each step with its samples, and the run reaches max_steps."""
 
+import itertools
 import logging
 
 import pytest
@@ -13,7 +14,8 @@ pytest.importorskip("accelerate")
 
 
 def test_a_linear_ramp_is_deferred_to_valid_boundaries_and_trained_exactly(tmp_path, caplog):
-    ramp = BatchSizeSchedule([(0, 8), (32, 12), (64, 16), (96, 20), (128, 24)], budget_samples=288)
+    with pytest.warns(UserWarning, match="budget_samples 288 ends inside step 17"):  # a plain loop's steps: 284, 308
+        ramp = BatchSizeSchedule([(0, 8), (32, 12), (64, 16), (96, 20), (128, 24)], budget_samples=288)
     with caplog.at_level(logging.WARNING, logger="cbs_ray.integrations.schedule"):
         trainer, recorder = hf_trainer(str(tmp_path), plan=ramp, data=rows(288))
         trainer.train()
@@ -50,5 +52,10 @@ def test_an_epoch_end_that_cuts_a_step_is_named_and_the_trainer_reaches_max_step
     assert trainer.state.global_step == 20 and [n for n, _ in recorder.records] == CUT
     logged = [r["effective_batch_size"] for r in trainer.state.log_history if "loss" in r]
     assert logged == CUT
+    # samples_seen counts what trained (issue 58, finding 10: it said 320 where 264 trained), and so does the rate.
+    seen = [r["samples_seen"] for r in trainer.state.log_history if "loss" in r]
+    assert seen == list(itertools.accumulate(CUT)) and seen[-1] == 264
+    final = trainer.state.log_history[-1]
+    assert final["train_samples_per_second"] == pytest.approx(264 / final["train_runtime"], rel=1e-2)
     # Each step's loss divided by its own micro-batches: steps 16 and 17 were one chunk of 5, both divided by 5.
     assert [4 * n for n in pulled] == CUT

@@ -2,6 +2,7 @@
 gradients are the means over their samples, and a NaN noise reading is logged at Lightning's cadence
 (log_every_n_steps > 1) rather than dropped."""
 
+import itertools
 import logging
 import math
 
@@ -12,16 +13,28 @@ pytest.importorskip("lightning")
 
 
 def test_an_epoch_end_that_cuts_a_step_is_named(tmp_path, caplog):
+    import lightning.pytorch as pl
     from tiny_runs import lightning_fit, rows
 
+    logged: list[float] = []
+
+    class Logged(pl.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            if "samples_seen" in trainer.callback_metrics:
+                logged.append(float(trainer.callback_metrics["samples_seen"]))
+
     with caplog.at_level(logging.WARNING, logger="cbs_ray.integrations.lightning"):
-        trainer, recorder, _ = lightning_fit(str(tmp_path), data=rows(100))  # 100 samples an epoch, 8 → 16 → 32
+        trainer, recorder, _ = lightning_fit(str(tmp_path), data=rows(100), callbacks=[Logged()],
+                                             log_every_n_steps=1)  # 100 samples an epoch, 8 → 16 → 32
     said = [r.getMessage() for r in caplog.records if "epoch's end" in r.getMessage()]
     assert len(said) == 1 and "step 10 trains 4 samples, not its stage's 16; step 16 trains 16 samples, not its " \
         "stage's 32; step 17 trains 4 samples, not its stage's 32" in said[0]
     # Lightning ends a step as the HF Trainer does: the sizes named are the sizes trained.
     assert trainer.global_step == 20
-    assert [n for n, _ in recorder.records] == [8] * 8 + [16, 16, 4] + [16] * 5 + [16, 4] + [32, 32]
+    trained = [8] * 8 + [16, 16, 4] + [16] * 5 + [16, 4] + [32, 32]
+    assert [n for n, _ in recorder.records] == trained
+    # samples_seen counts what trained (issue 58, finding 10): 264 at the end, not the schedule's 320.
+    assert sorted(set(logged)) == list(itertools.accumulate(trained)) and logged[-1] == 264
 
 
 def test_a_cut_steps_gradient_is_the_mean_over_the_samples_it_holds(tmp_path):

@@ -3,6 +3,7 @@ B0, are read at the samples seen (in B0 steps), and the stage's multiplier goes 
 unmodified HF Trainer. Reading them by optimizer step (the old way) runs the decay ahead of the samples."""
 
 import math
+import textwrap
 
 import pytest
 import torch
@@ -93,3 +94,30 @@ def test_a_factor_already_laid_out_in_samples_is_not_scaled_twice():
         optimizer.step()
         scheduler.step()
     assert scheduler.get_last_lr()[0] == pytest.approx(BASE_LR * trunk_shape(SAMPLES_BEFORE[10] // B0) * math.sqrt(2))
+
+
+def test_the_torch_loop_docstrings_loop_runs_and_sets_the_lr_laid_out_in_samples():
+    # Issue 58, finding 24: the module docstring showed the per-step `group["lr"] = base_lr * step.lr_multiplier`
+    # (the API before issue 48). Its loop, run as written, must set the trunk's shape at each step's samples.
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    import cbs_ray.integrations.torch_loop as torch_loop
+
+    snippet = torch_loop.__doc__.split("::\n", 1)[1].split("\n\n", 1)[0]
+    net = TinyRegression()
+    optimizer = torch.optim.AdamW(net.parameters(), lr=BASE_LR)
+    recorder = Recorder(net)
+    recorder.watch(optimizer)
+
+    class Noise:
+        def after_backward(self, i, step):
+            pass
+
+    names = {"torch": torch, "nullcontext": nullcontext, "scheduled_steps": scheduled_steps, "schedule": schedule(),
+             "loader": torch.utils.data.DataLoader(rows(), batch_size=MICRO), "optimizer": optimizer, "ddp": False,
+             "model": lambda **micro: SimpleNamespace(loss=net(**micro)["loss"]), "noise": Noise(),
+             "your_shape": trunk_shape}
+    exec(compile(textwrap.dedent(snippet), "torch_loop docstring", "exec"), names)
+    expected = [BASE_LR * trunk_shape(n // B0) * m for n, m in zip(SAMPLES_BEFORE, MULTIPLIERS)]
+    assert [lr for _, lr in recorder.records] == pytest.approx(expected, rel=1e-12)

@@ -170,17 +170,41 @@ def test_stage_starts_are_deferred_to_the_next_valid_boundary_with_one_warning(c
     assert len(caplog.records) == 1 and "stage 1 (batch 12) from sample 32 to 48" in caplog.records[0].getMessage()
 
 
-@pytest.mark.parametrize("kind, expected", [("linear", [8, 12, 16, 20, 24]), ("geometric", [8, 16, 32])])
-def test_ramp_rounds_batches_and_defers_starts_to_valid_boundaries(kind, expected):
+@pytest.mark.parametrize("kind, expected, starts", [("linear", [8, 12, 16, 20, 24], [0, 24, 48, 80, 120]),
+                                                    ("geometric", [8, 16, 32], [0, 64, 128])])
+def test_ramp_rounds_batches_and_reaches_the_top_by_over_samples(kind, expected, starts, recwarn):
+    # Issue 58, finding 11: the docs' ramp(8, 24, over_samples=128, multiple_of=4) deferred every start and reached
+    # 24 only at sample 240. Each start is now the latest valid boundary at or before its nominal start (0, 32, 64,
+    # 96, 128): 24 (8 | 24, 12 | 24), 48 = 24 + 2·12 (16 | 48), 80 = 48 + 2·16 (20 | 80), 120 = 80 + 2·20 (24 | 120).
     end = 24 if kind == "linear" else 32
-    ramp = BatchSizeSchedule.ramp(8, end, 128, kind=kind, multiple_of=4, budget_samples=512)
+    ramp = BatchSizeSchedule.ramp(8, end, 128, kind=kind, multiple_of=4, budget_samples=512 if kind == "geometric"
+                                  else 504)
     assert [s.batch_size for s in ramp.stages] == expected
+    assert [s.start_samples for s in ramp.stages] == starts
     assert all(s.start_samples % s.batch_size == 0 for s in ramp.stages)  # HF Trainer and Lightning can train it
-    assert [s.nominal_start for s in ramp.stages] == [round(128 * i / (len(expected) - 1))
-                                                      for i in range(len(expected))]
-    assert all(new.start_samples >= new.nominal_start for new in ramp.stages)
+    assert ramp.for_trainers(warn=False).stages == ramp.stages  # as built: nothing left to defer
+    plain = BatchSizeSchedule.ramp(8, 24, 128, multiple_of=4, boundaries="step")  # a plain loop: step boundaries only
+    assert [s.start_samples for s in plain.stages] == [0, 32, 56, 88, 128]
+    assert not recwarn.list  # neither stretched nor past its budget: nothing said
     with pytest.raises(ScheduleError, match="ramp goes up"):
         BatchSizeSchedule.ramp(24, 8, 128)
+
+
+def test_a_ramp_that_cannot_reach_the_top_by_over_samples_says_so():
+    with pytest.warns(UserWarning, match=r"ramp\(8, 24, over_samples=16\): batch 24 starts at sample 120, not by "
+                                         r"16.*fewer stages"):
+        stretched = BatchSizeSchedule.ramp(8, 24, 16, multiple_of=4)
+    assert stretched.stages[-1].start_samples == 120  # each stage trains at least one step at a multiple of its batch
+
+
+def test_a_budget_that_ends_inside_a_step_is_said_not_overrun_silently():
+    # Issue 58, finding 11: the docs' ramp over a 320-sample budget ran 336 samples without a word.
+    with pytest.warns(UserWarning, match=r"budget_samples 320 ends inside step 17 \(batch 24, samples 312 to 336\).*"
+                                         r"16 past the budget.*\(312 or 336\)"):
+        ramp = BatchSizeSchedule.ramp(8, 24, over_samples=128, multiple_of=4, budget_samples=320)
+    assert ramp.optimizer_steps() == 18 and ramp.samples_before_step(18) == 336
+    with pytest.warns(UserWarning, match=r"budget_samples 100 ends inside step 10 \(batch 16, samples 96 to 112\)"):
+        BatchSizeSchedule([(0, 8), (64, 16)], budget_samples=100)  # 64 + 3 × 16 = 112
 
 
 def test_the_summaries_cbs_ray_writes_carry_the_warmup_from_summary_returns():
@@ -193,3 +217,26 @@ def test_the_summaries_cbs_ray_writes_carry_the_warmup_from_summary_returns():
     assert scratch.warmup_samples == written["warmup_samples"] and scratch.peak_lr == written["peak_lr"]
     ladder = BatchSizeSchedule.from_summary(golden / "ladder" / "summary.json")
     assert [s.batch_size for s in ladder.stages] == [16, 32, 128] and ladder.peak_lr == 0.001
+
+
+def test_warmup_steps_is_an_int_hf_takes_even_where_no_warmup_is_recorded():
+    # Issue 58, finding 22: the docs' `TrainingArguments(warmup_steps=schedule.warmup_steps)` raised a TypeError on
+    # None (a hand-built schedule, the golden branch summary, whose trunk records no warmup).
+    golden = pathlib.Path(__file__).resolve().parents[1] / "golden" / "expected" / "branch" / "summary.json"
+    no_trunk_warmup = BatchSizeSchedule.from_summary(golden)
+    assert no_trunk_warmup.warmup_samples is None and no_trunk_warmup.warmup_steps == 0
+    by_hand = BatchSizeSchedule([(0, 8), (64, 16)])
+    assert by_hand.warmup_steps == 0 and isinstance(by_hand.warmup_steps, int)
+    assert BatchSizeSchedule([(0, 8)], warmup_samples=12).warmup_steps == 2  # rounded up, in steps of B0
+    transformers = pytest.importorskip("transformers")
+    args = transformers.TrainingArguments(output_dir="unused", max_steps=4, warmup_steps=by_hand.warmup_steps,
+                                          use_cpu=True, report_to="none")
+    assert args.get_warmup_steps(4) == 0
+
+
+@pytest.mark.parametrize("given", [None, {"batch_size_schedule": [[0, 8]]}, 3, b"summary.json"],
+                         ids=["None", "dict", "int", "bytes"])
+def test_from_summary_of_something_not_a_path_is_one_schedule_error(given):
+    with pytest.raises(ScheduleError, match="from_summary takes the path of a summary.json") as refused:
+        BatchSizeSchedule.from_summary(given)
+    assert "\n" not in str(refused.value)

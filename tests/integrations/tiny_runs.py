@@ -22,12 +22,15 @@ def schedule(**options) -> BatchSizeSchedule:
 class TinyRegression(torch.nn.Module):
     """Mean squared error of a linear map: returns ``{"loss": …}`` as HF models do."""
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, dropout: float = 0.0):
         super().__init__()
         torch.manual_seed(seed)
         self.linear = torch.nn.Linear(DIM, 1)
+        self.dropout = torch.nn.Dropout(dropout) if dropout else None  # draws from torch's RNG every forward
 
     def forward(self, x, y=None):
+        if self.dropout is not None:
+            x = self.dropout(x)
         return {"loss": ((self.linear(x).squeeze(-1) - y) ** 2).mean()}
 
 
@@ -122,19 +125,21 @@ class ResumableLoader(torch.utils.data.DataLoader):
         return {"trained": self.trained}
 
     def load_state_dict(self, state: dict) -> None:
-        self._skip = self.trained = int(state["trained"])
+        # A checkpoint at an epoch's end trained the whole epoch: the next one starts from its first batch (skipping
+        # it all would run an empty epoch, whose iterator draws a seed from torch's RNG the uninterrupted run did not).
+        self._skip = self.trained = int(state["trained"]) % len(self)
 
 
 def lightning_fit(root: str, *, scheduler: bool = True, save_every: int | None = None, ckpt_path: str | None = None,
-                  resumable: bool = True, data=None, callbacks=()):
+                  resumable: bool = True, data=None, callbacks=(), dropout: float = 0.0, **settings):
     """Lightning with the schedule callback: AdamW, a warmup LambdaLR stepped every step (or none); returns
-    (trainer, recorder, model)."""
+    (trainer, recorder, model). ``settings`` go to ``pl.Trainer`` (``log_every_n_steps``)."""
     import lightning.pytorch as pl
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     from cbs_ray.integrations.lightning import BatchSizeScheduleCallback
 
-    model = TinyRegression()
+    model = TinyRegression(dropout=dropout)
     recorder = Recorder(model)
     data = data or rows()
     loader = ResumableLoader(data, MICRO) if resumable else torch.utils.data.DataLoader(data, batch_size=MICRO)
@@ -163,6 +168,6 @@ def lightning_fit(root: str, *, scheduler: bool = True, save_every: int | None =
     trainer = pl.Trainer(max_steps=schedule().optimizer_steps(), accelerator="cpu", devices=1,
                          accumulate_grad_batches=2, logger=False, enable_checkpointing=bool(save_every),
                          enable_progress_bar=False, enable_model_summary=False, default_root_dir=root,
-                         callbacks=callbacks)
+                         callbacks=callbacks, **settings)
     trainer.fit(Module(), loader, ckpt_path=ckpt_path)
     return trainer, recorder, model

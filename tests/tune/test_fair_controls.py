@@ -66,6 +66,20 @@ def test_a_missing_search_is_one_line_and_exit_2_before_ray(tmp_path, capsys):
     assert code == 2 and "branch.controls_from: no experiment 'nope'" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("value, missing", [("nope", True), (SCRATCH, False), ("scratch", False)])
+def test_controls_from_without_the_validation_is_said_to_be_ignored(storage, value, missing, capsys):
+    # Issue 58, finding 20: a missing experiment was accepted without a word when --validate-schedule was not given.
+    # Without the validation nothing reads the value (and --resume cannot add it), so the plan warns, and exits 0.
+    code = main(["search", "--dry-run", "--space", LM, "--set", "search.method=branch", "--set",
+                 f"storage_path={storage}", "--set", f"branch.controls_from={value}"])
+    out = capsys.readouterr().out
+    said = [line for line in out.splitlines() if "branch.controls_from" in line]
+    assert code == 0 and len(said) == 1 and "is ignored without --validate-schedule" in said[0]
+    assert ("names no experiment" in said[0]) == missing
+    main(["search", "--dry-run", "--space", LM, "--set", "search.method=branch", "--set", f"storage_path={storage}"])
+    assert "branch.controls_from" not in capsys.readouterr().out  # none: nothing to say
+
+
 def test_a_tuned_control_trains_on_its_own_lr_schedule(storage):
     spec = load_spec(LM, ["search.method=branch", f"storage_path={storage}", f"branch.controls_from={SCRATCH}"])
     br = resolve_branching(spec, BUDGET)

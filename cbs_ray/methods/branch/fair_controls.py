@@ -17,7 +17,7 @@ from cbs_ray.records.storage import ReportError, load_history
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["SCRATCH", "tuned_controls", "chosen_controls"]
+__all__ = ["SCRATCH", "tuned_controls", "chosen_controls", "unused_controls_warning"]
 
 SCRATCH = "scratch"
 """``branch.controls_from: scratch``: the newest from-scratch search of the spec's name beside this one."""
@@ -47,6 +47,24 @@ def _named(spec: SearchSpec, value: str) -> str:
     raise SpecError(f"branch.controls_from: no experiment {value!r} (neither a directory nor a folder in "
                     f"{spec.storage_uri}); name a from-scratch search at this budget, or set "
                     f"branch.controls_from=none")
+
+
+def unused_controls_warning(spec: SearchSpec) -> Optional[str]:
+    """The plan's warning where ``branch.controls_from`` is set without ``--validate-schedule``: only the schedule's
+    validation trains fixed-batch controls, so the value goes unused (and ``--resume`` cannot add the validation
+    later); a named experiment that does not exist is said too (issue 58: it was accepted without a word). A warning,
+    not a refusal: the run reads nothing from it."""
+    value = spec.branch.controls_from
+    if spec.branch.validate_schedule or value == NONE:
+        return None
+    missing = ""
+    if value != SCRATCH:
+        try:
+            _named(spec, value)
+        except (SpecError, RuntimeError, OSError, ValueError):  # RuntimeError: "~nosuchuser/…"
+            missing = f", and names no experiment (neither a directory nor a folder in {spec.storage_uri})"
+    return (f"  warning: branch.controls_from={value!r:.200} is ignored without --validate-schedule (only the "
+            f"schedule's validation trains fixed-batch controls){missing}")
 
 
 def tuned_controls(spec: SearchSpec, budget_samples: int) -> tuple[str, dict[int, dict]]:

@@ -35,7 +35,7 @@ from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, trunk_c
 from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.methods.branch.gate import PublishedCheckpoints, never_started
 from cbs_ray.tune.driver import ExperimentLauncher
-from cbs_ray.methods.branch.fair_controls import chosen_controls, tuned_controls
+from cbs_ray.methods.branch.fair_controls import chosen_controls, tuned_controls, unused_controls_warning
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.runner import points_config
 from cbs_ray.tune.search_method import Launch, Stage, check_batches_fit
@@ -116,6 +116,9 @@ def branch_outline_lines(spec: SearchSpec, br: Branching) -> list[str]:
                         f"its best configuration in {spec.branch.controls_from} (branch.controls_from)"))
         lines.append(f"  criterion, fixed before the validation runs: "
                      f"{criterion_text(br.tolerance, relative=br.tolerance_relative)}")
+    unused = unused_controls_warning(spec)
+    if unused:
+        lines.append(unused)
     if spec.search.repeats > 1:
         lines.append(f"  ignored in branch mode: search.repeats={spec.search.repeats} (branch.repeats sets seeds)")
     return lines
