@@ -42,7 +42,9 @@ def filesystem(uri: str) -> tuple[Any, str]:
     if "://" in uri:
         found: tuple[Any, str] = pyarrow.fs.FileSystem.from_uri(uri)
         return found
-    return pyarrow.fs.LocalFileSystem(), str(Path(uri).expanduser().resolve())
+    # os.path's expansion leaves an unknown ~user as it is (pathlib's raises): the faces expand a user's path first
+    # (spec.paths.expand_user), naming the field where it cannot be
+    return pyarrow.fs.LocalFileSystem(), str(Path(os.path.expanduser(uri)).resolve())
 
 
 MAX_META_BYTES = 64 * 2**20

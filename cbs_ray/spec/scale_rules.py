@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.schema import SearchSpec
 
 __all__ = ["SCALE_RULES", "parquet_shards"]
@@ -16,7 +17,7 @@ __all__ = ["SCALE_RULES", "parquet_shards"]
 def parquet_shards(path: str) -> list[Path]:
     """The ``*.parquet`` files of the folder ``path``, in name order; a ``SpecError`` where the folder does not
     exist or holds none."""
-    folder = Path(path).expanduser()
+    folder = expand_user(path, "data.path")
     if not folder.is_dir():
         raise SpecError(f"data.path: no such folder: {path}")
     shards = sorted(folder.glob("*.parquet"))
