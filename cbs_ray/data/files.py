@@ -14,6 +14,7 @@ import numpy as np
 from cbs_ray.data.arrays import Texts
 from cbs_ray.data.builtin import builtin_sentiment
 from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.schema import DataSpec, SearchSpec
 
 __all__ = ["load_texts"]
@@ -21,10 +22,10 @@ __all__ = ["load_texts"]
 
 # ---- loading text ----------------------------------------------------------------------------------
 
-def _file_dataset(path: str):
+def _file_dataset(path: str, key: str):
     import datasets
 
-    path = str(Path(path).expanduser())  # as validation reads it
+    path = str(expand_user(path, f"data.{key}"))  # as validation reads it
     suffix = Path(path).suffix.lower()
     if suffix in (".csv", ".tsv"):
         kwargs = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if suffix == ".tsv" else {}
@@ -115,7 +116,7 @@ def loaded_splits(d: DataSpec) -> tuple[tuple, tuple[str, str]]:
     loaded = {}
     for key in ("train_file", "eval_file"):
         try:
-            loaded[key] = _file_dataset(getattr(d, key))
+            loaded[key] = _file_dataset(getattr(d, key), key)
         except Exception as e:
             raise SpecError(f"data.{key}: cannot read: {str(e).splitlines()[0]}") from None
     return (loaded["train_file"], loaded["eval_file"]), (str(d.train_file), str(d.eval_file))

@@ -42,7 +42,9 @@ def filesystem(uri: str) -> tuple[Any, str]:
     if "://" in uri:
         found: tuple[Any, str] = pyarrow.fs.FileSystem.from_uri(uri)
         return found
-    return pyarrow.fs.LocalFileSystem(), str(Path(uri).expanduser().resolve())
+    # os.path's expansion leaves an unknown ~user as it is (pathlib's raises): the faces expand a user's path first
+    # (spec.paths.expand_user), naming the field where it cannot be
+    return pyarrow.fs.LocalFileSystem(), str(Path(os.path.expanduser(uri)).resolve())
 
 
 MAX_META_BYTES = 64 * 2**20
@@ -78,21 +80,26 @@ def _read_local_meta(path: str) -> bytes:
 
 
 def read_meta(experiment_uri: str) -> dict[str, Any]:
-    """What ``write_meta`` stored; ``ReportError`` when the file is missing or damaged."""
+    """What ``write_meta`` stored; ``ReportError`` when the file is missing or damaged (a JSON array, string, number
+    or null is not the object cbs-ray writes)."""
     fs, path = filesystem(experiment_uri)
     try:
         if "://" not in experiment_uri:
-            local: dict[str, Any] = json.loads(_read_local_meta(path).decode())
-            return local
-        with fs.open_input_stream(f"{path}/{META_FILE}") as f:
-            meta: dict[str, Any] = json.loads(f.read().decode())
-            return meta
+            meta = json.loads(_read_local_meta(path).decode())
+        else:
+            with fs.open_input_stream(f"{path}/{META_FILE}") as f:
+                meta = json.loads(f.read().decode())
     except (FileNotFoundError, OSError):
         raise ReportError(f"{experiment_uri}: not a cbs-ray experiment directory (no {META_FILE})") from None
     except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
         raise ReportError(f"{experiment_uri}: {META_FILE} is damaged ({str(e).splitlines()[0]})") from None
     except RecursionError:  # JSON nested thousands deep: not what cbs-ray writes
         raise ReportError(f"{experiment_uri}: {META_FILE} is damaged (nested too deep to read)") from None
+    if not isinstance(meta, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(meta), "a number")
+        raise ReportError(f"{experiment_uri}: {META_FILE} is damaged (it holds {kind}, not the JSON object cbs-ray "
+                          "writes)")
+    return meta
 
 
 def load_history(experiment_uri: str) -> pd.DataFrame:

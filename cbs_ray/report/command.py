@@ -51,7 +51,7 @@ def report_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.re
     try:
         report_experiment(args.experiment_dir, output_dir=args.output, tolerance=args.tolerance,
                           target=args.target, turning_fit=args.turning_point)
-    except (ReportError, MissingColumnError) as e:  # a history without a column the report needs names it
+    except (ReportError, MissingColumnError, SpecError) as e:  # a history without a column the report needs names it
         print(f"error: {e}", file=sys.stderr)
         return 2
     except (KeyError, TypeError, ValueError, RecursionError) as e:  # metadata of the wrong shape (ladder_batches: "lots")

@@ -7,13 +7,13 @@ a search just wrote it or the command rebuilds it. Nothing here imports Ray or a
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 from typing import Optional, cast
 
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.method_registry import DEFAULT_METHOD, UnknownMethodError, method_entry
 from cbs_ray.records.storage import ReportError
 from cbs_ray.report.reading import MethodReport, Reading, experiment_out
+from cbs_ray.spec.paths import expand_user
 
 __all__ = ["report_steps", "report_experiment"]
 
@@ -32,10 +32,11 @@ def report_experiment(path: str, *, output_dir: Optional[str] = None, tolerance:
     scratch where its metadata cannot be read: that report says why), printed and written to ``output_dir``
     (default ``./cbs_results/<name>``, the method's own folder); a flag the method does not read is a
     ``ReportError``. Returns the method's ``Reading``."""
+    named, path = path, path if "://" in path else str(expand_user(path, "EXPERIMENT_DIR").resolve())
     try:
         meta = ExperimentMeta.read(path)
     except UnknownMethodError as e:  # never another method's steps, nor a folder the name would steer
-        raise UnknownMethodError(f"{path}: {e}; nothing was written") from None
+        raise UnknownMethodError(f"{named}: {e}; nothing was written") from None
     except ReportError:
         meta = None
     method = report_steps(meta.method if meta else None)
@@ -43,9 +44,8 @@ def report_experiment(path: str, *, output_dir: Optional[str] = None, tolerance:
     for flag, value in given.items():
         if value is not None and flag not in method.report_flags:
             takes = " and ".join([*method.report_flags, "--output"])
-            raise ReportError(f"{flag}: applies to a from-scratch experiment; {path} is {method.described} (its "
+            raise ReportError(f"{flag}: applies to a from-scratch experiment; {named} is {method.described} (its "
                               f"report takes {takes})")
-    path = path if "://" in path else str(Path(path).expanduser().resolve())
     reading = method.summarize(path, meta, tolerance=tolerance, target=target, turning_fit=turning_fit)
     out = experiment_out(meta, output_dir)
     page = method.render(reading, out)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, Optional, Protocol, TypeVar
 
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.names import default_report_dir
+from cbs_ray.spec.paths import expand_user
 
 if TYPE_CHECKING:  # pandas loads in a second: a --dry-run never needs it
     import pandas as pd
@@ -100,9 +101,11 @@ def experiment_out(meta: Optional[ExperimentMeta], output_dir: Optional[str]) ->
     """Where ``python -m cbs_ray.report`` writes an experiment's report: ``output_dir``, else the method's own
     folder (``records.names.default_report_dir``: ``./cbs_results/<name>[-method]``; ``report`` for an experiment
     whose metadata cannot be read)."""
+    if output_dir:
+        return expand_user(output_dir, "--output")
     if meta is None:
-        return Path(output_dir or default_report_dir("report"))
-    return Path(output_dir or default_report_dir(meta.name or "report", meta.method))
+        return default_report_dir("report")
+    return default_report_dir(meta.name or "report", meta.method)
 
 
 def report_and_summary_line(page: Path, out: Path, path: str) -> str:

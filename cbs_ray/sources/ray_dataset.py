@@ -2,7 +2,7 @@
 Ray Data, searched as a streamed Parquet corpus (``data.source: parquet``, docs/large-models.md).
 
 The dataset is written once, by Ray Data's own write tasks, as Parquet shards into a fresh folder under the
-search's ``storage_path`` (``<storage_path>/datasets/<name>-<time>/``), and the search then runs on that folder as
+search's ``storage_path`` (``<storage_path>/datasets/<name>-<time>[-n]/``), and the search then runs on that folder as
 on any Parquet corpus: the driver reads footers and the evaluation rows only, the trials stream their rows through
 Ray Data, and the experiment's spec names the folder, so ``--resume`` finds the same rows. The dataset is never
 materialised on the driver, nor put whole into the object store: ``write_parquet`` streams its blocks to the files.
@@ -46,21 +46,11 @@ def search_ray_dataset(spec: SearchSpec, dataset, others: dict[str, Any], *, dry
     if spec.data.source != "builtin" or spec.data.path:
         raise SpecError("data.source: the train_dataset given is the data; leave data.source and data.path unset")
     datasets = Path(spec.storage_uri.removeprefix("file://")) / "datasets"
-    folder = datasets / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    base = f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     if dry_run:
         raise SpecError(f"train_dataset: a ray.data.Dataset is written as Parquet shards when the search starts "
-                        f"(into {folder.parent}/); dry-run that folder with data.source: parquet, data.path")
-    try:
-        datasets.mkdir(parents=True, exist_ok=True)
-        if datasets.is_symlink():
-            raise SpecError(f"storage_path: {datasets} is a symbolic link; the dataset's shards are written only into "
-                            f"a folder of the storage's own")
-        folder.mkdir()  # a fresh folder: never into one that exists (a link, or a search started the same second)
-    except FileExistsError:
-        raise SpecError(f"train_dataset: {folder} exists already; start the search again in a second, or remove "
-                        f"it") from None
-    except OSError as e:
-        raise SpecError(f"storage_path: cannot make {folder} ({e.strerror})") from None
+                        f"(into {datasets}/); dry-run that folder with data.source: parquet, data.path")
+    folder = _fresh_folder(_datasets_folder(datasets), base)
     dataset.write_parquet(str(folder))  # Ray Data's write tasks: block by block, nothing gathered on the driver
     shards = sorted(folder.glob("*.parquet"))
     if len(shards) < 2:
@@ -70,3 +60,35 @@ def search_ray_dataset(spec: SearchSpec, dataset, others: dict[str, Any], *, dry
     searched.data.source, searched.data.path = "parquet", str(folder)
     print(f"train_dataset: the ray.data.Dataset written as {len(shards)} Parquet shards into {folder}", flush=True)
     return searched
+
+
+def _datasets_folder(datasets: Path) -> Path:
+    """``<storage_path>/datasets``, made where missing; one line where a link or anything but a folder stands
+    there (the shards are written only into a folder of the storage's own)."""
+    if datasets.is_symlink():  # dangling or not: never followed
+        raise SpecError(f"storage_path: {datasets} is a symbolic link; the dataset's shards are written only into "
+                        f"a folder of the storage's own")
+    try:
+        datasets.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a file, a FIFO: exist_ok accepts only a folder
+        raise SpecError(f"storage_path: {datasets} is not a folder; the dataset's shards are written into "
+                        f"<storage_path>/datasets/: move that file away") from None
+    except OSError as e:
+        raise SpecError(f"storage_path: cannot make {datasets} ({e.strerror})") from None
+    return datasets
+
+
+def _fresh_folder(datasets: Path, base: str) -> Path:
+    """A new, empty folder ``<datasets>/<base>``, with ``-2``, ``-3``, ... when a search of the same name started in
+    the same second already took it (as experiment folders, ``tune.runner.new_experiment``). ``mkdir`` is atomic,
+    so two searches never write into one, and nothing is written through a link planted there."""
+    for n in range(1, 1000):
+        folder = datasets / (base if n == 1 else f"{base}-{n}")
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise SpecError(f"storage_path: cannot make {folder} ({e.strerror})") from None
+    raise SpecError(f"storage_path: {datasets} holds 999 datasets named {base}; remove the old ones")

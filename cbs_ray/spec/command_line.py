@@ -9,6 +9,7 @@ import os
 import sys
 
 from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.paths import expand_user
 
 __all__ = ["MAX_PATH_CHARS", "OneLineParser", "check_output_arg", "unforeseen_error"]
 
@@ -17,12 +18,14 @@ MAX_PATH_CHARS = 4096
 
 
 def check_output_arg(output: str | None) -> None:
-    """``--output`` can name a folder at all (no NUL, no name over 255 bytes, no path over PATH_MAX): a
-    ``SpecError`` before anything starts, instead of an ``OSError`` or ``ValueError`` from deep inside."""
+    """``--output`` can name a folder at all (no NUL, no name over 255 bytes, no path over PATH_MAX, no unknown
+    ``~user``): a ``SpecError`` before anything starts, instead of an ``OSError``, ``ValueError`` or
+    ``RuntimeError`` from deep inside."""
     if output is None:
         return
     if "\x00" in output:
         raise SpecError("--output: contains a NUL character")
+    expand_user(output, "--output")
     too_long = len(output.encode()) > MAX_PATH_CHARS or any(len(part.encode()) > 255 for part in output.split("/"))
     if too_long:
         raise SpecError(f"--output: {output[:60]!r}... is longer than a path can be ({MAX_PATH_CHARS} bytes, "

@@ -18,6 +18,7 @@ import yaml
 
 from cbs_ray.spec.checks import admits_none, type_hints_of, join_key
 from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.rules import validate
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.spec.yaml_text import MAX_DEPTH, MAX_SPEC_BYTES, SpecYAMLError, parse
@@ -65,7 +66,7 @@ def _read_spec_file(path: str | os.PathLike) -> dict:
     data = raw.get("data")
     if isinstance(data, dict):
         for key in ("train_file", "eval_file"):
-            if isinstance(data.get(key), str) and not Path(data[key]).expanduser().is_absolute():
+            if isinstance(data.get(key), str) and not expand_user(data[key], f"data.{key}").is_absolute():
                 data[key] = str((p.parent / data[key]).resolve())
     return raw
 

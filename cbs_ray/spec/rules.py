@@ -24,6 +24,7 @@ from cbs_ray.spec.checks import (
     reads_section,
 )
 from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.scale_rules import SCALE_RULES
 from cbs_ray.spec.tolerance import spec_tolerances
 from cbs_ray.spec.schema import GenerationSpec, SearchSpec, dataloader_workers
@@ -99,7 +100,7 @@ def _local_files_exist(spec: SearchSpec) -> None:
         value = getattr(spec.data, key)
         if not value:
             raise SpecError(f"data.{key}: required when data.source is files")
-        if not Path(value).expanduser().is_file():
+        if not expand_user(value, f"data.{key}").is_file():
             raise SpecError(f"data.{key}: no such file: {value}")
         if Path(value).suffix.lower() not in (".csv", ".tsv", ".json", ".jsonl", ".parquet"):
             raise SpecError(f"data.{key}: unsupported format {Path(value).suffix!r} "

@@ -5,9 +5,11 @@ the shards' contents (their schemas) is checked once they are at hand, still bef
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.schema import SearchSpec
 
 __all__ = ["SCALE_RULES", "parquet_shards"]
@@ -16,13 +18,28 @@ __all__ = ["SCALE_RULES", "parquet_shards"]
 def parquet_shards(path: str) -> list[Path]:
     """The ``*.parquet`` files of the folder ``path``, in name order; a ``SpecError`` where the folder does not
     exist or holds none."""
-    folder = Path(path).expanduser()
+    folder = expand_user(path, "data.path")
     if not folder.is_dir():
         raise SpecError(f"data.path: no such folder: {path}")
     shards = sorted(folder.glob("*.parquet"))
     if not shards:
         raise SpecError(f"data.path: no *.parquet file in {path}")
+    for shard in shards:
+        _regular_shard(shard)
     return shards
+
+
+def _regular_shard(shard: Path) -> None:
+    """A ``SpecError`` naming ``shard`` unless it is a regular file (a link to one is): a FIFO would block its
+    reader forever, a device could be endless, and a dangling link cannot be read. Checked with ``stat`` before
+    anything opens it."""
+    try:
+        mode = shard.stat().st_mode
+    except OSError as e:
+        raise SpecError(f"data.path: cannot read the shard {shard} ({e.strerror or e})") from None
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+        raise SpecError(f"data.path: {shard} is {kind}, not a regular Parquet file; move it out of the folder")
 
 
 def _fsdp_runs_what_shards_in_lockstep(spec: SearchSpec) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Literal, Optional
 
 from cbs_ray.records.method_registry import DEFAULT_METHOD
 from cbs_ray.records.names import default_report_dir
+from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.ladder_section import LadderSpec  # the section lives with its resolution and its rule
 from cbs_ray.spec.checks import (
     DIRECTORY_NAME,
@@ -530,7 +531,7 @@ class SearchSpec:
         but not the folder itself: a symbolic link planted there is seen, and refused, by the report's writer
         (``report.folder``, issue 47), not followed."""
         if self.output_dir:
-            return Path(self.output_dir).expanduser().resolve()
+            return expand_user(self.output_dir, "output_dir").resolve()
         folder = default_report_dir(self.name, self.search.method)
         return folder.parent.resolve() / folder.name
 
@@ -538,7 +539,7 @@ class SearchSpec:
     def storage_uri(self) -> str:
         if "://" in self.storage_path:
             return self.storage_path
-        return str(Path(self.storage_path).expanduser().resolve())
+        return str(expand_user(self.storage_path, "storage_path").resolve())
 
 
 def dataloader_workers(training: TrainingSpec, use_gpu: bool) -> int:

@@ -18,6 +18,7 @@ from cbs_ray.records.method_registry import method_entry, method_names
 from cbs_ray.records.storage import ReportError, damaged_tune_state
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import spec_from_dict
+from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.tolerance import as_recorded
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.owner import experiment_owner
@@ -122,7 +123,7 @@ def resume_search(experiment_path: str, *, model_init=None, train_dataset=None, 
     objects = user_objects(model_init=model_init, train_dataset=train_dataset, eval_dataset=eval_dataset,
                            data_collator=data_collator, compute_metrics=compute_metrics,
                            preprocess_logits_for_metrics=preprocess_logits_for_metrics)
-    path = experiment_path if "://" in experiment_path else str(Path(experiment_path).expanduser().resolve())
+    path = experiment_path if "://" in experiment_path else str(expand_user(experiment_path, "--resume").resolve())
     try:
         meta = ExperimentMeta.read(path)
     except ReportError as e:
@@ -147,7 +148,7 @@ def _resume_held(path: str, meta: ExperimentMeta, objects, *, address, output_di
     # as it ran (issue 50)
     spec = spec_from_dict(as_recorded(meta.spec, meta.tolerance_unit, method_entry(meta.method).loss_epsilon))
     # Its report goes beside its own experiment (another search of the same name may own ./cbs_results/<name>).
-    out = Path(output_dir).expanduser().resolve() if output_dir else _beside(path)
+    out = expand_user(output_dir, "--output").resolve() if output_dir else _beside(path)
     check_before_ray(spec, out, resuming=True)
     prepared = prepare(spec, objects)
     _check_same_data(meta, prepared, path)

@@ -5,10 +5,10 @@ one runs."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 from typing import Callable, Optional
 
 from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.paths import expand_user
 
 __all__ = ["MIN_FREE_BYTES", "free_bytes", "check_free_space", "megabytes"]
 
@@ -24,7 +24,7 @@ issue 47), None for another URI or an unreadable one."""
         path = path.removeprefix("file://")
     elif "://" in path:
         return None
-    folder = Path(path).expanduser()
+    folder = expand_user(path, "storage_path")
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     try:

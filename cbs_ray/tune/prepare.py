@@ -20,6 +20,7 @@ from cbs_ray.sources.model import check_buildable, model_config, parameter_count
 from cbs_ray.spec.checks import BUILTIN_METRICS
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
+from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.resolve import resolve_budget, tokens_per_sample
 from cbs_ray.spec.rules import validate
 from cbs_ray.spec.schema import SearchSpec
@@ -241,4 +242,4 @@ def check_trackers_and_study(spec: SearchSpec, *, resuming: bool = False) -> Non
 
 def output_dir_for(spec: SearchSpec, output_dir: Optional[str]) -> Path:
     """Where the report goes: ``output_dir`` as given (``~`` expanded), else ``./cbs_results/<name>``."""
-    return Path(output_dir).expanduser().resolve() if output_dir else spec.results_dir
+    return expand_user(output_dir, "--output").resolve() if output_dir else spec.results_dir

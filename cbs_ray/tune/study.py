@@ -28,6 +28,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from cbs_ray.records.trial_point import BATCH_KEY, decode_batch
 from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.paths import expand_user
 
 __all__ = ["open_storage", "check_study", "PersistentStudySearch", "trial_outcome", "ORPHANED"]
 
@@ -47,13 +48,15 @@ def open_storage(url: str):
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         if "://" not in url:
-            path = Path(url).expanduser().resolve()
+            path = expand_user(url, "search.study_storage").resolve()
             if not path.parent.is_dir():
                 raise OSError(f"no directory {path.parent}")
             return JournalStorage(JournalFileBackend(str(path)))
         if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
-            url = f"sqlite:///{Path(url[len('sqlite:///'):]).expanduser().resolve()}"
+            url = f"sqlite:///{expand_user(url[len('sqlite:///'):], 'search.study_storage').resolve()}"
         return RDBStorage(url)
+    except SpecError:
+        raise
     except Exception as e:  # a bad URL, a missing driver, a database that refuses the connection
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise SpecError(f"search.study_storage: cannot open {url!r}: {reason}") from None

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.schema import SearchSpec, TrackingSpec
 from cbs_ray.train.config import TrialConfig
 from cbs_ray.train.run_plan import RunPlan
@@ -71,11 +72,11 @@ def check_reachable(tracking: TrackingSpec) -> None:
                             f"({e.strerror or type(e).__name__})") from None
     elif scheme == "sqlite":
         # sqlite:///relative.db, sqlite:////absolute/path.db: the file's path follows the third slash
-        folder = Path(uri.split(":///", 1)[-1]).expanduser().resolve().parent
+        folder = expand_user(uri.split(":///", 1)[-1], key).resolve().parent
         if not (folder.is_dir() and os.access(folder, os.W_OK)):
             raise SpecError(f"{key}: the SQLite database's folder {folder} does not exist or cannot be written")
     elif scheme == "file":
-        store = Path(parsed.path if "://" in uri else uri).expanduser().resolve()
+        store = expand_user(parsed.path if "://" in uri else uri, key).resolve()
         existing = next(p for p in (store, *store.parents) if p.exists())
         if not (existing.is_dir() and os.access(existing, os.W_OK)):
             raise SpecError(f"{key}: cannot write the file store {store}")
@@ -102,7 +103,7 @@ def mlflow_uri(tracking_uri: str | None) -> str | None:
     if not is_local_uri(tracking_uri):  # a database, a server, "databricks"
         return tracking_uri
     os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-    return Path(local_file_uri_to_path(tracking_uri)).expanduser().resolve().as_uri()
+    return expand_user(local_file_uri_to_path(tracking_uri), "tracking.mlflow.tracking_uri").resolve().as_uri()
 
 
 def start_mlflow_parent(spec: SearchSpec, experiment_path: str) -> str:

@@ -96,7 +96,28 @@ def test_a_ray_dataset_is_never_written_through_a_link_nor_into_a_folder_that_ex
     assert dataset.written == [] and list(elsewhere.iterdir()) == []
     (tmp_path / "store" / "datasets").unlink()
     monkeypatch.setattr("cbs_ray.sources.ray_dataset.time.strftime", lambda _: "20261205-000000")
-    (tmp_path / "store" / "datasets" / f"{spec.name}-20261205-000000").mkdir(parents=True)
-    with pytest.raises(SpecError, match=r"^train_dataset: .*-20261205-000000 exists already"):
+    taken = tmp_path / "store" / "datasets" / f"{spec.name}-20261205-000000"
+    taken.mkdir(parents=True)
+    (taken / "theirs.parquet").write_text("another search's")
+    searched = search_ray_dataset(spec, dataset, NO_OTHERS)  # issue 58: refused; now -2, as experiment folders
+    assert dataset.written == [str(taken) + "-2"] == [searched.data.path]
+    assert [p.name for p in taken.iterdir()] == ["theirs.parquet"]  # the folder that existed is left as it was
+
+
+@pytest.mark.parametrize("plant, says", [
+    ("file", r"^storage_path: .*datasets is not a folder"),
+    ("dangling", r"^storage_path: .*datasets is a symbolic link"),
+])
+def test_a_datasets_path_that_is_no_folder_is_named_as_such(tmp_path, plant, says):
+    """Issue 58 finding 17: a file or a dangling link at <storage>/datasets said "exists already; start the search
+    again in a second", which no second would change."""
+    spec = load_spec(None, LM + [f"storage_path={tmp_path}"])
+    if plant == "file":
+        (tmp_path / "datasets").write_text("")
+    else:
+        (tmp_path / "datasets").symlink_to(tmp_path / "gone")
+    dataset = Dataset()
+    with pytest.raises(SpecError, match=says) as error:
         search_ray_dataset(spec, dataset, NO_OTHERS)
-    assert dataset.written == []
+    assert "start the search again" not in str(error.value) and dataset.written == []
+    assert not (tmp_path / "gone").exists()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cbs_ray.cli import search_main
+from cbs_ray.spec.errors import SpecError
 from cbs_ray.tune import disk_watch
 from cbs_ray.tune.owner import OWNER_LOCK, ExperimentBusy, experiment_owner
 from cbs_ray.tune.runner import SearchInterrupted, UnfinishedSearch, check_ended, note_stop_signal, stop_signals
@@ -60,14 +61,59 @@ def test_the_lock_dies_with_its_holder(tmp_path, holder):
         assert (tmp_path / OWNER_LOCK).is_file()
 
 
-def test_the_owner_lock_never_follows_a_planted_link(tmp_path):
+def _refused_at_once(experiment: Path, match: str) -> None:
+    """Acquiring ``experiment`` raises ``SpecError`` matching ``match`` within 10 s (an alarm cuts a blocking open)."""
+    def cut(signum, frame):
+        raise TimeoutError("experiment_owner blocked")
+
+    previous = signal.signal(signal.SIGALRM, cut)
+    signal.alarm(10)
+    try:
+        with pytest.raises(SpecError, match=match):
+            with experiment_owner(str(experiment)):
+                pass
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("swap", ["removed", "symlink", "fifo"])
+def test_a_lock_file_swapped_while_held_does_not_let_a_second_owner_in(tmp_path, holder, swap):
+    """Issue 58: removing the lock file (or putting a link or a FIFO in its place) while a search ran let a second
+    driver lock a new file and start; the folder itself is held, so the second is refused whatever stands there."""
+    experiment, victim = tmp_path / "exp", tmp_path / "victim"
+    experiment.mkdir()
+    victim.write_text("keep")
+    holder(experiment)
+    (experiment / OWNER_LOCK).unlink()
+    if swap == "symlink":
+        (experiment / OWNER_LOCK).symlink_to(victim)
+    elif swap == "fifo":
+        os.mkfifo(experiment / OWNER_LOCK)
+    _refused_at_once(experiment, "another cbs-ray process is running or resuming")
+    assert victim.read_text() == "keep"
+    assert swap != "symlink" or (experiment / OWNER_LOCK).is_symlink()  # the link was left as it was
+
+
+@pytest.mark.parametrize("plant", ["symlink", "fifo"])
+def test_the_owner_lock_is_never_a_planted_link_or_fifo(tmp_path, plant):
     victim = tmp_path / "victim"
     victim.write_text("keep")
     (tmp_path / "exp").mkdir()
-    (tmp_path / "exp" / OWNER_LOCK).symlink_to(victim)
-    with experiment_owner(str(tmp_path / "exp")):
-        assert not (tmp_path / "exp" / OWNER_LOCK).is_symlink()
-    assert victim.read_text() == "keep"
+    if plant == "symlink":
+        (tmp_path / "exp" / OWNER_LOCK).symlink_to(victim)
+    else:
+        os.mkfifo(tmp_path / "exp" / OWNER_LOCK)
+    _refused_at_once(tmp_path / "exp", "owner lock .* (never follows a link|is not a regular file)")
+    assert victim.read_text() == "keep" and os.path.lexists(tmp_path / "exp" / OWNER_LOCK)
+
+
+def test_a_folder_held_through_a_link_is_held(tmp_path, holder):
+    """The lock is on the folder, not on a name: a second driver reaching it through a link is refused."""
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "exp")
+    holder(tmp_path / "exp")
+    _refused_at_once(tmp_path / "alias", "another cbs-ray process is running or resuming")
 
 
 def test_a_resume_of_a_held_experiment_exits_2_in_one_line(tmp_path, holder, capsys):

@@ -15,6 +15,7 @@ from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.method_registry import method_entry
 from cbs_ray.records.storage import ReportError, load_history
 from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.schema import SearchSpec
 
 __all__ = ["SCRATCH", "tuned_controls", "chosen_controls", "unused_controls_warning"]
@@ -41,7 +42,7 @@ def _newest_scratch(spec: SearchSpec, budget_samples: int) -> Optional[str]:
 
 def _named(spec: SearchSpec, value: str) -> str:
     """The experiment ``value`` names: a directory, or a folder of that name in the storage; else one line."""
-    for where in (Path(value).expanduser(), Path(spec.storage_uri) / value):
+    for where in (expand_user(value, "branch.controls_from"), Path(spec.storage_uri) / value):
         if where.is_dir():
             return str(where)
     raise SpecError(f"branch.controls_from: no experiment {value!r} (neither a directory nor a folder in "

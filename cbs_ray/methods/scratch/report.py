@@ -30,6 +30,7 @@ from cbs_ray.report.page import render_html, render_markdown
 from cbs_ray.report.plots import all_plots
 from cbs_ray.report.reading import Reading
 from cbs_ray.report.text import headline
+from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.tolerance import unit_of_record
 
 __all__ = ["Report", "analyze", "seeded_configurations", "ScratchReport", "REPORT"]
@@ -95,7 +96,7 @@ def analyze(source, *, tolerance: Optional[float] = None, target: Optional[float
     ``tolerance`` and ``turning_fit`` default to the spec's ``search.tolerance`` and ``search.turning_point``; the
     tolerance is in the unit the experiment recorded (``spec.tolerance.unit_of_record``: none recorded, relative)."""
     experiment = getattr(source, "experiment_path", None) or str(source)
-    if "://" not in experiment and not Path(experiment).expanduser().is_dir():
+    if "://" not in experiment and not expand_user(experiment, "EXPERIMENT_DIR").is_dir():
         raise ReportError(f"{experiment}: no such experiment directory")
     meta = read_meta(experiment)
     history = load_history(experiment)
