@@ -115,8 +115,10 @@ def _pchip_root(front: list[tuple[float, float]], segment: int, loss: float) -> 
     xs = [math.log(s) for s, _ in front]
     curve = PchipInterpolator(xs, [v for _, v in front])
     lo, hi = xs[segment], xs[segment + 1]
-    if float(curve(lo)) == loss:
+    if float(curve(lo)) <= loss:  # at a point (the spline's value there may differ from it in the last bit)
         return lo
+    if float(curve(hi)) >= loss:
+        return hi
     return float(brentq(lambda x: float(curve(x)) - loss, lo, hi, xtol=1e-12))
 
 

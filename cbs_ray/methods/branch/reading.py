@@ -172,10 +172,11 @@ def summarize_branches(history: pd.DataFrame, meta: Union[Mapping[str, Any], Bra
                                         if Column.alpha in history else [])
     scratch = scratch_grid_samples(budget, batches, alphas) if alphas else None
     searched = by_role.get("trunk", 0) + by_role.get("branch", 0)
-    validation = validate_schedule(history, budget_samples=budget, margin=rec.margin, relative=relative)
     decided = rec.schedule or ScheduleDecided()
-    configs = configurations_run(history, decided.control_configurations,
-                                 trunk_warmup=rec.warmup_fraction) if validation else None
+    ran = configurations_run(history, decided.control_configurations, trunk_warmup=rec.warmup_fraction)
+    validation = validate_schedule(history, budget_samples=budget, margin=rec.margin, relative=relative,
+                                   configurations=ran)
+    configs = ran if validation else None
     return BranchSummary(
         critical_batch_over_training=tuple(points), batch_size_schedule=schedule,
         trend=trend(points, tokens_per_sample=tokens), b_simple_over_training=b_simple_over_training(history),
