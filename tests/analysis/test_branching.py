@@ -394,6 +394,25 @@ def test_fitted_and_seesaw_rules_read_the_summary_s_points():
         recommend_schedule(points(), trunk_batch=TRUNK, largest_batch=128, rule="fitted")
 
 
+def test_seesaw_starts_from_the_first_resolvable_cbs_or_the_tuned_batch():
+    # issue 60, the same halvings (samples 4096, 6144, 7168) and caps (32 from 1024, 64 from 2048 on).
+    # cbs: the first resolvable checkpoint (1024) reads CBS 32: start at 32; 4096 -> 64; 6144 would be 128 > 64
+    seesaw = {**META, "schedule_rule": "seesaw", "lr_decay": "linear"}
+    cbs = summarize_branches(history(), {**seesaw, "seesaw_start": "cbs"})
+    assert cbs.batch_size_schedule == [[0, 32], [4096, 64]]
+    # tuned: the best tuned fixed batch recorded when the validation was decided (64): it starts there and the
+    # cap (64) holds every doubling; without a record it is read as cbs
+    tuned = summarize_branches(history(), {**seesaw, "seesaw_start": "tuned", "schedule": {"start_batch": 64}})
+    assert tuned.batch_size_schedule == [[0, 64]]
+    assert summarize_branches(history(), {**seesaw, "seesaw_start": "tuned"}).batch_size_schedule == \
+        cbs.batch_size_schedule
+    # the late switch at 0.8 of the budget: int(0.8 · 8192) = 6553, up to a whole 128 (the largest batch): 6656.
+    # From the trunk's 16 (an experiment that recorded no seesaw_start); the halvings at 4096 and 6144 are both
+    # taken there: 16 -> 64, the cap
+    late = summarize_branches(history(), {**seesaw, "seesaw_first_doubling": 0.8})
+    assert late.batch_size_schedule == [[0, 16], [6656, 64]]
+
+
 def test_summary_rejects_another_metric():
     with pytest.raises(ValueError, match="eval_loss"):
         summarize_branches(history(), {**META, "metric": "accuracy"})

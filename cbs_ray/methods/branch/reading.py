@@ -38,7 +38,8 @@ from cbs_ray.maths.budget import scratch_grid_samples
 from cbs_ray.maths.lr_schedule import lr_multiplier, warmup_steps
 from cbs_ray.records.columns import Column
 
-__all__ = ["BranchSummary", "compare_losses", "schedule_alpha", "summarize_branches", "trunk_lr_multiplier"]
+__all__ = ["BranchSummary", "compare_losses", "schedule_alpha", "seesaw_start_batch", "summarize_branches",
+           "trunk_lr_multiplier"]
 
 
 # ---- the summary ----------------------------------------------------------------------------------------
@@ -159,7 +160,9 @@ def summarize_branches(history: pd.DataFrame, meta: Union[Mapping[str, Any], Bra
     points = critical_batch_over_training(history, trunk_batch=trunk_batch, window_samples=window, tolerance=tolerance,
                                           tokens_per_sample=tokens, relative=relative, loss=loss)
     schedule = recommend_schedule(points, trunk_batch=trunk_batch, largest_batch=max(batches), rule=rec.schedule_rule,
-                                  budget_samples=budget, lr_multiplier_at=trunk_lr_multiplier(rec), unit=max(batches))
+                                  budget_samples=budget, lr_multiplier_at=trunk_lr_multiplier(rec), unit=max(batches),
+                                  start_batch=seesaw_start_batch(rec, points),
+                                  first_doubling_samples=int(rec.seesaw_first_doubling * budget))
     final = last_report(rows_of_role(history, "trunk"))
     final_lr = final.get(Column.peak_lr) if final is not None else None
     trunk = TrunkRecord(
@@ -195,6 +198,22 @@ def summarize_branches(history: pd.DataFrame, meta: Union[Mapping[str, Any], Bra
         loss_comparison=compare_losses(history, points, loss=loss, trunk_batch=trunk_batch, window_samples=window,
                                        tolerance=tolerance, tokens_per_sample=tokens, relative=relative),
         controls_from=str(decided.controls_from or NONE) if configs else None, control_configurations=configs)
+
+
+def seesaw_start_batch(meta: Union[Mapping[str, Any], BranchRecorded], points) -> int:
+    """Where ``seesaw`` starts (``branch.seesaw_start``, issue 60): ``tuned``, the best tuned fixed batch recorded
+    when the validation was decided (``ScheduleDecided.start_batch``); ``cbs`` (and ``tuned`` without a record),
+    the CBS at the first resolvable checkpoint (its interval's lower end, k*·B; the trunk's batch where no
+    checkpoint is resolvable); ``trunk``, the trunk's batch."""
+    rec = _recorded(meta)
+    if rec.seesaw_start == "trunk":
+        return rec.trunk_batch
+    recorded = rec.schedule.start_batch if rec.schedule else None
+    if rec.seesaw_start == "tuned" and recorded is not None:
+        return int(recorded)
+    first = next((p for p in sorted(points, key=lambda p: p.samples_seen)
+                  if p.resolvable and p.trunk_loss is not None), None)
+    return max(rec.trunk_batch, int(first.batch_size)) if first is not None else rec.trunk_batch
 
 
 def trunk_lr_multiplier(meta: Union[Mapping[str, Any], BranchRecorded]):

@@ -69,12 +69,14 @@ SCHEDULE_RULES = ("once_per_crossing", "while_safe", "fitted", "seesaw")
 
 def recommend_schedule(points: Sequence[CbsPoint], *, trunk_batch: int, largest_batch: int,
                        rule: str = "once_per_crossing", budget_samples: Optional[int] = None,
-                       lr_multiplier_at: Optional[Callable[[int], float]] = None, unit: int = 1) -> list[list[int]]:
+                       lr_multiplier_at: Optional[Callable[[int], float]] = None, unit: int = 1,
+                       start_batch: Optional[int] = None, first_doubling_samples: int = 0) -> list[list[int]]:
     """The batch-size warmup as ``[start_samples, batch_size]`` pairs under ``rule`` (``SCHEDULE_RULES``; module
     docstring). Points that are not resolvable, or whose trunk loss is missing, change nothing. ``fitted`` and
     ``seesaw`` need ``budget_samples``; ``seesaw`` the trunk's LR multiplier per optimizer step
     (``lr_multiplier_at``); ``unit``: the samples a switch between checkpoints is rounded up to (the largest branch
-    batch, as the checkpoints are)."""
+    batch, as the checkpoints are). ``seesaw`` only: ``start_batch`` (default the trunk's) and the late switch
+    ``first_doubling_samples`` (``maths.batch_ramp.seesaw_ramp``)."""
     if rule not in SCHEDULE_RULES:
         raise ValueError(f"unknown schedule rule {rule!r} (known: {', '.join(SCHEDULE_RULES)})")
     usable = sorted((p for p in points if p.trunk_loss is not None and p.resolvable), key=lambda p: p.samples_seen)
@@ -88,7 +90,8 @@ def recommend_schedule(points: Sequence[CbsPoint], *, trunk_batch: int, largest_
                                budget_samples=budget_samples, unit=unit)
         assert lr_multiplier_at is not None  # checked above, for seesaw
         return seesaw_ramp(lr_multiplier_at, measured=measured, trunk_batch=trunk_batch,
-                           largest_batch=largest_batch, budget_samples=budget_samples, unit=unit)
+                           largest_batch=largest_batch, budget_samples=budget_samples, unit=unit,
+                           start_batch=start_batch, first_doubling_samples=first_doubling_samples)
     schedule, batch = [[0, int(trunk_batch)]], int(trunk_batch)
     for p in usable:
         grown = batch
@@ -269,7 +272,8 @@ def non_inferiority_vs_tuned(schedule: Control, fixed: Sequence[FixedRun], *, ma
                              configurations: Optional[Sequence[dict]] = None) -> NonInferiorityVsTuned:
     """The schedule against the fixed run of lowest mean final loss (a tie: the smaller batch) at ``margin``
     nats (``NonInferiorityVsTuned``); ``configurations`` tell whether every control was tuned."""
-    ranked = sorted(((r.mean_se()[0], r.batch_size, r) for r in fixed if r.mean_se()[0] is not None),
+    means = [(mean, r) for r in fixed for mean in (r.mean_se()[0],) if mean is not None]
+    ranked = sorted(((mean, r.batch_size, r) for mean, r in means),
                     key=lambda t: (round(t[0], 12), t[1]))  # equal means (to rounding): the smaller batch
     sources = {int(c[Column.batch_size]): c.get("source") for c in configurations or []}
     tuned = bool(fixed) and all(sources.get(r.batch_size) not in (None, TRUNK) for r in fixed)
