@@ -114,7 +114,8 @@ def branch_outline_lines(spec: SearchSpec, br: Branching) -> list[str]:
                      f"(--validate-schedule); each control at "
                      + ("the trunk's configuration" if spec.branch.controls_from == "none" else
                         "its best configuration in a from-scratch search over search.batch_sizes at this budget, run "
-                        f"first as the stage {CONTROLS_STAGE!r} ({spec.search.num_trials} trials; "
+                        f"first as the stage {CONTROLS_STAGE!r} ({spec.search.num_trials} trials, at most "
+                        f"{spec.search.num_trials * br.budget_samples} samples more; "
                         "branch.controls_from: scratch)" if spec.branch.controls_from == SCRATCH else
                         f"its best configuration in {spec.branch.controls_from} (branch.controls_from)"))
         lines.append(f"  criterion, fixed before the validation runs: "
