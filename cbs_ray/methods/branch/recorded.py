@@ -38,12 +38,12 @@ class ScheduleDecided:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ScheduleDecided:
         g = d.get
-        configs, schedule = g("control_configurations"), g("batch_size_schedule")
+        configs, schedule, start = g("control_configurations"), g("batch_size_schedule"), g("start_batch")
         return cls(batch_size_schedule=[[int(s), int(b)] for s, b in schedule] if schedule is not None else None,
                    alpha=g("alpha"), margin=g("margin"),
                    criterion=g("criterion"), controls_from=g("controls_from"),
                    control_configurations=[dict(c) for c in configs] if configs is not None else None,
-                   start_batch=int(g("start_batch")) if g("start_batch") is not None else None)
+                   start_batch=int(start) if start is not None else None)
 
     def to_json(self) -> dict[str, Any]:
         """The keys it was read from (those recorded)."""
