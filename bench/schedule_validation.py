@@ -29,6 +29,7 @@ follow-up ran at 0.72 ms). Starts Ray once per (setting, rule): run it under the
     python bench/schedule_validation.py --development [--rules fitted,seesaw]   # one setting, 2 seeds
     python bench/schedule_validation.py [--only default,zipf2] [--rules ...] [--keep DIR]
     python bench/schedule_validation.py --judge bench/schedule_validation_runs   # pool the kept runs; run nothing
+    python bench/schedule_validation.py --judge bench/schedule_validation_runs --reread pchip   # issue 60's frontier
 
 With ``--keep DIR`` each finished run's figures go to ``DIR/<setting>-<rule>.json`` as soon as it ends, and a run
 whose file is there is not trained again: the protocol can span sessions, one locked run at a time. ``--judge``
@@ -160,9 +161,12 @@ def main() -> None:
     parser.add_argument("--keep", default=None, help="keep experiments, reports and each run's figures here; "
                                                      "a run whose figures are kept is not trained again")
     parser.add_argument("--judge", metavar="DIR", help="pool the runs kept in DIR; run nothing")
+    parser.add_argument("--reread", choices=("pchip", "chord"), default=None,
+                        help="with --judge: read each kept run's iso-loss steps again from its controls' final losses "
+                             "through this interpolation (maths.iso_loss), instead of the figure it stored")
     args = parser.parse_args()
     if args.judge:
-        judge_kept(Path(args.judge))
+        judge_kept(Path(args.judge), args.reread)
         return
     settings = DEVELOPMENT if args.development else SETTINGS
     if args.only:
@@ -190,9 +194,34 @@ def main() -> None:
             verdict(rule, by_rule[rule])
 
 
-def judge_kept(folder: Path) -> None:
-    """Pool the runs kept in ``folder``: every run's figures, each rule's pooled figure, and the runs missing."""
-    runs = {(r["setting"], r["rule"]): r for r in (json.loads(p.read_text()) for p in sorted(folder.glob("*.json")))}
+def reread(run: dict, interpolation: str) -> dict:
+    """``run`` with its iso-loss steps read again from its controls' final losses by seed through
+    ``interpolation`` (``maths.iso_loss``; the fixed batches as the validation read them: one run per batch)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from cbs_ray.maths.iso_loss import paired_saved_fraction
+
+    v = dict(run.get("schedule_validation") or {})
+    controls = v.get("controls") or []
+    schedule = next((c for c in controls if c["name"] == "schedule"), None)
+    fixed: dict = {}
+    for c in controls:
+        if c["name"] != "schedule" and c["final_loss_mean"] is not None and c["batch_size"] not in fixed:
+            fixed[c["batch_size"]] = (c["steps"], {int(k): x for k, x in c["final_losses"].items()})
+    if schedule is None or schedule["steps"] is None:
+        return run
+    out = paired_saved_fraction(schedule["steps"], {int(k): x for k, x in schedule["final_losses"].items()},
+                                list(fixed.values()), interpolation=interpolation)
+    v["iso_loss_steps"] = {**(v.get("iso_loss_steps") or {}), "saved_fraction": out.saved_fraction,
+                           "interval_95": out.interval_95, "per_seed": out.per_seed, "censored": out.censored,
+                           "interpolation": interpolation}
+    return {**run, "schedule_validation": v}
+
+
+def judge_kept(folder: Path, interpolation: str | None = None) -> None:
+    """Pool the runs kept in ``folder``: every run's figures, each rule's pooled figure, and the runs missing;
+    with ``interpolation``, each run's iso-loss steps read again through it (``reread``)."""
+    runs = {(r["setting"], r["rule"]): (reread(r, interpolation) if interpolation else r)
+            for r in (json.loads(p.read_text()) for p in sorted(folder.glob("*.json")))}
     missing = [f"{tag}-{rule}" for tag in SETTINGS for rule in RULES if (tag, rule) not in runs]
     for rule in RULES:
         results = {tag: record(tag, rule, runs[tag, rule]["wall_s"], runs[tag, rule])

@@ -21,7 +21,12 @@ Batch Size Scheduling", arXiv 2510.14717, abstract and §3): wherever the base L
 instead (for normalized SGD, their proxy for Adam, the schedules (η·a^−k, B·b^k) match when a·√b is equal: a = 2,
 b = 1 against a = √2, b = 2). Here the target batch after k halvings is trunk·2^k, capped as above; a doubling
 the cap holds back is taken at the checkpoint that lifts it (until then the LR takes the base decay's halving,
-the other side of the same equivalence). The LR is not set here: under the alpha-0.5 rule the schedule's run
+the other side of the same equivalence). **From the tuned batch** (issue 60): Seesaw starts from the batch one
+would train at fixed, not from the trunk's; ``start_batch`` sets it (``methods.branch.reading``: CBS at the first
+resolvable checkpoint, or the best tuned fixed batch), and the target after k halvings is start·2^k, never above
+the cap (nor below the start: the start is a choice, not a measurement the cap overrules). **Late switch**
+(``first_doubling_samples``): no doubling before that sample; the halvings before it are taken there, capped, as a
+held-back doubling is. The LR is not set here: under the alpha-0.5 rule the schedule's run
 uses, η0·√(B/B0)·m(s), the LR at the k-th cut is η0·2^(k/2)·2^−k = η0·(1/√2)^k, Seesaw's, and between cuts it
 follows the base decay smoothly rather than in steps (a deviation from the paper's piecewise-constant LR).
 
@@ -133,20 +138,26 @@ def halving_points(multipliers: Sequence[tuple[int, float]]) -> list[int]:
 
 
 def seesaw_ramp(multiplier_at: Callable[[int], float], *, measured: Sequence[tuple[int, int]], trunk_batch: int,
-                largest_batch: int, budget_samples: int, unit: int = 1) -> list[list[int]]:
+                largest_batch: int, budget_samples: int, unit: int = 1, start_batch: Optional[int] = None,
+                first_doubling_samples: int = 0) -> list[list[int]]:
     """The ``seesaw`` ramp (module docstring): ``multiplier_at(step)`` is the base LR decay's multiplier at
     optimizer step ``step`` of a run at ``trunk_batch`` over ``budget_samples`` (the trunk's schedule, laid out in
     samples as step × trunk_batch); ``measured`` the resolvable ``(checkpoint samples, CBS)``. A halving lands on
     the first whole ``unit`` of samples at or after it (the largest batch: every batch then ends the budget on a
-    whole step); none at or past the budget."""
+    whole step); none at or past the budget. ``start_batch`` (default the trunk's, at most ``largest_batch``): the
+    batch at step 0; ``first_doubling_samples``: the late switch, no doubling before it."""
+    start = min(int(start_batch or trunk_batch), int(largest_batch))
     steps = budget_samples // trunk_batch
     cuts = [c for c in (_round_up(c, unit) for c in
                         halving_points([(k * trunk_batch, multiplier_at(k)) for k in range(steps)]))
             if c < budget_samples]
-    events = sorted(set(cuts) | {int(s) for s, _ in measured if 0 <= s < budget_samples})
-    ramp = [[0, int(trunk_batch)]]
+    switch = _round_up(first_doubling_samples, unit) if first_doubling_samples > 0 else 0
+    events = sorted(e for e in set(cuts) | {int(s) for s, _ in measured if 0 <= s < budget_samples}
+                    | ({switch} if 0 < switch < budget_samples else set()) if e >= switch)
+    ramp = [[0, start]]
     for samples in events:
         halvings = sum(1 for c in cuts if c <= samples)
-        target = int(trunk_batch) * 2 ** halvings
-        _append(ramp, samples, min(target, cap_at(measured, samples, trunk_batch), int(largest_batch)))
+        ceiling = min(cap_at(measured, samples, trunk_batch), int(largest_batch))
+        doublings = max((j for j in range(halvings + 1) if start * 2 ** j <= ceiling), default=0)
+        _append(ramp, samples, start * 2 ** doublings)
     return ramp

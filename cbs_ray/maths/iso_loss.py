@@ -5,13 +5,22 @@ fraction of them the schedule saves (issue 50's primary endpoint for a batch-siz
 (steps_b, loss_b). A user with a budget of S optimizer steps can pick any fixed batch that needs at most S steps,
 so the best loss reachable in S steps is the running minimum of loss over the batches with steps ≤ S. Its
 **Pareto points** are the fixed batches whose loss is strictly below that of every batch with fewer steps
-(``pareto_points``); between two neighbours the frontier is linear in log(steps), as in
-``methods.branch.reading_verdicts`` (Shallue et al. 2019, "Measuring the Effects of Data Parallelism", read steps to a
-result on a log axis).
+(``pareto_points``); steps are read on a log axis (Shallue et al. 2019, "Measuring the Effects of Data
+Parallelism").
+
+**The interpolation between Pareto points** (issue 60). Loss is convex in log(steps) along such a frontier, so a
+chord between two neighbours lies *above* the curve and reaches a loss later than the curve does: chords overstate
+the steps the frontier needs, and so the saving. The default (``PCHIP``) reads the frontier through the monotone
+piecewise-cubic Hermite interpolant of loss on log(steps) (Fritsch & Carlson 1980, "Monotone Piecewise Cubic
+Interpolation", SIAM J. Numer. Anal. 17(2); ``scipy.interpolate.PchipInterpolator``): it passes through every
+point, never leaves the range of its two neighbours (monotone data give a monotone curve, so the steps at a loss
+are unique), and bends with the data instead of cutting across them. With two Pareto points it is the chord.
+``CHORD`` (linear in log(steps), the rule before issue 60) stays available for comparison.
 
 **Iso-loss steps** (``iso_loss_steps``): the steps S* at which that frontier reaches the schedule's final loss L.
-Inside the Pareto points' loss range S* solves the log-linear interpolation exactly. Outside it the frontier is
-**not extrapolated**; S* is reported as a bound, and its direction is recorded:
+Inside the Pareto points' loss range S* solves the interpolant exactly. Outside it the frontier is
+**not extrapolated**; S* is reported as a bound, and its direction is recorded (**censoring**,
+``censoring_bound`` names it for a set of seeds):
 
 - L below every fixed batch's loss (the schedule beats even the batch with the most Pareto steps): the frontier
   would need *more* than its last Pareto point's steps; S* = that point's steps, ``censored = "above"`` (the
@@ -33,8 +42,14 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-__all__ = ["IsoLoss", "SavedFraction", "iso_loss_steps", "paired_saved_fraction", "pareto_points",
-           "pooled_saved_fraction", "saved_fraction", "student_t_975"]
+__all__ = ["CHORD", "INTERPOLATIONS", "IsoLoss", "PCHIP", "SavedFraction", "censoring_bound", "iso_loss_steps",
+           "paired_saved_fraction", "pareto_points", "pooled_saved_fraction", "saved_fraction", "student_t_975"]
+
+PCHIP = "pchip"
+"""The frontier read through the monotone cubic (PCHIP) in log(steps): the default (module docstring)."""
+CHORD = "chord"
+"""The frontier read through chords in log(steps) (the rule before issue 60: it overstates a saving)."""
+INTERPOLATIONS = (PCHIP, CHORD)
 
 
 def student_t_975(df: int) -> float:
@@ -68,9 +83,13 @@ class IsoLoss:
     """None (interpolated), ``"above"`` (the truth is more steps) or ``"below"`` (fewer steps)."""
 
 
-def iso_loss_steps(points: Sequence[tuple[float, float]], loss: float) -> Optional[IsoLoss]:
+def iso_loss_steps(points: Sequence[tuple[float, float]], loss: float, *,
+                   interpolation: str = PCHIP) -> Optional[IsoLoss]:
     """The steps at which the fixed-batch frontier of ``points`` (``(steps, loss)`` per fixed batch, one seed)
-    reaches ``loss`` (module docstring); None without a finite point or a finite ``loss``."""
+    reaches ``loss``, read through ``interpolation`` (``PCHIP`` or ``CHORD``; module docstring); None without a
+    finite point or a finite ``loss``."""
+    if interpolation not in INTERPOLATIONS:
+        raise ValueError(f"unknown interpolation {interpolation!r} (known: {', '.join(INTERPOLATIONS)})")
     front = pareto_points(points)
     if not front or loss is None or not math.isfinite(loss):
         return None
@@ -78,11 +97,44 @@ def iso_loss_steps(points: Sequence[tuple[float, float]], loss: float) -> Option
         return IsoLoss(front[0][0], None if loss == front[0][1] else "below")
     if loss < front[-1][1]:
         return IsoLoss(front[-1][0], "above")
-    for (s1, l1), (s2, l2) in zip(front, front[1:]):
+    for i, ((s1, l1), (s2, l2)) in enumerate(zip(front, front[1:])):
         if l2 <= loss < l1:
-            w = (l1 - loss) / (l1 - l2)
-            return IsoLoss(math.exp(math.log(s1) + w * (math.log(s2) - math.log(s1))), None)
+            if interpolation == CHORD or len(front) == 2:
+                w = (l1 - loss) / (l1 - l2)
+                return IsoLoss(math.exp(math.log(s1) + w * (math.log(s2) - math.log(s1))), None)
+            return IsoLoss(math.exp(_pchip_root(front, i, loss)), None)
     raise AssertionError("unreachable: the loss lies within the Pareto points' range")
+
+
+def _pchip_root(front: list[tuple[float, float]], segment: int, loss: float) -> float:
+    """log(steps) where the PCHIP of loss on log(steps) through ``front`` equals ``loss`` inside ``segment``
+    (the interpolant is monotone there, so the root is unique: Brent's method on the segment's ends)."""
+    from scipy.interpolate import PchipInterpolator  # imported where a frontier is read, as student_t_975's
+    from scipy.optimize import brentq
+
+    xs = [math.log(s) for s, _ in front]
+    curve = PchipInterpolator(xs, [v for _, v in front])
+    lo, hi = xs[segment], xs[segment + 1]
+    if float(curve(lo)) <= loss:  # at a point (the spline's value there may differ from it in the last bit)
+        return lo
+    if float(curve(hi)) >= loss:
+        return hi
+    return float(brentq(lambda x: float(curve(x)) - loss, lo, hi, xtol=1e-12))
+
+
+def censoring_bound(censored: Mapping[Any, str]) -> Optional[str]:
+    """What a mean of per-seed saved fractions is, given the seeds read as bounds (``{seed: "above" | "below"}``):
+    ``"lower bound"`` where every censored seed's schedule beat every fixed batch (each such fraction is at least
+    its value, the others estimates: so is the mean), ``"upper bound"`` where every one lost to the largest,
+    ``"mixed bounds"`` with both (the mean bounds nothing), None where no seed was censored (an estimate)."""
+    kinds = set(censored.values())
+    if not kinds:
+        return None
+    if kinds == {"above"}:
+        return "lower bound"
+    if kinds == {"below"}:
+        return "upper bound"
+    return "mixed bounds"
 
 
 def saved_fraction(schedule_steps: float, iso: IsoLoss) -> float:
@@ -106,7 +158,8 @@ class SavedFraction:
 
 
 def paired_saved_fraction(schedule_steps: float, schedule_losses: Mapping[int, float],
-                          fixed: Sequence[tuple[float, Mapping[int, float]]]) -> SavedFraction:
+                          fixed: Sequence[tuple[float, Mapping[int, float]]], *,
+                          interpolation: str = PCHIP) -> SavedFraction:
     """Per seed, the saved fraction of a schedule of ``schedule_steps`` whose final loss on seed s is
     ``schedule_losses[s]``, against the frontier of the fixed batches ``(steps, {seed: loss})`` on the same seed;
     their mean with a t-interval. A fixed batch without a finite loss on a seed (it diverged there) is not on that
@@ -115,7 +168,7 @@ def paired_saved_fraction(schedule_steps: float, schedule_losses: Mapping[int, f
     per_seed, censored = {}, {}
     for s in seeds:
         iso = iso_loss_steps([(steps, losses[s]) for steps, losses in fixed if losses.get(s) is not None],
-                             schedule_losses[s])
+                             schedule_losses[s], interpolation=interpolation)
         if iso is None:
             continue
         per_seed[int(s)] = saved_fraction(schedule_steps, iso)

@@ -32,6 +32,11 @@ DEFAULT_ALPHAS = (0.5,)
 """The paper's branch LR: √k·η (alpha 0.5), no sweep."""
 
 
+_SEESAW_START = {"cbs": "the CBS at the first resolvable checkpoint", "tuned": "the best tuned fixed batch",
+                 "trunk": "the trunk's batch"}
+"""``branch.seesaw_start`` in words."""
+
+
 def _spec_error(message: str):
     return SpecError(message)
 
@@ -67,6 +72,10 @@ class Branching:
     window_min_steps: int = DEFAULT_WINDOW_MIN_STEPS
     lr_decay: str = "linear"
     """The trunk's decay after warmup (``training.lr_decay``): the ``seesaw`` rule reads where it halves the LR."""
+    seesaw_start: str = "cbs"
+    """Where ``seesaw`` starts: ``cbs``, ``tuned`` or ``trunk`` (``spec.schema.BranchSpec.seesaw_start``)."""
+    seesaw_first_doubling: float = 0.0
+    """``seesaw``'s late switch, a fraction of the budget (0: none)."""
     train_examples: Optional[int] = None
     """The training set's size where known: no validation control trains a larger batch."""
 
@@ -110,7 +119,9 @@ class Branching:
                 "fitted": "the schedule follows a power law fitted to CBS(t), one batch below it, switching between "
                           "checkpoints",
                 "seesaw": "the schedule doubles where the trunk's LR decay would halve the LR (Seesaw, Meterez et al. "
-                          "2025), capped by the measured CBS(t)"}.get(self.schedule_rule)
+                          f"2025), from {_SEESAW_START[self.seesaw_start]}, capped by the measured CBS(t)"
+                          + (f", no doubling before {self.seesaw_first_doubling:g} of the budget"
+                             if self.seesaw_first_doubling else "")}.get(self.schedule_rule)
         if rule:
             out.append(f"{rule} (the paper: one doubling per crossing)")
         if self.loss != "train_ema":
@@ -128,6 +139,7 @@ class Branching:
                 "optimizer_state": self.optimizer_state, "loss": self.loss,
                 "validation_seeds": self.validation_seeds, "schedule_rule": self.schedule_rule,
                 "window_min_steps": self.window_min_steps, "lr_decay": self.lr_decay,
+                "seesaw_start": self.seesaw_start, "seesaw_first_doubling": self.seesaw_first_doubling,
                 "deviations": self.deviations()}
 
 
@@ -193,4 +205,5 @@ def resolve_branching(spec: SearchSpec, budget_samples: int, tokens_per_sample: 
                      budget_samples=budget_samples, tokens_per_sample=tokens_per_sample,
                      tolerance_relative=epsilon.relative, repeats=b.repeats, optimizer_state=b.optimizer_state,
                      loss=b.loss, validation_seeds=b.validation_seeds, window_min_steps=b.window_min_steps,
-                     schedule_rule=b.schedule_rule, lr_decay=t.lr_decay)
+                     schedule_rule=b.schedule_rule, lr_decay=t.lr_decay, seesaw_start=b.seesaw_start,
+                     seesaw_first_doubling=float(b.seesaw_first_doubling))

@@ -405,6 +405,15 @@ class BranchSpec:
     law in samples fitted through the resolvable points, switching where it crosses the next batch, never above
     the CBS measured at a checkpoint; ``seesaw`` a doubling wherever the trunk's LR decay would halve the LR
     (Meterez et al. 2025), capped by the measured CBS (docs/branch-mode.md)."""
+    seesaw_start: Literal["cbs", "tuned", "trunk"] = "cbs"
+    """Where ``schedule_rule: seesaw`` starts (issue 60; Seesaw starts from the batch one would train at): ``cbs``,
+    the CBS at the first resolvable checkpoint; ``tuned``, the best tuned fixed batch at the budget (the
+    from-scratch search of ``controls_from``: its lowest loss; ``cbs`` where there is none); ``trunk``, the
+    trunk's batch (the rule before issue 60). The default is provisional: development runs choose it before the
+    validation."""
+    seesaw_first_doubling: float = field(default=0.0, metadata=check(within(0, 1, ends="[)")))
+    """``schedule_rule: seesaw``'s late switch: no doubling before this fraction of the budget (the halvings
+    before it are taken there); 0: none."""
     validate_schedule: bool = False
     """After the branches: train the recommended batch-size schedule for the whole budget against fixed-batch
     controls (the small batch, the large one the schedule reaches, the iso-step batches), each on
@@ -416,8 +425,9 @@ class BranchSpec:
     """Where the validation's fixed-batch controls take their configuration (alpha, warmup): ``none``, the trunk's
     (alpha 0.5 by default, the trunk's warmup and LR schedule); a from-scratch search's experiment (its path, or
     its folder's name in ``storage_path``) at the same budget: each control batch that search completed trains
-    at its best configuration there, on its own LR schedule, the rest at the trunk's; ``scratch``: the newest
-    such search of this spec's name in ``storage_path``, where one exists (``methods.branch.fair_controls``). A named
+    at its best configuration there, on its own LR schedule, the rest at the trunk's; ``scratch``: that
+    from-scratch search run as a stage of this experiment, before the validation (``methods.branch.search``;
+    resumed like every stage). A named
     experiment that is missing, is not a from-scratch search or ran another budget is an error before anything
     trains; without ``validate_schedule`` the value is unused, and the plan says so (a warning)."""
 

@@ -283,16 +283,28 @@ def test_validation_of_an_older_experiment_counts_the_trunk_as_seed_0():
     assert v.criterion.startswith("paired by validation seed")
     assert [round(p["steps"]) for p in v.frontier_band][:3] == [64, 69, 75] and \
         any(p["steps"] == 144 for p in v.frontier_band)
-    # Iso-loss steps, seed by seed (the schedule: 144 steps). Seed 0: 3.00 is B=32's loss (256 steps; B=16's
-    # 3.00 at 512 is no lower): saved 1 − 144/256 = 0.4375. Seed 1: 3.02 lies 2/3 of the way from B=64 (128
-    # steps, 3.04) to B=32 (256, 3.01): 128 · 2^(2/3) = 203.19 steps, saved 1 − 144/203.19 = 0.29129. Seed 2: 3.01 is B=16's
-    # (512 steps): saved 0.71875. Mean 0.48252.
+    # Iso-loss steps, seed by seed (the schedule: 144 steps), the frontier read through PCHIP in log2(steps).
+    # Seed 0: 3.00 is B=32's loss (256 steps; B=16's 3.00 at 512 is no lower): saved 1 − 144/256 = 0.4375.
+    # Seed 1: the Pareto points (6, 3.12), (7, 3.04), (8, 3.01) in log2-steps; secants −0.08, −0.03; Fritsch–Carlson
+    # slopes 2/(1/−0.08 + 1/−0.03) = −0.043636 at 7 and (3·(−0.03) + 0.08)/2 = −0.005 at 8; the Hermite cubic on
+    # [7, 8] reaches 3.02 at t = 0.50521: 128 · 2^0.50521 = 181.674 steps, saved 1 − 144/181.674 = 0.20737 (the
+    # chord's 2/3 of the way, 203.19 steps, would say 0.29129). Seed 2: 3.01 is B=16's (512 steps): saved 0.71875.
+    # Mean 0.45454.
     iso = v.iso_loss_steps
-    assert iso.per_seed == {0: pytest.approx(0.4375), 1: pytest.approx(0.29129, abs=1e-5),
+    assert iso.per_seed == {0: pytest.approx(0.4375), 1: pytest.approx(0.20737, abs=1e-5),
                             2: pytest.approx(0.71875)}
-    assert iso.saved_fraction == pytest.approx(0.48252, abs=1e-5) and iso.seeds == 3 and iso.censored == {}
+    assert iso.saved_fraction == pytest.approx(0.45454, abs=1e-5) and iso.seeds == 3 and iso.censored == {}
     assert iso.frontier_batches == [16, 32, 64, 128] and iso.schedule_steps == 144
-    assert v.text.startswith("Iso-loss steps: the schedule reaches its final loss in 144 optimizer steps, 48% fewer")
+    assert iso.interpolation == "pchip" and iso.bound is None
+    # The primary test leads (issue 60): against the best fixed batch, the lowest mean final loss: B=16 and B=32
+    # tie at 3.01 and the smaller wins; against B=16 the differences are 0, 0, 0: mean 0, bound 0 < ε = 0.01.
+    # Every control trained at the trunk's configuration: the best is not a tuned one, and the text says so.
+    vs = v.non_inferiority_vs_tuned
+    assert vs.best_fixed_batch == 16 and vs.difference == pytest.approx(0.0) and vs.holds is True
+    assert vs.tuned is False
+    assert v.text.startswith("Non-inferior to the best fixed batch (not every control tuned")
+    assert "Iso-loss steps: the schedule reaches its final loss in 144 optimizer steps, 45% fewer" in v.text
+    assert v.frontier_controls.batches == [16, 32, 64, 128] and v.frontier_controls.interpolation == "pchip"
     # B=64 reaching 3.00 in 128 steps, fewer than the schedule's 144: not below.
     v = validate_schedule(history(schedule=validation_rows(iso64=(3.00, 3.00, 3.00))), budget_samples=BUDGET)
     assert v.below_frontier.holds is False and "Below the fixed-batch frontier: no" in v.text
@@ -380,6 +392,25 @@ def test_fitted_and_seesaw_rules_read_the_summary_s_points():
     assert seesaw.batch_size_schedule == [[0, 16], [4096, 32], [6144, 64]]
     with pytest.raises(ValueError, match="needs the budget"):
         recommend_schedule(points(), trunk_batch=TRUNK, largest_batch=128, rule="fitted")
+
+
+def test_seesaw_starts_from_the_first_resolvable_cbs_or_the_tuned_batch():
+    # issue 60, the same halvings (samples 4096, 6144, 7168) and caps (32 from 1024, 64 from 2048 on).
+    # cbs: the first resolvable checkpoint (1024) reads CBS 32: start at 32; 4096 -> 64; 6144 would be 128 > 64
+    seesaw = {**META, "schedule_rule": "seesaw", "lr_decay": "linear"}
+    cbs = summarize_branches(history(), {**seesaw, "seesaw_start": "cbs"})
+    assert cbs.batch_size_schedule == [[0, 32], [4096, 64]]
+    # tuned: the best tuned fixed batch recorded when the validation was decided (64): it starts there and the
+    # cap (64) holds every doubling; without a record it is read as cbs
+    tuned = summarize_branches(history(), {**seesaw, "seesaw_start": "tuned", "schedule": {"start_batch": 64}})
+    assert tuned.batch_size_schedule == [[0, 64]]
+    assert summarize_branches(history(), {**seesaw, "seesaw_start": "tuned"}).batch_size_schedule == \
+        cbs.batch_size_schedule
+    # the late switch at 0.8 of the budget: int(0.8 · 8192) = 6553, up to a whole 128 (the largest batch): 6656.
+    # From the trunk's 16 (an experiment that recorded no seesaw_start); the halvings at 4096 and 6144 are both
+    # taken there: 16 -> 64, the cap
+    late = summarize_branches(history(), {**seesaw, "seesaw_first_doubling": 0.8})
+    assert late.batch_size_schedule == [[0, 16], [6656, 64]]
 
 
 def test_summary_rejects_another_metric():
@@ -473,9 +504,11 @@ def test_report_says_the_verdicts_the_paired_differences_and_draws_the_band(tmp_
     assert "- Non-inferior to the small batch: yes — paired difference +0.0000 nats" in md
     assert "- Below the fixed-batch frontier: yes — at its 144 steps the frontier (B=64–32" in md
     assert "- Secondary, thresholded: steps saved against B=16 (512 steps" in md and "72%, interval [44%, 72%]" in md
-    # iso-loss steps lead the validation's section
+    # the schedule against the best fixed batch leads the validation's section (issue 60), iso-loss steps next
     section = md[md.index("## Schedule validation"):]
-    assert section.index("- Iso-loss steps: the schedule reaches its final loss in 144") < section.index("- Non-inferior")
+    assert section.index("- Non-inferior to the best fixed batch") < section.index("- Iso-loss steps: the schedule "
+                                                                                   "reaches its final loss in 144") \
+        < section.index("- Non-inferior to the small batch")
     # The paired table: seed 1's schedule 3.02, small 3.02, frontier 3.04 − 0.03 w.
     w = math.log2(144 / 128)
     row = next(r for r in branch_report.paired_rows(s) if r["seed"] == 1)

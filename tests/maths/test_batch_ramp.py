@@ -59,6 +59,34 @@ def test_seesaw_ramp_is_capped_by_the_measured_cbs_and_takes_a_held_back_doublin
     assert ramp == [[0, 8], [400, 16], [600, 32], [616, 64], [672, 128]]
 
 
+def test_seesaw_from_the_tuned_batch_doubles_it_at_each_halving():
+    # issue 60: the same 100-step cosine (halvings at steps 50, 67, 77, 84 = samples 400, 536, 616, 672 at the
+    # trunk's 8 a step), started at B* = 32 instead of the trunk's 8: 32 -> 64 -> 128 -> 256 at those samples
+    ramp = seesaw_ramp(cosine, measured=[(8, 1024)], trunk_batch=8, largest_batch=256, budget_samples=800,
+                       start_batch=32)
+    assert ramp == [[0, 32], [400, 64], [536, 128], [616, 256]]
+
+
+def test_seesaw_from_the_tuned_batch_never_doubles_above_the_measured_cbs():
+    # CBS 16 from sample 200 (below the start: the start stands, no doubling), 128 from 600: the halvings at 400
+    # and 536 are held back; at 600 the cap lifts to 128 and both are taken (32 -> 128); the third halving (616)
+    # would make 256 > 128: held
+    ramp = seesaw_ramp(cosine, measured=[(200, 16), (600, 128)], trunk_batch=8, largest_batch=256,
+                       budget_samples=800, start_batch=32)
+    assert ramp == [[0, 32], [600, 128]]
+
+
+def test_seesaw_late_switch_takes_no_doubling_before_its_fraction():
+    # first doubling no earlier than sample 560 (70 % of 800): the halvings at 400 and 536 are taken there
+    # (8 -> 32), the one at 616 where it falls (64 = the largest)
+    ramp = seesaw_ramp(cosine, measured=[(8, 1024)], trunk_batch=8, largest_batch=64, budget_samples=800,
+                       first_doubling_samples=560)
+    assert ramp == [[0, 8], [560, 32], [616, 64]]
+    # a switch after every halving: one step up at the switch, to the largest batch the halvings reach
+    assert seesaw_ramp(cosine, measured=[(8, 1024)], trunk_batch=8, largest_batch=64, budget_samples=800,
+                       first_doubling_samples=700) == [[0, 8], [700, 64]]
+
+
 def test_seesaw_halvings_land_on_whole_units():
     # the cuts at 400, 536, 616 samples rounded up to whole 64s: 448, 576, 640; 672 -> 704 > the largest batch's
     ramp = seesaw_ramp(cosine, measured=[(8, 1024)], trunk_batch=8, largest_batch=64, budget_samples=800, unit=64)

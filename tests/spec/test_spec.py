@@ -118,6 +118,7 @@ BAD = [
     # One row per check declared beside its field (test_every_declared_check_has_a_bad_row).
     (["name=a b"], "name: must be one folder name (no spaces, slashes, control characters, . or ..; at most 100 bytes in UTF-8), got 'a b'"),
     (["branch.window_min_steps=0"], "branch.window_min_steps: must be at least 1, got 0"),
+    (["branch.seesaw_first_doubling=1.0"], "branch.seesaw_first_doubling: must be in [0, 1), got 1.0"),
     (["ladder.fraction=1"], "ladder.fraction: must be in (0, 1), got 1"),
     (["ladder.seeds=0"], "ladder.seeds: must be from 1 to 100 (each one multiplies the trials), got 0"),
     (["ladder.alpha=1.5"], "ladder.alpha: must be in [0, 1], got 1.5"),

@@ -13,7 +13,7 @@ from cbs_ray.spec.branch_section import resolve_branching
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
 from cbs_ray.methods.branch.runs import TUNED, branch_run_plan, validation_configs
-from cbs_ray.methods.branch.fair_controls import chosen_controls, tuned_controls
+from cbs_ray.methods.branch.fair_controls import best_batch, chosen_controls, tuned_controls
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "golden"))
 import make_golden  # noqa: E402
@@ -41,12 +41,20 @@ def test_a_named_search_gives_each_batch_its_best_configuration(storage):
     assert tuned_controls(_spec(storage, str(storage / SCRATCH)), BUDGET)[0] == path  # a path works too
 
 
-def test_scratch_finds_the_newest_search_of_the_spec_s_name_else_the_trunk_s(storage, capsys):
-    assert tuned_controls(_spec(storage, "scratch"), BUDGET)[0] == str(storage / SCRATCH)
-    assert tuned_controls(_spec(storage, "scratch", name="another"), BUDGET) == ("none", {})
-    assert "no from-scratch search of another" in capsys.readouterr().out
-    assert tuned_controls(_spec(storage, "scratch"), BUDGET // 2) == ("none", {})  # another budget: not it
+def test_scratch_reads_its_own_stage_and_nothing_before_it_ran(storage):
+    # issue 60: `scratch` is the from-scratch search run as this experiment's stage `controls`; before it ran
+    # (the check before Ray) there is nothing to read, and a search of the same name beside it is not looked for
+    assert tuned_controls(_spec(storage, "scratch"), BUDGET) == ("none", {})
+    path, best = tuned_controls(_spec(storage, "scratch"), BUDGET, stage_experiment=str(storage / SCRATCH))
+    assert path == str(storage / SCRATCH) and sorted(best) == [16, 32, 64, 128, 256]
     assert tuned_controls(_spec(storage, "none"), BUDGET) == ("none", {})
+
+
+def test_the_best_tuned_batch_is_the_lowest_loss_a_tie_the_smaller():
+    best = {16: {"eval_loss": 2.50}, 32: {"eval_loss": 2.40}, 64: {"eval_loss": 2.40}, 128: {"eval_loss": 2.70}}
+    assert best_batch(best, metric="eval_loss", mode="min") == 32
+    assert best_batch({8: {"accuracy": 0.8}, 16: {"accuracy": 0.9}}, metric="accuracy", mode="max") == 16
+    assert best_batch({}, metric="eval_loss", mode="min") is None
 
 
 @pytest.mark.parametrize("value, budget, says", [

@@ -1,5 +1,6 @@
-"""``branch.controls_from`` on the driver (issue 50, item 4): find the from-scratch search whose best
-configuration per batch the schedule validation's fixed-batch controls train at, and read it. The choice of each
+"""``branch.controls_from`` on the driver (issue 50, item 4; issue 60): find the from-scratch search whose best
+configuration per batch the schedule validation's fixed-batch controls train at (a named experiment, or this
+experiment's own ``controls`` stage), and read it. The choice of each
 control's configuration is ``analysis.control_configs``; this module only locates and reads the experiment. A
 search qualifies by its method's registry entry (``MethodEntry.best_per_batch``), not by the method's name.
 """
@@ -18,26 +19,13 @@ from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["SCRATCH", "tuned_controls", "chosen_controls", "unused_controls_warning"]
+__all__ = ["CONTROLS_STAGE", "SCRATCH", "best_batch", "tuned_controls", "chosen_controls", "unused_controls_warning"]
 
 SCRATCH = "scratch"
-"""``branch.controls_from: scratch``: the newest from-scratch search of the spec's name beside this one."""
-
-
-def _newest_scratch(spec: SearchSpec, budget_samples: int) -> Optional[str]:
-    """The newest ``<name>-<date>-<time>`` from-scratch experiment in the storage at ``budget_samples``, or None."""
-    root = Path(spec.storage_uri)
-    if "://" in spec.storage_uri or not root.is_dir():
-        return None
-    for candidate in sorted(root.glob(f"{spec.name}-[0-9]*"), reverse=True):
-        try:
-            meta = ExperimentMeta.read(str(candidate))
-        except ReportError:
-            continue
-        if method_entry(meta.method).best_per_batch and (meta.name, meta.budget_samples) == (spec.name,
-                                                                                           budget_samples):
-            return str(candidate)
-    return None
+"""``branch.controls_from: scratch``: the from-scratch search run as a stage of this experiment (``CONTROLS_STAGE``)
+before the validation, resumed like every stage (issue 60)."""
+CONTROLS_STAGE = "controls"
+"""The stage's name in the experiment's stage record (``ExperimentMeta.stages``)."""
 
 
 def _named(spec: SearchSpec, value: str) -> str:
@@ -68,23 +56,27 @@ def unused_controls_warning(spec: SearchSpec) -> Optional[str]:
             f"schedule's validation trains fixed-batch controls){missing}")
 
 
-def tuned_controls(spec: SearchSpec, budget_samples: int) -> tuple[str, dict[int, dict]]:
+def tuned_controls(spec: SearchSpec, budget_samples: int, *,
+                   stage_experiment: Optional[str] = None) -> tuple[str, dict[int, dict]]:
     """(``controls_from`` as recorded: the experiment's path, or ``none``; each batch's best configuration in
     it, ``analysis.control_configs.best_configurations``). A ``SpecError`` (one line, exit 2) where a named
-    experiment is missing, unreadable, not a from-scratch search, ran another budget, or completed no trial;
-    ``scratch`` without such a search beside this one: ``none``, said."""
+    experiment is missing, unreadable, not a from-scratch search, ran another budget, or completed no trial.
+    ``scratch``: the stage's experiment ``stage_experiment`` (it trained this budget, on the spec's metric);
+    before the stage has run (the check before Ray) or where it completed no trial, ``none`` (the latter said)."""
     value = spec.branch.controls_from
     if value == NONE:
         return NONE, {}
     if value == SCRATCH:
-        found = _newest_scratch(spec, budget_samples)
-        if found is None:
-            print(f"schedule: no from-scratch search of {spec.name} at {budget_samples} samples in "
-                  f"{spec.storage_uri}: the controls train at the trunk's configuration", flush=True)
+        if stage_experiment is None:
             return NONE, {}
-        path = found
-    else:
-        path = _named(spec, value)
+        best = best_configurations(load_history(stage_experiment), metric=spec.search.metric,
+                                   mode=spec.search.mode, budget_samples=int(budget_samples))
+        if not best:
+            print(f"schedule: the from-scratch stage {stage_experiment} completed no trial: the controls train at "
+                  f"the trunk's configuration", flush=True)
+            return NONE, {}
+        return stage_experiment, best
+    path = _named(spec, value)
     try:
         meta = ExperimentMeta.read(path)
         if not method_entry(meta.method).best_per_batch:
@@ -102,15 +94,23 @@ def tuned_controls(spec: SearchSpec, budget_samples: int) -> tuple[str, dict[int
     return path, best
 
 
+def best_batch(best: dict[int, dict], *, metric: str, mode: str) -> Optional[int]:
+    """The batch whose best configuration reached the best ``metric`` (``mode``: ``min`` or ``max``; a tie: the
+    smaller batch): B*, the best tuned fixed batch at the budget (``branch.seesaw_start: tuned``); None without one."""
+    scored = [(float(v[metric]) * (1 if mode == "min" else -1), int(b)) for b, v in best.items() if metric in v]
+    return min(scored)[1] if scored else None
+
+
 def chosen_controls(spec: SearchSpec, budget_samples: int, controls, *, alpha: float, warmup_fraction: float,
-                  recorded: Optional[dict] = None) -> tuple[str, list[dict], dict[int, tuple[float, float]]]:
+                    recorded: Optional[dict] = None, stage_experiment: Optional[str] = None,
+                    ) -> tuple[str, list[dict], dict[int, tuple[float, float]]]:
     """(``controls_from``, each control batch's configuration record, batch → (alpha, warmup) of the tuned ones
     for ``methods.branch.runs.validation_configs``): as ``recorded`` in the experiment's metadata where the validation was
-    decided before (a resume), else read now (``tuned_controls``)."""
+    decided before (a resume), else read now (``tuned_controls``; ``stage_experiment``: the ``scratch`` stage's)."""
     if recorded and recorded.get("control_configurations") is not None:
         source, configs = str(recorded.get("controls_from", NONE)), list(recorded["control_configurations"])
     else:
-        source, best = tuned_controls(spec, budget_samples)
+        source, best = tuned_controls(spec, budget_samples, stage_experiment=stage_experiment)
         configs = control_configurations(controls, best, alpha=alpha, warmup_fraction=warmup_fraction,
                                          source=source)
     tuned = {int(c[Column.batch_size]): (float(c[Column.alpha]), float(c[Column.warmup_fraction]))

@@ -38,7 +38,8 @@ from cbs_ray.maths.budget import scratch_grid_samples
 from cbs_ray.maths.lr_schedule import lr_multiplier, warmup_steps
 from cbs_ray.records.columns import Column
 
-__all__ = ["BranchSummary", "compare_losses", "schedule_alpha", "summarize_branches", "trunk_lr_multiplier"]
+__all__ = ["BranchSummary", "compare_losses", "schedule_alpha", "seesaw_start_batch", "summarize_branches",
+           "trunk_lr_multiplier"]
 
 
 # ---- the summary ----------------------------------------------------------------------------------------
@@ -159,7 +160,9 @@ def summarize_branches(history: pd.DataFrame, meta: Union[Mapping[str, Any], Bra
     points = critical_batch_over_training(history, trunk_batch=trunk_batch, window_samples=window, tolerance=tolerance,
                                           tokens_per_sample=tokens, relative=relative, loss=loss)
     schedule = recommend_schedule(points, trunk_batch=trunk_batch, largest_batch=max(batches), rule=rec.schedule_rule,
-                                  budget_samples=budget, lr_multiplier_at=trunk_lr_multiplier(rec), unit=max(batches))
+                                  budget_samples=budget, lr_multiplier_at=trunk_lr_multiplier(rec), unit=max(batches),
+                                  start_batch=seesaw_start_batch(rec, points),
+                                  first_doubling_samples=int(rec.seesaw_first_doubling * budget))
     final = last_report(rows_of_role(history, "trunk"))
     final_lr = final.get(Column.peak_lr) if final is not None else None
     trunk = TrunkRecord(
@@ -172,10 +175,11 @@ def summarize_branches(history: pd.DataFrame, meta: Union[Mapping[str, Any], Bra
                                         if Column.alpha in history else [])
     scratch = scratch_grid_samples(budget, batches, alphas) if alphas else None
     searched = by_role.get("trunk", 0) + by_role.get("branch", 0)
-    validation = validate_schedule(history, budget_samples=budget, margin=rec.margin, relative=relative)
     decided = rec.schedule or ScheduleDecided()
-    configs = configurations_run(history, decided.control_configurations,
-                                 trunk_warmup=rec.warmup_fraction) if validation else None
+    ran = configurations_run(history, decided.control_configurations, trunk_warmup=rec.warmup_fraction)
+    validation = validate_schedule(history, budget_samples=budget, margin=rec.margin, relative=relative,
+                                   configurations=ran)
+    configs = ran if validation else None
     return BranchSummary(
         critical_batch_over_training=tuple(points), batch_size_schedule=schedule,
         trend=trend(points, tokens_per_sample=tokens), b_simple_over_training=b_simple_over_training(history),
@@ -194,6 +198,22 @@ def summarize_branches(history: pd.DataFrame, meta: Union[Mapping[str, Any], Bra
         loss_comparison=compare_losses(history, points, loss=loss, trunk_batch=trunk_batch, window_samples=window,
                                        tolerance=tolerance, tokens_per_sample=tokens, relative=relative),
         controls_from=str(decided.controls_from or NONE) if configs else None, control_configurations=configs)
+
+
+def seesaw_start_batch(meta: Union[Mapping[str, Any], BranchRecorded], points) -> int:
+    """Where ``seesaw`` starts (``branch.seesaw_start``, issue 60): ``tuned``, the best tuned fixed batch recorded
+    when the validation was decided (``ScheduleDecided.start_batch``); ``cbs`` (and ``tuned`` without a record),
+    the CBS at the first resolvable checkpoint (its interval's lower end, k*·B; the trunk's batch where no
+    checkpoint is resolvable); ``trunk``, the trunk's batch."""
+    rec = _recorded(meta)
+    if rec.seesaw_start == "trunk":
+        return rec.trunk_batch
+    recorded = rec.schedule.start_batch if rec.schedule else None
+    if rec.seesaw_start == "tuned" and recorded is not None:
+        return int(recorded)
+    first = next((p for p in sorted(points, key=lambda p: p.samples_seen)
+                  if p.resolvable and p.trunk_loss is not None), None)
+    return max(rec.trunk_batch, int(first.batch_size)) if first is not None else rec.trunk_batch
 
 
 def trunk_lr_multiplier(meta: Union[Mapping[str, Any], BranchRecorded]):

@@ -50,11 +50,13 @@ from cbs_ray.methods.branch.reading_verdicts import (
     t_quantile,
 )
 from cbs_ray.maths.batch_ramp import fitted_ramp, seesaw_ramp
-from cbs_ray.maths.iso_loss import paired_saved_fraction
+from cbs_ray.analysis.control_configs import TRUNK
+from cbs_ray.maths.iso_loss import PCHIP, censoring_bound, paired_saved_fraction
 from cbs_ray.records.columns import Column, require_columns
 
-__all__ = ["SCHEDULE_RULES", "CONTROL_NAMES", "Control", "IsoLossSteps", "ScheduleValidation", "control_batches",
-           "iso_loss_reading", "iso_loss_text", "recommend_schedule",
+__all__ = ["SCHEDULE_RULES", "CONTROL_NAMES", "Control", "FrontierControls", "IsoLossSteps",
+           "NonInferiorityVsTuned", "ScheduleValidation", "control_batches", "iso_loss_reading",
+           "non_inferiority_vs_tuned", "non_inferiority_vs_tuned_text", "iso_loss_text", "recommend_schedule",
            "samples_trained", "schedule_in_tokens", "schedule_steps", "schedule_total_steps", "t_quantile_975",
            "validate_schedule", "verdict_text"]
 
@@ -67,12 +69,14 @@ SCHEDULE_RULES = ("once_per_crossing", "while_safe", "fitted", "seesaw")
 
 def recommend_schedule(points: Sequence[CbsPoint], *, trunk_batch: int, largest_batch: int,
                        rule: str = "once_per_crossing", budget_samples: Optional[int] = None,
-                       lr_multiplier_at: Optional[Callable[[int], float]] = None, unit: int = 1) -> list[list[int]]:
+                       lr_multiplier_at: Optional[Callable[[int], float]] = None, unit: int = 1,
+                       start_batch: Optional[int] = None, first_doubling_samples: int = 0) -> list[list[int]]:
     """The batch-size warmup as ``[start_samples, batch_size]`` pairs under ``rule`` (``SCHEDULE_RULES``; module
     docstring). Points that are not resolvable, or whose trunk loss is missing, change nothing. ``fitted`` and
     ``seesaw`` need ``budget_samples``; ``seesaw`` the trunk's LR multiplier per optimizer step
     (``lr_multiplier_at``); ``unit``: the samples a switch between checkpoints is rounded up to (the largest branch
-    batch, as the checkpoints are)."""
+    batch, as the checkpoints are). ``seesaw`` only: ``start_batch`` (default the trunk's) and the late switch
+    ``first_doubling_samples`` (``maths.batch_ramp.seesaw_ramp``)."""
     if rule not in SCHEDULE_RULES:
         raise ValueError(f"unknown schedule rule {rule!r} (known: {', '.join(SCHEDULE_RULES)})")
     usable = sorted((p for p in points if p.trunk_loss is not None and p.resolvable), key=lambda p: p.samples_seen)
@@ -86,7 +90,8 @@ def recommend_schedule(points: Sequence[CbsPoint], *, trunk_batch: int, largest_
                                budget_samples=budget_samples, unit=unit)
         assert lr_multiplier_at is not None  # checked above, for seesaw
         return seesaw_ramp(lr_multiplier_at, measured=measured, trunk_batch=trunk_batch,
-                           largest_batch=largest_batch, budget_samples=budget_samples, unit=unit)
+                           largest_batch=largest_batch, budget_samples=budget_samples, unit=unit,
+                           start_batch=start_batch, first_doubling_samples=first_doubling_samples)
     schedule, batch = [[0, int(trunk_batch)]], int(trunk_batch)
     for p in usable:
         grown = batch
@@ -201,20 +206,95 @@ class IsoLossSteps:
     censored: dict
     """``{seed: "above" | "below"}``: the schedule's loss fell outside the frontier's range on that seed; its
     fraction is then a bound (``above``: at least it; ``below``: at most it)."""
+    interpolation: str = PCHIP
+    """How the frontier is read between fixed batches (``maths.iso_loss``: ``pchip``, the monotone cubic in
+    log(steps), or ``chord``)."""
+    bound: Optional[str] = None
+    """What ``saved_fraction`` is where seeds were censored (``maths.iso_loss.censoring_bound``): ``lower bound``
+    (the schedule beat every fixed batch there), ``upper bound``, ``mixed bounds``; None: an estimate."""
 
     def to_dict(self) -> dict:
         return as_dict(self)
 
 
-def iso_loss_reading(schedule: Control, fixed: Sequence[FixedRun]) -> IsoLossSteps:
+def iso_loss_reading(schedule: Control, fixed: Sequence[FixedRun], *, interpolation: str = PCHIP) -> IsoLossSteps:
     """Iso-loss steps of ``schedule``'s runs against the fixed runs' frontier, paired by seed."""
     if schedule.steps is None:
         raise ValueError("iso-loss steps need the schedule's steps (its runs finished)")
     runs = [r for r in fixed if r.steps]
     out = paired_saved_fraction(schedule.steps, {int(k): v for k, v in schedule.final_losses.items()},
-                                [(r.steps, r.losses) for r in runs])
+                                [(r.steps, r.losses) for r in runs], interpolation=interpolation)
     return IsoLossSteps(out.saved_fraction, out.interval_95, out.seeds, sorted(r.batch_size for r in runs),
-                        schedule.steps, out.per_seed, out.censored)
+                        schedule.steps, out.per_seed, out.censored, interpolation, censoring_bound(out.censored))
+
+
+@dataclass(frozen=True)
+class FrontierControls:
+    """``summary.json`` → ``schedule_validation.frontier_controls``: what the frontier is made of (issue 60)."""
+
+    batches: list
+    """The fixed batches on it, ascending."""
+    configurations: Optional[list]
+    """Per batch ``batch_size``, ``alpha``, ``warmup_fraction``, ``source`` (``analysis.control_configs``: a
+    from-scratch experiment's best, or ``trunk``); None where not known."""
+    interpolation: str
+    """``pchip`` (the monotone cubic in log(steps)) or ``chord`` (``maths.iso_loss``)."""
+
+    def to_dict(self) -> dict:
+        return as_dict(self)
+
+
+@dataclass(frozen=True)
+class NonInferiorityVsTuned:
+    """``summary.json`` → ``schedule_validation.non_inferiority_vs_tuned`` (issue 60's primary test): the schedule
+    against the best fixed batch of the frontier, the one with the lowest mean final loss over the seeds at the
+    budget (at its tuned configuration where ``tuned``), paired by seed, one-sided 95 % bound below ε. Choosing the
+    best on the same seeds favours the control (its noise helps it win): the test errs against the schedule."""
+
+    best_fixed_batch: Optional[int]
+    difference: Optional[float]
+    """Mean over seeds of schedule − best fixed batch final loss (positive: the schedule is worse)."""
+    bound: Optional[float]
+    """Its one-sided 95 % upper confidence bound."""
+    holds: Optional[bool]
+    """``bound < margin``; None with fewer than two paired seeds."""
+    margin: float
+    seeds: int
+    tuned: bool
+    """Every fixed batch trained at a from-scratch search's best configuration (``branch.controls_from``);
+    False: some at the trunk's, and the "best" is the best untuned batch."""
+
+    def to_dict(self) -> dict:
+        return as_dict(self)
+
+
+def non_inferiority_vs_tuned(schedule: Control, fixed: Sequence[FixedRun], *, margin: float,
+                             configurations: Optional[Sequence[dict]] = None) -> NonInferiorityVsTuned:
+    """The schedule against the fixed run of lowest mean final loss (a tie: the smaller batch) at ``margin``
+    nats (``NonInferiorityVsTuned``); ``configurations`` tell whether every control was tuned."""
+    means = [(mean, r) for r in fixed for mean in (r.mean_se()[0],) if mean is not None]
+    ranked = sorted(((mean, r.batch_size, r) for mean, r in means),
+                    key=lambda t: (round(t[0], 12), t[1]))  # equal means (to rounding): the smaller batch
+    sources = {int(c[Column.batch_size]): c.get("source") for c in configurations or []}
+    tuned = bool(fixed) and all(sources.get(r.batch_size) not in (None, TRUNK) for r in fixed)
+    if not ranked:
+        return NonInferiorityVsTuned(None, None, None, None, float(margin), 0, tuned)
+    best = ranked[0][2]
+    ni = non_inferiority(schedule.final_losses, best.losses, margin=margin)
+    return NonInferiorityVsTuned(best.batch_size, ni.difference_mean, ni.upper_95, ni.holds, ni.margin, ni.seeds,
+                                 tuned)
+
+
+def non_inferiority_vs_tuned_text(vs: NonInferiorityVsTuned) -> str:
+    """The primary test in words (the report's first sentence on the validation)."""
+    kind = "best tuned fixed batch" if vs.tuned else "best fixed batch (not every control tuned: " \
+                                                      "branch.controls_from)"
+    if vs.best_fixed_batch is None:
+        return f"Non-inferior to the {kind}: not read (no fixed batch finished)"
+    word = {True: "yes", False: "no", None: "not shown (fewer than two paired seeds)"}[vs.holds]
+    return (f"Non-inferior to the {kind}, B={vs.best_fixed_batch}: {word} — paired difference "
+            f"{_signed(vs.difference)} nats, one-sided 95 % upper bound {_signed(vs.bound)} against ε = "
+            f"{vs.margin:.4g} over {vs.seeds} seeds")
 
 
 @dataclass(frozen=True)
@@ -239,7 +319,12 @@ class ScheduleValidation:
     """The validation seeds are disjoint from the trunk's (False: an experiment whose small batch's seed 0 was
     the trunk itself)."""
     iso_loss_steps: Optional[IsoLossSteps] = None
-    """The primary figure (issue 50): iso-loss steps saved; None where the schedule's runs did not finish."""
+    """Iso-loss steps saved (issue 50's primary figure); None where the schedule's runs did not finish."""
+    frontier_controls: Optional[FrontierControls] = None
+    """The fixed batches the frontier is made of, their configurations and the interpolation (issue 60)."""
+    non_inferiority_vs_tuned: Optional[NonInferiorityVsTuned] = None
+    """The primary test (issue 60): the schedule against the best (tuned) fixed batch; the report leads with it.
+    None where the schedule's runs did not finish."""
 
     def control(self, name: str) -> Optional[Control]:
         return next((c for c in self.controls if c.name == name), None)
@@ -321,11 +406,14 @@ def _fixed_runs(controls: Sequence[Control]) -> list[FixedRun]:
 
 
 def validate_schedule(history: pd.DataFrame, *, budget_samples: Optional[int] = None, margin: float = 0.01,
-                      relative: bool = False) -> Optional[ScheduleValidation]:
+                      relative: bool = False, configurations: Optional[list] = None,
+                      interpolation: str = PCHIP) -> Optional[ScheduleValidation]:
     """The validation's reading (module docstring; the tests: ``methods.branch.reading_verdicts``) from the
     ``role == "schedule"`` runs (``control``, ``seed_offset``); None when no schedule run reported. Runs that did
     not reach ``budget_samples`` (default: the trunk's last ``samples_seen``) are left out. ``margin``: ε in
-    nats, or with ``relative`` a fraction of the small batch's mean final loss."""
+    nats, or with ``relative`` a fraction of the small batch's mean final loss. ``configurations``: what each
+    control trained at (``analysis.control_configs.configurations_run``); ``interpolation``: how iso-loss steps
+    read the frontier (``maths.iso_loss``)."""
     runs = rows_of_role(history, "schedule")
     if runs.empty:
         return None
@@ -338,6 +426,9 @@ def validate_schedule(history: pd.DataFrame, *, budget_samples: Optional[int] = 
         (c for c in controls if c.name == "small"), None)
     fixed = _fixed_runs(controls)
     frontier = [[r.steps, r.mean_se()[0]] for r in sorted(fixed, key=lambda r: r.steps)]
+    on_it = sorted(r.batch_size for r in fixed if r.steps)
+    front = FrontierControls(on_it, [c for c in configurations if int(c[Column.batch_size]) in on_it]
+                             if configurations is not None else None, interpolation)
     criterion = criterion_text(margin, relative=relative)
     if schedule is None or schedule.final_loss_mean is None or schedule.steps is None or small is None \
             or small.final_loss_mean is None or small.batch_size is None:
@@ -345,16 +436,18 @@ def validate_schedule(history: pd.DataFrame, *, budget_samples: Optional[int] = 
                                   BelowFrontier(0, None, None, None, None, None, 0, {}), None,
                                   StepsSaved(None, None, None, None, []), None, criterion,
                                   "the schedule's or the small batch's runs did not finish (or every one diverged): "
-                                  "nothing to read", held_out)
+                                  "nothing to read", held_out, frontier_controls=front)
     nats = margin * small.final_loss_mean if relative else margin
     ni = non_inferiority(schedule.final_losses, small.final_losses, margin=nats)
     below = below_frontier(schedule.final_losses, schedule.steps, fixed)
     saved = steps_saved(schedule.steps, fixed, small_batch=small.batch_size, margin=nats)
     vs_small = 1.0 - schedule.steps / small.steps if small.steps else None
     band = [p.to_dict() for p in frontier_band(fixed, extra_steps=[schedule.steps])]
-    iso = iso_loss_reading(schedule, fixed)
-    text = verdict_text(controls, ni, below, saved, vs_small, held_out, iso=iso)
-    return ScheduleValidation(controls, frontier, band, below, ni, saved, vs_small, criterion, text, held_out, iso)
+    iso = iso_loss_reading(schedule, fixed, interpolation=interpolation)
+    vs_tuned = non_inferiority_vs_tuned(schedule, fixed, margin=nats, configurations=front.configurations)
+    text = verdict_text(controls, ni, below, saved, vs_small, held_out, iso=iso, vs_tuned=vs_tuned)
+    return ScheduleValidation(controls, frontier, band, below, ni, saved, vs_small, criterion, text, held_out, iso,
+                              front, vs_tuned)
 
 
 def _signed(value: Optional[float]) -> str:
@@ -372,15 +465,19 @@ def iso_loss_text(iso: IsoLossSteps) -> str:
     caveat = "".join(f"; on {n} seed(s) the schedule's loss was {where} of the frontier, the figure there a "
                      f"bound ({kind})" for n, where, kind in ((bounds["above"], "below the lowest", "at least"),
                                                               (bounds["below"], "above the highest", "at most")) if n)
+    caveat += f"; the mean is a {iso.bound}" if iso.bound else ""
+    how = "through a monotone cubic (PCHIP)" if iso.interpolation == PCHIP else "by chords"
     return (f"Iso-loss steps: the schedule reaches its final loss in {iso.schedule_steps} optimizer steps, "
             f"{abs(iso.saved_fraction):.0%} {word} than the fixed-batch frontier (B in {iso.frontier_batches}, "
-            f"interpolated in log-steps, seed by seed) needs to reach it (saved {iso.saved_fraction:+.0%}{interval}; "
+            f"read {how} in log-steps, seed by seed) needs to reach it (saved {iso.saved_fraction:+.0%}{interval}; "
             f"{iso.seeds} seeds){caveat}")
 
 
 def verdict_text(controls: Sequence[Control], ni: NonInferiority, below: BelowFrontier, saved: StepsSaved,
-                 vs_small: Optional[float], held_out: bool = True, *, iso: Optional[IsoLossSteps] = None) -> str:
-    """Iso-loss steps, then the three verdicts in words with their figures (the report's and the terminal's)."""
+                 vs_small: Optional[float], held_out: bool = True, *, iso: Optional[IsoLossSteps] = None,
+                 vs_tuned: Optional[NonInferiorityVsTuned] = None) -> str:
+    """Non-inferiority to the best (tuned) fixed batch, iso-loss steps, then the three verdicts in words with their
+    figures (the report's and the terminal's)."""
     def ci(c: Control) -> str:
         return f" [{c.final_loss_ci95[0]:.4f}, {c.final_loss_ci95[1]:.4f}]" if c.final_loss_ci95 else ""
 
@@ -388,7 +485,8 @@ def verdict_text(controls: Sequence[Control], ni: NonInferiority, below: BelowFr
                      f"{c.final_loss_mean:.4f}{ci(c)} ({c.seeds} seeds)"
                      for c in controls if c.final_loss_mean is not None)
     word = {True: "yes", False: "no", None: "not shown (fewer than two paired seeds)"}
-    parts = ([iso_loss_text(iso)] if iso is not None else []) + [
+    parts = ([non_inferiority_vs_tuned_text(vs_tuned)] if vs_tuned is not None else []) + (
+             [iso_loss_text(iso)] if iso is not None else []) + [
              rows + ("" if held_out else " (the small batch's seed 0 is the trunk: not held out)"),
              f"Non-inferior to the small batch: {word[ni.holds]} — paired difference "
              f"{_signed(ni.difference_mean)} nats, one-sided 95 % upper bound {_signed(ni.upper_95)} against ε = "

@@ -32,15 +32,18 @@ class ScheduleDecided:
     controls_from: Optional[str] = None
     control_configurations: Optional[list[dict[str, Any]]] = None
     """Per control batch: ``batch_size``, ``alpha``, ``warmup_fraction``, ``source`` (``analysis.control_configs``)."""
+    start_batch: Optional[int] = None
+    """``seesaw_start: tuned``: the best tuned fixed batch the schedule started from, decided before its runs."""
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ScheduleDecided:
         g = d.get
-        configs, schedule = g("control_configurations"), g("batch_size_schedule")
+        configs, schedule, start = g("control_configurations"), g("batch_size_schedule"), g("start_batch")
         return cls(batch_size_schedule=[[int(s), int(b)] for s, b in schedule] if schedule is not None else None,
                    alpha=g("alpha"), margin=g("margin"),
                    criterion=g("criterion"), controls_from=g("controls_from"),
-                   control_configurations=[dict(c) for c in configs] if configs is not None else None)
+                   control_configurations=[dict(c) for c in configs] if configs is not None else None,
+                   start_batch=int(start) if start is not None else None)
 
     def to_json(self) -> dict[str, Any]:
         """The keys it was read from (those recorded)."""
@@ -79,6 +82,9 @@ class BranchRecorded:
     lr_decay: str = "linear"
     """``lr_decay``; linear in an experiment that did not record it, the spec's default."""
     repeats: int = 1
+    seesaw_start: str = "trunk"
+    """``branch.seesaw_start``; the trunk's batch in an experiment that did not record it (before issue 60)."""
+    seesaw_first_doubling: float = 0.0
     schedule: Optional[ScheduleDecided] = None
     """The schedule run's decision, where one was recorded."""
     name: Optional[str] = None
@@ -105,7 +111,8 @@ class BranchRecorded:
             alphas=tuple(float(a) for a in g("alphas") or ()), deviations=tuple(g("deviations") or ()),
             trunk_peak_lr=float(peak) if peak is not None else None, trunk_alpha=float(g("trunk_alpha", 0.5)),
             warmup_fraction=float(warmup) if warmup is not None else None, lr_decay=str(g("lr_decay", "linear")),
-            repeats=int(g("repeats", 1)), schedule=ScheduleDecided.from_json(decided) if decided else None,
+            repeats=int(g("repeats", 1)), seesaw_start=str(g("seesaw_start", "trunk")),
+            seesaw_first_doubling=float(g("seesaw_first_doubling", 0.0)), schedule=ScheduleDecided.from_json(decided) if decided else None,
             name=g("name"), experiment_path=g("experiment_path"))
 
     def to_json(self) -> dict[str, Any]:
@@ -118,6 +125,7 @@ class BranchRecorded:
                 "budget_samples": self.budget_samples, "tokens_per_sample": self.tokens_per_sample,
                 "tolerance_relative": self.tolerance_relative, "repeats": self.repeats, "loss": self.loss,
                 "schedule_rule": self.schedule_rule, "lr_decay": self.lr_decay, "deviations": list(self.deviations),
+                "seesaw_start": self.seesaw_start, "seesaw_first_doubling": self.seesaw_first_doubling,
                 "metric": self.metric,
                 **{k: v for k, v in (("schedule", self.schedule.to_json() if self.schedule else None),
                                      ("name", self.name), ("experiment_path", self.experiment_path))

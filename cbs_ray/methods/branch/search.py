@@ -35,10 +35,11 @@ from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, trunk_c
 from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.methods.branch.gate import PublishedCheckpoints, never_started
 from cbs_ray.tune.driver import ExperimentLauncher
-from cbs_ray.methods.branch.fair_controls import chosen_controls, tuned_controls, unused_controls_warning
+from cbs_ray.methods.branch.fair_controls import (CONTROLS_STAGE, SCRATCH, best_batch, chosen_controls, tuned_controls,
+                                                  unused_controls_warning)
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.runner import points_config
-from cbs_ray.tune.search_method import Launch, Stage, check_batches_fit
+from cbs_ray.tune.search_method import Launch, Stage, check_batches_fit, method_named
 from cbs_ray.methods.branch.trunk_watch import TrunkWatch
 
 __all__ = ["METHOD", "BranchMethod", "branch_outline_lines", "branch_search_samples",
@@ -113,6 +114,10 @@ def branch_outline_lines(spec: SearchSpec, br: Branching) -> list[str]:
                      f"{br.validation_seeds} seeds held out from the trunk's, about {more} samples more "
                      f"(--validate-schedule); each control at "
                      + ("the trunk's configuration" if spec.branch.controls_from == "none" else
+                        "its best configuration in a from-scratch search over search.batch_sizes at this budget, run "
+                        f"first as the stage {CONTROLS_STAGE!r} ({spec.search.num_trials} trials, at most "
+                        f"{spec.search.num_trials * br.budget_samples} samples more; "
+                        "branch.controls_from: scratch)" if spec.branch.controls_from == SCRATCH else
                         f"its best configuration in {spec.branch.controls_from} (branch.controls_from)"))
         lines.append(f"  criterion, fixed before the validation runs: "
                      f"{criterion_text(br.tolerance, relative=br.tolerance_relative)}")
@@ -147,13 +152,68 @@ class BranchMethod:
 
     def stages(self, spec: SearchSpec, prepared: Prepared) -> list[Stage]:
         """The trunk and the branches as one Tune experiment (``branches_launch``), with
-        ``branch.validate_schedule`` the recommended schedule as a second one (``schedule_launch``)."""
+        ``branch.validate_schedule`` the recommended schedule as a later one (``schedule_launch``), and with
+        ``branch.controls_from: scratch`` the from-scratch search its controls are tuned by between them
+        (``controls_stage``)."""
         br = resolved_branching(spec, prepared)
         search = Stage("search", lambda launcher, first: branches_launch(spec, launcher, br),
                        functools.partial(_restore_branches, spec))
         schedule = Stage("schedule", lambda launcher, first: schedule_launch(spec, launcher, br, str(first)),
                          functools.partial(_restore_schedule, spec))
-        return [search, schedule] if spec.branch.validate_schedule else [search]
+        if not spec.branch.validate_schedule:
+            return [search]
+        return [search, controls_stage(spec, prepared), schedule] if spec.branch.controls_from == SCRATCH \
+            else [search, schedule]
+
+
+def scratch_spec(spec: SearchSpec) -> SearchSpec:
+    """The spec as a from-scratch search (``search.method: scratch``): what the ``controls`` stage searches."""
+    return dataclasses.replace(spec, search=dataclasses.replace(spec.search, method="scratch"))
+
+
+def controls_stage(spec: SearchSpec, prepared: Prepared) -> Stage:
+    """``branch.controls_from: scratch`` (issue 60): the from-scratch search over ``search.batch_sizes`` (each batch's
+    alpha and warmup, the same budget) as the stage ``controls`` of this experiment, its Tune run and its restore the
+    from-scratch method's own (looked up by name: no method imports another's), on a launcher of the spec as a
+    from-scratch search. It records nothing in the branch experiment's metadata but its stage (the schedule stage
+    reads its experiment from the stage record), so its settings never overwrite the branch search's."""
+    as_scratch = scratch_spec(spec)
+    inner = method_named("scratch").stages(as_scratch, prepared)[0]
+
+    def start(launcher: ExperimentLauncher, first: Optional[str]) -> Optional[Launch]:
+        launch = inner.start(launcher.for_spec(as_scratch, launcher.prepared), None)
+        if launch is None:
+            return None
+        print(f"controls: the from-scratch search whose best configuration per batch the schedule's fixed-batch "
+              f"controls train at (branch.controls_from: scratch), {spec.search.num_trials} trials over "
+              f"B in {list(spec.batch_sizes)}", flush=True)
+        return Launch(launch.run)
+
+    def restore(launcher: ExperimentLauncher, path: str, meta: ExperimentMeta) -> None:
+        inner.restore(launcher.for_spec(as_scratch, launcher.prepared), path, meta)
+
+    return Stage(CONTROLS_STAGE, start, restore)
+
+
+def _controls_experiment(spec: SearchSpec, path: str, meta: ExperimentMeta) -> Optional[str]:
+    """The ``controls`` stage's experiment where this search ran one (``branch.controls_from: scratch``)."""
+    if spec.branch.controls_from != SCRATCH:
+        return None
+    return dict(meta.stage_record("search", path)).get(CONTROLS_STAGE)
+
+
+def _tuned_start(spec: SearchSpec, br: Branching, path: str, meta: ExperimentMeta) -> Optional[int]:
+    """``seesaw_start: tuned``: B*, the best tuned fixed batch at the budget (``fair_controls.best_batch``) of the
+    from-scratch search ``branch.controls_from`` names or ran; None where there is none (the schedule then starts
+    at the first resolvable CBS, ``methods.branch.reading.seesaw_start_batch``)."""
+    if br.schedule_rule != "seesaw" or br.seesaw_start != "tuned":
+        return None
+    source, best = tuned_controls(spec, br.budget_samples, stage_experiment=_controls_experiment(spec, path, meta))
+    found = best_batch(best, metric=spec.search.metric, mode=spec.search.mode) if best else None
+    print(f"schedule: seesaw starts from the best tuned fixed batch B={found} ({source})" if found else
+          "schedule: seesaw_start tuned, but no tuned fixed batch is known: it starts from the first resolvable CBS",
+          flush=True)
+    return found
 
 
 def _resumed_branching(spec: SearchSpec, launcher: ExperimentLauncher, meta: ExperimentMeta) -> Branching:
@@ -217,10 +277,13 @@ def schedule_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branchin
     is nothing to validate)."""
     meta = ExperimentMeta.read(path)
     recorded = meta.schedule
+    start = None
     if recorded:  # resumed before Tune saved the schedule run's state: train what was decided then
-        schedule, alpha = recorded["batch_size_schedule"], recorded["alpha"]
+        schedule, alpha, start = recorded["batch_size_schedule"], recorded["alpha"], recorded.get("start_batch")
     else:
-        summary = summarize_branches(load_history(path), meta.to_dict())
+        start = _tuned_start(spec, br, path, meta)
+        read = {**meta.to_dict(), **({"schedule": {"start_batch": start}} if start is not None else {})}
+        summary = summarize_branches(load_history(path), read)
         schedule, alpha = summary.batch_size_schedule, summary.schedule_alpha
     if len(schedule) < 2:
         print(f"schedule: the critical batch never rose above the trunk's batch {br.trunk_batch}; nothing to "
@@ -229,10 +292,11 @@ def schedule_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branchin
     criterion = criterion_text(br.tolerance, relative=br.tolerance_relative)
     controls = control_batches(schedule, br.budget_samples, largest_allowed=br.train_examples)
     source, configs, _ = chosen_controls(spec, br.budget_samples, controls, alpha=alpha,
-                                       warmup_fraction=br.warmup_fraction, recorded=recorded)
+                                         warmup_fraction=br.warmup_fraction, recorded=recorded,
+                                         stage_experiment=_controls_experiment(spec, path, meta))
     decided = {"batch_size_schedule": [[int(s), int(b)] for s, b in schedule], "alpha": alpha,
                "margin": br.tolerance, "criterion": criterion, "controls_from": source,
-               "control_configurations": configs}
+               "control_configurations": configs, **({"start_batch": int(start)} if start is not None else {})}
     plans = validation_plans(spec, br, schedule, alpha, recorded=decided)
     points = plans.points
     print(f"schedule: training {schedule} (alpha {alpha:g}) for {br.budget_samples} samples against fixed batches "
