@@ -31,7 +31,10 @@ inside the batch grid: widen the grid rather than extrapolate"): its B_crit at D
 the edge, so both spaces' grids were widened to 4…512 and markov:32 trained again; the first run is kept in
 ``regime_testbed_runs/superseded/``. The judge's reading of D was also corrected then: it had taken
 ``measurement_samples`` (every sample the measurement trained, 906 752) for D instead of the budget (40 960). No
-criterion, setting or threshold above changed.
+criterion, setting or threshold above changed. The widened grid made the Python space's ladder refuse (B=512 had 8
+steps to the fraction, under its ``ladder.min_steps`` 16): its three runs failed before training, and the space's
+floor became 8 steps and its first rung 1/16 of D (1/32 was under one batch of 512: refused the same way;
+``search_spaces/python_source_lm.yaml``) before any of them trained.
 
 **Cost** (``CPU_SECONDS_PER_RUN``): ≈ 12 min a run on the shared 2 cores beside other work (the largest size: 704 s for the first),
 6 runs ≈ 1 h. Run under the machine's Ray lock, one run per locked job, each kept as it ends:
