@@ -11,13 +11,14 @@ null leaf), has its column read to say which.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from cbs_ray.spec.errors import SpecError
 
-__all__ = ["ShardFooter", "read_footers", "column_type_problem", "leaf_statistics", "check_token_ids",
+__all__ = ["ShardFooter", "causes", "read_footers", "column_type_problem", "leaf_statistics", "check_token_ids",
            "check_texts", "first_line"]
 
 
@@ -25,6 +26,14 @@ def first_line(error: BaseException) -> str:
     """The first non-empty line of an error's text (pyarrow's and Ray's run to many), or its class's name."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     return lines[0] if lines else type(error).__name__
+
+
+def causes(error: Optional[BaseException], depth: int = 10) -> Iterator[BaseException]:
+    """``error`` and the errors inside it: Ray's ``RayTaskError`` keeps a task's own error as ``.cause``, Python
+    as ``__cause__``."""
+    while error is not None and depth > 0:
+        yield error
+        error, depth = getattr(error, "cause", None) or error.__cause__, depth - 1
 
 
 @dataclass
@@ -166,9 +175,9 @@ def check_texts(footers: list[ShardFooter], column: str) -> None:
             continue
         leaf = _leaf(footer.metadata, column)
         groups = [footer.metadata.row_group(g).column(leaf).statistics
-                  for g in range(footer.metadata.num_row_groups)] if leaf is not None else [None]
-        if all(s is not None and s.has_null_count and s.has_min_max for s in groups) \
-                and not any(s.null_count or s.min in ("", b"") for s in groups):
+                  for g in range(footer.metadata.num_row_groups)] if leaf is not None else []
+        if groups and all(s is not None and s.has_null_count and s.has_min_max and not s.null_count
+                          and s.min not in ("", b"") for s in groups):
             continue
         values = _read_column(footer, column)
         empty = pc.fill_null(pc.equal(pc.utf8_length(values), 0), True)

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional
 
+from cbs_ray.data.parquet_checks import causes
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 
@@ -116,12 +117,8 @@ def _write(dataset, folder: Path) -> None:
     try:
         dataset.write_parquet(str(folder))
     except Exception as e:
-        cause = e
-        for _ in range(10):  # RayTaskError keeps the task's error as .cause
-            if (isinstance(cause, OSError) and cause.strerror) or cause is None:
-                break
-            cause = getattr(cause, "cause", None) or cause.__cause__
-        if not (isinstance(cause, OSError) and cause.strerror):
+        storage = next((c for c in causes(e) if isinstance(c, OSError) and c.strerror), None)
+        if storage is None:
             raise
         raise SpecError(f"storage_path: writing the ray.data.Dataset as Parquet into {folder} failed "
-                        f"({cause.strerror}); the partial copy is removed") from None
+                        f"({storage.strerror}); the partial copy is removed") from None

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from cbs_ray.data.parquet import StreamedData, epoch_files, rows_to_arrays
-from cbs_ray.data.parquet_checks import first_line
+from cbs_ray.data.parquet_checks import causes, first_line
 from cbs_ray.sources.builtin import BuiltinSource
 
 __all__ = ["StreamedSource", "rows_in_order", "global_order", "read_shards", "read_plan", "ShardReadError"]
@@ -70,18 +70,16 @@ def _held_cpus() -> float:
 
     if not ray.is_initialized():
         return 0.0
-    return float(ray.get_runtime_context().get_assigned_resources().get("CPU", 0.0))
+    try:
+        return float(ray.get_runtime_context().get_assigned_resources().get("CPU", 0.0))
+    except AssertionError:  # asked on a driver, not a worker: Ray asserts
+        return 0.0
 
 
 def _shard_error(error: BaseException) -> Exception | None:
     """The ``ShardReadError`` inside Ray's wrapping of a read task's failure, if that is what failed."""
-    seen = 0
-    while error is not None and seen < 10:
-        if isinstance(error, ShardReadError):
-            return ShardReadError(str(error))
-        error = getattr(error, "cause", None) or error.__cause__  # RayTaskError keeps the task's error as .cause
-        seen += 1
-    return None
+    found = [c for c in causes(error) if isinstance(c, ShardReadError)]  # the last: the task's own, not Ray's copy
+    return ShardReadError(first_line(found[-1])) if found else None  # Ray Data adds lines of its own
 
 
 def _ray_data_rows(files: list[str], column: str) -> Iterator[list]:

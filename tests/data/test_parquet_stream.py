@@ -209,3 +209,27 @@ def test_the_ray_data_read_asks_no_cpu_and_at_most_two_tasks_per_cpu_held(monkey
     assert list(streamed._ray_data_rows([f"s{i}.parquet" for i in range(5000)], "input_ids")) == [[[1, 2]]]
     assert asked["num_cpus"] == 0 and asked["blocks"] == 1000
     assert isinstance(asked["compute"], ray.data.TaskPoolStrategy) and asked["compute"].size == 4
+
+
+@pytest.mark.e2e
+def test_a_corrupt_training_shard_read_through_ray_data_is_one_line_naming_it(tmp_path):
+    """Issue 58 finding 14: before, a RayTaskError whose ANSI colour codes and traceback hid the OSError."""
+    import ray
+
+    from cbs_ray.sources.streamed import ShardReadError, rows_in_order
+
+    write_corpus(tmp_path, shards=2, rows=32, length=16, eval_rows=32)
+    data = prepare(load_spec(None, spec_args(tmp_path))).data
+    broken = sorted(tmp_path.glob("*.parquet"))[0]
+    raw = bytearray(broken.read_bytes())
+    raw[4:40] = b"\xff" * 36  # the first page's header; the footer intact
+    broken.write_bytes(bytes(raw))
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        with pytest.raises(ShardReadError) as error:
+            list(rows_in_order(data, 0, 0, 0, use_ray=True))
+    finally:
+        ray.shutdown()
+    message = str(error.value)
+    assert message.startswith(f"data.path: cannot read column input_ids of {broken}: ") and "\n" not in message
+    assert "\x1b[" not in message
