@@ -22,6 +22,7 @@ from typing import Optional
 import numpy as np
 
 from cbs_ray.data.arrays import PreparedData
+from cbs_ray.data.parquet_checks import check_texts, check_token_ids, column_type_problem, first_line, read_footers
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.scale_rules import parquet_shards
 from cbs_ray.spec.schema import SearchSpec
@@ -62,24 +63,6 @@ class StreamedData(PreparedData):
         return digest.hexdigest()
 
 
-def _schemas(shards: list[Path]):
-    """The one schema the shards share; a ``SpecError`` naming the first shard that differs from the first."""
-    import pyarrow.parquet as pq
-
-    first = None
-    for shard in shards:
-        try:
-            schema = pq.read_schema(shard)
-        except Exception as e:
-            raise SpecError(f"data.path: cannot read {shard.name} as Parquet: {str(e).splitlines()[0]}") from None
-        if first is None:
-            first = schema
-        elif not schema.equals(first):
-            raise SpecError(f"data.path: mixed schemas: {shard.name} has ({schema.to_string().replace(chr(10), ', ')})"
-                            f", {shards[0].name} has ({first.to_string().replace(chr(10), ', ')})")
-    return first
-
-
 def _column(schema, spec: SearchSpec) -> str:
     """``input_ids`` where the shards hold it, else the text column (which needs ``model.tokenizer``)."""
     if "input_ids" in schema.names:
@@ -115,38 +98,57 @@ def epoch_files(count: int, seed: int, epoch: int) -> np.ndarray:
 
 
 def prepare_parquet_data(spec: SearchSpec) -> StreamedData:
-    """The driver's part: the shards' one schema (a ``SpecError`` for a missing folder or mixed schemas), the
-    training shards' row counts, and the evaluation set read from the last shard."""
-    import pyarrow.parquet as pq
-
+    """The driver's part: the shards' footers, each read once (``data.parquet_checks``: one schema, the column's
+    type, every shard's ids inside the vocabulary and no row without tokens, a ``SpecError`` line naming the shard
+    and the column otherwise), the training shards' row counts, and the evaluation set read from the last shard."""
     d = spec.data
     assert d.path is not None  # data.path is required with data.source: parquet (spec.scale_rules)
     shards = parquet_shards(d.path)
     if len(shards) < 2:
         raise SpecError(f"data.path: {d.path} holds one shard; the last shard is the evaluation set's, so at least "
                         f"two are needed")
-    column = _column(_schemas(shards), spec)
+    footers = read_footers(shards)
+    column = _column(footers[0].schema, spec)
+    problem = column_type_problem(footers[0].schema.field(column).type, column, ids=column == "input_ids")
+    if problem:
+        raise SpecError(f"data.path: {shards[0].name} (and every shard: one schema): {problem}")
     length = d.max_seq_length
     encode, vocab_size, pad_id = None, (spec.model.config or {}).get("vocab_size", spec.model.vocab_size), 0
-    if column != "input_ids":
+    if column == "input_ids":
+        check_token_ids(footers, column, vocab_size)
+    else:
+        check_texts(footers, column)
         from cbs_ray.data.tokenize import pretrained_tokenizer
 
         if spec.model.tokenizer is None:
             raise SpecError("model.tokenizer: required to tokenise a Parquet text column")
         encode, _, vocab_size, pad_id = pretrained_tokenizer(spec.model.tokenizer, length)
-    first = next(pq.ParquetFile(shards[-1]).iter_batches(batch_size=d.eval_examples, columns=[column]), None)
-    evaluation = [] if first is None else first.column(column).to_pylist()
-    if not evaluation:
-        raise SpecError(f"data.path: the evaluation shard {shards[-1].name} is empty")
-    eval_ids, eval_mask = rows_to_arrays(evaluation, length, pad_id, encode)
-    if column == "input_ids" and eval_ids.max(initial=0) >= vocab_size:
-        raise SpecError(f"model.vocab_size: {vocab_size} is not above the largest token id of the evaluation set "
-                        f"({int(eval_ids.max())}); set model.vocab_size (or model.config's vocab_size)")
+    eval_ids, eval_mask = _evaluation_rows(shards[-1], column, d.eval_examples, length, pad_id, encode)
     empty = np.zeros((0, length), dtype=np.int64)
-    rows = [pq.ParquetFile(shard).metadata.num_rows for shard in shards[:-1]]
+    rows = [footer.rows for footer in footers[:-1]]
     print(f"parquet: {len(rows)} training shards, {sum(rows)} rows streamed; {len(eval_ids)} evaluation rows "
           f"from {shards[-1].name}", flush=True)
     return StreamedData(empty, empty, np.zeros(0, dtype=np.int64), eval_ids, eval_mask,
                         np.zeros(len(eval_ids), dtype=np.int64), vocab_size, 0, pad_id,
                         train_files=[str(s.resolve()) for s in shards[:-1]], train_rows=rows, column=column,
                         tokenizer=spec.model.tokenizer if encode is not None else None, max_seq_length=length)
+
+
+def _evaluation_rows(shard: Path, column: str, count: int, length: int, pad_id: int, encode):
+    """(ids, mask) of the first ``count`` rows of the evaluation shard; a corrupt page, an empty shard or a text
+    that tokenises to nothing is one ``SpecError`` line naming the shard."""
+    import pyarrow.parquet as pq
+
+    try:
+        first = next(pq.ParquetFile(shard).iter_batches(batch_size=count, columns=[column]), None)
+    except Exception as e:
+        raise SpecError(f"data.path: cannot read column {column} of {shard.name}: {first_line(e)}") from None
+    evaluation = [] if first is None else first.column(column).to_pylist()
+    if not evaluation:
+        raise SpecError(f"data.path: the evaluation shard {shard.name} is empty")
+    ids, mask = rows_to_arrays(evaluation, length, pad_id, encode)
+    blank = np.flatnonzero(mask.sum(axis=1) == 0)
+    if len(blank):
+        raise SpecError(f"data.path: {shard.name}: row {int(blank[0])} of column {column} tokenises to no token; "
+                        f"every row needs at least one (an empty row evaluates to NaN)")
+    return ids, mask

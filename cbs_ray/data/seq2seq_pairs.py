@@ -12,7 +12,7 @@ import numpy as np
 from cbs_ray.data.arrays import Pairs, PreparedData
 from cbs_ray.data.builtin import builtin_translation
 from cbs_ray.data.files import cut_splits, loaded_splits
-from cbs_ray.data.tokenize import SPECIAL_TOKENS
+from cbs_ray.data.tokenize import SPECIAL_TOKENS, load_pretrained_tokenizer
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import DataSpec, SearchSpec
 
@@ -95,12 +95,7 @@ def _seq2seq_word_tokenizer(texts: list[str], vocab_size: int):
 
 
 def _seq2seq_pretrained_tokenizer(name: str):
-    from transformers import AutoTokenizer
-
-    try:
-        tok = AutoTokenizer.from_pretrained(name)
-    except Exception as e:
-        raise SpecError(f"model.tokenizer: cannot load {name!r}: {str(e).splitlines()[0]}") from None
+    tok = load_pretrained_tokenizer(name)
     if tok.eos_token_id is None or tok.pad_token_id is None:
         raise SpecError(f"model.tokenizer: {name!r} has no end-of-sequence or padding token, which seq2seq "
                         f"targets need")

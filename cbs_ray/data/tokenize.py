@@ -15,7 +15,7 @@ import numpy as np
 
 from cbs_ray.spec.errors import SpecError
 
-__all__ = ["pack", "token_stream", "blocks"]
+__all__ = ["pack", "token_stream", "blocks", "hub_unreachable", "load_pretrained_tokenizer"]
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -91,13 +91,56 @@ def train_word_tokenizer(texts: list[str], vocab_size: int, max_len: int):
     return encode, documents, tok.get_vocab_size(), tok.token_to_id("[PAD]")
 
 
-def pretrained_tokenizer(name: str, max_len: int):
+HUB_CONNECT_TIMEOUT_S = 3.0
+"""How long the hub's host is given to answer before a tokenizer neither local nor cached is refused."""
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+def hub_unreachable(endpoint: str, timeout_s: float = HUB_CONNECT_TIMEOUT_S) -> str | None:
+    """Why the hub at ``endpoint`` cannot be reached, or None where it can (or cannot be told: behind a proxy the
+    hub's own client is left to connect). One TCP connection, no retry: offline, ``huggingface_hub`` retries each
+    file for about a minute, a line each time."""
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return "HF_HUB_OFFLINE is set"
+    if any(os.environ.get(name) for name in PROXY_VARIABLES):
+        return None
+    parsed = urlparse(endpoint)
+    if not parsed.hostname:
+        return None
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        socket.create_connection((parsed.hostname, port), timeout=timeout_s).close()
+    except OSError as e:
+        return f"the hub ({endpoint}) cannot be reached ({e.strerror or type(e).__name__})"
+    return None
+
+
+def load_pretrained_tokenizer(name: str):
+    """``AutoTokenizer`` ``name``: a local folder or the hub's cache first, without the network; the hub only where
+    neither holds it and the hub answers (``hub_unreachable``), so that offline it fails at once, in one line."""
+    from huggingface_hub import constants
     from transformers import AutoTokenizer
 
     try:
-        tok = AutoTokenizer.from_pretrained(name)
+        return AutoTokenizer.from_pretrained(name, local_files_only=True)
+    except Exception:
+        pass  # neither a folder nor cached: the hub's
+    problem = hub_unreachable(constants.ENDPOINT)
+    if problem:
+        raise SpecError(f"model.tokenizer: cannot load {name!r}: neither a local folder nor in the hub's cache, and "
+                        f"{problem}; connect, or save the tokenizer to a folder and name the folder")
+    try:
+        return AutoTokenizer.from_pretrained(name)
     except Exception as e:
         raise SpecError(f"model.tokenizer: cannot load {name!r}: {str(e).splitlines()[0]}") from None
+
+
+def pretrained_tokenizer(name: str, max_len: int):
+    tok = load_pretrained_tokenizer(name)
     if tok.pad_token is None:  # GPT-style tokenizers have none; pad with EOS, masked out anyway
         tok.pad_token = tok.eos_token
 

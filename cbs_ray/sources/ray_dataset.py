@@ -13,14 +13,18 @@ one file, is refused for it.
 from __future__ import annotations
 
 import copy
+import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
+from cbs_ray.data.parquet_checks import causes
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["is_ray_dataset", "search_ray_dataset"]
+__all__ = ["is_ray_dataset", "search_ray_dataset", "removed_on_refusal", "estimated_bytes"]
 
 
 def is_ray_dataset(value: Any) -> bool:
@@ -51,11 +55,14 @@ def search_ray_dataset(spec: SearchSpec, dataset, others: dict[str, Any], *, dry
         raise SpecError(f"train_dataset: a ray.data.Dataset is written as Parquet shards when the search starts "
                         f"(into {datasets}/); dry-run that folder with data.source: parquet, data.path")
     folder = _fresh_folder(_datasets_folder(datasets), base)
-    dataset.write_parquet(str(folder))  # Ray Data's write tasks: block by block, nothing gathered on the driver
-    shards = sorted(folder.glob("*.parquet"))
-    if len(shards) < 2:
-        raise SpecError(f"train_dataset: written as {len(shards)} Parquet shard into {folder}; the last shard is the "
-                        f"evaluation set's, so at least two are needed (dataset.repartition(n) before passing it)")
+    with removed_on_refusal(str(folder)):
+        _check_free_space(dataset, datasets)
+        _write(dataset, folder)
+        shards = sorted(folder.glob("*.parquet"))
+        if len(shards) < 2:
+            raise SpecError(f"train_dataset: written as {len(shards)} Parquet shard into {folder} (removed); the last "
+                            f"shard is the evaluation set's, so at least two are needed (dataset.repartition(n) "
+                            f"before passing it)")
     searched = copy.deepcopy(spec)
     searched.data.source, searched.data.path = "parquet", str(folder)
     print(f"train_dataset: the ray.data.Dataset written as {len(shards)} Parquet shards into {folder}", flush=True)
@@ -92,3 +99,48 @@ def _fresh_folder(datasets: Path, base: str) -> Path:
         except OSError as e:
             raise SpecError(f"storage_path: cannot make {folder} ({e.strerror})") from None
     raise SpecError(f"storage_path: {datasets} holds 999 datasets named {base}; remove the old ones")
+
+
+@contextmanager
+def removed_on_refusal(folder: Optional[str]) -> Iterator[None]:
+    """The dataset's Parquet copy ``folder`` removed where what runs inside refuses or fails (a write cut short, a
+    dataset of one shard, rows the driver's checks refuse): nothing of a search that never started stays in the
+    storage. None: nothing was written."""
+    try:
+        yield
+    except BaseException:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def estimated_bytes(dataset) -> Optional[int]:
+    """The dataset's in-memory size where Ray Data knows it without computing anything (a dataset from items or
+    from arrays, a materialised one), else None. Parquet is usually smaller: an estimate from above."""
+    try:
+        size = dataset._logical_plan.dag.infer_metadata().size_bytes
+    except Exception:
+        return None
+    return int(size) if isinstance(size, int) and size >= 0 else None
+
+
+def _check_free_space(dataset, datasets: Path) -> None:
+    """A ``SpecError`` line where the storage has less room than the dataset's estimated size, before writing."""
+    size = estimated_bytes(dataset)
+    free = shutil.disk_usage(datasets).free
+    if size is not None and size > free:
+        raise SpecError(f"storage_path: the ray.data.Dataset takes about {size / 1e6:.1f} MB in memory and {datasets} "
+                        f"has {free / 1e6:.1f} MB free; free some space or set storage_path elsewhere")
+
+
+def _write(dataset, folder: Path) -> None:
+    """``dataset.write_parquet`` into ``folder`` (Ray Data's write tasks: block by block, nothing gathered on the
+    driver); a write that fails on the storage (a full disk) is one ``SpecError`` line, not Ray's several hundred."""
+    try:
+        dataset.write_parquet(str(folder))
+    except Exception as e:
+        storage = next((c for c in causes(e) if isinstance(c, OSError) and c.strerror), None)
+        if storage is None:
+            raise
+        raise SpecError(f"storage_path: writing the ray.data.Dataset as Parquet into {folder} failed "
+                        f"({storage.strerror}); the partial copy is removed") from None

@@ -3,8 +3,9 @@
 in the corpus's one global order (``data.parquet``'s docstring: every trial trains on the same first n rows).
 
 Where the loop runs in Ray (a Tune trial or a Ray Train worker), the rows come through Ray Data (the epoch's shards
-in order, each read by a map task that holds no CPU, ``preserve_order`` on, streamed in record-batch blocks through
-the object store: never the corpus whole); outside Ray (tests, benches) through ``pyarrow.parquet`` in the same order.
+in order, each read by a map task that holds no CPU, at most 2 of them at once per CPU the worker holds,
+``preserve_order`` on, streamed in record-batch blocks through the object store: never the corpus whole); outside
+Ray (tests, benches) through ``pyarrow.parquet`` in the same order.
 """
 
 from __future__ import annotations
@@ -16,9 +17,33 @@ import numpy as np
 import torch
 
 from cbs_ray.data.parquet import StreamedData, epoch_files, rows_to_arrays
+from cbs_ray.data.parquet_checks import causes, first_line
 from cbs_ray.sources.builtin import BuiltinSource
 
-__all__ = ["StreamedSource", "rows_in_order", "global_order", "read_shards"]
+__all__ = ["StreamedSource", "rows_in_order", "global_order", "read_shards", "read_plan", "ShardReadError"]
+
+
+READS_PER_CPU = 2
+"""Shard-reading tasks in flight at once, per CPU the reading worker holds: the tasks ask for no CPU (the trial's
+workers hold the cluster's), so this, not Ray's scheduler, bounds them (10 000 shards started more than 92 worker
+processes on 2 cores, unbounded)."""
+MAX_READ_BLOCKS = 1000
+"""At most this many read tasks an epoch: past it, a task reads several consecutive shards (in order)."""
+
+
+class ShardReadError(ValueError):
+    """A shard that cannot be read where the loop reads it (a corrupt page its footer did not show): one line
+    naming the shard and the column."""
+
+
+def _read_one(path: str, column: str) -> Iterator:
+    """``path``'s record batches of ``column``; any error of pyarrow's as one ``ShardReadError`` line."""
+    import pyarrow.parquet as pq
+
+    try:
+        yield from pq.ParquetFile(path).iter_batches(columns=[column])
+    except Exception as e:
+        raise ShardReadError(f"data.path: cannot read column {column} of {path}: {first_line(e)}") from None
 
 
 def read_shards(batch, column: str) -> Iterator:
@@ -26,36 +51,67 @@ def read_shards(batch, column: str) -> Iterator:
     generator: Ray Data gathers them into output blocks of up to its ``target_max_block_size``, so a block holds at
     most the shard, never more; ``bench/streaming_rss.py --ray`` measures the object store)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     for path in batch.column("path").to_pylist():
-        for record_batch in pq.ParquetFile(path).iter_batches(columns=[column]):
+        for record_batch in _read_one(path, column):
             yield pa.Table.from_batches([record_batch])
 
 
+def read_plan(files: int, cpus: float) -> tuple[int, int]:
+    """(blocks, tasks): the epoch's ``files`` shard paths cut into this many blocks (one read task each, at most
+    ``MAX_READ_BLOCKS``), of which at most ``tasks`` run at once: ``READS_PER_CPU`` per CPU the reading worker
+    holds (``cpus``; one where it holds none, as a driver)."""
+    return max(1, min(files, MAX_READ_BLOCKS)), max(1, int(READS_PER_CPU * max(cpus, 1.0)))
+
+
+def _held_cpus() -> float:
+    """The CPUs Ray assigned to this process (a trial's, a Ray Train worker's); 0 on a driver."""
+    import ray
+
+    if not ray.is_initialized():
+        return 0.0
+    try:
+        return float(ray.get_runtime_context().get_assigned_resources().get("CPU", 0.0))
+    except AssertionError:  # asked on a driver, not a worker: Ray asserts
+        return 0.0
+
+
+def _shard_error(error: BaseException) -> Exception | None:
+    """The ``ShardReadError`` inside Ray's wrapping of a read task's failure, if that is what failed."""
+    found = [c for c in causes(error) if isinstance(c, ShardReadError)]  # the last: the task's own, not Ray's copy
+    return ShardReadError(first_line(found[-1])) if found else None  # Ray Data adds lines of its own
+
+
 def _ray_data_rows(files: list[str], column: str) -> Iterator[list]:
-    """The rows of ``files`` in this order, through Ray Data: the paths as a dataset, each read by a map task
-    holding no CPU (``read_shards``). Not ``ray.data.read_parquet``: its file-listing task holds a CPU, and the
-    trial's workers hold the cluster's CPUs, so it would wait for ever (Ray 2.60)."""
+    """The rows of ``files`` in this order, through Ray Data: the paths as a dataset, each block read by a map task
+    holding no CPU (``read_shards``), at most ``read_plan``'s tasks at once. Not ``ray.data.read_parquet``: its
+    file-listing task holds a CPU, and the trial's workers hold the cluster's CPUs, so it would wait for ever
+    (Ray 2.60)."""
     import ray.data
 
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True  # blocks come out in the order of the files, row order kept
     context.enable_progress_bars = False  # an epoch's read is a trial's background, not a line of its log
     context.print_on_execution_start = False
-    items = ray.data.from_items([{"path": path} for path in files], override_num_blocks=max(len(files), 1))
+    blocks, tasks = read_plan(len(files), _held_cpus())
+    items = ray.data.from_items([{"path": path} for path in files], override_num_blocks=blocks)
     # Ray's annotation of the function omits its fn_kwargs, hence the ignore
     dataset: Any = items.map_batches(read_shards, batch_size=1, batch_format="pyarrow",  # type: ignore[arg-type]
-                                     num_cpus=0, fn_kwargs={"column": column})
-    for batch in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
-        yield batch.column(column).to_pylist()
+                                     num_cpus=0, compute=ray.data.TaskPoolStrategy(size=tasks),
+                                     fn_kwargs={"column": column})
+    try:
+        for batch in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
+            yield batch.column(column).to_pylist()
+    except Exception as e:
+        clean = _shard_error(e)
+        if clean is None:
+            raise
+        raise clean from None
 
 
 def _pyarrow_rows(files: list[str], column: str) -> Iterator[list]:
-    import pyarrow.parquet as pq
-
     for path in files:
-        for batch in pq.ParquetFile(path).iter_batches(columns=[column]):
+        for batch in _read_one(path, column):
             yield batch.column(column).to_pylist()
 
 

@@ -33,7 +33,18 @@ def load_spec(path: str | os.PathLike | None = None, overrides: Sequence[str] = 
     and validate. Only safe YAML is parsed."""
     raw = {} if path is None else _read_spec_file(path)
     apply_overrides(raw, overrides)
+    _absolute_data_path(raw, Path.cwd())  # a --set data.path: relative to the working folder, stored absolute
     return spec_from_dict(raw)
+
+
+def _absolute_data_path(raw: dict, base: Path) -> None:
+    """``data.path`` (a folder of Parquet shards) made absolute against ``base`` where it is relative, so that
+    ``cbs_spec.json`` (and ``--resume`` from another folder) names the same shards. ``~`` paths are left to
+    expand where they are read."""
+    data = raw.get("data")
+    if isinstance(data, dict) and isinstance(data.get("path"), str) and data["path"] \
+            and not data["path"].startswith("~") and not Path(data["path"]).is_absolute():
+        data["path"] = str((base / data["path"]).resolve())
 
 
 def _read_spec_file(path: str | os.PathLike) -> dict:
@@ -68,6 +79,7 @@ def _read_spec_file(path: str | os.PathLike) -> dict:
         for key in ("train_file", "eval_file"):
             if isinstance(data.get(key), str) and not expand_user(data[key], f"data.{key}").is_absolute():
                 data[key] = str((p.parent / data[key]).resolve())
+    _absolute_data_path(raw, p.parent)
     return raw
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.paths import expand_user
-from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.spec.schema import DataSpec, SearchSpec
 
 __all__ = ["SCALE_RULES", "parquet_shards"]
 
@@ -68,6 +68,19 @@ def _parquet_is_a_folder_of_token_shards(spec: SearchSpec) -> None:
     if d.packing:
         raise SpecError("data.packing: a Parquet corpus is cut into max_seq_length blocks row by row; drop "
                         "data.packing")
+    _parquet_takes_no_subsets(d)
+
+
+def _parquet_takes_no_subsets(d: DataSpec) -> None:
+    """The files' and hub's subsets (``max_train_examples``, ``max_eval_examples``, ``holdout_examples``) are not
+    applied to a streamed corpus: refused rather than ignored. Its evaluation set is ``data.eval_examples``."""
+    for key, instead in (("holdout_examples", "the last shard's first data.eval_examples rows are held out"),
+                         ("max_train_examples", "write the training shards you mean to train on, or set "
+                                                "training.budget_samples"),
+                         ("max_eval_examples", "set data.eval_examples")):
+        if getattr(d, key) is not None:
+            raise SpecError(f"data.{key}: not applied to a streamed Parquet corpus (data.source: parquet); "
+                            f"{instead}")
 
 
 SCALE_RULES = (_fsdp_runs_what_shards_in_lockstep, _parquet_is_a_folder_of_token_shards)

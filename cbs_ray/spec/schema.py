@@ -79,7 +79,8 @@ class DataSpec:
     path: Optional[str] = None
     """``source: parquet``: the folder of ``*.parquet`` shards, one schema: an ``input_ids`` column of token-id
     lists (every row ``max_seq_length`` tokens or more, cut to it), or a ``text_column`` of texts, tokenised by
-    ``model.tokenizer`` (a pretrained tokenizer: the corpus is never read whole to train one)."""
+    ``model.tokenizer`` (a pretrained tokenizer: the corpus is never read whole to train one). A relative path is
+    the spec file's folder's (``--set``: the working folder's), stored absolute."""
     eval_examples: int = field(default=1024, metadata=check(positive(show_value=False)))
     """``source: parquet``: the evaluation set, the first this many rows of the last shard (in name order),
     held out of training and materialised (it is evaluated at every report)."""

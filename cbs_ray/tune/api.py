@@ -66,33 +66,35 @@ def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, e
     objects' too) and the plan comes back as a list of lines, the command line's ``--dry-run`` (issue 47).
     """
     spec = as_spec(spec)
-    from cbs_ray.sources.ray_dataset import is_ray_dataset, search_ray_dataset
+    from cbs_ray.sources.ray_dataset import is_ray_dataset, removed_on_refusal, search_ray_dataset
     from cbs_ray.sources.user_objects import user_objects
     from cbs_ray.tune import driver
 
+    written = None  # a ray.data.Dataset's Parquet copy: removed if the search is refused before it starts
     if is_ray_dataset(train_dataset):  # written once as Parquet shards, then streamed (sources.ray_dataset)
         spec = as_spec(search_ray_dataset(spec, train_dataset, dict(
             model_init=model_init, eval_dataset=eval_dataset, data_collator=data_collator,
             compute_metrics=compute_metrics, preprocess_logits_for_metrics=preprocess_logits_for_metrics),
             dry_run=dry_run))
-        train_dataset = None
+        train_dataset, written = None, spec.data.path
 
-    objects = user_objects(model_init=model_init, train_dataset=train_dataset, eval_dataset=eval_dataset,
-                           data_collator=data_collator, compute_metrics=compute_metrics,
-                           preprocess_logits_for_metrics=preprocess_logits_for_metrics)
-    # Fail fast on bad input, before Ray starts; with auto batch sizes the search's own data are
-    # prepared only once the probe has chosen the grid. The objects are checked first: the experiment
-    # and its report's folder may be named after the model the check builds.
-    probe = probe_spec(spec) if spec.auto_batch_sizes else None
-    prepared = prepare(probe or spec, objects) if objects is not None else None
-    if prepared is not None and _named_after_the_model(spec, prepared.data) and probe is not None:
-        probe = probe_spec(spec)
-    out = output_dir_for(spec, output_dir)
-    if dry_run:
-        return _outline_without_training(spec, probe, prepared, out)
-    check_before_ray(spec, out)
-    if prepared is None:
-        prepared = prepare(probe or spec)
+    with removed_on_refusal(written):
+        objects = user_objects(model_init=model_init, train_dataset=train_dataset, eval_dataset=eval_dataset,
+                               data_collator=data_collator, compute_metrics=compute_metrics,
+                               preprocess_logits_for_metrics=preprocess_logits_for_metrics)
+        # Fail fast on bad input, before Ray starts; with auto batch sizes the search's own data are
+        # prepared only once the probe has chosen the grid. The objects are checked first: the experiment
+        # and its report's folder may be named after the model the check builds.
+        probe = probe_spec(spec) if spec.auto_batch_sizes else None
+        prepared = prepare(probe or spec, objects) if objects is not None else None
+        if prepared is not None and _named_after_the_model(spec, prepared.data) and probe is not None:
+            probe = probe_spec(spec)
+        out = output_dir_for(spec, output_dir)
+        if dry_run:
+            return _outline_without_training(spec, probe, prepared, out)
+        check_before_ray(spec, out)
+        if prepared is None:
+            prepared = prepare(probe or spec)
     return driver.run_method(method_named(spec.search.method), spec, prepared, probe=probe, out=out,
                              verbose=verbose, address=address)
 

@@ -169,3 +169,67 @@ def test_a_text_column_is_tokenised_by_the_spec_tokenizer_as_the_rows_stream(tmp
     streamed = {tuple(row[m == 1].tolist()) for row, m in zip(ids.numpy(), mask.numpy())}
     assert streamed <= {tuple(tok(t)["input_ids"]) for t in ("good film", "bad film", "good film good")}
     assert ids.shape == (8, 16) and streamed
+
+
+@pytest.mark.parametrize("files, cpus, plan", [
+    (3, 1.0, (3, 2)),  # one task a shard, 2 at once per CPU held
+    (10_000, 2.0, (1000, 4)),  # 10 000 shards: 1000 tasks of 10 shards, 4 at once on 2 CPUs
+    (10_000, 0.0, (1000, 2)),  # a driver holds no CPU: counted as one
+    (0, 1.0, (1, 2)),
+])
+def test_the_read_plan_bounds_the_tasks_in_flight_by_the_cpus_held(files, cpus, plan):
+    from cbs_ray.sources.streamed import read_plan
+
+    assert read_plan(files, cpus) == plan
+
+
+def test_the_ray_data_read_asks_no_cpu_and_at_most_two_tasks_per_cpu_held(monkeypatch):
+    """Issue 58 finding 4: the shard-reading tasks asked for no CPU and nothing else bounded them (10 000 shards
+    started more than 92 worker processes on 2 cores). The map's parameters, read without starting Ray."""
+    import ray.data
+
+    from cbs_ray.sources import streamed
+
+    asked = {}
+
+    class Items:
+        def map_batches(self, fn, **kwargs):
+            asked.update(kwargs)
+            return self
+
+        def iter_batches(self, **kwargs):
+            return iter([pa.table({"input_ids": [[1, 2]]})])
+
+    def from_items(items, override_num_blocks):
+        asked["blocks"] = override_num_blocks
+        return Items()
+
+    monkeypatch.setattr(ray.data, "from_items", from_items)
+    monkeypatch.setattr(streamed, "_held_cpus", lambda: 2.0)
+    assert list(streamed._ray_data_rows([f"s{i}.parquet" for i in range(5000)], "input_ids")) == [[[1, 2]]]
+    assert asked["num_cpus"] == 0 and asked["blocks"] == 1000
+    assert isinstance(asked["compute"], ray.data.TaskPoolStrategy) and asked["compute"].size == 4
+
+
+@pytest.mark.e2e
+def test_a_corrupt_training_shard_read_through_ray_data_is_one_line_naming_it(tmp_path):
+    """Issue 58 finding 14: before, a RayTaskError whose ANSI colour codes and traceback hid the OSError."""
+    import ray
+
+    from cbs_ray.sources.streamed import ShardReadError, rows_in_order
+
+    write_corpus(tmp_path, shards=2, rows=32, length=16, eval_rows=32)
+    data = prepare(load_spec(None, spec_args(tmp_path))).data
+    broken = sorted(tmp_path.glob("*.parquet"))[0]
+    raw = bytearray(broken.read_bytes())
+    raw[4:40] = b"\xff" * 36  # the first page's header; the footer intact
+    broken.write_bytes(bytes(raw))
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        with pytest.raises(ShardReadError) as error:
+            list(rows_in_order(data, 0, 0, 0, use_ray=True))
+    finally:
+        ray.shutdown()
+    message = str(error.value)
+    assert message.startswith(f"data.path: cannot read column input_ids of {broken}: ") and "\n" not in message
+    assert "\x1b[" not in message

@@ -239,3 +239,58 @@ def test_a_token_budget_on_the_users_objects_counts_their_input_ids():
     with pytest.raises(SpecError, match=r"^training\.budget_tokens: your train_dataset's items carry no input_ids"):
         token_budget_tokens_per_sample(spec, objects([{"x": 1}] * 8))
     assert token_budget_tokens_per_sample(load_spec(None, []), objects(ragged)) is None  # no token budget
+
+
+# ---- a hub tokenizer offline: one line at once (issue 58 finding 18) -------------------------------------------
+
+def test_the_hub_is_unreachable_when_offline_or_its_host_does_not_resolve(monkeypatch):
+    from cbs_ray.data.tokenize import PROXY_VARIABLES, hub_unreachable
+
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert hub_unreachable("https://huggingface.co") == "HF_HUB_OFFLINE is set"
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    assert hub_unreachable("https://nosuch.invalid").startswith("the hub (https://nosuch.invalid) cannot be reached")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")  # behind a proxy the hub's client connects
+    assert hub_unreachable("https://nosuch.invalid") is None
+
+
+def test_a_tokenizer_neither_local_nor_cached_is_refused_without_trying_an_unreachable_hub(monkeypatch):
+    import transformers
+
+    from cbs_ray.data import tokenize
+
+    tried = []
+
+    def from_pretrained(name, **kwargs):
+        tried.append(kwargs)
+        if kwargs.get("local_files_only"):
+            raise OSError("not cached")
+        return "online"
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", from_pretrained)
+    monkeypatch.setattr(tokenize, "hub_unreachable", lambda endpoint: "the hub (x) cannot be reached (DNS)")
+    with pytest.raises(SpecError, match=r"^model.tokenizer: cannot load 'org/tok': neither a local folder nor in "
+                                        r"the hub's cache, and the hub \(x\) cannot be reached \(DNS\)"):
+        tokenize.load_pretrained_tokenizer("org/tok")
+    assert tried == [{"local_files_only": True}]  # the hub's client, which retries for a minute, never called
+    monkeypatch.setattr(tokenize, "hub_unreachable", lambda endpoint: None)  # online: the hub's path, as before
+    assert tokenize.load_pretrained_tokenizer("org/tok") == "online" and tried[-1] == {}
+
+
+@pytest.mark.slow
+def test_a_parquet_text_column_with_a_hub_tokenizer_offline_fails_at_once(tmp_path):
+    """Before: 23 retry lines over 51 s, then the line. A host that does not resolve, as offline."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
+    env["HF_ENDPOINT"] = "https://nosuch.invalid"
+    code = "from cbs_ray.data.tokenize import pretrained_tokenizer; pretrained_tokenizer('nosuch-org/nosuch-tok', 16)"
+    start = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert time.monotonic() - start < 30
+    assert "Retrying" not in result.stderr and "cannot be reached" in result.stderr

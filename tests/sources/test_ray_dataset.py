@@ -82,6 +82,53 @@ def test_a_ray_dataset_written_as_one_shard_is_refused(tmp_path):
 
     with pytest.raises(SpecError, match=r"^train_dataset: written as 1 Parquet shard .*repartition"):
         search_ray_dataset(load_spec(None, LM + [f"storage_path={tmp_path}"]), OneFile(), NO_OTHERS)
+    assert list((tmp_path / "datasets").iterdir()) == []  # issue 58 finding 6: before, the copy stayed
+
+
+class RayTaskError(Exception):
+    """Ray's wrapping of a write task's error: hundreds of lines, the task's own error kept as ``.cause``."""
+
+    def __init__(self, cause):
+        super().__init__("\n".join(["\x1b[36mray::Write()\x1b[39m"] + ["  File ..., line 1"] * 300 + [repr(cause)]))
+        self.cause = cause
+
+
+def test_a_write_that_fills_the_storage_is_one_line_and_removes_its_partial_copy(tmp_path):
+    class Full(Dataset):
+        def write_parquet(self, folder: str) -> None:
+            super().write_parquet(folder)  # some shards written, then the disk is full
+            raise RayTaskError(OSError(28, "No space left on device"))
+
+    with pytest.raises(SpecError) as error:
+        search_ray_dataset(load_spec(None, LM + [f"storage_path={tmp_path}"]), Full(), NO_OTHERS)
+    assert str(error.value).startswith("storage_path: writing the ray.data.Dataset as Parquet into ")
+    assert "(No space left on device); the partial copy is removed" in str(error.value)
+    assert "\n" not in str(error.value) and list((tmp_path / "datasets").iterdir()) == []
+
+
+def test_a_dataset_larger_than_the_free_space_is_refused_before_it_is_written(tmp_path):
+    class Huge(Dataset):
+        class _logical_plan:  # Ray Data's plan, whose metadata knows the size without computing anything
+            class dag:
+                @staticmethod
+                def infer_metadata():
+                    return type("Meta", (), {"size_bytes": 10 ** 18})()
+
+    dataset = Huge()
+    with pytest.raises(SpecError, match=r"^storage_path: the ray.data.Dataset takes about 1000000000000\.0 MB in "
+                                        r"memory and .* MB free"):
+        search_ray_dataset(load_spec(None, LM + [f"storage_path={tmp_path}"]), dataset, NO_OTHERS)
+    assert dataset.written == [] and list((tmp_path / "datasets").iterdir()) == []
+
+
+def test_a_dataset_refused_by_the_drivers_checks_leaves_no_copy(tmp_path):
+    from cbs_ray import run_search
+
+    spec = load_spec(None, [a for a in LM if not a.startswith("model.vocab_size")] + ["model.vocab_size=16",
+                                                                                      f"storage_path={tmp_path}"])
+    with pytest.raises(SpecError, match="holds token id .*, not below the vocabulary's 16"):
+        run_search(spec, train_dataset=Dataset(), output_dir=str(tmp_path / "out"))
+    assert list((tmp_path / "datasets").iterdir()) == []
 
 
 def test_a_ray_dataset_is_never_written_through_a_link_nor_into_a_folder_that_exists(tmp_path, monkeypatch):
