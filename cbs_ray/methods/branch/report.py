@@ -25,6 +25,7 @@ import pandas as pd
 
 from cbs_ray.analysis.answer import bound_text
 from cbs_ray.analysis.control_configs import configurations_line
+from cbs_ray.analysis.decision import next_search_base
 from cbs_ray.methods.branch.reading_points import CbsPoint
 from cbs_ray.methods.branch.reading import BranchSummary, summarize_branches
 from cbs_ray.methods.branch.recorded import BranchRecorded
@@ -139,13 +140,19 @@ def _b_simple_line(summary: BranchSummary) -> str:
             f"({len(pairs)} reports)")
 
 
+def _decision_lines(summary: BranchSummary) -> list[str]:
+    """The decision's line (``analysis.decision``), the first printed, where the summary has one."""
+    return [summary.decision.text] if summary.decision is not None else []
+
+
 def headline(summary: BranchSummary) -> list[str]:
     """The lines the search prints at the end: CBS(t) per checkpoint, the shape, the schedule, its
     validation, the noise scale beside it, the cost."""
     loss = "eval_loss" if summary.loss == "eval" else "the EMA-smoothed training loss"
-    lines = [f"Critical batch over training (branches from the trunk at B={summary.trunk.batch_size}, window "
-             f"{_x(summary.window_samples, summary)} {_axis_name(summary)}, {_tolerance_text(summary)} on {loss} "
-             f"against every smaller batch; Merrill et al. 2025):"]
+    lines = _decision_lines(summary)
+    lines.append(f"Critical batch over training (branches from the trunk at B={summary.trunk.batch_size}, window "
+                 f"{_x(summary.window_samples, summary)} {_axis_name(summary)}, {_tolerance_text(summary)} on {loss} "
+                 f"against every smaller batch; Merrill et al. 2025):")
     lines += [_point_line(p, summary) for p in summary.critical_batch_over_training] or ["  no branch reported"]
     lines.append(f"Shape: {summary.trend.text}")
     alpha = summary.schedule_alpha
@@ -343,8 +350,9 @@ def _validation_records(summary: BranchSummary) -> list[dict]:
 
 def render_markdown(summary: BranchSummary, plot: Optional[Path]) -> str:
     rows, columns = _point_rows(summary)
-    lines = headline(summary)
-    parts = [f"# Critical batch over training: {summary.name or ''}\n",
+    lines = headline(summary)[len(_decision_lines(summary)):]
+    parts = [*(f"{line}\n" for line in _decision_lines(summary)),
+             f"# Critical batch over training: {summary.name or ''}\n",
              (f"Experiment: `{summary.experiment_path}`; " if summary.experiment_path else "")
              + f"branch mode, budget {summary.budget_samples} samples"
              + (f" ({summary.budget_tokens} tokens)" if summary.budget_tokens else "")
@@ -471,7 +479,7 @@ class BranchReport:
         history, schedule_path = branch_history(path, recorded.get("schedule_experiment"))
         if history.empty:
             raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
-        summary = summarize_branches(history, rec)
+        summary = summarize_branches(history, rec, next_search=next_search_base(meta.spec))
         return Reading(summary, history, tuple(headline(summary)), branch_answer(summary),
                        extras={"schedule_experiment_path": schedule_path, "experiment_path": path,
                                "checkpoint_dir": recorded.get("checkpoint_dir"), "budget_samples": rec.budget_samples})

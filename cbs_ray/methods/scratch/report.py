@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
+from cbs_ray.analysis.decision import next_search_base
 from cbs_ray.methods.scratch.reading import summarize, write_summary
 from cbs_ray.analysis.summary_record import CriticalBatch, Recommendation, Summary, Tradeoff
 from cbs_ray.maths.lr_schedule import seed_warmup_fraction
@@ -117,7 +118,8 @@ def analyze(source, *, tolerance: Optional[float] = None, target: Optional[float
                         turning_fit=turning_fit or spec.get("search", {}).get("turning_point", "monotone"),
                         # a next search never proposes a batch smaller than the workers it splits over
                         min_batch_size=int(spec.get("resources", {}).get("workers_per_trial") or 1),
-                        seeds=seeded_configurations(spec, history[Column.batch_size].unique()))
+                        seeds=seeded_configurations(spec, history[Column.batch_size].unique()),
+                        next_search=next_search_base(spec or None))
     summary = replace(summary, experiment_path=experiment, name=meta.get("name"), spec=spec or None)
     return Report(summary, history, experiment)
 
