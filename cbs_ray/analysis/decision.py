@@ -27,6 +27,7 @@ from typing import Any, Optional, Sequence
 
 from cbs_ray.maths.critical_batch import LOWER, UPPER, agree_within, bound_interval
 from cbs_ray.maths.ladder import recommend_batch
+from cbs_ray.records.columns import Column
 
 __all__ = ["CONFIDENCE", "RESOLVED", "UNRESOLVED", "DISAGREE", "LOWER_BOUND", "UPPER_BOUND", "REFUSED",
            "Evidence", "Decision", "disagreeing", "decide_scratch", "decide_branch", "decide_ladder",
@@ -71,13 +72,13 @@ class Evidence:
         return min(base[0], float(self.interval[0])), max(base[1], high)
 
     def to_dict(self) -> dict:
-        return {"reading": self.reading, "batch_size": _plain(self.batch_size), "bound": self.bound,
+        return {"reading": self.reading, Column.batch_size: _plain(self.batch_size), "bound": self.bound,
                 "interval": None if self.interval is None else [_plain(v) for v in self.interval], "text": self.text}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Evidence:
         interval = d.get("interval")
-        return cls(d["reading"], d["batch_size"], d.get("bound"), tuple(interval) if interval else None,
+        return cls(d["reading"], d[Column.batch_size], d.get("bound"), tuple(interval) if interval else None,
                    d.get("text", ""))
 
 
@@ -93,7 +94,7 @@ def disagreeing(followed: Evidence, others: Sequence[Evidence]) -> list[Evidence
     anchor = followed.allowed()
     if anchor is None:
         return []
-    return [o for o in others if o.allowed() is not None and not agree_within(anchor, o.allowed())]
+    return [o for o in others if (allowed := o.allowed()) is not None and not agree_within(anchor, allowed)]
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ class Decision:
     """The line the output and report.md open with."""
 
     def to_dict(self) -> dict:
-        return {"batch_size": self.batch_size, "lr": self.lr, "warmup_samples": self.warmup_samples,
+        return {Column.batch_size: self.batch_size, Column.lr: self.lr, "warmup_samples": self.warmup_samples,
                 "schedule": self.schedule, "for_budget_samples": self.for_budget_samples,
                 "confidence": self.confidence, "because": self.because,
                 "disagreements": [d.to_dict() for d in self.disagreements], "next_step": self.next_step,
@@ -128,7 +129,7 @@ class Decision:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Decision:
-        return cls(d["batch_size"], d["lr"], d["warmup_samples"], d["schedule"], d["for_budget_samples"],
+        return cls(d[Column.batch_size], d[Column.lr], d["warmup_samples"], d["schedule"], d["for_budget_samples"],
                    d["confidence"], d["because"], [Evidence.from_dict(e) for e in d["disagreements"]],
                    d.get("next_step"), d.get("text", ""))
 
@@ -177,19 +178,15 @@ def _set_value(v: Any) -> str:
     return "null" if v is None else str(v)
 
 
-def next_search_base(spec: Optional[Mapping]) -> NextSearch:
+def next_search_base(spec: Optional[Mapping], default: Mapping) -> NextSearch:
     """What a next search of this experiment keeps: the ``--set``s of its values that differ from the default spec
     in the ``training`` and ``search`` sections (its budget, metric, method) and, where its model, data and task
     differ from the default's in at most ``MAX_MODEL_SETS`` values, those too; past that, ``YOUR_SPACE`` (its space
     file, whose path is not recorded, holds them). A value recorded as None is left as the default's (an older
-    spec's unset key). A spec that cannot be read: the default space."""
+    spec's unset key). A spec that cannot be read: the default space. ``default``: the default spec as a stored one
+    reads (lists, not tuples; ``report.reading.next_search_of`` loads it: the spec layer pulls in Ray's storage)."""
     if not isinstance(spec, Mapping):
         return DEFAULT_BASE
-    import json
-
-    from cbs_ray.spec.load import load_spec, spec_to_dict  # the default spec: read once per report
-
-    default = json.loads(json.dumps(spec_to_dict(load_spec(None, []))))  # lists, as a stored spec has them
 
     def changed(sections: Sequence[str]) -> list[str]:
         out = []
@@ -253,13 +250,12 @@ def decide_scratch(turning: Evidence, *, resolved: Optional[bool], cross_checks:
     next (``maths.critical_batch.next_batch_range``); ``base``: what a next search keeps (``next_search_base``). ``not_determined``: why there is no turning point."""
     budget = int(budget_samples)
     if turning.batch_size is None:
-        step = search_command(base, "search.repeats=2")
+        retry = search_command(base, "search.repeats=2")
         d = Decision(None, None, None, None, budget, REFUSED,
                      f"no turning point ({not_determined or 'no batch size completed'}); the tradeoff and the 20 % "
                      f"rule read steps to a target, not quality at this budget, and are not followed alone",
-                     next_step=step)
-        return replace(d, text=f"Decision: none ({REFUSED}: {not_determined or 'no turning point'}"
-                                                 f"; next: {step})")
+                     next_step=retry)
+        return replace(d, text=f"Decision: none ({REFUSED}: {not_determined or 'no turning point'}; next: {retry})")
     batch = int(turning.batch_size)
     apart = disagreeing(turning, cross_checks)
     where = f"turning point {turning.text or batch}"
@@ -267,7 +263,7 @@ def decide_scratch(turning: Evidence, *, resolved: Optional[bool], cross_checks:
                f"tradeoff B_crit and the 20 % rule read steps to a lower target and B_simple predicts from the "
                f"gradient's noise, so they are cross-checks")
     grid = f"[{','.join(map(str, batch_grid(*next_batch_range)))}]" if next_batch_range else None
-    step = None
+    step: Optional[str] = None
     if turning.bound == UPPER:
         confidence = UPPER_BOUND
         because += (f"; the drop comes right after the smallest batch trained, so {batch} is the largest batch known "
@@ -307,10 +303,9 @@ def decide_branch(schedule: Sequence[Sequence[int]], *, trunk_batch: int, trunk_
     budget = int(budget_samples)
     pairs = [[int(s), int(b)] for s, b in schedule]
     if not pairs:
-        step = search_command(base, "search.method=branch")
-        d = Decision(None, None, None, None, budget, REFUSED, "no checkpoint was read: no schedule",
-                     next_step=step)
-        return replace(d, text=f"Decision: none ({REFUSED}: no checkpoint was read; next: {step})")
+        rerun = search_command(base, "search.method=branch")
+        d = Decision(None, None, None, None, budget, REFUSED, "no checkpoint was read: no schedule", next_step=rerun)
+        return replace(d, text=f"Decision: none ({REFUSED}: no checkpoint was read; next: {rerun})")
     per_doubling = 2 ** alpha if alpha is not None else None
     first = pairs[0][1]
     lr = trunk_lr * (first / trunk_batch) ** alpha if trunk_lr is not None and alpha is not None else trunk_lr
@@ -323,7 +318,7 @@ def decide_branch(schedule: Sequence[Sequence[int]], *, trunk_batch: int, trunk_
         return _finish(d, _train_words(trunk_batch, trunk_lr, trunk_warmup_samples, budget))
     because = ("followed the batch-size schedule: CBS(t) read at each checkpoint from branches off the trunk, the "
                "batch each stretch of training can take")
-    step = None
+    step: Optional[str] = None
     if validated:
         because += ("; its validation: non-inferior to the small batch"
                     + ("" if non_inferior is not None else " (not judged)")
@@ -358,12 +353,12 @@ def decide_ladder(*, batch_size: Optional[int], lr: Optional[float], warmup_samp
     which measures what the ladder could not predict."""
     budget = int(budget_samples)
     if batch_size is None or b_crit is None:
-        step = search_command(base, "search.method=scratch")
+        measure = search_command(base, "search.method=scratch")
         because = (f"the ladder made no prediction ({refusal or 'no B_crit'}); a from-scratch search at the budget "
                    f"measures the critical batch directly")
-        d = Decision(None, None, None, None, budget, REFUSED, because, next_step=step)
+        d = Decision(None, None, None, None, budget, REFUSED, because, next_step=measure)
         return replace(d, text=f"Decision: none ({REFUSED}: {refusal or 'no prediction'}; "
-                                                 f"next: {step})")
+                                                 f"next: {measure})")
     lo, hi = (interval_90 or (None, None))[:2]
     predicted = Evidence("prediction", b_crit, interval=(lo, hi) if lo is not None else None,
                          text=f"predicted B_crit {b_crit:.3g}" + (f" (90 % [{lo:.3g}, {hi:.3g}])" if lo and hi else ""))

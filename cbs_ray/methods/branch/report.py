@@ -25,7 +25,6 @@ import pandas as pd
 
 from cbs_ray.analysis.answer import bound_text
 from cbs_ray.analysis.control_configs import configurations_line
-from cbs_ray.analysis.decision import next_search_base
 from cbs_ray.methods.branch.reading_points import CbsPoint
 from cbs_ray.methods.branch.reading import BranchSummary, summarize_branches
 from cbs_ray.methods.branch.recorded import BranchRecorded
@@ -38,7 +37,7 @@ from cbs_ray.records.storage import ReportError, failed_trials, first_error
 from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import save_figure  # (sets matplotlib's Agg backend)
-from cbs_ray.report.reading import MethodAnswer, Reading, report_and_summary_line
+from cbs_ray.report.reading import MethodAnswer, Reading, next_search_of, report_and_summary_line
 from cbs_ray.methods.branch.same_spec import branch_history
 from cbs_ray.report.text import markdown_table, html_answer_box, html_table
 from cbs_ray.methods.branch.trainer_snippets import trainer_snippets
@@ -479,7 +478,7 @@ class BranchReport:
         history, schedule_path = branch_history(path, recorded.get("schedule_experiment"))
         if history.empty:
             raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
-        summary = summarize_branches(history, rec, next_search=next_search_base(meta.spec))
+        summary = summarize_branches(history, rec, next_search=next_search_of(meta.spec))
         return Reading(summary, history, tuple(headline(summary)), branch_answer(summary),
                        extras={"schedule_experiment_path": schedule_path, "experiment_path": path,
                                "checkpoint_dir": recorded.get("checkpoint_dir"), "budget_samples": rec.budget_samples})

@@ -15,7 +15,6 @@ from typing import Optional, cast
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from cbs_ray.analysis.decision import next_search_base
 from cbs_ray.methods.ladder.reading import LOG2_TARGET, LadderSummary, summarize_ladder
 from cbs_ray.methods.ladder.summary import PredictorFigures
 from cbs_ray.records.meta import ExperimentMeta
@@ -23,7 +22,7 @@ from cbs_ray.records.storage import ReportError, first_error, load_history
 from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import save_figure  # (sets matplotlib's Agg backend)
-from cbs_ray.report.reading import MethodAnswer, Reading, report_and_summary_line
+from cbs_ray.report.reading import MethodAnswer, Reading, next_search_of, report_and_summary_line
 from cbs_ray.methods.branch.same_spec import same_spec_schedule
 from cbs_ray.report.text import markdown_table, html_answer_box, html_table
 from cbs_ray.spec.load import spec_from_dict
@@ -273,7 +272,7 @@ class LadderReport:
         if history.empty:
             raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
         summary = summarize_ladder(history, {**stored.to_dict(), "experiment_path": path},
-                                   schedule=same_spec_schedule(path, stored), next_search=next_search_base(stored.spec))
+                                   schedule=same_spec_schedule(path, stored), next_search=next_search_of(stored.spec))
         return Reading(summary, history, tuple(headline(summary)), ladder_answer(summary))
 
     def render(self, reading: Reading[LadderSummary], out: Path) -> Path:
