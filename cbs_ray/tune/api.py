@@ -164,11 +164,12 @@ def probe_search(spec: SearchSpec, *, address: str | None = None, verbose: bool 
     return driver.probe_only(probe, prepare(probe), verbose=verbose, address=address)
 
 
-def dry_run_lines(spec: SearchSpec) -> Iterator[str]:
+def dry_run_lines(spec: SearchSpec, *, estimate_time: bool = False) -> Iterator[str]:
     """``--dry-run``: the method's outline against the spec's data and budget (with ``batch_sizes: auto``, the
     probe's, which runs first), each line as soon as it is known, after the checks a search makes before Ray;
-    then the model's checks (its config, a build on the meta device: torch and transformers, seconds to import),
-    so a model that cannot be built is a ``SpecError`` after its outline."""
+    the passes over the corpus; then the model's checks (its config, a build on the meta device: torch and
+    transformers, seconds to import), so a model that cannot be built is a ``SpecError`` after its outline.
+    ``estimate_time`` (``--estimate-time``): the search's wall time from steps timed here (``tune.time_estimate``)."""
     if spec.auto_batch_sizes:
         yield "batch sizes: auto — a probe run measures B_simple first; the probe:"
         spec = probe_spec(spec)
@@ -178,7 +179,12 @@ def dry_run_lines(spec: SearchSpec) -> Iterator[str]:
     milestones = getattr(method, "milestone_samples", None)
     rungs = milestones(spec, planned) if milestones else ()
     yield from corpus_pass_lines(_train_examples(planned), planned.budget_samples, rungs)
-    yield from regime_lines(spec, with_model_config(spec, planned), rungs)
+    configured = with_model_config(spec, planned)
+    yield from regime_lines(spec, configured, rungs)
+    if estimate_time:
+        from cbs_ray.tune.time_estimate import estimate_lines
+
+        yield from estimate_lines(spec, configured, getattr(method, "lays_out_trials", False))
 
 
 def _outline_without_training(spec: SearchSpec, probe: SearchSpec | None, prepared: Prepared | None,

@@ -33,6 +33,8 @@ class ScratchMethod:
     """``search.method: scratch`` (``tune.search_method.SearchMethod``)."""
 
     name = "scratch"
+    lays_out_trials = True
+    """Its trials are known before they run (``tune.time_estimate.planned_batches``): ``--estimate-time`` times them."""
 
     def outline_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
         return search_outline_lines(spec, prepared.budget_samples, prepared.tokens_per_sample,
