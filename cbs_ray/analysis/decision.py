@@ -230,7 +230,8 @@ def _train_words(batch: int, lr: Optional[float], warmup: Optional[int], budget:
     if schedule and len(schedule) > 1:
         steps = ", then ".join(f"{b} from {s}" for s, b in schedule)
         grow = f" (× {per_doubling:.3g} per doubling)" if per_doubling is not None else ""
-        return f"train with the batch schedule {steps} samples{lr_text} at batch {batch}{grow}{warm}, for {budget} samples"
+        return (f"train with the batch schedule {steps} samples{lr_text} at batch {batch}{grow}{warm}, for {budget} "
+                f"samples")
     return f"train at batch {batch}{lr_text}{warm}, for {budget} samples"
 
 
@@ -247,7 +248,8 @@ def decide_scratch(turning: Evidence, *, resolved: Optional[bool], cross_checks:
     """The from-scratch decision: the turning point (``turning``), weighed against ``cross_checks`` (the tradeoff's
     B_crit with its interval, the 20 % rule, B_simple). ``resolved``: the noise verdict (None: no noise estimate);
     ``lr`` and ``warmup_samples`` at the turning point's batch; ``next_batch_range``: where a bound says to search
-    next (``maths.critical_batch.next_batch_range``); ``base``: what a next search keeps (``next_search_base``). ``not_determined``: why there is no turning point."""
+    next (``maths.critical_batch.next_batch_range``); ``base``: what a next search keeps (``next_search_base``).
+    ``not_determined``: why there is no turning point."""
     budget = int(budget_samples)
     if turning.batch_size is None:
         retry = search_command(base, "search.repeats=2")

@@ -37,7 +37,8 @@ def headline(summary: LadderSummary) -> list[str]:
     lad, pred = summary.ladder, summary.prediction
     reading = {"ewa": "the average of the iterates (ladder.reading ewa)", "raw": "the raw model (ladder.reading raw)"}
     decided = [summary.decision.text] if summary.decision is not None else []
-    lines = decided + [f"Ladder: the smallest batch to {lad.fraction_samples} of {pred.budget_samples} samples, every other "
+    lines = decided
+    lines += [f"Ladder: the smallest batch to {lad.fraction_samples} of {pred.budget_samples} samples, every other "
              f"until it reached that loss or {lad.cap_samples} ({summary.cost.fraction_of_full:.0%} of a "
              f"from-scratch search at D), batches {summary.batch_sizes}; {lad.column} read through "
              f"{reading.get(lad.reading, lad.reading)}"

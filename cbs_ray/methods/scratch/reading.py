@@ -119,7 +119,8 @@ def scratch_decision(turning: TurningPoint, tradeoff: Tradeoff, overhead: Overhe
                      text=bound_text(turning.batch_size, turning.bound))
     b_crit = tradeoff.b_crit if tradeoff.b_crit is not None else tradeoff.b_crit_bound
     ci = tradeoff.ci95 if tradeoff.b_crit is not None and tradeoff.ci95 else None
-    checks = [Evidence("tradeoff B_crit", b_crit, tradeoff.bound, interval=tuple(ci) if ci else None,  # type: ignore[arg-type]
+    interval = (ci[0], ci[1]) if ci else None
+    checks = [Evidence("tradeoff B_crit", b_crit, tradeoff.bound, interval=interval,  # type: ignore[arg-type]
                        text=f"tradeoff B_crit {bound_text(b_crit, tradeoff.bound, '{:.3g}')}"),
               Evidence("20% rule", overhead.batch_size, overhead.bound,
                        text=f"20% rule {bound_text(overhead.batch_size, overhead.bound)}"),
