@@ -76,7 +76,8 @@ def _inputs(arrays, task: str) -> dict:
 
 def measure_steps(spec: SearchSpec, planned: Prepared, micro_batches: Sequence[int]) -> StepTimes:
     """Time the spec's model on the driver (``planned``: ``with_model_config``'s, the model's config set): a
-    forward, backward and AdamW step at each of ``micro_batches``, and a forward of one evaluation batch."""
+    forward, backward and AdamW step at each of ``micro_batches``, and a forward of one evaluation batch (each the median of ``TIMED_STEPS`` after a
+    warm-up)."""
     import torch
 
     from cbs_ray.sources.model import build_model
@@ -104,10 +105,13 @@ def measure_steps(spec: SearchSpec, planned: Prepared, micro_batches: Sequence[i
         batch = _inputs(_batch_arrays(planned.data, eval_batch), spec.task)
         model.eval()
         with torch.no_grad():
-            model(**batch)
-            start = time.perf_counter()
-            model(**batch)
-            eval_s = time.perf_counter() - start
+            model(**batch)  # the warm-up
+            forwards = []
+            for _ in range(TIMED_STEPS):
+                start = time.perf_counter()
+                model(**batch)
+                forwards.append(time.perf_counter() - start)
+        eval_s = statistics.median(forwards)
     finally:
         torch.set_num_threads(threads)
     return StepTimes(train_s, eval_s, eval_batch, built + first)
