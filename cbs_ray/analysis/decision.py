@@ -279,6 +279,8 @@ def decide_scratch(turning: Evidence, *, resolved: Optional[bool], cross_checks:
         step = search_command(base, f"search.batch_sizes={grid}") if grid else None
     elif apart:
         confidence = DISAGREE
+        if not resolved:  # the noise unmeasured or unresolved: repeats tell whether the turning point holds
+            step = search_command(base, "search.repeats=2")
     elif resolved:
         confidence = RESOLVED
     else:

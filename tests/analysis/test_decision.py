@@ -49,7 +49,8 @@ def test_a_resolved_turning_point_with_agreeing_cross_checks_is_the_decision():
 
 def test_the_issue_s_four_numbers_give_an_upper_bound_with_its_next_search():
     """The held-out run of issue 59: "≤ 8", the tradeoff 54, the 20 % rule 16, B_simple 137 (batches 8–64)."""
-    d = scratch(Evidence("turning point", 8, "upper", text="≤ 8"), Evidence("tradeoff B_crit", 54, text="tradeoff B_crit 54"),
+    d = scratch(Evidence("turning point", 8, "upper", text="≤ 8"),
+                Evidence("tradeoff B_crit", 54, text="tradeoff B_crit 54"),
                 Evidence("20% rule", 16, text="20% rule 16"), Evidence("B_simple", 137, text="B_simple 137"),
                 resolved=None, next_range=[1, 16], base=(YOUR_SPACE, ()))
     assert d.confidence == UPPER_BOUND and d.batch_size == 8
@@ -81,7 +82,11 @@ def test_readings_apart_beyond_their_noise_are_named_and_the_turning_point_follo
     assert d.confidence == DISAGREE and d.batch_size == 128
     assert [e.reading for e in d.disagreements] == ["tradeoff B_crit", "20% rule"]
     assert "followed the turning point" in d.because and "tradeoff B_crit 600" in d.because
-    assert "differs: tradeoff B_crit 600, 20% rule 16" in d.text
+    assert "differs: tradeoff B_crit 600, 20% rule 16" in d.text and d.next_step is None
+    # markov_lm.yaml's run (issue 59): the turning point 16 without a noise estimate, the tradeoff 189 apart
+    unsure = scratch(Evidence("turning point", 16, text="16"),
+                     Evidence("tradeoff B_crit", 189, text="tradeoff B_crit 189"), resolved=None)
+    assert unsure.confidence == DISAGREE and unsure.next_step == "cbs-ray search --set search.repeats=2"
 
 
 def test_an_interval_that_reaches_within_a_grid_step_is_not_a_disagreement():
