@@ -37,6 +37,9 @@ def parse_search_args(argv: list[str] | None = None, prog: str = "python -m cbs_
                                          "./cbs_results/<name>-branch or -ladder for those methods)")
     parser.add_argument("--address", help="Ray cluster address (e.g. auto); default: start Ray locally")
     parser.add_argument("--dry-run", action="store_true", help="validate and print the plan; start nothing")
+    parser.add_argument("--estimate-time", action="store_true",
+                        help="with --dry-run: time a few training steps of the model at each micro-batch here and "
+                             "estimate the search's wall time (seconds more)")
     parser.add_argument("--resume", metavar="EXPERIMENT_DIR",
                         help="continue a killed search from its experiment directory (printed when it started); "
                              "the spec is the experiment's own")
@@ -64,6 +67,8 @@ def search_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.se
         check_output_arg(args.output)
         if args.dry_run and args.probe:  # --dry-run ignored --probe without a word
             raise SpecError("--probe: trains one short run, and --dry-run starts nothing; drop one of them")
+        if args.estimate_time and not args.dry_run:
+            raise SpecError("--estimate-time: applies to --dry-run (the search itself reports its time)")
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -87,7 +92,7 @@ def search_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.se
                          + (["ladder.validate=true"] if args.validate_prediction else []))
         if args.dry_run:  # every check the run makes before Ray, then the method's plan
             check_before_ray(spec, output_dir_for(spec, args.output), dry_run=True)
-            for line in api.dry_run_lines(spec):  # the plan as soon as it is known, then the model's checks
+            for line in api.dry_run_lines(spec, estimate_time=args.estimate_time):  # the plan as soon as known
                 print(line, flush=True)
             return 0
         if args.probe:  # the probe alone, in the driver's Ray session

@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Optional
 
+from cbs_ray.analysis.decision import Decision
 from cbs_ray.maths.importance import ImportanceReading
 from cbs_ray.spec.tolerance import within_text
 
@@ -222,9 +223,12 @@ class Summary:
     experiment_path: Optional[str] = None
     name: Optional[str] = None
     spec: Optional[dict] = None
+    decision: Optional[Decision] = None
+    """What to train the run at, and why (``analysis.decision``); summary.json's first key."""
 
     def to_dict(self) -> dict:
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+        record = {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+        return {"decision": record.pop("decision"), **record}
 
     def to_json(self) -> str:
         """summary.json's text: strict JSON (an infinity or NaN raises)."""

@@ -15,7 +15,8 @@ from cbs_ray.records.columns import Column
 
 # ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as
 # they were this module's before.
-from cbs_ray.report.text import format_value, recommendation_line, recommendation_snippet, markdown_table, headline, training_arguments
+from cbs_ray.report.text import (decision_lines, format_value, recommendation_line, recommendation_snippet,
+                                 markdown_table, headline, training_arguments)
 
 __all__ = ["render_markdown", "render_html"]
 
@@ -66,7 +67,7 @@ def _answer_parts(summary: Summary) -> tuple[str, str]:
 def _readings(summary: Summary) -> list[str]:
     """The headline after the answer, its cross-checks and notes, up to the recommendation: every reading
     in full (the answer box says the rest)."""
-    lines = headline(summary)[2 + len(summary.answer.notes):]
+    lines = headline(summary)[len(decision_lines(summary)) + 2 + len(summary.answer.notes):]
     return lines[:next((i for i, line in enumerate(lines) if line.startswith("Recommendation:")), len(lines))]
 
 
@@ -80,7 +81,8 @@ def render_markdown(summary: Summary, plots: dict[str, Path]) -> str:
     box = [f"**Critical batch: {value}**" + (f" ({rest})" if rest else ""), answer.cross_checks]
     box += [f"Unequal search effort: {note}" for note in answer.notes]
     box += recommendation_line(summary.recommendation, metric).split("\n")
-    parts = [f"# Critical batch report: {summary.name or ''}\n",
+    parts = [*(f"{line}\n" for line in decision_lines(summary)),
+             f"# Critical batch report: {summary.name or ''}\n",
              f"Experiment: `{summary.experiment_path}`; metric **{metric}** ({summary.mode}), "
              f"equal-sample budget {summary.budget_samples} samples per trial.\n",
              "\n>\n".join(f"> {line.strip()}" for line in box) + "\n"]
@@ -136,7 +138,8 @@ def _answer_box(summary: Summary) -> str:
     snippet, hf_args = recommendation_snippet(summary), training_arguments(summary)
     # One row per part of the answer line; its short cross-check and note marks give way to the full lines.
     rows = [part for part in rest.split("; ") if part not in set(CROSS_CHECKS.values()) | {EFFORT_MARK}]
-    return (f'<div class="answer{"" if sure else " unsure"}"><div class="cols"><div class="main">'
+    decided = "".join(f'<div class="how"><b>{esc(line)}</b></div>' for line in decision_lines(summary))
+    return (f'<div class="answer{"" if sure else " unsure"}">{decided}<div class="cols"><div class="main">'
             f'<div class="cb">Critical batch: {esc(value)}</div>'
             + "".join(f'<div class="how">{esc(row)}</div>' for row in rows)
             + f'<div class="small">{esc(answer.cross_checks)}</div>'

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic, Optional, Protocol, TypeVar
 
+from cbs_ray.analysis.decision import NextSearch, next_search_base
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.names import default_report_dir
 from cbs_ray.spec.paths import expand_user
@@ -20,7 +22,7 @@ if TYPE_CHECKING:  # pandas loads in a second: a --dry-run never needs it
     from cbs_ray.analysis.summary_record import Answer
     from cbs_ray.methods.scratch.report import Report
 
-__all__ = ["MethodAnswer", "Reading", "MethodReport", "experiment_out", "report_and_summary_line"]
+__all__ = ["MethodAnswer", "Reading", "MethodReport", "experiment_out", "report_and_summary_line", "next_search_of"]
 
 
 @dataclass(frozen=True)
@@ -112,3 +114,15 @@ def report_and_summary_line(page: Path, out: Path, path: str) -> str:
     """Where a report went: its page, its summary.json and the experiment it reads (what every search prints at its
     end, and the report command after a branch or ladder experiment's headline)."""
     return f"Report: {page}\nSummary: {out / 'summary.json'}  (experiment: {path})"
+
+
+def next_search_of(spec: Optional[Mapping[str, Any]]) -> NextSearch:
+    """What the decision's next step keeps of an experiment's recorded ``spec`` (``analysis.decision.next_search_base``
+    against the default spec, loaded here: the spec layer sits beside the report, not below the analysis)."""
+    if not isinstance(spec, Mapping):
+        return next_search_base(None, {})
+    import json
+
+    from cbs_ray.spec.load import load_spec, spec_to_dict
+
+    return next_search_base(spec, json.loads(json.dumps(spec_to_dict(load_spec(None, [])))))

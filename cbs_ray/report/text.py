@@ -16,7 +16,7 @@ from cbs_ray.records.columns import Column
 # ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as
 # they were this module's before.
 
-__all__ = ["headline", "html_answer_box", "html_table"]
+__all__ = ["headline", "decision_lines", "html_answer_box", "html_table"]
 
 
 # ---- rendering -------------------------------------------------------------------------------------
@@ -123,12 +123,17 @@ def recommendation_line(rec: Optional[Recommendation], metric: str) -> str:
                                                                 if line))
 
 
+def decision_lines(summary: Summary) -> list[str]:
+    """The decision's line (``analysis.decision``), where the summary has one: the first line printed."""
+    return [summary.decision.text] if summary.decision is not None else []
+
+
 def headline(summary: Summary) -> list[str]:
-    """The one answer (``Summary.answer``), its cross-checks and notes, then the three critical-batch figures
+    """The decision (what to train at), then the one answer (``Summary.answer``), its cross-checks and notes, then the three critical-batch figures
     and the recommendation, one line each (a reading at the edge of the grid written as a bound, "≥ 128")."""
     cb, metric = summary.critical_batch, summary.metric
     oh = cb.overhead_20pct
-    lines = [summary.answer.text, summary.answer.cross_checks]
+    lines = decision_lines(summary) + [summary.answer.text, summary.answer.cross_checks]
     lines += [f"Unequal search effort: {note}" for note in summary.answer.notes]
     lines += _turning_point_lines(cb, metric)
     lines.append(_tradeoff_line(cb.tradeoff))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 from cbs_ray.records.meta import FORMAT, ExperimentMeta
 from cbs_ray.records.method_registry import method_entry, method_names
@@ -23,7 +23,7 @@ from cbs_ray.spec.tolerance import as_recorded
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.owner import experiment_owner
 from cbs_ray.tune.prepare import (Prepared, as_spec, check_before_ray, data_fingerprint, output_dir_for, prepare,
-                                  prepare_for_outline, regime_lines, with_model_config)
+                                  prepare_for_outline, regime_lines, with_model_config, corpus_pass_lines)
 from cbs_ray.tune.probe import probe_spec
 from cbs_ray.tune.result import SearchResult
 from cbs_ray.tune.search_method import method_named
@@ -167,11 +167,12 @@ def probe_search(spec: SearchSpec, *, address: str | None = None, verbose: bool 
     return driver.probe_only(probe, prepare(probe), verbose=verbose, address=address)
 
 
-def dry_run_lines(spec: SearchSpec) -> Iterator[str]:
+def dry_run_lines(spec: SearchSpec, *, estimate_time: bool = False) -> Iterator[str]:
     """``--dry-run``: the method's outline against the spec's data and budget (with ``batch_sizes: auto``, the
     probe's, which runs first), each line as soon as it is known, after the checks a search makes before Ray;
-    then the model's checks (its config, a build on the meta device: torch and transformers, seconds to import),
-    so a model that cannot be built is a ``SpecError`` after its outline."""
+    the passes over the corpus; then the model's checks (its config, a build on the meta device: torch and
+    transformers, seconds to import), so a model that cannot be built is a ``SpecError`` after its outline.
+    ``estimate_time`` (``--estimate-time``): the search's wall time from steps timed here (``tune.time_estimate``)."""
     if spec.auto_batch_sizes:
         yield "batch sizes: auto — a probe run measures B_simple first; the probe:"
         spec = probe_spec(spec)
@@ -179,7 +180,14 @@ def dry_run_lines(spec: SearchSpec) -> Iterator[str]:
     method.check(spec, planned)
     yield from method.outline_lines(spec, planned)
     milestones = getattr(method, "milestone_samples", None)
-    yield from regime_lines(spec, with_model_config(spec, planned), milestones(spec, planned) if milestones else ())
+    rungs = milestones(spec, planned) if milestones else ()
+    yield from corpus_pass_lines(_train_examples(planned), planned.budget_samples, rungs)
+    configured = with_model_config(spec, planned)
+    yield from regime_lines(spec, configured, rungs)
+    if estimate_time:
+        from cbs_ray.tune.time_estimate import estimate_lines
+
+        yield from estimate_lines(spec, configured, getattr(method, "lays_out_trials", False))
 
 
 def _outline_without_training(spec: SearchSpec, probe: SearchSpec | None, prepared: Prepared | None,
@@ -193,7 +201,16 @@ def _outline_without_training(spec: SearchSpec, probe: SearchSpec | None, prepar
     method = method_named(planned.search.method)
     method.check(planned, prepared)
     head = ["batch sizes: auto — a probe run measures B_simple first; the probe:"] if probe is not None else []
-    return head + list(method.outline_lines(planned, prepared))
+    return head + list(method.outline_lines(planned, prepared)) + corpus_pass_lines(
+        _train_examples(prepared), prepared.budget_samples)
+
+
+def _train_examples(prepared: Prepared) -> Optional[int]:
+    """The training set's size where it is known (a ``len``-less iterable of the user's: None)."""
+    try:
+        return int(prepared.train_examples)
+    except (TypeError, AttributeError, ValueError):
+        return None
 
 
 def _named_after_the_model(spec: SearchSpec, objects) -> bool:

@@ -56,6 +56,12 @@ class SearchResult:
         return self.reading.answer
 
     @property
+    def decision(self):
+        """What to train the run at, and why (``analysis.decision.Decision``: summary.json's ``decision``, every
+        method); None for a summary without one."""
+        return getattr(self.summary, "decision", None)
+
+    @property
     def output_dir(self) -> Path:
         """``report_dir``, by its earlier name."""
         return self.report_dir

@@ -472,7 +472,8 @@ def test_report_writes_every_file(tmp_path):
     html = (tmp_path / "report.html").read_text()
     for png in ("cbs_over_training.png", "schedule_frontier.png"):
         assert base64.b64encode((tmp_path / png).read_bytes()).decode()[:200] in html  # embedded
-    lines = headline(s)
+    decision, *lines = headline(s)  # the decision first (issue 59): the schedule
+    assert decision.startswith("Decision: train with the batch schedule 16 from 0")
     assert "ε = 0.01 nats absolute" in lines[0]
     assert lines[1].startswith("  at 1024 samples: CBS 32, interval [32, 64] (trunk loss 4 at +1024")
     assert "B=64 +0.0200 vs B=32 (fails)" in lines[1]

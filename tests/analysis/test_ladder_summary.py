@@ -110,7 +110,8 @@ def test_summary_json_keys_and_report_files(tmp_path):
     assert "## Rungs" in (tmp_path / "report.md").read_text() and page.name == "report.html"
     text = page.read_text()  # the rungs as a table (one row each), the answer box first
     assert text.count("<tr>") == 1 + len(d["ladder"]["rungs"]) and text.index('class="answer') < text.index("<table>")
-    lines = headline(s)
+    decision, *lines = headline(s)  # the decision first (issue 59)
+    assert decision == s.decision.text
     assert lines[0].startswith("Ladder: the smallest batch to 2048 of 8192 samples, every other until it reached "
                                "that loss or 2048")
     assert lines[0].endswith("eval_loss read through the raw model (ladder.reading raw)")  # an experiment from before
@@ -200,7 +201,7 @@ def test_lr_weighted_steps_count_every_rung_and_the_measurement_the_same_way():
         assert p.steps_by_batch["8"] == pytest.approx(p.samples_seen / 8)
     assert s.ladder.rungs[-1].steps_by_batch["8"] == 2048 / 8 - 12.5
     assert s.prediction_validation.measured_b_crit != plain.prediction_validation.measured_b_crit
-    assert "ladder.step_count lr_weighted" in headline(s)[0] and "step_count" not in headline(plain)[0]
+    assert "ladder.step_count lr_weighted" in headline(s)[1] and "step_count" not in headline(plain)[1]
 
 
 def test_the_growth_beyond_the_rungs_is_read_from_the_validation_runs():

@@ -55,9 +55,10 @@ def test_summary_reads_the_spec_s_fit_and_keeps_the_other_reading():
     tp = monotone.critical_batch.turning_point
     assert (monotone.critical_batch.batch_size, tp.raw_batch_size, tp.monotone_batch_size) == (64, 16, 64)
     assert [r["fit_accuracy"] for r in monotone.per_batch] == pytest.approx([0.80, 0.79, 0.79, 0.60])
-    # headline()[0] is the one answer; the turning point's own line follows its cross-checks.
+    # headline()[0] is the decision, [1] the one answer; the turning point's own line follows its cross-checks.
     assert "monotone fit): 64 (read off the raw bests: 16)" in _turning_point_line(monotone)
-    assert headline(monotone)[0].startswith("Critical batch: 64 (turning point within 2 % of the best, monotone fit; "
+    assert headline(monotone)[0].startswith("Decision: train at batch 64, ")
+    assert headline(monotone)[1].startswith("Critical batch: 64 (turning point within 2 % of the best, monotone fit; "
                                             "resolved;")
     raw = summarize(history, metric="accuracy", mode="max", budget_samples=4096, tolerance=0.02, turning_fit="raw")
     assert raw.critical_batch.batch_size == 16

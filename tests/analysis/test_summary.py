@@ -238,8 +238,11 @@ IMPORTANCE = (_under("", "importance") | _under("importance", "evaluator overall
 IMPORTANCE_PARAMS = (_under("importance.overall.params", "batch_size alpha warmup_fraction")
                      | _under("importance.per_batch_size[].params", "alpha warmup_fraction"))
 
+# Issue 59: what to train the run at (analysis.decision), first in summary.json.
+DECISION = {"decision"} | _under("decision", "batch_size lr warmup_samples schedule for_budget_samples confidence "
+                                             "because disagreements next_step text")
 # No trial completed: no uncertainty, no recommendation, no fronts, no target.
-KEYS_NOTHING_COMPLETED = (TOP | CRITICAL_BATCH | TURNING_POINT | TRADEOFF | OVERHEAD | NOISE | ANSWER | BOUNDS
+KEYS_NOTHING_COMPLETED = (TOP | DECISION | CRITICAL_BATCH | TURNING_POINT | TRADEOFF | OVERHEAD | NOISE | ANSWER | BOUNDS
                           | IMPORTANCE | _under("per_batch[]", PER_BATCH_ROW) | _under("trials[]", TRIAL_ROW))
 # Issue 28: the recommendation's runs (always), and the mean and its standard error over them where its
 # configuration was repeated (the figure the headline quotes).
@@ -403,7 +406,7 @@ def test_unequal_search_effort_is_flagged():
             "biased upward; use search.balance_batches: true or the grid's reading")
     assert s.critical_batch.turning_point.unequal_effort == note and s.answer.notes == [note]
     assert s.answer.text.endswith("; unequal search effort (below))")
-    assert headline(s)[2] == f"Unequal search effort: {note}"
+    assert headline(s)[3] == f"Unequal search effort: {note}"  # after the decision, the answer, its cross-checks
     # Even effort, or less than 2× a neighbour's: no note.
     assert summarize(_final({8: 0.80, 16: 0.81, 32: 0.80}), metric="accuracy", mode="max",
                      budget_samples=1024).answer.notes == []

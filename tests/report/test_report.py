@@ -178,10 +178,11 @@ def test_a_batch_size_without_a_completed_trial_below_the_answer_is_not_blamed()
 
 # ---- issue 17: the answer on top, bounds shown, the page's order ------------------------------------------------
 
-def test_the_headline_opens_with_the_answer_then_its_cross_checks_then_the_readings_with_bounds():
+def test_the_headline_opens_with_the_decision_then_the_answer_its_cross_checks_and_the_readings_with_bounds():
     # Every batch ends at the 0.9 cap: no drop on 16…256, the turning point is "≥ 256".
     s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
-    lines = headline(s)
+    decision, *lines = headline(s)  # the decision first (issue 59), then the answer it rests on
+    assert decision == s.decision.text and decision.startswith("Decision: train at batch 256, ")
     assert lines[0] == ("Critical batch: ≥ 256 (turning point within 1 % of the best, monotone fit: the drop was "
                         "not reached; search 128…2048 next; no noise estimate (one run per batch size: set search.repeats >= 2); "
                         "a cross-check differs (below))")

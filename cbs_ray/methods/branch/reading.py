@@ -32,6 +32,7 @@ from cbs_ray.methods.branch.reading_schedule import (
     validate_schedule,
 )
 from cbs_ray.analysis.control_configs import NONE, configurations_run
+from cbs_ray.analysis.decision import DEFAULT_BASE, Decision, NextSearch, decide_branch
 from cbs_ray.methods.branch.reading_trend import Trend, b_simple_over_training, trend
 from cbs_ray.analysis.json_values import json_clean
 from cbs_ray.maths.budget import scratch_grid_samples
@@ -105,11 +106,14 @@ class BranchSummary:
     control_configurations: Optional[list[dict[str, Any]]] = field(default=None, metadata={"omit_if_none": True})
     """Per control batch: ``batch_size``, ``alpha``, ``warmup_fraction``, ``source`` (the experiment, or
     ``trunk``): ``analysis.control_configs``."""
+    decision: Optional[Decision] = field(default=None, metadata={"omit_if_none": True})
+    """What to train the run at (``analysis.decision.decide_branch``: the schedule), after ``method``."""
 
     def to_dict(self) -> dict:
         record = as_dict(self)
         # method first: the key a reader checks to tell a branch summary from a from-scratch one
-        return {"method": record.pop("method"), **record}
+        decision = {"decision": record.pop("decision")} if "decision" in record else {}
+        return {"method": record.pop("method"), **decision, **record}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False)
@@ -148,10 +152,12 @@ def _recorded(meta: Union[Mapping[str, Any], BranchRecorded]) -> BranchRecorded:
     return meta if isinstance(meta, BranchRecorded) else BranchRecorded.from_json(meta)
 
 
-def summarize_branches(history: pd.DataFrame, meta: Union[Mapping[str, Any], BranchRecorded]) -> BranchSummary:
+def summarize_branches(history: pd.DataFrame, meta: Union[Mapping[str, Any], BranchRecorded], *,
+                       next_search: NextSearch = DEFAULT_BASE) -> BranchSummary:
     """Everything branch mode reports, from the history and ``meta``: the experiment's metadata
     (``ExperimentMeta.to_dict()``, the keys ``Branching.to_meta`` writes beside ``name`` and ``experiment_path``)
-    or its settings read once (``methods.branch.recorded.BranchRecorded``)."""
+    or its settings read once (``methods.branch.recorded.BranchRecorded``). ``next_search``: what the decision's
+    next step keeps of this search (``analysis.decision.next_search_base``)."""
     rec = _recorded(meta)
     if rec.metric != Column.eval_loss:
         raise ValueError(f"branch mode reads eval_loss (the loss a branch must recover), not {rec.metric!r}")
@@ -180,9 +186,17 @@ def summarize_branches(history: pd.DataFrame, meta: Union[Mapping[str, Any], Bra
     validation = validate_schedule(history, budget_samples=budget, margin=rec.margin, relative=relative,
                                    configurations=ran)
     configs = ran if validation else None
+    the_trend, alpha = trend(points, tokens_per_sample=tokens), schedule_alpha(points, alphas, fallback=rec.trunk_alpha)
+    decision = decide_branch(
+        schedule if points else [], trunk_batch=trunk_batch, trunk_lr=trunk.peak_lr,
+        trunk_warmup_samples=trunk.warmup_samples, budget_samples=budget, alpha=alpha,
+        validated=validation is not None,
+        non_inferior=validation.non_inferiority.holds if validation and validation.non_inferiority else None,
+        below_frontier=validation.below_frontier.holds if validation else None, trend_holds=the_trend.holds,
+        trend_text=the_trend.text, base=next_search)
     return BranchSummary(
         critical_batch_over_training=tuple(points), batch_size_schedule=schedule,
-        trend=trend(points, tokens_per_sample=tokens), b_simple_over_training=b_simple_over_training(history),
+        trend=the_trend, b_simple_over_training=b_simple_over_training(history),
         schedule_validation=validation,
         trunk=trunk,
         branches=_branch_records(history, window), budget_samples=budget, window_samples=window,
@@ -194,10 +208,11 @@ def summarize_branches(history: pd.DataFrame, meta: Union[Mapping[str, Any], Bra
         name=rec.name, experiment_path=rec.experiment_path, tolerance_relative=relative, loss=loss,
         schedule_rule=rec.schedule_rule, repeats=rec.repeats, alphas=[float(a) for a in alphas],
         deviations=list(rec.deviations),
-        schedule_alpha=schedule_alpha(points, alphas, fallback=rec.trunk_alpha),
+        schedule_alpha=alpha,
         loss_comparison=compare_losses(history, points, loss=loss, trunk_batch=trunk_batch, window_samples=window,
                                        tolerance=tolerance, tokens_per_sample=tokens, relative=relative),
-        controls_from=str(decided.controls_from or NONE) if configs else None, control_configurations=configs)
+        controls_from=str(decided.controls_from or NONE) if configs else None, control_configurations=configs,
+        decision=decision)
 
 
 def seesaw_start_batch(meta: Union[Mapping[str, Any], BranchRecorded], points) -> int:

@@ -37,7 +37,7 @@ from cbs_ray.records.storage import ReportError, failed_trials, first_error
 from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import save_figure  # (sets matplotlib's Agg backend)
-from cbs_ray.report.reading import MethodAnswer, Reading, report_and_summary_line
+from cbs_ray.report.reading import MethodAnswer, Reading, next_search_of, report_and_summary_line
 from cbs_ray.methods.branch.same_spec import branch_history
 from cbs_ray.report.text import markdown_table, html_answer_box, html_table
 from cbs_ray.methods.branch.trainer_snippets import trainer_snippets
@@ -139,13 +139,19 @@ def _b_simple_line(summary: BranchSummary) -> str:
             f"({len(pairs)} reports)")
 
 
+def _decision_lines(summary: BranchSummary) -> list[str]:
+    """The decision's line (``analysis.decision``), the first printed, where the summary has one."""
+    return [summary.decision.text] if summary.decision is not None else []
+
+
 def headline(summary: BranchSummary) -> list[str]:
     """The lines the search prints at the end: CBS(t) per checkpoint, the shape, the schedule, its
     validation, the noise scale beside it, the cost."""
     loss = "eval_loss" if summary.loss == "eval" else "the EMA-smoothed training loss"
-    lines = [f"Critical batch over training (branches from the trunk at B={summary.trunk.batch_size}, window "
-             f"{_x(summary.window_samples, summary)} {_axis_name(summary)}, {_tolerance_text(summary)} on {loss} "
-             f"against every smaller batch; Merrill et al. 2025):"]
+    lines = _decision_lines(summary)
+    lines.append(f"Critical batch over training (branches from the trunk at B={summary.trunk.batch_size}, window "
+                 f"{_x(summary.window_samples, summary)} {_axis_name(summary)}, {_tolerance_text(summary)} on {loss} "
+                 f"against every smaller batch; Merrill et al. 2025):")
     lines += [_point_line(p, summary) for p in summary.critical_batch_over_training] or ["  no branch reported"]
     lines.append(f"Shape: {summary.trend.text}")
     alpha = summary.schedule_alpha
@@ -343,8 +349,9 @@ def _validation_records(summary: BranchSummary) -> list[dict]:
 
 def render_markdown(summary: BranchSummary, plot: Optional[Path]) -> str:
     rows, columns = _point_rows(summary)
-    lines = headline(summary)
-    parts = [f"# Critical batch over training: {summary.name or ''}\n",
+    lines = headline(summary)[len(_decision_lines(summary)):]
+    parts = [*(f"{line}\n" for line in _decision_lines(summary)),
+             f"# Critical batch over training: {summary.name or ''}\n",
              (f"Experiment: `{summary.experiment_path}`; " if summary.experiment_path else "")
              + f"branch mode, budget {summary.budget_samples} samples"
              + (f" ({summary.budget_tokens} tokens)" if summary.budget_tokens else "")
@@ -471,7 +478,7 @@ class BranchReport:
         history, schedule_path = branch_history(path, recorded.get("schedule_experiment"))
         if history.empty:
             raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
-        summary = summarize_branches(history, rec)
+        summary = summarize_branches(history, rec, next_search=next_search_of(meta.spec))
         return Reading(summary, history, tuple(headline(summary)), branch_answer(summary),
                        extras={"schedule_experiment_path": schedule_path, "experiment_path": path,
                                "checkpoint_dir": recorded.get("checkpoint_dir"), "budget_samples": rec.budget_samples})

@@ -30,6 +30,7 @@ from typing import Any, Optional, Union
 import numpy as np
 import pandas as pd
 
+from cbs_ray.analysis.decision import DEFAULT_BASE, Decision, Evidence, NextSearch, decide_ladder
 from cbs_ray.maths.ladder import (
     BORROWED_EXPONENTS,
     Rung,
@@ -133,12 +134,13 @@ def _mean_curves(curves: dict) -> dict[str, list[list[float]]]:
 
 
 def summarize_ladder(history: pd.DataFrame, meta: Union[Mapping[str, Any], LadderRecorded], *, bootstrap: int = 1000,
-                     schedule: Optional[dict] = None) -> LadderSummary:
+                     schedule: Optional[dict] = None, next_search: NextSearch = DEFAULT_BASE) -> LadderSummary:
     """The ladder's summary from its history and ``meta``: the experiment's metadata (``ExperimentMeta.to_dict()``,
     with ``experiment_path``) or its ``LadderRecorded`` settings. ``schedule``: branch mode's batch-size schedule for
     the same spec where one exists (``{"experiment", "batch_size_schedule", "alpha", "validated"}``), carried
     into the prediction as ``batch_size_schedule`` beside the fixed batch. The rungs read ``ladder.reading``'s
-    column, each batch's runs up to where a ladder alone would have stopped them (``ladder_stop.ladder_cuts``)."""
+    column, each batch's runs up to where a ladder alone would have stopped them (``ladder_stop.ladder_cuts``).
+    ``next_search``: what the decision's next step keeps of this search (``analysis.decision.next_search_base``)."""
     rec = meta if isinstance(meta, LadderRecorded) else LadderRecorded.from_json(meta)
     budget, stop, batches = rec.budget_samples, rec.stop_samples, list(rec.batches)
     reading = _reading(rec)
@@ -176,7 +178,22 @@ def summarize_ladder(history: pd.DataFrame, meta: Union[Mapping[str, Any], Ladde
     cost = LadderCost(ladder_samples=ladder_samples, full_budget_samples=whole, fraction_of_full=ladder_samples / whole)
     return LadderSummary(ladder=ladder, prediction=prediction, prediction_validation=validation,
                          reference_laws=_reference_laws(rec), curves=_mean_curves(full), cost=cost,
-                         batch_sizes=batches, name=rec.name, experiment_path=rec.experiment_path, metric=rec.metric)
+                         batch_sizes=batches, name=rec.name, experiment_path=rec.experiment_path, metric=rec.metric,
+                         decision=ladder_decision(prediction, validation, next_search))
+
+
+def ladder_decision(prediction: LadderPrediction, validation: Optional[PredictionValidation],
+                    next_search: NextSearch = DEFAULT_BASE) -> Decision:
+    """The ladder's ``decision`` (``analysis.decision.decide_ladder``): its prediction's recommended batch, LR and
+    warmup; B_crit measured at the budget (``ladder.validate``) and B_simple's extrapolation as cross-checks."""
+    simple = prediction.b_simple_prediction
+    others = [Evidence("B_simple's prediction", simple, text=f"B_simple's prediction {simple:.3g}")] if simple else []
+    return decide_ladder(
+        batch_size=prediction.batch_size, lr=prediction.peak_lr, warmup_samples=prediction.warmup_samples,
+        budget_samples=prediction.budget_samples, b_crit=prediction.b_crit, interval_90=prediction.interval_90,
+        refusal=prediction.refusal, alpha=prediction.alpha,
+        measured=validation.measured_b_crit if validation else None,
+        measured_ci=validation.measured_b_crit_ci if validation else None, base=next_search, others=others)
 
 
 def _prediction(fit: Union[Prediction, LossLadderFit], overhead_20pct: Optional[float], rec: LadderRecorded,

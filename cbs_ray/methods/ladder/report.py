@@ -23,7 +23,7 @@ from cbs_ray.records.storage import ReportError, first_error, load_history
 from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import save_figure  # (sets matplotlib's Agg backend)
-from cbs_ray.report.reading import MethodAnswer, Reading, report_and_summary_line
+from cbs_ray.report.reading import MethodAnswer, Reading, next_search_of, report_and_summary_line
 from cbs_ray.methods.branch.same_spec import same_spec_schedule
 from cbs_ray.report.text import markdown_table, html_answer_box, html_table
 from cbs_ray.spec.load import spec_from_dict
@@ -37,7 +37,9 @@ def headline(summary: LadderSummary) -> list[str]:
     """The lines the search prints at the end (report.md opens with them too)."""
     lad, pred = summary.ladder, summary.prediction
     reading = {"ewa": "the average of the iterates (ladder.reading ewa)", "raw": "the raw model (ladder.reading raw)"}
-    lines = [f"Ladder: the smallest batch to {lad.fraction_samples} of {pred.budget_samples} samples, every other "
+    decided = [summary.decision.text] if summary.decision is not None else []
+    lines = decided
+    lines += [f"Ladder: the smallest batch to {lad.fraction_samples} of {pred.budget_samples} samples, every other "
              f"until it reached that loss or {lad.cap_samples} ({summary.cost.fraction_of_full:.0%} of a "
              f"from-scratch search at D), batches {summary.batch_sizes}; {lad.column} read through "
              f"{reading.get(lad.reading, lad.reading)}"
@@ -214,7 +216,9 @@ def _law_lines(summary: LadderSummary) -> list[str]:
 
 def _markdown(summary: LadderSummary) -> str:
     laws = "\n".join(f"- {x}" for x in _law_lines(summary))
-    return "\n".join([f"# Ladder: {summary.name or ''}\n", "\n".join(f"> {x}" for x in headline(summary)) + "\n",
+    decided = [f"{summary.decision.text}\n"] if summary.decision is not None else []
+    return "\n".join([*decided, f"# Ladder: {summary.name or ''}\n",
+                      "\n".join(f"> {x}" for x in headline(summary)[len(decided):]) + "\n",
                       f"![{PLOT}]({PLOT}.png)\n", "## Rungs\n", markdown_table(_rung_rows(summary), RUNG_COLUMNS),
                       "## For reference: closed-form laws\n",
                       (laws + f"\n\n{summary.reference_laws.note or ''}\n") if laws else "None (no tokens per sample).\n"])
@@ -275,7 +279,7 @@ class LadderReport:
         if history.empty:
             raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
         summary = summarize_ladder(history, {**stored.to_dict(), "experiment_path": path},
-                                   schedule=same_spec_schedule(path, stored))
+                                   schedule=same_spec_schedule(path, stored), next_search=next_search_of(stored.spec))
         return Reading(summary, history, tuple(headline(summary)), ladder_answer(summary))
 
     def render(self, reading: Reading[LadderSummary], out: Path) -> Path:

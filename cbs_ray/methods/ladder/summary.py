@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from cbs_ray.analysis.decision import Decision
 from cbs_ray.analysis.json_values import json_clean
 from cbs_ray.maths.prediction import Prior
 from cbs_ray.records.columns import Column
@@ -392,9 +393,13 @@ class LadderSummary:
     experiment_path: Optional[str] = None
     method: str = "ladder"
     metric: str = "eval_loss"
+    decision: Optional[Decision] = None
+    """What to train the run at (``analysis.decision.decide_ladder``), after ``method``; None (no key) in a summary
+    written before issue 59."""
 
     def to_dict(self) -> dict:
-        return json_clean({"method": self.method, "ladder": self.ladder, "prediction": self.prediction,
+        decision = {"decision": self.decision} if self.decision is not None else {}
+        return json_clean({"method": self.method, **decision, "ladder": self.ladder, "prediction": self.prediction,
                            "prediction_validation": self.prediction_validation,
                            "reference_laws": self.reference_laws, "curves": self.curves, "cost": self.cost,
                            "batch_sizes": self.batch_sizes, "name": self.name,
@@ -411,7 +416,7 @@ class LadderSummary:
                    ReferenceLaws.from_dict(d["reference_laws"]), {k: [list(p) for p in c] for k, c in
                                                                   d["curves"].items()},
                    LadderCost.from_dict(d["cost"]), list(d["batch_sizes"]), d["name"], d["experiment_path"],
-                   d["method"], d["metric"])
+                   d["method"], d["metric"], Decision.from_dict(d["decision"]) if d.get("decision") else None)
 
     @classmethod
     def from_json(cls, text: str) -> LadderSummary:

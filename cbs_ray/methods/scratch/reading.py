@@ -12,6 +12,7 @@ from typing import Optional
 import pandas as pd
 
 from cbs_ray.analysis.answer import answer_of, bound_text
+from cbs_ray.analysis.decision import DEFAULT_BASE, Decision, Evidence, NextSearch, decide_scratch
 from cbs_ray.analysis.json_values import json_clean
 from cbs_ray.analysis.readings import (
     target_rules,
@@ -21,9 +22,11 @@ from cbs_ray.analysis.readings import (
     default_target,
     recommend,
 )
-from cbs_ray.analysis.summary_record import CriticalBatch, Importance, NoiseScale, OverheadRule, Summary
+from cbs_ray.analysis.summary_record import (CriticalBatch, Importance, NoiseScale, OverheadRule, Recommendation,
+                                             Summary, Tradeoff, TurningPoint)
 from cbs_ray.analysis.tables import noise_scale_table, per_batch_table, trial_table
 from cbs_ray.maths.importance import EVALUATOR, param_importance
+from cbs_ray.maths.lr_schedule import warmup_steps
 from cbs_ray.maths.pareto import pareto_front
 from cbs_ray.maths.tradeoff import TradeoffFit
 from cbs_ray.records.columns import Column
@@ -38,7 +41,8 @@ FRONT_COLUMNS = [Column.trial_id, Column.batch_size, Column.alpha, Column.warmup
 
 def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: int,
               tolerance: float = 0.01, target: Optional[float] = None, turning_fit: str = "monotone",
-              min_batch_size: int = 1, seeds: Optional[dict] = None, tolerance_unit: str = RELATIVE) -> Summary:
+              min_batch_size: int = 1, seeds: Optional[dict] = None, tolerance_unit: str = RELATIVE,
+              next_search: NextSearch = DEFAULT_BASE) -> Summary:
     """Everything ``summary.json`` holds, typed (NaN becomes None; ``Summary.to_json`` writes it). ``turning_fit``:
     ``monotone`` reads the turning point off the per-batch means' monotone fit, ``raw`` off the means
     (``search.turning_point``); the other reading is kept as ``raw_batch_size`` / ``monotone_batch_size``.
@@ -46,7 +50,8 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
     size → the (alpha, warmup fraction) the search seeded it with (None: nothing seeded, a grid), so that the
     recommendation says when its alpha and warmup are a seed's (``readings.unsearched``). ``tolerance_unit``:
     ``relative`` (a fraction of the best, every experiment before issue 50) or ``nats`` (absolute;
-    ``spec.tolerance``)."""
+    ``spec.tolerance``). ``next_search``: what the decision's next step keeps of this search
+    (``analysis.decision.next_search_base``)."""
     if turning_fit not in ("monotone", "raw"):
         raise ValueError(f"turning_fit must be 'monotone' or 'raw', got {turning_fit!r}")
     trials = trial_table(history, metric=metric, budget_samples=budget_samples)
@@ -79,23 +84,59 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
     values = done[metric].tolist()
     front_wall = pareto_front(done[Column.wall_time_s].tolist(), values, mode=mode) if len(done) else []
     front_projected = pareto_front(done[Column.projected_time_s].tolist(), values, mode=mode) if len(done) else []
+    recommendation = recommend(done, front_projected, metric=metric, mode=mode, tolerance=tolerance,
+                               budget_samples=budget_samples, cap=answer.batch_size, resolved=answer.resolved,
+                               cap_text=bound_text(answer.batch_size, answer.bound), per_batch=per_batch,
+                               trials=trials, seeds=seeds, relative=margin.relative)
+    noise_scale = NoiseScale(**{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                                for k, v in noise.items()})
+    decision = scratch_decision(turning, tradeoff, overhead, noise_scale, answer.resolved, answer.next_batch_range,
+                                recommendation, _records(per_batch), budget_samples=budget_samples, base=next_search)
     return Summary(
-        answer=answer, metric=metric, mode=mode, budget_samples=budget_samples, target=target,
+        decision=decision, answer=answer, metric=metric, mode=mode, budget_samples=budget_samples, target=target,
         target_source=target_source,
         critical_batch=CriticalBatch(batch_size=turning.batch_size, turning_point=turning, tradeoff=tradeoff,
                                      overhead_20pct=overhead, tolerance=tolerance, reason=turning.reason,
                                      tolerance_unit=tolerance_unit,
                                      tolerance_in_metric_units=margin.in_metric_units(_best_mean(measured, metric,
                                                                                                  mode))),
-        noise_scale=NoiseScale(**{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                                  for k, v in noise.items()}),
-        recommendation=recommend(done, front_projected, metric=metric, mode=mode, tolerance=tolerance,
-                                 budget_samples=budget_samples, cap=answer.batch_size, resolved=answer.resolved,
-                                 cap_text=bound_text(answer.batch_size, answer.bound), per_batch=per_batch,
-                                 trials=trials, seeds=seeds, relative=margin.relative),
+        noise_scale=noise_scale, recommendation=recommendation,
         per_batch=_records(per_batch), pareto=_records(done.loc[front_wall, columns]),
         pareto_projected=_records(done.loc[front_projected, columns]), trials=_records(trials),
         importance=Importance(EVALUATOR, *param_importance(trials, metric=metric, mode=mode)))
+
+
+def scratch_decision(turning: TurningPoint, tradeoff: Tradeoff, overhead: OverheadRule, noise: NoiseScale,
+                     resolved: Optional[bool], next_range: Optional[list[int]], rec: Optional[Recommendation],
+                     per_batch: list[dict], *, budget_samples: int, base: NextSearch = DEFAULT_BASE) -> Decision:
+    """The from-scratch ``decision`` (``analysis.decision.decide_scratch``): the turning point, its range under the
+    noise as its interval; the tradeoff's B_crit (its bootstrap interval), the 20 % rule and B_simple (over
+    training) as cross-checks; the LR and warmup the recommendation's where it is at the turning point's batch,
+    else that batch's best trial's."""
+    unc = turning.uncertainty
+    point = Evidence("turning point", turning.batch_size, turning.bound,
+                     interval=tuple(unc.range) if unc is not None and unc.range else None,  # type: ignore[arg-type]
+                     text=bound_text(turning.batch_size, turning.bound))
+    b_crit = tradeoff.b_crit if tradeoff.b_crit is not None else tradeoff.b_crit_bound
+    ci = tradeoff.ci95 if tradeoff.b_crit is not None and tradeoff.ci95 else None
+    interval = (ci[0], ci[1]) if ci else None
+    checks = [Evidence("tradeoff B_crit", b_crit, tradeoff.bound, interval=interval,  # type: ignore[arg-type]
+                       text=f"tradeoff B_crit {bound_text(b_crit, tradeoff.bound, '{:.3g}')}"),
+              Evidence("20% rule", overhead.batch_size, overhead.bound,
+                       text=f"20% rule {bound_text(overhead.batch_size, overhead.bound)}"),
+              Evidence("B_simple", noise.mean, text=f"B_simple {noise.mean:.3g}" if noise.mean is not None else "")]
+    lr, warmup = None, None
+    batch = turning.batch_size
+    if batch is not None and rec is not None and rec.batch_size == batch:
+        lr, warmup = rec.peak_lr, rec.warmup_samples
+    elif batch is not None:
+        row = next((r for r in per_batch if r.get(Column.batch_size) == batch), None)
+        if row is not None and row.get(Column.peak_lr) is not None and row.get(Column.warmup_fraction) is not None:
+            lr = float(row[Column.peak_lr])
+            warmup = warmup_steps(float(row[Column.warmup_fraction]), budget_samples // batch) * batch
+    return decide_scratch(point, resolved=resolved, cross_checks=checks, budget_samples=budget_samples, lr=lr,
+                          warmup_samples=warmup, next_batch_range=next_range, base=base,
+                          not_determined=turning.reason)
 
 
 def _best_mean(measured: pd.DataFrame, metric: str, mode: str) -> Optional[float]:

@@ -28,7 +28,7 @@ from cbs_ray.records.storage import ReportError, first_error, load_history, read
 from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import render_html, render_markdown
 from cbs_ray.report.plots import all_plots
-from cbs_ray.report.reading import Reading
+from cbs_ray.report.reading import Reading, next_search_of
 from cbs_ray.report.text import headline
 from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.tolerance import unit_of_record
@@ -118,7 +118,8 @@ def analyze(source, *, tolerance: Optional[float] = None, target: Optional[float
                         turning_fit=turning_fit or spec.get("search", {}).get("turning_point", "monotone"),
                         # a next search never proposes a batch smaller than the workers it splits over
                         min_batch_size=int(spec.get("resources", {}).get("workers_per_trial") or 1),
-                        seeds=seeded_configurations(spec, history[Column.batch_size].unique()))
+                        seeds=seeded_configurations(spec, history[Column.batch_size].unique()),
+                        next_search=next_search_of(spec or None))
     summary = replace(summary, experiment_path=experiment, name=meta.get("name"), spec=spec or None)
     return Report(summary, history, experiment)
 

@@ -33,9 +33,12 @@ class ScratchMethod:
     """``search.method: scratch`` (``tune.search_method.SearchMethod``)."""
 
     name = "scratch"
+    lays_out_trials = True
+    """Its trials are known before they run (``tune.time_estimate.planned_batches``): ``--estimate-time`` times them."""
 
     def outline_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
-        return search_outline_lines(spec, prepared.budget_samples, prepared.tokens_per_sample)
+        return search_outline_lines(spec, prepared.budget_samples, prepared.tokens_per_sample,
+                                    eval_examples=_eval_examples(prepared))
 
     def check(self, spec: SearchSpec, prepared: Prepared) -> None:
         """The budget's and batches' checks ran where the data were prepared."""
@@ -53,12 +56,26 @@ def _restore(launcher: ExperimentLauncher, path: str, meta: ExperimentMeta) -> N
     launcher.tune(restore=path)
 
 
-def search_outline_lines(spec: SearchSpec, budget: int, tokens_per_sample: Optional[int] = None) -> list[str]:
-    """The outline per batch size, how much of the evaluation set each report evaluates, and with the ``bisect``
+def _eval_examples(prepared: Prepared) -> Optional[int]:
+    """The evaluation set's size where the data say it (the spec's arrays; the user's sized datasets), else None."""
+    try:
+        count = getattr(prepared.data, "eval_examples", None)
+        return int(count) if count is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def search_outline_lines(spec: SearchSpec, budget: int, tokens_per_sample: Optional[int] = None, *,
+                         eval_examples: Optional[int] = None) -> list[str]:
+    """The outline per batch size, how much of the evaluation set each report evaluates (``eval_examples``: the
+    examples it really has, where known: a subset larger than the set is the whole set), and with the ``bisect``
     strategy the walk it will take."""
     lines = outline_lines(spec, budget, tokens_per_sample)
     subset = spec.training.eval_subset_examples
-    if subset is not None:
+    if subset is not None and eval_examples is not None and eval_examples <= subset:
+        lines.append(f"  evaluation: every report on all {eval_examples} examples of the evaluation set "
+                     f"(training.eval_subset_examples {subset} is at least the set)")
+    elif subset is not None:
         # An accuracy's standard error is at most 0.5/sqrt(n) (at 50 %); other metrics' noise is the data's.
         noise = f" (an accuracy's standard error at most {0.5 / subset ** 0.5:.2g})" if spec.search.metric == "accuracy" \
             else ""

@@ -1,0 +1,401 @@
+"""``decision`` in every summary.json: the batch to train the run at (and the schedule, where the method measured
+one), its LR and warmup, for which budget, how sure, and what it rests on (issue 59). One rule per method, each
+reading the one reading that answers "which batch for my run" and weighing the others against it:
+
+* **from scratch**: the turning point (the largest batch within the tolerance of the best quality at this budget,
+  measured at equal samples: the question asked). The tradeoff's B_crit, the 20 % rule and B_simple are
+  cross-checks; one that lies more than one grid step (a factor of 2) from the turning point *and* outside its
+  interval (the turning point's range under the noise, the tradeoff's bootstrap interval) disagrees. The LR and
+  warmup are the recommendation's where it is at that batch, else that batch's best trial's.
+* **branch mode**: the schedule (``batch_size_schedule``), started at its first batch with the trunk's LR and
+  warmup; its validation (``--validate-schedule``) is its test. A schedule found inferior to the small batch is
+  not followed: the decision is the trunk's fixed batch.
+* **the ladder**: the prediction's recommended batch (the 90 % interval's low end, a power of two) with its LR and
+  warmup; B_crit measured at the budget (``ladder.validate``), where there is one and it lies outside the interval
+  by more than a grid step, is followed instead (the LR moved along ``ladder.alpha``'s rule).
+
+``confidence`` is one of ``CONFIDENCE``. A bound ("≥ 256", "≤ 8") or a refusal is a decision only with its next
+step: ``next_step`` holds the command that answers it. Pure: no Ray, no pandas; ``decide_*`` take plain values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from typing import Any, Optional, Sequence
+
+from cbs_ray.maths.critical_batch import LOWER, UPPER, agree_within, bound_interval
+from cbs_ray.maths.ladder import recommend_batch
+from cbs_ray.records.columns import Column
+
+__all__ = ["CONFIDENCE", "RESOLVED", "UNRESOLVED", "DISAGREE", "LOWER_BOUND", "UPPER_BOUND", "REFUSED",
+           "Evidence", "Decision", "disagreeing", "decide_scratch", "decide_branch", "decide_ladder",
+           "batch_grid", "search_command", "next_search_base", "NextSearch"]
+
+RESOLVED = "resolved"
+"""A value, its noise check passed (the turning point's verdict, the schedule's validation, the ladder's interval
+and, where measured, its validation), and no cross-check disagrees."""
+UNRESOLVED = "unresolved"
+"""A value that no cross-check contradicts, but whose noise was not measured or not resolved, or a schedule not
+validated: ``next_step`` says what would settle it."""
+DISAGREE = "cross-checks disagree"
+"""A value, and at least one other reading of the same question lies beyond its noise (``disagreements``)."""
+LOWER_BOUND = "lower bound"
+"""The answer is "≥ B": B costs no quality, a larger batch may not either; ``next_step`` searches past it."""
+UPPER_BOUND = "upper bound"
+"""The answer is "≤ B", B the smallest batch trained: ``next_step`` searches below it."""
+REFUSED = "refused"
+"""No reading answers (nothing determined, the ladder refused to predict): no batch; ``next_step`` measures it."""
+CONFIDENCE = (RESOLVED, UNRESOLVED, DISAGREE, LOWER_BOUND, UPPER_BOUND, REFUSED)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One reading of the critical batch: its value, whether it is a bound, and its noise interval where it has one
+    (``[low, high]``; ``high`` None: unbounded)."""
+
+    reading: str
+    batch_size: Optional[float]
+    bound: Optional[str] = None
+    interval: Optional[tuple[float, Optional[float]]] = None
+    text: str = ""
+
+    def allowed(self) -> Optional[tuple[float, float]]:
+        """The batches it allows: its value (or bound's range) widened to its interval."""
+        base = bound_interval(self.batch_size, self.bound)
+        if base is None:
+            return None
+        if self.interval is None or self.interval[0] is None:
+            return base
+        high = math.inf if self.interval[1] is None else float(self.interval[1])
+        return min(base[0], float(self.interval[0])), max(base[1], high)
+
+    def to_dict(self) -> dict:
+        return {"reading": self.reading, Column.batch_size: _plain(self.batch_size), "bound": self.bound,
+                "interval": None if self.interval is None else [_plain(v) for v in self.interval], "text": self.text}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> Evidence:
+        interval = d.get("interval")
+        return cls(d["reading"], d[Column.batch_size], d.get("bound"), tuple(interval) if interval else None,
+                   d.get("text", ""))
+
+
+def _plain(v):
+    return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else (
+        int(v) if isinstance(v, float) and v.is_integer() else v)
+
+
+def disagreeing(followed: Evidence, others: Sequence[Evidence]) -> list[Evidence]:
+    """The readings in ``others`` beyond ``followed``'s noise: more than one grid step (a factor of 2) from every
+    batch it allows, its interval included (``maths.critical_batch.agree_within`` on ``Evidence.allowed``). A
+    reading with no value is not evidence either way."""
+    anchor = followed.allowed()
+    if anchor is None:
+        return []
+    return [o for o in others if (allowed := o.allowed()) is not None and not agree_within(anchor, allowed)]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """summary.json's ``decision``: what to train the run at, and why (module docstring)."""
+
+    batch_size: Optional[int]
+    """The batch to train at (a schedule's first batch); None where refused."""
+    lr: Optional[float]
+    """The peak LR at ``batch_size``."""
+    warmup_samples: Optional[int]
+    schedule: Optional[list[list[int]]]
+    """``[start_samples, batch_size]`` pairs where the method measured a schedule (branch mode), else None."""
+    for_budget_samples: int
+    confidence: str
+    """One of ``CONFIDENCE``."""
+    because: str
+    """Which reading it followed and why, and what the others say."""
+    disagreements: list[Evidence] = field(default_factory=list)
+    """The readings beyond the followed one's noise, with their values."""
+    next_step: Optional[str] = None
+    """The one command that settles a bound, a refusal or an unresolved answer; None where nothing needs it."""
+    text: str = ""
+    """The line the output and report.md open with."""
+
+    def to_dict(self) -> dict:
+        return {Column.batch_size: self.batch_size, Column.lr: self.lr, "warmup_samples": self.warmup_samples,
+                "schedule": self.schedule, "for_budget_samples": self.for_budget_samples,
+                "confidence": self.confidence, "because": self.because,
+                "disagreements": [d.to_dict() for d in self.disagreements], "next_step": self.next_step,
+                "text": self.text}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> Decision:
+        return cls(d[Column.batch_size], d[Column.lr], d["warmup_samples"], d["schedule"], d["for_budget_samples"],
+                   d["confidence"], d["because"], [Evidence.from_dict(e) for e in d["disagreements"]],
+                   d.get("next_step"), d.get("text", ""))
+
+
+# ---- the next step as one command ----------------------------------------------------------------------
+
+def batch_grid(low: int, high: int) -> list[int]:
+    """The doubling grid from ``low`` to ``high`` (``high`` kept where the doublings step over it)."""
+    out, b = [], max(1, int(low))
+    while b < high:
+        out.append(b)
+        b *= 2
+    return out + [int(high)]
+
+
+NextSearch = tuple[Optional[str], tuple[str, ...]]
+"""What a next search keeps of this one: its space file (None: the default space) and its ``--set`` overrides."""
+
+DEFAULT_BASE: NextSearch = (None, ())
+YOUR_SPACE = "<your space>"
+"""The space a next search names where the experiment did not run the default model and data (the space file's
+path is not recorded; the spec's model and data sections are what it holds)."""
+KEPT_SECTIONS = ("training", "search")
+"""The sections whose values a next search on the default space carries as ``--set`` (its budget, metric, method)."""
+NOT_KEPT = {"search.batch_sizes", "search.seed"}
+MODEL_SECTIONS = ("task", "model", "data")
+MAX_MODEL_SETS = 3
+"""A model, data or task this many values from the default's is written as ``--set``s; past it, ``YOUR_SPACE``."""
+
+
+def _leaves(d: Mapping, prefix: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, Mapping):
+            out.update(_leaves(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _set_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(_set_value(x) for x in v) + "]"
+    return "null" if v is None else str(v)
+
+
+def next_search_base(spec: Optional[Mapping], default: Mapping) -> NextSearch:
+    """What a next search of this experiment keeps: the ``--set``s of its values that differ from the default spec
+    in the ``training`` and ``search`` sections (its budget, metric, method) and, where its model, data and task
+    differ from the default's in at most ``MAX_MODEL_SETS`` values, those too; past that, ``YOUR_SPACE`` (its space
+    file, whose path is not recorded, holds them). A value recorded as None is left as the default's (an older
+    spec's unset key). A spec that cannot be read: the default space. ``default``: the default spec as a stored one
+    reads (lists, not tuples; ``report.reading.next_search_of`` loads it: the spec layer pulls in Ray's storage)."""
+    if not isinstance(spec, Mapping):
+        return DEFAULT_BASE
+
+    def changed(sections: Sequence[str]) -> list[str]:
+        out = []
+        for section in sections:
+            ours, theirs = (_leaves(v, f"{section}.") if isinstance(v, Mapping) else {section: v}
+                            for v in (spec.get(section), default.get(section)))
+            out += [f"{k}={_set_value(v)}" for k, v in ours.items()
+                    if k not in NOT_KEPT and v is not None and (k not in theirs or theirs[k] != v)]
+        return out
+
+    model = changed(MODEL_SECTIONS)
+    if len(model) > MAX_MODEL_SETS:
+        return (YOUR_SPACE, ())
+    return (None, tuple(model + changed(KEPT_SECTIONS)))
+
+
+def search_command(base: NextSearch, *sets: str, flags: Sequence[str] = ()) -> str:
+    """``cbs-ray search [--space SPACE] [--set KEY=VALUE ...] [FLAGS]``: ``base`` (``next_search_base``) with
+    ``sets`` over it (a key in both takes ``sets``' value)."""
+    space, kept = base
+    keys = {s.split("=", 1)[0] for s in sets}
+    parts = ["cbs-ray search"] + ([f"--space {space}"] if space else [])
+    parts += [f"--set {s}" for s in [*(k for k in kept if k.split("=", 1)[0] not in keys), *sets]] + list(flags)
+    return " ".join(parts)
+
+
+def _sentence(decision_words: str, d: Decision) -> str:
+    """``Decision: train at batch 128, lr 0.00232, warmup 128 samples, for 7168 samples (resolved; ...)``."""
+    how = [d.confidence]
+    if d.disagreements:
+        how.append("differs: " + ", ".join(e.text or e.reading for e in d.disagreements))
+    if d.next_step:
+        how.append(f"next: {d.next_step}")
+    return f"Decision: {decision_words} ({'; '.join(how)})"
+
+
+def _train_words(batch: int, lr: Optional[float], warmup: Optional[int], budget: int,
+                 schedule: Optional[list[list[int]]] = None, per_doubling: Optional[float] = None) -> str:
+    lr_text = f", lr {lr:.3g}" if lr is not None else ""
+    warm = f", warmup {warmup} samples" if warmup is not None else ""
+    if schedule and len(schedule) > 1:
+        steps = ", then ".join(f"{b} from {s}" for s, b in schedule)
+        grow = f" (× {per_doubling:.3g} per doubling)" if per_doubling is not None else ""
+        return (f"train with the batch schedule {steps} samples{lr_text} at batch {batch}{grow}{warm}, for {budget} "
+                f"samples")
+    return f"train at batch {batch}{lr_text}{warm}, for {budget} samples"
+
+
+def _finish(d: Decision, words: str) -> Decision:
+    return replace(d, text=_sentence(words, d))
+
+
+# ---- from scratch ---------------------------------------------------------------------------------------
+
+def decide_scratch(turning: Evidence, *, resolved: Optional[bool], cross_checks: Sequence[Evidence],
+                   budget_samples: int, lr: Optional[float], warmup_samples: Optional[int],
+                   next_batch_range: Optional[list[int]], base: NextSearch = DEFAULT_BASE,
+                   not_determined: Optional[str] = None) -> Decision:
+    """The from-scratch decision: the turning point (``turning``), weighed against ``cross_checks`` (the tradeoff's
+    B_crit with its interval, the 20 % rule, B_simple). ``resolved``: the noise verdict (None: no noise estimate);
+    ``lr`` and ``warmup_samples`` at the turning point's batch; ``next_batch_range``: where a bound says to search
+    next (``maths.critical_batch.next_batch_range``); ``base``: what a next search keeps (``next_search_base``).
+    ``not_determined``: why there is no turning point."""
+    budget = int(budget_samples)
+    if turning.batch_size is None:
+        retry = search_command(base, "search.repeats=2")
+        d = Decision(None, None, None, None, budget, REFUSED,
+                     f"no turning point ({not_determined or 'no batch size completed'}); the tradeoff and the 20 % "
+                     f"rule read steps to a target, not quality at this budget, and are not followed alone",
+                     next_step=retry)
+        return replace(d, text=f"Decision: none ({REFUSED}: {not_determined or 'no turning point'}; next: {retry})")
+    batch = int(turning.batch_size)
+    apart = disagreeing(turning, cross_checks)
+    where = f"turning point {turning.text or batch}"
+    because = (f"followed the {where}: it reads quality at equal samples at this budget, the question asked; the "
+               f"tradeoff B_crit and the 20 % rule read steps to a lower target and B_simple predicts from the "
+               f"gradient's noise, so they are cross-checks")
+    grid = f"[{','.join(map(str, batch_grid(*next_batch_range)))}]" if next_batch_range else None
+    step: Optional[str] = None
+    if turning.bound == UPPER:
+        confidence = UPPER_BOUND
+        because += (f"; the drop comes right after the smallest batch trained, so {batch} is the largest batch known "
+                    f"to be safe and a smaller one may be the critical batch")
+        step = search_command(base, f"search.batch_sizes={grid}") if grid else None
+        if step is None:
+            because += " (no smaller batch to search: it is the workers per trial)"
+    elif turning.bound == LOWER:
+        confidence = LOWER_BOUND
+        because += f"; no drop was seen up to {batch}: it costs no quality, a larger batch may not either"
+        step = search_command(base, f"search.batch_sizes={grid}") if grid else None
+    elif apart:
+        confidence = DISAGREE
+        if not resolved:  # the noise unmeasured or unresolved: repeats tell whether the turning point holds
+            step = search_command(base, "search.repeats=2")
+    elif resolved:
+        confidence = RESOLVED
+    else:
+        confidence = UNRESOLVED
+        because += ("; the noise was not resolved" if resolved is False else
+                    "; no noise estimate (one run per batch size)")
+        step = search_command(base, "search.repeats=2")
+    if apart:
+        because += "; beyond its noise (more than one grid step from it): " + ", ".join(e.text for e in apart)
+    d = Decision(batch, lr, warmup_samples, None, budget, confidence, because, apart, step)
+    return _finish(d, _train_words(batch, lr, warmup_samples, budget))
+
+
+# ---- branch mode ----------------------------------------------------------------------------------------
+
+def decide_branch(schedule: Sequence[Sequence[int]], *, trunk_batch: int, trunk_lr: Optional[float],
+                  trunk_warmup_samples: Optional[int], budget_samples: int, alpha: Optional[float],
+                  validated: bool, non_inferior: Optional[bool], below_frontier: Optional[bool],
+                  trend_holds: Optional[bool], trend_text: str = "", base: NextSearch = DEFAULT_BASE) -> Decision:
+    """Branch mode's decision: the schedule (``[start_samples, batch_size]`` pairs), started at its first batch
+    with the trunk's LR (scaled along ``alpha`` where the schedule starts elsewhere) and warmup. ``validated``: a
+    validation ran; ``non_inferior`` / ``below_frontier`` its verdicts; ``trend_holds``: CBS(t) does not decrease
+    beyond its noise."""
+    budget = int(budget_samples)
+    pairs = [[int(s), int(b)] for s, b in schedule]
+    if not pairs:
+        rerun = search_command(base, "search.method=branch")
+        d = Decision(None, None, None, None, budget, REFUSED, "no checkpoint was read: no schedule", next_step=rerun)
+        return replace(d, text=f"Decision: none ({REFUSED}: no checkpoint was read; next: {rerun})")
+    per_doubling = 2 ** alpha if alpha is not None else None
+    first = pairs[0][1]
+    lr = trunk_lr * (first / trunk_batch) ** alpha if trunk_lr is not None and alpha is not None else trunk_lr
+    apart: list[Evidence] = []
+    if validated and non_inferior is False:  # the schedule loses quality: the trunk's fixed batch is the decision
+        because = (f"the schedule's validation found it worse than the small batch by more than the margin: "
+                   f"followed the trunk's fixed batch {trunk_batch}, which it was measured against")
+        apart = [Evidence("schedule", pairs[-1][1], text="the schedule (inferior to the small batch)")]
+        d = Decision(trunk_batch, trunk_lr, trunk_warmup_samples, None, budget, DISAGREE, because, apart)
+        return _finish(d, _train_words(trunk_batch, trunk_lr, trunk_warmup_samples, budget))
+    because = ("followed the batch-size schedule: CBS(t) read at each checkpoint from branches off the trunk, the "
+               "batch each stretch of training can take")
+    step: Optional[str] = None
+    if validated:
+        because += ("; its validation: non-inferior to the small batch"
+                    + ("" if non_inferior is not None else " (not judged)")
+                    + (", below the fixed-batch frontier" if below_frontier else
+                       ", not below the fixed-batch frontier" if below_frontier is False else ""))
+        if below_frontier is False:
+            apart.append(Evidence("fixed-batch frontier", None, text="the fixed-batch frontier (the schedule is not "
+                                                                     "below it: it saves no steps)"))
+    else:
+        because += "; not validated against fixed batches"
+        step = search_command(base, "search.method=branch", flags=["--validate-schedule"])
+    if trend_holds is False:
+        apart.append(Evidence("CBS(t) trend", None, text=f"CBS(t) trend: {trend_text or 'it decreases'}"))
+    confidence = DISAGREE if apart else RESOLVED if validated and non_inferior and below_frontier else UNRESOLVED
+    if apart:
+        because += "; against it: " + "; ".join(e.text for e in apart)
+    d = Decision(first, lr, trunk_warmup_samples, pairs, budget, confidence, because, apart, step)
+    return _finish(d, _train_words(first, lr, trunk_warmup_samples, budget, pairs, per_doubling))
+
+
+# ---- the ladder -----------------------------------------------------------------------------------------
+
+def decide_ladder(*, batch_size: Optional[int], lr: Optional[float], warmup_samples: Optional[int],
+                  budget_samples: int, b_crit: Optional[float], interval_90: Optional[Sequence[float]],
+                  refusal: Optional[str], alpha: float, measured: Optional[float] = None,
+                  measured_ci: Optional[Sequence[Optional[float]]] = None, base: NextSearch = DEFAULT_BASE,
+                  others: Sequence[Evidence] = ()) -> Decision:
+    """The ladder's decision: its prediction's recommended batch; where ``ladder.validate`` measured B_crit at the
+    budget (``measured``, ``measured_ci``) beyond the prediction's interval by more than a grid step, that
+    measurement (rounded down to a power of two, the LR moved along ``alpha``). ``others``: further cross-checks
+    (B_simple's prediction). A refusal is a decision only with its next step: a from-scratch search at the budget,
+    which measures what the ladder could not predict."""
+    budget = int(budget_samples)
+    if batch_size is None or b_crit is None:
+        measure = search_command(base, "search.method=scratch")
+        because = (f"the ladder made no prediction ({refusal or 'no B_crit'}); a from-scratch search at the budget "
+                   f"measures the critical batch directly")
+        d = Decision(None, None, None, None, budget, REFUSED, because, next_step=measure)
+        return replace(d, text=f"Decision: none ({REFUSED}: {refusal or 'no prediction'}; "
+                                                 f"next: {measure})")
+    lo, hi = (interval_90 or (None, None))[:2]
+    predicted = Evidence("prediction", b_crit, interval=(lo, hi) if lo is not None else None,
+                         text=f"predicted B_crit {b_crit:.3g}" + (f" (90 % [{lo:.3g}, {hi:.3g}])" if lo and hi else ""))
+    checks = list(others)
+    at_d = None
+    if measured is not None and math.isfinite(measured) and measured > 0:
+        ci = tuple(measured_ci) if measured_ci and measured_ci[0] is not None else None
+        at_d = Evidence("measured at the budget", measured, interval=ci,  # type: ignore[arg-type]
+                        text=f"B_crit measured at the budget {measured:.3g}")
+        checks.insert(0, at_d)
+    apart = disagreeing(predicted, checks)
+    if at_d is not None and at_d in apart:  # a measurement at D beats a prediction of it
+        batch = recommend_batch(float(measured))  # type: ignore[arg-type]
+        new_lr = lr * (batch / batch_size) ** alpha if lr is not None else None
+        because = (f"followed B_crit measured at the budget ({measured:.3g}, ladder.validate): it lies beyond the "
+                   f"prediction's interval by more than a grid step, and a measurement at D answers what the "
+                   f"prediction estimates; batch {batch} (a power of two at most it), LR moved by alpha {alpha:g}")
+        rest = [predicted] + [e for e in apart if e is not at_d]
+        d = Decision(batch, new_lr, warmup_samples, None, budget, DISAGREE, because, rest)
+        return _finish(d, _train_words(batch, new_lr, warmup_samples, budget))
+    because = (f"followed the ladder's prediction at the budget: batch {batch_size}, the largest power of two at "
+               f"most the 90 % interval's low end")
+    if at_d is not None:
+        because += f"; B_crit measured at the budget ({measured:.3g}) agrees within one grid step"
+    if apart:
+        because += "; beyond its interval (more than one grid step from it): " + ", ".join(e.text for e in apart)
+    confidence = DISAGREE if apart else RESOLVED if at_d is not None else UNRESOLVED
+    step = None if at_d is not None or apart else search_command(base, "search.method=ladder",
+                                                                 flags=["--validate-prediction"])
+    d = Decision(int(batch_size), lr, warmup_samples, None, budget, confidence, because, apart, step)
+    return _finish(d, _train_words(int(batch_size), lr, warmup_samples, budget))
+
+
+def decision_from(value: Any) -> Optional[Decision]:
+    """A summary's ``decision`` read back (None where it has none: a summary written before issue 59)."""
+    return Decision.from_dict(value) if isinstance(value, Mapping) else None
