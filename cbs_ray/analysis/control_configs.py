@@ -11,6 +11,7 @@ each control's, and ``configurations_run`` reads back what a validation's contro
 
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence
 
 import pandas as pd
@@ -19,7 +20,7 @@ from cbs_ray.analysis.tables import trial_table
 from cbs_ray.records.columns import Column
 
 __all__ = ["TRUNK", "NONE", "best_configurations", "control_configurations", "configurations_run",
-           "budget_problem", "configurations_line"]
+           "budget_problem", "configurations_line", "interpolated_configuration"]
 
 TRUNK = "trunk"
 """A control's source where no from-scratch configuration is used: the trunk's alpha and warmup."""
@@ -48,17 +49,48 @@ def best_configurations(history: pd.DataFrame, *, metric: str, mode: str, budget
 
 
 def control_configurations(controls: Sequence[tuple[str, int]], best: dict[int, dict], *, alpha: float,
-                           warmup_fraction: float, source: str) -> list[dict]:
+                           warmup_fraction: float, source: str, base_batch: Optional[int] = None) -> list[dict]:
     """One record per control batch (ascending): ``batch_size``, ``alpha``, ``warmup_fraction``, ``source``: the
     from-scratch search's best at that batch (``source``, the experiment) where ``best`` has it, else the trunk's
-    configuration (``alpha``, ``warmup_fraction``; source ``trunk``)."""
+    configuration (``alpha``, ``warmup_fraction``; source ``trunk``). With ``base_batch`` (``training.base_batch``:
+    the dense frontier, ``branch.frontier: dense``) a batch the search did not train takes its configuration
+    interpolated between its tuned neighbours (``interpolated_configuration``; the record then names them,
+    ``interpolated_from``) where ``best`` has any."""
     out = []
     for batch in sorted({int(b) for _, b in controls}):
         tuned = best.get(batch)
+        if tuned is None and base_batch is not None and best:
+            a, w, between = interpolated_configuration(batch, best, base_batch=base_batch)
+            out.append({Column.batch_size: batch, Column.alpha: a, Column.warmup_fraction: w, "source": source,
+                        "interpolated_from": between})
+            continue
         out.append({Column.batch_size: batch, Column.alpha: tuned[Column.alpha] if tuned else float(alpha),
                     Column.warmup_fraction: tuned[Column.warmup_fraction] if tuned else float(warmup_fraction),
                     "source": source if tuned else TRUNK})
     return out
+
+
+def interpolated_configuration(batch: int, best: dict[int, dict], *, base_batch: int) -> tuple[float, float, list]:
+    """(alpha, warmup fraction, the tuned batches they come from) of a fixed batch the from-scratch search did not
+    train, from its best configurations ``best`` (batch → ``alpha``, ``warmup_fraction``), in log B between the
+    tuned batches either side: the peak LR geometrically (log LR linear in log B; the LR of batch B is
+    base_lr·(B / ``base_batch``)^alpha, ``maths.lr_schedule.scaled_lr``, so the alpha returned is the one that gives
+    that LR at ``batch``), the warmup fraction linearly. Outside the tuned batches: the nearest end's configuration
+    (its alpha carries its LR on by the same rule). At ``batch`` = ``base_batch`` every alpha gives base_lr: the
+    alphas' interpolation then."""
+    tuned = sorted(int(b) for b in best)
+    lower, upper = [b for b in tuned if b < batch], [b for b in tuned if b > batch]
+    if not lower or not upper:
+        end = lower[-1] if lower else upper[0]
+        return float(best[end][Column.alpha]), float(best[end][Column.warmup_fraction]), [end]
+    lo, hi = lower[-1], upper[0]
+    w = math.log(batch / lo) / math.log(hi / lo)
+    a_lo, a_hi = float(best[lo][Column.alpha]), float(best[hi][Column.alpha])
+    warmup = (1 - w) * float(best[lo][Column.warmup_fraction]) + w * float(best[hi][Column.warmup_fraction])
+    if batch == base_batch:
+        return (1 - w) * a_lo + w * a_hi, warmup, [lo, hi]
+    log_lr = (1 - w) * a_lo * math.log(lo / base_batch) + w * a_hi * math.log(hi / base_batch)  # over log base_lr
+    return log_lr / math.log(batch / base_batch), warmup, [lo, hi]
 
 
 def configurations_run(history: pd.DataFrame, recorded: Optional[list] = None, *,
@@ -103,5 +135,12 @@ def configurations_line(configs: list[dict]) -> str:
         value = c.get(Column.warmup_fraction)
         return "warmup not recorded" if value is None else f"warmup {value:g}"
 
-    return "; ".join(f"B={c[Column.batch_size]} alpha {c[Column.alpha]:g}, {warmup(c)} "
-                     + ("(the trunk's)" if c["source"] == TRUNK else f"(from {c['source']})") for c in configs)
+    def origin(c: dict) -> str:
+        if c["source"] == TRUNK:
+            return "(the trunk's)"
+        between = c.get("interpolated_from")
+        return (f"(interpolated between B={' and B='.join(map(str, between))} of {c['source']})" if between and
+                len(between) > 1 else f"(B={between[0]}'s of {c['source']})" if between else f"(from {c['source']})")
+
+    return "; ".join(f"B={c[Column.batch_size]} alpha {c[Column.alpha]:g}, {warmup(c)} {origin(c)}"
+                     for c in configs)

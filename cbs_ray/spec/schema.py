@@ -431,6 +431,14 @@ class BranchSpec:
     resumed like every stage). A named
     experiment that is missing, is not a from-scratch search or ran another budget is an error before anything
     trains; without ``validate_schedule`` the value is unused, and the plan says so (a warning)."""
+    frontier: Literal["grid", "dense"] = "grid"
+    """The validation's fixed batches: ``grid``, the schedule's own (its first and largest batch, the powers of two
+    around its iso-step batch, twice its largest); ``dense``, batches √2 apart around B* (the best tuned fixed batch,
+    the trunk's batch without one) from the smaller of B*/2 and the trunk's batch to twice the larger of B* and
+    the largest branch batch, with every branch batch, each rounded to a batch that divides ``training.eval_every_samples`` (a power-of-two
+    cadence leaves batches 2× apart), the same for every rule; a batch the from-scratch search did not train takes
+    the configuration interpolated in log B between its tuned neighbours. ``dense`` trains about twice the
+    controls."""
 
 
 @dataclass

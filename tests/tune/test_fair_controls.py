@@ -13,7 +13,8 @@ from cbs_ray.spec.branch_section import resolve_branching
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
 from cbs_ray.methods.branch.runs import TUNED, branch_run_plan, validation_configs
-from cbs_ray.methods.branch.fair_controls import best_batch, chosen_controls, tuned_controls
+from cbs_ray.methods.branch.fair_controls import (best_batch, chosen_controls, frontier_batches, tuned_controls,
+                                                  validation_controls)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "golden"))
 import make_golden  # noqa: E402
@@ -91,10 +92,11 @@ def test_controls_from_without_the_validation_is_said_to_be_ignored(storage, val
 def test_a_tuned_control_trains_on_its_own_lr_schedule(storage):
     spec = load_spec(LM, ["search.method=branch", f"storage_path={storage}", f"branch.controls_from={SCRATCH}"])
     br = resolve_branching(spec, BUDGET)
-    controls = [("small", 16), ("large", 512)]
-    source, configs, tuned = chosen_controls(spec, BUDGET, controls, alpha=0.5, warmup_fraction=br.warmup_fraction)
-    assert source == str(storage / SCRATCH) and tuned == {16: (0.5, 0.1)}  # no B=512 in the search: the trunk's
-    assert [c["source"] for c in configs] == [source, "trunk"]
+    chosen = chosen_controls(spec, br, [[0, 16], [1024, 512]], alpha=0.5)
+    source, controls, configs, tuned = chosen.source, chosen.controls, chosen.configurations, chosen.tuned
+    assert controls == [("small", 16), ("large", 512), ("iso_steps", 256), ("above", 1024)]  # the grid (branch.frontier's default)
+    assert source == str(storage / SCRATCH) and tuned == {16: (0.5, 0.1), 256: (0.5, 0.1)}  # no 512, 1024: the trunk's
+    assert [c["source"] for c in configs] == [source, source, "trunk", "trunk"]  # by batch, ascending
     points = validation_configs(br, [[0, 16], [1024, 32]], 0.5, controls, tuned)
     small = next(p for p in points if p["control"] == "small")
     large = next(p for p in points if p["control"] == "large")
@@ -107,5 +109,55 @@ def test_a_tuned_control_trains_on_its_own_lr_schedule(storage):
     trunk_plan = branch_run_plan(spec, br, large)
     assert (trunk_plan.lr_batch, trunk_plan.lr_peak) == (br.trunk_batch, br.trunk_peak_lr)
     # recorded before the runs (a resume): the same controls, not read again
-    assert chosen_controls(spec, BUDGET, controls, alpha=0.5, warmup_fraction=0.0,
-                         recorded={"controls_from": source, "control_configurations": configs})[2] == tuned
+    again = chosen_controls(spec, br, [[0, 16], [1024, 512]], alpha=0.5,
+                            recorded={"controls_from": source, "control_configurations": configs})
+    assert (again.tuned, again.controls) == (tuned, controls)
+
+
+@pytest.mark.parametrize("rule, schedule, names", [
+    ("fitted", [[0, 16], [8192, 32], [20480, 64]], {16: "small", 64: "large"}),
+    ("once_per_crossing", [[0, 16], [10240, 32]], {16: "small", 32: "large"}),
+    ("seesaw", [[0, 64], [30720, 128]], {64: "small", 128: "large"}),  # seesaw_start: tuned starts at B*
+])
+def test_the_dense_frontier_is_the_same_set_for_every_rule(rule, schedule, names):
+    # issue 60, item 3: batches √2 apart around B* = 64 (the lowest tuned loss), from min(B*/2, trunk 16) = 16 to
+    # 2·max(B*, largest branch 128) = 256, rounded among the divisors of the cadence 5120 = 5·1024 (22.6 → 20,
+    # 45.3 → 40, 90.5 → 80, 181 → 160): whatever the rule, the same batches; only the names follow the schedule
+    spec = load_spec("search_spaces/markov_lm.yaml", ["search.method=branch", "branch.frontier=dense",
+                                                      "branch.trunk_batch_size=16", "branch.batch_sizes=[32,64,128]",
+                                                      f"branch.schedule_rule={rule}"])
+    br = resolve_branching(spec, spec.training.budget_samples)
+    best = {16: {"excess_loss": 0.30}, 32: {"excess_loss": 0.25}, 64: {"excess_loss": 0.21},
+            128: {"excess_loss": 0.24}}
+    controls = validation_controls(spec, br, schedule, best)
+    assert [b for _, b in controls] == frontier_batches(spec, br, best) == [16, 20, 32, 40, 64, 80, 128, 160, 256]
+    assert {b: n for n, b in controls if n != "frontier"} == names
+    # without a tuned batch the ladder is centred on the trunk's: 8…256 (2·128), the branch batches on it
+    assert frontier_batches(spec, br, {}) == [8, 10, 16, 20, 32, 40, 64, 80, 128, 160, 256]
+
+
+def test_the_dense_frontier_s_controls_are_recorded_and_train_on_whole_reports():
+    # A resume trains what was recorded (its controls named in the record), and a control at a batch between
+    # powers of two (20, 40, 80, 160: divisors of the cadence 5120) lands on every report of the budget
+    from cbs_ray.analysis.control_configs import control_configurations
+    from cbs_ray.methods.branch.search import validation_plans
+
+    spec = load_spec("search_spaces/markov_lm.yaml", ["search.method=branch", "branch.frontier=dense",
+                                                      "branch.trunk_batch_size=16", "branch.batch_sizes=[32,64,128]",
+                                                      "branch.validation_seeds=2"])
+    br = resolve_branching(spec, spec.training.budget_samples)
+    best = {b: {"alpha": 0.5, "warmup_fraction": 0.05, "excess_loss": loss}
+            for b, loss in ((16, 0.3), (32, 0.25), (64, 0.21), (128, 0.24))}
+    schedule = [[0, 16], [10240, 32]]
+    controls = validation_controls(spec, br, schedule, best)
+    configs = control_configurations(controls, best, alpha=0.5, warmup_fraction=0.05, source="/x/s",
+                                     base_batch=spec.training.base_batch)
+    recorded = {"controls_from": "/x/s", "control_configurations": configs, "controls": [list(c) for c in controls]}
+    again = chosen_controls(spec, br, [[0, 16], [4096, 64]], alpha=0.5, recorded=recorded)  # another schedule: ignored
+    assert again.controls == controls and sorted(again.tuned) == [16, 20, 32, 40, 64, 80, 128, 160, 256]
+    plans = validation_plans(spec, br, schedule, 0.5, recorded=recorded)
+    assert len(plans.runs) == 2 * (1 + 9)  # the schedule and 9 fixed batches on 2 seeds
+    fixed = [plan for _, plan in plans.runs if plan.control != "schedule"]
+    assert all(plan.total_steps == br.budget_samples // plan.batch_schedule[0][1] for plan in fixed)  # no ValueError
+    forty = next(plan for plan in fixed if plan.batch_schedule == ((0, 40),))
+    assert (forty.control, forty.total_steps, forty.lr_batch) == ("frontier", 40960 // 40, 40)

@@ -1,25 +1,31 @@
 """``branch.controls_from`` on the driver (issue 50, item 4; issue 60): find the from-scratch search whose best
 configuration per batch the schedule validation's fixed-batch controls train at (a named experiment, or this
-experiment's own ``controls`` stage), and read it. The choice of each
-control's configuration is ``analysis.control_configs``; this module only locates and reads the experiment. A
-search qualifies by its method's registry entry (``MethodEntry.best_per_batch``), not by the method's name.
+experiment's own ``controls`` stage), and read it; and choose the controls' batches (``branch.frontier``: the
+schedule's grid, or the dense frontier around the best tuned batch, the same for every rule). The choice of each
+control's configuration is ``analysis.control_configs``. A search qualifies by its method's registry entry
+(``MethodEntry.best_per_batch``), not by the method's name.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from cbs_ray.analysis.control_configs import NONE, TRUNK, best_configurations, budget_problem, control_configurations
+from cbs_ray.maths.frontier_batches import dense_batches
+from cbs_ray.methods.branch.reading_schedule import control_batches, dense_controls
 from cbs_ray.records.columns import Column
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.method_registry import method_entry
 from cbs_ray.records.storage import ReportError, load_history
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.paths import expand_user
+from cbs_ray.spec.branch_section import Branching
 from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["CONTROLS_STAGE", "SCRATCH", "best_batch", "tuned_controls", "chosen_controls", "unused_controls_warning"]
+__all__ = ["CONTROLS_STAGE", "SCRATCH", "GRID", "DENSE", "ChosenControls", "best_batch", "tuned_controls",
+           "chosen_controls", "frontier_batches", "validation_controls", "unused_controls_warning"]
 
 SCRATCH = "scratch"
 """``branch.controls_from: scratch``: the from-scratch search run as a stage of this experiment (``CONTROLS_STAGE``)
@@ -101,19 +107,66 @@ def best_batch(best: dict[int, dict], *, metric: str, mode: str) -> Optional[int
     return min(scored)[1] if scored else None
 
 
-def chosen_controls(spec: SearchSpec, budget_samples: int, controls, *, alpha: float, warmup_fraction: float,
-                    recorded: Optional[dict] = None, stage_experiment: Optional[str] = None,
-                    ) -> tuple[str, list[dict], dict[int, tuple[float, float]]]:
-    """(``controls_from``, each control batch's configuration record, batch → (alpha, warmup) of the tuned ones
-    for ``methods.branch.runs.validation_configs``): as ``recorded`` in the experiment's metadata where the validation was
-    decided before (a resume), else read now (``tuned_controls``; ``stage_experiment``: the ``scratch`` stage's)."""
+GRID, DENSE = "grid", "dense"
+"""``branch.frontier``'s values (``spec.schema.BranchSpec.frontier``)."""
+
+
+def frontier_batches(spec: SearchSpec, br: Branching, best: dict[int, dict]) -> list[int]:
+    """The dense frontier's fixed batches (``branch.frontier: dense``; ``maths.frontier_batches.dense_batches``):
+    √2 apart around B* (``best_batch`` of the tuned configurations ``best``; the trunk's batch without one), from
+    the smaller of B*/2 and the trunk's batch to twice the larger of B* and the largest branch batch, with the
+    trunk's and every branch batch (every batch a schedule can train at), each dividing the report cadence on the
+    trial's workers, none above the training set. It reads nothing a rule decides: the same set for every rule of a
+    setting that shares its tuned configurations."""
+    center = best_batch(best, metric=spec.search.metric, mode=spec.search.mode) if best else None
+    center = int(center or br.trunk_batch)
+    return dense_batches(center, low=min(br.trunk_batch, center / 2), high=2 * max(br.largest_batch, center),
+                         every=spec.training.eval_every_samples, workers=spec.resources.workers_per_trial,
+                         largest_allowed=br.train_examples, include=(br.trunk_batch, *br.branch_batches))
+
+
+def validation_controls(spec: SearchSpec, br: Branching, schedule: Sequence[Sequence[int]],
+                        best: dict[int, dict]) -> list[tuple[str, int]]:
+    """The validation's fixed-batch controls, ``(name, batch)``, by ``branch.frontier``: ``grid``, the schedule's own
+    (``methods.branch.reading_schedule.control_batches``); ``dense``, ``frontier_batches`` named by the schedule
+    (``methods.branch.reading_schedule.dense_controls``)."""
+    if spec.branch.frontier == DENSE:
+        return dense_controls(schedule, frontier_batches(spec, br, best))
+    return control_batches(schedule, br.budget_samples, largest_allowed=br.train_examples)
+
+
+@dataclass(frozen=True)
+class ChosenControls:
+    """The validation's fixed-batch controls and what each trains at, decided once before its runs."""
+
+    source: str
+    """``controls_from`` as recorded: the from-scratch experiment's path, or ``none``."""
+    controls: list
+    """``(name, batch)`` per control (``validation_controls``)."""
+    configurations: list
+    """Each control batch's configuration record (``analysis.control_configs.control_configurations``)."""
+    tuned: dict
+    """batch → (alpha, warmup) of the controls that train at a tuned configuration, for
+    ``methods.branch.runs.validation_configs``; the rest train at the trunk's."""
+
+
+def chosen_controls(spec: SearchSpec, br: Branching, schedule: Sequence[Sequence[int]], *, alpha: float,
+                    recorded: Optional[dict] = None, stage_experiment: Optional[str] = None) -> ChosenControls:
+    """The validation's controls and their configurations (``ChosenControls``): as ``recorded`` in the experiment's
+    metadata where the validation was decided before (a resume; a record without ``controls``, from before the
+    dense frontier, was the grid's), else read now (``tuned_controls``; ``stage_experiment``: the ``scratch``
+    stage's) and chosen by ``validation_controls``; with the dense frontier a control batch the from-scratch search
+    did not train takes its neighbours' configuration interpolated in log B."""
     if recorded and recorded.get("control_configurations") is not None:
         source, configs = str(recorded.get("controls_from", NONE)), list(recorded["control_configurations"])
+        controls = ([(str(n), int(b)) for n, b in recorded["controls"]] if recorded.get("controls") is not None
+                    else control_batches(schedule, br.budget_samples, largest_allowed=br.train_examples))
     else:
-        source, best = tuned_controls(spec, budget_samples, stage_experiment=stage_experiment)
-        configs = control_configurations(controls, best, alpha=alpha, warmup_fraction=warmup_fraction,
-                                         source=source)
+        source, best = tuned_controls(spec, br.budget_samples, stage_experiment=stage_experiment)
+        controls = validation_controls(spec, br, schedule, best)
+        dense = spec.branch.frontier == DENSE
+        configs = control_configurations(controls, best, alpha=alpha, warmup_fraction=br.warmup_fraction,
+                                         source=source, base_batch=spec.training.base_batch if dense else None)
     tuned = {int(c[Column.batch_size]): (float(c[Column.alpha]), float(c[Column.warmup_fraction]))
              for c in configs if c["source"] != TRUNK}
-    return source, configs, tuned
-
+    return ChosenControls(source, controls, configs, tuned)

@@ -55,12 +55,14 @@ from cbs_ray.maths.iso_loss import PCHIP, censoring_bound, paired_saved_fraction
 from cbs_ray.records.columns import Column, require_columns
 
 __all__ = ["SCHEDULE_RULES", "CONTROL_NAMES", "Control", "FrontierControls", "IsoLossSteps",
-           "NonInferiorityVsTuned", "ScheduleValidation", "control_batches", "iso_loss_reading",
+           "NonInferiorityVsTuned", "ScheduleValidation", "control_batches", "dense_controls", "iso_loss_reading",
            "non_inferiority_vs_tuned", "non_inferiority_vs_tuned_text", "iso_loss_text", "recommend_schedule",
            "samples_trained", "schedule_in_tokens", "schedule_steps", "schedule_total_steps", "t_quantile_975",
            "validate_schedule", "verdict_text"]
 
-CONTROL_NAMES = ("schedule", "small", "large", "iso_steps", "above")
+CONTROL_NAMES = ("schedule", "small", "large", "iso_steps", "above", "frontier")
+"""The validation's run kinds: the schedule; the grid's fixed batches (``control_batches``); ``frontier``, a batch of
+the dense frontier that is neither the schedule's first nor its largest (``dense_controls``)."""
 SCHEDULE_RULES = ("once_per_crossing", "while_safe", "fitted", "seesaw")
 """``branch.schedule_rule``'s values (module docstring); the spec's default is ``fitted`` (issue 50)."""
 
@@ -154,6 +156,18 @@ def control_batches(schedule: Sequence[Sequence[int]], budget_samples: int, *,
             *((("above", above),) if fits else ())]
 
 
+def dense_controls(schedule: Sequence[Sequence[int]], batches: Sequence[int]) -> list[tuple[str, int]]:
+    """The dense frontier's controls (``branch.frontier: dense``; the batches: ``maths.frontier_batches``), named
+    for the reading: ``small`` the schedule's first batch, ``large`` its largest, ``frontier`` every other, ascending.
+    The batches are the same for every rule of a setting; the schedule's first and largest batch are among them by
+    construction (``methods.branch.fair_controls.frontier_batches``), and added where not (the set then differs)."""
+    small, large = int(schedule[0][1]), max(int(b) for _, b in schedule)
+    names = {int(b): "frontier" for b in batches}
+    names.update({large: "large"})
+    names.update({small: "small"})
+    return [(names[b], b) for b in sorted(names)]
+
+
 # ---- the schedule's validation ---------------------------------------------------------------------------
 
 def t_quantile_975(df: int) -> float:
@@ -166,7 +180,7 @@ class Control:
     """One kind of run of the validation (``summary.json`` → ``schedule_validation.controls``)."""
 
     name: str
-    """``schedule``, ``small``, ``large`` or ``iso_steps``."""
+    """``schedule`` or a fixed batch's kind (``CONTROL_NAMES``)."""
     batch_size: Optional[int]
     """The fixed batch (None for the schedule)."""
     steps: Optional[int]

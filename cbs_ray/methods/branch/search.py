@@ -21,7 +21,6 @@ import functools
 from typing import Optional
 
 from cbs_ray.analysis.control_configs import configurations_line
-from cbs_ray.methods.branch.reading_schedule import control_batches
 from cbs_ray.methods.branch.reading_verdicts import criterion_text
 from cbs_ray.methods.branch.reading import summarize_branches
 from cbs_ray.maths.budget import scratch_grid_samples
@@ -35,8 +34,8 @@ from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, trunk_c
 from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.methods.branch.gate import PublishedCheckpoints, never_started
 from cbs_ray.tune.driver import ExperimentLauncher
-from cbs_ray.methods.branch.fair_controls import (CONTROLS_STAGE, SCRATCH, best_batch, chosen_controls, tuned_controls,
-                                                  unused_controls_warning)
+from cbs_ray.methods.branch.fair_controls import (CONTROLS_STAGE, DENSE, SCRATCH, best_batch, chosen_controls,
+                                                  frontier_batches, tuned_controls, unused_controls_warning)
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.runner import points_config
 from cbs_ray.tune.search_method import Launch, Stage, check_batches_fit, method_named
@@ -53,12 +52,12 @@ def _branch_runs(br: Branching) -> int:
     return len(br.checkpoints) * per_point
 
 
-def branch_search_samples(br: Branching, *, validate_schedule: bool = False) -> int:
+def branch_search_samples(br: Branching, *, validate_schedule: bool = False, controls: int = 4) -> int:
     """Samples the branch search trains: the trunk's budget and every branch's window (trunk + branches: what
     finding CBS(t) costs); with ``validate_schedule`` an estimate of the validation's runs too (the schedule
-    and four fixed-batch controls, small, large, one iso-steps batch and the one above, on every validation seed,
-    each the budget: the iso-step batches are known only once the schedule is)."""
-    validation = 5 * br.validation_seeds * br.budget_samples if validate_schedule else 0
+    and ``controls`` fixed-batch controls, by default the grid's four, small, large, one iso-steps batch and the one
+    above, on every validation seed, each the budget: the iso-step batches are known only once the schedule is)."""
+    validation = (1 + controls) * br.validation_seeds * br.budget_samples if validate_schedule else 0
     return br.budget_samples + _branch_runs(br) * br.window_samples + validation
 
 
@@ -109,8 +108,13 @@ def branch_outline_lines(spec: SearchSpec, br: Branching) -> list[str]:
             }[br.schedule_rule]
     lines.append(f"  schedule: {rule} (branch.schedule_rule: {br.schedule_rule}), LR by the alpha rule")
     if validate:
-        more = branch_search_samples(br, validate_schedule=True) - searched
-        lines.append(f"  then: the schedule and its fixed-batch controls (small, large, iso-steps, above) on "
+        dense = frontier_batches(spec, br, tuned_controls(spec, br.budget_samples)[1]) \
+            if spec.branch.frontier == DENSE else None
+        more = branch_search_samples(br, validate_schedule=True, controls=len(dense) if dense else 4) - searched
+        kind = ("small, large, iso-steps, above" if dense is None else
+                f"the dense frontier B in {dense}, √2 apart around the best tuned batch where known before the runs, "
+                f"else the trunk's; branch.frontier: dense")
+        lines.append(f"  then: the schedule and its fixed-batch controls ({kind}) on "
                      f"{br.validation_seeds} seeds held out from the trunk's, about {more} samples more "
                      f"(--validate-schedule); each control at "
                      + ("the trunk's configuration" if spec.branch.controls_from == "none" else
@@ -271,7 +275,7 @@ def branches_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branchin
 
 def schedule_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branching, path: str) -> Optional[Launch]:
     """Train the recommended schedule for the whole budget against its fixed-batch controls
-    (``methods.branch.reading_schedule.control_batches``), each on ``branch.validation_seeds`` seeds held out from the
+    (``methods.branch.fair_controls.validation_controls``: ``branch.frontier``), each on ``branch.validation_seeds`` seeds held out from the
     trunk's, as a second Tune experiment, the schedule and its criterion recorded in the first one's metadata before
     it starts, so that a killed run resumes it; None when the schedule keeps the trunk's batch throughout (there
     is nothing to validate)."""
@@ -290,13 +294,13 @@ def schedule_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branchin
               f"validate (the schedule run would repeat the trunk)", flush=True)
         return None
     criterion = criterion_text(br.tolerance, relative=br.tolerance_relative)
-    controls = control_batches(schedule, br.budget_samples, largest_allowed=br.train_examples)
-    source, configs, _ = chosen_controls(spec, br.budget_samples, controls, alpha=alpha,
-                                         warmup_fraction=br.warmup_fraction, recorded=recorded,
-                                         stage_experiment=_controls_experiment(spec, path, meta))
+    chosen = chosen_controls(spec, br, schedule, alpha=alpha, recorded=recorded,
+                             stage_experiment=_controls_experiment(spec, path, meta))
+    controls, configs = chosen.controls, chosen.configurations
     decided = {"batch_size_schedule": [[int(s), int(b)] for s, b in schedule], "alpha": alpha,
-               "margin": br.tolerance, "criterion": criterion, "controls_from": source,
-               "control_configurations": configs, **({"start_batch": int(start)} if start is not None else {})}
+               "margin": br.tolerance, "criterion": criterion, "controls_from": chosen.source,
+               "control_configurations": configs, **({"start_batch": int(start)} if start is not None else {}),
+               **({"controls": [[n, int(b)] for n, b in controls]} if spec.branch.frontier == DENSE else {})}
     plans = validation_plans(spec, br, schedule, alpha, recorded=decided)
     points = plans.points
     print(f"schedule: training {schedule} (alpha {alpha:g}) for {br.budget_samples} samples against fixed batches "
@@ -322,12 +326,10 @@ def search_plans(spec: SearchSpec, br: Branching, checkpoint_dir: str) -> Preset
 def validation_plans(spec: SearchSpec, br: Branching, schedule, alpha: float,
                      recorded: Optional[dict] = None) -> PresetPlans:
     """The schedule validation's runs (``methods.branch.runs.validation_configs``: the schedule and its fixed-batch
-    controls, ``methods.branch.reading_schedule.control_batches``, seed by seed, each control at the configuration
-    ``methods.branch.fair_controls.chosen_controls`` gives it), each with its plan."""
-    controls = control_batches(schedule, br.budget_samples, largest_allowed=br.train_examples)
-    tuned = chosen_controls(spec, br.budget_samples, controls, alpha=alpha, warmup_fraction=br.warmup_fraction,
-                          recorded=recorded)[2]
-    points = validation_configs(br, schedule, alpha, controls, tuned)
+    controls and the configuration each trains at, ``methods.branch.fair_controls.chosen_controls``, seed by seed),
+    each with its plan."""
+    chosen = chosen_controls(spec, br, schedule, alpha=alpha, recorded=recorded)
+    points = validation_configs(br, schedule, alpha, chosen.controls, chosen.tuned)
     return PresetPlans.of(points, functools.partial(branch_run_plan, spec, br), tokens_per_sample=br.tokens_per_sample)
 
 
