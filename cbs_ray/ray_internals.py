@@ -152,11 +152,13 @@ def single_machine():
     constants = importlib.import_module("ray._private.ray_constants")
     name, before = constants.ENABLE_RAY_CLUSTERS_ENV_VAR, constants.ENABLE_RAY_CLUSTER
     env_before = os.environ.get(name)
-    os.environ[name], constants.ENABLE_RAY_CLUSTER = "0", False
+    # setattr: a module's attributes are set by name (ModuleType declares no assignable ones)
+    os.environ[name] = "0"
+    setattr(constants, "ENABLE_RAY_CLUSTER", False)
     try:
         yield
     finally:
-        constants.ENABLE_RAY_CLUSTER = before
+        setattr(constants, "ENABLE_RAY_CLUSTER", before)
         if env_before is None:
             os.environ.pop(name, None)
         else:

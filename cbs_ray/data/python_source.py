@@ -81,7 +81,8 @@ class PythonSourceCorpus:
 def python_source_corpus(block_length: int, root: str | os.PathLike | None = None) -> PythonSourceCorpus:
     """Read the standard library's sources (``stdlib_sources``), split them by file (``held_out``) and cut each
     side into blocks (``corpus_blocks``)."""
-    train_docs, eval_docs = [], []
+    train_docs: list[bytes] = []
+    eval_docs: list[bytes] = []
     digest = hashlib.blake2b(digest_size=16)
     for relative, path in stdlib_sources(root):
         text = path.read_bytes().replace(bytes([DOCUMENT_END]), b" ")  # a stray NUL is not a document's end

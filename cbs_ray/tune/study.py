@@ -106,6 +106,7 @@ class PersistentStudySearch(OptunaSearch):
 
     def _setup_study(self, mode):
         super()._setup_study(mode)
+        assert self._ot_study is not None  # made by OptunaSearch._setup_study
         self._ot_study.set_user_attr("metric", self._metric)
 
     def suggest(self, trial_id: str):
