@@ -45,7 +45,6 @@ import functools
 import inspect
 import logging
 import math
-import time
 from typing import TYPE_CHECKING
 
 import torch

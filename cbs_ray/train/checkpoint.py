@@ -69,8 +69,11 @@ def _restore_into(state: dict, model, optimizer, scaler) -> None:
     """Weights, optimizer, fp16 loss scale and the random stream of ``state`` into the trial's objects."""
     raw = model.module if hasattr(model, "module") else model
     if is_fsdp(model):  # every rank holds the whole state read from the file, and keeps its shard of it
-        from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
-                                                             set_optimizer_state_dict)
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            set_model_state_dict,
+            set_optimizer_state_dict,
+        )
 
         options = StateDictOptions(full_state_dict=True)
         set_model_state_dict(model, state["model"], options=options)

@@ -20,8 +20,8 @@ from cbs_ray.sources.protocol import Source
 from cbs_ray.train.averaging import iterate_average
 from cbs_ray.train.checkpoint import load_branch_start, load_state, wait_for_trunk
 from cbs_ray.train.config import TrialConfig
+from cbs_ray.train.data_order import ResumableSampler, endless_micro_batches
 from cbs_ray.train.fsdp import is_fsdp, shard_model, uses_fsdp
-from cbs_ray.train.data_order import endless_micro_batches, ResumableSampler
 from cbs_ray.train.microbatch_probe import probe_micro_batch_size
 from cbs_ray.train.noise_probe import attach_noise_probe
 from cbs_ray.train.optimizer import make_optimizer

@@ -28,8 +28,13 @@ from cbs_ray.tune.disk_watch import DiskWatch, StorageLow
 from cbs_ray.tune.nothing_fits import NothingFitsStopper, NothingFitsWatch, nothing_fits_in_experiment
 from cbs_ray.tune.placement import check_placeable
 from cbs_ray.tune.progress import ProgressBoard, SearchProgress
-from cbs_ray.tune.ray_temp import (PRIVATE_TEMP_DIR, RAY_SOCKET_TAIL, UNIX_SOCKET_PATH_MAX, fits_ray_sockets,
-                                   private_temp_dir)
+from cbs_ray.tune.ray_temp import (
+    PRIVATE_TEMP_DIR,
+    RAY_SOCKET_TAIL,
+    UNIX_SOCKET_PATH_MAX,
+    fits_ray_sockets,
+    private_temp_dir,
+)
 from cbs_ray.tune.search_space import max_concurrent
 from cbs_ray.tune.tracking import enabled
 

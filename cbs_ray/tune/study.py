@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import math
-from pathlib import Path
 
 from optuna.trial import TrialState
 from ray.tune.search.optuna import OptunaSearch

@@ -3,8 +3,14 @@ at that batch, on hand-built inputs with the answers beside them."""
 
 import pandas as pd
 
-from cbs_ray.analysis.control_configs import (TRUNK, best_configurations, budget_problem, configurations_line,
-                                              configurations_run, control_configurations)
+from cbs_ray.analysis.control_configs import (
+    TRUNK,
+    best_configurations,
+    budget_problem,
+    configurations_line,
+    configurations_run,
+    control_configurations,
+)
 
 
 def _run(tid, batch, alpha, warmup, loss, *, reports=(512, 1024), repeat=False):
