@@ -1,7 +1,7 @@
 """A trial's checkpoint: what a restarted trial (a dead worker, a resumed experiment) continues from.
 
-Rank 0 writes one ``state.pt`` at every milestone (under FSDP gathered whole first: ``state_dicts``) into the directory it reports to Tune/Train; a restart
-is handed the last one by its session's ``get_checkpoint()``.
+Rank 0 writes one ``state.pt`` at every milestone (under FSDP gathered whole first: ``state_dicts``) into the directory
+it reports to Tune/Train; a restart is handed the last one by its session's ``get_checkpoint()``.
 
 Branch mode (``run_plan``) shares state between runs as well: the trunk publishes the same ``state.pt`` at
 each branch point into a directory of its own (``publish_state``: written aside and renamed, so a reader never

@@ -267,7 +267,8 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: TrialParts, progress: 
         position.phase = "dev evaluation"
         dev = parts.source.evaluate(parts.forward, session, cfg, on_dev=True, batch_size=parts.eval_batch,
                                     position=position)
-        evaluation.update({f"dev_{key}": dev[key] for key in ("accuracy", "bleu", "eval_loss", "eval_examples") if key in dev})
+        evaluation.update({f"dev_{key}": dev[key] for key in ("accuracy", "bleu", "eval_loss", "eval_examples")
+                           if key in dev})
     position.phase, position.batch = "report", None
     noise = _noise_metrics(parts.noise, session)
     if not cfg.plan.measures_noise_scale:
