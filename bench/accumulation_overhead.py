@@ -25,11 +25,11 @@ import time
 import torch
 
 from cbs_ray.sources.model import build_model
-from cbs_ray.tune.api import prepare
 from cbs_ray.spec.load import load_spec
-from cbs_ray.train.optimizer import make_optimizer
-from cbs_ray.train.loop import train_loop
 from cbs_ray.train.config import TrialConfig
+from cbs_ray.train.loop import train_loop
+from cbs_ray.train.optimizer import make_optimizer
+from cbs_ray.tune.api import prepare
 from loop_throughput import Quiet  # bench/ is on sys.path when a bench script runs
 
 SAMPLES = 8192

@@ -25,8 +25,8 @@ import time
 import torch
 from transformers import AutoModelForSequenceClassification, BertConfig
 
-from cbs_ray.train.memory_planner import cuda_fits, plan_micro_batch
 from cbs_ray.spec.schema import TINY_BERT
+from cbs_ray.train.memory_planner import cuda_fits, plan_micro_batch
 
 TINY = {**{key: value for key, value in TINY_BERT.items() if key != "model_type"}, "vocab_size": 1000}
 

@@ -22,11 +22,11 @@ import torch
 
 import cbs_ray.train.loop
 from cbs_ray.sources.model import build_model
-from cbs_ray.tune.api import prepare
 from cbs_ray.spec.load import load_spec
 from cbs_ray.spec.schema import TINY_BERT
-from cbs_ray.train.loop import train_loop
 from cbs_ray.train.config import TrialConfig
+from cbs_ray.train.loop import train_loop
+from cbs_ray.tune.api import prepare
 from gpu_bert_base import palm_flops_per_token  # bench/ is on sys.path when a bench script runs
 from loop_throughput import Quiet
 

@@ -28,14 +28,23 @@ import time
 
 import numpy as np
 import torch
-from integrations_lr_in_samples import (B0, B1, PEAK_LR, SEQ, VOCAB, WARMUP_FRACTION, eval_loss,  # the same
-                                        markov_sequences, tiny_gpt)  # model, data and LR as that bench
 
 from cbs_ray.data.markov import markov_chain
 from cbs_ray.integrations import BatchSizeSchedule
 from cbs_ray.integrations.torch_loop import scale_lambda_scheduler, scheduled_steps
 from cbs_ray.maths.lr_schedule import lr_multiplier, warmup_steps
 from cbs_ray.train.run_plan import RunPlan
+from integrations_lr_in_samples import (  # the same model, data and LR as that bench
+    B0,
+    B1,
+    PEAK_LR,
+    SEQ,
+    VOCAB,
+    WARMUP_FRACTION,
+    eval_loss,
+    markov_sequences,
+    tiny_gpt,
+)
 
 ALPHA, MICRO = 0.5, 4
 MARGIN = 0.005

@@ -21,9 +21,15 @@ from pathlib import Path
 
 import numpy as np
 
+from cbs_ray.maths.ladder import (
+    BORROWED_EXPONENTS,
+    borrowed_exponent,
+    fit_ladder,
+    fit_loss_curve,
+    fit_power_law,
+    rung_readings,
+)
 from cbs_ray.methods.ladder.reading_stop import ladder_cuts, samples_trained
-from cbs_ray.maths.ladder import (BORROWED_EXPONENTS, borrowed_exponent, fit_ladder, fit_loss_curve, fit_power_law,
-                                   rung_readings)
 
 
 def along(summary: dict) -> list:

@@ -16,13 +16,13 @@ import statistics
 import tempfile
 import time
 
+from cbs_ray.methods.scratch.search import fit_experiment
+from cbs_ray.spec.load import load_spec
+from cbs_ray.train.config import TrialConfig
+from cbs_ray.train.loop import train_loop
 from cbs_ray.tune.api import prepare
 from cbs_ray.tune.driver import ExperimentLauncher
 from cbs_ray.tune.prepare import Prepared
-from cbs_ray.methods.scratch.search import fit_experiment
-from cbs_ray.spec.load import load_spec
-from cbs_ray.train.loop import train_loop
-from cbs_ray.train.config import TrialConfig
 from loop_throughput import Quiet  # bench/ is on sys.path when a bench script runs
 
 SHAPE = ["search.batch_sizes=[32]", "search.num_trials=1", "training.budget_samples=8192",

@@ -33,18 +33,18 @@ import threading
 import time
 
 import numpy as np
-import ray
 import psutil  # Ray's own copy (ray/thirdparty_files), on the path once ray is imported
+import ray
 import torch
 
+from cbs_ray.methods.scratch.search import fit_experiment
+from cbs_ray.records.storage import load_history
+from cbs_ray.sources.model import build_model
+from cbs_ray.sources.user_objects import user_objects
+from cbs_ray.spec.load import load_spec
 from cbs_ray.tune.api import prepare
 from cbs_ray.tune.driver import ExperimentLauncher
 from cbs_ray.tune.prepare import Prepared
-from cbs_ray.methods.scratch.search import fit_experiment
-from cbs_ray.sources.model import build_model
-from cbs_ray.spec.load import load_spec
-from cbs_ray.records.storage import load_history
-from cbs_ray.sources.user_objects import user_objects
 
 SHAPE = ["search.batch_sizes=[32, 64]", "training.budget_samples=2048", "training.eval_every_samples=1024",
          "asha.grace_period_samples=2048", "resources.max_concurrent_trials=1",

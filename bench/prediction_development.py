@@ -41,8 +41,17 @@ from pathlib import Path
 
 import numpy as np
 
-from cbs_ray.maths.prediction import (DEFAULT_RUNG_SD, LITERATURE_EXPONENTS, MODEL_SD_PER_LOG_D, PRIOR_SD, PRIORS,
-                                      TRANSFER_SD, Prior, RungPoint, predict_b_crit)
+from cbs_ray.maths.prediction import (
+    DEFAULT_RUNG_SD,
+    LITERATURE_EXPONENTS,
+    MODEL_SD_PER_LOG_D,
+    PRIOR_SD,
+    PRIORS,
+    TRANSFER_SD,
+    Prior,
+    RungPoint,
+    predict_b_crit,
+)
 
 MARKOV_RUNG_SAMPLES = (384, 512, 768, 1024, 1408, 2048, 2944, 3200)
 MARKOV_BUDGET = 16384

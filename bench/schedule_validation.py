@@ -75,9 +75,9 @@ def overrides(setting: list[str], rule: str, seeds: int) -> list[str]:
 def estimated_samples(sets: list[str]) -> int:
     """Samples one search with its validation trains (the plan's estimate, before any run)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from cbs_ray.methods.branch.search import branch_search_samples
     from cbs_ray.spec.branch_section import resolve_branching
     from cbs_ray.spec.load import load_spec
-    from cbs_ray.methods.branch.search import branch_search_samples
 
     spec = load_spec(SPACE, sets)
     return branch_search_samples(resolve_branching(spec, spec.training.budget_samples), validate_schedule=True)

@@ -52,8 +52,8 @@ STRATEGIES = {
 
 def measure(space: str, overrides: list[str], storage: str, output: str) -> dict:
     """Run one experiment through the public API; its cost and its answer."""
-    from cbs_ray.tune.api import run_search
     from cbs_ray.spec.load import load_spec
+    from cbs_ray.tune.api import run_search
 
     spec = load_spec(space, overrides + [f"storage_path={storage}"])
     start = time.perf_counter()

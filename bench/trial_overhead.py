@@ -22,12 +22,12 @@ import time
 
 import ray
 
+from cbs_ray.methods.scratch.search import fit_experiment
+from cbs_ray.records.storage import load_history
+from cbs_ray.spec.load import load_spec
 from cbs_ray.tune.api import prepare
 from cbs_ray.tune.driver import ExperimentLauncher
 from cbs_ray.tune.prepare import Prepared
-from cbs_ray.methods.scratch.search import fit_experiment
-from cbs_ray.spec.load import load_spec
-from cbs_ray.records.storage import load_history
 
 SHAPE = ["search.batch_sizes=[16, 32, 64]", "search.num_trials=3", "training.budget_samples=2048",
          "training.eval_every_samples=2048", "asha.grace_period_samples=2048",

@@ -15,8 +15,8 @@ from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
 from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["SearchSpec", "SpecError", "load_spec", "run_search", "resume_search", "SearchResult", "DoesNotFit", "turning_point",
-           "pareto_front", "scaled_lr", "warmup_steps", "lr_multiplier", "plan_batch", "BatchPlan",
+__all__ = ["SearchSpec", "SpecError", "load_spec", "run_search", "resume_search", "SearchResult", "DoesNotFit",
+           "turning_point", "pareto_front", "scaled_lr", "warmup_steps", "lr_multiplier", "plan_batch", "BatchPlan",
            "milestones", "optimizer_steps", "fit_tradeoff", "TradeoffFit", "overhead_rule", "analyze",
            "Report", "noise_scale", "accuracy_standard_error", "turning_point_range", "verdict"]
 

@@ -1,10 +1,10 @@
 """Every private Ray API the package uses, in one place: what a Ray upgrade breaks first.
 
-cbs-ray requires Ray as a range (``SUPPORTED_RAY`` in ``pyproject.toml``), not one version; the public API
-covers most of what it does, and these few reach past it, each for a reason given beside it. ``missing()``
-names any that the installed Ray lacks (``tests/ray_internals/test_ray_internals.py`` fails with that list, so an upgrade
-that moves one is seen at once, not as a wrong report), and each accessor raises ``RayInternalsMissing``
-with the same one line where it is used.
+cbs-ray requires Ray as a range (``SUPPORTED_RAY`` in ``pyproject.toml``), not one version; the public API covers most
+of what it does, and these few reach past it, each for a reason given beside it. ``missing()`` names any that the
+installed Ray lacks (``tests/ray_internals/test_ray_internals.py`` fails with that list, so an upgrade that moves one is
+seen at once, not as a wrong report), and each accessor raises ``RayInternalsMissing`` with the same one line where it
+is used.
 
 Ray itself is imported inside the functions: this module is imported by the maths-free layers, whose
 command lines answer ``--help`` before Ray loads.
@@ -78,8 +78,8 @@ def _lookup(what: str):
         import ray
 
         raise RayInternalsMissing(
-            f"Ray {ray.__version__} has no {module_name}{'.' + attribute if attribute else ''} ({what}); cbs-ray is tested with "
-            f"ray{SUPPORTED_RAY}: install a Ray in that range") from None
+            f"Ray {ray.__version__} has no {module_name}{'.' + attribute if attribute else ''} ({what}); cbs-ray is "
+            f"tested with ray{SUPPORTED_RAY}: install a Ray in that range") from None
 
 
 def missing() -> list[str]:
@@ -132,7 +132,8 @@ def stop_paused_trial(tune_controller, trial) -> None:
         import ray
 
         raise RayInternalsMissing(f"Ray {ray.__version__}'s TuneController has no _mark_trial_to_checkpoint (Tune's "
-                                  f"controller); cbs-ray is tested with ray{SUPPORTED_RAY}: install a Ray in that range")
+                                  f"controller); cbs-ray is tested with ray{SUPPORTED_RAY}: install a Ray in that "
+                                  "range")
     mark(trial)
 
 
@@ -152,11 +153,13 @@ def single_machine():
     constants = importlib.import_module("ray._private.ray_constants")
     name, before = constants.ENABLE_RAY_CLUSTERS_ENV_VAR, constants.ENABLE_RAY_CLUSTER
     env_before = os.environ.get(name)
-    os.environ[name], constants.ENABLE_RAY_CLUSTER = "0", False
+    # setattr: a module's attributes are set by name (ModuleType declares no assignable ones)
+    os.environ[name] = "0"
+    setattr(constants, "ENABLE_RAY_CLUSTER", False)
     try:
         yield
     finally:
-        constants.ENABLE_RAY_CLUSTER = before
+        setattr(constants, "ENABLE_RAY_CLUSTER", before)
         if env_before is None:
             os.environ.pop(name, None)
         else:

@@ -21,8 +21,8 @@ step: ``next_step`` holds the command that answers it. Pure: no Ray, no pandas; 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
 from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Sequence
 
 from cbs_ray.maths.critical_batch import LOWER, UPPER, agree_within, bound_interval

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from cbs_ray.analysis.summary_record import OverheadRule, Recommendation, Tradeoff, TurningPoint, Uncertainty, Verdict
-from cbs_ray.analysis.tables import ratio_of_means, steps_to_target_table, per_batch_table, unequal_effort
+from cbs_ray.analysis.tables import per_batch_table, ratio_of_means, steps_to_target_table, unequal_effort
 from cbs_ray.maths.critical_batch import LOWER, edge_bound, monotone_fit, turning_point, within_tolerance
 from cbs_ray.maths.lr_schedule import warmup_steps
 from cbs_ray.maths.tradeoff import TradeoffFit, fit_tradeoff, overhead_rule

@@ -11,8 +11,8 @@ import numpy as np
 
 from cbs_ray.data.arrays import PreparedData
 from cbs_ray.data.files import load_texts
-from cbs_ray.data.parquet import prepare_parquet_data
 from cbs_ray.data.markov import FRESH_BUDGETS, markov_data
+from cbs_ray.data.parquet import prepare_parquet_data
 from cbs_ray.data.python_source import VOCAB_SIZE, python_source_corpus
 from cbs_ray.data.seq2seq_pairs import prepare_seq2seq_data
 from cbs_ray.data.tokenize import pack_texts, pretrained_tokenizer, train_word_tokenizer

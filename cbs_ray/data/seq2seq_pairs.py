@@ -51,7 +51,8 @@ def _pair_columns(ds, d: DataSpec, where: str, *, evaluation: bool = False) -> P
         if getattr(d, key) not in ds.column_names:
             raise SpecError(f"data.{key}: column {getattr(d, key)!r} not in {where} "
                             f"(columns: {', '.join(ds.column_names)})")
-    sources, targets = (["" if t is None else str(t) for t in ds[getattr(d, key)]] for key in (text_key, "target_column"))
+    sources, targets = (["" if t is None else str(t) for t in ds[getattr(d, key)]]
+                        for key in (text_key, "target_column"))
     return sources, targets
 
 

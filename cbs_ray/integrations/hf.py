@@ -45,15 +45,19 @@ import functools
 import inspect
 import logging
 import math
-import time
+from typing import TYPE_CHECKING
 
 import torch
+from torch.utils.hooks import RemovableHandle
 from transformers import TrainerCallback
 
 from cbs_ray.integrations.epoch_steps import EpochWalk, odd_steps_at_epoch_ends, trainer_position, warn_odd_steps
 from cbs_ray.integrations.errors import ScheduleError
 from cbs_ray.integrations.schedule import BatchSizeSchedule
 from cbs_ray.integrations.torch_loop import SCHEDULE_MARK, NoiseScaleHook, scale_lambda_scheduler
+
+if TYPE_CHECKING:
+    from transformers import Trainer
 
 __all__ = ["BatchSizeScheduleCallback", "NoiseScaleCallback", "training_arguments", "at_base_batch",
            "find_trainer", "move_ahead_of_reporters"]
@@ -140,7 +144,7 @@ class BatchSizeScheduleCallback(TrainerCallback):
         self.plan: list[int] = []
         self.samples_seen = 0
         self.resume_position: tuple[int, int] | None = None  # (epochs, micro-batches) the last resume skipped
-        self._trainer = None
+        self._trainer: Trainer | None = None
         self._user_accumulation: int | None = None
         self._param_group_scaling = False
         self._walk: EpochWalk | None = None  # the run's steps under the Trainer's epoch rule
@@ -176,6 +180,7 @@ class BatchSizeScheduleCallback(TrainerCallback):
         def init_training_state(*positional, **keywords):
             epochs, skipped = original(*positional, **keywords)
             trainer = self._trainer
+            assert trainer is not None  # found at on_init_end, before its method was replaced
             if trainer.state.global_step == 0 or trainer.args.ignore_data_skip:
                 return epochs, skipped
             self.resume_position = self._resume_position(trainer, trainer.state.global_step)
@@ -202,6 +207,7 @@ class BatchSizeScheduleCallback(TrainerCallback):
         epoch's end leaves starting off its accumulation's multiple (step 16 of 8 → 16 → 32 over 100-sample epochs:
         4 micro-batches, then step 17: 1) was pulled together with the next one and both were divided by their sum."""
         trainer = self._trainer
+        assert trainer is not None  # found at on_init_end (_replace_trainer_method wraps only then)
 
         def get_batch_samples(epoch_iterator, num_batches, *positional, **keywords):
             cut = self._walk.samples_at(trainer.state.global_step) if self._walk else None
@@ -332,6 +338,7 @@ class NoiseScaleCallback(TrainerCallback):
     def on_substep_end(self, args, state, control, **kwargs):
         # Runs after every micro-batch but the step's last: the first reads the small batch's gradient, the one
         # before the last arms the read of the whole step's (at accumulation 2 they are the same call).
+        assert self.hook is not None  # made by on_train_begin
         if self._micro == 0:
             self.hook.read_small(self._accumulation)
         self._micro += 1
@@ -346,7 +353,7 @@ class NoiseScaleCallback(TrainerCallback):
         hook = self.hook
         parameters = hook.parameters
         param = parameters[0]
-        handle = None
+        handle: RemovableHandle  # bound below, before the hook can run
 
         def read() -> None:
             self._big = hook.sqnorm()
@@ -361,6 +368,7 @@ class NoiseScaleCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if self._accumulation < 2 or not math.isfinite(self._big):
             return
+        assert self.hook is not None  # made by on_train_begin
         batch = self._batch
         reading = self.hook.read_big(batch, state.global_step - 1, sqnorm=self._big)
         if reading and reading.above_batch and not self._said:

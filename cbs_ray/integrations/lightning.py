@@ -213,6 +213,7 @@ class NoiseScaleCallback(Callback):
         accumulation = self._accumulation
         if accumulation < 2:
             return
+        assert self.hook is not None  # made by on_train_start
         if self._micro == 0:
             self.hook.read_small(accumulation)
         self._micro += 1

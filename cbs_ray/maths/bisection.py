@@ -7,10 +7,10 @@ number per task (lr = base_lr · (B/B0)^α) and warmup has a rule (``lr_schedule
    one batch, ``alpha_batch`` (by default the walk's first probe, ``minimax_walk.first_probe``: on 7 batches the
    fifth, on 5 or 6 the fourth; the grid's middle or just above it), together, halved
    synchronously at ASHA's first rung (``maths.halving``, run by ``methods.scratch.per_batch_asha``): each waits
-   there until all have reported; the first candidate (the prior guess) goes on, the best other too only where it leads by more
-   than the tolerance. The best that completed the budget fixes alpha for the rest (a tie: the earlier candidate),
-   and its run is that batch's run. With one candidate there is nothing to choose: no alpha batch, the walk starts
-   at once with the smallest batch (and ``base_batch``). The smallest batch starts at once where its LR does not
+   there until all have reported; the first candidate (the prior guess) goes on, the best other too only where it
+   leads by more than the tolerance. The best that completed the budget fixes alpha for the rest (a tie: the earlier
+   candidate), and its run is that batch's run. With one candidate there is nothing to choose: no alpha batch, the walk
+   starts at once with the smallest batch (and ``base_batch``). The smallest batch starts at once where its LR does not
    depend on alpha (it is ``base_batch``).
 2. **Batches by a minimax walk on the monotone reading.** The grid's smallest batch (where the best usually is);
    then, while the monotone turning point over the batches measured (``critical_batch.turning_point``,

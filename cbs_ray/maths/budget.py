@@ -40,8 +40,8 @@ class BatchPlan:
         plan = f"B={self.batch_size} = {self.micro_batch} micro × {self.accumulation} accum × {self.workers} workers"
         if self.micro_batch_cap is None:
             return plan
-        return (f"{plan} (a micro-batch of {self.micro_batch_cap} does not divide the {self.batch_size // self.workers} "
-                f"per worker: {self.micro_batch} is the largest divisor under it)")
+        return (f"{plan} (a micro-batch of {self.micro_batch_cap} does not divide the "
+                f"{self.batch_size // self.workers} per worker: {self.micro_batch} is the largest divisor under it)")
 
 
 def plan_batch(batch_size: int, workers: int, max_micro_batch: int | None = None) -> BatchPlan:

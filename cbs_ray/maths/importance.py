@@ -116,8 +116,8 @@ def _raw_importances(rows: pd.DataFrame, names: list[str], *, metric: str, mode:
         optuna.logging.set_verbosity(verbosity)
 
 
-def read_importance(trials: pd.DataFrame, *, metric: str, mode: str, params: Sequence[str] = PARAMS, min_trials: int = MIN_TRIALS,
-                    batch_size: Optional[int] = None) -> ImportanceReading:
+def read_importance(trials: pd.DataFrame, *, metric: str, mode: str, params: Sequence[str] = PARAMS,
+                    min_trials: int = MIN_TRIALS, batch_size: Optional[int] = None) -> ImportanceReading:
     """Importance of ``params`` over the counted trials of ``trials`` (``counted_trials``), or a note saying
     why there is none: too few trials, no parameter varied, or the metric ties (the top quarter is every
     trial, so nothing tells it apart)."""

@@ -361,7 +361,8 @@ def fit_ladder(rungs: Sequence[Rung], *, budget_samples: float, bootstrap: int =
                          f"follow one power law in D (weighted chi-square {chi2:.1f} on {len(used) - 2} degrees "
                          f"of freedom, p = {p:.2g} < {POOR_FIT_P})", **base)
     resamples = rung_resamples(used, bootstrap, np.random.default_rng(seed))
-    fits = [fit_power_law([x for x, _ in r], [b for _, b in r], [rung_weight(by_d[x]) for x, _ in r]) for r in resamples]
+    fits = [fit_power_law([x for x, _ in r], [b for _, b in r], [rung_weight(by_d[x]) for x, _ in r])
+            for r in resamples]
     exps, preds = [e_i for _, e_i in fits], [c_i * budget_samples ** e_i for c_i, e_i in fits]
     if not exps:
         return LadderFit(exponent_ci=None, b_crit=None, interval_90=None,
@@ -373,9 +374,10 @@ def fit_ladder(rungs: Sequence[Rung], *, budget_samples: float, bootstrap: int =
                          f"[{exponent_ci[0]:.3g}, {exponent_ci[1]:.3g}] includes 0", **base)
     if exponent_ci[1] < 0:
         return LadderFit(exponent_ci=exponent_ci, b_crit=None, interval_90=None, refusal=f"B_crit falls with data "
-                         f"over the rungs (exponent {exponent:.3g}, 90 % [{exponent_ci[0]:.3g}, {exponent_ci[1]:.3g}]): "
-                         f"the runs are past the regime where the critical batch grows (a saturating loss, or an LR "
-                         f"too large for the larger batches); a falling power law is not extrapolated", **base)
+                         f"over the rungs (exponent {exponent:.3g}, "
+                         f"90 % [{exponent_ci[0]:.3g}, {exponent_ci[1]:.3g}]): the runs are past the regime where the "
+                         f"critical batch grows (a saturating loss, or an LR too large for the larger batches); a "
+                         f"falling power law is not extrapolated", **base)
     interval = (float(np.percentile(preds, 5)), float(np.percentile(preds, 95)))
     return LadderFit(exponent_ci=exponent_ci, b_crit=constant * budget_samples ** exponent, interval_90=interval,
                      refusal=None, **base)
@@ -437,7 +439,8 @@ def batch_resamples(rungs: Sequence[Rung], bootstrap: int, rng: np.random.Genera
         for r in rungs:
             b_crit = fit_tradeoff(pick, [r.steps_by_batch.get(int(b), math.nan) for b in pick], bootstrap=0).b_crit
             if b_crit is not None and math.isfinite(b_crit) and b_crit > 0:
-                points.append((r.samples_seen, b_crit * math.exp(rng.normal(0.0, SD_FLOOR))))  # no rung better than SD_FLOOR
+                # no rung better than SD_FLOOR
+                points.append((r.samples_seen, b_crit * math.exp(rng.normal(0.0, SD_FLOOR))))
         if len({x for x, _ in points}) >= 3:
             out.append(points)
     return out

@@ -102,8 +102,8 @@ def fit_tradeoff(batch_sizes: ArrayLike, steps_to_target: ArrayLike, *, bootstra
             continue
         bs_s, bs_e = _weighted_fit(b[pick], s[pick])
         estimates.append(0.0 if bs_e <= 0 else math.inf if bs_s <= 0 else bs_e / bs_s)
-    ci = (float(np.percentile(estimates, 2.5, method="lower")), float(np.percentile(estimates, 97.5, method="higher"))) \
-        if estimates and len(estimates) >= bootstrap // 2 else None
+    ci = ((float(np.percentile(estimates, 2.5, method="lower")), float(np.percentile(estimates, 97.5, method="higher")))
+          if estimates and len(estimates) >= bootstrap // 2 else None)
     return TradeoffFit(s_min, e_min, e_min / s_min, ci=ci, **base)
 
 

@@ -1,1 +1,2 @@
-"""What trials and the driver write and the analysis reads: the trial report, the experiment's metadata, Tune's storage."""
+"""What trials and the driver write and the analysis reads: the trial report, the experiment's metadata, Tune's
+storage."""

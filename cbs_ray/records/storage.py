@@ -25,8 +25,8 @@ if TYPE_CHECKING:  # pandas takes half a second to import: what only names a spe
     import pandas as pd
     from ray.tune.experiment import Trial
 
-__all__ = ["ReportError", "META_FILE", "write_meta", "read_meta", "load_history", "damaged_tune_state", "with_tokens_seen", "error_lines",
-           "failed_trials", "first_error"]
+__all__ = ["ReportError", "META_FILE", "write_meta", "read_meta", "load_history", "damaged_tune_state",
+           "with_tokens_seen", "error_lines", "failed_trials", "first_error"]
 
 META_FILE = "cbs_spec.json"  # metric, mode, budget, the spec: what the report needs beyond Tune's results
 

@@ -15,8 +15,15 @@ from cbs_ray.records.columns import Column
 
 # ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as
 # they were this module's before.
-from cbs_ray.report.text import (decision_lines, format_value, recommendation_line, recommendation_snippet,
-                                 markdown_table, headline, training_arguments)
+from cbs_ray.report.text import (
+    decision_lines,
+    format_value,
+    headline,
+    markdown_table,
+    recommendation_line,
+    recommendation_snippet,
+    training_arguments,
+)
 
 __all__ = ["render_markdown", "render_html"]
 

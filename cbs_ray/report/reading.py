@@ -6,9 +6,9 @@ say what to print; ``report.methods`` holds them by ``search.method`` name, for 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic, Optional, Protocol, TypeVar
 
 from cbs_ray.analysis.decision import NextSearch, next_search_base

@@ -67,7 +67,8 @@ def check_fsdp_plan(model: torch.nn.Module, block_class: Optional[str]) -> int:
         from torch.distributed import fsdp
     except ImportError:
         fsdp = None  # type: ignore[assignment]  # a torch built without distributed
-    if not hasattr(getattr(fsdp, "FSDPModule", None), "set_custom_reduce_scatter"):  # what the noise probe reads each rank's gradient by
+    # set_custom_reduce_scatter: what the noise probe reads each rank's gradient by
+    if not hasattr(getattr(fsdp, "FSDPModule", None), "set_custom_reduce_scatter"):
         raise SpecError(f"training.parallelism: fsdp needs FSDP2 with set_custom_reduce_scatter (torch "
                         f"{torch.__version__} has not); use a newer torch (2.13 is tested), or ddp")
     try:

@@ -120,9 +120,9 @@ class Seq2SeqSource(BuiltinSource):
 def evaluate_seq2seq(model, session, data, cfg: TrialSettings, *, on_dev: bool = False,
                      batch_size: Optional[int] = None, position: Optional[Position] = None,
                      limit: Optional[int] = None) -> dict:
-    """eval_loss (mean over target tokens) and perplexity over the whole eval set (``on_dev``: the dev
-    set; ``limit``: its first ``limit`` examples), each rank over its exact shard rank::world_size; with ``search.metric: bleu`` also ``bleu``, from
-    the shards' BLEU statistics summed over the ranks. One all-reduce carries both."""
+    """eval_loss (mean over target tokens) and perplexity over the whole eval set (``on_dev``: the dev set; ``limit``:
+    its first ``limit`` examples), each rank over its exact shard rank::world_size; with ``search.metric: bleu`` also
+    ``bleu``, from the shards' BLEU statistics summed over the ranks. One all-reduce carries both."""
     model.eval()
     shard = slice(session.rank, limit, session.world_size)
     arrays = (data.dev_ids, data.dev_mask, data.dev_labels) if on_dev else (data.eval_ids, data.eval_mask,

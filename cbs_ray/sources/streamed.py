@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import torch
 
 from cbs_ray.data.parquet import StreamedData, epoch_files, rows_to_arrays

@@ -151,8 +151,8 @@ HAS_MODEL_TYPE = Check(lambda c: "model_type" in c, "must contain model_type (e.
 BUILTIN_METRICS = ("accuracy", "eval_loss", "perplexity", "bleu", "excess_loss")
 """The metrics the spec path computes; ``search.metric`` may name another only with ``compute_metrics``."""
 METRIC_NAME = Check(lambda v: bool(v) and v.replace("_", "").replace("-", "").isalnum(),
-                    "must be a metric's name (accuracy, eval_loss, perplexity, bleu, excess_loss, or a key compute_metrics "
-                    "returns), got {value!r}")
+                    "must be a metric's name (accuracy, eval_loss, perplexity, bleu, excess_loss, or a key "
+                    "compute_metrics returns), got {value!r}")
 POSITIVE_NUMBER = Check(lambda v: v > 0 and math.isfinite(v), "must be a positive number, got {value}")
 
 

@@ -16,7 +16,7 @@ from typing import Any, Literal, Optional, Sequence
 
 import yaml
 
-from cbs_ray.spec.checks import admits_none, type_hints_of, join_key
+from cbs_ray.spec.checks import admits_none, join_key, type_hints_of
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.rules import validate

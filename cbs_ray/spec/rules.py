@@ -19,15 +19,15 @@ from cbs_ray.spec.checks import (
     batch_list,
     check_power_of_two,
     expand_batch_sizes,
-    type_hints_of,
     join_key,
     reads_section,
+    type_hints_of,
 )
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.scale_rules import SCALE_RULES
-from cbs_ray.spec.tolerance import spec_tolerances
 from cbs_ray.spec.schema import GenerationSpec, SearchSpec, dataloader_workers
+from cbs_ray.spec.tolerance import spec_tolerances
 
 # ---- validation ------------------------------------------------------------------------------------
 

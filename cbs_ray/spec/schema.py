@@ -12,12 +12,9 @@ from typing import Any, Literal, Optional
 
 from cbs_ray.records.method_registry import DEFAULT_METHOD
 from cbs_ray.records.names import default_report_dir
-from cbs_ray.spec.paths import expand_user
-from cbs_ray.spec.ladder_section import LadderSpec  # the section lives with its resolution and its rule
 from cbs_ray.spec.checks import (
     DIRECTORY_NAME,
     HAS_MODEL_TYPE,
-    METRIC_NAME,
     MAX_BUILTIN_EXAMPLES,
     MAX_GRID_POINTS,
     MAX_REPEATS,
@@ -25,14 +22,15 @@ from cbs_ray.spec.checks import (
     MAX_SEQUENCE,
     MAX_TOKENS,
     MAX_TRIALS,
+    METRIC_NAME,
     POSITIVE_NUMBER,
     SEED_MAX,
-    expand_batch_sizes,
     a_count,
     a_registered_method,
     at_least,
     between,
     check,
+    expand_batch_sizes,
     greater_than,
     low_high_pair,
     non_negative,
@@ -40,6 +38,8 @@ from cbs_ray.spec.checks import (
     positive,
     within,
 )
+from cbs_ray.spec.ladder_section import LadderSpec  # the section lives with its resolution and its rule
+from cbs_ray.spec.paths import expand_user
 
 __all__ = ["SearchSpec", "ModelSpec", "DataSpec", "TrainingSpec", "SearchSection", "GenerationSpec", "AshaSpec", "BranchSpec", "LadderSpec", "ResourcesSpec"]
 

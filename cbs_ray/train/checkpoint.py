@@ -1,7 +1,7 @@
 """A trial's checkpoint: what a restarted trial (a dead worker, a resumed experiment) continues from.
 
-Rank 0 writes one ``state.pt`` at every milestone (under FSDP gathered whole first: ``state_dicts``) into the directory it reports to Tune/Train; a restart
-is handed the last one by its session's ``get_checkpoint()``.
+Rank 0 writes one ``state.pt`` at every milestone (under FSDP gathered whole first: ``state_dicts``) into the directory
+it reports to Tune/Train; a restart is handed the last one by its session's ``get_checkpoint()``.
 
 Branch mode (``run_plan``) shares state between runs as well: the trunk publishes the same ``state.pt`` at
 each branch point into a directory of its own (``publish_state``: written aside and renamed, so a reader never
@@ -69,8 +69,11 @@ def _restore_into(state: dict, model, optimizer, scaler) -> None:
     """Weights, optimizer, fp16 loss scale and the random stream of ``state`` into the trial's objects."""
     raw = model.module if hasattr(model, "module") else model
     if is_fsdp(model):  # every rank holds the whole state read from the file, and keeps its shard of it
-        from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
-                                                             set_optimizer_state_dict)
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            set_model_state_dict,
+            set_optimizer_state_dict,
+        )
 
         options = StateDictOptions(full_state_dict=True)
         set_model_state_dict(model, state["model"], options=options)

@@ -41,7 +41,7 @@ from cbs_ray.train.failure import FailureLog
 from cbs_ray.train.fsdp import full_tensor
 from cbs_ray.train.gauges import TrialGauges
 from cbs_ray.train.noise_probe import sqnorm
-from cbs_ray.train.setup import batch_plan_for, TrialParts, TrialProgress, setup_trial
+from cbs_ray.train.setup import TrialParts, TrialProgress, batch_plan_for, setup_trial
 
 EMA_ALPHA = 0.5
 """The weight of each step's training loss in the EMA branch mode may compare (Merrill et al. 2025, §3.1)."""
@@ -267,7 +267,8 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: TrialParts, progress: 
         position.phase = "dev evaluation"
         dev = parts.source.evaluate(parts.forward, session, cfg, on_dev=True, batch_size=parts.eval_batch,
                                     position=position)
-        evaluation.update({f"dev_{key}": dev[key] for key in ("accuracy", "bleu", "eval_loss", "eval_examples") if key in dev})
+        evaluation.update({f"dev_{key}": dev[key] for key in ("accuracy", "bleu", "eval_loss", "eval_examples")
+                           if key in dev})
     position.phase, position.batch = "report", None
     noise = _noise_metrics(parts.noise, session)
     if not cfg.plan.measures_noise_scale:

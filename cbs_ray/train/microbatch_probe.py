@@ -22,7 +22,8 @@ from cbs_ray.train.memory_planner import ProbeCache, cpu_fits, cuda_fits, plan_m
 from cbs_ray.train.optimizer import make_optimizer
 
 
-def probe_micro_batch_size(model, cfg: TrialConfig, session, amp_dtype, source=None) -> tuple[Optional[int], Optional[int]]:
+def probe_micro_batch_size(model, cfg: TrialConfig, session, amp_dtype,
+                           source=None) -> tuple[Optional[int], Optional[int]]:
     """On CUDA: the largest micro-batch that fits (memory_planner), cached per model, sequence length,
     precision and device, agreed across ranks by taking the minimum. On a CPU the same within
     ``memory_limit_gb`` of peak resident memory, and skipped without one. Returns the micro-batch cap and
@@ -71,7 +72,8 @@ def probe_micro_batch_size(model, cfg: TrialConfig, session, amp_dtype, source=N
         # its all-reduce buckets; the probe runs before DDP wraps the model, so it holds as much aside.
         model.train()
         buckets = torch.zeros(sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad),
-                              dtype=torch.uint8, device=session.device) if session.world_size > 1 and not sharded else None
+                              dtype=torch.uint8, device=session.device) \
+            if session.world_size > 1 and not sharded else None
         with torch.random.fork_rng(devices=[session.device] if on_gpu else []):
             if on_gpu:
                 fits = cuda_fits(model, new_optimizer, **step_args)

@@ -34,11 +34,12 @@ def attach_noise_probe(model, params, batching: BatchPlan):
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
         state = {"sq": torch.zeros((), dtype=torch.float64, device=next(model.parameters()).device)}
+        group = model.process_group  # the group DDP all-reduces over without a hook (its default: every worker)
 
         def hook(state, bucket):
             # One fused norm over the flat bucket, no copy; stays on the device, so no sync here.
             state["sq"] += torch.linalg.vector_norm(bucket.buffer().detach()).double() ** 2
-            return allreduce_hook(None, bucket)
+            return allreduce_hook(group, bucket)
 
         model.register_comm_hook(state, hook)
 

@@ -38,8 +38,9 @@ def make_optimizer(model: torch.nn.Module, training, lr: float, *, model_config=
         if p.requires_grad:
             key = (p.ndim >= 2, layer_lr_scale(name, num_layers, training.layer_lr_decay))
             groups.setdefault(key, []).append(p)
-    param_groups: list[dict[str, Any]] = [{"params": params, "weight_decay": training.weight_decay if decayed else 0.0, "lr": lr * scale}
-                    for (decayed, scale), params in sorted(groups.items(), key=lambda kv: (not kv[0][0], -kv[0][1]))]
+    param_groups: list[dict[str, Any]] = [
+        {"params": params, "weight_decay": training.weight_decay if decayed else 0.0, "lr": lr * scale}
+        for (decayed, scale), params in sorted(groups.items(), key=lambda kv: (not kv[0][0], -kv[0][1]))]
     betas = (training.adam_beta1, training.adam_beta2)
     if training.optimizer == "sgd":
         return torch.optim.SGD(param_groups, lr=lr, momentum=0.9)

@@ -20,8 +20,8 @@ from cbs_ray.sources.protocol import Source
 from cbs_ray.train.averaging import iterate_average
 from cbs_ray.train.checkpoint import load_branch_start, load_state, wait_for_trunk
 from cbs_ray.train.config import TrialConfig
+from cbs_ray.train.data_order import ResumableSampler, endless_micro_batches
 from cbs_ray.train.fsdp import is_fsdp, shard_model, uses_fsdp
-from cbs_ray.train.data_order import endless_micro_batches, ResumableSampler
 from cbs_ray.train.microbatch_probe import probe_micro_batch_size
 from cbs_ray.train.noise_probe import attach_noise_probe
 from cbs_ray.train.optimizer import make_optimizer
@@ -98,8 +98,8 @@ def _setup_model(cfg: TrialConfig, session, amp_dtype, source) -> tuple[torch.nn
     if sharded:  # sharded block by block instead of DDP's whole copy (train.fsdp); probed so: memory per rank
         model = shard_model(model.to(session.device), block_class=training.fsdp_block_class,
                             param_dtype=amp_dtype if session.device.type == "cuda" else None)
-    micro_cap, fits_up_to = probe_micro_batch_size(model, cfg, session, amp_dtype, source) if training.probe_micro_batch \
-        else (training.micro_batch_size, None)
+    micro_cap, fits_up_to = probe_micro_batch_size(model, cfg, session, amp_dtype, source) \
+        if training.probe_micro_batch else (training.micro_batch_size, None)
     # A forward without gradients needs less memory than a training step of the same size: evaluating in
     # batches no larger than the probed size cannot run out where training did not. Larger could: a
     # causal LM's logits over a large vocabulary, in fp32, grow with the batch whatever the probe's limit.
@@ -112,7 +112,8 @@ def _setup_model(cfg: TrialConfig, session, amp_dtype, source) -> tuple[torch.nn
               f"{cfg.warmup_steps} warmup steps" + (f", eval batch {eval_batch} (memory)"
                                                     if eval_batch < training.eval_batch_size else ""), flush=True)
     if not sharded:
-        model = session.prepare_model(model.to(session.device))  # Ray's prepare_model moves it too; a local run needs it
+        # Ray's prepare_model moves it too; a local run needs the move
+        model = session.prepare_model(model.to(session.device))
     return model, batching, eval_batch
 
 

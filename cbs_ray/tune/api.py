@@ -19,11 +19,21 @@ from cbs_ray.records.storage import ReportError, damaged_tune_state
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import spec_from_dict
 from cbs_ray.spec.paths import expand_user
-from cbs_ray.spec.tolerance import as_recorded
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.spec.tolerance import as_recorded
 from cbs_ray.tune.owner import experiment_owner
-from cbs_ray.tune.prepare import (Prepared, as_spec, check_before_ray, data_fingerprint, output_dir_for, prepare,
-                                  prepare_for_outline, regime_lines, with_model_config, corpus_pass_lines)
+from cbs_ray.tune.prepare import (
+    Prepared,
+    as_spec,
+    check_before_ray,
+    corpus_pass_lines,
+    data_fingerprint,
+    output_dir_for,
+    prepare,
+    prepare_for_outline,
+    regime_lines,
+    with_model_config,
+)
 from cbs_ray.tune.probe import probe_spec
 from cbs_ray.tune.result import SearchResult
 from cbs_ray.tune.search_method import method_named

@@ -33,8 +33,8 @@ class StorageLow(ReportError):
 def storage_low_message(experiment_path: str) -> str:
     """The one line of a search the watch stopped."""
     return (f"storage_path: {stopped_for['path']} had {megabytes(stopped_for['free'])} free, under the "
-            f"{megabytes(MIN_FREE_BYTES)} a search keeps free: the search stopped before the disk filled, every trial's "
-            f"results and checkpoints kept; free space, then continue with: {resume_command(experiment_path)}")
+            f"{megabytes(MIN_FREE_BYTES)} a search keeps free: the search stopped before the disk filled, every "
+            f"trial's results and checkpoints kept; free space, then continue with: {resume_command(experiment_path)}")
 
 
 class DiskWatch(Callback):

@@ -27,10 +27,15 @@ from cbs_ray.tune.owner import experiment_owner
 from cbs_ray.tune.prepare import Prepared, data_fingerprint, prepare
 from cbs_ray.tune.probe import probe_grid
 from cbs_ray.tune.result import SearchResult
-from cbs_ray.tune.runner import (SearchInterrupted, new_experiment, on_the_cluster, ray_session, run_tuner,
-                                 tracker_callbacks_for)
-from cbs_ray.tune.search_method import (Launch, SearchMethod, Stage, attach_to_trackers, if_killed_line,
-                                        method_named)
+from cbs_ray.tune.runner import (
+    SearchInterrupted,
+    new_experiment,
+    on_the_cluster,
+    ray_session,
+    run_tuner,
+    tracker_callbacks_for,
+)
+from cbs_ray.tune.search_method import Launch, SearchMethod, Stage, attach_to_trackers, if_killed_line, method_named
 from cbs_ray.tune.search_space import outline_lines
 from cbs_ray.tune.tracking import start_mlflow_parent
 

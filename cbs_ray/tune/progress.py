@@ -180,7 +180,8 @@ class ProgressBoard:
         best: dict[int, Optional[float]] = {}
         for t in sorted(self.trials.values(), key=lambda t: t.batch):
             current = best.get(t.batch)
-            if t.best is not None and (current is None or (t.best < current if self.mode == "min" else t.best > current)):
+            if t.best is not None and (current is None
+                                       or (t.best < current if self.mode == "min" else t.best > current)):
                 best[t.batch] = t.best
             else:
                 best.setdefault(t.batch, current)

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.report.reading import Reading
+from cbs_ray.spec.schema import SearchSpec
 
 if TYPE_CHECKING:  # types only (import-linter's exclude_type_checking_imports): the methods sit above the runner
     import pandas as pd

@@ -28,15 +28,20 @@ from cbs_ray.tune.disk_watch import DiskWatch, StorageLow
 from cbs_ray.tune.nothing_fits import NothingFitsStopper, NothingFitsWatch, nothing_fits_in_experiment
 from cbs_ray.tune.placement import check_placeable
 from cbs_ray.tune.progress import ProgressBoard, SearchProgress
-from cbs_ray.tune.ray_temp import (PRIVATE_TEMP_DIR, RAY_SOCKET_TAIL, UNIX_SOCKET_PATH_MAX, fits_ray_sockets,
-                                   private_temp_dir)
+from cbs_ray.tune.ray_temp import (
+    PRIVATE_TEMP_DIR,
+    RAY_SOCKET_TAIL,
+    UNIX_SOCKET_PATH_MAX,
+    fits_ray_sockets,
+    private_temp_dir,
+)
 from cbs_ray.tune.search_space import max_concurrent
 from cbs_ray.tune.tracking import enabled
 
 __all__ = ["ray_session", "DoesNotFit", "SearchInterrupted", "RayDidNotStart", "ray_start_failure", "private_temp_dir",
            "fits_ray_sockets", "no_tune_restore_advice", "no_trial_traceback",
-           "PRIVATE_TEMP_DIR", "RAY_SOCKET_TAIL", "UNIX_SOCKET_PATH_MAX", "note_stop_signal", "stop_signals", "check_ended", "UnfinishedSearch", "unfinished_message",
-           "quiet_tune"]
+           "PRIVATE_TEMP_DIR", "RAY_SOCKET_TAIL", "UNIX_SOCKET_PATH_MAX", "note_stop_signal", "stop_signals",
+           "check_ended", "UnfinishedSearch", "unfinished_message", "quiet_tune"]
 
 
 @contextlib.contextmanager
@@ -75,7 +80,8 @@ class RayDidNotStart(SpecError):
 def ray_start_failure(e: BaseException, address: str | None) -> str:
     """One line for a Ray that did not start: its message, else where its logs are."""
     said = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    where = f"the cluster at {address}" if address else f"a local Ray (logs: {private_temp_dir()}/ray/session_latest/logs)"
+    where = f"the cluster at {address}" if address else \
+        f"a local Ray (logs: {private_temp_dir()}/ray/session_latest/logs)"
     return f"Ray did not start: {said or type(e).__name__ + ' with no message'} ({where})"
 
 
@@ -148,10 +154,10 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, plans: TrialPlans,
     The data (the spec path's arrays or the user's objects) go into Ray's object store once, here; every
     trial and each of its Ray Train workers gets their ``DataRef`` and fetches them where the loop runs
     (zero-copy for numpy arrays), instead of a multi-worker trial pickling them into its Train run. A
-    restored experiment puts them afresh. ``plans`` (``train.trial_plans``: built by the method on the driver) go
-    to every trial, which trains the plan they hold for its point. ``stopper``: a Tune ``Stopper`` beside the one
-    that ends the search when nothing fits (the ladder's, ``methods.ladder.search``). Not ``verbose``: the progress
-    display (``tune.progress``, ranking the trials by ``progress_metric``, else the spec's metric) instead of Tune's tables
+    restored experiment puts them afresh. ``plans`` (``train.trial_plans``: built by the method on the driver) go to
+    every trial, which trains the plan they hold for its point. ``stopper``: a Tune ``Stopper`` beside the one that ends
+    the search when nothing fits (the ladder's, ``methods.ladder.search``). Not ``verbose``: the progress display
+    (``tune.progress``, ranking the trials by ``progress_metric``, else the spec's metric) instead of Tune's tables
     (``verbose`` is Tune's level: True is 1)."""
     import ray
     from ray import tune

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import math
-from pathlib import Path
 
 from optuna.trial import TrialState
 from ray.tune.search.optuna import OptunaSearch
@@ -106,6 +105,7 @@ class PersistentStudySearch(OptunaSearch):
 
     def _setup_study(self, mode):
         super()._setup_study(mode)
+        assert self._ot_study is not None  # made by OptunaSearch._setup_study
         self._ot_study.set_user_attr("metric", self._metric)
 
     def suggest(self, trial_id: str):

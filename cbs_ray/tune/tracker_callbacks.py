@@ -53,7 +53,7 @@ class SamplesStepMLflow(MLflowLoggerCallback):
 
     def log_trial_start(self, trial):
         if trial not in self._trial_runs:
-            run = self.mlflow_util.start_run(tags={**self.tags, "trial_name": str(trial)}, run_name=str(trial))
+            run = self.mlflow_util.start_run(tags={**(self.tags or {}), "trial_name": str(trial)}, run_name=str(trial))
             self._trial_runs[trial] = run.info.run_id
         params = trial_params(self._spec, self._budget_samples, self._plans.plan(trial.config))
         params.update({k: v for k, v in trial.config.items() if k not in params})

@@ -24,7 +24,8 @@ from cbs_ray.spec.schema import SearchSpec, TrackingSpec
 from cbs_ray.train.config import TrialConfig
 from cbs_ray.train.run_plan import RunPlan
 
-__all__ = ["enabled", "check_installed", "check_reachable", "trial_params", "mlflow_uri", "start_mlflow_parent", "attach_report"]
+__all__ = ["enabled", "check_installed", "check_reachable", "trial_params", "mlflow_uri", "start_mlflow_parent",
+           "attach_report"]
 
 # tracker -> (module to import, pip extra)
 PACKAGES = {"mlflow": ("mlflow", "mlflow"), "wandb": ("wandb", "wandb"), "tensorboard": ("tensorboardX", "tensorboard")}
@@ -161,6 +162,6 @@ def attach_report(spec: SearchSpec, experiment_path: str, meta: ExperimentMeta, 
             artifact.add_file(str(path))
         run.log_artifact(artifact)
         run.finish()
-        lines.append(f"W&B: the report is in run {run.name} of project '{t.wandb.project or spec.name}'"
-                     + (f" (offline: wandb sync {run.dir.rsplit('/files', 1)[0]})" if t.wandb.mode == "offline" else ""))
+        offline = f" (offline: wandb sync {run.dir.rsplit('/files', 1)[0]})" if t.wandb.mode == "offline" else ""
+        lines.append(f"W&B: the report is in run {run.name} of project '{t.wandb.project or spec.name}'{offline}")
     return lines

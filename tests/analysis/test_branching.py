@@ -7,6 +7,22 @@ import math
 
 import pandas as pd
 import pytest
+
+from cbs_ray.methods.branch.reading import schedule_alpha, summarize_branches
+from cbs_ray.methods.branch.reading_points import critical_batch_over_training
+from cbs_ray.methods.branch.reading_schedule import (
+    control_batches,
+    recommend_schedule,
+    samples_trained,
+    schedule_in_tokens,
+    schedule_steps,
+    schedule_total_steps,
+    t_quantile_975,
+    validate_schedule,
+)
+from cbs_ray.methods.branch.reading_trend import b_simple_over_training, trend
+from cbs_ray.methods.branch.report import headline, write_branch_report
+from cbs_ray.methods.branch.trainer_snippets import trainer_snippets
 from helpers.branch_history import (
     BUDGET,
     LOSSES,
@@ -19,22 +35,6 @@ from helpers.branch_history import (
     history,
     trunk_rows,
 )
-
-from cbs_ray.methods.branch.reading_points import critical_batch_over_training
-from cbs_ray.methods.branch.reading_schedule import (
-    control_batches,
-    recommend_schedule,
-    samples_trained,
-    schedule_in_tokens,
-    schedule_steps,
-    schedule_total_steps,
-    t_quantile_975,
-    validate_schedule,
-)
-from cbs_ray.methods.branch.reading import schedule_alpha, summarize_branches
-from cbs_ray.methods.branch.reading_trend import b_simple_over_training, trend
-from cbs_ray.methods.branch.report import headline, write_branch_report
-from cbs_ray.methods.branch.trainer_snippets import trainer_snippets
 
 
 def points(losses=LOSSES, tokens=None, **kw):

@@ -1,14 +1,20 @@
 """A fair frontier (issue 50, item 4): each fixed-batch control's configuration from a from-scratch search's best
 at that batch, on hand-built inputs with the answers beside them."""
 
-import pandas as pd
-
 import math
 
+import pandas as pd
 import pytest
 
-from cbs_ray.analysis.control_configs import (TRUNK, best_configurations, budget_problem, configurations_line,
-                                              configurations_run, control_configurations, interpolated_configuration)
+from cbs_ray.analysis.control_configs import (
+    TRUNK,
+    best_configurations,
+    budget_problem,
+    configurations_line,
+    configurations_run,
+    control_configurations,
+    interpolated_configuration,
+)
 from cbs_ray.maths.lr_schedule import scaled_lr
 
 

@@ -6,8 +6,8 @@ import math
 import pandas as pd
 import pytest
 
-from cbs_ray.methods.ladder.reading_stop import LadderStop, ladder_cuts, samples_trained
 from cbs_ray.methods.ladder.reading import summarize_ladder
+from cbs_ray.methods.ladder.reading_stop import LadderStop, ladder_cuts, samples_trained
 from helpers.ladder_curves import history_rows
 
 

@@ -8,8 +8,7 @@ import pandas as pd
 import pytest
 
 from cbs_ray.methods.ladder.reading import ladder_curves, summarize_ladder
-from cbs_ray.methods.ladder.report import headline
-from cbs_ray.methods.ladder.report import write_ladder_report
+from cbs_ray.methods.ladder.report import headline, write_ladder_report
 from cbs_ray.methods.ladder.summary import LadderCost, NoiseScale
 from helpers.ladder_curves import history_rows
 

@@ -6,8 +6,8 @@ import math
 import pandas as pd
 import pytest
 
-from cbs_ray.methods.scratch.reading import summarize, write_summary
 from cbs_ray.analysis.tables import restarts, trial_table
+from cbs_ray.methods.scratch.reading import summarize, write_summary
 from helpers.report import SEEDS, issue_28_repeats, perplexity_run
 
 BUDGET = 4096
@@ -396,8 +396,8 @@ def test_nothing_completed_has_an_answer_that_says_why():
 
 
 def test_unequal_search_effort_is_flagged():
-    from cbs_ray.report.text import headline
     from cbs_ray.analysis.tables import unequal_effort
+    from cbs_ray.report.text import headline
 
     # B=16 is the best of 4 trials, 8 and 32 of 1 each (the held-out causal-LM run of issue 17).
     h = _final({8: 0.80, 16: 0.81, 32: 0.80, 64: 0.70}, trials_per_batch={16: 4})

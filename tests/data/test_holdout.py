@@ -3,11 +3,11 @@
 import pandas as pd
 import pytest
 
+from cbs_ray.analysis.tables import per_batch_table, trial_table
 from cbs_ray.data.files import hold_out, load_texts
 from cbs_ray.search import main
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
-from cbs_ray.analysis.tables import per_batch_table, trial_table
 from helpers.training import train_small as run
 
 

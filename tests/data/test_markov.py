@@ -67,10 +67,10 @@ def test_the_spec_path_prepares_fresh_sequences_and_evaluates_the_exact_excess_l
     """The training set holds FRESH_BUDGETS budgets of sequences (no repeat within 2·D); the evaluation of a
     model that predicts the true chain reports excess_loss 0 (eval_loss: the drawn tokens' −log P, an estimate
     of the entropy); a uniform model's excess is ln V minus the exact entropy of the contexts."""
+    from cbs_ray.data.prepare import prepare_data
     from cbs_ray.sources.builtin import evaluate
     from cbs_ray.train.config import TrialConfig
     from cbs_ray.train.sessions import LocalSession
-    from cbs_ray.data.prepare import prepare_data
 
     spec = load_spec(None, MARKOV)
     data, budget = prepare_data(spec), spec.training.budget_samples

@@ -147,9 +147,8 @@ def test_ray_data_reads_the_same_global_order_as_pyarrow(corpus):
 def test_a_text_column_is_tokenised_by_the_spec_tokenizer_as_the_rows_stream(tmp_path):
     """A ``text`` column: the evaluation rows and the streamed rows both through ``model.tokenizer``, padded and
     masked to ``max_seq_length``; without a tokenizer, one line."""
-    from transformers import AutoTokenizer
-
     from test_tokens import gpt2_style_tokenizer
+    from transformers import AutoTokenizer
 
     for index, texts in enumerate([["good film"] * 40, ["bad film", "good film good"] * 20, ["film"] * 8]):
         pq.write_table(pa.table({"text": texts}), tmp_path / f"shard-{index}.parquet")

@@ -3,8 +3,14 @@
 import numpy as np
 import pytest
 
-from cbs_ray.data.python_source import (DOCUMENT_END, EVAL_SHARE_OF_256, corpus_blocks, held_out,
-                                        python_source_corpus, stdlib_sources)
+from cbs_ray.data.python_source import (
+    DOCUMENT_END,
+    EVAL_SHARE_OF_256,
+    corpus_blocks,
+    held_out,
+    python_source_corpus,
+    stdlib_sources,
+)
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import spec_from_dict
 

@@ -7,16 +7,15 @@ import pandas as pd
 import pytest
 import torch
 
-from cbs_ray.maths.budget import samples_for_tokens
-from cbs_ray.spec.resolve import packing_on, tokens_per_sample
 from cbs_ray.data.files import load_texts
 from cbs_ray.data.prepare import prepare_data
 from cbs_ray.data.tokenize import blocks, pack, token_stream
+from cbs_ray.maths.budget import samples_for_tokens
+from cbs_ray.records.storage import with_tokens_seen
+from cbs_ray.sources.builtin import items_in
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
-from cbs_ray.spec.resolve import resolve_budget
-from cbs_ray.sources.builtin import items_in
-from cbs_ray.records.storage import with_tokens_seen
+from cbs_ray.spec.resolve import packing_on, resolve_budget, tokens_per_sample
 from helpers.paths import SEARCH_SPACES
 
 SPACE = SEARCH_SPACES / "tiny_causal_lm.yaml"

@@ -10,9 +10,19 @@ import sys
 
 import torch
 import torch.distributed as dist
-
-from noise_runs import (BUDGET_SAMPLES, EVERY_SAMPLES, MICRO, PEAK_LR, STEPS, WARMUP_FRACTION, WORLD, BATCH,
-                        collate, datasets_pair, gpt2)
+from noise_runs import (
+    BATCH,
+    BUDGET_SAMPLES,
+    EVERY_SAMPLES,
+    MICRO,
+    PEAK_LR,
+    STEPS,
+    WARMUP_FRACTION,
+    WORLD,
+    collate,
+    datasets_pair,
+    gpt2,
+)
 
 from cbs_ray.integrations.hf import NoiseScaleCallback
 

@@ -6,10 +6,10 @@ branch search is not run again, and the controls take the stage's best configura
 import json
 
 import pytest
-from helpers.ctrl_c import cut_by_ctrl_c
 
 from cbs_ray.records.storage import load_history, read_meta
 from cbs_ray.spec.load import load_spec
+from helpers.ctrl_c import cut_by_ctrl_c
 
 LM = "search_spaces/tiny_causal_lm.yaml"
 # The branch search of test_fair_controls_e2e (trunk B=8, one branch at B=16: resolvable, the schedule doubles,

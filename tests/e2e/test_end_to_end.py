@@ -139,8 +139,8 @@ def test_search_ends_with_a_full_report(ddp_search):
 def test_report_cli_on_the_experiment_and_on_a_partial_copy(ddp_search, tmp_path):
     import shutil
 
-    from cbs_ray.methods.scratch.report import analyze
     from cbs_ray.cli import report_main
+    from cbs_ray.methods.scratch.report import analyze
 
     assert report_main([ddp_search.experiment_path, "--output", str(tmp_path / "full"), "--tolerance", "0.5"]) == 0
     full = json.loads((tmp_path / "full" / "summary.json").read_text())
@@ -171,7 +171,7 @@ def test_probe_prints_b_simple_and_a_grid(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "B=32 = 8 micro × 4 accum × 1 workers" in proc.stdout   # the middle of the grid, accumulating
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("probe: B_simple = "))
+    line = next(s for s in proc.stdout.splitlines() if s.startswith("probe: B_simple = "))
     assert float(line.split("=")[1].split()[0]) > 0
     assert "proposed batch sizes [" in line and "use it: --set 'search.batch_sizes=[" in proc.stdout
 

@@ -3,8 +3,8 @@ mid-search and ``--resume``, the dashboard's HTTP API on 127.0.0.1 and the trial
 
 import json
 import os
-import signal
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from cbs_ray.spec.load import load_spec
 from cbs_ray.tune.api import run_search
 from cbs_ray.tune.runner import ray_session
-from cbs_ray.spec.load import load_spec
 from helpers.network import Poller, beyond_loopback, listening_sockets
 from helpers.training import EARLIER_DEFAULT
 

@@ -7,10 +7,10 @@ twice). The trunk-to-branch restore itself is compared with DDP's in ``tests/tra
 from pathlib import Path
 
 import pytest
-from helpers.ctrl_c import cut_by_ctrl_c
 
 from cbs_ray.records.storage import load_history, read_meta
 from cbs_ray.spec.load import load_spec
+from helpers.ctrl_c import cut_by_ctrl_c
 
 # ≈ 60-90 s on 2 cores: the slow tier.
 pytestmark = pytest.mark.slow

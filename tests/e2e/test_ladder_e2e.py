@@ -59,8 +59,8 @@ def test_summary_json_has_the_ladder_the_prediction_and_its_validation(ladder):
 
 
 def test_the_report_command_rebuilds_it_and_a_resume_trains_nothing(ladder, tmp_path, capsys):
-    from cbs_ray.cli import report_main
     from cbs_ray import resume_search
+    from cbs_ray.cli import report_main
 
     summary, out = ladder
     assert report_main([summary.experiment_path, "--output", str(tmp_path / "again")]) == 0

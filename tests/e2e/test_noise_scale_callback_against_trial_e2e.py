@@ -26,8 +26,19 @@ import pytest
 pytest.importorskip("accelerate")
 pytestmark = [pytest.mark.slow, pytest.mark.multiproc]  # Ray's 2 workers, then torchrun's 2 processes
 
-from noise_runs import (ALPHA, BASE_BATCH, BASE_LR, BATCH, BUDGET_SAMPLES, EVERY_SAMPLES, WARMUP_FRACTION,  # noqa: E402
-                        collate, datasets_pair, gpt2, ratio_of_means)
+from noise_runs import (  # noqa: E402
+    ALPHA,
+    BASE_BATCH,
+    BASE_LR,
+    BATCH,
+    BUDGET_SAMPLES,
+    EVERY_SAMPLES,
+    WARMUP_FRACTION,
+    collate,
+    datasets_pair,
+    gpt2,
+    ratio_of_means,
+)
 
 TRIAL_SEEDS, CALLBACK_SEEDS = 4, [1, 2, 3]
 HERE = Path(__file__).parent

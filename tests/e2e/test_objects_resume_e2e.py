@@ -11,11 +11,11 @@ trunk may have finished before Tune stopped), the ones it never started run, and
 from pathlib import Path
 
 import pytest
-from helpers.ctrl_c import cut_by_ctrl_c
 from test_objects_every_method_e2e import BLOCK, COMMON, objects
 
 from cbs_ray.records.storage import load_history, read_meta
 from cbs_ray.spec.load import load_spec
+from helpers.ctrl_c import cut_by_ctrl_c
 
 # ≈ 1-2 min each on 2 cores: the slow tier.
 pytestmark = pytest.mark.slow

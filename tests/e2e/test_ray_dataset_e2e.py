@@ -5,7 +5,6 @@ streamed Parquet corpus."""
 
 import os
 import sys
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest

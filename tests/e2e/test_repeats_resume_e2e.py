@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.ctrl_c import cut_by_ctrl_c
-from helpers.training import EARLIER_DEFAULT
 
 from cbs_ray.records.storage import META_FILE, load_history, read_meta
 from cbs_ray.spec.load import load_spec
+from helpers.ctrl_c import cut_by_ctrl_c
+from helpers.training import EARLIER_DEFAULT
 
 TINY = EARLIER_DEFAULT + ["data.builtin_train_examples=1024", "data.builtin_eval_examples=128",
                           "training.budget_samples=2048", "training.eval_every_samples=1024",

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
 from helpers.paths import ROOT
 
 BENCH = ROOT / "bench"

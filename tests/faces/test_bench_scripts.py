@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+
 from helpers.paths import ROOT
 
 # Benchmarks as tests (≈ 25 s): the slow tier, which CI runs as its own step (issue 25).

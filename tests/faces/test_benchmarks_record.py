@@ -9,8 +9,9 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers.paths import ROOT
 from test_readme_and_docs import anchors, broken_links, outside_fences
+
+from helpers.paths import ROOT
 
 BENCHMARKS = ROOT / "BENCHMARKS.md"
 ARCHIVE = ROOT / "docs" / "benchmarks-archive.md"

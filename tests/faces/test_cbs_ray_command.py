@@ -6,11 +6,11 @@ import json
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import jsonschema
 import pytest
+import tomllib
 import yaml
 
 from cbs_ray.cli import main

@@ -2,6 +2,7 @@
 
 
 import yaml
+
 from helpers.paths import ROOT
 
 CLUSTER = ROOT / "cluster.yaml"

@@ -14,11 +14,11 @@ import subprocess
 
 import pytest
 import yaml
-from helpers.paths import ROOT
 from jsonschema import Draft4Validator
 
 from cbs_ray import cli
 from cbs_ray.spec.load import load_spec
+from helpers.paths import ROOT
 
 RAYJOB = ROOT / "deploy" / "kuberay" / "rayjob.yaml"
 CRD = ROOT / "deploy" / "kuberay" / "crd" / "ray.io_rayjobs.yaml"

@@ -13,9 +13,10 @@ from importlib import import_module
 from pathlib import Path
 
 import pytest
-from helpers.paths import ROOT
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+from helpers.paths import ROOT
 
 try:
     import tomllib  # Python 3.11+

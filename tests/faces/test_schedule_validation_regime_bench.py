@@ -5,6 +5,7 @@ dense tuned frontier, and a verdict that pools hand-built runs with the answer k
 import sys
 
 import pytest
+
 from helpers.paths import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))

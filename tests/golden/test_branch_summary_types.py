@@ -8,9 +8,9 @@ import json
 
 import make_branch_summaries as made
 import pytest
-from helpers.tolerant import report_differences
 
 from cbs_ray.methods.branch.reading import summarize_branches
+from helpers.tolerant import report_differences
 
 CASES = made.cases()
 FILES = ("summary.json", "report.md", "report.html")
@@ -46,9 +46,8 @@ def test_the_cases_take_the_branches_they_are_named_for():
 
 
 def test_the_recorded_settings_fill_what_an_older_experiment_left_out():
-    from helpers.branch_history import META
-
     from cbs_ray.methods.branch.recorded import BranchRecorded, ScheduleDecided
+    from helpers.branch_history import META
 
     old = {k: v for k, v in META.items() if k not in ("tolerance_relative", "alphas", "deviations", "trunk_peak_lr")}
     rec = BranchRecorded.from_json(old)

@@ -4,9 +4,9 @@ answer of a stored from-scratch, branch and ladder experiment are what the code 
 (issue 47; the rules and why: ``tests/helpers/tolerant.py``). No Ray process starts: the report reads the
 trials' own files."""
 
+import make_golden
 import pytest
 
-import make_golden
 from helpers.tolerant import report_differences
 
 

@@ -9,11 +9,11 @@ import json
 import make_golden
 import make_ladder_summaries as made
 import pytest
-from helpers.tolerant import report_differences
 
 from cbs_ray.methods.ladder.reading import summarize_ladder
 from cbs_ray.methods.ladder.recorded import LadderRecorded
 from cbs_ray.methods.ladder.summary import LadderPrediction, LadderSummary, PredictionValidation
+from helpers.tolerant import report_differences
 
 CASES = made.cases()
 FILES = ("summary.json", "report.md", "report.html")

@@ -4,9 +4,9 @@
 import json
 from decimal import Decimal
 
+import make_golden
 import pytest
 
-import make_golden
 from helpers.tolerant import json_differences, last_place, report_differences, text_differences
 
 LADDER = make_golden.EXPECTED / "ladder"

@@ -6,12 +6,12 @@ import os
 
 import torch
 
-from cbs_ray.train.checkpoint import STATE_FILE
-from cbs_ray.tune.api import prepare
-from cbs_ray.train.sessions import LocalSession
 from cbs_ray.spec.load import load_spec
-from cbs_ray.train.loop import train_loop
+from cbs_ray.train.checkpoint import STATE_FILE
 from cbs_ray.train.config import TrialConfig
+from cbs_ray.train.loop import train_loop
+from cbs_ray.train.sessions import LocalSession
+from cbs_ray.tune.api import prepare
 
 # The task and optimizer settings the loop's and the end-to-end tests were written for: the default before
 # issue 17 made it easier (negation, longer sequences, a higher LR, alpha up to the linear rule, TPE choosing

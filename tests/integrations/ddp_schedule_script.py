@@ -8,7 +8,6 @@ import json
 import sys
 
 import torch.distributed as dist
-
 from schedule_runs import max_weight_difference, tiny_gpt2, token_rows, train_hf, train_plain
 
 from cbs_ray.integrations.hf import NoiseScaleCallback

@@ -8,9 +8,7 @@ import pytest
 pytest.importorskip("accelerate")
 pytestmark = pytest.mark.slow  # trains a tiny GPT-2 (run with -m slow, under the CPU lock)
 
-from schedule_runs import (BASE_LR, EXPECTED_BATCHES, MICRO, max_weight_difference, schedule, tiny_gpt2,  # noqa: E402
-                           token_rows, train_hf, train_plain)
-
+from schedule_runs import BASE_LR, EXPECTED_BATCHES, max_weight_difference, tiny_gpt2, token_rows, train_hf, train_plain  # noqa: E402
 
 EXPECTED_LRS = [BASE_LR * m for m in [1.0] * 8 + [math.sqrt(2)] * 8 + [2.0] * 4]
 
@@ -26,7 +24,7 @@ def test_hf_trainer_trains_the_schedule_and_matches_the_plain_loop(tmp_path):
     rows = token_rows()
     hf_model, plain_model = tiny_gpt2(), tiny_gpt2()
     hf = train_hf(hf_model, rows, str(tmp_path))
-    plain = train_plain(plain_model, rows)
+    train_plain(plain_model, rows)  # trains plain_model in place
     assert [n for n, _ in hf.records] == EXPECTED_BATCHES  # samples seen per optimizer step
     assert [lr for _, lr in hf.records] == pytest.approx(EXPECTED_LRS, rel=1e-12)
     state = hf.trainer.state

@@ -8,8 +8,15 @@ import pytest
 pytest.importorskip("lightning")
 pytestmark = pytest.mark.slow  # trains a tiny GPT-2 (run with -m slow, under the CPU lock)
 
-from schedule_runs import (BASE_LR, EXPECTED_BATCHES, max_weight_difference, tiny_gpt2, token_rows,  # noqa: E402
-                           train_lightning, train_plain)
+from schedule_runs import (  # noqa: E402
+    BASE_LR,
+    EXPECTED_BATCHES,
+    max_weight_difference,
+    tiny_gpt2,
+    token_rows,
+    train_lightning,
+    train_plain,
+)
 
 EXPECTED_LRS = [BASE_LR * m for m in [1.0] * 8 + [math.sqrt(2)] * 8 + [2.0] * 4]
 

@@ -1,10 +1,9 @@
 """Branch mode's report points to cbs_ray.integrations, with a snippet that reads its own summary.json."""
 
-from helpers.branch_history import META, history
-
-from cbs_ray.methods.branch.reading import summarize_branches
 from cbs_ray.integrations import BatchSizeSchedule
+from cbs_ray.methods.branch.reading import summarize_branches
 from cbs_ray.methods.branch.trainer_snippets import trainer_snippets
+from helpers.branch_history import META, history
 
 
 def test_the_report_snippet_names_from_summary_and_the_schedule_reads_back(tmp_path):

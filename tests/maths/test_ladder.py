@@ -9,8 +9,8 @@ import pytest
 from cbs_ray.maths.ladder import (
     BORROWED_EXPONENTS,
     Rung,
-    chi2_sf,
     borrowed_exponent,
+    chi2_sf,
     closed_form_laws,
     fit_ladder,
     fit_power_law,

@@ -32,9 +32,16 @@ from functools import lru_cache
 
 import pytest
 
-from cbs_ray.maths.bisection import Bisection, Run
-from cbs_ray.maths.minimax_walk import (Cost, bracket_cost, first_probe, next_probe, probe_in_bracket,
-                                        runs_by_answer, walk_cost)
+from cbs_ray.maths.bisection import Bisection
+from cbs_ray.maths.minimax_walk import (
+    Cost,
+    bracket_cost,
+    first_probe,
+    next_probe,
+    probe_in_bracket,
+    runs_by_answer,
+    walk_cost,
+)
 
 SST2 = [16, 32, 64, 128, 256, 512, 1024]
 

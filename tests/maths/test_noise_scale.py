@@ -6,9 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cbs_ray.maths.noise_scale import noise_scale
-from cbs_ray.maths.noise_scale import NoiseScaleMeter
 from cbs_ray.analysis.tables import noise_scale_table
+from cbs_ray.maths.noise_scale import NoiseScaleMeter, noise_scale
 
 
 def test_recovers_b_simple_from_two_batch_sizes():

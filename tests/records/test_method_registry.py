@@ -8,8 +8,15 @@ from pathlib import Path
 import pytest
 
 from cbs_ray.records.meta import ExperimentMeta
-from cbs_ray.records.method_registry import (DEFAULT_METHOD, MethodEntry, UnknownMethodError, method_entry,
-                                             method_names, method_report_files, register_method)
+from cbs_ray.records.method_registry import (
+    DEFAULT_METHOD,
+    MethodEntry,
+    UnknownMethodError,
+    method_entry,
+    method_names,
+    method_report_files,
+    register_method,
+)
 from cbs_ray.records.names import default_report_dir
 from cbs_ray.records.storage import META_FILE, ReportError
 from helpers import renamed_method

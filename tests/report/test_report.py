@@ -7,12 +7,12 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from cbs_ray.cli import report_main as main
-from cbs_ray.report.page import render_html, render_markdown
-from cbs_ray.report.text import headline
-from cbs_ray.methods.scratch.reading import summarize
 from cbs_ray.analysis.summary_record import NoiseScale
+from cbs_ray.cli import report_main as main
+from cbs_ray.methods.scratch.reading import summarize
+from cbs_ray.report.page import render_html, render_markdown
 from cbs_ray.report.plots import all_plots
+from cbs_ray.report.text import headline
 from helpers.report import BUDGET, history
 
 

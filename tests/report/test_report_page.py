@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from cbs_ray.methods.scratch.report import Report
 from cbs_ray.methods.scratch.reading import summarize
+from cbs_ray.methods.scratch.report import Report
 from helpers.report import BUDGET, history
 
 CHROMIUM = shutil.which("chromium")

@@ -12,15 +12,21 @@ import torch
 from cbs_ray.data.builtin import ADJECTIVES, NOUNS, builtin_translation, translate, translation_dictionary
 from cbs_ray.data.prepare import prepare_data
 from cbs_ray.data.seq2seq_pairs import target_labels
-from cbs_ray.tune.api import prepare
-from cbs_ray.sources.seq2seq import Seq2SeqSource, bleu_from_statistics, bleu_statistics, evaluate_seq2seq, summed_target_loss
-from cbs_ray.train.sessions import LocalSession
+from cbs_ray.sources.choose import loop_source
+from cbs_ray.sources.seq2seq import (
+    Seq2SeqSource,
+    bleu_from_statistics,
+    bleu_statistics,
+    evaluate_seq2seq,
+    summed_target_loss,
+)
+from cbs_ray.sources.user_objects import user_objects
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
-from cbs_ray.sources.choose import loop_source
-from cbs_ray.train.loop import train_loop
 from cbs_ray.train.config import TrialConfig
-from cbs_ray.sources.user_objects import user_objects
+from cbs_ray.train.loop import train_loop
+from cbs_ray.train.sessions import LocalSession
+from cbs_ray.tune.api import prepare
 from helpers.paths import ROOT
 from helpers.training import RecordingSession
 
@@ -252,7 +258,7 @@ def token_bleu(prediction):
     predicted, labels = prediction.predictions.argmax(-1), prediction.label_ids
     keep = labels != -100
     hyps = [" ".join(map(str, p[k])) for p, k in zip(predicted, keep)]
-    refs = [" ".join(map(str, l[k])) for l, k in zip(labels, keep)]
+    refs = [" ".join(map(str, y[k])) for y, k in zip(labels, keep)]
     return {"bleu": bleu_from_statistics(bleu_statistics(hyps, refs))}
 
 

@@ -9,17 +9,15 @@ import json
 import pytest
 import torch
 
-from cbs_ray.tune.api import prepare, resume_search, run_search
-from cbs_ray.spec.errors import SpecError
-from cbs_ray.spec.load import load_spec, spec_to_dict
-from cbs_ray.train.loop import train_loop
-from cbs_ray.train.config import TrialConfig
 from cbs_ray.records.storage import read_meta, write_meta
 from cbs_ray.sources.user_objects import user_objects
+from cbs_ray.spec.errors import SpecError
+from cbs_ray.spec.load import load_spec, spec_to_dict
+from cbs_ray.train.config import TrialConfig
+from cbs_ray.train.loop import train_loop
+from cbs_ray.tune.api import prepare, resume_search, run_search
 from helpers.examples import load_example
 from helpers.training import RecordingSession
-
-
 
 plain = load_example("plain_torch")
 SMALL = ["search.batch_sizes=[16, 32]", "search.num_trials=2", "training.budget_samples=256",
@@ -376,7 +374,8 @@ def _gathered_on_two_gloo_ranks(rank: int, port: int, out: str) -> None:
     compute_metrics checks that it sees every label once, in the eval set's order."""
     import torch.distributed as dist
 
-    from helpers.gloo import GlooCapture, join_gloo as _join_gloo
+    from helpers.gloo import GlooCapture
+    from helpers.gloo import join_gloo as _join_gloo
 
     _join_gloo(rank, port)
     objects = plain.objects(train_examples=512, eval_examples=101)
@@ -451,7 +450,7 @@ def test_a_causal_lms_accumulated_gradient_is_its_whole_batchs_with_the_labels_c
 def test_the_experiment_is_named_after_the_models_class_unless_the_spec_names_it(monkeypatch, tmp_path):
     """Issue 28: with the default spec's name the experiment was tiny-bert-sentiment-<date>, the demo's, and its
     report went to ./cbs_results/tiny-bert-sentiment/."""
-    from cbs_ray.tune import api, driver
+    from cbs_ray.tune import driver
 
     ran = {}
     monkeypatch.setattr(driver, "run_method", lambda method, spec, prepared, *, out, **_: ran.update(name=spec.name,

@@ -49,8 +49,8 @@ def test_concurrent_trials_follow_the_spec_on_an_autoscaling_cluster():
     autoscaler would add one GPU node); the shipped cluster spec sets 8, which wins."""
     import yaml
 
-    from cbs_ray.tune.search_space import max_concurrent
     from cbs_ray.spec.load import load_spec
+    from cbs_ray.tune.search_space import max_concurrent
 
     cluster_spec = SEARCH_SPACES / "sst2_bert_base.yaml"
     resources = yaml.safe_load(cluster_spec.read_text())["resources"]

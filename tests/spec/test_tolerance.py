@@ -7,15 +7,22 @@ import math
 import pandas as pd
 import pytest
 
-from cbs_ray.methods.scratch.reading import summarize
 from cbs_ray.cli import main
 from cbs_ray.maths.bisection import Bisection, Run
 from cbs_ray.maths.halving import SynchronousHalving
+from cbs_ray.methods.scratch.reading import summarize
 from cbs_ray.spec.branch_section import resolve_branching
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
-from cbs_ray.spec.tolerance import (NATS, RELATIVE, Tolerance, is_loss_metric, resolve_tolerances, unit_of_record,
-                                    within_text)
+from cbs_ray.spec.tolerance import (
+    NATS,
+    RELATIVE,
+    Tolerance,
+    is_loss_metric,
+    resolve_tolerances,
+    unit_of_record,
+    within_text,
+)
 
 
 def test_loss_metrics_are_read_in_nats_and_the_rest_relative():
@@ -109,8 +116,8 @@ def test_bisection_and_halving_take_the_unit():
 
 
 def test_a_spec_stored_before_the_unit_resumes_as_it_ran():
-    from cbs_ray.spec.load import spec_from_dict, spec_to_dict
     from cbs_ray.records.method_registry import method_entry
+    from cbs_ray.spec.load import spec_from_dict, spec_to_dict
     from cbs_ray.spec.tolerance import as_recorded
 
     old = spec_to_dict(load_spec("search_spaces/markov_lm.yaml", ["search.method=branch", "branch.tolerance=0.15"]))

@@ -14,13 +14,13 @@ import shutil
 
 import pytest
 
-from cbs_ray.spec.branch_section import resolve_branching
 from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, schedule_config, trunk_config
-from cbs_ray.train.checkpoint import STATE_FILE, TRUNK_DONE
-from cbs_ray.tune.api import prepare
+from cbs_ray.spec.branch_section import resolve_branching
 from cbs_ray.spec.load import load_spec
-from cbs_ray.train.loop import train_loop
+from cbs_ray.train.checkpoint import STATE_FILE, TRUNK_DONE
 from cbs_ray.train.config import TrialConfig
+from cbs_ray.train.loop import train_loop
+from cbs_ray.tune.api import prepare
 from helpers.paths import SEARCH_SPACES
 from helpers.training import RecordingSession
 
@@ -244,8 +244,8 @@ def test_a_branch_waits_for_its_checkpoint_until_the_trunk_writes_it(tmp_path):
 def test_a_trunk_that_fails_for_good_releases_its_branches_from_the_driver(tmp_path):
     import types
 
-    from cbs_ray.train.checkpoint import wait_for_trunk
     from cbs_ray.methods.branch.trunk_watch import TrunkWatch
+    from cbs_ray.train.checkpoint import wait_for_trunk
 
     watch, checkpoints = TrunkWatch(str(tmp_path / "trunk")), tmp_path / "trunk"
     branch = types.SimpleNamespace(config={"role": "branch", "start_samples": 128})

@@ -8,10 +8,10 @@ import dataclasses
 import pytest
 import torch
 
+from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, trunk_config
 from cbs_ray.spec.branch_section import resolve_branching
 from cbs_ray.spec.load import load_spec
 from cbs_ray.train.config import TrialConfig
-from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, trunk_config
 from cbs_ray.tune.api import prepare
 from helpers.gloo import GlooCapture, free_port, join_gloo
 from helpers.paths import SEARCH_SPACES

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from cbs_ray.train.memory_planner import ProbeCache
-from helpers.training import EARLIER_DEFAULT, Capture, one_step as run_loop
+from helpers.training import EARLIER_DEFAULT, Capture
+from helpers.training import one_step as run_loop
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]

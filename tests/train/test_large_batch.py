@@ -8,16 +8,19 @@ import os
 import pytest
 import torch
 
-from cbs_ray.tune.api import prepare
+from cbs_ray.sources.builtin import items_in
 from cbs_ray.spec.load import load_spec
 from cbs_ray.train.checkpoint import STATE_FILE
-from cbs_ray.train.optimizer import layer_lr_scale, make_optimizer
-from cbs_ray.sources.builtin import items_in
-from cbs_ray.train.loop import train_loop
 from cbs_ray.train.config import TrialConfig
-from helpers.gloo import GlooCapture, free_port as _free_port, join_gloo as _join_gloo
-from helpers.training import (ONE_STEP, Capture, NonFiniteGradient as _NonFiniteGradient,
-                              one_step as run)
+from cbs_ray.train.loop import train_loop
+from cbs_ray.train.optimizer import layer_lr_scale, make_optimizer
+from cbs_ray.tune.api import prepare
+from helpers.gloo import GlooCapture
+from helpers.gloo import free_port as _free_port
+from helpers.gloo import join_gloo as _join_gloo
+from helpers.training import ONE_STEP, Capture
+from helpers.training import NonFiniteGradient as _NonFiniteGradient
+from helpers.training import one_step as run
 
 # A causal LM's micro-batches hold different numbers of target tokens (the built-in sentences are 6 to 17
 # tokens, padded to 32): the step must average over all tokens, not over the micro-batches' own means.
@@ -167,8 +170,8 @@ def test_noise_probe_reads_the_first_micro_batch_and_the_whole_step(task, monkey
     mean loss|² and its large-batch norm |gradient of the step's mean loss|², both recomputed here by hand
     from the same initial weights and the same first 64 shuffled examples (a causal LM's means are over
     tokens, so the first micro-batch's share of the step is not 1/4)."""
-    from cbs_ray.sources.model import build_model
     from cbs_ray.maths.noise_scale import NoiseScaleMeter
+    from cbs_ray.sources.model import build_model
 
     seen = []
     monkeypatch.setattr(NoiseScaleMeter, "add", lambda self, small, big: seen.append((small, big)))
@@ -200,8 +203,8 @@ def _noise_probe_on_two_gloo_workers(rank: int, port: int, out: str, task: list)
     import torch.distributed as dist
     from torch.utils.data import DataLoader, DistributedSampler
 
-    from cbs_ray.sources.model import build_model
     from cbs_ray.maths.noise_scale import NoiseScaleMeter
+    from cbs_ray.sources.model import build_model
 
     _join_gloo(rank, port)
     seen = []

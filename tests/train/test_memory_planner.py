@@ -2,7 +2,14 @@
 
 import pytest
 
-from cbs_ray.train.memory_planner import ProbeCache, _probe_step, cpu_fits, extrapolated_peak, plan_micro_batch, probe_key
+from cbs_ray.train.memory_planner import (
+    ProbeCache,
+    _probe_step,
+    cpu_fits,
+    extrapolated_peak,
+    plan_micro_batch,
+    probe_key,
+)
 from helpers.memory import ScriptedMemory
 
 

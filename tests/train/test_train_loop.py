@@ -7,13 +7,14 @@ import shutil
 import pytest
 import torch
 
-from cbs_ray.tune.api import prepare
 from cbs_ray.spec.load import load_spec
+from cbs_ray.train.config import TrialConfig
+from cbs_ray.train.loop import train_loop
 from cbs_ray.train.optimizer import make_optimizer
 from cbs_ray.train.sessions import LocalSession
-from cbs_ray.train.loop import train_loop
-from cbs_ray.train.config import TrialConfig
-from helpers.training import SMALL, RecordingSession, train_small as run
+from cbs_ray.tune.api import prepare
+from helpers.training import SMALL, RecordingSession
+from helpers.training import train_small as run
 
 
 def test_reports_land_on_exact_sample_milestones():
@@ -92,8 +93,8 @@ def test_micro_batch_probe_is_skipped_on_cpu_without_a_memory_limit(capsys):
 def test_cpu_probe_within_a_memory_limit_plans_and_trains_as_an_unprobed_trial(capsys, tmp_path, monkeypatch):
     """The probe really steps the model on the CPU (peaks measured, plan cached); its steps and random
     batches are undone, so the trial trains exactly as the same plan given by hand."""
-    from cbs_ray.train.memory_planner import ProbeCache
     from cbs_ray.spec.schema import TINY_BERT
+    from cbs_ray.train.memory_planner import ProbeCache
 
     monkeypatch.setenv("HOME", str(tmp_path)) # a fresh probe cache
    # With dropout, training draws from the RNG the probe's random batches also draw from.
@@ -265,8 +266,8 @@ def test_ray_per_report_log_lines_are_quietened():
 def test_the_probe_measures_a_model_in_training_mode_even_if_it_came_in_eval_mode(tmp_path, monkeypatch):
     """A pretrained model comes in eval mode (no dropout, and no gradient checkpointing in transformers):
     the probe must measure the model as it will train."""
-    import cbs_ray.train.memory_planner as planner
     import cbs_ray.sources.model as model_module
+    import cbs_ray.train.memory_planner as planner
 
     monkeypatch.setenv("HOME", str(tmp_path))
     built = model_module.build_model

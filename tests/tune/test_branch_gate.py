@@ -4,8 +4,8 @@ runs reach Tune as their checkpoints are published, and end when the trunk does.
 import pytest
 from ray.tune.search import Searcher
 
-from cbs_ray.train.checkpoint import STATE_FILE, TRUNK_DONE, mark_trunk_done
 from cbs_ray.methods.branch.gate import PublishedCheckpoints, never_started
+from cbs_ray.train.checkpoint import STATE_FILE, TRUNK_DONE, mark_trunk_done
 
 TRUNK = {"role": "trunk", "log2_batch": 3, "start_samples": 0}
 

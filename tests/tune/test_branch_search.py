@@ -5,12 +5,12 @@ real local Ray (marked e2e): the trunk and branches as Tune trials, summary.json
 
 import pytest
 
-from cbs_ray.spec.branch_section import resolve_branching
+from cbs_ray.methods.branch.runs import validation_configs
 from cbs_ray.methods.branch.search import branch_search_samples, scratch_search_samples
 from cbs_ray.search import main
+from cbs_ray.spec.branch_section import resolve_branching
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
-from cbs_ray.methods.branch.runs import validation_configs
 
 LM = "search_spaces/tiny_causal_lm.yaml"
 BRANCH = ["search.method=branch"]
@@ -251,10 +251,10 @@ def test_the_progress_display_reads_every_runs_span_off_its_plan():
     built by the method on the driver) for its batch, start and stop, not the config's role strings: the trunk and
     a schedule run train the budget, a branch its window from its checkpoint, a from-scratch trial the budget, a
     ladder run to its own stop (2·D with ladder.validate)."""
-    from cbs_ray.spec.ladder_section import resolve_ladder
-    from cbs_ray.train.trial_plans import SearchedPlans
     from cbs_ray.methods.branch.search import search_plans, validation_plans
     from cbs_ray.methods.ladder.search import ladder_plans
+    from cbs_ray.spec.ladder_section import resolve_ladder
+    from cbs_ray.train.trial_plans import SearchedPlans
     from cbs_ray.tune.runner import progress_display
 
     spec = load_spec(LM, BRANCH)
@@ -289,8 +289,8 @@ def test_a_resumed_branch_search_rebuilds_the_plans_its_trials_were_started_with
     tuples) are the ones the search started: every restored point finds the same plan."""
     import json
 
-    from cbs_ray.train.trial_plans import PresetPlans
     from cbs_ray.methods.branch.search import search_plans, validation_plans
+    from cbs_ray.train.trial_plans import PresetPlans
 
     spec = load_spec(LM, BRANCH + ["branch.repeats=2", "branch.validation_seeds=2"])
     budget = spec.training.budget_samples

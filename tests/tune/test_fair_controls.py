@@ -9,12 +9,17 @@ import pytest
 
 from cbs_ray.cli import main
 from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
+from cbs_ray.methods.branch.fair_controls import (
+    best_batch,
+    chosen_controls,
+    frontier_batches,
+    tuned_controls,
+    validation_controls,
+)
+from cbs_ray.methods.branch.runs import TUNED, branch_run_plan, validation_configs
 from cbs_ray.spec.branch_section import resolve_branching
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
-from cbs_ray.methods.branch.runs import TUNED, branch_run_plan, validation_configs
-from cbs_ray.methods.branch.fair_controls import (best_batch, chosen_controls, frontier_batches, tuned_controls,
-                                                  validation_controls)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "golden"))
 import make_golden  # noqa: E402

@@ -3,12 +3,12 @@
 import pandas as pd
 import pytest
 
+from cbs_ray.methods.ladder.search import ladder_configs, ladder_outline_lines, ladder_plans, ladder_run_plan
 from cbs_ray.search import main
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.ladder_section import resolve_ladder
 from cbs_ray.spec.load import load_spec
 from cbs_ray.train.config import TrialConfig
-from cbs_ray.methods.ladder.search import ladder_configs, ladder_run_plan, ladder_outline_lines, ladder_plans
 
 LM = "search_spaces/tiny_causal_lm.yaml"
 LADDER = ["search.method=ladder"]
@@ -140,14 +140,13 @@ def test_the_ladder_takes_branch_modes_schedule_for_the_same_spec(tmp_path, monk
     # Beside the ladder's experiment: branch experiments of other data, another budget, a schedule run, a folder
     # that is no experiment, and one of the same spec (the oldest): that one's schedule is read, as branch mode
     # reports it (the history is helpers.branch_history's, read in place of Tune's files).
-    from helpers.branch_history import META as BRANCH_META
-    from helpers.branch_history import history
-    from helpers.ladder_curves import history_rows
-
     import cbs_ray.methods.branch.same_spec as same_spec
     from cbs_ray.methods.ladder.reading import summarize_ladder
     from cbs_ray.methods.ladder.report import headline
     from cbs_ray.records.meta import ExperimentMeta
+    from helpers.branch_history import META as BRANCH_META
+    from helpers.branch_history import history
+    from helpers.ladder_curves import history_rows
 
     def meta(method="branch", fingerprint="abc", budget=8192):
         extra = {**BRANCH_META, "warmup_fraction": 0.1} if method == "branch" else {}

@@ -2,8 +2,8 @@
 
 import pytest
 
-from cbs_ray.tune.placement import TrialDemand, autoscales, copies_that_fit, never_placed, trial_demand
 from cbs_ray.spec.load import load_spec
+from cbs_ray.tune.placement import TrialDemand, autoscales, copies_that_fit, never_placed, trial_demand
 
 # Nodes as ray.nodes() gives their totals: a head with CPU 0 (cluster.yaml's) has no CPU key at all.
 HEAD = {"memory": 8e9, "object_store_memory": 1e9, "node:__internal_head__": 1.0}

@@ -8,8 +8,14 @@ import tempfile
 import pytest
 
 from cbs_ray.spec.errors import SpecError
-from cbs_ray.tune.ray_temp import (MKDTEMP_NAME, RAY_SOCKET_NAMES, RAY_SOCKET_TAIL, UNIX_SOCKET_PATH_MAX,
-                                   fits_ray_sockets, private_temp_dir)
+from cbs_ray.tune.ray_temp import (
+    MKDTEMP_NAME,
+    RAY_SOCKET_NAMES,
+    RAY_SOCKET_TAIL,
+    UNIX_SOCKET_PATH_MAX,
+    fits_ray_sockets,
+    private_temp_dir,
+)
 from cbs_ray.tune.runner import RayDidNotStart, ray_start_failure
 
 

@@ -6,13 +6,13 @@ import types
 import pytest
 
 from cbs_ray.cli import report_main
+from cbs_ray.methods.branch import search as branch
+from cbs_ray.methods.ladder import search as ladder
+from cbs_ray.methods.scratch import search as scratch
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import META_FILE
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
-from cbs_ray.methods.branch import search as branch
-from cbs_ray.methods.ladder import search as ladder
-from cbs_ray.methods.scratch import search as scratch
 from cbs_ray.tune.api import _check_same_data, method_named, method_names
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.search_method import SearchMethod
@@ -46,7 +46,10 @@ def test_the_dry_run_plan_is_the_methods_own():
     from cbs_ray.tune.prepare import Prepared
 
     data = types.SimpleNamespace(train_examples=10 ** 6)  # no data prepared here
-    budget = lambda spec: Prepared(data, spec.training.budget_samples, None)
+
+    def budget(spec):
+        return Prepared(data, spec.training.budget_samples, None)
+
     spec = load_spec(None)
     lines = method_named("scratch").outline_lines(spec, budget(spec))
     assert lines[0].startswith("tiny-bert-sentiment") and any("B=128" in line for line in lines)
@@ -97,8 +100,8 @@ def test_a_search_result_gives_the_answer_with_its_bound_not_the_number_alone():
              "samples_seen": 1024, "accuracy": accuracy, "wall_time_s": 1024 / b, "samples_per_s": float(b),
              "diverged": False} for b, accuracy in ((8, 0.80), (16, 0.70), (32, 0.65))]
     summary = summarize(pd.DataFrame(rows), metric="accuracy", mode="max", budget_samples=1024)
-    from cbs_ray.tune.result import SearchResult
     from cbs_ray.report.reading import Reading
+    from cbs_ray.tune.result import SearchResult
 
     result = SearchResult(load_spec(None), Reading(summary, pd.DataFrame(), (), summary.answer), "/x/exp", None)
     assert (result.answer.batch_size, result.answer.bound, result.answer.resolved) == (8, "upper", None)

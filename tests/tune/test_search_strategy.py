@@ -1,7 +1,7 @@
 """The search strategies' configurations (pure: no Ray)."""
 
-from cbs_ray.tune.search_space import grid_points, num_trials, outline_lines
 from cbs_ray.spec.load import load_spec
+from cbs_ray.tune.search_space import grid_points, num_trials, outline_lines
 
 
 def test_grid_is_every_batch_by_evenly_spaced_alphas_and_warmups():

@@ -4,9 +4,9 @@
 import pandas as pd
 import pytest
 
+from cbs_ray.methods.branch.report import TrunkFailed, trunk_lost
 from cbs_ray.records.columns import Column
 from cbs_ray.records.storage import ReportError
-from cbs_ray.methods.branch.report import TrunkFailed, trunk_lost
 
 BUDGET = 4096
 
@@ -35,8 +35,8 @@ def test_a_failed_trunk_is_a_report_error_the_command_line_ends_in_one_line():
 
 
 def test_the_trunks_end_marker_says_it_failed(tmp_path):
-    from cbs_ray.train.checkpoint import mark_trunk_done
     from cbs_ray.methods.branch.report import failed_roles
+    from cbs_ray.train.checkpoint import mark_trunk_done
 
     checkpoints = tmp_path / "trunk_checkpoints"
     mark_trunk_done(str(checkpoints), "4096")  # finished

@@ -19,9 +19,9 @@ from cbs_ray.records.columns import Column
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.method_registry import method_entry
 from cbs_ray.records.storage import ReportError, load_history
+from cbs_ray.spec.branch_section import Branching
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.paths import expand_user
-from cbs_ray.spec.branch_section import Branching
 from cbs_ray.spec.schema import SearchSpec
 
 __all__ = ["CONTROLS_STAGE", "SCRATCH", "GRID", "DENSE", "ChosenControls", "best_batch", "tuned_controls",

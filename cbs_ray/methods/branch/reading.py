@@ -5,24 +5,27 @@ history: CBS(t) at every checkpoint, its trend, the schedule and its validation.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 import pandas as pd
 
+from cbs_ray.analysis.control_configs import NONE, configurations_run
+from cbs_ray.analysis.decision import DEFAULT_BASE, Decision, NextSearch, decide_branch
+from cbs_ray.analysis.json_values import json_clean
+from cbs_ray.maths.budget import scratch_grid_samples
+from cbs_ray.maths.lr_schedule import lr_multiplier, warmup_steps
 from cbs_ray.methods.branch.reading_points import (
     CbsPoint,
     as_dict,
+    critical_batch_over_training,
     diverged_runs,
     is_finite_number,
+    loss_column,
     rows_of_role,
     run_key,
-    critical_batch_over_training,
-    loss_column,
 )
-from cbs_ray.methods.branch.recorded import BranchRecorded, ScheduleDecided
-from cbs_ray.methods.branch.summary import BranchRun, LossComparison, LossReading, TrunkRecord
 from cbs_ray.methods.branch.reading_schedule import (
     ScheduleValidation,
     last_report,
@@ -31,12 +34,9 @@ from cbs_ray.methods.branch.reading_schedule import (
     schedule_in_tokens,
     validate_schedule,
 )
-from cbs_ray.analysis.control_configs import NONE, configurations_run
-from cbs_ray.analysis.decision import DEFAULT_BASE, Decision, NextSearch, decide_branch
 from cbs_ray.methods.branch.reading_trend import Trend, b_simple_over_training, trend
-from cbs_ray.analysis.json_values import json_clean
-from cbs_ray.maths.budget import scratch_grid_samples
-from cbs_ray.maths.lr_schedule import lr_multiplier, warmup_steps
+from cbs_ray.methods.branch.recorded import BranchRecorded, ScheduleDecided
+from cbs_ray.methods.branch.summary import BranchRun, LossComparison, LossReading, TrunkRecord
 from cbs_ray.records.columns import Column
 
 __all__ = ["BranchSummary", "compare_losses", "schedule_alpha", "seesaw_start_batch", "summarize_branches",

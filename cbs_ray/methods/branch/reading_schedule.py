@@ -36,6 +36,9 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from cbs_ray.analysis.control_configs import TRUNK
+from cbs_ray.maths.batch_ramp import fitted_ramp, seesaw_ramp
+from cbs_ray.maths.iso_loss import PCHIP, censoring_bound, paired_saved_fraction
 from cbs_ray.methods.branch.reading_points import CbsPoint, as_dict, diverged_runs, is_finite_number, rows_of_role
 from cbs_ray.methods.branch.reading_verdicts import (
     BelowFrontier,
@@ -49,9 +52,6 @@ from cbs_ray.methods.branch.reading_verdicts import (
     steps_saved,
     t_quantile,
 )
-from cbs_ray.maths.batch_ramp import fitted_ramp, seesaw_ramp
-from cbs_ray.analysis.control_configs import TRUNK
-from cbs_ray.maths.iso_loss import PCHIP, censoring_bound, paired_saved_fraction
 from cbs_ray.records.columns import Column, require_columns
 
 __all__ = ["SCHEDULE_RULES", "CONTROL_NAMES", "Control", "FrontierControls", "IsoLossSteps",

@@ -25,11 +25,13 @@ import pandas as pd
 
 from cbs_ray.analysis.answer import bound_text
 from cbs_ray.analysis.control_configs import configurations_line
-from cbs_ray.methods.branch.reading_points import CbsPoint
-from cbs_ray.methods.branch.reading import BranchSummary, summarize_branches
-from cbs_ray.methods.branch.recorded import BranchRecorded
-from cbs_ray.methods.branch.summary import LossReading
 from cbs_ray.maths.critical_batch import LOWER, UPPER
+from cbs_ray.methods.branch.reading import BranchSummary, summarize_branches
+from cbs_ray.methods.branch.reading_points import CbsPoint
+from cbs_ray.methods.branch.recorded import BranchRecorded
+from cbs_ray.methods.branch.same_spec import branch_history
+from cbs_ray.methods.branch.summary import LossReading
+from cbs_ray.methods.branch.trainer_snippets import trainer_snippets
 from cbs_ray.records.columns import Column
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.names import TRUNK_DONE
@@ -38,9 +40,7 @@ from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import save_figure  # (sets matplotlib's Agg backend)
 from cbs_ray.report.reading import MethodAnswer, Reading, next_search_of, report_and_summary_line
-from cbs_ray.methods.branch.same_spec import branch_history
-from cbs_ray.report.text import markdown_table, html_answer_box, html_table
-from cbs_ray.methods.branch.trainer_snippets import trainer_snippets
+from cbs_ray.report.text import html_answer_box, html_table, markdown_table
 from cbs_ray.spec.load import spec_from_dict
 
 __all__ = ["FRONTIER_PLOT", "PLOT", "cbs_over_training_plot", "frontier_plot", "headline", "loss_rows", "paired_rows",

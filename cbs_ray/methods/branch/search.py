@@ -21,25 +21,33 @@ import functools
 from typing import Optional
 
 from cbs_ray.analysis.control_configs import configurations_line
-from cbs_ray.methods.branch.reading_verdicts import criterion_text
-from cbs_ray.methods.branch.reading import summarize_branches
 from cbs_ray.maths.budget import scratch_grid_samples
+from cbs_ray.methods.branch.fair_controls import (
+    CONTROLS_STAGE,
+    DENSE,
+    SCRATCH,
+    best_batch,
+    chosen_controls,
+    frontier_batches,
+    tuned_controls,
+    unused_controls_warning,
+)
+from cbs_ray.methods.branch.gate import PublishedCheckpoints, never_started
+from cbs_ray.methods.branch.reading import summarize_branches
+from cbs_ray.methods.branch.reading_verdicts import criterion_text
+from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, trunk_config, validation_configs
+from cbs_ray.methods.branch.trunk_watch import TrunkWatch
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import load_history
 from cbs_ray.sources.object_checks import check_same_architecture
 from cbs_ray.spec.branch_section import Branching, resolve_branching
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, trunk_config, validation_configs
 from cbs_ray.train.trial_plans import PresetPlans
-from cbs_ray.methods.branch.gate import PublishedCheckpoints, never_started
 from cbs_ray.tune.driver import ExperimentLauncher
-from cbs_ray.methods.branch.fair_controls import (CONTROLS_STAGE, DENSE, SCRATCH, best_batch, chosen_controls,
-                                                  frontier_batches, tuned_controls, unused_controls_warning)
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.runner import points_config
 from cbs_ray.tune.search_method import Launch, Stage, check_batches_fit, method_named
-from cbs_ray.methods.branch.trunk_watch import TrunkWatch
 
 __all__ = ["METHOD", "BranchMethod", "branch_outline_lines", "branch_search_samples",
            "branches_launch", "resolved_branching", "scratch_search_samples", "schedule_launch",

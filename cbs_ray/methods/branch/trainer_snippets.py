@@ -4,8 +4,8 @@ OLMo-core's ``BatchSizeSchedulerCallback``, Levanter's ``train_batch_size`` sche
 
 from __future__ import annotations
 
-from cbs_ray.methods.branch.reading_schedule import schedule_in_tokens, schedule_steps, schedule_total_steps
 from cbs_ray.methods.branch.reading import BranchSummary
+from cbs_ray.methods.branch.reading_schedule import schedule_in_tokens, schedule_steps, schedule_total_steps
 
 __all__ = ["trainer_snippets"]
 

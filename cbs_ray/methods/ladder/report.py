@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from cbs_ray.maths.prediction import literature_range
+from cbs_ray.methods.branch.same_spec import same_spec_schedule
 from cbs_ray.methods.ladder.reading import LOG2_TARGET, LadderSummary, summarize_ladder
 from cbs_ray.methods.ladder.summary import PredictorFigures
 from cbs_ray.records.meta import ExperimentMeta
@@ -24,8 +25,7 @@ from cbs_ray.report.folder import report_folder
 from cbs_ray.report.page import STYLE
 from cbs_ray.report.plots import save_figure  # (sets matplotlib's Agg backend)
 from cbs_ray.report.reading import MethodAnswer, Reading, next_search_of, report_and_summary_line
-from cbs_ray.methods.branch.same_spec import same_spec_schedule
-from cbs_ray.report.text import markdown_table, html_answer_box, html_table
+from cbs_ray.report.text import html_answer_box, html_table, markdown_table
 from cbs_ray.spec.load import spec_from_dict
 
 __all__ = ["PLOT", "headline", "ladder_plot", "write_ladder_report", "LadderReport", "REPORT", "ladder_answer"]

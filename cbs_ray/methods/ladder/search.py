@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from cbs_ray.methods.ladder.reading_stop import LadderStop
 from cbs_ray.maths.budget import optimizer_steps
+from cbs_ray.methods.ladder.reading_stop import LadderStop
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.trial_point import BATCH_KEY, batch_of, encode_batch
 from cbs_ray.spec.ladder_section import MIN_RUNG_SPAN, Ladder, resolve_ladder

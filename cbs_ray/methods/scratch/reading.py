@@ -15,15 +15,23 @@ from cbs_ray.analysis.answer import answer_of, bound_text
 from cbs_ray.analysis.decision import DEFAULT_BASE, Decision, Evidence, NextSearch, decide_scratch
 from cbs_ray.analysis.json_values import json_clean
 from cbs_ray.analysis.readings import (
+    default_target,
+    recommend,
     target_rules,
     tradeoff_reading,
     turning_point_reading,
     with_noise_scale,
-    default_target,
-    recommend,
 )
-from cbs_ray.analysis.summary_record import (CriticalBatch, Importance, NoiseScale, OverheadRule, Recommendation,
-                                             Summary, Tradeoff, TurningPoint)
+from cbs_ray.analysis.summary_record import (
+    CriticalBatch,
+    Importance,
+    NoiseScale,
+    OverheadRule,
+    Recommendation,
+    Summary,
+    Tradeoff,
+    TurningPoint,
+)
 from cbs_ray.analysis.tables import noise_scale_table, per_batch_table, trial_table
 from cbs_ray.maths.importance import EVALUATOR, param_importance
 from cbs_ray.maths.lr_schedule import warmup_steps

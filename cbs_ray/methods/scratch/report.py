@@ -16,9 +16,9 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from cbs_ray.methods.scratch.reading import summarize, write_summary
 from cbs_ray.analysis.summary_record import CriticalBatch, Recommendation, Summary, Tradeoff
 from cbs_ray.maths.lr_schedule import seed_warmup_fraction
+from cbs_ray.methods.scratch.reading import summarize, write_summary
 from cbs_ray.records.columns import Column
 
 # ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as

@@ -11,6 +11,8 @@ import warnings
 from typing import Any, Callable, Optional
 
 from cbs_ray.analysis.tables import per_batch_table, trial_table
+from cbs_ray.methods.scratch.bisection_search import AlphaRank, BisectionSearcher, bisection_outline_lines
+from cbs_ray.methods.scratch.per_batch_asha import PerBatchASHA
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import load_history
 from cbs_ray.records.trial_point import BATCH_KEY, encode_batch
@@ -18,12 +20,10 @@ from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.spec.tolerance import spec_tolerances
 from cbs_ray.train.config import batch_size_of
 from cbs_ray.tune.driver import ExperimentLauncher
-from cbs_ray.methods.scratch.bisection_search import AlphaRank, BisectionSearcher, bisection_outline_lines
-from cbs_ray.methods.scratch.per_batch_asha import PerBatchASHA
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.runner import points_config, quiet_optuna
 from cbs_ray.tune.search_method import Launch, Stage
-from cbs_ray.tune.search_space import grid_points, per_batch_space, outline_lines, tune_space
+from cbs_ray.tune.search_space import grid_points, outline_lines, per_batch_space, tune_space
 from cbs_ray.tune.study import PersistentStudySearch, open_storage
 
 __all__ = ["METHOD", "ScratchMethod", "fit_experiment", "search_launch", "repeats_launch", "search_outline_lines"]
