@@ -13,7 +13,8 @@ from cbs_ray.analysis.decision import Decision
 from cbs_ray.maths.importance import ImportanceReading
 from cbs_ray.spec.tolerance import within_text
 
-__all__ = ["Summary", "Answer", "CriticalBatch", "TurningPoint", "Uncertainty", "Verdict", "Tradeoff", "OverheadRule", "NoiseScale", "Importance", "Recommendation"]
+__all__ = ["Summary", "Answer", "CriticalBatch", "TurningPoint", "Uncertainty", "Verdict", "Tradeoff", "OverheadRule",
+           "NoiseScale", "Importance", "Recommendation"]
 
 # A field with this metadata is left out of summary.json while it is None: such keys were only ever
 # written when they had a value, and summary.json keeps its schema.

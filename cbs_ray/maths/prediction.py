@@ -190,7 +190,8 @@ def screen_rungs(rungs: Sequence[RungPoint], budget_samples: float, *, batch_gri
         elif r.samples > budget_samples:
             left.append(LeftOut(r.samples, r.b_crit, f"past the budget ({budget_samples:g} samples)"))
         elif r.samples < rungs_from:
-            left.append(LeftOut(r.samples, r.b_crit, f"inside the warm-up transient (rungs from {rungs_from:g} samples)"))
+            left.append(LeftOut(r.samples, r.b_crit,
+                                f"inside the warm-up transient (rungs from {rungs_from:g} samples)"))
         elif batch_grid is not None and r.b_crit < batch_grid[0]:
             left.append(LeftOut(r.samples, r.b_crit, f"B_crit {r.b_crit:.3g} below the smallest batch trained "
                                                      f"({batch_grid[0]:g}): read off the grid"))

@@ -25,8 +25,8 @@ def report_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.re
     parser.add_argument("experiment_dir", help="the Tune experiment directory a search wrote")
     parser.add_argument("--output", help="where to write the report (default: ./cbs_results/<name>, "
                                          "<name>-branch or <name>-ladder for those methods)")
-    parser.add_argument("--tolerance", type=float, help="turning-point tolerance, in the experiment's unit (nats for a loss "
-                        "metric since issue 50, else relative; default from the spec)")
+    parser.add_argument("--tolerance", type=float, help="turning-point tolerance, in the experiment's unit (nats for a "
+                        "loss metric since issue 50, else relative; default from the spec)")
     parser.add_argument("--target", type=float, help="target metric for the tradeoff and the 20%% rule")
     parser.add_argument("--turning-point", choices=["monotone", "raw"],
                         help="read the turning point off the monotone fit or the raw bests (default from the spec)")
@@ -54,12 +54,13 @@ def report_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.re
     except (ReportError, MissingColumnError, SpecError) as e:  # a history without a column the report needs names it
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except (KeyError, TypeError, ValueError, RecursionError) as e:  # metadata of the wrong shape (ladder_batches: "lots")
+    except (KeyError, TypeError, ValueError, RecursionError) as e:  # metadata of the wrong shape (ladder_batches: lots)
         if os.environ.get("CBS_RAY_DEBUG"):
             raise
         said = str(e).splitlines()[0] if str(e) else ""
         print(f"error: {args.experiment_dir}: cannot be reported: {type(e).__name__}: {said[:200]} (its "
-              f"{META_FILE} or results are not what cbs-ray writes; CBS_RAY_DEBUG=1 for the traceback)", file=sys.stderr)
+              f"{META_FILE} or results are not what cbs-ray writes; CBS_RAY_DEBUG=1 for the traceback)",
+              file=sys.stderr)
         return 2
     except Exception as e:
         return unforeseen_error(e)

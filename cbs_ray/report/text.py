@@ -129,7 +129,8 @@ def decision_lines(summary: Summary) -> list[str]:
 
 
 def headline(summary: Summary) -> list[str]:
-    """The decision (what to train at), then the one answer (``Summary.answer``), its cross-checks and notes, then the three critical-batch figures
+    """The decision (what to train at), then the one answer (``Summary.answer``), its cross-checks and notes, then the
+    three critical-batch figures
     and the recommendation, one line each (a reading at the edge of the grid written as a bound, "≥ 128")."""
     cb, metric = summary.critical_batch, summary.metric
     oh = cb.overhead_20pct

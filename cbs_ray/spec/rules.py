@@ -294,7 +294,8 @@ def _study_needs_optuna(spec: SearchSpec) -> None:
 def _branch_mode_stands_alone(spec: SearchSpec) -> None:
     """What branch mode cannot combine with: a probe-chosen grid (the branches need their batches before
     anything trains), an Optuna study (branch mode trains a fixed grid: each checkpoint × batch × alpha), a
-    storage URI (the trunk's checkpoints go to a shared directory). ``search.repeats``, ``num_trials``, ``strategy`` and the
+    storage URI (the trunk's checkpoints go to a shared directory). ``search.repeats``, ``num_trials``, ``strategy``
+    and the
     ``asha`` section are a from-scratch search's and are ignored; the schedule switch needs branch mode."""
     s = spec.search
     if not reads_section(spec, spec.branch):
@@ -390,7 +391,8 @@ def _method_can_do_what_is_asked(spec: SearchSpec) -> None:
 CROSS_FIELD_RULES: tuple[Callable[[SearchSpec], None], ...] = (
     _hub_source_names_a_dataset, _local_files_exist, _probe_batch_splits_over_workers,
     _reports_land_on_whole_batches, _budget_samples_fit, _tokens_need_a_causal_lm, _budget_tokens_fit,
-    _persistent_workers_need_workers, _every_batch_size_is_trained, _accuracy_needs_classification, _bleu_needs_seq2seq, _translation_is_seq2seq,
+    _persistent_workers_need_workers, _every_batch_size_is_trained, _accuracy_needs_classification, _bleu_needs_seq2seq,
+    _translation_is_seq2seq,
     _markov_is_a_causal_lm,
     _seq2seq_has_no_probe, _generation_needs_seq2seq, _mode_matches_metric, _one_tolerance,
     _grid_trains_to_the_full_budget, _grace_period_is_whole_report_intervals, _batch_sizes_split_over_workers,

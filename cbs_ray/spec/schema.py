@@ -41,7 +41,8 @@ from cbs_ray.spec.checks import (
 from cbs_ray.spec.ladder_section import LadderSpec  # the section lives with its resolution and its rule
 from cbs_ray.spec.paths import expand_user
 
-__all__ = ["SearchSpec", "ModelSpec", "DataSpec", "TrainingSpec", "SearchSection", "GenerationSpec", "AshaSpec", "BranchSpec", "LadderSpec", "ResourcesSpec"]
+__all__ = ["SearchSpec", "ModelSpec", "DataSpec", "TrainingSpec", "SearchSection", "GenerationSpec", "AshaSpec",
+           "BranchSpec", "LadderSpec", "ResourcesSpec"]
 
 
 TINY_BERT = {
@@ -118,7 +119,8 @@ class DataSpec:
     """Size of the generated training set (``markov``: at least 4 budgets of fresh sequences whatever this says,
     so that no sequence is seen twice within a run); at most 10⁷ (generated in memory)."""
     builtin_eval_examples: int = field(default=24576, metadata=check(between(1, MAX_BUILTIN_EXAMPLES)))
-    """Size of the generated evaluation set (at most 10⁷, generated in memory). The default keeps an accuracy's standard error at most 0.0032
+    """Size of the generated evaluation set (at most 10⁷, generated in memory). The default keeps an accuracy's
+    standard error at most 0.0032
     even at chance (0.5), so one batch size that failed to learn cannot make the verdict unresolvable."""
     hub_name: Optional[str] = None
     """``datasets.load_dataset`` name, e.g. ``glue``."""
@@ -280,7 +282,8 @@ class SearchSection:
                                         metadata=check(low_high_pair(), ordered_within(0.0, 1.0)))
     """[low, high] of warmup as a fraction of the trial's optimizer steps."""
     num_trials: int = field(default=18, metadata=check(between(1, MAX_TRIALS)))
-    """Trials in total (at most 10 000, ``spec.checks.MAX_TRIALS``). At least one per batch size: each batch size is seeded (the middle alpha, and a
+    """Trials in total (at most 10 000, ``spec.checks.MAX_TRIALS``). At least one per batch size: each batch size is
+    seeded (the middle alpha, and a
     warmup that grows with the batch: the middle of the range at ``base_batch``, an eighth of the range more
     per doubling above and less below, clipped to the range) so its curve point always exists."""
     metric: str = field(default="accuracy", metadata=check(METRIC_NAME))
@@ -343,7 +346,8 @@ class SearchSection:
     """The study's name in ``study_storage``; default: the experiment's name (``<name>-<date>-<time>``).
     An existing study is continued (TPE learns from its trials) if its metric and direction match."""
     method: str = field(default=DEFAULT_METHOD, metadata=check(a_registered_method()))
-    """One of ``records.method_registry``'s methods (``register_method`` adds one). ``scratch``: every candidate batch trains from initialisation to the full budget (the critical batch at
+    """One of ``records.method_registry``'s methods (``register_method`` adds one). ``scratch``: every candidate batch
+    trains from initialisation to the full budget (the critical batch at
     the end of the budget). ``branch``: one trunk run at a small batch saves checkpoints, and from each, branches
     at larger batches train for a window (the ``branch:`` section): the critical batch over the course of
     training, CBS(t) (Merrill et al. 2025), and a batch-size schedule that follows it. ``ladder``: every batch
@@ -435,7 +439,8 @@ class BranchSpec:
     """The validation's fixed batches: ``grid``, the schedule's own (its first and largest batch, the powers of two
     around its iso-step batch, twice its largest); ``dense``, batches √2 apart around B* (the best tuned fixed batch,
     the trunk's batch without one) from the smaller of B*/2 and the trunk's batch to twice the larger of B* and
-    the largest branch batch, with every branch batch, each rounded to a batch that divides ``training.eval_every_samples`` (a power-of-two
+    the largest branch batch, with every branch batch, each rounded to a batch that divides
+    ``training.eval_every_samples`` (a power-of-two
     cadence leaves batches 2× apart), the same for every rule; a batch the from-scratch search did not train takes
     the configuration interpolated in log B between its tuned neighbours. ``dense`` trains about twice the
     controls."""

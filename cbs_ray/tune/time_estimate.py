@@ -76,7 +76,8 @@ def _inputs(arrays, task: str) -> dict:
 
 def measure_steps(spec: SearchSpec, planned: Prepared, micro_batches: Sequence[int]) -> StepTimes:
     """Time the spec's model on the driver (``planned``: ``with_model_config``'s, the model's config set): a
-    forward, backward and AdamW step at each of ``micro_batches``, and a forward of one evaluation batch (each the median of ``TIMED_STEPS`` after a
+    forward, backward and AdamW step at each of ``micro_batches``, and a forward of one evaluation batch (each the
+    median of ``TIMED_STEPS`` after a
     warm-up)."""
     import torch
 

@@ -223,7 +223,8 @@ def _close(excess: float, tolerance: float, se: Optional[float], se_ref: Optiona
     return abs(excess - tolerance) < NOISE_Z * spread
 
 
-def _batch_reading(runs: pd.DataFrame, column: str) -> tuple[Optional[float], Optional[float], Optional[float], int, int, int]:
+def _batch_reading(runs: pd.DataFrame, column: str
+                   ) -> tuple[Optional[float], Optional[float], Optional[float], int, int, int]:
     """``runs``: one row per run (alpha × seed) at the window's end. The best alpha's mean over its seeds:
     (mean, standard error, alpha, seeds, runs, diverged)."""
     values: dict = {}

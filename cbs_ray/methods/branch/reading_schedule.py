@@ -3,7 +3,8 @@ validation against fixed batches.
 
 **The schedule** (``recommend_schedule``): start at the trunk's batch; at each resolvable checkpoint where
 CBS(t) reaches twice the current batch, double it once (``branch.schedule_rule: once_per_crossing``, the
-paper's, the default before issue 50: 8 → 16 at the first point where 16 passes, → 32 at a later one). The rule before issue
+paper's, the default before issue 50: 8 → 16 at the first point where 16 passes, → 32 at a later one). The rule before
+issue
 37 (``branch.schedule_rule: while_safe``) doubles again at the same checkpoint while the measurements say each
 further doubling is safe: CBS(t) reaches twice the batch again *and* the branch at the doubled batch itself
 recovered, not a close call. Two rules of issue 50 (``maths.batch_ramp``) follow CBS(t) without the
@@ -357,7 +358,8 @@ def _control_of(row) -> str:
 
 
 def _seed(row) -> int:
-    return int(row[Column.seed_offset]) if Column.seed_offset in row and is_finite_number(row[Column.seed_offset]) else 0
+    given = Column.seed_offset in row and is_finite_number(row[Column.seed_offset])
+    return int(row[Column.seed_offset]) if given else 0
 
 
 Final = tuple[str, Optional[int], int, Optional[float], int]
@@ -518,7 +520,8 @@ def verdict_text(controls: Sequence[Control], ni: NonInferiority, below: BelowFr
     if saved.fraction is not None:
         assert saved.interval is not None  # read with the fraction
         low = "–" if saved.interval[0] is None else f"{saved.interval[0]:.0%}"
-        parts.append(f"Secondary, thresholded: steps saved against B={saved.against_batch} ({saved.against_steps} steps, the fixed batch "
+        parts.append(f"Secondary, thresholded: steps saved against B={saved.against_batch} ({saved.against_steps} "
+                     f"steps, the fixed batch "
                      f"with the fewest steps non-inferior to the small batch): {saved.fraction:.0%}, interval "
                      f"[{low}, {saved.fraction:.0%}]" + ("" if vs_small is None else
                                                           f"; {vs_small:.0%} against the small batch itself"))

@@ -92,7 +92,8 @@ def trend(points: Sequence[CbsPoint], *, tokens_per_sample: Optional[int] = None
         return Trend("decreasing", f"{text} ({path})", False, tuple(decreases))
     if decreases:
         text = "; ".join(f"CBS(t) dips from {d.from_batch} at {u(d.from_samples)} to {d.to_batch} at "
-                         f"{u(d.to_samples)}, within its noise (every batch in between was a close call)" for d in decreases)
+                         f"{u(d.to_samples)}, within its noise (every batch in between was a close call)"
+                         for d in decreases)
         return Trend("decreases_within_noise", f"{text} ({path})", True, tuple(decreases))
     if pts[-1].batch_size > pts[0].batch_size:
         first, last = pts[0], pts[-1]
@@ -101,9 +102,9 @@ def trend(points: Sequence[CbsPoint], *, tokens_per_sample: Optional[int] = None
                      f"{bound_text(last.batch_size, last.bound)} at {u(last.samples_seen)} ({path})", True)
     edge = {LOWER: ": the largest branch batch recovers at every checkpoint, branch at larger batches to see "
                    "where it stops", UPPER: ": even the smallest branch batch fails at every checkpoint"}
+    same_edge = all(p.bound == pts[0].bound for p in pts)
     return Trend("flat", f"CBS(t) is flat at {path.split(' → ')[0]} over the checkpoints"
-                 + (edge.get(pts[0].bound or "", "") if all(p.bound == pts[0].bound for p in pts) else "") + f" ({path})",
-                 True)
+                 + (edge.get(pts[0].bound or "", "") if same_edge else "") + f" ({path})", True)
 
 
 # ---- the trunk's noise scale ---------------------------------------------------------------------------

@@ -112,7 +112,8 @@ class BranchRecorded:
             trunk_peak_lr=float(peak) if peak is not None else None, trunk_alpha=float(g("trunk_alpha", 0.5)),
             warmup_fraction=float(warmup) if warmup is not None else None, lr_decay=str(g("lr_decay", "linear")),
             repeats=int(g("repeats", 1)), seesaw_start=str(g("seesaw_start", "trunk")),
-            seesaw_first_doubling=float(g("seesaw_first_doubling", 0.0)), schedule=ScheduleDecided.from_json(decided) if decided else None,
+            seesaw_first_doubling=float(g("seesaw_first_doubling", 0.0)),
+            schedule=ScheduleDecided.from_json(decided) if decided else None,
             name=g("name"), experiment_path=g("experiment_path"))
 
     def to_json(self) -> dict[str, Any]:

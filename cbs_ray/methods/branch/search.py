@@ -11,7 +11,8 @@ earlier result to stop it on; the paper trains one LR per batch (√k·η, alpha
 The validation (``branch.validate_schedule``) is a second experiment: the schedule and its fixed-batch
 controls (``methods.branch.reading_schedule``), each on ``branch.validation_seeds`` seeds. The pure parts
 (the runs' plans, what the history means) live in ``spec.branch_section``, ``methods.branch.runs`` and
-``methods.branch.reading*``; this module only starts runs and reads them. Its ``METHOD`` is what its entry in ``records.method_registry`` names.
+``methods.branch.reading*``; this module only starts runs and reads them. Its ``METHOD`` is what its entry in
+``records.method_registry`` names.
 """
 
 from __future__ import annotations
@@ -283,7 +284,8 @@ def branches_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branchin
 
 def schedule_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branching, path: str) -> Optional[Launch]:
     """Train the recommended schedule for the whole budget against its fixed-batch controls
-    (``methods.branch.fair_controls.validation_controls``: ``branch.frontier``), each on ``branch.validation_seeds`` seeds held out from the
+    (``methods.branch.fair_controls.validation_controls``: ``branch.frontier``), each on ``branch.validation_seeds``
+    seeds held out from the
     trunk's, as a second Tune experiment, the schedule and its criterion recorded in the first one's metadata before
     it starts, so that a killed run resumes it; None when the schedule keeps the trunk's batch throughout (there
     is nothing to validate)."""

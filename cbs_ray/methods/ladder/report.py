@@ -64,7 +64,8 @@ def headline(summary: LadderSummary) -> list[str]:
         verdict = sched.get("validated")
         lines.append(f"Batch-size schedule (branch mode, {sched['experiment']}): {sched['batch_size_schedule'][0][1]} "
                      f"from 0" + (f", then {steps}" if steps else "") + " samples"
-                     + ("" if not verdict else f"; validated: below the fixed-batch frontier {verdict['below_frontier']},"
+                     + ("" if not verdict else
+                        f"; validated: below the fixed-batch frontier {verdict['below_frontier']},"
                         f" loss within the small batch's {verdict['loss_holds']}"))
     return lines + _validation_lines(summary)
 
@@ -221,7 +222,8 @@ def _markdown(summary: LadderSummary) -> str:
                       "\n".join(f"> {x}" for x in headline(summary)[len(decided):]) + "\n",
                       f"![{PLOT}]({PLOT}.png)\n", "## Rungs\n", markdown_table(_rung_rows(summary), RUNG_COLUMNS),
                       "## For reference: closed-form laws\n",
-                      (laws + f"\n\n{summary.reference_laws.note or ''}\n") if laws else "None (no tokens per sample).\n"])
+                      (laws + f"\n\n{summary.reference_laws.note or ''}\n") if laws
+                      else "None (no tokens per sample).\n"])
 
 
 def _html(summary: LadderSummary, plot: Path) -> str:

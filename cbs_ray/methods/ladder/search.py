@@ -52,7 +52,8 @@ def ladder_outline_lines(spec: SearchSpec, ld: Ladder) -> list[str]:
         f"on; a span of {ld.rung_span:.3g}x in D); B_crit fitted at each, then "
         + ("the exponent of B_crit ∝ D^γ over the rungs, weighed with a prior (ladder.predict power_law; "
            "maths.prediction), from the last rung to " if ld.predict == "power_law"
-           else "B_crit = c·L^k fitted against each rung's target loss L (ladder.predict loss), at the smallest batch's loss at D extrapolated by a power law in "
+           else "B_crit = c·L^k fitted against each rung's target loss L (ladder.predict loss), at the smallest "
+           "batch's loss at D extrapolated by a power law in "
            "samples from its last octave before the fraction: the prediction at ") + f"{ld.budget_samples}",
         f"  samples trained: at most {ld.ladder_samples_at_most} = {ld.ladder_samples_at_most / ld.full_samples:.2f} "
         f"of one from-scratch search at the full budget over the same batches and seeds ({ld.full_samples})",

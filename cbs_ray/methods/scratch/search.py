@@ -77,8 +77,8 @@ def search_outline_lines(spec: SearchSpec, budget: int, tokens_per_sample: Optio
                      f"(training.eval_subset_examples {subset} is at least the set)")
     elif subset is not None:
         # An accuracy's standard error is at most 0.5/sqrt(n) (at 50 %); other metrics' noise is the data's.
-        noise = f" (an accuracy's standard error at most {0.5 / subset ** 0.5:.2g})" if spec.search.metric == "accuracy" \
-            else ""
+        noise = (f" (an accuracy's standard error at most {0.5 / subset ** 0.5:.2g})"
+                 if spec.search.metric == "accuracy" else "")
         lines.append(f"  evaluation: reports before the last on the evaluation set's first {subset} examples{noise}, "
                      f"for ASHA's comparisons and the curves; the last, where the answer is read, on all of them")
     return lines + bisection_outline_lines(spec, budget) if spec.search.strategy == "bisect" else lines
