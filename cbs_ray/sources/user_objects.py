@@ -179,16 +179,30 @@ class UserObjects:
         return key, size, batch_of
 
 
-def user_objects(**given) -> Optional[UserObjects]:
+def user_objects(*, streamed: bool = False, **given) -> Optional[UserObjects]:
     """The bundle of ``run_search``'s object arguments; None when none is given (the spec's own model and
-    data). ``model_init``, ``train_dataset`` and ``eval_dataset`` go together."""
+    data). ``model_init``, ``train_dataset`` and ``eval_dataset`` go together; on a ``streamed`` corpus (the spec's
+    ``data.source: parquet``: ``sources.user_stream``) ``model_init`` goes alone, the corpus being the data."""
     present = [name for name in ARGUMENTS if given.get(name) is not None]
     if not present:
         return None
+    if streamed:
+        if given.get("model_init") is None:
+            raise SpecError(f"model_init: required with {', '.join(present)} (the spec's data.source: parquet is "
+                            f"the data; model_init is the model trained on it)")
+        clash = [name for name in ("train_dataset", "eval_dataset", "data_collator") if given.get(name) is not None]
+        if clash:
+            raise SpecError(f"{clash[0]}: not taken with data.source: parquet (the corpus is the data: its last shard "
+                            f"the evaluation set, its rows batched as input_ids, attention_mask, labels); pass "
+                            f"model_init alone, or drop data.source and data.path")
+        return UserObjects(model_init=given["model_init"], train_dataset=None, eval_dataset=None,
+                           compute_metrics=given.get("compute_metrics"),
+                           preprocess_logits_for_metrics=given.get("preprocess_logits_for_metrics"))
     missing = [name for name in _REQUIRED if given.get(name) is None]
     if missing:
         raise SpecError(f"{missing[0]}: required with {', '.join(present)} (model_init, train_dataset and "
-                        f"eval_dataset go together)")
+                        f"eval_dataset go together; or model_init alone on a streamed corpus: data.source: "
+                        f"parquet, data.path)")
     objects: dict[str, Any] = {name: given.get(name) for name in ARGUMENTS}
     return UserObjects(**objects)
 
