@@ -14,7 +14,9 @@ The contract, as in HF Trainer:
   items, and ``logits``.
 * ``train_dataset`` / ``eval_dataset``: a ``datasets.Dataset`` (in torch format, or any whose rows the
   collator batches) or any map-style ``torch.utils.data.Dataset``. The equal-sample budget counts the
-  training set's items; it is sharded by the loop's own DistributedSampler, as the built-in data are.
+  training set's items; it is sharded by the loop's own DistributedSampler, as the built-in data are. Or
+  neither: ``model_init`` alone on the spec's streamed corpus (``data.source: parquet``), whose batches hold
+  ``input_ids``, ``attention_mask`` and ``labels`` (``sources.user_stream``).
 * ``data_collator(list_of_items) -> dict`` (optional): default ``transformers.default_data_collator``,
   which stacks tensors and renames ``label`` to ``labels``. Item keys that ``model.forward`` does not name
   (a leftover ``text`` column) are dropped before the collator, as HF Trainer's ``remove_unused_columns`` does

@@ -21,7 +21,7 @@ from helpers import tiny_lm
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 from write_markov_parquet import write_corpus  # noqa: E402  (the shipped script writes the shards)
 
-# ≈ 25 s each on 2 cores (two trials of 2 workers): the slow tier.
+# 95 s (FSDP) and 185 s (DDP, the first: Ray Train warming up) on 2 shared cores: the slow tier.
 pytestmark = pytest.mark.slow
 
 SEARCH = ["task=causal-lm", "data.source=parquet", "data.max_seq_length=16", "data.eval_examples=64",

@@ -168,6 +168,16 @@ def test_every_method_plans_on_the_users_model_and_the_stream(corpus, tmp_path, 
     assert len(checked) == (2 if "search.method=branch" in method else 1)  # branch mode: the architecture too
 
 
+def test_the_micro_batch_probe_trains_on_full_rows_as_the_model_takes_them(corpus, tmp_path):
+    objects = prepare(load_spec(None, spec_args(corpus, tmp_path)), user_objects(streamed=True, model_init=tiny_lm)).data
+    model = TinyLM()
+    key, length, batch_of = objects.probe_workload(model, "cpu")
+    assert length == LENGTH and key["name"].endswith(f"TinyLM:{sum(p.numel() for p in model.parameters())}-params")
+    batch = batch_of(3)
+    assert set(batch) == {"input_ids", "labels"} and batch["input_ids"].shape == (3, LENGTH)
+    assert model(**batch)["loss"].item() > 0
+
+
 def test_a_hugging_face_model_with_too_small_a_vocabulary_is_one_line(corpus, tmp_path):
     from transformers import GPT2Config, GPT2LMHeadModel
 
