@@ -11,6 +11,8 @@ import pytest
 
 from cbs_ray.data.parquet import StreamedData
 from cbs_ray.sources.ray_dataset import is_ray_dataset, search_ray_dataset
+from cbs_ray.sources.user_objects import user_objects
+from cbs_ray.sources.user_stream import StreamedObjects
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
 from cbs_ray.tune.api import prepare
@@ -75,6 +77,8 @@ def test_model_init_whose_forward_does_not_take_the_corpus_is_refused_before_any
     assert dataset.written == []
     searched = search_ray_dataset(spec, dataset, NO_OTHERS, model_init=tiny_lm)  # the user's model: its shards
     assert searched.data.source == "parquet" and len(dataset.written) == 1
+    objects = prepare(searched, user_objects(streamed=True, model_init=tiny_lm)).data  # then streamed to it
+    assert isinstance(objects, StreamedObjects) and objects.train_examples == 2 * 64
 
 
 def test_a_ray_dataset_for_another_task_or_a_dry_run_is_refused(tmp_path):
