@@ -63,7 +63,8 @@ class CorpusRows(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> dict:
         if not -len(self) <= i < len(self):  # map-style: past the end is an IndexError, as a list's
             raise IndexError(f"row {i} of {len(self)}")
-        return corpus_batch(torch.from_numpy(np.asarray(self.ids[i])), torch.from_numpy(np.asarray(self.mask[i])))
+        # copied: in a trial the arrays are the object store's, read-only, which torch.from_numpy warns of
+        return corpus_batch(torch.tensor(self.ids[i]), torch.tensor(self.mask[i]))
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ class StreamedObjects(UserObjects):
         """``UserObjects.probe_workload`` on a full row of ``data.max_seq_length`` tokens: the longest a micro-batch
         holds (an evaluation row, every token kept)."""
         length = self.corpus.max_seq_length
-        ids = torch.from_numpy(np.asarray(self.corpus.eval_ids[:1]))
+        ids = torch.tensor(self.corpus.eval_ids[:1])
         row = corpus_batch(ids, torch.ones_like(ids), self.columns)
         params = sum(p.numel() for p in model.parameters())
         key = {"name": f"model_init:{type(model).__module__}.{type(model).__name__}:{params}-params"}
