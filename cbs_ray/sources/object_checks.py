@@ -7,6 +7,8 @@ records of them, which ``--resume`` checks. The objects themselves and how a tri
 
 from __future__ import annotations
 
+import copy
+import inspect
 import math
 from collections.abc import Mapping
 from dataclasses import replace
@@ -14,6 +16,7 @@ from typing import Any, Optional
 
 import torch
 
+from cbs_ray.data.parquet import StreamedData, prepare_parquet_data
 from cbs_ray.maths.budget import plan_batch
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.sources.blocks import check_fsdp_plan
@@ -32,11 +35,13 @@ from cbs_ray.sources.user_objects import (
     shifts_labels,
     to_host,
 )
+from cbs_ray.sources.user_stream import CORPUS_COLUMNS, CorpusRows, StreamedObjects
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import DataSpec, ModelSpec, SearchSpec
 
 __all__ = ["check_objects", "check_resume", "objects_meta", "token_budget_tokens_per_sample", "TOKEN_ITEMS",
-           "check_same_architecture"]
+           "check_same_architecture", "check_streamed_objects", "check_model_for_corpus", "corpus_mismatch",
+           "model_vocabulary"]
 
 TOKEN_ITEMS = 512
 """How many training items (the first ones, and the last) a token budget measures ``input_ids`` on."""
@@ -239,6 +244,24 @@ def _say_if_inexact(spec: SearchSpec, objects: UserObjects, batch: Mapping) -> N
               f"tokens the loss averages over, to make it exact)", flush=True)
 
 
+def _model_takes_the_training(spec: SearchSpec, model: torch.nn.Module) -> Any:
+    """The training options the model must allow (gradient checkpointing, FSDP's blocks, layer-wise LR decay);
+    returns its HF config (None for a plain module). Its default loss is quieted (``quiet_default_loss``)."""
+    t = spec.training
+    quiet_default_loss(model)
+    if t.gradient_checkpointing and not (hasattr(model, "gradient_checkpointing_enable")
+                                         or hasattr(model, "activation_checkpointing_enable")):
+        raise SpecError(f"training.gradient_checkpointing: the {type(model).__name__} from model_init has no "
+                        f"gradient_checkpointing_enable() (a Hugging Face model's switch)")
+    if t.parallelism == "fsdp":
+        check_fsdp_plan(model, t.fsdp_block_class)
+    config = getattr(model, "config", None)
+    if t.layer_lr_decay != 1.0 and not (getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", None)):
+        raise SpecError(f"training.layer_lr_decay: needs a model whose config counts its layers (a Hugging Face "
+                        f"model's num_hidden_layers); the {type(model).__name__} from model_init has none")
+    return config
+
+
 def check_objects(spec: SearchSpec, objects: UserObjects) -> tuple[UserObjects, Any]:
     """Everything about the objects that can fail on bad input, on the driver, before any Ray process
     starts; each error is one ``SpecError`` naming the argument. One micro-batch of the smallest batch size
@@ -251,8 +274,9 @@ def check_objects(spec: SearchSpec, objects: UserObjects) -> tuple[UserObjects, 
     _options_the_objects_cannot_take(spec)
     for name in ("train_dataset", "eval_dataset"):
         if type(getattr(objects, name)).__module__.startswith("ray.data"):  # (Ray is not imported to ask)
-            raise SpecError(f"{name}: a ray.data.Dataset is taken as train_dataset alone, with the spec's model "
-                            f"(written as Parquet shards and streamed; docs/large-models.md), not with model_init")
+            raise SpecError(f"{name}: a ray.data.Dataset is taken as run_search's train_dataset without "
+                            f"eval_dataset (written as Parquet shards and streamed, its last shard the evaluation "
+                            f"set; docs/large-models.md), not beside map-style datasets")
     train_size = _length(objects.train_dataset, "train_dataset")
     eval_size = _length(objects.eval_dataset, "eval_dataset")
     largest = spec.batch_sizes[-1]
@@ -270,17 +294,7 @@ def check_objects(spec: SearchSpec, objects: UserObjects) -> tuple[UserObjects, 
     objects = _without_unused_columns(
         replace(objects, model_class=type(model).__name__, label_shift=shifts_labels(model)),
         forward_columns(model), model, micro)
-    quiet_default_loss(model)
-    if t.gradient_checkpointing and not (hasattr(model, "gradient_checkpointing_enable")
-                                         or hasattr(model, "activation_checkpointing_enable")):
-        raise SpecError(f"training.gradient_checkpointing: the {type(model).__name__} from model_init has no "
-                        f"gradient_checkpointing_enable() (a Hugging Face model's switch)")
-    if t.parallelism == "fsdp":
-        check_fsdp_plan(model, t.fsdp_block_class)
-    config = getattr(model, "config", None)
-    if t.layer_lr_decay != 1.0 and not (getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", None)):
-        raise SpecError(f"training.layer_lr_decay: needs a model whose config counts its layers (a Hugging Face "
-                        f"model's num_hidden_layers); the {type(model).__name__} from model_init has none")
+    config = _model_takes_the_training(spec, model)
     model.train()
     train_batch = _batch_of(objects, "train_dataset", micro)
     out = _output_of(model, train_batch, "train_dataset", objects)
@@ -314,8 +328,13 @@ def objects_meta(data) -> dict:
     used (so that ``--resume`` can say it cannot rebuild them) and what they were, for the reader."""
     if not isinstance(data, UserObjects):
         return {}
-    return {"user_objects": {name: _describe(getattr(data, name)) for name in ARGUMENTS
-                             if name != "preprocess_logits_for_metrics" or data.preprocess_logits_for_metrics}}
+    described = {name: _describe(getattr(data, name)) for name in ARGUMENTS
+                 if name != "preprocess_logits_for_metrics" or data.preprocess_logits_for_metrics}
+    if isinstance(data, StreamedObjects):  # the spec's data.path is the data: its rows, streamed
+        described["train_dataset"] = f"data.path: {data.train_examples} rows streamed"
+        described["eval_dataset"] = f"data.path: {len(data.eval_dataset)} evaluation rows"
+        described["data_collator"] = None
+    return {"user_objects": described}
 
 
 def check_resume(meta: ExperimentMeta, objects: Optional[UserObjects], path: str) -> None:
@@ -377,7 +396,114 @@ def check_same_architecture(spec: SearchSpec, objects: UserObjects, batches: tup
                         f"each branch's model): {differs} is {shapes[0].get(differs, 'missing')} in one model and "
                         f"{shapes[1].get(differs, 'missing')} in the other")
     micro = plan_batch(batches[0], spec.resources.workers_per_trial, spec.training.micro_batch_size).micro_batch
-    batch = _batch_of(objects, "train_dataset", micro)
+    batch = objects.first_batch(micro, batches[-1]) if isinstance(objects, StreamedObjects) else \
+        _batch_of(objects, "train_dataset", micro)
     for model in (first, second):
         model.train()
         _output_of(model, batch, "train_dataset", objects)
+
+
+# ---- the user's model on a streamed corpus (sources.user_stream) ----------------------------------------
+
+def corpus_mismatch(model: torch.nn.Module) -> Optional[str]:
+    """Why ``model(**batch)`` cannot take a batch of the corpus (``user_stream.CORPUS_COLUMNS``), in one line; None
+    where it can: ``forward`` names ``input_ids`` and ``labels`` (or takes ``**kwargs``) and requires nothing else
+    (a parameter without a default that is not a column, or one that is positional-only)."""
+    try:
+        signature = inspect.signature(model.forward)
+    except (TypeError, ValueError):  # a forward without a signature: the batch run through it says
+        return None
+    parameters = list(signature.parameters.values())
+    by_name = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    forward = f"{type(model).__name__}.forward{signature}"
+    gives = ("the Parquet shards give input_ids, attention_mask and labels (the input_ids again, for the loss); "
+             "name forward's parameters after them, e.g. forward(input_ids, labels=None)")
+    required = [p.name for p in parameters if p.default is p.empty
+                and (p.kind is p.POSITIONAL_ONLY or (p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                                                     and p.name not in CORPUS_COLUMNS))]
+    if required:
+        return f"{forward} requires {required[0]!r}, which the corpus does not give: {gives}"
+    for column, what in (("input_ids", "the tokens"), ("labels", "the targets its loss is the mean over")):
+        if column not in by_name and not takes_any:
+            return f"{forward} does not take {column} ({what}): {gives}"
+    return None
+
+
+def check_model_for_corpus(spec: SearchSpec, model_init) -> torch.nn.Module:
+    """A fresh model from ``model_init`` whose forward takes the corpus's batches (``corpus_mismatch``): a
+    ``SpecError`` in one line where it does not, before any data are read or written (a ``ray.data.Dataset``'s
+    shards, ``sources.ray_dataset``). Returns the model."""
+    model = _fresh_model(spec, UserObjects(model_init=model_init, train_dataset=None, eval_dataset=None))
+    mismatch = corpus_mismatch(model)
+    if mismatch:
+        raise SpecError(f"model_init: {mismatch}")
+    return model
+
+
+def model_vocabulary(model: torch.nn.Module) -> Optional[int]:
+    """The token ids the model embeds (0…V−1): a Hugging Face model's ``config.vocab_size``, else the rows of
+    ``get_input_embeddings()`` where the model has that method; None otherwise (a plain module's embeddings are
+    not guessed at: a position table may come first)."""
+    size = getattr(getattr(model, "config", None), "vocab_size", None)
+    if isinstance(size, int):
+        return size
+    embeddings = getattr(model, "get_input_embeddings", None)
+    table = embeddings() if callable(embeddings) else None
+    return table.num_embeddings if isinstance(table, torch.nn.Embedding) else None
+
+
+def _corpus_read_for(spec: SearchSpec, vocabulary: Optional[int]) -> StreamedData:
+    """The corpus (``data.parquet.prepare_parquet_data``), its token ids checked against the model's
+    ``vocabulary`` (None: not known, so not checked there) instead of the spec's model section, which model_init
+    leaves unset."""
+    reading = copy.deepcopy(spec)
+    reading.model.config, reading.model.vocab_size = None, vocabulary or 2 ** 62
+    try:
+        return prepare_parquet_data(reading)
+    except SpecError as e:
+        if not str(e).startswith("model.vocab_size"):
+            raise
+        raise SpecError(f"model_init: the model's vocabulary: {str(e).split(': ', 1)[1].split(';')[0]}") from None
+
+
+def check_streamed_objects(spec: SearchSpec, objects: UserObjects) -> tuple[StreamedObjects, Any]:
+    """``check_objects`` for ``model_init`` on the spec's streamed corpus (``data.source: parquet``,
+    ``sources.user_stream``): the spec's model section unset (but a text column's ``model.tokenizer``),
+    ``forward`` takes the corpus's columns (``corpus_mismatch``), the corpus's footers and evaluation rows read,
+    one micro-batch of its first rows through a fresh model on the CPU and one of its evaluation rows through the
+    model and ``compute_metrics``. Returns the ``StreamedObjects`` the trials train on and the model's HF config
+    (None for a plain module). ``objects`` may be a ``StreamedObjects`` checked before (then checked again)."""
+    if replace(spec.model, tokenizer=None) != ModelSpec():
+        raise SpecError(f"model_init: the spec names a model too ({_set_fields(spec.model, ModelSpec())}); with "
+                        f"model_init the spec's model section holds a Parquet text column's model.tokenizer only")
+    _options_the_objects_cannot_take(spec)
+    for name in ("compute_metrics", "preprocess_logits_for_metrics"):
+        if getattr(objects, name) is not None and not callable(getattr(objects, name)):
+            raise SpecError(f"{name}: must be a function, got a {type(getattr(objects, name)).__name__}")
+    if objects.preprocess_logits_for_metrics is not None and objects.compute_metrics is None:
+        raise SpecError("preprocess_logits_for_metrics: only used with compute_metrics, which is not given")
+    model = check_model_for_corpus(spec, objects.model_init)
+    config = _model_takes_the_training(spec, model)
+    stream = _corpus_read_for(spec, model_vocabulary(model))
+    largest = spec.batch_sizes[-1]
+    if largest > stream.train_examples:
+        raise SpecError(f"search.batch_sizes: largest batch {largest} exceeds the {stream.train_examples} training "
+                        f"rows of data.path")
+    checked = StreamedObjects(model_init=objects.model_init, train_dataset=None,
+                              eval_dataset=CorpusRows(stream.eval_ids, stream.eval_mask),
+                              compute_metrics=objects.compute_metrics,
+                              preprocess_logits_for_metrics=objects.preprocess_logits_for_metrics,
+                              model_class=type(model).__name__, label_shift=True, columns=forward_columns(model),
+                              stream=stream)
+    micro = plan_batch(spec.batch_sizes[0], spec.resources.workers_per_trial, spec.training.micro_batch_size)
+    model.train()
+    out = _output_of(model, checked.first_batch(micro.micro_batch, largest), "data.path")
+    if not out["loss"].requires_grad:
+        raise SpecError("model_init: the model's loss does not depend on any trainable parameter")
+    model.eval()
+    evaluation = checked.collate([checked.eval_dataset[i] for i in range(min(micro.micro_batch, len(stream.eval_ids)))])
+    with torch.no_grad():
+        out = _output_of(model, evaluation, "data.eval_examples")
+    _check_metrics(spec, checked, out, evaluation)
+    return checked, config

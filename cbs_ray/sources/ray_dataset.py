@@ -1,5 +1,6 @@
-"""A ``ray.data.Dataset`` as ``run_search(train_dataset=…)`` (issue 51): a tokenised corpus the user already holds in
-Ray Data, searched as a streamed Parquet corpus (``data.source: parquet``, docs/large-models.md).
+"""A ``ray.data.Dataset`` as ``run_search(train_dataset=…)``: a tokenised corpus the user already holds in Ray Data,
+searched as a streamed Parquet corpus (``data.source: parquet``, docs/large-models.md), on the spec's model or on
+``model_init``'s (``sources.user_stream``).
 
 The dataset is written once, by Ray Data's own write tasks, as Parquet shards into a fresh folder under the
 search's ``storage_path`` (``<storage_path>/datasets/<name>-<time>[-n]/``), and the search then runs on that folder as
@@ -32,15 +33,18 @@ def is_ray_dataset(value: Any) -> bool:
     return any(kind.__module__.startswith("ray.data") and kind.__name__ == "Dataset" for kind in type(value).__mro__)
 
 
-def search_ray_dataset(spec: SearchSpec, dataset, others: dict[str, Any], *, dry_run: bool = False) -> SearchSpec:
+def search_ray_dataset(spec: SearchSpec, dataset, others: dict[str, Any], *, model_init=None,
+                       dry_run: bool = False) -> SearchSpec:
     """A copy of ``spec`` that searches ``dataset`` written as Parquet shards (``data.source: parquet``,
-    ``data.path``: the folder written). ``others``: ``run_search``'s other object arguments, which must be unset
-    (the spec's model trains on it, the last shard is its evaluation set). One ``SpecError`` line for bad input,
-    before anything is written."""
+    ``data.path``: the folder written). ``others``: ``run_search``'s object arguments about data, which must be
+    unset (the dataset is streamed as Parquet, its last shard the evaluation set). The spec's model trains on it,
+    or ``model_init``'s (``sources.user_stream``), whose forward is checked against the corpus's columns first
+    (``object_checks.check_model_for_corpus``). One ``SpecError`` line for bad input, before anything is
+    written."""
     given = [name for name, value in others.items() if value is not None]
     if given:
-        raise SpecError(f"{given[0]}: not taken with a ray.data.Dataset train_dataset (the spec's model trains on "
-                        f"it, streamed as Parquet, and its last shard is the evaluation set)")
+        raise SpecError(f"{given[0]}: not taken with a ray.data.Dataset train_dataset (it is streamed as Parquet, "
+                        f"and its last shard is the evaluation set)")
     if spec.task != "causal-lm":
         raise SpecError(f"train_dataset: a ray.data.Dataset is searched as a causal LM's corpus; set task: causal-lm "
                         f"(got {spec.task})")
@@ -49,6 +53,10 @@ def search_ray_dataset(spec: SearchSpec, dataset, others: dict[str, Any], *, dry
                         f"{spec.storage_path}); write it there yourself and set data.source: parquet, data.path")
     if spec.data.source != "builtin" or spec.data.path:
         raise SpecError("data.source: the train_dataset given is the data; leave data.source and data.path unset")
+    if model_init is not None:
+        from cbs_ray.sources.object_checks import check_model_for_corpus  # (torch; the spec's model needs it not)
+
+        check_model_for_corpus(spec, model_init)
     datasets = Path(spec.storage_uri.removeprefix("file://")) / "datasets"
     base = f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     if dry_run:

@@ -14,7 +14,9 @@ The contract, as in HF Trainer:
   items, and ``logits``.
 * ``train_dataset`` / ``eval_dataset``: a ``datasets.Dataset`` (in torch format, or any whose rows the
   collator batches) or any map-style ``torch.utils.data.Dataset``. The equal-sample budget counts the
-  training set's items; it is sharded by the loop's own DistributedSampler, as the built-in data are.
+  training set's items; it is sharded by the loop's own DistributedSampler, as the built-in data are. Or
+  neither: ``model_init`` alone on the spec's streamed corpus (``data.source: parquet``), whose batches hold
+  ``input_ids``, ``attention_mask`` and ``labels`` (``sources.user_stream``).
 * ``data_collator(list_of_items) -> dict`` (optional): default ``transformers.default_data_collator``,
   which stacks tensors and renames ``label`` to ``labels``. Item keys that ``model.forward`` does not name
   (a leftover ``text`` column) are dropped before the collator, as HF Trainer's ``remove_unused_columns`` does
@@ -73,7 +75,8 @@ from cbs_ray.sources.protocol import Position, counted, lockstep_forwards
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["UserObjects", "ARGUMENTS", "LOOP_METRICS", "user_objects", "items_in", "model_inputs", "evaluate", "experiment_name", "takes_trial", "trial_hyperparameters",
+__all__ = ["UserObjects", "ARGUMENTS", "LOOP_METRICS", "user_objects", "items_in", "model_inputs", "evaluate",
+           "experiment_name", "takes_trial", "trial_hyperparameters",
            "shifts_labels", "forward_columns", "checking_trial", "kept_logits", "metric_numbers", "one_line",
            "required_parameters", "to_host", "item_size"]
 
@@ -179,16 +182,30 @@ class UserObjects:
         return key, size, batch_of
 
 
-def user_objects(**given) -> Optional[UserObjects]:
+def user_objects(*, streamed: bool = False, **given) -> Optional[UserObjects]:
     """The bundle of ``run_search``'s object arguments; None when none is given (the spec's own model and
-    data). ``model_init``, ``train_dataset`` and ``eval_dataset`` go together."""
+    data). ``model_init``, ``train_dataset`` and ``eval_dataset`` go together; on a ``streamed`` corpus (the spec's
+    ``data.source: parquet``: ``sources.user_stream``) ``model_init`` goes alone, the corpus being the data."""
     present = [name for name in ARGUMENTS if given.get(name) is not None]
     if not present:
         return None
+    if streamed:
+        if given.get("model_init") is None:
+            raise SpecError(f"model_init: required with {', '.join(present)} (the spec's data.source: parquet is "
+                            f"the data; model_init is the model trained on it)")
+        clash = [name for name in ("train_dataset", "eval_dataset", "data_collator") if given.get(name) is not None]
+        if clash:
+            raise SpecError(f"{clash[0]}: not taken with data.source: parquet (the corpus is the data: its last shard "
+                            f"the evaluation set, its rows batched as input_ids, attention_mask, labels); pass "
+                            f"model_init alone, or drop data.source and data.path")
+        return UserObjects(model_init=given["model_init"], train_dataset=None, eval_dataset=None,
+                           compute_metrics=given.get("compute_metrics"),
+                           preprocess_logits_for_metrics=given.get("preprocess_logits_for_metrics"))
     missing = [name for name in _REQUIRED if given.get(name) is None]
     if missing:
         raise SpecError(f"{missing[0]}: required with {', '.join(present)} (model_init, train_dataset and "
-                        f"eval_dataset go together)")
+                        f"eval_dataset go together; or model_init alone on a streamed corpus: data.source: "
+                        f"parquet, data.path)")
     objects: dict[str, Any] = {name: given.get(name) for name in ARGUMENTS}
     return UserObjects(**objects)
 
@@ -304,7 +321,8 @@ def evaluate(objects: UserObjects, model, session, cfg, *, batch_size: Optional[
              position: Optional[Position] = None, limit: Optional[int] = None) -> dict:
     """eval_loss (the mean over the eval set's items, or its first ``limit`` examples', summed per rank over its
     exact shard rank::workers, all-reduced), perplexity and eval_examples; with ``compute_metrics`` its metrics,
-    computed once on the logits (``preprocess_logits_for_metrics``'s of each batch, where given) and labels gathered from every rank
+    computed once on the logits (``preprocess_logits_for_metrics``'s of each batch, where given) and labels gathered
+    from every rank
     (rank 0 computes, the others receive the result). ``position.batch`` follows the eval batches."""
     from transformers.trainer_pt_utils import nested_concat
 

@@ -3,7 +3,8 @@
 Spec → data and model config (validated before any Ray process starts, ``tune.prepare``) → the search
 method's Tune experiments (``method_named``: ``methods.scratch.search``, ``methods.branch.search``,
 ``methods.ladder.search``, each run by ``tune.driver``) → its report written to the output directory.
-``resume_search`` continues a killed experiment from its directory with the method that wrote it. An experiment's report is rebuilt without any of this
+``resume_search`` continues a killed experiment from its directory with the method that wrote it. An experiment's
+report is rebuilt without any of this
 (``report.methods.report_experiment``: the report command).
 """
 
@@ -54,11 +55,15 @@ def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, e
     A pipeline's own model, data and metric go in under HF Trainer's names: ``model_init`` (returns a
     fresh ``torch.nn.Module`` whose ``model(**batch)`` gives ``loss`` and ``logits``), ``train_dataset``
     and ``eval_dataset`` (map-style), optionally ``data_collator``, ``compute_metrics`` and
-    ``preprocess_logits_for_metrics`` (see ``cbs_ray.sources.user_objects`` for the contract); or a
-    ``ray.data.Dataset`` of token-id lists as ``train_dataset`` alone, written once as Parquet shards under the
-    ``storage_path`` and streamed (``cbs_ray.sources.ray_dataset``; the spec's model). Then the spec's
+    ``preprocess_logits_for_metrics`` (see ``cbs_ray.sources.user_objects`` for the contract). Then the spec's
     model and data sections stay unset, and one micro-batch runs through the model on the driver before Ray
-    starts. A spec whose ``name`` is the default's names the experiment after the model's class instead
+    starts. ``model_init`` alone (with ``compute_metrics`` where wanted) trains the user's model on the spec's
+    streamed corpus (``data.source: parquet``; ``cbs_ray.sources.user_stream``: its batches hold
+    ``input_ids``, ``attention_mask`` and ``labels``, and a ``forward`` that takes neither ``input_ids`` nor
+    ``labels`` is refused in one line before Ray starts). A ``ray.data.Dataset`` of token-id lists as
+    ``train_dataset`` is written once as Parquet shards under the ``storage_path`` and streamed
+    (``cbs_ray.sources.ray_dataset``), on the spec's model or ``model_init``'s. A spec whose ``name`` is the default's
+    names the experiment after the model's class instead
     (``gpt2-lm-head-model``), so that it is not filed under the demo's name.
 
     ``spec`` is a ``SearchSpec`` (``load_spec``) or the path of a spec file; it is validated here (a field
@@ -83,13 +88,12 @@ def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, e
     written = None  # a ray.data.Dataset's Parquet copy: removed if the search is refused before it starts
     if is_ray_dataset(train_dataset):  # written once as Parquet shards, then streamed (sources.ray_dataset)
         spec = as_spec(search_ray_dataset(spec, train_dataset, dict(
-            model_init=model_init, eval_dataset=eval_dataset, data_collator=data_collator,
-            compute_metrics=compute_metrics, preprocess_logits_for_metrics=preprocess_logits_for_metrics),
-            dry_run=dry_run))
+            eval_dataset=eval_dataset, data_collator=data_collator), model_init=model_init, dry_run=dry_run))
         train_dataset, written = None, spec.data.path
 
     with removed_on_refusal(written):
-        objects = user_objects(model_init=model_init, train_dataset=train_dataset, eval_dataset=eval_dataset,
+        objects = user_objects(streamed=spec.data.source == "parquet", model_init=model_init,
+                               train_dataset=train_dataset, eval_dataset=eval_dataset,
                                data_collator=data_collator, compute_metrics=compute_metrics,
                                preprocess_logits_for_metrics=preprocess_logits_for_metrics)
         # Fail fast on bad input, before Ray starts; with auto batch sizes the search's own data are
@@ -132,14 +136,15 @@ def resume_search(experiment_path: str, *, model_init=None, train_dataset=None, 
     from cbs_ray.sources.object_checks import check_resume
     from cbs_ray.sources.user_objects import user_objects
 
-    objects = user_objects(model_init=model_init, train_dataset=train_dataset, eval_dataset=eval_dataset,
-                           data_collator=data_collator, compute_metrics=compute_metrics,
-                           preprocess_logits_for_metrics=preprocess_logits_for_metrics)
     path = experiment_path if "://" in experiment_path else str(expand_user(experiment_path, "--resume").resolve())
     try:
         meta = ExperimentMeta.read(path)
     except ReportError as e:
         raise SpecError(f"--resume: {e}") from None
+    streamed = (meta.spec.get("data") or {}).get("source") == "parquet"  # model_init alone, on its corpus
+    objects = user_objects(streamed=streamed, model_init=model_init, train_dataset=train_dataset,
+                           eval_dataset=eval_dataset, data_collator=data_collator, compute_metrics=compute_metrics,
+                           preprocess_logits_for_metrics=preprocess_logits_for_metrics)
     check_resume(meta, objects, path)
     with experiment_owner(path):  # one driver at a time: a second resume is refused while this one runs
         return _resume_held(path, meta, objects, address=address, output_dir=output_dir, verbose=verbose)

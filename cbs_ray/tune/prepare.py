@@ -147,7 +147,13 @@ def prepare(spec: SearchSpec, objects=None) -> Prepared:
     driver, ``check_objects``): then the data are the objects themselves, with what the check found for the
     workers (the model's class, its label shift, the columns its forward takes), and the config is the model's
     own (None for a plain torch module). A token budget with objects counts the items' ``input_ids``
-    (``token_budget_tokens_per_sample``)."""
+    (``token_budget_tokens_per_sample``). ``model_init`` on the spec's streamed corpus (``data.source: parquet``):
+    ``check_streamed_objects``, the data a ``sources.user_stream.StreamedObjects``, the budget the spec path's."""
+    if objects is not None and spec.data.source == "parquet":  # the user's model on the spec's streamed corpus
+        from cbs_ray.sources.object_checks import check_streamed_objects  # (torch)
+
+        streamed, config = check_streamed_objects(spec, objects)
+        return Prepared(streamed, resolve_budget(spec, streamed.train_examples), config, tokens_per_sample(spec))
     if objects is not None:
         from cbs_ray.sources.object_checks import check_objects, token_budget_tokens_per_sample  # (torch)
 
@@ -238,8 +244,9 @@ def spec_model(spec: SearchSpec) -> dict:
 
 
 def data_fingerprint(data) -> Optional[str]:
-    """The spec path's ``PreparedData.fingerprint``; None for the user's objects, which ``resume_search``
-    gets passed again (hashing arbitrary datasets would cost as much as reading them)."""
+    """The spec path's ``PreparedData.fingerprint`` (``model_init`` on a streamed corpus: the corpus's); None for
+    the user's datasets, which ``resume_search`` gets passed again (hashing arbitrary datasets would cost as much as
+    reading them)."""
     fingerprint = getattr(data, "fingerprint", None)
     return fingerprint() if callable(fingerprint) else None
 

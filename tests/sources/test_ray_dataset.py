@@ -11,6 +11,8 @@ import pytest
 
 from cbs_ray.data.parquet import StreamedData
 from cbs_ray.sources.ray_dataset import is_ray_dataset, search_ray_dataset
+from cbs_ray.sources.user_objects import user_objects
+from cbs_ray.sources.user_stream import StreamedObjects
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
 from cbs_ray.tune.api import prepare
@@ -22,7 +24,7 @@ LM = ["task=causal-lm", "model.config={model_type: gpt2, n_embd: 32, n_layer: 1,
       "model.vocab_size=512", "data.max_seq_length=16", "data.eval_examples=32", "search.metric=eval_loss",
       "search.mode=min", "search.batch_sizes=[8, 32]", "training.budget_samples=128",
       "training.eval_every_samples=64", "asha.grace_period_samples=64", "search.num_trials=2"]
-NO_OTHERS = dict(model_init=None, eval_dataset=None, data_collator=None)
+NO_OTHERS = dict(eval_dataset=None, data_collator=None)
 
 
 class Dataset:
@@ -53,7 +55,7 @@ def test_a_ray_dataset_is_written_under_the_storage_path_and_searched_as_parquet
 
 
 @pytest.mark.parametrize("overrides, others, says", [
-    ([], {"model_init": lambda: None}, r"^model_init: not taken with a ray.data.Dataset train_dataset"),
+    ([], {"data_collator": len}, r"^data_collator: not taken with a ray.data.Dataset train_dataset"),
     ([], {"eval_dataset": [1]}, r"^eval_dataset: not taken with a ray.data.Dataset"),
     (["storage_path=s3://bucket/runs"], {}, r"^storage_path: a ray.data.Dataset is written as Parquet under a local"),
 ])
@@ -63,6 +65,20 @@ def test_bad_input_with_a_ray_dataset_is_one_line_before_anything_is_written(tmp
     with pytest.raises(SpecError, match=says):
         search_ray_dataset(spec, dataset, {**NO_OTHERS, **others})
     assert dataset.written == []
+
+
+def test_model_init_whose_forward_does_not_take_the_corpus_is_refused_before_anything_is_written(tmp_path):
+    from helpers.tiny_lm import ForwardX, tiny_lm
+
+    dataset = Dataset()
+    spec = load_spec(None, [a for a in LM if not a.startswith("model.")] + [f"storage_path={tmp_path}"])
+    with pytest.raises(SpecError, match=r"^model_init: ForwardX.forward\(x\) requires 'x', which the corpus"):
+        search_ray_dataset(spec, dataset, NO_OTHERS, model_init=ForwardX)
+    assert dataset.written == []
+    searched = search_ray_dataset(spec, dataset, NO_OTHERS, model_init=tiny_lm)  # the user's model: its shards
+    assert searched.data.source == "parquet" and len(dataset.written) == 1
+    objects = prepare(searched, user_objects(streamed=True, model_init=tiny_lm)).data  # then streamed to it
+    assert isinstance(objects, StreamedObjects) and objects.train_examples == 2 * 64
 
 
 def test_a_ray_dataset_for_another_task_or_a_dry_run_is_refused(tmp_path):

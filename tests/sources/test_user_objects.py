@@ -607,13 +607,13 @@ def test_an_fsdp_plan_on_a_model_init_without_blocks_is_refused_before_ray():
 
 def test_a_ray_dataset_with_model_init_is_refused_in_one_line():
     """A ``ray.data.Dataset`` (its class's module is what is asked: a stand-in here, Ray not started) among a
-    pipeline's objects is refused in one line: it is taken alone, with the spec's model (tests/sources/
-    test_ray_dataset.py)."""
+    pipeline's map-style objects is refused in one line: it is taken as run_search's train_dataset without
+    eval_dataset, streamed (tests/sources/test_ray_dataset.py)."""
 
     class Dataset:  # ray.data.Dataset's name and module, nothing else
         __module__ = "ray.data.dataset"
 
     objects = {**plain.objects(256, 64), "train_dataset": Dataset()}
-    with pytest.raises(SpecError, match=r"^train_dataset: a ray.data.Dataset is taken as train_dataset alone, "
-                                        r"with the spec's model .*not with model_init$"):
+    with pytest.raises(SpecError, match=r"^train_dataset: a ray.data.Dataset is taken as run_search's "
+                                        r"train_dataset without eval_dataset .*not beside map-style datasets$"):
         prepare(plain.search_spec(SMALL), user_objects(**objects))
