@@ -10,10 +10,10 @@ from cbs_ray.tune.time_estimate import RAY_START_S, StepTimes, planned_batches, 
 def test_the_trials_the_from_scratch_search_lays_out():
     spec = load_spec(None, [])  # TPE, 18 trials balanced over 16…512
     assert planned_batches(spec) == [16, 32, 64, 128, 256, 512] * 3
-    grid = load_spec("search_spaces/markov_lm.yaml", [])  # a grid of one point per batch, 4…256
-    assert planned_batches(grid) == [4, 8, 16, 32, 64, 128, 256]
+    grid = load_spec("search_spaces/markov_lm.yaml", [])  # a grid of one point per batch, 4…512
+    assert planned_batches(grid) == [4, 8, 16, 32, 64, 128, 256, 512]
     repeats = load_spec("search_spaces/markov_lm.yaml", ["search.repeats=2"])
-    assert planned_batches(repeats) == [4, 8, 16, 32, 64, 128, 256] * 2
+    assert planned_batches(repeats) == [4, 8, 16, 32, 64, 128, 256, 512] * 2
     assert planned_batches(load_spec(None, ["search.strategy=bisect"])) is None
 
 
