@@ -21,7 +21,7 @@ from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
 
 __all__ = ["OneLineParser", "unforeseen_error", "main", "search_main", "report_main", "schema_main", "predict_main",
-           "parse_search_args"]
+           "plan_main", "parse_search_args"]
 
 SEARCH_DESCRIPTION = "Run a critical-batch search: cbs-ray search [--space FILE] [--set key=value ...]"
 
@@ -149,15 +149,24 @@ def predict_main(argv: list[str] | None = None, prog: str = "cbs-ray predict") -
     return predict(argv, prog)
 
 
-COMMANDS = {"search": search_main, "report": report_main, "schema": schema_main, "predict": predict_main}
+def plan_main(argv: list[str] | None = None, prog: str = "cbs-ray plan") -> int:
+    """``cbs-ray plan --space FILE --full-budget-tokens T``: ``tune.plan`` (imported when asked for)."""
+    from cbs_ray.tune.plan import plan_main as plan
+
+    return plan(argv, prog)
+
+
+COMMANDS = {"search": search_main, "report": report_main, "schema": schema_main, "predict": predict_main,
+            "plan": plan_main}
 """``cbs-ray COMMAND ...``: each takes the rest of the arguments."""
 
-USAGE = """usage: cbs-ray {search,report,schema,predict} ...
+USAGE = """usage: cbs-ray {search,report,schema,predict,plan} ...
 
   cbs-ray search [--space FILE] [--set key=value ...] [--dry-run] [--verbose] ...   run or resume a search
   cbs-ray report EXPERIMENT_DIR [--output DIR] [--target VALUE] ...                 rebuild a report
   cbs-ray schema                                                                    the spec's JSON Schema
   cbs-ray predict RUNGS.csv --budget-samples D [--json]                             B_crit at D from your rungs
+  cbs-ray plan --space FILE --full-budget-tokens T [--dry-run]                      one decision for the full run
 
 cbs-ray COMMAND --help says more; python -m cbs_ray.search and python -m cbs_ray.report are the same commands.
 """
@@ -177,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command = COMMANDS.get(argv[0])
     if command is None:
-        print(f"error: unknown command {argv[0]!r}: choose search, report, schema or predict (see cbs-ray --help)",
+        print(f"error: unknown command {argv[0]!r}: choose search, report, schema, predict or plan (see cbs-ray --help)",
               file=sys.stderr)
         return 2
     return command(argv[1:], prog=f"cbs-ray {argv[0]}")

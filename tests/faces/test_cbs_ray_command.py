@@ -31,7 +31,7 @@ def test_help_lists_the_three_commands(capsys):
 
 @pytest.mark.parametrize("argv, rc, message", [
     ([], 2, "usage: cbs-ray"),
-    (["serach"], 2, "error: unknown command 'serach': choose search, report, schema or predict"),
+    (["serach"], 2, "error: unknown command 'serach': choose search, report, schema, predict or plan"),
     (["search", "--bogus"], 2, "error: unrecognized arguments: --bogus"),
     (["report"], 2, "error: the following arguments are required: experiment_dir"),
     (["schema", "extra"], 2, "error: unrecognized arguments: extra"),
