@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command = COMMANDS.get(argv[0])
     if command is None:
-        print(f"error: unknown command {argv[0]!r}: choose search, report, schema, predict or plan (see cbs-ray --help)",
-              file=sys.stderr)
+        print(f"error: unknown command {argv[0]!r}: choose search, report, schema, predict or plan "
+              f"(see cbs-ray --help)", file=sys.stderr)
         return 2
     return command(argv[1:], prog=f"cbs-ray {argv[0]}")
