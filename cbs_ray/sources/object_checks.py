@@ -462,9 +462,13 @@ def _corpus_read_for(spec: SearchSpec, vocabulary: Optional[int]) -> StreamedDat
     try:
         return prepare_parquet_data(reading)
     except SpecError as e:
-        if not str(e).startswith("model.vocab_size"):
-            raise
-        raise SpecError(f"model_init: the model's vocabulary: {str(e).split(': ', 1)[1].split(';')[0]}") from None
+        said = str(e)
+        if said.startswith("model.vocab_size"):
+            raise SpecError(f"model_init: the model's vocabulary: {said.split(': ', 1)[1].split(';')[0]}") from None
+        if said.startswith("data.path") and "not below the vocabulary's" in said:  # a shard's ids, from its footer
+            raise SpecError(f"model_init: the model's vocabulary: {said.split(': ', 1)[1].split(';')[0]}; "
+                            f"the model's vocabulary must exceed every token id") from None
+        raise
 
 
 def check_streamed_objects(spec: SearchSpec, objects: UserObjects) -> tuple[StreamedObjects, Any]:

@@ -102,7 +102,8 @@ def test_every_moved_module_is_in_a_method_folder_and_gone_from_its_old_place():
 
 
 METHOD_NAMES = {e.name for e in BUILT_IN_METHODS}
-NAMING_A_METHOD_ALLOWED = {"records/method_registry.py"}  # the registry: the one table of the methods' names
+NAMING_A_METHOD_ALLOWED = {"records/method_registry.py",  # the registry: the one table of the methods' names
+                           "tune/plan.py"}  # `cbs-ray plan` chooses between two named methods (scratch, ladder) by design
 
 
 def _method_name_constants(source: str) -> list:
