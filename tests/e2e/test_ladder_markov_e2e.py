@@ -20,7 +20,11 @@ SMALL = ["search.method=ladder", "training.budget_samples=2048", "training.eval_
          "data.builtin_eval_examples=256", "data.markov_vocab_size=64", "data.markov_rank=4", "data.max_seq_length=8",
          "model.config={model_type: gpt2, n_embd: 32, n_layer: 1, n_head: 2, n_positions: 8, resid_pdrop: 0.0, "
          "embd_pdrop: 0.0, attn_pdrop: 0.0}", "ladder.fraction=0.5", "ladder.seeds=1", "ladder.first_rung=0.0625",
-         "ladder.min_steps=8", "ladder.validate=true"]
+         "ladder.min_steps=8", "ladder.validate=true",
+         # one trial at a time, the smallest batch first: its loss at D (the others' target) is known before they run.
+         # Side by side, a larger batch reached the cap before the smallest had reported at D on a loaded box, and
+         # went on past a target it had crossed (the stop counts crossings only once the target is known).
+         "resources.max_concurrent_trials=1"]
 
 
 @pytest.fixture(scope="module")
