@@ -44,6 +44,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from regime_testbed import validated_search_argv  # noqa: E402  (the bench beside this one: the same command shape)
+
 SEEDS = (300, 301)
 KNOBS = [(a, s) for a in (1, 1.5, 2) for s in (2, 3)]
 BASELINE_EXPONENT = 0.566
@@ -95,10 +98,7 @@ def run(draw: str, factor: int, seed: int, keep: Path, work: Path) -> dict:
     space, sets = draws()[draw]
     name = f"{draw}-x{factor}-s{seed}"
     out = work / name
-    argv = [sys.executable, "-m", "cbs_ray.search", "--space", space, "--validate-prediction",
-            "--set", f"storage_path={out / 'ray_results'}", "--output", str(out / "report")]
-    for s in (*COMMON, *sets, *budget_sets(draw, factor), f"search.seed={seed}"):
-        argv += ["--set", s]
+    argv = validated_search_argv(space, out, (*COMMON, *sets, *budget_sets(draw, factor), f"search.seed={seed}"))
     start = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True)
     wall = time.perf_counter() - start

@@ -76,15 +76,22 @@ def protocol_lines() -> list[str]:
             f"PROTOCOL cost: {len(runs)} runs x <= {CPU_SECONDS_PER_RUN} s on the shared 2 cores"]
 
 
+def validated_search_argv(space: str, out: Path, sets) -> list[str]:
+    """The command of one run with ``--validate-prediction``: its Ray results under ``out/ray_results``, its report in
+    ``out/report``, each of ``sets`` a ``--set`` (also ``bench/prediction_validation_regime.py``'s)."""
+    argv = [sys.executable, "-m", "cbs_ray.search", "--space", space, "--validate-prediction",
+            "--set", f"storage_path={out / 'ray_results'}", "--output", str(out / "report")]
+    for s in sets:
+        argv += ["--set", s]
+    return argv
+
+
 def run(corpus: str, width: int, keep: Path, work: Path) -> dict:
     """One (corpus, size): the ladder with its validation (its Ray results and report under ``work``), kept as
     ``keep/<corpus>-<width>.json`` (the summary's ladder, prediction and validation, the parameters, the wall time
     and the commit)."""
     out = work / f"{corpus}-{width}"
-    argv = [sys.executable, "-m", "cbs_ray.search", "--space", SPACES[corpus], "--validate-prediction",
-            "--set", f"storage_path={out / 'ray_results'}", "--output", str(out / "report")]
-    for s in (*PROTOCOL_SETS, f"model.config.n_embd={width}"):
-        argv += ["--set", s]
+    argv = validated_search_argv(SPACES[corpus], out, (*PROTOCOL_SETS, f"model.config.n_embd={width}"))
     dry = subprocess.run([*argv, "--dry-run"], capture_output=True, text=True)
     start = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True)
