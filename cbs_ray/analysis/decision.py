@@ -28,6 +28,7 @@ from typing import Any, Optional, Sequence
 from cbs_ray.maths.critical_batch import LOWER, UPPER, agree_within, bound_interval
 from cbs_ray.maths.ladder import recommend_batch
 from cbs_ray.records.columns import Column
+from cbs_ray.records.method_registry import DEFAULT_METHOD, method_entry, method_names
 
 __all__ = ["CONFIDENCE", "RESOLVED", "UNRESOLVED", "DISAGREE", "LOWER_BOUND", "UPPER_BOUND", "REFUSED",
            "Evidence", "Decision", "disagreeing", "decide_scratch", "decide_branch", "decide_ladder",
@@ -152,9 +153,13 @@ DEFAULT_BASE: NextSearch = (None, ())
 YOUR_SPACE = "<your space>"
 """The space a next search names where the experiment did not run the default model and data (the space file's
 path is not recorded; the spec's model and data sections are what it holds)."""
-KEPT_SECTIONS = ("training", "search")
-"""The sections whose values a next search on the default space carries as ``--set`` (its budget, metric, method)."""
-NOT_KEPT = {"search.batch_sizes", "search.seed"}
+KEPT_SECTIONS = ("training", "search", "resources", "asha")
+"""The sections whose values a next search carries as ``--set`` wherever they differ from the default spec (its
+budget, grid, metric, method, workers per trial, early stopping), whatever space it names; and each method's own
+section (``records.method_registry.MethodEntry.section``), but only into a next search of that method
+(``search_command``)."""
+NOT_KEPT = {"search.seed", "resources.max_concurrent_trials", "resources.cpus_per_worker"}
+"""Values that do not change what a search measures (the seed of its sampler, how many trials run at once)."""
 MODEL_SECTIONS = ("task", "model", "data")
 MAX_MODEL_SETS = 3
 """A model, data or task this many values from the default's is written as ``--set``s; past it, ``YOUR_SPACE``."""
@@ -180,9 +185,11 @@ def _set_value(v: Any) -> str:
 
 def next_search_base(spec: Optional[Mapping], default: Mapping) -> NextSearch:
     """What a next search of this experiment keeps: the ``--set``s of its values that differ from the default spec
-    in the ``training`` and ``search`` sections (its budget, metric, method) and, where its model, data and task
-    differ from the default's in at most ``MAX_MODEL_SETS`` values, those too; past that, ``YOUR_SPACE`` (its space
-    file, whose path is not recorded, holds them). A value recorded as None is left as the default's (an older
+    in ``KEPT_SECTIONS`` and the methods' own sections (its budget, grid, metric, method, workers; ``search_command``
+    keeps a method's section only for that method) and, where its model, data and task differ from the default's in
+    at most ``MAX_MODEL_SETS`` values, those too; past that, ``YOUR_SPACE`` (its space file, whose path is not
+    recorded, holds them) with the same ``--set``s, so that the budget a search ran at (``cbs-ray plan``'s D) is
+    not lost where the space is not the default. A value recorded as None is left as the default's (an older
     spec's unset key). A spec that cannot be read: the default space. ``default``: the default spec as a stored one
     reads (lists, not tuples; ``report.reading.next_search_of`` loads it: the spec layer pulls in Ray's storage)."""
     if not isinstance(spec, Mapping):
@@ -198,18 +205,35 @@ def next_search_base(spec: Optional[Mapping], default: Mapping) -> NextSearch:
         return out
 
     model = changed(MODEL_SECTIONS)
+    kept = changed(KEPT_SECTIONS + tuple(_method_sections().values()))
     if len(model) > MAX_MODEL_SETS:
-        return (YOUR_SPACE, ())
-    return (None, tuple(model + changed(KEPT_SECTIONS)))
+        return (YOUR_SPACE, tuple(kept))
+    return (None, tuple(model + kept))
+
+
+def _method_sections() -> dict[str, str]:
+    """Each registered method's own spec section, by the method's name."""
+    return {name: section for name in method_names() if (section := method_entry(name).section)}
+
+
+def _command_method(kept: Sequence[str], sets: Sequence[str]) -> str:
+    """The method a ``cbs-ray search`` with these ``--set``s runs (the last ``search.method`` set; else the
+    default)."""
+    named = [s.split("=", 1)[1] for s in [*kept, *sets] if s.split("=", 1)[0] == "search.method"]
+    return named[-1] if named else DEFAULT_METHOD
 
 
 def search_command(base: NextSearch, *sets: str, flags: Sequence[str] = ()) -> str:
     """``cbs-ray search [--space SPACE] [--set KEY=VALUE ...] [FLAGS]``: ``base`` (``next_search_base``) with
-    ``sets`` over it (a key in both takes ``sets``' value)."""
+    ``sets`` over it (a key in both takes ``sets``' value); a method's own section only where it is the command's
+    method's."""
     space, kept = base
     keys = {s.split("=", 1)[0] for s in sets}
+    method = _command_method(kept, sets)
+    others = {section for m, section in _method_sections().items() if m != method}
+    kept = tuple(k for k in kept if k.split("=", 1)[0] not in keys and k.split(".", 1)[0] not in others)
     parts = ["cbs-ray search"] + ([f"--space {space}"] if space else [])
-    parts += [f"--set {s}" for s in [*(k for k in kept if k.split("=", 1)[0] not in keys), *sets]] + list(flags)
+    parts += [f"--set {s}" for s in [*kept, *sets]] + list(flags)
     return " ".join(parts)
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shlex
 import sys
 from dataclasses import dataclass
 from typing import Optional, Sequence
@@ -34,12 +35,12 @@ from cbs_ray.records.names import resume_command
 from cbs_ray.records.storage import ReportError
 from cbs_ray.spec.command_line import OneLineParser, check_output_arg, unforeseen_error
 from cbs_ray.spec.errors import SpecError
-from cbs_ray.spec.load import load_spec
+from cbs_ray.spec.load import load_spec, spec_to_dict
 from cbs_ray.spec.resolve import packing_on
 from cbs_ray.spec.schema import SearchSpec
 
 __all__ = ["SCRATCH", "LADDER", "PlanChoice", "full_budget_samples", "choose_method", "scratch_trials",
-           "plan_spec", "plan_main"]
+           "plan_sets", "plan_spec", "next_step_at_d", "plan_main", "decision_line"]
 
 SCRATCH = "scratch"
 LADDER = "ladder"
@@ -92,13 +93,55 @@ def scratch_trials(spec: SearchSpec) -> int:
     return num_trials(spec) + len(spec.batch_sizes) * (spec.search.repeats - 1)
 
 
-def plan_spec(space: Optional[str], overrides: Sequence[str], method: str, budget_samples: int) -> SearchSpec:
-    """The spec at the full budget D as ``method`` runs it: the user's overrides, then the budget in samples (any
-    budget in tokens or epochs unset, a packing it implied kept) and the method."""
+def plan_sets(space: Optional[str], overrides: Sequence[str], method: str, budget_samples: int) -> list[str]:
+    """The ``--set``s of the search the plan runs: the user's overrides, then the budget in samples (a budget in
+    tokens or epochs the space sets unset, a packing it implied kept) and the method."""
     spec = load_spec(space, overrides)
     keep_packing = ["data.packing=true"] if spec.data.packing is None and packing_on(spec) else []
-    return load_spec(space, [*overrides, *keep_packing, f"training.budget_samples={budget_samples}",
-                             "training.budget_tokens=null", "training.budget_epochs=null", f"search.method={method}"])
+    unset = [f"training.{key}=null" for key in ("budget_tokens", "budget_epochs")
+             if getattr(spec.training, key) is not None]
+    return [*overrides, *keep_packing, f"training.budget_samples={budget_samples}", *unset, f"search.method={method}"]
+
+
+def plan_spec(space: Optional[str], overrides: Sequence[str], method: str, budget_samples: int) -> SearchSpec:
+    """The spec at the full budget D as ``method`` runs it (``plan_sets``)."""
+    return load_spec(space, plan_sets(space, overrides, method, budget_samples))
+
+
+def next_step_at_d(step: Optional[str], space: Optional[str], sets: Sequence[str]) -> Optional[str]:
+    """The decision's next step (``analysis.decision.search_command``'s ``cbs-ray search [--space S] --set ...
+    [FLAGS]``, written from the recorded spec: a space other than the default is ``<your space>`` there) as a search
+    on the plan's own space at D: ``--space space``, the plan's ``sets`` (``plan_sets``: the user's, D, the method),
+    then those of the step's ``--set``s that change that spec (a bound's grid, the repeats, another method) and its
+    flags. Every value is quoted for the shell where it needs it. None: no next step."""
+    if not step:
+        return None
+    from cbs_ray.analysis.decision import YOUR_SPACE
+
+    words = shlex.split(step.replace(f"--space {YOUR_SPACE}", ""))
+    own, flags, i = [], [], 2  # after "cbs-ray search"
+    while i < len(words):
+        if words[i] in ("--set", "--space"):
+            if words[i] == "--set":
+                own.append(words[i + 1])
+            i += 2
+        else:
+            flags.append(words[i])
+            i += 1
+    ran = spec_to_dict(load_spec(space, sets))
+    changes = [s for s in own if _changes(space, sets, s, ran)]
+    keys = {s.split("=", 1)[0] for s in changes}
+    kept = [s for s in sets if s.split("=", 1)[0] not in keys]
+    parts = ["cbs-ray search"] + ([f"--space {shlex.quote(space)}"] if space else [])
+    return " ".join(parts + [f"--set {shlex.quote(s)}" for s in [*kept, *changes]] + flags)
+
+
+def _changes(space: Optional[str], sets: Sequence[str], one: str, ran: dict) -> bool:
+    """Whether ``--set one`` after ``sets`` gives another spec than ``ran`` (one that is refused alone: kept)."""
+    try:
+        return spec_to_dict(load_spec(space, [*sets, one])) != ran
+    except SpecError:
+        return True
 
 
 def _parse(argv: Optional[list[str]], prog: str) -> argparse.Namespace:
@@ -206,16 +249,21 @@ def plan_main(argv: Optional[list[str]] = None, prog: str = "cbs-ray plan") -> i
         again = resume_command(path) if path else "cbs-ray search --resume EXPERIMENT_DIR"
         print(f"interrupted: finished trials and checkpoints are kept; continue with: {again}", file=sys.stderr)
         return 130
-    print(decision_line(result.decision, args.full_budget_tokens, d), flush=True)
+    sets = plan_sets(args.space, args.overrides, spec.search.method, d)
+    step = next_step_at_d(getattr(result.decision, "next_step", None), args.space, sets)
+    print(decision_line(result.decision, args.full_budget_tokens, d, step), flush=True)
     return 0
 
 
-def decision_line(decision, tokens: float, budget_samples: int) -> str:
-    """The plan's last line: summary.json's ``decision`` for the full run (its sentence without ``Decision:``)."""
+def decision_line(decision, tokens: float, budget_samples: int, next_step: Optional[str] = None) -> str:
+    """The plan's last line: summary.json's ``decision`` for the full run (its sentence without ``Decision:``), its
+    next step replaced by ``next_step`` where given (``next_step_at_d``: the plan's space, its settings and D)."""
     head = f"Decision for the full run ({int(tokens)} tokens): "
     if decision is None:
         return head + "none (the summary holds no decision)"
     text = decision.text.removeprefix("Decision: ") if decision.text else f"batch {decision.batch_size}"
+    if next_step and getattr(decision, "next_step", None):
+        text = text.replace(f"next: {decision.next_step}", f"next: {next_step}")
     if decision.for_budget_samples != budget_samples:  # every method's decision is for its spec's budget, D here
         text += f" [for {decision.for_budget_samples} samples, not D = {budget_samples}]"
     return head + text

@@ -192,16 +192,48 @@ def test_the_next_command_keeps_the_search_s_own_values():
     from cbs_ray.spec.load import load_spec, spec_to_dict
 
     spec = json.loads(json.dumps(spec_to_dict(load_spec(None, ["training.budget_samples=8192",
-                                                               "search.batch_sizes=[8,16,32]"]))))
+                                                               "search.batch_sizes=[8,16,32]", "search.seed=7"]))))
     default = json.loads(json.dumps(spec_to_dict(load_spec(None, []))))
     base = next_search_base(spec, default)
-    assert base == (None, ("training.budget_samples=8192",))  # the grid is what the next step replaces
-    assert search_command(base, "training.budget_samples=4096") == "cbs-ray search --set training.budget_samples=4096"
-    other = {**spec, "model": {**spec["model"], "name": "gpt2", "from_pretrained": True, "num_layers": 12,
-                               "hidden": 768}}
-    assert next_search_base(other, default) == (YOUR_SPACE, ())
+    assert base == (None, ("training.budget_samples=8192", "search.batch_sizes=[8,16,32]"))  # not the sampler's seed
+    assert search_command(base, "search.repeats=2") == ("cbs-ray search --set training.budget_samples=8192 "
+                                                        "--set search.batch_sizes=[8,16,32] --set search.repeats=2")
+    # the grid is what a bound's next step replaces
+    assert search_command(base, "search.batch_sizes=[2,4,8]") == ("cbs-ray search --set training.budget_samples=8192 "
+                                                                  "--set search.batch_sizes=[2,4,8]")
+    assert search_command(base, "training.budget_samples=4096") == ("cbs-ray search --set search.batch_sizes=[8,16,32] "
+                                                                    "--set training.budget_samples=4096")
     assert next_search_base(None, default) == (None, ())
     assert batch_grid(3, 16) == [3, 6, 12, 16] and batch_grid(128, 2048) == [128, 256, 512, 1024, 2048]
+
+
+def test_a_search_on_another_space_keeps_its_budget_and_grid_in_the_next_command():
+    """A model and data far from the default's (a space file: ``YOUR_SPACE``) at a budget of its own (``cbs-ray
+    plan``'s D): the next step names the space and still carries the budget, the grid and the workers."""
+    from cbs_ray.spec.load import load_spec, spec_to_dict
+
+    sets = ["training.budget_samples=2048", "search.batch_sizes=[8,16,32,64]", "resources.workers_per_trial=2",
+            "search.method=ladder", "ladder.fraction=0.5", "ladder.first_rung=0.0625", "ladder.min_steps=8",
+            "asha.grace_period_samples=2048"]
+    spec = json.loads(json.dumps(spec_to_dict(load_spec(None, sets))))
+    spec = {**spec, "model": {**spec["model"], "name": "gpt2", "from_pretrained": True, "num_layers": 12,
+                              "hidden": 768}}
+    default = json.loads(json.dumps(spec_to_dict(load_spec(None, []))))
+    base = next_search_base(spec, default)
+    assert base[0] == YOUR_SPACE and "training.budget_samples=2048" in base[1]
+    refused = search_command(base, "search.method=scratch")  # the ladder's refusal: a search at D from scratch
+    assert refused == ("cbs-ray search --space <your space> --set training.budget_samples=2048 "
+                       "--set search.batch_sizes=[8,16,32,64] --set resources.workers_per_trial=2 "
+                       "--set asha.grace_period_samples=2048 --set search.method=scratch")  # ASHA's, not the ladder's
+    validate = search_command(base, flags=["--validate-prediction"])  # the ladder again: its own section
+    assert validate == ("cbs-ray search --space <your space> --set training.budget_samples=2048 "
+                        "--set search.batch_sizes=[8,16,32,64] --set search.method=ladder "
+                        "--set resources.workers_per_trial=2 --set asha.grace_period_samples=2048 "
+                        "--set ladder.fraction=0.5 --set ladder.min_steps=8 --set ladder.first_rung=0.0625 "
+                        "--validate-prediction")
+    refusal = decide_ladder(batch_size=None, lr=None, warmup_samples=None, budget_samples=2048, b_crit=None,
+                            interval_90=None, refusal="the rungs do not rise", alpha=0.5, base=base)
+    assert refusal.confidence == REFUSED and refusal.next_step == refused and refused in refusal.text
 
 
 @pytest.mark.parametrize("method", ["scratch", "branch", "ladder"])

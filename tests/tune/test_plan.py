@@ -103,3 +103,40 @@ def test_bad_input_is_one_line_and_exit_2(argv, says, capsys, monkeypatch):
     captured = capsys.readouterr()
     assert says in captured.err and len(captured.err.strip().splitlines()) == 1, captured.err[:500]
     assert captured.out == ""
+
+
+def test_the_next_step_is_a_search_on_the_plans_own_space_at_d():
+    """The ladder refused at D = 20480 on markov_lm.yaml (its model and data far from the default's: the recorded next
+    step names ``<your space>``): the plan's next step names the space, the user's --set's, D and the step's own."""
+    from cbs_ray.tune.plan import next_step_at_d, plan_sets
+
+    sets = plan_sets(MARKOV, ["search.batch_sizes=[8, 16, 32, 64]", "ladder.min_steps=4"], LADDER, 20480)
+    assert sets == ["search.batch_sizes=[8, 16, 32, 64]", "ladder.min_steps=4", "training.budget_samples=20480",
+                    "search.method=ladder"]
+    recorded = ("cbs-ray search --space <your space> --set training.budget_samples=20480 --set training.base_lr=0.002 "
+                "--set search.batch_sizes=[8,16,32,64] --set search.method=scratch")
+    assert next_step_at_d(recorded, MARKOV, sets) == (
+        "cbs-ray search --space search_spaces/markov_lm.yaml --set 'search.batch_sizes=[8, 16, 32, 64]' "
+        "--set ladder.min_steps=4 --set training.budget_samples=20480 --set search.method=scratch")
+    # an upper bound's grid replaces the plan's; a flag stays a flag; no step, none
+    bound = "cbs-ray search --space <your space> --set search.batch_sizes=[2,4,8] --set search.repeats=2"
+    assert next_step_at_d(bound + " --validate-prediction", MARKOV, sets) == (
+        "cbs-ray search --space search_spaces/markov_lm.yaml --set ladder.min_steps=4 "
+        "--set training.budget_samples=20480 --set search.method=ladder --set 'search.batch_sizes=[2,4,8]' "
+        "--set search.repeats=2 --validate-prediction")
+    assert next_step_at_d(None, MARKOV, sets) is None
+    # a budget in tokens the user set is unset; the default space: no --space
+    tokens = plan_sets(MARKOV, ["training.budget_samples=null", "training.budget_tokens=327680"], SCRATCH, 20480)
+    assert tokens[-3:] == ["training.budget_samples=20480", "training.budget_tokens=null", "search.method=scratch"]
+    assert next_step_at_d("cbs-ray search --set search.repeats=2", None, ["training.budget_samples=2048"]) == (
+        "cbs-ray search --set training.budget_samples=2048 --set search.repeats=2")
+
+
+def test_the_decision_line_carries_the_plans_next_step():
+    class Bound(_Decision):
+        text = "Decision: train at batch 8, for 2048 samples (upper bound; next: cbs-ray search --space <your space>)"
+        next_step = "cbs-ray search --space <your space>"
+        for_budget_samples = 2048
+
+    line = decision_line(Bound(), 16_384, 2048, "cbs-ray search --space m.yaml --set training.budget_samples=2048")
+    assert line.endswith("(upper bound; next: cbs-ray search --space m.yaml --set training.budget_samples=2048)")
