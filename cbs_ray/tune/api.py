@@ -202,7 +202,11 @@ def dry_run_lines(spec: SearchSpec, *, estimate_time: bool = False) -> Iterator[
     if estimate_time:
         from cbs_ray.tune.time_estimate import estimate_lines
 
-        yield from estimate_lines(spec, configured, getattr(method, "lays_out_trials", False))
+        planned_stages = getattr(method, "planned_stages", None)
+        if planned_stages is None:
+            yield f"time estimate: search.method {spec.search.method} lays out no runs before they run"
+        else:
+            yield from estimate_lines(spec, configured, planned_stages(spec, configured))
 
 
 def _outline_without_training(spec: SearchSpec, probe: SearchSpec | None, prepared: Prepared | None,

@@ -1,14 +1,17 @@
-"""``--dry-run --estimate-time``: the search's wall time estimated from steps measured here, not guessed (issue 59).
-The spec's model trains a few micro-batches of its own data on the driver at each micro-batch size the plan uses
-(a warm-up step first, then the median of ``TIMED_STEPS``), with the threads a worker gets
-(``resources.cpus_per_worker``), and evaluates one evaluation batch; a trial's time is then its micro-steps per
-worker × the step, its evaluations × the evaluation batches × the forward, and its set-up (the model built, the first
-step: measured too). The trials run ``concurrency`` at a time (``resources.max_concurrent_trials``, else this
-machine's CPUs over a trial's), after Ray's start (``RAY_START_S``, the one figure not measured here).
+"""The dry run's time estimate: the search's wall time from steps measured here, not guessed (issue 59). The spec's
+model trains a few micro-batches of its own data on the driver at each micro-batch size the plan uses (a warm-up step
+first, then the median of ``TIMED_STEPS``), with the threads a worker gets (``resources.cpus_per_worker``), and
+evaluates one evaluation batch. Every method lays out the runs it plans (``PlannedStage``: the from-scratch
+search's trials and repeats, ``scratch_stages``; branch mode's trunk, branches and schedule validation; the ladder's
+runs), each as a ``PlannedRun``: its micro-steps per worker × the step, its evaluations × the evaluation batches ×
+the forward (twice where it also evaluates the average of its iterates), and its set-up (the model built, the first
+step: measured too). A stage's runs go ``concurrency`` at a time (``resources.max_concurrent_trials``, else this
+machine's CPUs over a trial's), never faster than its longest run; the stages one after another, after Ray's start
+(``RAY_START_S``, the one figure not measured here).
 
-What it leaves out, and says so: ASHA's early stops (every trial is counted to the full budget: an upper bound
-where ``search.early_stopping`` is on), the gradient all-reduce between workers, a GPU the driver does not have.
-Only the from-scratch search lays its trials out here (``planned_batches``); the other methods print why not.
+What it leaves out, and says so: ASHA's early stops (every trial is counted to the full budget: an upper bound where
+``search.early_stopping`` is on), where a ladder run reaches its target (a range: every run stopped at the smallest
+batch's samples, to every run at its cap), the gradient all-reduce between workers, a GPU the driver does not have.
 """
 
 from __future__ import annotations
@@ -17,14 +20,15 @@ import math
 import os
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from cbs_ray.maths.budget import plan_batch
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.prepare import Prepared, spec_model
 
-__all__ = ["RAY_START_S", "TIMED_STEPS", "StepTimes", "measure_steps", "planned_batches", "search_seconds",
-           "estimate_lines"]
+__all__ = ["RAY_START_S", "TIMED_STEPS", "StepTimes", "PlannedRun", "PlannedStage", "measure_steps",
+           "planned_batches", "scratch_stages", "run_seconds", "stage_seconds", "search_seconds", "estimate_lines"]
 
 RAY_START_S = 8.0
 """Ray's local start and shutdown, and the report (2-core CPU, issue 59's measurement): the one figure not measured
@@ -41,6 +45,47 @@ class StepTimes:
         self.train_s, self.eval_s, self.eval_batch, self.setup_s = train_s, eval_s, eval_batch, setup_s
 
 
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run a method plans, as the estimate counts it (``train.run_plan.RunPlan``'s fields that cost time): the
+    batch it trains at from each sample on (``batch_schedule``) between ``start`` and ``stop``, where it evaluates
+    (``report_at``; before ``stop`` on the evaluation set's first ``eval_subset`` examples where set), how many
+    forwards an evaluation takes (2: the average of its iterates beside the raw model) and, for a run a stopper ends
+    once it reaches a target, the earliest it can stop (``earliest_stop``; None: it trains to ``stop``)."""
+
+    label: str
+    batch_schedule: tuple[tuple[int, int], ...]
+    start: int
+    stop: int
+    report_at: tuple[int, ...]
+    eval_subset: Optional[int] = None
+    forwards: int = 1
+    earliest_stop: Optional[int] = None
+    fixes_micro_batch: bool = False
+
+    @classmethod
+    def of(cls, label: str, plan, earliest_stop: Optional[int] = None) -> PlannedRun:
+        """The run a ``train.run_plan.RunPlan`` plans."""
+        return cls(label, tuple((int(s), int(b)) for s, b in plan.batch_schedule), int(plan.start_samples),
+                   int(plan.stop_samples), tuple(int(r) for r in plan.report_at), plan.eval_subset,
+                   2 if plan.averages_iterates else 1, earliest_stop, bool(plan.fixes_micro_batch))
+
+    def micro_batches(self, workers: int, cap: Optional[int]) -> dict[int, int]:
+        """Each batch of its schedule and the micro-batch it trains in (a fixed micro-batch: the first batch's)."""
+        first = plan_batch(self.batch_schedule[0][1], workers, cap).micro_batch
+        return {b: first if self.fixes_micro_batch else plan_batch(b, workers, cap).micro_batch
+                for _, b in self.batch_schedule}
+
+
+@dataclass(frozen=True)
+class PlannedStage:
+    """A stage of the search: its runs, which go side by side, and what its estimate assumes (``note``)."""
+
+    name: str
+    runs: tuple[PlannedRun, ...]
+    note: str = ""
+
+
 def planned_batches(spec: SearchSpec) -> Optional[list[int]]:
     """The batch of every full-budget trial the from-scratch search plans: a grid's points, TPE's or random's
     ``search.num_trials`` spread over the batches (balanced), and the repeats; None for a strategy whose trial count
@@ -54,6 +99,26 @@ def planned_batches(spec: SearchSpec) -> Optional[list[int]]:
     else:
         return None
     return trials + [b for b in batches for _ in range(max(0, s.repeats - 1))]
+
+
+def scratch_stages(spec: SearchSpec, budget: int) -> Optional[list[PlannedStage]]:
+    """The from-scratch search's runs (``planned_batches``): its trials, each from 0 to ``budget`` reporting every
+    ``training.eval_every_samples``, then the repeats; None where the strategy decides its trials as it goes."""
+    batches = planned_batches(spec)
+    if batches is None:
+        return None
+    t, searched = spec.training, len(batches) - len(spec.batch_sizes) * max(0, spec.search.repeats - 1)
+    reports = tuple(range(t.eval_every_samples, budget + 1, t.eval_every_samples)) or (budget,)
+
+    def run(b: int) -> PlannedRun:
+        return PlannedRun(f"B={b}", ((0, b),), 0, budget, reports, t.eval_subset_examples)
+
+    asha = " (every trial counted to the full budget; ASHA stops some early)" \
+        if spec.search.early_stopping and spec.search.strategy != "grid" else ""
+    stages = [PlannedStage("search", tuple(run(b) for b in batches[:searched]), asha)]
+    if len(batches) > searched:
+        stages.append(PlannedStage("repeats", tuple(run(b) for b in batches[searched:])))
+    return stages
 
 
 def _batch_arrays(data, size: int):
@@ -124,48 +189,79 @@ def _concurrency(spec: SearchSpec, trials: int) -> int:
     return max(1, min(int(fits), trials))
 
 
-def search_seconds(spec: SearchSpec, budget: int, eval_examples: int, batches: Sequence[int],
-                   times: StepTimes) -> tuple[float, list[tuple[int, float]]]:
-    """The search's wall time and each batch's trial time (seconds): every trial to the full ``budget``, its
-    micro-steps per worker × the measured step, its evaluations (every ``eval_every_samples``; all but the last on
-    ``training.eval_subset_examples``) × the evaluation batches × the measured forward, and its set-up; the trials
-    ``_concurrency`` at a time after ``RAY_START_S``."""
+def run_seconds(spec: SearchSpec, run: PlannedRun, eval_examples: int, times: StepTimes,
+                until: Optional[int] = None) -> float:
+    """One run's seconds, trained to ``until`` (default its ``stop``): each stretch of its batch schedule in
+    micro-steps per worker × the measured step at its micro-batch, its evaluations up to there (each on
+    ``eval_subset`` examples before its ``stop``, else all ``eval_examples``) × the evaluation batches × the measured
+    forward × its ``forwards``, over the workers, and its set-up."""
     t, workers = spec.training, spec.resources.workers_per_trial
-    per_batch = []
-    for b in sorted(set(batches)):
-        micro = plan_batch(b, workers, t.micro_batch_size).micro_batch
-        train = budget / (micro * workers) * times.train_s[micro]
-        reports = max(1, budget // t.eval_every_samples)
-        subset = min(eval_examples, t.eval_subset_examples or eval_examples)
-        batches_evaluated = (reports - 1) * math.ceil(subset / times.eval_batch) + math.ceil(
-            eval_examples / times.eval_batch)
-        per_batch.append((b, train + batches_evaluated * times.eval_s / workers + times.setup_s))
-    each = dict(per_batch)
-    total = sum(each[b] for b in batches)
-    return RAY_START_S + total / _concurrency(spec, len(batches)), per_batch
+    end = run.stop if until is None else min(until, run.stop)
+    micro = run.micro_batches(workers, t.micro_batch_size)
+    bounds = [*(s for s, _ in run.batch_schedule[1:]), run.stop]
+    train = 0.0
+    for (frm, b), to in zip(run.batch_schedule, bounds):
+        samples = max(0, min(to, end) - max(frm, run.start))
+        train += samples / (micro[b] * workers) * times.train_s[micro[b]]
+    evaluated = 0
+    for r in run.report_at:
+        if r <= end:
+            examples = eval_examples if r >= run.stop or not run.eval_subset else min(eval_examples, run.eval_subset)
+            evaluated += math.ceil(examples / times.eval_batch)
+    return train + evaluated * run.forwards * times.eval_s / workers + times.setup_s
 
 
-def estimate_lines(spec: SearchSpec, planned: Prepared, method_lays_out_trials: bool) -> list[str]:
-    """``--dry-run --estimate-time``'s lines: the estimate, each batch's trial and the measured steps; or why none."""
-    if not method_lays_out_trials:
-        return ["time estimate: only the from-scratch search lays its trials out before they run"]
+def stage_seconds(spec: SearchSpec, stage: PlannedStage, eval_examples: int, times: StepTimes,
+                  earliest: bool = False) -> float:
+    """A stage's wall time: its runs ``_concurrency`` at a time, never less than its longest run; ``earliest``:
+    each run stopped where it can stop first (``PlannedRun.earliest_stop``)."""
+    each = [run_seconds(spec, r, eval_examples, times, r.earliest_stop if earliest else None) for r in stage.runs]
+    return max([*each, sum(each) / _concurrency(spec, len(each))]) if each else 0.0
+
+
+def search_seconds(spec: SearchSpec, stages: Sequence[PlannedStage], eval_examples: int,
+                   times: StepTimes) -> tuple[float, float]:
+    """The search's wall time, (earliest, at most): Ray's start and every stage in turn (``stage_seconds``); the
+    two differ only where a run may stop before its ``stop``."""
+    low = RAY_START_S + sum(stage_seconds(spec, s, eval_examples, times, earliest=True) for s in stages)
+    high = RAY_START_S + sum(stage_seconds(spec, s, eval_examples, times) for s in stages)
+    return low, high
+
+
+def _per_run(spec: SearchSpec, stage: PlannedStage, eval_examples: int, times: StepTimes) -> str:
+    """``B=8 1.2 s, ...``: each distinct run's seconds (to its earliest stop and its most where they differ)."""
+    seen: dict[str, str] = {}
+    for r in stage.runs:
+        high = run_seconds(spec, r, eval_examples, times)
+        low = run_seconds(spec, r, eval_examples, times, r.earliest_stop) if r.earliest_stop else high
+        seen.setdefault(r.label, f"{r.label} {low:.1f}" + (f"–{high:.1f}" if high > low + 0.05 else "") + " s")
+    return ", ".join(seen.values())
+
+
+def estimate_lines(spec: SearchSpec, planned: Prepared, stages: Optional[Sequence[PlannedStage]]) -> list[str]:
+    """The dry run's lines of the estimate: the search's time, each stage's runs and the measured steps; or why
+    none (``stages`` None: the method cannot lay its runs out before they run)."""
     if planned.model_config is None or not hasattr(planned.data, "eval_ids"):
         return ["time estimate: needs the spec's own model and data (the user's objects are timed by their run)"]
-    batches = planned_batches(spec)
-    if not batches:
+    if not stages:
         return [f"time estimate: search.strategy {spec.search.strategy} decides its trials as it goes"]
-    workers = spec.resources.workers_per_trial
-    micros = [plan_batch(b, workers, spec.training.micro_batch_size).micro_batch for b in set(batches)]
+    workers, cap = spec.resources.workers_per_trial, spec.training.micro_batch_size
+    micros = sorted({m for s in stages for r in s.runs for m in r.micro_batches(workers, cap).values()})
     times = measure_steps(spec, planned, micros)
-    total, per_batch = search_seconds(spec, planned.budget_samples, len(planned.data.eval_ids), batches, times)
-    stops = " at most (every trial counted to the full budget; ASHA stops some early)" \
-        if spec.search.early_stopping and spec.search.strategy != "grid" else ""
-    lines = [f"time estimate: {total:.0f} s{stops}: {len(batches)} trials, {_concurrency(spec, len(batches))} at a "
-             f"time, from a step measured here at each micro-batch (median of {TIMED_STEPS} after a warm-up, "
-             f"{spec.resources.cpus_per_worker} thread(s)) plus Ray's start (~{RAY_START_S:.0f} s)",
-             "  per trial: " + ", ".join(f"B={b} {s:.1f} s" for b, s in per_batch)
-             + "; step " + ", ".join(f"micro {m}: {1000 * s:.1f} ms" for m, s in sorted(times.train_s.items()))
-             + f"; evaluation batch of {times.eval_batch}: {1000 * times.eval_s:.1f} ms; set-up {times.setup_s:.1f} s"]
+    examples = len(planned.data.eval_ids)
+    low, high = search_seconds(spec, stages, examples, times)
+    runs = sum(len(s.runs) for s in stages)
+    span = f"{low:.0f}–{high:.0f} s" if high > low + 0.5 else f"{high:.0f} s"
+    at_most = " at most" if any(s.note.startswith(" (every trial counted") for s in stages) else ""
+    lines = [f"time estimate: {span}{at_most}: {runs} runs in {len(stages)} stage(s), "
+             f"{_concurrency(spec, runs)} at a time, from a step measured here at each micro-batch (median of "
+             f"{TIMED_STEPS} after a warm-up, {spec.resources.cpus_per_worker} thread(s)) plus Ray's start "
+             f"(~{RAY_START_S:.0f} s)"]
+    lines += [f"  {s.name}: {len(s.runs)} runs, {stage_seconds(spec, s, examples, times):.0f} s{s.note}: "
+              + _per_run(spec, s, examples, times) for s in stages]
+    lines.append("  step " + ", ".join(f"micro {m}: {1000 * s:.1f} ms" for m, s in sorted(times.train_s.items()))
+                 + f"; evaluation batch of {times.eval_batch}: {1000 * times.eval_s:.1f} ms; set-up "
+                 f"{times.setup_s:.1f} s")
     if spec.resources.use_gpu or workers > 1:
         lines.append("  measured on this machine's CPU" + (" (the trials train on GPUs)" if spec.resources.use_gpu
                                                            else "") + (", without the workers' gradient all-reduce"

@@ -44,11 +44,13 @@ from cbs_ray.sources.object_checks import check_same_architecture
 from cbs_ray.spec.branch_section import Branching, resolve_branching
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.train.run_plan import report_points
 from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.tune.driver import ExperimentLauncher
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.runner import points_config
 from cbs_ray.tune.search_method import Launch, Stage, check_batches_fit, method_named
+from cbs_ray.tune.time_estimate import PlannedRun, PlannedStage, scratch_stages
 
 __all__ = ["METHOD", "BranchMethod", "branch_outline_lines", "branch_search_samples",
            "branches_launch", "resolved_branching", "scratch_search_samples", "schedule_launch",
@@ -162,6 +164,30 @@ class BranchMethod:
             check_same_architecture(spec, prepared.data, (br.trunk_batch, br.largest_batch))
         if spec.branch.validate_schedule:  # a missing or unfit branch.controls_from: one line, before Ray
             tuned_controls(spec, br.budget_samples)
+
+    def planned_stages(self, spec: SearchSpec, prepared: Prepared) -> list[PlannedStage]:
+        """What the dry run's time estimate counts (``tune.time_estimate``): the trunk and the branches as planned;
+        with ``branch.validate_schedule`` the controls' from-scratch search (``branch.controls_from: scratch``) and
+        the validation's runs, the schedule and each fixed-batch control on every validation seed, each timed at the
+        trunk's batch to the budget (the schedule and the controls' batches are known only once the branches are
+        read: a larger batch's micro-steps are fewer, so this errs long)."""
+        br = resolved_branching(spec, prepared)
+        runs = tuple(PlannedRun.of(f"{dict(items)['role']} B={plan.batch_schedule[0][1]}", plan)
+                     for items, plan in search_plans(spec, br, "").runs)
+        stages = [PlannedStage("trunk and branches", runs)]
+        if not spec.branch.validate_schedule:
+            return stages
+        if spec.branch.controls_from == SCRATCH:
+            stages += [dataclasses.replace(s, name=f"{CONTROLS_STAGE} ({s.name})")
+                       for s in scratch_stages(scratch_spec(spec), br.budget_samples) or ()]
+        dense = frontier_batches(spec, br, tuned_controls(spec, br.budget_samples)[1]) \
+            if spec.branch.frontier == DENSE else None
+        every, budget = spec.training.eval_every_samples, br.budget_samples
+        run = PlannedRun(f"B={br.trunk_batch}", ((0, br.trunk_batch),), 0, budget, report_points(0, budget, every),
+                         fixes_micro_batch=True)
+        count = (1 + (len(dense) if dense else 4)) * br.validation_seeds
+        return stages + [PlannedStage("schedule", (run,) * count, " (the schedule and its controls, each timed at the "
+                                                                  "trunk's batch)")]
 
     def stages(self, spec: SearchSpec, prepared: Prepared) -> list[Stage]:
         """The trunk and the branches as one Tune experiment (``branches_launch``), with

@@ -21,6 +21,7 @@ from cbs_ray.train.run_plan import RunPlan
 from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.search_method import Launch, Stage, check_batches_fit
+from cbs_ray.tune.time_estimate import PlannedRun, PlannedStage
 
 if TYPE_CHECKING:  # the outline (a --dry-run) loads none of Ray's machinery, pandas nor matplotlib: imported where used
     from cbs_ray.tune.driver import ExperimentLauncher
@@ -136,6 +137,20 @@ class LadderMethod:
     def milestone_samples(self, spec: SearchSpec, prepared: Prepared) -> list[int]:
         """The rungs, in samples: where ``--dry-run`` states the tokens per parameter beside D's."""
         return list(resolved_ladder(spec, prepared).rung_evaluations)
+
+    def planned_stages(self, spec: SearchSpec, prepared: Prepared) -> list[PlannedStage]:
+        """What the dry run's time estimate counts (``tune.time_estimate``): every (batch, seed) run as planned, the
+        smallest batch's to where its stopper ends it, each larger one from there (the earliest it can reach the
+        smallest's loss) to the most it trains (``ladder.cap``)."""
+        ld = resolved_ladder(spec, prepared)
+        smallest, runs = min(ld.batches), []
+        for batch in ld.batches:
+            stop = ld.reference_stop if batch == smallest else ld.run_stop
+            for seed in range(ld.seeds):
+                runs.append(PlannedRun.of(f"B={batch}", ladder_run_plan(ld, batch, stop, seed),
+                                          None if batch == smallest else ld.reference_stop))
+        return [PlannedStage("ladder", tuple(runs), f" (each larger batch until it reaches B={smallest}'s loss, "
+                                                    f"at most ladder.cap {ld.cap:g}x)")]
 
     def stages(self, spec: SearchSpec, prepared: Prepared) -> list[Stage]:
         """Every (batch, seed) run as a trial of one Tune experiment."""

@@ -25,6 +25,7 @@ from cbs_ray.tune.runner import points_config, quiet_optuna
 from cbs_ray.tune.search_method import Launch, Stage
 from cbs_ray.tune.search_space import grid_points, outline_lines, per_batch_space, tune_space
 from cbs_ray.tune.study import PersistentStudySearch, open_storage
+from cbs_ray.tune.time_estimate import PlannedStage, scratch_stages
 
 __all__ = ["METHOD", "ScratchMethod", "fit_experiment", "search_launch", "repeats_launch", "search_outline_lines"]
 
@@ -33,8 +34,6 @@ class ScratchMethod:
     """``search.method: scratch`` (``tune.search_method.SearchMethod``)."""
 
     name = "scratch"
-    lays_out_trials = True
-    """Its trials are known before they run (``tune.time_estimate.planned_batches``): ``--estimate-time`` times them."""
 
     def outline_lines(self, spec: SearchSpec, prepared: Prepared) -> list[str]:
         return search_outline_lines(spec, prepared.budget_samples, prepared.tokens_per_sample,
@@ -42,6 +41,11 @@ class ScratchMethod:
 
     def check(self, spec: SearchSpec, prepared: Prepared) -> None:
         """The budget's and batches' checks ran where the data were prepared."""
+
+    def planned_stages(self, spec: SearchSpec, prepared: Prepared) -> Optional[list[PlannedStage]]:
+        """Its trials and repeats, each to the budget (``tune.time_estimate.scratch_stages``): what the dry run's
+        time estimate counts; None with ``bisect``, whose trials are decided as it goes."""
+        return scratch_stages(spec, prepared.budget_samples)
 
     def stages(self, spec: SearchSpec, prepared: Prepared) -> list[Stage]:
         """The Tune experiment of the search (``search_launch``), then with ``search.repeats`` above 1 the repeats
