@@ -28,7 +28,6 @@ from typing import Any, Optional, Sequence
 from cbs_ray.maths.critical_batch import LOWER, UPPER, agree_within, bound_interval
 from cbs_ray.maths.ladder import recommend_batch
 from cbs_ray.records.columns import Column
-from cbs_ray.records.method_registry import DEFAULT_METHOD, method_entry, method_names
 
 __all__ = ["CONFIDENCE", "RESOLVED", "UNRESOLVED", "DISAGREE", "LOWER_BOUND", "UPPER_BOUND", "REFUSED",
            "Evidence", "Decision", "disagreeing", "decide_scratch", "decide_branch", "decide_ladder",
@@ -155,9 +154,11 @@ YOUR_SPACE = "<your space>"
 path is not recorded; the spec's model and data sections are what it holds)."""
 KEPT_SECTIONS = ("training", "search", "resources", "asha")
 """The sections whose values a next search carries as ``--set`` wherever they differ from the default spec (its
-budget, grid, metric, method, workers per trial, early stopping), whatever space it names; and each method's own
-section (``records.method_registry.MethodEntry.section``), but only into a next search of that method
-(``search_command``)."""
+budget, grid, metric, method, workers per trial, early stopping), whatever space it names."""
+NOT_A_METHODS_SECTION = ("name", "tracking", "storage_path", "output_dir")
+"""Sections that say where a search goes, not what it measures. Every other section outside ``KEPT_SECTIONS`` and
+``MODEL_SECTIONS`` is a method's own (``branch``, ``ladder``: ``records.method_registry.MethodEntry.section``):
+carried too, but only into a next search of the same method (``search_command``)."""
 NOT_KEPT = {"search.seed", "resources.max_concurrent_trials", "resources.cpus_per_worker"}
 """Values that do not change what a search measures (the seed of its sampler, how many trials run at once)."""
 MODEL_SECTIONS = ("task", "model", "data")
@@ -205,33 +206,34 @@ def next_search_base(spec: Optional[Mapping], default: Mapping) -> NextSearch:
         return out
 
     model = changed(MODEL_SECTIONS)
-    kept = changed(KEPT_SECTIONS + tuple(_method_sections().values()))
+    kept = changed(KEPT_SECTIONS + _methods_sections(spec))
     if len(model) > MAX_MODEL_SETS:
         return (YOUR_SPACE, tuple(kept))
     return (None, tuple(model + kept))
 
 
-def _method_sections() -> dict[str, str]:
-    """Each registered method's own spec section, by the method's name."""
-    return {name: section for name in method_names() if (section := method_entry(name).section)}
+def _methods_sections(spec: Mapping) -> tuple[str, ...]:
+    """The recorded spec's sections that are a method's own (``NOT_A_METHODS_SECTION``)."""
+    return tuple(k for k, v in spec.items() if isinstance(v, Mapping) and k not in
+                 (*KEPT_SECTIONS, *MODEL_SECTIONS, *NOT_A_METHODS_SECTION))
 
 
-def _command_method(kept: Sequence[str], sets: Sequence[str]) -> str:
-    """The method a ``cbs-ray search`` with these ``--set``s runs (the last ``search.method`` set; else the
-    default)."""
-    named = [s.split("=", 1)[1] for s in [*kept, *sets] if s.split("=", 1)[0] == "search.method"]
-    return named[-1] if named else DEFAULT_METHOD
+def _method_of(sets: Sequence[str]) -> Optional[str]:
+    """The last ``search.method`` among ``sets`` (None: none is set)."""
+    named = [s.split("=", 1)[1] for s in sets if s.split("=", 1)[0] == "search.method"]
+    return named[-1] if named else None
 
 
 def search_command(base: NextSearch, *sets: str, flags: Sequence[str] = ()) -> str:
     """``cbs-ray search [--space SPACE] [--set KEY=VALUE ...] [FLAGS]``: ``base`` (``next_search_base``) with
-    ``sets`` over it (a key in both takes ``sets``' value); a method's own section only where it is the command's
-    method's."""
+    ``sets`` over it (a key in both takes ``sets``' value); the base's values of a method's own section
+    (``NOT_A_METHODS_SECTION``) left out where ``sets`` switch to another method."""
     space, kept = base
     keys = {s.split("=", 1)[0] for s in sets}
-    method = _command_method(kept, sets)
-    others = {section for m, section in _method_sections().items() if m != method}
-    kept = tuple(k for k in kept if k.split("=", 1)[0] not in keys and k.split(".", 1)[0] not in others)
+    switched = _method_of(sets) not in (None, _method_of(kept))
+    own = (*KEPT_SECTIONS, *MODEL_SECTIONS)
+    kept = tuple(k for k in kept if k.split("=", 1)[0] not in keys
+                 and not (switched and k.split(".", 1)[0] not in own))
     parts = ["cbs-ray search"] + ([f"--space {space}"] if space else [])
     parts += [f"--set {s}" for s in [*kept, *sets]] + list(flags)
     return " ".join(parts)
