@@ -37,9 +37,10 @@ def parse_search_args(argv: list[str] | None = None, prog: str = "python -m cbs_
                                          "./cbs_results/<name>-branch or -ladder for those methods)")
     parser.add_argument("--address", help="Ray cluster address (e.g. auto); default: start Ray locally")
     parser.add_argument("--dry-run", action="store_true", help="validate and print the plan; start nothing")
-    parser.add_argument("--estimate-time", action="store_true",
-                        help="with --dry-run: time a few training steps of the model at each micro-batch here and "
-                             "estimate the search's wall time (seconds more)")
+    parser.add_argument("--estimate-time", action=argparse.BooleanOptionalAction, default=None,
+                        help="with --dry-run (on by default): time a few training steps of the model at each "
+                             "micro-batch here and estimate the search's wall time (under a second on the tiny "
+                             "spaces); --no-estimate-time leaves it out")
     parser.add_argument("--resume", metavar="EXPERIMENT_DIR",
                         help="continue a killed search from its experiment directory (printed when it started); "
                              "the spec is the experiment's own")
@@ -92,7 +93,7 @@ def search_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.se
                          + (["ladder.validate=true"] if args.validate_prediction else []))
         if args.dry_run:  # every check the run makes before Ray, then the method's plan
             check_before_ray(spec, output_dir_for(spec, args.output), dry_run=True)
-            for line in api.dry_run_lines(spec, estimate_time=args.estimate_time):  # the plan as soon as known
+            for line in api.dry_run_lines(spec, estimate_time=args.estimate_time is not False):  # as soon as known
                 print(line, flush=True)
             return 0
         if args.probe:  # the probe alone, in the driver's Ray session

@@ -182,12 +182,13 @@ def probe_search(spec: SearchSpec, *, address: str | None = None, verbose: bool 
     return driver.probe_only(probe, prepare(probe), verbose=verbose, address=address)
 
 
-def dry_run_lines(spec: SearchSpec, *, estimate_time: bool = False) -> Iterator[str]:
+def dry_run_lines(spec: SearchSpec, *, estimate_time: bool = True) -> Iterator[str]:
     """``--dry-run``: the method's outline against the spec's data and budget (with ``batch_sizes: auto``, the
     probe's, which runs first), each line as soon as it is known, after the checks a search makes before Ray;
     the passes over the corpus; then the model's checks (its config, a build on the meta device: torch and
     transformers, seconds to import), so a model that cannot be built is a ``SpecError`` after its outline.
-    ``estimate_time`` (``--estimate-time``): the search's wall time from steps timed here (``tune.time_estimate``)."""
+    ``estimate_time`` (on unless ``--no-estimate-time``): the search's wall time from steps timed here, every
+    method's planned runs (``tune.time_estimate``; under a second on the tiny spaces)."""
     if spec.auto_batch_sizes:
         yield "batch sizes: auto — a probe run measures B_simple first; the probe:"
         spec = probe_spec(spec)

@@ -105,3 +105,14 @@ def test_the_estimate_is_asked_for_with_a_dry_run_only(capsys):
     assert search_main(["--space", "search_spaces/markov_lm.yaml", "--estimate-time"]) == 2
     assert capsys.readouterr().err.strip() == ("error: --estimate-time: applies to --dry-run (the search itself "
                                                "reports its time)")
+
+
+def test_the_dry_run_estimates_by_default_and_leaves_it_out_when_asked(capsys):
+    """The default space's dry run: its 18 trials timed (a fraction of a second); ``--no-estimate-time``: none."""
+    from cbs_ray.cli import search_main
+
+    assert search_main(["--dry-run"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("time estimate: "))
+    assert "at most: 18 runs in 1 stage(s)" in line  # TPE with ASHA: every trial counted to the full budget
+    assert search_main(["--dry-run", "--no-estimate-time"]) == 0
+    assert "time estimate" not in capsys.readouterr().out
