@@ -7,7 +7,8 @@ runs), each as a ``PlannedRun``: its micro-steps per worker × the step, its eva
 the forward (twice where it also evaluates the average of its iterates), and its set-up (the model built, the first
 step: measured too). A stage's runs go ``concurrency`` at a time (``resources.max_concurrent_trials``, else this
 machine's CPUs over a trial's), never faster than its longest run; the stages one after another, after Ray's start
-(``RAY_START_S``, the one figure not measured here).
+(``RAY_START_S``) and each run's start on Ray (``TRIAL_START_S``): the two figures not measured here, measured once
+on a 2-core CPU.
 
 What it leaves out, and says so: ASHA's early stops (every trial is counted to the full budget: an upper bound where
 ``search.early_stopping`` is on), where a ladder run reaches its target (a range: every run stopped at the smallest
@@ -27,12 +28,18 @@ from cbs_ray.maths.budget import plan_batch
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.tune.prepare import Prepared, spec_model
 
-__all__ = ["RAY_START_S", "TIMED_STEPS", "StepTimes", "PlannedRun", "PlannedStage", "measure_steps",
+__all__ = ["RAY_START_S", "TRIAL_START_S", "TIMED_STEPS", "StepTimes", "PlannedRun", "PlannedStage", "measure_steps",
            "planned_batches", "scratch_stages", "run_seconds", "stage_seconds", "search_seconds", "estimate_lines"]
 
 RAY_START_S = 8.0
-"""Ray's local start and shutdown, and the report (2-core CPU, issue 59's measurement): the one figure not measured
-by the dry run."""
+"""Ray's local start and shutdown, and the report (2-core CPU, issue 59's measurement): not measured by the dry
+run."""
+TRIAL_START_S = 4.0
+"""A run's start and end on Ray beyond its model's set-up (Tune's actor, the Train worker group, the workers'
+imports, a checkpoint's restore) and its steps' slow-down beside another trial: not measured by the dry run. From four
+searches on a 2-core CPU (the default space, markov_lm.yaml from scratch, with the ladder and in branch mode): their
+wall time less the estimate without it, over the runs each trial slot ran, came to 0.4 (ASHA's early stops offset
+it), 10, 10 and 5 s; 4 s puts all four within 1.5x."""
 TIMED_STEPS = 3
 """Steps timed per micro-batch size, after one warm-up step; their median is the step."""
 
@@ -194,7 +201,7 @@ def run_seconds(spec: SearchSpec, run: PlannedRun, eval_examples: int, times: St
     """One run's seconds, trained to ``until`` (default its ``stop``): each stretch of its batch schedule in
     micro-steps per worker × the measured step at its micro-batch, its evaluations up to there (each on
     ``eval_subset`` examples before its ``stop``, else all ``eval_examples``) × the evaluation batches × the measured
-    forward × its ``forwards``, over the workers, and its set-up."""
+    forward × its ``forwards``, over the workers, its set-up and its start on Ray (``TRIAL_START_S``)."""
     t, workers = spec.training, spec.resources.workers_per_trial
     end = run.stop if until is None else min(until, run.stop)
     micro = run.micro_batches(workers, t.micro_batch_size)
@@ -208,7 +215,7 @@ def run_seconds(spec: SearchSpec, run: PlannedRun, eval_examples: int, times: St
         if r <= end:
             examples = eval_examples if r >= run.stop or not run.eval_subset else min(eval_examples, run.eval_subset)
             evaluated += math.ceil(examples / times.eval_batch)
-    return train + evaluated * run.forwards * times.eval_s / workers + times.setup_s
+    return train + evaluated * run.forwards * times.eval_s / workers + times.setup_s + TRIAL_START_S
 
 
 def stage_seconds(spec: SearchSpec, stage: PlannedStage, eval_examples: int, times: StepTimes,
@@ -256,7 +263,7 @@ def estimate_lines(spec: SearchSpec, planned: Prepared, stages: Optional[Sequenc
     lines = [f"time estimate: {span}{at_most}: {runs} runs in {len(stages)} stage(s), "
              f"{_concurrency(spec, runs)} at a time, from a step measured here at each micro-batch (median of "
              f"{TIMED_STEPS} after a warm-up, {spec.resources.cpus_per_worker} thread(s)) plus Ray's start "
-             f"(~{RAY_START_S:.0f} s)"]
+             f"(~{RAY_START_S:.0f} s) and each run's (~{TRIAL_START_S:.0f} s)"]
     lines += [f"  {s.name}: {len(s.runs)} runs, {stage_seconds(spec, s, examples, times):.0f} s{s.note}: "
               + _per_run(spec, s, examples, times) for s in stages]
     lines.append("  step " + ", ".join(f"micro {m}: {1000 * s:.1f} ms" for m, s in sorted(times.train_s.items()))

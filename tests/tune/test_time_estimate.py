@@ -6,6 +6,7 @@ import pytest
 from cbs_ray.spec.load import load_spec
 from cbs_ray.tune.time_estimate import (
     RAY_START_S,
+    TRIAL_START_S,
     PlannedRun,
     PlannedStage,
     StepTimes,
@@ -34,8 +35,9 @@ def test_a_trial_is_its_micro_steps_its_evaluations_and_its_set_up():
     assert [s.name for s in stages] == ["search"] and len(stages[0].runs) == 8
     each = {r.label: run_seconds(spec, r, 1024, times) for r in stages[0].runs}
     # B=4: 40960 / 4 = 10 240 micro-steps × 10 ms = 102.4 s; 8 reports × 4 evaluation batches × 0.1 s = 3.2 s; + 1 s
-    assert each["B=4"] == pytest.approx(102.4 + 3.2 + 1.0)
-    assert each["B=256"] == pytest.approx(40960 / 32 * 0.02 + 3.2 + 1.0)  # micro 32, 8 accumulation steps
+    # of set-up and the run's start on Ray
+    assert each["B=4"] == pytest.approx(102.4 + 3.2 + 1.0 + TRIAL_START_S)
+    assert each["B=256"] == pytest.approx(40960 / 32 * 0.02 + 3.2 + 1.0 + TRIAL_START_S)  # micro 32, 8 accumulations
     assert search_seconds(spec, stages, 1024, times) == pytest.approx((RAY_START_S + sum(each.values()) / 2,) * 2)
     repeats = scratch_stages(load_spec("search_spaces/markov_lm.yaml", ["search.repeats=2"]), 40960)
     assert [(s.name, len(s.runs)) for s in repeats] == [("search", 8), ("repeats", 8)]  # one after the other
@@ -44,25 +46,26 @@ def test_a_trial_is_its_micro_steps_its_evaluations_and_its_set_up():
 def test_a_stage_is_never_shorter_than_its_longest_run_and_a_stopped_run_is_a_range():
     spec = load_spec("search_spaces/markov_lm.yaml", ["resources.max_concurrent_trials=4"])
     times = StepTimes({8: 0.01, 16: 0.01}, eval_s=0.5, eval_batch=1024, setup_s=0.0)
+    T = TRIAL_START_S  # every run's start on Ray, beside what it trains and evaluates
     # B=8 to 1024 samples (128 steps × 10 ms = 1.28 s) with two evaluations of 2 forwards (the average of its
     # iterates beside the raw model): 2 × 2 × 0.5 = 2 s
     long = PlannedRun("B=8", ((0, 8),), 0, 1024, (512, 1024), forwards=2)
-    assert run_seconds(spec, long, 1024, times) == pytest.approx(1.28 + 2.0)
+    assert run_seconds(spec, long, 1024, times) == pytest.approx(1.28 + 2.0 + T)
     # B=16 stopped by a target between 512 and 2048 samples: 32 steps and one evaluation, to 128 and four
     stopped = PlannedRun("B=16", ((0, 16),), 0, 2048, (512, 1024, 1536, 2048), earliest_stop=512)
-    assert run_seconds(spec, stopped, 1024, times, 512) == pytest.approx(0.32 + 0.5)
-    assert run_seconds(spec, stopped, 1024, times) == pytest.approx(1.28 + 2.0)
+    assert run_seconds(spec, stopped, 1024, times, 512) == pytest.approx(0.32 + 0.5 + T)
+    assert run_seconds(spec, stopped, 1024, times) == pytest.approx(1.28 + 2.0 + T)
     # a schedule: 8 to 512 samples, then 16 to 1024 (a fixed micro-batch: the first batch's, 8)
     grows = PlannedRun("s", ((0, 8), (512, 16)), 0, 1024, (1024,), fixes_micro_batch=True)
-    assert run_seconds(spec, grows, 1024, times) == pytest.approx(1.28 + 0.5)
+    assert run_seconds(spec, grows, 1024, times) == pytest.approx(1.28 + 0.5 + T)
     # a branch from 512 to 768: 16 steps at 16 (its micro-batch 16 × 1 worker), one evaluation
     branch = PlannedRun("branch B=16", ((512, 16),), 512, 768, (768,))
-    assert run_seconds(spec, branch, 1024, times) == pytest.approx(0.16 + 0.5)
+    assert run_seconds(spec, branch, 1024, times) == pytest.approx(0.16 + 0.5 + T)
     low, high = search_seconds(spec, [PlannedStage("a", (long, stopped)), PlannedStage("b", (branch,))], 1024, times)
     # 4 at a time: each stage is its longest run; the stages one after the other
-    assert low == pytest.approx(RAY_START_S + 3.28 + 0.66) and high == pytest.approx(RAY_START_S + 3.28 + 0.66)
+    assert low == pytest.approx(RAY_START_S + 3.28 + 0.66 + 2 * T) and high == pytest.approx(low)
     low, high = search_seconds(spec, [PlannedStage("a", (stopped,))], 1024, times)
-    assert (low, high) == pytest.approx((RAY_START_S + 0.82, RAY_START_S + 3.28))
+    assert (low, high) == pytest.approx((RAY_START_S + 0.82 + T, RAY_START_S + 3.28 + T))
 
 
 def test_the_ladder_and_branch_mode_lay_out_their_runs():
