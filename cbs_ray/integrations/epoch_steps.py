@@ -1,5 +1,5 @@
 """Where an epoch's end makes an optimizer step another size than its stage's batch, found before training and
-said once (issue 48): HF Trainer, Lightning and the plain loop each call ``odd_steps_at_epoch_ends`` or
+said once: HF Trainer, Lightning and the plain loop each call ``odd_steps_at_epoch_ends`` or
 ``short_micro_batch_steps`` and then ``warn_odd_steps``.
 
 - **HF Trainer and Lightning** end a step at a micro-batch whose place in the epoch ``p`` has ``(p + 1) %
@@ -7,7 +7,7 @@ said once (issue 48): HF Trainer, Lightning and the plain loop each call ``odd_s
   and after a cut (or a stage start that is not a multiple of the new accumulation within the epoch) the next
   steps end early too. ``odd_steps_at_epoch_ends`` walks that rule over the run (one pass of arithmetic per
   optimizer step) and gives each step of another size, and the epochs the loop needs to reach ``max_steps``: the
-  HF Trainer counts its epochs at the first stage's accumulation and would stop short (issue 48: at step 18 of 20).
+  HF Trainer counts its epochs at the first stage's accumulation and would stop short (one stopped at step 18 of 20).
   ``trainer_position`` is where a resumed run must skip to, the cut steps counted as drawn. The callbacks use the
   walk to make each odd step a mean over its own samples (HF: prefetched alone; Lightning: its gradient rescaled
   and zeroed before it).
@@ -59,7 +59,7 @@ class EpochWalk:
 
     def samples_before_step(self, schedule: BatchSizeSchedule, step: int) -> int:
         """Samples the first ``step`` optimizer steps trained: the schedule's, less what the odd steps among them
-        did not train (issue 58: 264 of 320 trained, 320 logged as ``samples_seen``)."""
+        did not train (a run trained 264 of 320 and logged 320 as ``samples_seen``)."""
         return schedule.samples_before_step(step) - self._shortfall[bisect.bisect_left(self._steps, step)]
 
     @functools.cached_property

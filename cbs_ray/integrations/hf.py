@@ -191,7 +191,7 @@ class BatchSizeScheduleCallback(TrainerCallback):
     def _run_enough_epochs(self, original):
         """``set_initial_training_values`` having the Trainer loop over as many epochs as the schedule needs to reach
         ``max_steps``: it counts them at the first stage's accumulation and, where an epoch's end cuts steps, stops
-        short (issue 48: at 18 of 20)."""
+        short (one stopped at step 18 of 20)."""
         def set_initial_training_values(args, dataloader, *positional, **keywords):
             values = list(original(args, dataloader, *positional, **keywords))
             self._walk = self._epoch_walk(args, dataloader)

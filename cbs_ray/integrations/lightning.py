@@ -19,8 +19,8 @@ checkpoint restores the accumulation, the LR and the step's place in the epoch; 
 DataLoader's own: Lightning restarts a plain DataLoader's epoch from its first batch, so resuming mid-epoch needs
 a resumable loader (``state_dict``/``load_state_dict``), and the callback refuses in one line otherwise. The RNG
 state (torch's, CUDA's, numpy's and Python's: dropout draws from it) is the callback's own state in the checkpoint,
-restored where the uninterrupted run had it at the next micro-batch (issue 58: dropout differed by 6e-3 after a resume
-without it): at the checkpoint's load, before the loader's iterator draws its seed, for a resume at an epoch's start;
+restored where the uninterrupted run had it at the next micro-batch (without it, dropout differed by 6e-3 after
+a resume): at the checkpoint's load, before the loader's iterator draws its seed, for a resume at an epoch's start;
 at the first micro-batch for one mid-epoch, whose new iterator the uninterrupted run never drew. One process only:
 under DDP (several processes, each its own RNG) it is neither saved nor restored. Logs
 ``effective_batch_size``, ``samples_seen`` (the samples trained, a cut step's as cut)

@@ -65,8 +65,8 @@ def _first_multiple(start: int, step_batch: int, steps: int, batch: int) -> int:
 def _ramp_start(prev_start: int, prev_batch: int, nominal: int, batch: int, boundaries: str) -> int:
     """Where a ramp's stage of ``batch`` starts: the latest valid boundary (``BOUNDARY_RULES``) at or before its
     nominal start, at least one step of the stage before after that stage's start; the first valid one after it
-    where there is none. Rounding down keeps the ramp within its ``over_samples``; deferring every start (the rule
-    before issue 58) stretched 8 → 24 over 128 samples to 240."""
+    where there is none. Rounding down keeps the ramp within its ``over_samples``; deferring every start (the earlier
+    rule) stretched 8 → 24 over 128 samples to 240."""
     def fits(k: int) -> bool:
         return boundaries != "batch" or (prev_start + k * prev_batch) % batch == 0
 
@@ -137,7 +137,7 @@ class BatchSizeSchedule:
 
     def _warn_on_a_budget_inside_a_step(self) -> None:
         """Say, as a warning, where ``budget_samples`` ends inside an optimizer step: ``optimizer_steps()`` counts that
-        step whole (every step trains one whole batch), so the run trains past the budget (issue 58: a ramp to 24
+        step whole (every step trains one whole batch), so the run trains past the budget (a ramp to 24
         over a 320-sample budget trained 336, silently)."""
         if self.budget_samples is None:
             return
@@ -273,7 +273,7 @@ class BatchSizeSchedule:
     def warmup_steps(self) -> int:
         """The warmup in optimizer steps of the base batch (``warmup_samples`` / B0, rounded up); 0 without one (a
         schedule built by hand, a summary that records none), so ``TrainingArguments(warmup_steps=...)`` always takes
-        it (issue 58: None raised a ``TypeError`` there)."""
+        it (None raised a ``TypeError`` there)."""
         return 0 if self.warmup_samples is None else -(-self.warmup_samples // self.base_batch)
 
     def lr_shape(self, base_step: int) -> float:

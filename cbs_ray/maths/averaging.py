@@ -1,6 +1,7 @@
 """Averages of the iterates (Polyak averaging's kin), read beside a constant-LR run's raw weights: at a constant LR
-the raw iterate sits on an LR-noise floor that hides how far the run has got (issue 36: B_crit 225 vs 154 at 24.6 k
-samples), and Zhang et al. 2025 read their constant-LR runs through such an average.
+the raw iterate sits on an LR-noise floor that hides how far the run has got (on the markov language's scoping runs
+B_crit read 225 raw against 154 averaged at 24.6 k samples; docs/benchmarks-archive.md#issue-36), and Zhang et
+al. 2025 read their constant-LR runs through such an average.
 
 Polynomial-decay averaging (Shamir & Zhang 2013, "Stochastic Gradient Descent for Non-smooth Optimization"):
 θ̄_t = (1 − w_t) θ̄_{t−1} + w_t θ_t with w_t = (η + 1) / (t + η), t = 1, 2, …: an average over roughly the last

@@ -1,4 +1,4 @@
-"""Batch-size ramps that follow a measured critical batch CBS(t) (issue 50): the ``fitted`` rule, the ``seesaw``
+"""Batch-size ramps that follow a measured critical batch CBS(t): the ``fitted`` rule, the ``seesaw``
 rule, and geometric checkpoint placement. Pure: inputs are samples, batches and LR multipliers.
 
 A ramp is ``[[start_samples, batch], …]``, first ``[0, trunk_batch]``, batches non-decreasing powers-of-two
@@ -21,7 +21,7 @@ Batch Size Scheduling", arXiv 2510.14717, abstract and §3): wherever the base L
 instead (for normalized SGD, their proxy for Adam, the schedules (η·a^−k, B·b^k) match when a·√b is equal: a = 2,
 b = 1 against a = √2, b = 2). Here the target batch after k halvings is trunk·2^k, capped as above; a doubling
 the cap holds back is taken at the checkpoint that lifts it (until then the LR takes the base decay's halving,
-the other side of the same equivalence). **From the tuned batch** (issue 60): Seesaw starts from the batch one
+the other side of the same equivalence). **From the tuned batch**: Seesaw starts from the batch one
 would train at fixed, not from the trunk's; ``start_batch`` sets it (``methods.branch.reading``: CBS at the first
 resolvable checkpoint, or the best tuned fixed batch), and the target after k halvings is start·2^k, never above
 the cap (nor below the start: the start is a choice, not a measurement the cap overrules). **Late switch**

@@ -20,7 +20,7 @@ number per task (lr = base_lr · (B/B0)^α) and warmup has a rule (``lr_schedule
    measured, then the fewest on average over the answers the bracket still allows (uniform), a tie to the upper
    middle (``maths.minimax_walk``, which says why; no task's answer is an input to it); last, the grid neighbour
    just below the turning point, so that the answer and both its neighbours are measured. Each batch trains
-   once, to the full budget. (Until issue 38's session 4 the probe was always the bracket's upper middle and the
+   once, to the full budget. (Before this walk the probe was always the bracket's upper middle and the
    alpha batch the grid's middle: on 7 batches five runs for two answers, now for one.)
 
 A failed or diverged run counts as a metric of NaN (``turning_point`` takes it as outside the tolerance), so the

@@ -58,7 +58,7 @@ class SynchronousHalving:
     read_at: dict[Hashable, float] = field(default_factory=dict)
     """Where each candidate's rung metric was read (samples). Only candidates read where the rung was reached first
     are compared (``whole_rung``): one whose report at the rung was lost (a SIGKILL between its checkpoint and its
-    row, issue 47) and whose first report past it came a milestone later trained more than the others, and read
+    row) and whose first report past it came a milestone later trained more than the others, and read
     there it led them unfairly."""
 
     rank: dict[Hashable, float] = field(default_factory=dict)
@@ -68,7 +68,7 @@ class SynchronousHalving:
         """Record ``key`` as a candidate while fewer than ``candidates`` are; whether it is one. With ``rank``
         (its place in the searcher's order: 0 for the prior), ``order`` is kept in that order whatever order the
         candidates are added in: a resumed experiment re-adds its trials latest result first (Tune's
-        ``_requeue_restored_trials``), which made another candidate the prior (issue 47)."""
+        ``_requeue_restored_trials``), which made another candidate the prior."""
         if key not in self.order and len(self.order) < self.candidates:
             self.order.append(key)
             if rank is not None:

@@ -1,5 +1,5 @@
 """Iso-loss steps: the optimizer steps the fixed-batch frontier needs to reach a schedule's final loss, and the
-fraction of them the schedule saves (issue 50's primary endpoint for a batch-size schedule).
+fraction of them the schedule saves (the primary endpoint for a batch-size schedule).
 
 **The frontier of one seed.** Each fixed batch b trained the same samples on the same seed and ended at
 (steps_b, loss_b). A user with a budget of S optimizer steps can pick any fixed batch that needs at most S steps,
@@ -8,14 +8,14 @@ so the best loss reachable in S steps is the running minimum of loss over the ba
 (``pareto_points``); steps are read on a log axis (Shallue et al. 2019, "Measuring the Effects of Data
 Parallelism").
 
-**The interpolation between Pareto points** (issue 60). Loss is convex in log(steps) along such a frontier, so a
+**The interpolation between Pareto points**. Loss is convex in log(steps) along such a frontier, so a
 chord between two neighbours lies *above* the curve and reaches a loss later than the curve does: chords overstate
 the steps the frontier needs, and so the saving. The default (``PCHIP``) reads the frontier through the monotone
 piecewise-cubic Hermite interpolant of loss on log(steps) (Fritsch & Carlson 1980, "Monotone Piecewise Cubic
 Interpolation", SIAM J. Numer. Anal. 17(2); ``scipy.interpolate.PchipInterpolator``): it passes through every
 point, never leaves the range of its two neighbours (monotone data give a monotone curve, so the steps at a loss
 are unique), and bends with the data instead of cutting across them. With two Pareto points it is the chord.
-``CHORD`` (linear in log(steps), the rule before issue 60) stays available for comparison.
+``CHORD`` (linear in log(steps), the rule before the monotone cubic) stays available for comparison.
 
 **Iso-loss steps** (``iso_loss_steps``): the steps S* at which that frontier reaches the schedule's final loss L.
 Inside the Pareto points' loss range S* solves the interpolant exactly. Outside it the frontier is
@@ -48,7 +48,7 @@ __all__ = ["CHORD", "INTERPOLATIONS", "IsoLoss", "PCHIP", "SavedFraction", "cens
 PCHIP = "pchip"
 """The frontier read through the monotone cubic (PCHIP) in log(steps): the default (module docstring)."""
 CHORD = "chord"
-"""The frontier read through chords in log(steps) (the rule before issue 60: it overstates a saving)."""
+"""The frontier read through chords in log(steps) (the rule before the monotone cubic: it overstates a saving)."""
 INTERPOLATIONS = (PCHIP, CHORD)
 
 

@@ -426,7 +426,7 @@ def batch_resamples(rungs: Sequence[Rung], bootstrap: int, rng: np.random.Genera
     bias); each resample the rungs with a finite B_crit, as (samples_seen, B_crit), kept where there are at least 3.
     The rungs are read off the same runs, so their errors move together: drawing each rung's error independently
     (the fallback where the rungs carry no steps) counts one run's noise once per rung and makes the exponent's
-    interval far too wide (issue 36: p = 1 on the markov language, SE 0.25)."""
+    interval far too wide (on the markov language χ² p = 1, SE 0.25: docs/benchmarks-archive.md#issue-36)."""
     batches = np.array(sorted({b for r in rungs for b in r.steps_by_batch}))
     out: list[list[tuple[float, float]]] = []
     for _ in range(50 * bootstrap):

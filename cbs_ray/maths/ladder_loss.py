@@ -1,7 +1,7 @@
 """The ladder's prediction through the loss (``ladder.predict: loss``): B_crit(D) = c · L(D)^k.
 
-The power law in D (``maths.ladder.fit_ladder``) extrapolates the growth the rungs saw. On the markov language of
-issue 36 that growth bends: the local exponent of B_crit(D) falls from ≈ 0.7–1.0 over the rungs to ≈ 0.45–0.6 beyond
+The power law in D (``maths.ladder.fit_ladder``) extrapolates the growth the rungs saw. On the markov language
+that growth bends: the local exponent of B_crit(D) falls from ≈ 0.7–1.0 over the rungs to ≈ 0.45–0.6 beyond
 them, and the power law over-predicts by 0.3–0.7 in log2 where the rungs' exponent is high
 (docs/benchmarks-archive.md#issue-36-s3 and #issue-36-s4a). Kaplan et al. 2020 (§5.1: B_crit(L) ≈ B*/L^(1/α_B))
 and McCandlish et al. 2018 (the noise scale grows as the loss falls) make the critical batch a power of the *loss*,
@@ -27,7 +27,7 @@ Refusals (``LossLadderFit.refusal``, one line): the power law's, as ``fit_ladder
 rungs, a poor fit in D, B_crit flat or falling with data over the rungs: the same runs, the same regime); L(D) not
 extrapolatable (fewer than 3 finite positive points in the octave, or a loss that does not fall over it). The fit of
 B_crit against L has its weighted χ² p-value reported (``LossLadderFit.fit_p_value``) but is not refused on it:
-issue 36 asked for the power law's refusals, and on a scoping seed of the steep markov setting (seed 60, one run per
+it keeps the power law's refusals only, for on a scoping seed of the steep markov setting (seed 60, one run per
 batch) the law in L scored p = 2·10⁻⁵ (χ² 31.6 on 6, the rungs' errors at their 5 % floor) where the law in D
 passed; decided before the fourth session's validation runs.
 

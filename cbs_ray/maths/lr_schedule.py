@@ -45,7 +45,7 @@ def lr_weighted_steps(steps: float, warmup: int) -> float:
     t(t + 1)/(2·warmup); after it t − (warmup − 1)/2 (the warmup's deficit). Continuous in a fractional ``steps`` (a
     crossing interpolated between evaluations). With ``warmup`` ≤ 1 it is ``steps`` itself.
 
-    The ladder reads S(B) this way with ``ladder.step_count: lr_weighted`` (issue 36): early in training a step's
+    The ladder reads S(B) this way with ``ladder.step_count: lr_weighted``: early in training a step's
     progress is about proportional to its LR, so a warmup of W steps is worth about W/2 peak steps, and batches whose
     warmups differ in steps (a floor of ``ladder.min_warmup_steps`` for the larger ones) would otherwise read as a
     shift of S(B) that the tradeoff S = S_min + E_min/B takes for a change of B_crit."""

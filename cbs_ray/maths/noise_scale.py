@@ -82,8 +82,8 @@ class NoiseScaleMeter:
         """What a checkpoint keeps: ``[|G|², tr Σ, weight, count]``, the averages bias-corrected (``averages``:
         those averaged over the workers, as the report has them). The moving averages are linear in their
         inputs, so every worker resumed from the workers' mean continues to the mean an uninterrupted run
-        reaches: a resumed trial's noise scale is the one it would have had (issue 40 row 12: a restarted meter
-        read 23 where the uninterrupted run read 829)."""
+        reaches: a resumed trial's noise scale is the one it would have had (a meter restarted from
+        zero read 23 where the uninterrupted run read 829)."""
         grad_sq, trace = averages if averages is not None else self.averages()
         return [float(grad_sq), float(trace), float(self.weight), float(self.count)]
 

@@ -1,9 +1,10 @@
 """B_crit at the full budget D from the rungs *and* a prior over the exponent, anchored where the rungs pin it best.
 
-Issue 49's pre-registered validation found the predictor anchored at the last rung worse than a borrowed exponent
-(mean |log2 error| 1.20 against 0.86; 10 of 16 inside its interval), and most of its misses on rungs read below the
-smallest batch trained or flat over the rungs. The rule here, fixed in code from development data only (the markov
-runs of issue 36 and the 16 stored rows of issue 49's validation, ``bench/prediction_development.py``):
+The pre-registered validation of the earlier predictor, anchored at the last rung, found it worse than a borrowed
+exponent (mean |log2 error| 1.20 against 0.86; 10 of 16 inside its interval:
+docs/benchmarks-archive.md#issue-49-validation-full), and most of its misses on rungs read below the smallest batch
+trained or flat over the rungs. The rule here, fixed in code from development data only (the ladder's 21 runs on the
+markov language and the 16 stored rows of that validation, ``bench/prediction_development.py``):
 
 * **Which rungs** (``screen_rungs``): a rung is used only where its B_crit is finite and positive, it lies at or below
   D, past the warm-up transient (``rungs_from``: the ladder reads rungs from twice the warmup on) and **inside the
@@ -33,9 +34,9 @@ runs of issue 36 and the 16 stored rows of issue 49's validation, ``bench/predic
   runs and their errors move together; sd_D the same for the measurement at D it is judged against; m =
   ``MODEL_SD_PER_LOG_D``, the inflation fitted on the development draws (never on validation ones).
 * **Warnings** (``Prediction.warnings``, one line each): flat or falling rungs (``flat_rungs``: the upper end of the
-  rungs' exponent's 90 % interval at most ``FLAT_EXPONENT``, 0.1: on such rungs in issue 49 B_crit at D came out 4–17×
-  the last rung and the prediction fell short; read the literature band), fewer than 3 rungs in use (the exponent is
-  the prior's), and rungs left out.
+  rungs' exponent's 90 % interval at most ``FLAT_EXPONENT``, 0.1: on such rungs in the earlier validation
+  (docs/benchmarks-archive.md#issue-49-validation) B_crit at D came out 4–17× the last rung and the prediction fell
+  short; read the literature band), fewer than 3 rungs in use (the exponent is the prior's), and rungs left out.
 
 Refused only when no rung is left to anchor at, or where the answer leaves the floats' range (wild but finite rungs):
 one line saying which.
@@ -105,8 +106,8 @@ class Prior:
 
 PRIOR_SD = 0.16
 """The prior's spread, fitted on development data only (``bench/prediction_development.py``): the root mean square of
-the growth measured past the rungs (last rung → D) about the prior's centre over the 21 markov runs of issue 36
-(docs/benchmarks-archive.md#issue-49-development: 0.156); it also spans the literature's disagreement for one
+the growth measured past the rungs (last rung → D) about the prior's centre over the ladder's 21 runs on the markov
+language (docs/benchmarks-archive.md#issue-49-development: 0.156); it also spans the literature's disagreement for one
 definition (0.45 vs 0.68)."""
 
 
@@ -121,8 +122,9 @@ PRIORS = {d: _prior(d) for d in DEFINITIONS}
 TRANSFER_SD = 0.24
 """How far the exponent from the rungs' centroid to D strays from the exponent over the rungs, beyond the rungs' own
 standard error: √(mean (γ_late − γ̂)² − mean SE² − mean (2·sd²/Δ²)) over the development draws whose rungs could be
-fitted (``bench/prediction_development.py``: the 21 markov runs of issue 36 and the 16 stored rows of issue 49's
-validation, rungs inside the grid [8, 128]; 0.24). Added to the rungs' SE² before the precision weighting."""
+fitted (``bench/prediction_development.py``: the ladder's 21 runs on the markov language and the 16 stored rows of
+the earlier predictor's validation, rungs inside the grid [8, 128]; 0.24). Added to the rungs' SE² before the
+precision weighting."""
 
 MODEL_SD_PER_LOG_D = 0.04
 """Model error of log B_crit per unit of log D from the centroid to D: the inflation fitted on the development draws
@@ -131,8 +133,8 @@ only (the smallest on a 0.02 grid that brings the 90 % interval's coverage over 
 
 DEFAULT_RUNG_SD = 0.11
 """A rung's (and the measurement at D's) noise in log B_crit where neither its own interval nor the rungs' scatter says:
-the seed-to-seed sd of log B_crit(D) measured over the markov runs of issue 36 (0.113, pooled over 7 groups of 3
-seeds)."""
+the seed-to-seed sd of log B_crit(D) measured over the ladder's runs on the markov language (0.113, pooled over 7
+groups of 3 seeds)."""
 
 FLAT_EXPONENT = 0.1
 """Rungs are flat or falling (a warning) where the upper end of their exponent's 90 % interval is at most this: the
@@ -376,8 +378,8 @@ def predict_b_crit(rungs: Sequence[RungPoint], budget_samples: float, *, definit
         warnings.append(f"flat or falling rungs: B_crit over the {len(used)} rungs in use ({used[0].b_crit:.3g} at "
                         f"{used[0].samples:g} … {used[-1].b_crit:.3g} at {used[-1].samples:g} samples) grows as "
                         f"D^{estimate:.2f} ± {se:.2f}, its 90 % upper end {estimate + Z90 * se:.2f} ≤ {FLAT_EXPONENT}; "
-                        f"where B_crit rises only later it can lie far above this prediction (issue 49: 4–17× the "
-                        f"last rung): read the literature band")
+                        f"where B_crit rises only later it can lie far above this prediction (measured: 4–17× "
+                        f"the last rung, docs/benchmarks-archive.md#issue-49-validation): read the literature band")
     return Prediction(budget_samples=budget_samples, b_crit=math.exp(log_b),
                       interval_90=(math.exp(log_b - half), math.exp(log_b + half)), source=source, exponent=exponent,
                       exponent_sd=exponent_sd, form="line" if line is not None else None,

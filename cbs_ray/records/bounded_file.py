@@ -1,4 +1,4 @@
-"""Reading a file cbs-ray wrote, trusting nothing about what now stands at its path (issue 47): only a regular file
+"""Reading a file cbs-ray wrote, trusting nothing about what now stands at its path: only a regular file
 of bounded size is read, opened without waiting (``O_NONBLOCK``: a FIFO planted in its place never blocks the
 reader) and checked on the open descriptor (``fstat``), so nothing can be swapped in between the check and the read."""
 

@@ -1,4 +1,4 @@
-"""Reading and resuming experiments written before the search methods moved into ``cbs_ray.methods`` (issue 46).
+"""Reading and resuming experiments written before the search methods moved into ``cbs_ray.methods``.
 
 Tune pickles what a search hands it by module and name (the searcher, the scheduler, the stoppers and callbacks
 with the experiment's state; the trials' configs), so an experiment written before the move names the old modules
@@ -47,7 +47,7 @@ MOVED_MODULES: dict[str, str] = {
     "cbs_ray.analysis.ladder_stop": "cbs_ray.methods.ladder.reading_stop",
     "cbs_ray.report.ladder": "cbs_ray.methods.ladder.report",
 }
-"""Each module that moved into ``cbs_ray.methods`` (issue 46), by its old dotted path: the path it has now."""
+"""Each module that moved into ``cbs_ray.methods``, by its old dotted path: the path it has now."""
 
 
 class _Alias(importlib.abc.Loader):

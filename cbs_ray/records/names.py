@@ -1,5 +1,5 @@
 """The names an experiment puts on disk, defined once and needing nothing: its name as one safe folder name,
-each search method's default report folder, and the command that resumes it (issue 40 rows 3, 4 and 7)."""
+each search method's default report folder, and the command that resumes it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ __all__ = ["NAME_MAX_BYTES", "NAME_MAX_CHARS", "name_problem", "default_report_d
 
 NAME_MAX_BYTES = 100
 """The longest experiment name, in UTF-8 bytes (a filesystem counts a name's bytes: 100 CJK characters are 300, and
-passed a check in characters, then failed with ENAMETOOLONG after Ray started, issue 47). It becomes one directory
+passed a check in characters, then failed with ENAMETOOLONG after Ray started). It becomes one directory
 name (``./cbs_results/<name>-ladder``) and, with the date and time, a Tune experiment directory (``<name>-branch-
 20261203-101500-999-schedule``: 100 + 41 bytes); 100 leaves room under every filesystem's 255-byte limit."""
 NAME_MAX_CHARS = NAME_MAX_BYTES

@@ -53,7 +53,7 @@ MAX_META_BYTES = 64 * 2**20
 
 def write_meta(experiment_uri: str, meta: dict[str, Any]) -> None:
     """Store what the report needs (metric, mode, budget, spec) beside Tune's own experiment files. Locally it is
-    written aside and renamed into place (issue 47): never through a hard link or a symbolic link in its place."""
+    written aside and renamed into place: never through a hard link or a symbolic link in its place."""
     fs, path = filesystem(experiment_uri)
     fs.create_dir(path, recursive=True)
     text = json.dumps(meta, indent=2).encode()
@@ -75,7 +75,7 @@ def write_meta(experiment_uri: str, meta: dict[str, Any]) -> None:
 
 def _read_local_meta(path: str) -> bytes:
     """A local ``cbs_spec.json``'s bytes, read only as a regular file of at most ``MAX_META_BYTES`` (a FIFO or a
-    link to /dev/zero hung or exhausted ``cbs-ray report``, issue 47)."""
+    link to /dev/zero hung or exhausted ``cbs-ray report``)."""
     return read_regular_file(f"{path}/{META_FILE}", MAX_META_BYTES, what="a cbs-ray metadata file")
 
 

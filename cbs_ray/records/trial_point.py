@@ -1,4 +1,4 @@
-"""A trial's batch size as Tune holds it, encoded and decoded in this one place (issue 46, item 3).
+"""A trial's batch size as Tune holds it, encoded and decoded in this one place.
 
 A trial's point (its Tune config: what a searcher chose, or what a method listed) names its batch size by the
 key ``BATCH_KEY``, ``"log2_batch"``, holding log2 of the batch (an ordered integer for TPE's and Optuna's

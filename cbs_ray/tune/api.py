@@ -78,7 +78,7 @@ def run_search(spec: SearchSpec | str, *, model_init=None, train_dataset=None, e
     log lines instead.
 
     ``dry_run=True``: nothing trains and Ray does not start; the checks a search makes before Ray run (the
-    objects' too) and the plan comes back as a list of lines, the command line's ``--dry-run`` (issue 47).
+    objects' too) and the plan comes back as a list of lines, the command line's ``--dry-run``.
     """
     spec = as_spec(spec)
     from cbs_ray.sources.ray_dataset import is_ray_dataset, removed_on_refusal, search_ray_dataset
@@ -162,7 +162,7 @@ def _resume_held(path: str, meta: ExperimentMeta, objects, *, address, output_di
                         f"own results are intact: cbs-ray report {shlex.quote(path)} reads them")
     if not tune.Tuner.can_restore(path):
         raise SpecError(f"--resume: {path}: Tune has no experiment state to restore there")
-    # as it ran (issue 50)
+    # as it ran (a spec recorded before the tolerance had a unit reads it as it did then)
     spec = spec_from_dict(as_recorded(meta.spec, meta.tolerance_unit, method_entry(meta.method).loss_epsilon))
     # Its report goes beside its own experiment (another search of the same name may own ./cbs_results/<name>).
     out = expand_user(output_dir, "--output").resolve() if output_dir else _beside(path)

@@ -1,4 +1,4 @@
-"""Free space under ``storage_path`` (issue 40 row 1): a disk that filled during a search truncated Tune's
+"""Free space under ``storage_path``: a disk that filled during a search truncated Tune's
 experiment state and every trial's ``result.json`` while Tune synced them, so neither ``--resume`` nor
 ``cbs-ray report`` found anything of a search that had trained for minutes.
 

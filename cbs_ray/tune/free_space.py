@@ -1,4 +1,4 @@
-"""Free space under a local ``storage_path`` (issue 40 row 1), measured without Ray: the check before a search
+"""Free space under a local ``storage_path``, measured without Ray: the check before a search
 starts (``check_free_space``, which a ``--dry-run`` makes too) and what ``tune.disk_watch.DiskWatch`` reads while
 one runs."""
 
@@ -18,8 +18,8 @@ and a few trials' checkpoints of a small model. Below it a search does not start
 
 
 def free_bytes(path: str) -> Optional[int]:
-    """Free bytes on the filesystem of ``path`` (its nearest existing folder; a ``file://`` URI is a local path,
-issue 47), None for another URI or an unreadable one."""
+    """Free bytes on the filesystem of ``path`` (its nearest existing folder; a ``file://`` URI is a local path
+too), None for another URI or an unreadable one."""
     if path.startswith("file://"):
         path = path.removeprefix("file://")
     elif "://" in path:

@@ -55,10 +55,10 @@ def check_before_ray(spec: SearchSpec, out: Path, *, resuming: bool = False, dry
     folders when they write. ``dry_run`` is kept for callers that name it."""
     check_trackers_and_study(spec, resuming=resuming)
     check_writable(spec, out, keep=False)
-    if out.is_symlink():  # a link planted as ./cbs_results/<name> (issue 47); an --output is resolved already
+    if out.is_symlink():  # a link planted as ./cbs_results/<name>; an --output is resolved already
         raise SpecError(f"--output: {out} is a symbolic link (to {os.readlink(out)}), which cbs-ray did not make; "
                         f"remove it, or name the folder you mean with --output")
-    if not resuming:  # found before training, not when the report is written (issue 47)
+    if not resuming:  # found before training, not when the report is written
         problem = foreign_report(out, None, spec.name, spec.search.method)
         if problem:
             raise SpecError(problem.removeprefix("report: ").replace("; nothing was removed", ""))
@@ -74,14 +74,14 @@ def check_writable(spec: SearchSpec, out: Path, *, keep: bool = True) -> None:
     if "://" not in spec.storage_path:  # a URI (s3://, gs://) is checked by Tune when it first writes
         check_own_storage(Path(spec.storage_uri))
         _writable_directory(Path(spec.storage_uri), "storage_path", keep=keep)
-    if "://" not in spec.storage_path or spec.storage_path.startswith("file://"):  # file://: local too (issue 47)
+    if "://" not in spec.storage_path or spec.storage_path.startswith("file://"):  # file://: local too
         check_free_space(spec.storage_uri)
 
 
 def check_own_storage(path: Path) -> None:
     """A ``SpecError`` where the storage folder (or its nearest existing parent) belongs to another user and
     others may write into it without the sticky bit: Tune unpickles the experiment's state there on
-    ``--resume``, so anyone who can write there could run code as this user (issue 40)."""
+    ``--resume``, so anyone who can write there could run code as this user."""
     folder = path
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
@@ -223,7 +223,7 @@ ONE_PASS = 1.0
 
 def corpus_pass_lines(train_examples: Optional[int], budget_samples: int, milestones: Sequence[int] = ()) -> list[str]:
     """``--dry-run``: the passes over the training set the budget D makes (samples ÷ training examples), and at each
-    of the method's ``milestones`` (the ladder's rungs), with a warning line past one pass (issue 59: a 65 536-sample
+    of the method's ``milestones`` (the ladder's rungs), with a warning line past one pass (a 65 536-sample
     budget over a 12 288-row corpus passes 5.3 times, which nothing said). Nothing where the count is not known."""
     if not train_examples:
         return []

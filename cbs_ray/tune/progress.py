@@ -12,10 +12,10 @@ or waits counts its whole span, and a trial not started yet counts ``default_spa
 
 Running: a trial counts as running from its start to its end, except while Tune holds it paused (a synchronous
 halving's candidate waiting at its rung, ``methods.scratch.per_batch_asha``): that one trains nothing and is counted as
-paused, from Tune's trial states (issue 47). A trial's end line counts the others at that instant: of two that
+paused, from Tune's trial states. A trial's end line counts the others at that instant: of two that
 end together the first one's line still counts the second as running.
 
-How a trial ended is read off the samples it trained (issue 47): one that reached its plan's stop or the budget
+How a trial ended is read off the samples it trained: one that reached its plan's stop or the budget
 D (``default_span``), whichever comes first, is ``done`` whatever ended it. A ladder run's plan may go on to
 ``ladder.cap`` × D while its stopper ends the smallest batch at D (``methods.ladder.search``): that run trained
 the full budget and is never "stopped early"; only a trial that ended short of both is.

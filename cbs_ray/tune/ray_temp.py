@@ -1,5 +1,4 @@
-"""Where a local Ray keeps its session: a private folder under a temp dir short enough for Ray's AF_UNIX sockets
-(issue 40 row 5; issue 47 rows 6 and 7).
+"""Where a local Ray keeps its session: a private folder under a temp dir short enough for Ray's AF_UNIX sockets.
 
 Linux allows an AF_UNIX socket path of 107 bytes (``sun_path`` is 108 with its NUL; Ray checks the same in
 ``ray._private.utils.validate_socket_filepath``). Ray 2.59-2.60 makes every socket of a session in

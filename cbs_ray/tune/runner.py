@@ -175,7 +175,7 @@ def run_tuner(spec: SearchSpec, data, budget: int, config, *, plans: TrialPlans,
     if restore:
         # Tune restores the experiment's own stopper and callbacks (pickled with it, DiskWatch too): read the
         # reason back from the error files.
-        # An experiment written before the methods moved (issue 46) names their old modules in its pickles.
+        # An experiment written before the methods moved into cbs_ray.methods names their old modules in its pickles.
         with moved_module_names():
             tuner = tune.Tuner.restore(restore, trainable=trainable, resume_unfinished=True, resume_errored=True)
             disk_watch.stopped_for.clear()
@@ -234,7 +234,7 @@ def note_stop_signal(record: logging.LogRecord) -> bool:
 
 def no_tune_restore_advice(record: logging.LogRecord) -> bool:
     """A logging filter: drops Tune's "Resume experiment with: Tuner.restore(path=..., trainable=...)", which
-    told a ``cbs-ray search`` user to write Python (issue 40 row 13); the command line prints
+    told a ``cbs-ray search`` user to write Python; the command line prints
     ``cbs-ray search --resume DIR`` instead."""
     return "Tuner.restore(" not in record.getMessage()
 
@@ -343,7 +343,7 @@ def _finished(grid, *, expected_trials: int) -> str:
     it (repeats, report) should run as if it had finished. A trial whose actor died (an OOM kill) and that
     failed for good is saved still marked running too (Tune does not rewrite its state), but the ResultGrid
     holds its error: that one has ended. Unfinished with no stop signal seen (``stop_signals``) is not called an
-    interruption: ``UnfinishedSearch`` says so (issue 47: a second resume exited 130 "interrupted")."""
+    interruption: ``UnfinishedSearch`` says so (a second resume once exited 130 "interrupted")."""
     from ray.tune import ExperimentAnalysis
 
     saved = ExperimentAnalysis(grid.experiment_path).trials

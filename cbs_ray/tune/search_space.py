@@ -22,7 +22,7 @@ __all__ = ["outline_lines", "tune_space", "PerBatchSpace", "per_batch_space", "s
 def outline_lines(spec: SearchSpec, budget_samples: int, tokens_per_sample: Optional[int] = None) -> list[str]:
     """The outline a user checks first: per batch size, the LR range over alpha, how B is made, steps. A token budget
     is stated in ``tokens_per_sample`` (the user's own items' length on the objects path; default the spec's
-    ``data.max_seq_length``: issue 47, the outline said 16 tokens a sample where the trials trained 32)."""
+    ``data.max_seq_length``: without it the outline said 16 tokens a sample where the trials trained 32)."""
     t, s, r = spec.training, spec.search, spec.resources
     repeats = (f" + up to {len(spec.batch_sizes) * (s.repeats - 1)} repeat trials (each batch size's best, "
                f"{s.repeats - 1} more seed{'s' if s.repeats > 2 else ''})" if s.repeats > 1 else "")
