@@ -35,7 +35,7 @@ markov language and the 16 stored rows of that validation, ``bench/prediction_de
   ``MODEL_SD_PER_LOG_D``, the inflation fitted on the development draws (never on validation ones).
 * **Warnings** (``Prediction.warnings``, one line each): flat or falling rungs (``flat_rungs``: the upper end of the
   rungs' exponent's 90 % interval at most ``FLAT_EXPONENT``, 0.1: on such rungs in the earlier validation
-  (docs/benchmarks-archive.md#issue-49-validation) B_crit at D came out 4–17× the last rung and the prediction fell
+  (docs/benchmarks-archive.md#issue-49-validation) B_crit at D came out 4–18× the last rung and the prediction fell
   short; read the literature band), fewer than 3 rungs in use (the exponent is the prior's), and rungs left out.
 
 Refused only when no rung is left to anchor at, or where the answer leaves the floats' range (wild but finite rungs):
@@ -378,7 +378,7 @@ def predict_b_crit(rungs: Sequence[RungPoint], budget_samples: float, *, definit
         warnings.append(f"flat or falling rungs: B_crit over the {len(used)} rungs in use ({used[0].b_crit:.3g} at "
                         f"{used[0].samples:g} … {used[-1].b_crit:.3g} at {used[-1].samples:g} samples) grows as "
                         f"D^{estimate:.2f} ± {se:.2f}, its 90 % upper end {estimate + Z90 * se:.2f} ≤ {FLAT_EXPONENT}; "
-                        f"where B_crit rises only later it can lie far above this prediction (measured: 4–17× "
+                        f"where B_crit rises only later it can lie far above this prediction (measured: 4–18× "
                         f"the last rung, docs/benchmarks-archive.md#issue-49-validation): read the literature band")
     return Prediction(budget_samples=budget_samples, b_crit=math.exp(log_b),
                       interval_90=(math.exp(log_b - half), math.exp(log_b + half)), source=source, exponent=exponent,
