@@ -33,7 +33,7 @@ from cbs_ray.data.markov import markov_chain
 from cbs_ray.integrations import BatchSizeSchedule
 from cbs_ray.integrations.torch_loop import scale_lambda_scheduler, scheduled_steps
 from cbs_ray.maths.lr_schedule import lr_multiplier, warmup_steps
-from cbs_ray.train.run_plan import RunPlan
+from cbs_ray.train.run_plan import LrSchedule, RunPlan
 from integrations_lr_in_samples import (  # the same model, data and LR as that bench
     B0,
     B1,
@@ -53,9 +53,9 @@ MARGIN = 0.005
 
 def branch_plan(stages, budget: int, warmup: int) -> RunPlan:
     """Branch mode's plan of a validation run (its schedule, or the fixed small-batch control)."""
-    return RunPlan(role="schedule", lr_batch=B0, batch_schedule=tuple(stages), start_samples=0, stop_samples=budget,
-                   report_at=(budget,), alpha=ALPHA, lr_peak=PEAK_LR, lr_warmup_steps=warmup,
-                   lr_total_steps=budget // B0, lr_decay="linear", control="schedule", lr_in_samples=True)
+    lr = LrSchedule(batch=B0, alpha=ALPHA, peak=PEAK_LR, warmup_steps=warmup, total_steps=budget // B0,
+                    decay="linear", in_samples=True)
+    return RunPlan(batch_schedule=tuple(stages), start_samples=0, stop_samples=budget, report_at=(budget,), lr=lr)
 
 
 def train_branch(seed: int, data, held_out, plan: RunPlan) -> float:

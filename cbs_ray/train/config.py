@@ -59,8 +59,8 @@ class TrialConfig:
                  tokens_per_sample: Optional[int] = None, failure_dir: str = "") -> TrialConfig:
         """A trial of ``plan`` (what the driver's ``train.trial_plans.TrialPlans`` gave it): its batch is the
         plan's first, its alpha, warmup fraction and seed offset the plan's (the seed is the search's plus it)."""
-        return cls(spec=spec, batch_size=plan.batch_schedule[0][1], alpha=plan.alpha,
-                   warmup_fraction=plan.warmup_fraction, seed=spec.search.seed + plan.seed_offset,
+        return cls(spec=spec, batch_size=plan.batch_schedule[0][1], alpha=plan.lr.alpha,
+                   warmup_fraction=plan.lr.warmup_fraction, seed=spec.search.seed + plan.seed_offset,
                    budget_samples=budget_samples, plan=plan, model_config=model_config, trial_id=trial_id,
                    started_at=time.time(), tokens_per_sample=tokens_per_sample, failure_dir=failure_dir)
 
@@ -117,7 +117,7 @@ class TrialConfig:
     def warmup_steps(self) -> int:
         """Warmup steps of the LR schedule: ``warmup_fraction`` of the trial's steps from scratch; in a branch
         search the trunk's (every run follows its schedule)."""
-        return self.plan.lr_warmup_steps
+        return self.plan.lr.warmup_steps
 
     @property
     def probe_limit(self) -> int:
