@@ -290,7 +290,7 @@ def _at_milestone(trial: Trial, hooks: TrainingHooks, data, readings: StepReadin
 
 def milestone_row(metrics: dict) -> str:
     """A milestone's reported row as the checkpoint keeps it (JSON text: ``torch.load(weights_only=True)`` reads
-    it back). A restarted trial reports it again before it trains on (issue 47): the checkpoint and the row are
+    it back). A restarted trial reports it again before it trains on: the checkpoint and the row are
     written by two processes (the trial persists the checkpoint, the driver then writes ``result.json``), so a
     SIGKILL between them left a checkpoint whose row was lost, and the rung decisions read a later row instead.
     Reported twice, the row is the same row: the history keeps one (``records.storage``), ASHA's rungs record a

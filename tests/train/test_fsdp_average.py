@@ -1,4 +1,4 @@
-"""The ladder's averaged reading under FSDP (``ladder.reading: ewa`` with ``training.parallelism: fsdp``, issue 51):
+"""The ladder's averaged reading under FSDP (``ladder.reading: ewa`` with ``training.parallelism: fsdp``):
 each rank averages its own shards (``train.averaging.ShardedAverage``) and evaluates them swapped into the sharded
 model; on two gloo ranks its ``ewa_eval_loss`` equals DDP's averaged copy's within 1e-5, and the trained weights
 come back after every evaluation (the losses after it agree with DDP's)."""

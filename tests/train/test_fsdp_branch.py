@@ -1,5 +1,5 @@
-"""Branch mode's trunk-to-branch restore under FSDP (``search.method: branch`` with ``training.parallelism: fsdp``,
-issue 51), on two gloo ranks: the trunk publishes its gathered state at a branch point, a branch's ranks each read it
+"""Branch mode's trunk-to-branch restore under FSDP (``search.method: branch`` with ``training.parallelism: fsdp``),
+on two gloo ranks: the trunk publishes its gathered state at a branch point, a branch's ranks each read it
 and keep their shards (``train.checkpoint.load_branch_start``). A branch at the trunk's own batch then retraces the
 trunk exactly, and a branch at twice the batch trains as DDP's branch from DDP's trunk does."""
 

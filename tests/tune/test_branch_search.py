@@ -204,7 +204,7 @@ def test_probe_of_a_branch_spec_is_a_plain_trial():
 
 
 def test_branch_mode_on_objects_needs_model_init_to_rebuild_one_architecture():
-    """Issue 35: a branch loads the trunk's state dict, so two fresh models (for the trunk's trial and the largest
+    """A branch loads the trunk's state dict, so two fresh models (for the trunk's trial and the largest
     branch's) must hold the same names and shapes; a model_init(trial) whose width follows the batch is refused in
     one line naming the first tensor that differs, one that does not passes."""
     import torch
@@ -247,14 +247,14 @@ def test_the_gpu_branch_space_gives_every_branch_the_step_floor():
 
 
 def test_branch_mode_takes_the_spec_s_trackers():
-    """Issue 35: trackers attach to every method; branch mode refused them ("not available with search.method
+    """Trackers attach to every method; branch mode refused them ("not available with search.method
     branch yet")."""
     spec = load_spec(LM, BRANCH + ["tracking.tensorboard=true"])
     assert spec.tracking.tensorboard and spec.search.method == "branch"
 
 
 def test_the_progress_display_reads_every_runs_span_off_its_plan():
-    """Issue 35: the generic runner's progress display asks each trial's RunPlan (the experiment's ``TrialPlans``,
+    """The generic runner's progress display asks each trial's RunPlan (the experiment's ``TrialPlans``,
     built by the method on the driver) for its batch, start and stop, not the config's role strings: the trunk and
     a schedule run train the budget, a branch its window from its checkpoint, a from-scratch trial the budget, a
     ladder run to its own stop (2·D with ladder.validate)."""
@@ -291,7 +291,7 @@ def test_the_progress_display_reads_every_runs_span_off_its_plan():
 
 
 def test_a_resumed_branch_search_rebuilds_the_plans_its_trials_were_started_with():
-    """Issue 35: a resumed trial finds its plan by its point (``PresetPlans``), so the plans ``resume`` rebuilds
+    """A resumed trial finds its plan by its point (``PresetPlans``), so the plans ``resume`` rebuilds
     from the metadata (the checkpoint folder; the schedule and alpha read back from JSON, lists where the search had
     tuples) are the ones the search started: every restored point finds the same plan."""
     import json

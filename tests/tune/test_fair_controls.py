@@ -1,4 +1,4 @@
-"""``branch.controls_from`` (issue 50, item 4): the from-scratch search the schedule validation's controls take
+"""``branch.controls_from``: the from-scratch search the schedule validation's controls take
 their configuration from is found and read without Ray (the golden stored experiments), a wrong one is one line
 and exit 2 before anything trains, and a tuned control trains on its own LR schedule (known answers)."""
 

@@ -52,7 +52,7 @@ def test_a_ladder_run_is_constant_lr_after_warmup_and_its_prefix_does_not_depend
 
 
 def test_every_ladder_trial_gets_the_plan_the_driver_built_for_its_point():
-    """Issue 35: the trial reads a typed plan, not the config's keys: the driver's ``ladder_plans`` hold one
+    """The trial reads a typed plan, not the config's keys: the driver's ``ladder_plans`` hold one
     plan per (batch, seed), and the trial's seed, alpha and warmup are its plan's; a point of no run is refused."""
     spec = load_spec(LM, LADDER)
     ld = resolve_ladder(spec, 8192)
@@ -69,7 +69,7 @@ def test_every_ladder_trial_gets_the_plan_the_driver_built_for_its_point():
 
 
 def test_a_warmup_floor_in_steps_for_the_larger_batches_and_the_steps_counted_by_their_lr():
-    """ladder.min_warmup_steps raises the warmup of the batches the fraction leaves a step or two (issue 36: B=128
+    """ladder.min_warmup_steps raises the warmup of the batches the fraction leaves a step or two (B=128
     warmed up over 1 step on the markov language) and a run's plan carries it; ladder.step_count tells the summary
     to count S(B) by the LR (the meta carries each batch's warmup)."""
     plain = resolve_ladder(load_spec(LM, LADDER), 8192)
