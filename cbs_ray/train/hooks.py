@@ -52,7 +52,8 @@ class TrainingHooks:
     The loop calls them on every rank of the trial (under FSDP every rank must take part in a collective), in this
     order:
 
-    1. ``title(plan)`` once, as the trial is set up: what the trial's first line says of the run.
+    1. ``title(plan)`` as the trial is set up (rank 0 prints it; a plan's error messages ask it too): what the
+       trial's first line says of the run.
     2. ``start(trial)`` once, when the model, optimizer, LR schedule and (a restart's) own checkpoint are in place and
        before the data: it may load another run's state into the trial and set where it continues
        (``trial.progress``: ``drawn``, ``first_loss``), and returns the hooks the rest of the run calls: ``self``,
