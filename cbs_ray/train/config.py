@@ -42,8 +42,8 @@ class TrialConfig:
     model_config: Any
     """The Hugging Face config object built in the driver (vocabulary, labels, padding resolved)."""
     plan: RunPlan
-    """What this trial trains, in samples: its batch schedule, start, stop, reports, saves and LR; a from-scratch
-    trial's (role None), or one run's of a branch search (``search.method: branch``: trunk, branch, schedule)."""
+    """What this trial trains, in samples: its batch schedule, start, stop, reports, LR and hooks; a from-scratch
+    trial's (no hooks), or one run's of a branch search (``search.method: branch``: trunk, branch, schedule)."""
     trial_id: str = ""
     """The Tune trial's id (tags the trial's gauges in Ray's metrics); empty outside Tune."""
     started_at: float = field(default_factory=time.time)
