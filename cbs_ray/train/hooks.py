@@ -47,7 +47,8 @@ class Trial:
 @dataclass(frozen=True)
 class TrainingHooks:
     """The calls a method's runs get from the training loop besides training their plan: every one does nothing
-    here, and a method's hooks (a frozen dataclass of its settings, ``module docstring``) override what they need.
+    here, and a method's hooks (a frozen dataclass of its settings: the module docstring) override what they need
+    (``methods.branch.hooks``, ``methods.ladder.hooks``).
 
     The loop calls them on every rank of the trial (under FSDP every rank must take part in a collective), in this
     order:
@@ -65,6 +66,15 @@ class TrainingHooks:
        beside the loop's, also asked for the report of a diverged run (``train_loss_ema`` None); then the report,
        with the trial's checkpoint; then ``at_checkpoint(trial)``.
     5. ``at_end(trial)`` once, when the run stops training: at its stop, or diverged. Not after an error.
+
+    For example, hooks that report the weights' norm beside every evaluation, set in the plans a method builds
+    (``RunPlan(..., hooks=WeightNorm())``)::
+
+        @dataclass(frozen=True)
+        class WeightNorm(TrainingHooks):
+            def at_evaluation(self, trial, evaluate):
+                norms = [p.detach().norm() for p in trial.parts.params]
+                return {"weight_norm": float(torch.stack(norms).norm())}
     """
 
     def title(self, plan: RunPlan) -> str:
