@@ -1,4 +1,4 @@
-"""Issue 48's open target: the pre-training user's comparison (a schedule 8 → 16 against staying at batch 8, same
+"""The pre-training user's comparison (a schedule 8 → 16 against staying at batch 8, same
 weights and sample order per seed, 2 seeds) loses no more than branch mode's own difference + 0.005 nats.
 
 The same task as ``bench/integrations_lr_in_samples.py``: a GPT-2 from a config (2 layers, 64 wide) on the built-in
@@ -7,15 +7,15 @@ markov language (vocabulary 128, packed 32-token sequences), AdamW, peak LR 3e-3
 per token, 512 held-out sequences) at the end of the budget. One CPU thread. Three ways of training each pair:
 
 - **branch mode's own** (a): the steps and LR factors branch mode's loop trains its schedule run and its fixed
-  small-batch control from (``train.run_plan.RunPlan``, role ``schedule``: ``steps()`` and ``lr_factors()``, the
-  trunk's shape laid out in samples), one whole batch a step, as the package's loop does;
+  small-batch control from (``train.run_plan.RunPlan``: ``steps()`` and ``lr_factors()``, the trunk's shape laid out
+  in samples), one whole batch a step, as the package's loop does;
 - **the user's loop through the integration** (b): a ``DataLoader`` of micro-batches of 4 (accumulation 2 at 8,
   4 at 16), ``scheduled_steps`` and a ``LambdaLR`` the user wrote for a run at batch 8, laid out in samples by
   ``scale_lambda_scheduler``, the fixed batch the same loop with a one-stage schedule;
 - **the old step-indexed way**, beside it: the user's loop with the same warmup steps and the decay over the run's
-  own optimizer steps (what ``integrations/hf.py`` did before issue 48).
+  own optimizer steps (what ``integrations/hf.py`` did before).
 
-Threshold, fixed before the run (issue 48's target): mean over seeds 0 and 1 of the user's gap (schedule − fixed,
+Threshold, fixed before the run: mean over seeds 0 and 1 of the user's gap (schedule − fixed,
 way b) ≤ mean of branch mode's own gap (way a) + 0.005 nats. The old way's gap is reported, not judged.
 
     PYTHONPATH=$PWD python bench/integrations_vs_branch.py [--seeds 0 1] [--budget 8192] [--switch 2048]
@@ -33,7 +33,7 @@ from cbs_ray.data.markov import markov_chain
 from cbs_ray.integrations import BatchSizeSchedule
 from cbs_ray.integrations.torch_loop import scale_lambda_scheduler, scheduled_steps
 from cbs_ray.maths.lr_schedule import lr_multiplier, warmup_steps
-from cbs_ray.train.run_plan import RunPlan
+from cbs_ray.train.run_plan import LrSchedule, RunPlan
 from integrations_lr_in_samples import (  # the same model, data and LR as that bench
     B0,
     B1,
@@ -48,14 +48,14 @@ from integrations_lr_in_samples import (  # the same model, data and LR as that 
 
 ALPHA, MICRO = 0.5, 4
 MARGIN = 0.005
-"""Nats the user's gap may exceed branch mode's own by (issue 48's target; fixed before the run)."""
+"""Nats the user's gap may exceed branch mode's own by (the target, fixed before the run)."""
 
 
 def branch_plan(stages, budget: int, warmup: int) -> RunPlan:
     """Branch mode's plan of a validation run (its schedule, or the fixed small-batch control)."""
-    return RunPlan(role="schedule", lr_batch=B0, batch_schedule=tuple(stages), start_samples=0, stop_samples=budget,
-                   report_at=(budget,), alpha=ALPHA, lr_peak=PEAK_LR, lr_warmup_steps=warmup,
-                   lr_total_steps=budget // B0, lr_decay="linear", control="schedule", lr_in_samples=True)
+    lr = LrSchedule(batch=B0, alpha=ALPHA, peak=PEAK_LR, warmup_steps=warmup, total_steps=budget // B0,
+                    decay="linear", in_samples=True)
+    return RunPlan(batch_schedule=tuple(stages), start_samples=0, stop_samples=budget, report_at=(budget,), lr=lr)
 
 
 def train_branch(seed: int, data, held_out, plan: RunPlan) -> float:

@@ -42,8 +42,8 @@ class TrialConfig:
     model_config: Any
     """The Hugging Face config object built in the driver (vocabulary, labels, padding resolved)."""
     plan: RunPlan
-    """What this trial trains, in samples: its batch schedule, start, stop, reports, saves and LR; a from-scratch
-    trial's (role None), or one run's of a branch search (``search.method: branch``: trunk, branch, schedule)."""
+    """What this trial trains, in samples: its batch schedule, start, stop, reports, LR and hooks; a from-scratch
+    trial's (no hooks), or one run's of a branch search (``search.method: branch``: trunk, branch, schedule)."""
     trial_id: str = ""
     """The Tune trial's id (tags the trial's gauges in Ray's metrics); empty outside Tune."""
     started_at: float = field(default_factory=time.time)
@@ -59,8 +59,8 @@ class TrialConfig:
                  tokens_per_sample: Optional[int] = None, failure_dir: str = "") -> TrialConfig:
         """A trial of ``plan`` (what the driver's ``train.trial_plans.TrialPlans`` gave it): its batch is the
         plan's first, its alpha, warmup fraction and seed offset the plan's (the seed is the search's plus it)."""
-        return cls(spec=spec, batch_size=plan.batch_schedule[0][1], alpha=plan.alpha,
-                   warmup_fraction=plan.warmup_fraction, seed=spec.search.seed + plan.seed_offset,
+        return cls(spec=spec, batch_size=plan.batch_schedule[0][1], alpha=plan.lr.alpha,
+                   warmup_fraction=plan.lr.warmup_fraction, seed=spec.search.seed + plan.seed_offset,
                    budget_samples=budget_samples, plan=plan, model_config=model_config, trial_id=trial_id,
                    started_at=time.time(), tokens_per_sample=tokens_per_sample, failure_dir=failure_dir)
 
@@ -117,7 +117,7 @@ class TrialConfig:
     def warmup_steps(self) -> int:
         """Warmup steps of the LR schedule: ``warmup_fraction`` of the trial's steps from scratch; in a branch
         search the trunk's (every run follows its schedule)."""
-        return self.plan.lr_warmup_steps
+        return self.plan.lr.warmup_steps
 
     @property
     def probe_limit(self) -> int:

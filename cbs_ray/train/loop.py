@@ -12,7 +12,9 @@ worker's exact shard of the eval set, all-reduced, reported and (rank 0) checkpo
 
 Set-up is ``train.setup``; one optimizer step returns its readings (``_optimizer_step``), and what happens
 every ``eval_every_samples`` is ``_at_milestone``. Every report is one ``TrialReport``. What the model and
-data are is one question the stages ask their ``source`` (``sources``). The loop keeps its ``Position``
+data are is one question the stages ask their ``source`` (``sources``); what a search method adds to its runs
+(branch mode's trunk publishing its state, a ladder run's average of its iterates) is the plan's hooks
+(``train.hooks.TrainingHooks``), called where their docstring says. The loop keeps its ``Position``
 (phase, batch index, samples) as it goes, so that an error it ends on says where it happened, and an error
 that repeats at the same point is not retried (``train.failure``).
 """
@@ -34,20 +36,17 @@ from cbs_ray.maths.noise_scale import NOT_MEASURABLE, b_simple
 from cbs_ray.records.trial_report import TrialReport
 from cbs_ray.sources.builtin import METRICS_OF_EVERY_TASK, WORST_METRIC
 from cbs_ray.sources.protocol import Position
-from cbs_ray.train.averaging import AVERAGED_PREFIX, averaged_module
-from cbs_ray.train.checkpoint import mark_trunk_done, publish_state, save_state, state_dicts
+from cbs_ray.train.checkpoint import save_state, state_dicts
 from cbs_ray.train.config import TrialConfig
 from cbs_ray.train.failure import FailureLog
 from cbs_ray.train.fsdp import full_tensor
 from cbs_ray.train.gauges import TrialGauges
+from cbs_ray.train.hooks import TrainingHooks, Trial
 from cbs_ray.train.noise_probe import sqnorm
 from cbs_ray.train.setup import TrialParts, TrialProgress, batch_plan_for, setup_trial
 
 EMA_ALPHA = 0.5
 """The weight of each step's training loss in the EMA branch mode may compare (Merrill et al. 2025, §3.1)."""
-
-AVERAGED_METRICS = ("eval_loss", "excess_loss")
-"""The metrics of the average of the iterates a run reports beside the raw model's (``ewa_eval_loss``, …)."""
 
 __all__ = ["StepReadings", "train_loop"]
 
@@ -77,9 +76,8 @@ def train_loop(cfg: TrialConfig, data, session) -> None:
     interval's mean loss exceeds ``divergence_factor`` × the first step's loss (Adam at a far too high LR blows
     the loss up without ever producing a NaN).
 
-    In a branch search the trunk publishes its state at each branch point for the branches
-    (``train.checkpoint.publish_state``) and marks its end (``TRUNK_DONE``); a branch starts from the trunk's state at
-    its point (``_start_branch``).
+    What the run's method adds (the plan's ``hooks``: a branch search's trunk publishing its state for the branches,
+    a branch starting from it) the loop calls as ``train.hooks.TrainingHooks`` says.
 
     An error ends the attempt saying where ("IndexError: in evaluation (batch index 3), at 1024 samples: …"),
     recorded in ``cfg.failure_dir``; the same error at the same point as the attempt before says so and is not
@@ -102,8 +100,8 @@ def _train(cfg: TrialConfig, data, session, position: Position) -> None:
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank (DDP also broadcasts)
     run = cfg.plan
     report_at = set(run.report_at)
-    save_at = set(run.save_at) if run.publishes_checkpoints else set()
-    parts, progress = setup_trial(cfg, data, session)
+    trial, hooks = setup_trial(cfg, data, session)
+    parts, progress = trial.parts, trial.progress
     if progress.milestone_row is not None:  # its checkpoint's row, which a crash may have kept from the results
         session.report(progress.milestone_row, None)
     gauges = TrialGauges(cfg.trial_id, cfg.batch_size, cfg.metric) if cfg.trial_id and session.rank == 0 else None
@@ -121,10 +119,11 @@ def _train(cfg: TrialConfig, data, session, position: Position) -> None:
         if readings.skipped:
             continue
         if readings.diverged:
-            _report_divergence(session, cfg, parts.batching, progress, readings, readings.loss)
+            _report_divergence(session, cfg, parts.batching, progress, readings, readings.loss, hooks)
             break
         progress.step += 1
         progress.samples += parts.batching.batch_size
+        hooks.after_step(trial)
         if progress.first_step_at is None:
             progress.first_step_at = time.time()
             progress.first_loss = readings.loss if progress.first_loss is None else progress.first_loss
@@ -136,27 +135,11 @@ def _train(cfg: TrialConfig, data, session, position: Position) -> None:
             EMA_ALPHA * readings.loss + (1 - EMA_ALPHA) * progress.train_loss_ema
         progress.interval_steps += 1
         progress.interval_samples += parts.batching.batch_size
-        if progress.samples in report_at and not _at_milestone(cfg, data, session, parts, progress, readings,
-                                                               gauges, position):
-            break
-        if progress.samples in save_at and (session.rank == 0 or parts.is_fsdp):  # FSDP: every rank gathers
-            _publish_for_branches(cfg, parts, progress, write=session.rank == 0)
-    if run.publishes_checkpoints and session.rank == 0:
-        mark_trunk_done(run.checkpoint_dir, str(progress.samples))
-
-
-def _publish_for_branches(cfg: TrialConfig, parts: TrialParts, progress: TrialProgress, *, write: bool = True) -> None:
-    """The trunk's state at a branch point, where the branches from it read it: everything a restart would
-    take, and the data position a branch continues the trunk's data order from. Under FSDP every rank gathers
-    the state (``train.checkpoint.state_dicts``) and only the one that ``write``s writes it."""
-    states = state_dicts(parts.model, parts.optimizer) if parts.is_fsdp else None
-    if not write:
-        return
-    path = cfg.plan.checkpoint_path(progress.samples)
-    if publish_state(path, parts.model, parts.optimizer, parts.scheduler, parts.scaler, progress.step, {
-            "samples_drawn": progress.drawn, "first_loss": progress.first_loss, "samples_seen": progress.samples,
-            "micro_batch": parts.batching.micro_batch}, states=states):
-        print(f"trunk: checkpoint for the branches at {progress.samples} samples: {path}", flush=True)
+        if progress.samples in report_at:
+            if not _at_milestone(trial, hooks, data, readings, gauges, position):
+                break
+            hooks.at_checkpoint(trial)
+    hooks.at_end(trial)
 
 
 def _optimizer_step(cfg: TrialConfig, session, parts: TrialParts, position: Optional[Position] = None) -> StepReadings:
@@ -204,8 +187,6 @@ def _optimizer_step(cfg: TrialConfig, session, parts: TrialParts, position: Opti
     scaler.update()
     parts.scheduler.step()
     optimizer.zero_grad(set_to_none=True)
-    if parts.average is not None:
-        parts.average.update_parameters(getattr(parts.model, "module", parts.model))
     return StepReadings(step_loss, grad_norm, lr, skipped=False, diverged=False)
 
 
@@ -248,21 +229,22 @@ def _accumulate_gradients(cfg: TrialConfig, session, parts: TrialParts, batches:
 
 # ---- at a milestone -------------------------------------------------------------------------------
 
-def _at_milestone(cfg: TrialConfig, data, session, parts: TrialParts, progress: TrialProgress, readings: StepReadings,
-                  gauges: Optional[TrialGauges], position: Optional[Position] = None) -> bool:
+def _at_milestone(trial: Trial, hooks: TrainingHooks, data, readings: StepReadings, gauges: Optional[TrialGauges],
+                  position: Optional[Position] = None) -> bool:
     """Evaluate (and at the full budget the dev set), check the interval for divergence, report, and
     checkpoint (rank 0). False when the trial diverged (reported as such) and must stop."""
+    cfg, session, parts, progress = trial.cfg, trial.session, trial.parts, trial.progress
     samples = progress.samples
     position = position or Position()
     position.phase, position.samples = "evaluation", samples
     limit = cfg.plan.evaluation_limit(samples)
-    evaluation = parts.source.evaluate(parts.forward, session, cfg, batch_size=parts.eval_batch, position=position,
-                                       limit=limit)
-    if parts.average is not None:  # the average of the iterates, beside the raw model (ladder.reading: ewa)
-        with averaged_module(parts.average) as module:  # FSDP's: its averaged shards swapped in (train.averaging)
-            averaged = parts.source.evaluate(module, session, cfg, batch_size=parts.eval_batch, position=position,
-                                             limit=limit)
-        evaluation.update({f"{AVERAGED_PREFIX}{key}": averaged[key] for key in AVERAGED_METRICS if key in averaged})
+
+    def evaluate(module) -> dict:
+        return parts.source.evaluate(module, session, cfg, batch_size=parts.eval_batch, position=position,
+                                     limit=limit)
+
+    evaluation = evaluate(parts.forward)
+    evaluation.update(hooks.at_evaluation(trial, evaluate))  # a method's own (a ladder run's averaged model)
     if samples == cfg.budget_samples and parts.source.has_dev:
         position.phase = "dev evaluation"
         dev = parts.source.evaluate(parts.forward, session, cfg, on_dev=True, batch_size=parts.eval_batch,
@@ -271,8 +253,8 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: TrialParts, progress: 
                            if key in dev})
     position.phase, position.batch = "report", None
     noise = _noise_metrics(parts.noise, session)
-    if not cfg.plan.measures_noise_scale:
-        noise["noise_scale_note"] = cfg.plan.noise_scale_note
+    if cfg.plan.noise_scale_off:
+        noise["noise_scale_note"] = cfg.plan.noise_scale_off
     # Mean training loss over the interval and the first step's loss, averaged over workers: every
     # rank sees the same numbers and takes the same branch.
     ema = progress.train_loss_ema if progress.train_loss_ema is not None else math.nan
@@ -280,14 +262,15 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: TrialParts, progress: 
         [progress.interval_loss / progress.interval_steps, progress.first_loss, ema], dtype=torch.float64,
         device=session.device)) / session.world_size).tolist()
     if train_loss > cfg.spec.training.divergence_factor * initial_loss:
-        _report_divergence(session, cfg, parts.batching, progress, readings, train_loss)
+        _report_divergence(session, cfg, parts.batching, progress, readings, train_loss, hooks)
         return False
     report = _trial_report(
-        cfg, parts.batching, progress, readings, train_loss, evaluation=evaluation, **noise,
+        cfg, parts.batching, progress, readings, train_loss,
+        hooks.report_fields(cfg.plan, train_loss_ema if math.isfinite(train_loss_ema) else None),
+        evaluation=evaluation, **noise,
         warmup_steps=cfg.warmup_steps, samples_per_s=progress.interval_samples / progress.interval_time,
         train_time_s=progress.train_time, first_step_at=progress.first_step_at, trial_started_at=cfg.started_at,
-        reported_at=time.time(), diverged=False, resumed_from_samples=progress.resumed_from_samples,
-        train_loss_ema=train_loss_ema if cfg.plan.reports_train_loss_ema and math.isfinite(train_loss_ema) else None)
+        reported_at=time.time(), diverged=False, resumed_from_samples=progress.resumed_from_samples)
     progress.interval_time, progress.interval_loss, progress.interval_steps = 0.0, 0.0, 0
     progress.interval_samples = 0
     metrics = report.to_dict()
@@ -307,7 +290,7 @@ def _at_milestone(cfg: TrialConfig, data, session, parts: TrialParts, progress: 
 
 def milestone_row(metrics: dict) -> str:
     """A milestone's reported row as the checkpoint keeps it (JSON text: ``torch.load(weights_only=True)`` reads
-    it back). A restarted trial reports it again before it trains on (issue 47): the checkpoint and the row are
+    it back). A restarted trial reports it again before it trains on: the checkpoint and the row are
     written by two processes (the trial persists the checkpoint, the driver then writes ``result.json``), so a
     SIGKILL between them left a checkpoint whose row was lost, and the rung decisions read a later row instead.
     Reported twice, the row is the same row: the history keeps one (``records.storage``), ASHA's rungs record a
@@ -316,15 +299,16 @@ def milestone_row(metrics: dict) -> str:
 
 
 def _trial_report(cfg: TrialConfig, batching: BatchPlan, progress: TrialProgress, readings: StepReadings,
-                  train_loss: float, **fields_of_this_report) -> TrialReport:
-    """The report at the trial's current step: what every report has, plus this one's own fields. ``batching``
-    is the batch in use (the last step's, with its peak LR by the alpha rule)."""
+                  train_loss: float, method_fields: dict, **fields_of_this_report) -> TrialReport:
+    """The report at the trial's current step: what every report has, the run's method's fields
+    (``TrainingHooks.report_fields``), plus this one's own fields. ``batching`` is the batch in use (the last
+    step's, with its peak LR by the alpha rule)."""
     return TrialReport(
         samples_seen=progress.samples, steps=progress.step, batch_size=batching.batch_size,
         alpha=cfg.alpha, warmup_fraction=cfg.warmup_fraction, peak_lr=cfg.plan.peak_lr(batching.batch_size),
         lr=readings.lr, train_loss=train_loss, grad_norm=readings.grad_norm,
         wall_time_s=time.perf_counter() - progress.loop_start, micro_batch=batching.micro_batch,
-        accumulation=batching.accumulation, workers=batching.workers, node_id=ray_node_id(), **cfg.plan.report_columns,
+        accumulation=batching.accumulation, workers=batching.workers, node_id=ray_node_id(), **method_fields,
         tokens_seen=progress.samples * cfg.tokens_per_sample if cfg.tokens_per_sample else None,
         **fields_of_this_report)
 
@@ -341,13 +325,14 @@ def ray_node_id() -> str:
 
 
 def _report_divergence(session, cfg: TrialConfig, batching: BatchPlan, progress: TrialProgress, readings: StepReadings,
-                       train_loss: float) -> None:
+                       train_loss: float, hooks: TrainingHooks) -> None:
     """Report a diverged trial: the worst metric for its task, no checkpoint."""
     worst = {name: value for name, value in WORST_METRIC.items() if name in METRICS_OF_EVERY_TASK
              or (name, cfg.task) in (("accuracy", "sequence-classification"), ("bleu", "seq2seq"))}
     if cfg.metric not in worst:  # a compute_metrics key: the worst its direction allows
         worst[cfg.metric] = -math.inf if cfg.spec.search.mode == "max" else math.inf
-    report = _trial_report(cfg, batching, progress, readings, train_loss, evaluation=worst, diverged=True)
+    report = _trial_report(cfg, batching, progress, readings, train_loss, hooks.report_fields(cfg.plan, None),
+                           evaluation=worst, diverged=True)
     session.report(report.to_dict(), None)
 
 

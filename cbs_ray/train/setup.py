@@ -1,6 +1,7 @@
 """A trial's set-up, in stages after torchtune's recipes and Levanter's trainer: the model
-(``_setup_model``), the optimizer and LR schedule (``_setup_optimizer``), a restore from a checkpoint or a
-branch's start (``_restore``), the data (``_setup_data``); ``setup_trial`` runs them in order.
+(``_setup_model``), the optimizer and LR schedule (``_setup_optimizer``), a restore from its checkpoint
+(``_restore``), its method's start (``train.hooks.TrainingHooks.start``), the data (``_setup_data``);
+``setup_trial`` runs them in order.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from cbs_ray.maths.noise_scale import NoiseScaleMeter
 from cbs_ray.sources.amp import autocast_dtype
 from cbs_ray.sources.choose import loop_source
 from cbs_ray.sources.protocol import Source
-from cbs_ray.train.averaging import iterate_average
-from cbs_ray.train.checkpoint import load_branch_start, load_state, wait_for_trunk
+from cbs_ray.train.checkpoint import load_state
 from cbs_ray.train.config import TrialConfig
 from cbs_ray.train.data_order import ResumableSampler, endless_micro_batches
 from cbs_ray.train.fsdp import is_fsdp, shard_model, uses_fsdp
+from cbs_ray.train.hooks import TrainingHooks, Trial
 from cbs_ray.train.microbatch_probe import probe_micro_batch_size
 from cbs_ray.train.noise_probe import attach_noise_probe
 from cbs_ray.train.optimizer import make_optimizer
@@ -45,7 +46,8 @@ class TrialParts:
     the trial trains is its ``TrialConfig.plan``, a ``RunPlan``."""
     eval_batch: int
     micro_batches: Any
-    """The endless iterator of host micro-batches, continuing where a checkpoint left it."""
+    """The endless iterator of host micro-batches, continuing where a checkpoint (or the run a method's start
+    continues) left it; None until the data are set up, after the start."""
     params: list
     clip: float
     is_ddp: bool
@@ -54,8 +56,6 @@ class TrialParts:
     local_sqnorm: Optional[Callable[[], torch.Tensor]]
     source: Source
     """Where the model and data come from: ``BuiltinSource`` (the spec's) or ``sources.user_objects.UserObjects``."""
-    average: Any = None
-    """The average of the iterates (``train.averaging``; a ladder run with ``ladder.reading: ewa``), else None."""
 
 
 @dataclass
@@ -66,8 +66,10 @@ class TrialProgress:
     step: int
     drawn: int
     """Examples this rank has drawn: a skipped fp16 step draws its micro-batches without a step, and a
-    restart may plan another micro-batch size (then the position is the nearest micro-batch)."""
+    restart may plan another micro-batch size (then the position is the nearest micro-batch). A run that starts
+    from another's state continues its data order (a branch: the trunk's)."""
     resumed_from_samples: int
+    """The samples of the checkpoint this start continues from (0: a fresh start)."""
     loop_start: float
     train_time: float
     first_loss: Optional[float]
@@ -161,26 +163,7 @@ def _restore(cfg: TrialConfig, session, model, optimizer, scheduler, scaler) -> 
     step, saved = load_state(checkpoint, model, optimizer, scheduler, scaler) if checkpoint else (0, {})
     if step and session.rank == 0:
         print(f"trial: resumed from its checkpoint at {cfg.plan.samples_after(step)} samples", flush=True)
-    if not checkpoint and cfg.plan.starts_from_checkpoint:
-        return 0, _start_branch(cfg, session, model, optimizer, scheduler, scaler)
     return step, saved
-
-
-def _start_branch(cfg: TrialConfig, session, model, optimizer, scheduler, scaler) -> dict:
-    """A branch's start: wait for the trunk's checkpoint at ``start_samples``, take its weights and optimizer
-    state (``train.checkpoint.load_branch_start``), set the LR back to the branch's own (the loaded state carries
-    the trunk's), and return what the branch continues from the trunk: its data position and first loss (the
-    divergence test's reference), not its clocks."""
-    run = cfg.plan
-    path = run.checkpoint_path(run.start_samples)
-    wait_for_trunk(path, run.checkpoint_dir, log=lambda line: print(line, flush=True) if session.rank == 0 else None)
-    trunk = load_branch_start(path, model, optimizer, scaler, keep_optimizer=not run.resets_optimizer)
-    for group, lr in zip(optimizer.param_groups, scheduler.get_last_lr()):
-        group["lr"] = lr
-    if session.rank == 0:
-        print(f"branch: started from the trunk's checkpoint at {run.start_samples} samples"
-              + (" (Adam's state reset)" if run.resets_optimizer else ""), flush=True)
-    return {"samples_drawn": trunk["samples_drawn"], "first_loss": trunk.get("first_loss")}
 
 
 def _setup_data(cfg: TrialConfig, source, session, batching: BatchPlan, drawn: int):
@@ -228,8 +211,9 @@ def _whole_batches(dataset, batch: int):
     return dataset if usable == len(dataset) else torch.utils.data.Subset(dataset, range(usable))
 
 
-def setup_trial(cfg: TrialConfig, data, session) -> tuple[TrialParts, TrialProgress]:
-    """Everything the steps need, in order: model, optimizer and schedule, restore, data, noise probe."""
+def setup_trial(cfg: TrialConfig, data, session) -> tuple[Trial, TrainingHooks]:
+    """Everything the steps need, in order: model, optimizer and schedule, restore, noise probe, the method's start
+    (``TrainingHooks.start``: the hooks the run calls), data."""
     training = cfg.spec.training
     amp_dtype = autocast_dtype(training.precision, session.device)
     source = loop_source(data, cfg.task)
@@ -240,25 +224,25 @@ def setup_trial(cfg: TrialConfig, data, session) -> tuple[TrialParts, TrialProgr
     # and the state dict, so checkpoints and the noise probe see the same objects either way.
     forward = torch.compile(model, mode=None if training.compile_mode == "default" else training.compile_mode) \
         if training.compile else model
-    drawn = saved.get("samples_drawn", step * batching.accumulation * batching.micro_batch)
-    micro_batches = _setup_data(cfg, source, session, batching, drawn)
     params = [p for p in model.parameters() if p.requires_grad]
-    # A branch search measures the noise scale on the trunk only: its B_simple is what the branch summary plots.
-    measured = training.noise_scale and cfg.plan.measures_noise_scale
+    # A run may leave the noise scale to another (branch mode: the trunk's B_simple is what the summary plots).
+    measured = training.noise_scale and not cfg.plan.noise_scale_off
     noise, local_sqnorm = attach_noise_probe(model, params, batching) if measured else (None, None)
     if noise is not None and saved.get("noise_meter"):  # a restarted trial's noise scale continues, not restarts
         noise.resume(saved["noise_meter"])
     parts = TrialParts(model=model, forward=forward, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
-                   amp_dtype=amp_dtype, batching=batching, eval_batch=eval_batch, micro_batches=micro_batches,
+                   amp_dtype=amp_dtype, batching=batching, eval_batch=eval_batch, micro_batches=None,
                    params=params, is_ddp=hasattr(model, "no_sync"), is_fsdp=is_fsdp(model),
                    clip=training.grad_clip_norm if training.grad_clip_norm is not None else float("inf"),
-                   noise=noise, local_sqnorm=local_sqnorm, source=source,
-                   average=iterate_average(model if is_fsdp(model) else getattr(model, "module", model))
-                   if cfg.plan.averages_iterates else None)
+                   noise=noise, local_sqnorm=local_sqnorm, source=source)
     samples = cfg.plan.samples_after(step)
+    drawn = saved.get("samples_drawn", step * batching.accumulation * batching.micro_batch)
     progress = TrialProgress(step=step, drawn=drawn, resumed_from_samples=samples if step else 0,
                          loop_start=time.perf_counter() - saved.get("wall_time_s", 0.0),
                          train_time=saved.get("train_time_s", 0.0), first_loss=saved.get("first_loss"),
                          samples=samples,
                          milestone_row=json.loads(saved["report"]) if step and saved.get("report") else None)
-    return parts, progress
+    trial = Trial(cfg=cfg, session=session, parts=parts, progress=progress)
+    hooks = cfg.plan.hooks.start(trial)  # may continue another run's state: its weights, data position, first loss
+    parts.micro_batches = _setup_data(cfg, source, session, batching, progress.drawn)
+    return trial, hooks

@@ -75,7 +75,7 @@ class PlannedRun:
         """The run a ``train.run_plan.RunPlan`` plans."""
         return cls(label, tuple((int(s), int(b)) for s, b in plan.batch_schedule), int(plan.start_samples),
                    int(plan.stop_samples), tuple(int(r) for r in plan.report_at), plan.eval_subset,
-                   2 if plan.averages_iterates else 1, earliest_stop, bool(plan.fixes_micro_batch))
+                   plan.hooks.evaluation_forwards, earliest_stop, bool(plan.fixes_micro_batch))
 
     def micro_batches(self, workers: int, cap: Optional[int]) -> dict[int, int]:
         """Each batch of its schedule and the micro-batch it trains in (a fixed micro-batch: the first batch's)."""

@@ -14,7 +14,9 @@ from cbs_ray.records.moved_modules import MOVED_MODULES
 PACKAGE = Path(cbs_ray.__file__).parent
 METHODS = PACKAGE / "methods"
 IMPORTING_FACES = {"__init__.py": "analyze and Report: the from-scratch report, loaded on first use"}
-SPLIT_OUT = {"cbs_ray.methods.branch.runs": "branch mode's runs, out of train/run_plan.py (issue 46)"}
+SPLIT_OUT = {"cbs_ray.methods.branch.runs": "branch mode's runs, out of train/run_plan.py (issue 46)",
+             "cbs_ray.methods.branch.hooks": "the trunk's publishing and a branch's start, out of train/loop.py, setup.py",
+             "cbs_ray.methods.ladder.hooks": "a ladder run's average of its iterates, out of train/loop.py, setup.py"}
 NAMING_PATHS = {"records/method_registry.py", "records/moved_modules.py"}  # dotted paths as strings, not imports
 BORN_IN_A_FOLDER = {"cbs_ray.methods.ladder.summary", "cbs_ray.methods.ladder.recorded",
                     "cbs_ray.methods.branch.recorded", "cbs_ray.methods.branch.summary"}

@@ -25,8 +25,10 @@ from cbs_ray.records.trial_report import TrialReport
 PACKAGE = Path(cbs_ray.__file__).parent
 # The readings and reports: analysis/, report/, and each method's own (cbs_ray/methods/<name>/, all but its Ray half).
 # The methods' driver-side modules, which write Tune configs and plans (branch's runs.py: the keys of its runs'
-# points), not readers of the history
-RAY_HALVES = {"search.py", "bisection_search.py", "per_batch_asha.py", "gate.py", "trunk_watch.py", "runs.py"}
+# points), and their training hooks (hooks.py: what a run writes into its reports and checkpoints), not readers of
+# the history
+RAY_HALVES = {"search.py", "bisection_search.py", "per_batch_asha.py", "gate.py", "trunk_watch.py", "runs.py",
+              "hooks.py"}
 READERS = sorted([*(PACKAGE / "analysis").glob("*.py"), *(PACKAGE / "report").glob("*.py"),
                   *(p for p in (PACKAGE / "methods").glob("*/*.py") if p.name not in RAY_HALVES | {"__init__.py"})])
 

@@ -14,6 +14,7 @@ import shutil
 
 import pytest
 
+from cbs_ray.methods.branch.hooks import StartsFromCheckpoint
 from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, schedule_config, trunk_config
 from cbs_ray.spec.branch_section import resolve_branching
 from cbs_ray.spec.load import load_spec
@@ -83,7 +84,7 @@ def by_samples(session) -> dict:
 
 def test_the_trunk_saves_at_every_branch_point_reports_at_every_point_and_marks_its_end(trunk):
     cfg, session, directory = trunk
-    assert cfg.plan.role == "trunk" and cfg.batch_size == 8 and cfg.total_steps == 64
+    assert cfg.plan.hooks.role == "trunk" and cfg.batch_size == 8 and cfg.total_steps == 64
     # Every 256 samples, at each checkpoint (128, 256) and at the end of each window (192, 320).
     assert [r["samples_seen"] for r in session.reports] == [128, 192, 256, 320, 512]
     assert [r["steps"] for r in session.reports] == [16, 24, 32, 40, 64]
@@ -102,9 +103,9 @@ def test_a_branch_at_the_trunks_own_batch_reproduces_the_trunk(search, trunk):
     """Same weights, optimizer state, LR and data from the checkpoint at 128: the trunk's loss at 128 + 64.
     resolve_branching refuses such a branch, so its plan is built from the trunk's."""
     cfg, whole, directory = trunk
-    own = dataclasses.replace(cfg.plan, role="branch", batch_schedule=((128, 8),), start_samples=128,
-                              stop_samples=192, report_at=(192,), save_at=(),
-                              publishes_checkpoints=False, starts_from_checkpoint=True, measures_noise_scale=False)
+    own = dataclasses.replace(cfg.plan, batch_schedule=((128, 8),), start_samples=128, stop_samples=192,
+                              report_at=(192,), noise_scale_off="not measured",
+                              hooks=StartsFromCheckpoint("branch", checkpoint_dir=str(directory)))
     branch = train(search, dataclasses.replace(cfg, plan=own))
     (report,) = branch.reports
     theirs = by_samples(whole)[192]
@@ -182,7 +183,8 @@ def test_a_restarted_trunk_resumes_at_its_samples_and_ends_as_the_whole_trunk(se
 
     cfg, whole, directory = trunk
     shutil.copytree(directory, tmp_path / "checkpoints", ignore=shutil.ignore_patterns(TRUNK_DONE))
-    own = dataclasses.replace(cfg, plan=dataclasses.replace(cfg.plan, checkpoint_dir=str(tmp_path / "checkpoints")))
+    hooks = dataclasses.replace(cfg.plan.hooks, checkpoint_dir=str(tmp_path / "checkpoints"))
+    own = dataclasses.replace(cfg, plan=dataclasses.replace(cfg.plan, hooks=hooks))
 
     class Restarted(RecordingSession):
         def get_checkpoint(self):

@@ -1,4 +1,4 @@
-"""The ladder's averaged reading under FSDP (``ladder.reading: ewa`` with ``training.parallelism: fsdp``, issue 51):
+"""The ladder's averaged reading under FSDP (``ladder.reading: ewa`` with ``training.parallelism: fsdp``):
 each rank averages its own shards (``train.averaging.ShardedAverage``) and evaluates them swapped into the sharded
 model; on two gloo ranks its ``ewa_eval_loss`` equals DDP's averaged copy's within 1e-5, and the trained weights
 come back after every evaluation (the losses after it agree with DDP's)."""
@@ -7,6 +7,7 @@ come back after every evaluation (the losses after it agree with DDP's)."""
 import pytest
 import torch
 
+from cbs_ray.methods.ladder.hooks import AveragesIterates
 from cbs_ray.spec.load import load_spec
 from cbs_ray.train.averaging import ShardedAverage
 from helpers.gloo import GlooCapture, free_port, join_gloo, train_recording_losses
@@ -24,7 +25,7 @@ GPT2 = ["task=causal-lm", "model.config={model_type: gpt2, n_embd: 32, n_layer: 
 def _averaged_run(parallelism: str):
     session = GlooCapture()
     losses = train_recording_losses(GPT2 + [f"training.parallelism={parallelism}"], session,
-                                    plan_changes={"averages_iterates": True})
+                                    plan_changes={"hooks": AveragesIterates()})
     return {"losses": losses, "reports": session.reports}
 
 

@@ -1,5 +1,5 @@
-"""Branch mode's trunk-to-branch restore under FSDP (``search.method: branch`` with ``training.parallelism: fsdp``,
-issue 51), on two gloo ranks: the trunk publishes its gathered state at a branch point, a branch's ranks each read it
+"""Branch mode's trunk-to-branch restore under FSDP (``search.method: branch`` with ``training.parallelism: fsdp``),
+on two gloo ranks: the trunk publishes its gathered state at a branch point, a branch's ranks each read it
 and keep their shards (``train.checkpoint.load_branch_start``). A branch at the trunk's own batch then retraces the
 trunk exactly, and a branch at twice the batch trains as DDP's branch from DDP's trunk does."""
 
@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 import torch
 
+from cbs_ray.methods.branch.hooks import StartsFromCheckpoint
 from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, trunk_config
 from cbs_ray.spec.branch_section import resolve_branching
 from cbs_ray.spec.load import load_spec
@@ -42,11 +43,12 @@ def _runs(parallelism: str, directory: str) -> dict:
 
     trunk = trial(trunk_config(branching, directory))  # cut at 192: its checkpoint at 128, reports at 128 and 192
     trunk = dataclasses.replace(trunk, plan=dataclasses.replace(trunk.plan, stop_samples=192, report_at=(128, 192),
-                                                                save_at=(128,)))
+                                                                hooks=dataclasses.replace(trunk.plan.hooks,
+                                                                                          publish_at=(128,))))
     found = {"trunk": train(trunk)}
-    own = dataclasses.replace(trunk.plan, role="branch", batch_schedule=((128, 8),), start_samples=128,
-                              stop_samples=192, report_at=(192,), save_at=(),
-                              publishes_checkpoints=False, starts_from_checkpoint=True, measures_noise_scale=False)
+    own = dataclasses.replace(trunk.plan, batch_schedule=((128, 8),), start_samples=128, stop_samples=192,
+                              report_at=(192,), noise_scale_off="not measured",
+                              hooks=StartsFromCheckpoint("branch", checkpoint_dir=directory))
     found["own"] = train(dataclasses.replace(trunk, plan=own))
     (twice,) = [c for c in branch_configs(branching, directory)
                 if c["start_samples"] == 128 and c["log2_batch"] == 4 and c["alpha"] == 1.0]

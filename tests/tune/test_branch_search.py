@@ -166,27 +166,34 @@ def test_trial_names_say_role_batch_and_checkpoint():
                  "seed_offset": 1}) == "small_B8_s1_abc_00001"
 
 
-def test_each_run_says_what_it_does_through_its_plans_options_not_its_role():
-    """Issue 46: the training loop asks a plan's typed options, which name no method; branch mode's runs set them as
+def test_each_run_says_what_it_does_through_its_plan_and_hooks_not_its_role():
+    """The training loop asks a plan, which names no method, and calls its hooks; branch mode's runs set them as
     their roles meant before (the trunk publishes, a branch starts from its checkpoint, only the trunk measures the
-    noise scale, every run's LR is laid out in samples), a from-scratch trial none of them."""
+    noise scale, every run's LR is laid out in samples and labels its reports), a from-scratch trial none of them."""
+    from cbs_ray.methods.branch.hooks import PublishesCheckpoints, RunLabel, StartsFromCheckpoint
     from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, trunk_config
+    from cbs_ray.train.hooks import TrainingHooks
     from cbs_ray.train.run_plan import scratch_run_plan
 
     spec = load_spec(LM, BRANCH)
     br = resolve_branching(spec, 8192)
     runs = {"trunk": trunk_config(br, "/tmp/x"), "branch": branch_configs(br, "/tmp/x")[0],
             "schedule": validation_configs(br, [[0, 8], [1024, 16]], 0.5, [("small", 8)])[0]}
-    options = ("publishes_checkpoints", "starts_from_checkpoint", "lr_in_samples", "fixes_micro_batch",
-               "measures_noise_scale", "reports_train_loss_ema")
-    found = {role: tuple(getattr(branch_run_plan(spec, br, point), o) for o in options) for role, point in runs.items()}
-    assert found == {"trunk": (True, False, True, True, True, True), "branch": (False, True, True, True, False, True),
-                     "schedule": (False, False, True, True, False, True)}
-    assert branch_run_plan(spec, br, runs["branch"]).noise_scale_note == \
-        "not measured on a branch-mode branch run (the trunk's is plotted)"
+    plans = {role: branch_run_plan(spec, br, point) for role, point in runs.items()}
+    found = {role: (type(plan.hooks), plan.lr.in_samples, plan.fixes_micro_batch, not plan.noise_scale_off)
+             for role, plan in plans.items()}
+    assert found == {"trunk": (PublishesCheckpoints, True, True, True), "branch": (StartsFromCheckpoint, True, True, False),
+                     "schedule": (RunLabel, True, True, False)}
+    assert plans["trunk"].hooks == PublishesCheckpoints("trunk", checkpoint_dir="/tmp/x", publish_at=br.checkpoints)
+    assert plans["branch"].hooks == StartsFromCheckpoint("branch", checkpoint_dir="/tmp/x", resets_optimizer=False)
+    assert plans["branch"].noise_scale_off == "not measured on a branch-mode branch run (the trunk's is plotted)"
+    assert plans["schedule"].title == "schedule, samples 0 to 8192, batches [8, 16]"
+    assert plans["schedule"].hooks.report_fields(plans["schedule"], 2.5) == {
+        "role": "schedule", "start_samples": 0, "seed_offset": 1, "control": "schedule", "train_loss_ema": 2.5}
     scratch = scratch_run_plan(spec, 16, 0.5, 0.1, 8192)
-    assert tuple(getattr(scratch, o) for o in options) == (False, False, False, False, True, False)
-    assert scratch.noise_scale_note == "" and scratch.noise_micro_batch is None and scratch.title == ""
+    assert (scratch.hooks, scratch.lr.in_samples, scratch.fixes_micro_batch, scratch.noise_scale_off) == \
+        (TrainingHooks(), False, False, "")
+    assert scratch.noise_micro_batch is None and scratch.title == "" and scratch.hooks.report_fields(scratch, 2.5) == {}
 
 
 def test_probe_of_a_branch_spec_is_a_plain_trial():
@@ -197,7 +204,7 @@ def test_probe_of_a_branch_spec_is_a_plain_trial():
 
 
 def test_branch_mode_on_objects_needs_model_init_to_rebuild_one_architecture():
-    """Issue 35: a branch loads the trunk's state dict, so two fresh models (for the trunk's trial and the largest
+    """A branch loads the trunk's state dict, so two fresh models (for the trunk's trial and the largest
     branch's) must hold the same names and shapes; a model_init(trial) whose width follows the batch is refused in
     one line naming the first tensor that differs, one that does not passes."""
     import torch
@@ -240,14 +247,14 @@ def test_the_gpu_branch_space_gives_every_branch_the_step_floor():
 
 
 def test_branch_mode_takes_the_spec_s_trackers():
-    """Issue 35: trackers attach to every method; branch mode refused them ("not available with search.method
+    """Trackers attach to every method; branch mode refused them ("not available with search.method
     branch yet")."""
     spec = load_spec(LM, BRANCH + ["tracking.tensorboard=true"])
     assert spec.tracking.tensorboard and spec.search.method == "branch"
 
 
 def test_the_progress_display_reads_every_runs_span_off_its_plan():
-    """Issue 35: the generic runner's progress display asks each trial's RunPlan (the experiment's ``TrialPlans``,
+    """The generic runner's progress display asks each trial's RunPlan (the experiment's ``TrialPlans``,
     built by the method on the driver) for its batch, start and stop, not the config's role strings: the trunk and
     a schedule run train the budget, a branch its window from its checkpoint, a from-scratch trial the budget, a
     ladder run to its own stop (2·D with ladder.validate)."""
@@ -284,7 +291,7 @@ def test_the_progress_display_reads_every_runs_span_off_its_plan():
 
 
 def test_a_resumed_branch_search_rebuilds_the_plans_its_trials_were_started_with():
-    """Issue 35: a resumed trial finds its plan by its point (``PresetPlans``), so the plans ``resume`` rebuilds
+    """A resumed trial finds its plan by its point (``PresetPlans``), so the plans ``resume`` rebuilds
     from the metadata (the checkpoint folder; the schedule and alpha read back from JSON, lists where the search had
     tuples) are the ones the search started: every restored point finds the same plan."""
     import json

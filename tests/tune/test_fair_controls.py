@@ -1,4 +1,4 @@
-"""``branch.controls_from`` (issue 50, item 4): the from-scratch search the schedule validation's controls take
+"""``branch.controls_from``: the from-scratch search the schedule validation's controls take
 their configuration from is found and read without Ray (the golden stored experiments), a wrong one is one line
 and exit 2 before anything trains, and a tuned control trains on its own LR schedule (known answers)."""
 
@@ -109,10 +109,10 @@ def test_a_tuned_control_trains_on_its_own_lr_schedule(storage):
     assert large["lr_from"] == "trunk" and large["warmup_fraction"] == br.warmup_fraction
     plan, t = branch_run_plan(spec, br, small), spec.training
     steps = BUDGET // 16
-    assert (plan.lr_batch, plan.lr_total_steps, plan.lr_warmup_steps) == (16, steps, warmup_steps(0.1, steps))
-    assert plan.lr_peak == pytest.approx(scaled_lr(t.base_lr, 16, t.base_batch, 0.5), rel=1e-12)
+    assert (plan.lr.batch, plan.lr.total_steps, plan.lr.warmup_steps) == (16, steps, warmup_steps(0.1, steps))
+    assert plan.lr.peak == pytest.approx(scaled_lr(t.base_lr, 16, t.base_batch, 0.5), rel=1e-12)
     trunk_plan = branch_run_plan(spec, br, large)
-    assert (trunk_plan.lr_batch, trunk_plan.lr_peak) == (br.trunk_batch, br.trunk_peak_lr)
+    assert (trunk_plan.lr.batch, trunk_plan.lr.peak) == (br.trunk_batch, br.trunk_peak_lr)
     # recorded before the runs (a resume): the same controls, not read again
     again = chosen_controls(spec, br, [[0, 16], [1024, 512]], alpha=0.5,
                             recorded={"controls_from": source, "control_configurations": configs})
@@ -162,10 +162,10 @@ def test_the_dense_frontier_s_controls_are_recorded_and_train_on_whole_reports()
     assert again.controls == controls and sorted(again.tuned) == [16, 20, 32, 40, 64, 80, 128, 160, 256]
     plans = validation_plans(spec, br, schedule, 0.5, recorded=recorded)
     assert len(plans.runs) == 2 * (1 + 9)  # the schedule and 9 fixed batches on 2 seeds
-    fixed = [plan for _, plan in plans.runs if plan.control != "schedule"]
+    fixed = [plan for _, plan in plans.runs if plan.hooks.control != "schedule"]
     assert all(plan.total_steps == br.budget_samples // plan.batch_schedule[0][1] for plan in fixed)  # no ValueError
     forty = next(plan for plan in fixed if plan.batch_schedule == ((0, 40),))
-    assert (forty.control, forty.total_steps, forty.lr_batch) == ("frontier", 40960 // 40, 40)
+    assert (forty.hooks.control, forty.total_steps, forty.lr.batch) == ("frontier", 40960 // 40, 40)
 
 
 def test_another_branch_search_s_controls_stage_can_be_named(storage, tmp_path):
@@ -180,8 +180,8 @@ def test_another_branch_search_s_controls_stage_can_be_named(storage, tmp_path):
     owner.mkdir()
     meta = json.loads((storage / make_golden.NAMES["branch"] / "cbs_spec.json").read_text())
     scratch_meta = json.loads((storage / SCRATCH / "cbs_spec.json").read_text())
-    meta.update(metric=scratch_meta["metric"], mode=scratch_meta["mode"], budget_samples=BUDGET, stages=[{"name": "search", "experiment": str(owner)},
-                                               {"name": "controls", "experiment": str(stage)}])
+    meta.update(metric=scratch_meta["metric"], mode=scratch_meta["mode"], budget_samples=BUDGET,
+                stages=[{"name": "search", "experiment": str(owner)}, {"name": "controls", "experiment": str(stage)}])
     (owner / "cbs_spec.json").write_text(json.dumps(meta))
     path, best = tuned_controls(_spec(storage, str(stage)), BUDGET)
     assert path == str(stage) and sorted(best) == [16, 32, 64, 128, 256]

@@ -3,12 +3,14 @@
 import pandas as pd
 import pytest
 
+from cbs_ray.methods.ladder.hooks import AveragesIterates
 from cbs_ray.methods.ladder.search import ladder_configs, ladder_outline_lines, ladder_plans, ladder_run_plan
 from cbs_ray.search import main
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.ladder_section import resolve_ladder
 from cbs_ray.spec.load import load_spec
 from cbs_ray.train.config import TrialConfig
+from cbs_ray.train.hooks import TrainingHooks
 
 LM = "search_spaces/tiny_causal_lm.yaml"
 LADDER = ["search.method=ladder"]
@@ -39,10 +41,10 @@ def test_a_ladder_run_is_constant_lr_after_warmup_and_its_prefix_does_not_depend
     ld = resolve_ladder(spec, 8192)
     short, long = [ladder_run_plan(ld, 64, stop, 1) for stop in (2048, 8192)]
     assert short.batch_schedule == ((0, 64),) and short.report_at == (128, 192, 256, 384, 512, 704, 1024, 1472, 2048)
-    assert long.report_at[-1] == 8192 and short.lr_decay == "constant"
+    assert long.report_at[-1] == 8192 and short.lr.decay == "constant"
     raw = resolve_ladder(load_spec(LM, LADDER + ["ladder.reading=raw"]), 8192)
-    assert short.averages_iterates and not ladder_plans(raw).plan(ladder_configs(raw)[0]).averages_iterates
-    assert short.lr_warmup_steps == long.lr_warmup_steps == 3  # 0.1 of the 32 steps to the fraction
+    assert short.hooks == AveragesIterates() and ladder_plans(raw).plan(ladder_configs(raw)[0]).hooks == TrainingHooks()
+    assert short.lr.warmup_steps == long.lr.warmup_steps == 3  # 0.1 of the 32 steps to the fraction
     factors_short, factors_long = short.lr_factors(), long.lr_factors()
     assert [factors_short(k) for k in range(32)] == [factors_long(k) for k in range(32)]
     assert factors_short(10) == 1.0 and short.peak_lr(64) == pytest.approx(0.002 * (64 / 16) ** 0.75)
@@ -50,7 +52,7 @@ def test_a_ladder_run_is_constant_lr_after_warmup_and_its_prefix_does_not_depend
 
 
 def test_every_ladder_trial_gets_the_plan_the_driver_built_for_its_point():
-    """Issue 35: the trial reads a typed plan, not the config's keys: the driver's ``ladder_plans`` hold one
+    """The trial reads a typed plan, not the config's keys: the driver's ``ladder_plans`` hold one
     plan per (batch, seed), and the trial's seed, alpha and warmup are its plan's; a point of no run is refused."""
     spec = load_spec(LM, LADDER)
     ld = resolve_ladder(spec, 8192)
@@ -67,7 +69,7 @@ def test_every_ladder_trial_gets_the_plan_the_driver_built_for_its_point():
 
 
 def test_a_warmup_floor_in_steps_for_the_larger_batches_and_the_steps_counted_by_their_lr():
-    """ladder.min_warmup_steps raises the warmup of the batches the fraction leaves a step or two (issue 36: B=128
+    """ladder.min_warmup_steps raises the warmup of the batches the fraction leaves a step or two (B=128
     warmed up over 1 step on the markov language) and a run's plan carries it; ladder.step_count tells the summary
     to count S(B) by the LR (the meta carries each batch's warmup)."""
     plain = resolve_ladder(load_spec(LM, LADDER), 8192)
@@ -78,7 +80,7 @@ def test_a_warmup_floor_in_steps_for_the_larger_batches_and_the_steps_counted_by
     assert [ld.warmup_steps(b) for b in ld.batches] == [26, 13, 8, 8]
     assert ld.to_meta()["ladder_warmup_steps"] == {"8": 26, "16": 13, "32": 8, "64": 8}
     assert ld.to_meta()["ladder_step_count"] == "lr_weighted"
-    assert ladder_plans(ld).plan(ladder_configs(ld)[-1]).lr_warmup_steps == 8
+    assert ladder_plans(ld).plan(ladder_configs(ld)[-1]).lr.warmup_steps == 8
     assert resolve_ladder(load_spec(LM, LADDER + ["ladder.min_warmup_steps=100"]), 8192).warmup_steps(64) == 32
     with pytest.raises(SpecError):
         load_spec(LM, LADDER + ["ladder.step_count=wall"])

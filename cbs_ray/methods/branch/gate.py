@@ -1,4 +1,4 @@
-"""Branch mode's runs handed to Tune as their checkpoints come (issue 29 row 1): a Tune ``Searcher`` that
+"""Branch mode's runs handed to Tune as their checkpoints come: a Tune ``Searcher`` that
 suggests the trunk first and each branch only once the trunk has published the checkpoint it starts from.
 
 Before, every branch was a trial from the start and waited inside its trial slot for its checkpoint; when the
@@ -25,7 +25,7 @@ __all__ = ["PublishedCheckpoints", "checkpoint_published", "never_started"]
 
 def checkpoint_published(checkpoint_dir: str, samples: int) -> bool:
     """Whether the trunk's checkpoint at ``samples`` is complete on disk (``train.checkpoint.publish_state``
-    renames it into place whole, and ``train.run_plan.RunPlan.checkpoint_path`` names it)."""
+    renames it into place whole, and ``train.checkpoint.trunk_checkpoint_path`` names it)."""
     return os.path.exists(os.path.join(trunk_checkpoint_path(checkpoint_dir, samples), STATE_FILE))
 
 

@@ -2,8 +2,9 @@
 branches and the recommended schedule's validation runs (``ROLES``), each as its Tune config (``trunk_config``,
 ``branch_configs``, ``validation_configs``) and as the ``train.run_plan.RunPlan`` it trains (``branch_run_plan``),
 built on the driver. Pure: no Ray, no torch. The training loop knows none of these roles: each plan says what the
-run does through its typed options (the trunk ``publishes_checkpoints``, a branch ``starts_from_checkpoint``,
-every run ``lr_in_samples`` and ``fixes_micro_batch``, only the trunk ``measures_noise_scale``).
+run does, every run's LR laid out in samples (``LrSchedule.in_samples``) with a micro-batch fixed for the run
+(``fixes_micro_batch``), only the trunk measuring the noise scale, and its hooks (``methods.branch.hooks``) what it
+adds: the trunk publishes its checkpoints, a branch starts from one, every run labels its reports.
 
 The LR of every run follows the trunk's warmup-and-decay shape laid out in samples, at the level the alpha rule
 gives the batch in use::
@@ -24,14 +25,16 @@ data order from the checkpoint, so trunk and branches see the same examples in t
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from dataclasses import replace
+from typing import Any, Optional, Sequence
 
 from cbs_ray.maths.budget import optimizer_steps
 from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
+from cbs_ray.methods.branch.hooks import PublishesCheckpoints, RunLabel, StartsFromCheckpoint
 from cbs_ray.records.trial_point import BATCH_KEY, batch_of, encode_batch
 from cbs_ray.spec.branch_section import Branching
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.train.run_plan import RunPlan, report_points
+from cbs_ray.train.run_plan import LrSchedule, RunPlan, report_points
 
 __all__ = ["ROLES", "TUNED", "branch_run_plan", "trunk_config", "branch_configs", "schedule_config",
            "validation_configs", "validation_seed_offsets", "format_batch_schedule", "parse_batch_schedule"]
@@ -48,34 +51,36 @@ def branch_run_plan(spec: SearchSpec, br: Branching, point: dict) -> RunPlan:
     section resolved against the budget (``br``). Every trial gets the plans of its experiment's runs
     (``train.trial_plans.PresetPlans``), never a config to interpret."""
     role, every, budget_samples = point["role"], spec.training.eval_every_samples, br.budget_samples
-    common = dict(lr_batch=br.trunk_batch, checkpoint_dir=point.get("checkpoint_dir", ""),
-                  alpha=float(point["alpha"]), lr_peak=br.trunk_peak_lr, lr_warmup_steps=br.trunk_warmup_steps,
-                  lr_total_steps=br.trunk_total_steps, lr_decay=spec.training.lr_decay,
-                  largest_batch=br.largest_batch, seed_offset=int(point.get("seed_offset", 0)),
-                  warmup_fraction=float(point["warmup_fraction"]),
-                  lr_in_samples=True, fixes_micro_batch=True, reports_train_loss_ema=True)
-    if role != "trunk":  # the trunk's B_simple is the one the branch summary plots beside CBS(t)
-        common.update(measures_noise_scale=False,
-                      noise_scale_note=f"not measured on a branch-mode {role} run (the trunk's is plotted)")
+    directory = point.get("checkpoint_dir", "")
+    lr = LrSchedule(batch=br.trunk_batch, alpha=float(point["alpha"]), peak=br.trunk_peak_lr,
+                    warmup_steps=br.trunk_warmup_steps, total_steps=br.trunk_total_steps, decay=spec.training.lr_decay,
+                    warmup_fraction=float(point["warmup_fraction"]), in_samples=True)
+    # the trunk's B_simple is the one the branch summary plots beside CBS(t)
+    noise_scale_off = "" if role == "trunk" else f"not measured on a branch-mode {role} run (the trunk's is plotted)"
+
+    def plan(**own: Any) -> RunPlan:
+        return RunPlan(largest_batch=br.largest_batch, seed_offset=int(point.get("seed_offset", 0)),
+                       fixes_micro_batch=True, noise_scale_off=noise_scale_off, **own)
+
     if role == "trunk":
         ends = [c + br.window_samples for c in br.checkpoints]
-        return RunPlan(role=role, batch_schedule=((0, br.trunk_batch),), start_samples=0,
-                       stop_samples=budget_samples, report_at=report_points(0, budget_samples, every,
-                                                                       [*br.checkpoints, *ends]),
-                       save_at=br.checkpoints, publishes_checkpoints=True, **common)
+        return plan(batch_schedule=((0, br.trunk_batch),), start_samples=0, stop_samples=budget_samples,
+                    report_at=report_points(0, budget_samples, every, [*br.checkpoints, *ends]), lr=lr,
+                    hooks=PublishesCheckpoints(role, checkpoint_dir=directory, publish_at=tuple(br.checkpoints)))
     if role == "branch":
         start, batch = int(point["start_samples"]), batch_of(point)
         stop = start + br.window_samples
-        return RunPlan(role=role, batch_schedule=((start, batch),), start_samples=start, stop_samples=stop,
-                       report_at=report_points(start, stop, every), resets_optimizer=br.optimizer_state == "reset",
-                       starts_from_checkpoint=True, **common)
+        return plan(batch_schedule=((start, batch),), start_samples=start, stop_samples=stop,
+                    report_at=report_points(start, stop, every), lr=lr,
+                    hooks=StartsFromCheckpoint(role, checkpoint_dir=directory,
+                                               resets_optimizer=br.optimizer_state == "reset"))
     if role == "schedule":
         schedule = parse_batch_schedule(point["batch_schedule"])
         if point.get("lr_from") == TUNED:  # a fair control: its own LR schedule, as the from-scratch search ran it
-            common.update(_tuned_lr(spec, schedule[0][1], common, budget_samples))
-        return RunPlan(role=role, batch_schedule=schedule, start_samples=0, stop_samples=budget_samples,
-                       report_at=report_points(0, budget_samples, every), control=point.get("control", "schedule"),
-                       **common)
+            lr = _tuned_lr(spec, schedule[0][1], lr, budget_samples)
+        return plan(batch_schedule=schedule, start_samples=0, stop_samples=budget_samples,
+                    report_at=report_points(0, budget_samples, every), lr=lr,
+                    hooks=RunLabel(role, control=point.get("control", "schedule")))
     raise ValueError(f"unknown branch-mode role {role!r} (known: {', '.join(ROLES)})")
 
 
@@ -84,13 +89,13 @@ TUNED = "tuned"
 budget (``branch.controls_from``, ``analysis.control_configs``); ``trunk`` (or none): the trunk's LR schedule."""
 
 
-def _tuned_lr(spec: SearchSpec, batch: int, common: dict, budget_samples: int) -> dict:
+def _tuned_lr(spec: SearchSpec, batch: int, lr: LrSchedule, budget_samples: int) -> LrSchedule:
     """A fixed-batch control's LR as a from-scratch trial at its (alpha, warmup) has it
     (``train.run_plan.scratch_run_plan``): peak the alpha rule's from ``training.base_lr`` at ``base_batch``, warmup
     its fraction of the control's own steps."""
     t, steps = spec.training, optimizer_steps(budget_samples, batch)
-    return dict(lr_batch=batch, lr_peak=scaled_lr(t.base_lr, batch, t.base_batch, common["alpha"]),
-                lr_warmup_steps=warmup_steps(common["warmup_fraction"], steps), lr_total_steps=steps)
+    return replace(lr, batch=batch, peak=scaled_lr(t.base_lr, batch, t.base_batch, lr.alpha),
+                   warmup_steps=warmup_steps(lr.warmup_fraction, steps), total_steps=steps)
 
 
 def trunk_config(br: Branching, checkpoint_dir: str) -> dict:

@@ -12,12 +12,14 @@ import math
 from typing import TYPE_CHECKING
 
 from cbs_ray.maths.budget import optimizer_steps
+from cbs_ray.methods.ladder.hooks import AveragesIterates
 from cbs_ray.methods.ladder.reading_stop import LadderStop
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.trial_point import BATCH_KEY, batch_of, encode_batch
 from cbs_ray.spec.ladder_section import MIN_RUNG_SPAN, Ladder, resolve_ladder
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.train.run_plan import RunPlan
+from cbs_ray.train.hooks import TrainingHooks
+from cbs_ray.train.run_plan import LrSchedule, RunPlan
 from cbs_ray.train.trial_plans import PresetPlans
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.search_method import Launch, Stage, check_batches_fit
@@ -91,14 +93,13 @@ def ladder_run_plan(ladder: Ladder, batch: int, stop_samples: int, seed_offset: 
     """A ladder run's plan (a ``train.run_plan.RunPlan`` of ``spec.ladder_section``'s ``Ladder``): ``batch`` from 0
     to ``stop_samples`` at the alpha rule's LR, constant after its warmup, evaluating at the ladder's geometric points
     up to the stop (the stopper may end it sooner: ``methods.ladder.reading_stop``), with the average of its iterates
-    where
-    ``ladder.reading`` is ``ewa``."""
-    steps = optimizer_steps(stop_samples, batch)
-    return RunPlan(role=None, lr_batch=batch, batch_schedule=((0, batch),), start_samples=0, stop_samples=stop_samples,
-                   report_at=tuple(e for e in ladder.evaluations if e <= stop_samples), alpha=ladder.alpha,
-                   lr_peak=ladder.peak_lr(batch), lr_warmup_steps=ladder.warmup_steps(batch), lr_total_steps=steps,
-                   lr_decay="constant", averages_iterates=ladder.reading == "ewa", seed_offset=seed_offset,
-                   warmup_fraction=ladder.warmup_fraction)
+    (``methods.ladder.hooks``) where ``ladder.reading`` is ``ewa``."""
+    lr = LrSchedule(batch=batch, alpha=ladder.alpha, peak=ladder.peak_lr(batch),
+                    warmup_steps=ladder.warmup_steps(batch), total_steps=optimizer_steps(stop_samples, batch),
+                    decay="constant", warmup_fraction=ladder.warmup_fraction)
+    return RunPlan(batch_schedule=((0, batch),), start_samples=0, stop_samples=stop_samples,
+                   report_at=tuple(e for e in ladder.evaluations if e <= stop_samples), lr=lr, seed_offset=seed_offset,
+                   hooks=AveragesIterates() if ladder.reading == "ewa" else TrainingHooks())
 
 
 def ladder_configs(ladder: Ladder) -> list[dict]:
