@@ -46,6 +46,8 @@ MOVED_MODULES: dict[str, str] = {
     "cbs_ray.analysis.ladder_summary": "cbs_ray.methods.ladder.reading",
     "cbs_ray.analysis.ladder_stop": "cbs_ray.methods.ladder.reading_stop",
     "cbs_ray.report.ladder": "cbs_ray.methods.ladder.report",
+    "cbs_ray.spec.ladder_section": "cbs_ray.methods.ladder.settings",
+    "cbs_ray.spec.branch_section": "cbs_ray.methods.branch.settings",
 }
 """Each module that moved into ``cbs_ray.methods`` (issue 46), by its old dotted path: the path it has now."""
 

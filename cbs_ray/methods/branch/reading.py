@@ -155,7 +155,8 @@ def _recorded(meta: Union[Mapping[str, Any], BranchRecorded]) -> BranchRecorded:
 def summarize_branches(history: pd.DataFrame, meta: Union[Mapping[str, Any], BranchRecorded], *,
                        next_search: NextSearch = DEFAULT_BASE) -> BranchSummary:
     """Everything branch mode reports, from the history and ``meta``: the experiment's metadata
-    (``ExperimentMeta.to_dict()``, the keys ``Branching.to_meta`` writes beside ``name`` and ``experiment_path``)
+    (``ExperimentMeta.to_dict()``, the keys ``ResolvedBranchSettings.to_meta`` writes beside ``name`` and
+    ``experiment_path``)
     or its settings read once (``methods.branch.recorded.BranchRecorded``). ``next_search``: what the decision's
     next step keeps of this search (``analysis.decision.next_search_base``)."""
     rec = _recorded(meta)

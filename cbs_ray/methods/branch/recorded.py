@@ -1,7 +1,8 @@
-"""Branch mode's settings as its experiment's metadata recorded them (``spec.branch_section.Branching.to_meta``,
-the schedule run's ``schedule`` beside them), read back in one place: ``BranchRecorded.from_json`` takes the
-metadata's mapping (``ExperimentMeta.to_dict()``, where the branch keys sit flat beside the fields) and fills every
-key an older experiment did not write with the value that experiment ran with; ``to_json`` writes the keys back.
+"""Branch mode's settings as its experiment's metadata recorded them
+(``methods.branch.settings.ResolvedBranchSettings.to_meta``, the schedule run's ``schedule`` beside them), read back in
+one place: ``BranchRecorded.from_json`` takes the metadata's mapping (``ExperimentMeta.to_dict()``, where the branch
+keys sit flat beside the fields) and fills every key an older experiment did not write with the value that experiment
+ran with; ``to_json`` writes the keys back.
 Pure.
 """
 
@@ -117,8 +118,8 @@ class BranchRecorded:
             name=g("name"), experiment_path=g("experiment_path"))
 
     def to_json(self) -> dict[str, Any]:
-        """The metadata's keys for these settings (``Branching.to_meta``'s that the reading reads, and those set
-        of the rest)."""
+        """The metadata's keys for these settings (``ResolvedBranchSettings.to_meta``'s that the reading reads, and
+        those set of the rest)."""
         return {"trunk_batch": self.trunk_batch, "checkpoints": list(self.checkpoints),
                 "window_samples": self.window_samples, "branch_batches": list(self.branch_batches),
                 "alphas": list(self.alphas), "tolerance": self.tolerance, "trunk_alpha": self.trunk_alpha,

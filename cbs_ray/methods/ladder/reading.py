@@ -3,7 +3,7 @@ the prediction for the full budget and, with ``ladder.validate``, the prediction
 the full budget. Pure pandas; the maths is ``maths.ladder``; ``summary.json`` is ``LadderSummary.to_json``.
 
 **What a rung is.** Every batch B (``search.batch_sizes``) trains ``ladder.seeds`` runs at a constant LR to a
-fraction of the full budget D, evaluating at a geometric cadence (``spec.ladder_section``). At each evaluation
+fraction of the full budget D, evaluating at a geometric cadence (``methods.ladder.settings``). At each evaluation
 D_j of the smallest batch (the reference), its seed-mean loss is the target; S(B) is the optimizer steps each
 batch's seed-mean curve needs to reach it (interpolated between evaluations); S(B) = S_min + E_min/B
 (McCandlish et al. 2018) gives B_crit(D_j) with a bootstrap interval, the 20 % rule its batch (Zhang et al.
@@ -11,7 +11,7 @@ batch's seed-mean curve needs to reach it (interpolated between evaluations); S(
 interval, or refuses (fewer than 3 rungs, a poor fit, an exponent whose interval includes 0).
 
 **Validation.** With ``ladder.validate`` the runs go on to 2·D under the same protocol (the ladder reads only
-their evaluations up to the fraction, which are the ladder's runs exactly: ``spec.ladder_section``); the rung at
+their evaluations up to the fraction, which are the ladder's runs exactly: ``methods.ladder.settings``); the rung at
 D, the smallest batch's loss there as the target, is the measurement (the larger batches need more than D
 samples to reach it, hence 2·D). The prediction is judged against it and against two naive baselines: B_crit at the
 largest rung (no extrapolation) and that × (D / D_rung)^γ for exponents borrowed from the literature.

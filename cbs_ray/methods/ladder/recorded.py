@@ -1,4 +1,4 @@
-"""The ladder's settings as its experiment's metadata recorded them (``spec.ladder_section.Ladder.to_meta``, beside
+"""The ladder's settings as its experiment's metadata recorded them (``methods.ladder.settings.Ladder.to_meta``, beside
 ``max_seq_length``), read back in one place: ``LadderRecorded.from_json`` takes the metadata's mapping
 (``ExperimentMeta.to_dict()``, where the ladder's keys sit flat beside the fields) and fills every key an older
 experiment did not write with the value that experiment ran with; ``to_json`` writes the keys back. Pure.
@@ -21,7 +21,7 @@ REQUIRED = ("budget_samples", "ladder_stop_samples", "ladder_batches", "ladder_s
 
 @dataclass(frozen=True)
 class LadderRecorded:
-    """The ladder's recorded settings (``ladder:`` resolved against the budget; ``spec.ladder_section.Ladder``)."""
+    """The ladder's recorded settings (``ladder:`` resolved against the budget; ``methods.ladder.settings.Ladder``)."""
 
     budget_samples: int
     """D, the full budget the prediction is for."""

@@ -22,7 +22,7 @@ from cbs_ray.maths.bisection import Bisection, Run, middle_first
 from cbs_ray.maths.minimax_walk import runs_by_answer
 from cbs_ray.records.trial_point import BATCH_KEY, encode_batch
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.spec.tolerance import spec_tolerances
+from cbs_ray.spec.sections import spec_tolerances
 from cbs_ray.tune.search_space import evenly_spaced, seed_warmup
 
 __all__ = ["AlphaRank", "BisectionSearcher", "bisection_for", "bisection_alphas", "bisection_outline_lines",
