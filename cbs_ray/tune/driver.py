@@ -88,7 +88,7 @@ class ExperimentLauncher:
         first_stage, first_path = first
         name = f"{Path(first_path).name}-{stage}"
         path = f"{self.spec.storage_uri.rstrip('/')}/{name}"
-        meta = ExperimentMeta.from_dict({**ExperimentMeta.read(first_path).to_dict(), **_fields(launch, name, path)})
+        meta = ExperimentMeta.read(first_path).updated(_fields(launch, name, path))
         earlier = [(n, e) for n, e in meta.stage_record(first_stage, first_path) if n != stage]
         meta.stages = [{"name": n, "experiment": e} for n, e in [*earlier, (stage, path)]]
         meta.write(first_path)

@@ -468,7 +468,7 @@ class BranchReport:
         another tolerance than the spec's."""
         meta = meta or ExperimentMeta.read(path)
         spec_from_dict(meta.spec)  # the experiment's spec still validates
-        recorded = {**meta.to_dict(), "experiment_path": path}
+        recorded = {**meta.recorded(), "experiment_path": path}
         try:
             rec = BranchRecorded.from_json(recorded)
         except ValueError as e:

@@ -39,7 +39,7 @@ from cbs_ray.methods.branch.reading_verdicts import criterion_text
 from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, trunk_config, validation_configs
 from cbs_ray.methods.branch.settings import ResolvedBranchSettings, branch_settings, resolve_branch_settings
 from cbs_ray.methods.branch.trunk_watch import TrunkWatch
-from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.records.meta import METHOD_RECORD, ExperimentMeta
 from cbs_ray.records.storage import load_history
 from cbs_ray.sources.object_checks import check_same_architecture
 from cbs_ray.spec.errors import SpecError
@@ -236,14 +236,15 @@ def _resumed_branching(spec: SearchSpec, launcher: ExperimentLauncher, meta: Exp
 
 def _restore_branches(spec: SearchSpec, launcher: ExperimentLauncher, path: str, meta: ExperimentMeta) -> None:
     """The trunk and branch trials from their checkpoints (their plans from the recorded ``checkpoint_dir``)."""
-    if meta.checkpoint_dir is None:  # recorded before the trunk starts: the metadata was not cbs-ray's
+    checkpoint_dir = meta.method_record.get("checkpoint_dir")
+    if checkpoint_dir is None:  # recorded before the trunk starts: the metadata was not cbs-ray's
         raise SpecError(f"--resume: {path}: the branch experiment's metadata has no checkpoint_dir")
-    launcher.tune(restore=path, plans=search_plans(spec, _resumed_branching(spec, launcher, meta), meta.checkpoint_dir))
+    launcher.tune(restore=path, plans=search_plans(spec, _resumed_branching(spec, launcher, meta), checkpoint_dir))
 
 
 def _restore_schedule(spec: SearchSpec, launcher: ExperimentLauncher, path: str, meta: ExperimentMeta) -> None:
     """The schedule run from its checkpoints, its runs the schedule recorded before it started."""
-    recorded = meta.schedule
+    recorded = meta.method_record.get("schedule")
     if recorded is None:  # recorded with the schedule experiment's path: the metadata was not cbs-ray's
         raise SpecError(f"--resume: {path}: the branch experiment's metadata has no schedule")
     plans = validation_plans(spec, _resumed_branching(spec, launcher, meta), recorded["batch_size_schedule"],
@@ -258,8 +259,9 @@ def branches_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Resolved
 
     def fields(name: str, path: str) -> dict:
         # What the branch summary reads (summarize_branches): the resolved values, in samples.
-        return {"method": "branch", "metric": "eval_loss", "mode": "min", **br.to_meta(),
-                "checkpoint_dir": trunk_checkpoints(name)}
+        return {"method": "branch", "metric": "eval_loss", "mode": "min", "budget_samples": br.budget_samples,
+                "tolerance": br.tolerance, "tokens_per_sample": br.tokens_per_sample,
+                METHOD_RECORD: {**br.to_meta(), "checkpoint_dir": trunk_checkpoints(name)}}
 
     def run(name: str, meta: ExperimentMeta) -> str:
         checkpoint_dir = trunk_checkpoints(name)
@@ -291,13 +293,13 @@ def schedule_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Resolved
     it starts, so that a killed run resumes it; None when the schedule keeps the trunk's batch throughout (there
     is nothing to validate)."""
     meta = ExperimentMeta.read(path)
-    recorded = meta.schedule
+    recorded = meta.method_record.get("schedule")
     start = None
     if recorded:  # resumed before Tune saved the schedule run's state: train what was decided then
         schedule, alpha, start = recorded["batch_size_schedule"], recorded["alpha"], recorded.get("start_batch")
     else:
         start = _tuned_start(spec, br, path, meta)
-        read = {**meta.to_dict(), **({"schedule": {"start_batch": start}} if start is not None else {})}
+        read = {**meta.recorded(), **({"schedule": {"start_batch": start}} if start is not None else {})}
         summary = summarize_branches(load_history(path), read)
         schedule, alpha = summary.batch_size_schedule, summary.schedule_alpha
     if len(schedule) < 2:
@@ -320,7 +322,7 @@ def schedule_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Resolved
           f"  criterion, fixed before these runs: {criterion}", flush=True)
     return Launch(lambda name, meta: launcher.tune(meta=meta, name=name, plans=plans, progress_metric=METRIC,
                                                  **points_config(points)),
-                  lambda name, experiment: {"schedule_experiment": experiment, "schedule": decided})
+                  lambda name, experiment: {METHOD_RECORD: {"schedule_experiment": experiment, "schedule": decided}})
 
 
 METRIC = ("eval_loss", "min")

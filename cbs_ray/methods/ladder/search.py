@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from cbs_ray.maths.budget import optimizer_steps
 from cbs_ray.methods.ladder.reading_stop import LadderStop
 from cbs_ray.methods.ladder.settings import MIN_RUNG_SPAN, Ladder, resolve_ladder
-from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.records.meta import METHOD_RECORD, ExperimentMeta
 from cbs_ray.records.trial_point import BATCH_KEY, batch_of, encode_batch
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import RunPlan
@@ -150,8 +150,9 @@ def ladder_launch(spec: SearchSpec, launcher: ExperimentLauncher, ld: Ladder) ->
     plans = ladder_plans(ld)
     return Launch(lambda name, meta: launcher.tune(meta=meta, name=name, stopper=LadderStopper(ld), plans=plans,
                                                  **points_config(plans.points)),
-                  {"method": "ladder", "metric": ld.metric, "mode": "min", **ld.to_meta(),
-                   "max_seq_length": spec.data.max_seq_length}, kind="ladder")
+                  {"method": "ladder", "metric": ld.metric, "mode": "min", "budget_samples": ld.budget_samples,
+                   "tokens_per_sample": ld.tokens_per_sample,
+                   METHOD_RECORD: {**ld.to_meta(), "max_seq_length": spec.data.max_seq_length}}, kind="ladder")
 
 
 def _restore(launcher: ExperimentLauncher, path: str, meta: ExperimentMeta) -> None:
