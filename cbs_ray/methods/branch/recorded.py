@@ -1,9 +1,8 @@
-"""Branch mode's settings as its experiment's metadata recorded them
-(``methods.branch.settings.ResolvedBranchSettings.to_meta``, the schedule run's ``schedule`` beside them), read back in
-one place: ``BranchRecorded.from_json`` takes the metadata's mapping (``ExperimentMeta.to_dict()``, where the branch
-keys sit flat beside the fields) and fills every key an older experiment did not write with the value that experiment
-ran with; ``to_json`` writes the keys back.
-Pure.
+"""Branch mode's settings as its experiment's metadata recorded them (``RecordedBranchSettings``: the
+``ResolvedBranchSettings.to_meta`` of ``methods.branch.settings``, the schedule run's ``schedule`` beside them), read
+back in one place: ``RecordedBranchSettings.from_json`` takes the metadata's flat mapping (``ExperimentMeta.recorded``:
+its fields and the method's record beside them) and fills every key an older experiment did not write with the value
+that experiment ran with; ``to_json`` writes the keys back. Pure.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from typing import Any, Optional
 
 from cbs_ray.records.columns import Column
 
-__all__ = ["BranchRecorded", "ScheduleDecided"]
+__all__ = ["RecordedBranchSettings", "ScheduleDecided"]
 
 REQUIRED = ("trunk_batch", "window_samples", "budget_samples", "branch_batches", "tolerance", "checkpoints")
 """What every branch experiment recorded: without them there is no CBS(t) to read."""
@@ -52,7 +51,7 @@ class ScheduleDecided:
 
 
 @dataclass(frozen=True)
-class BranchRecorded:
+class RecordedBranchSettings:
     """Branch mode's recorded settings (``branch:`` resolved against the budget, in samples)."""
 
     trunk_batch: int
@@ -93,7 +92,7 @@ class BranchRecorded:
     experiment_path: Optional[str] = None
 
     @classmethod
-    def from_json(cls, meta: Mapping[str, Any]) -> BranchRecorded:
+    def from_json(cls, meta: Mapping[str, Any]) -> RecordedBranchSettings:
         """From the metadata's mapping; a ``ValueError`` (one line, as the report command prints it) where a key
         every branch search records is missing."""
         missing = [k for k in REQUIRED if k not in meta]

@@ -28,7 +28,7 @@ from cbs_ray.analysis.control_configs import configurations_line
 from cbs_ray.maths.critical_batch import LOWER, UPPER
 from cbs_ray.methods.branch.reading import BranchSummary, summarize_branches
 from cbs_ray.methods.branch.reading_points import CbsPoint
-from cbs_ray.methods.branch.recorded import BranchRecorded
+from cbs_ray.methods.branch.recorded import RecordedBranchSettings
 from cbs_ray.methods.branch.same_spec import branch_history
 from cbs_ray.methods.branch.summary import LossReading
 from cbs_ray.methods.branch.trainer_snippets import trainer_snippets
@@ -470,7 +470,7 @@ class BranchReport:
         spec_from_dict(meta.spec)  # the experiment's spec still validates
         recorded = {**meta.recorded(), "experiment_path": path}
         try:
-            rec = BranchRecorded.from_json(recorded)
+            rec = RecordedBranchSettings.from_json(recorded)
         except ValueError as e:
             raise ReportError(f"{path}: {e}") from None
         if tolerance is not None:

@@ -47,7 +47,7 @@ from cbs_ray.maths.ladder_loss import LossLadderFit, fit_through_loss
 from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
 from cbs_ray.maths.prediction import LITERATURE_EXPONENTS, Prediction, RungPoint, predict_b_crit
 from cbs_ray.methods.ladder.reading_stop import ladder_cuts, samples_trained
-from cbs_ray.methods.ladder.recorded import LadderRecorded
+from cbs_ray.methods.ladder.recorded import RecordedLadderSettings
 from cbs_ray.methods.ladder.summary import (
     JudgedBaseline,
     LadderCost,
@@ -110,7 +110,7 @@ def noise_scale_at(history: pd.DataFrame, samples: list) -> NoiseScale:
     return NoiseScale(by, exponent, constant)
 
 
-def _reading(rec: LadderRecorded) -> dict:
+def _reading(rec: RecordedLadderSettings) -> dict:
     """How the rungs read the curves (``ladder.curve``), from where (the first rung: twice the warmup) and, with
     ``ladder.step_count: lr_weighted``, each batch's warmup steps (S(B) counted by the LR:
     ``maths.ladder.rung_readings``'s keyword arguments)."""
@@ -133,15 +133,17 @@ def _mean_curves(curves: dict) -> dict[str, list[list[float]]]:
     return out
 
 
-def summarize_ladder(history: pd.DataFrame, meta: Union[Mapping[str, Any], LadderRecorded], *, bootstrap: int = 1000,
-                     schedule: Optional[dict] = None, next_search: NextSearch = DEFAULT_BASE) -> LadderSummary:
-    """The ladder's summary from its history and ``meta``: the experiment's metadata (``ExperimentMeta.to_dict()``,
-    with ``experiment_path``) or its ``LadderRecorded`` settings. ``schedule``: branch mode's batch-size schedule for
-    the same spec where one exists (``{"experiment", "batch_size_schedule", "alpha", "validated"}``), carried
-    into the prediction as ``batch_size_schedule`` beside the fixed batch. The rungs read ``ladder.reading``'s
-    column, each batch's runs up to where a ladder alone would have stopped them (``ladder_stop.ladder_cuts``).
-    ``next_search``: what the decision's next step keeps of this search (``analysis.decision.next_search_base``)."""
-    rec = meta if isinstance(meta, LadderRecorded) else LadderRecorded.from_json(meta)
+def summarize_ladder(history: pd.DataFrame, meta: Union[Mapping[str, Any], RecordedLadderSettings], *,
+                     bootstrap: int = 1000, schedule: Optional[dict] = None,
+                     next_search: NextSearch = DEFAULT_BASE) -> LadderSummary:
+    """The ladder's summary from its history and ``meta``: the experiment's metadata (``ExperimentMeta.recorded()``,
+    with ``experiment_path``) or its settings read once (``RecordedLadderSettings``). ``schedule``: branch mode's
+    batch-size schedule for the same spec where one exists (``{"experiment", "batch_size_schedule", "alpha",
+    "validated"}``), carried into the prediction as ``batch_size_schedule`` beside the fixed batch. The rungs read
+    ``ladder.reading``'s column, each batch's runs up to where a ladder alone would have stopped them
+    (``ladder_stop.ladder_cuts``). ``next_search``: what the decision's next step keeps of this search
+    (``analysis.decision.next_search_base``)."""
+    rec = meta if isinstance(meta, RecordedLadderSettings) else RecordedLadderSettings.from_json(meta)
     budget, stop, batches = rec.budget_samples, rec.stop_samples, list(rec.batches)
     reading = _reading(rec)
     full = ladder_curves(history, column=rec.column) if len(history) else {}
@@ -196,7 +198,7 @@ def ladder_decision(prediction: LadderPrediction, validation: Optional[Predictio
         measured_ci=validation.measured_b_crit_ci if validation else None, base=next_search, others=others)
 
 
-def _prediction(fit: Union[Prediction, LossLadderFit], overhead_20pct: Optional[float], rec: LadderRecorded,
+def _prediction(fit: Union[Prediction, LossLadderFit], overhead_20pct: Optional[float], rec: RecordedLadderSettings,
                 schedule: Optional[dict], noise: Optional[NoiseScale]) -> LadderPrediction:
     """The prediction at D, the batch it recommends (the interval's low end, ``maths.ladder.recommend_batch``) and
     that batch's peak LR and warmup."""
@@ -213,7 +215,7 @@ def _prediction(fit: Union[Prediction, LossLadderFit], overhead_20pct: Optional[
         figures=_predictor_figures(fit) if isinstance(fit, Prediction) else None)
 
 
-def _reference_laws(rec: LadderRecorded) -> ReferenceLaws:
+def _reference_laws(rec: RecordedLadderSettings) -> ReferenceLaws:
     """What closed-form laws give at D in samples, where the tokens a sample are known; else none."""
     tokens = rec.tokens
     if not tokens:
@@ -287,7 +289,7 @@ def _beyond_rungs(measured_rungs: list, stop: int, budget: int) -> tuple[list[li
     return [[d, b] for d, b in along], exponent
 
 
-def _validate(full: dict, rungs: list, fit, power_law, rec: LadderRecorded, bootstrap: int, ladder_samples: int,
+def _validate(full: dict, rungs: list, fit, power_law, rec: RecordedLadderSettings, bootstrap: int, ladder_samples: int,
               simple: Optional[float]) -> PredictionValidation:
     """The prediction against the rung at D of the full runs (each batch until it reached the smallest batch's loss
     at D, or the cap), beside the naive baselines, what B_simple would have predicted (``simple``) and the power

@@ -1,6 +1,6 @@
 """The ladder's settings as its experiment's metadata recorded them (``methods.ladder.settings.Ladder.to_meta``, beside
-``max_seq_length``), read back in one place: ``LadderRecorded.from_json`` takes the metadata's mapping
-(``ExperimentMeta.to_dict()``, where the ladder's keys sit flat beside the fields) and fills every key an older
+``max_seq_length``), read back in one place: ``RecordedLadderSettings.from_json`` takes the metadata's flat mapping
+(``ExperimentMeta.recorded``: its fields and the method's record beside them) and fills every key an older
 experiment did not write with the value that experiment ran with; ``to_json`` writes the keys back. Pure.
 """
 
@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from cbs_ray.records.columns import Column
 
-__all__ = ["LadderRecorded"]
+__all__ = ["RecordedLadderSettings"]
 
 REQUIRED = ("budget_samples", "ladder_stop_samples", "ladder_batches", "ladder_seeds", "ladder_alpha", "base_lr",
             "base_batch", "warmup_fraction")
@@ -20,7 +20,7 @@ REQUIRED = ("budget_samples", "ladder_stop_samples", "ladder_batches", "ladder_s
 
 
 @dataclass(frozen=True)
-class LadderRecorded:
+class RecordedLadderSettings:
     """The ladder's recorded settings (``ladder:`` resolved against the budget; ``methods.ladder.settings.Ladder``)."""
 
     budget_samples: int
@@ -61,7 +61,7 @@ class LadderRecorded:
     experiment_path: Optional[str] = None
 
     @classmethod
-    def from_json(cls, meta: Mapping[str, Any]) -> LadderRecorded:
+    def from_json(cls, meta: Mapping[str, Any]) -> RecordedLadderSettings:
         """From the metadata's mapping; a ``ValueError`` (one line, as the report command prints it) where a key
         every ladder records is missing."""
         missing = [k for k in REQUIRED if k not in meta]
