@@ -265,7 +265,7 @@ def finish(method: SearchMethod, spec: SearchSpec, path: str, out: Path) -> Sear
     steps = report_steps(method.name)
     reading = steps.summarize(path, ExperimentMeta.read(path))
     page = steps.render(reading, out)
-    # The answer first (README: "the first line is the answer"), then what it rests on (issue 47).
+    # The answer first (README: "the first line is the answer"), then what it rests on.
     lines = [*reading.headline(), *steps.run_lines(reading), report_and_summary_line(page, out, path)]
     print("\n".join(lines), flush=True)
     attach_to_trackers(spec, path, out, _answer_record(reading), reading.headline())

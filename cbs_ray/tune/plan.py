@@ -1,4 +1,4 @@
-"""``cbs-ray plan --space SPACE --full-budget-tokens T``: one decision for the run you will train (issue 59).
+"""``cbs-ray plan --space SPACE --full-budget-tokens T``: one decision for the run you will train.
 
 Given the full run's budget in tokens, the plan sets D = T tokens in samples of the spec's tokens per sample
 (rounded down to a whole number of ``training.eval_every_samples``, as ``training.budget_tokens`` is; refused where

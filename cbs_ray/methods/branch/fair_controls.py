@@ -1,4 +1,4 @@
-"""``branch.controls_from`` on the driver (issue 50, item 4; issue 60): find the from-scratch search whose best
+"""``branch.controls_from`` on the driver: find the from-scratch search whose best
 configuration per batch the schedule validation's fixed-batch controls train at (a named experiment, or this
 experiment's own ``controls`` stage), and read it; and choose the controls' batches (``branch.frontier``: the
 schedule's grid, or the dense frontier around the best tuned batch, the same for every rule). The choice of each
@@ -29,7 +29,7 @@ __all__ = ["CONTROLS_STAGE", "SCRATCH", "GRID", "DENSE", "ChosenControls", "best
 
 SCRATCH = "scratch"
 """``branch.controls_from: scratch``: the from-scratch search run as a stage of this experiment (``CONTROLS_STAGE``)
-before the validation, resumed like every stage (issue 60)."""
+before the validation, resumed like every stage."""
 CONTROLS_STAGE = "controls"
 """The stage's name in the experiment's stage record (``ExperimentMeta.stages``)."""
 
@@ -47,7 +47,7 @@ def _named(spec: SearchSpec, value: str) -> str:
 def unused_controls_warning(spec: SearchSpec) -> Optional[str]:
     """The plan's warning where ``branch.controls_from`` is set without ``--validate-schedule``: only the schedule's
     validation trains fixed-batch controls, so the value goes unused (and ``--resume`` cannot add the validation
-    later); a named experiment that does not exist is said too (issue 58: it was accepted without a word). A warning,
+    later); a named experiment that does not exist is said too (it was once accepted without a word). A warning,
     not a refusal: the run reads nothing from it."""
     value = branch_settings(spec).controls_from
     if branch_settings(spec).validate_schedule or value == NONE:

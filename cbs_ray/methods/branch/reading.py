@@ -216,7 +216,7 @@ def summarize_branches(history: pd.DataFrame, meta: Union[Mapping[str, Any], Rec
 
 
 def seesaw_start_batch(meta: Union[Mapping[str, Any], RecordedBranchSettings], points) -> int:
-    """Where ``seesaw`` starts (``branch.seesaw_start``, issue 60): ``tuned``, the best tuned fixed batch recorded
+    """Where ``seesaw`` starts (``branch.seesaw_start``): ``tuned``, the best tuned fixed batch recorded
     when the validation was decided (``ScheduleDecided.start_batch``); ``cbs`` (and ``tuned`` without a record),
     the CBS at the first resolvable checkpoint (its interval's lower end, k*·B; the trunk's batch where no
     checkpoint is resolvable); ``trunk``, the trunk's batch."""

@@ -66,7 +66,7 @@ class RecordedBranchSettings:
     loss: str = "eval"
     """``branch.loss``: ``eval`` or ``train_ema``."""
     schedule_rule: str = "while_safe"
-    """``branch.schedule_rule``; an experiment written before issue 37 (no key) doubled while each doubling was safe."""
+    """``branch.schedule_rule``; an experiment that did not record it doubled while each doubling was safe."""
     metric: str = Column.eval_loss
     tokens_per_sample: Optional[int] = None
     """Tokens a sample with a packed token budget; None without."""
@@ -83,7 +83,7 @@ class RecordedBranchSettings:
     """``lr_decay``; linear in an experiment that did not record it, the spec's default."""
     repeats: int = 1
     seesaw_start: str = "trunk"
-    """``branch.seesaw_start``; the trunk's batch in an experiment that did not record it (before issue 60)."""
+    """``branch.seesaw_start``; the trunk's batch in an experiment that did not record it."""
     seesaw_first_doubling: float = 0.0
     schedule: Optional[ScheduleDecided] = None
     """The schedule run's decision, where one was recorded."""

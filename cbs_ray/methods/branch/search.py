@@ -185,7 +185,7 @@ def scratch_spec(spec: SearchSpec) -> SearchSpec:
 
 
 def controls_stage(spec: SearchSpec, prepared: Prepared) -> Stage:
-    """``branch.controls_from: scratch`` (issue 60): the from-scratch search over ``search.batch_sizes`` (each batch's
+    """``branch.controls_from: scratch``: the from-scratch search over ``search.batch_sizes`` (each batch's
     alpha and warmup, the same budget) as the stage ``controls`` of this experiment, its Tune run and its restore the
     from-scratch method's own (looked up by name: no method imports another's), on a launcher of the spec as a
     from-scratch search. It records nothing in the branch experiment's metadata but its stage (the schedule stage

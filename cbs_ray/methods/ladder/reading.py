@@ -156,7 +156,7 @@ def summarize_ladder(history: pd.DataFrame, meta: Union[Mapping[str, Any], Recor
     through = fit_through_loss(rungs, [[pt for pt in run if pt[0] <= stop] for run in cut.get(min(cut), [])] if cut
                                else [], power_law=power_law, stop_samples=stop, bootstrap=bootstrap) \
         if rec.predict == "loss" else None
-    # the prediction ladder.predict chose: by default the rungs with a prior (maths.prediction, issue 49); the power
+    # the prediction ladder.predict chose: by default the rungs with a prior (maths.prediction); the power
     # law's own figures stay in ``ladder``
     fit = through or ladder_prediction(rungs, budget, batch_grid=(min(batches), max(batches)),
                                        rungs_from=reading["fit_from"])
@@ -279,7 +279,7 @@ def _beyond_rungs(measured_rungs: list, stop: int, budget: int) -> tuple[list[li
     """B_crit at every evaluation of the smallest batch from the fraction to D, read from the validation's runs as the
     measurement at D is (they go on past the fraction), and the exponent that the growth from the fraction to D
     implies: log(B_crit(D) / B_crit(fraction)) / log(D / fraction). Beside the rungs' power law it shows whether the
-    growth the rungs saw continues to D (issue 36: on the markov language the local exponent falls past the rungs,
+    growth the rungs saw continues to D (on the markov language the local exponent falls past the rungs,
     0.72 over them against 0.575 from the fraction to D; Merrill et al. 2025, arXiv 2505.23971, find the critical
     batch rising fast early in training, then flattening)."""
     along = [(r.samples_seen, r.b_crit) for r in measured_rungs if stop <= r.samples_seen <= budget

@@ -42,7 +42,7 @@ class RecordedLadderSettings:
     rungs_from: int = 0
     """The first rung (twice the warmup); 0 before the key."""
     reading: str = "raw"
-    """``ladder.reading``: ``raw`` or ``ewa``; an experiment from before issue 36 read the raw model."""
+    """``ladder.reading``: ``raw`` or ``ewa``; an experiment that did not record it read the raw model."""
     metric: str = Column.eval_loss
     cap: float = 1.0
     """``ladder.cap``: the other batches' runs stop at cap × the fraction at most."""
