@@ -104,11 +104,9 @@ class ExperimentMeta:
         if raw.get("stages") is not None and not _stage_list(raw["stages"]):
             raise ReportError("the experiment's metadata is damaged: stages is not a list of {name, experiment}")
         known = {k: v for k, v in raw.items() if k in names}
-        if METHOD_RECORD in raw:
-            record = dict(raw[METHOD_RECORD] or {})
-        else:  # the layout before the record: the method's keys sat flat beside the fields
-            record = {k: v for k, v in raw.items() if k not in names}
-        return cls(**{"format": 1, **known}, method_record=record)
+        # the layout before the record kept the method's keys flat beside the fields: they are read into it
+        record = {k: v for k, v in raw.items() if k not in names and k != METHOD_RECORD}
+        return cls(**{"format": 1, **known}, method_record={**record, **(raw.get(METHOD_RECORD) or {})})
 
     def stage_record(self, first_stage: str, path: str) -> list[tuple[str, str]]:
         """The stages started, in order, as (name, Tune experiment): ``stages``, or in an experiment written before
