@@ -17,7 +17,7 @@ def main() -> None:
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="each holding rr/<experiment>")
     for d in parser.parse_args().run_dirs:
         exp = glob.glob(f"{d}/rr/*")[0]
-        meta = ExperimentMeta.read(exp).to_dict()
+        meta = ExperimentMeta.read(exp).recorded()
         s = summarize_ladder(load_history(exp), {**meta, "experiment_path": exp, "ladder_predict": "loss"},
                              bootstrap=300)
         v, t, p = s.prediction_validation, s.ladder.through_loss, s.prediction

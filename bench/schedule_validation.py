@@ -76,11 +76,11 @@ def estimated_samples(sets: list[str]) -> int:
     """Samples one search with its validation trains (the plan's estimate, before any run)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from cbs_ray.methods.branch.search import branch_search_samples
-    from cbs_ray.spec.branch_section import resolve_branching
+    from cbs_ray.methods.branch.settings import resolve_branch_settings
     from cbs_ray.spec.load import load_spec
 
     spec = load_spec(SPACE, sets)
-    return branch_search_samples(resolve_branching(spec, spec.training.budget_samples), validate_schedule=True)
+    return branch_search_samples(resolve_branch_settings(spec, spec.training.budget_samples), validate_schedule=True)
 
 
 def print_protocol(settings: dict, rules: tuple, seeds: int) -> float:

@@ -144,12 +144,12 @@ def estimated_samples(name: str) -> tuple[int, int, int]:
     from cbs_ray.maths.budget import scratch_grid_samples
     from cbs_ray.methods.branch.fair_controls import frontier_batches
     from cbs_ray.methods.branch.search import branch_search_samples
-    from cbs_ray.spec.branch_section import resolve_branching
+    from cbs_ray.methods.branch.settings import resolve_branch_settings
     from cbs_ray.spec.load import load_spec
 
     corpus = settings()[name][0]
     spec = load_spec(SPACES[corpus], overrides(name, "fitted"))
-    br = resolve_branching(spec, spec.training.budget_samples)
+    br = resolve_branch_settings(spec, spec.training.budget_samples)
     dense = frontier_batches(spec, br, {16: {spec.search.metric: 0.0}})
     stage = spec.search.num_trials * br.budget_samples
     assert stage == scratch_grid_samples(br.budget_samples, (), ()) * spec.search.num_trials

@@ -148,7 +148,7 @@ def report_bisect(results: dict, *, grid_stored: bool) -> None:
     from cbs_ray.spec.load import load_spec
 
     spec = load_spec(results["space"], results["overrides"])
-    from cbs_ray.spec.tolerance import spec_tolerances
+    from cbs_ray.spec.sections import spec_tolerances
 
     tol, mode = spec_tolerances(spec)[0], spec.search.mode  # the space's unit (issue 50: nats for a loss)
     tolerance = tol.value

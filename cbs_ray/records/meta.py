@@ -3,8 +3,11 @@
 The driver writes it before the first trial starts and updates it before each later stage (the repeats, the
 schedule run), recording which stage runs and where (``stages``), so that a killed search can be resumed and
 reported from it alone. Its keys are this
-dataclass's fields, defined once here; the resolved ``branch:`` section of a branch search
-(``spec.branch_section.Branching.to_meta``) sits beside them in the file, as the branch summary reads it.
+dataclass's fields, defined once here, and the method's own record (``method_record``: what its folder writes and
+reads, e.g. branch mode's resolved ``branch:`` section and where its trunk's checkpoints are), one mapping under its
+key. An experiment written before the record kept the method's keys flat beside the fields (branch mode's
+``checkpoint_dir``, ``schedule_experiment`` and ``schedule`` were fields): ``from_dict`` reads that layout into the
+record, and ``recorded`` gives the methods' readings the flat mapping they read either way.
 
 ``format`` says which cbs-ray wrote it: 1 (no ``format`` key) before the package moved into subpackages,
 2 since, with ``data_fingerprint`` (``data.arrays.PreparedData.fingerprint``: a digest of the tokens the trials
@@ -21,13 +24,16 @@ from cbs_ray.records.method_registry import DEFAULT_METHOD, UnknownMethodError, 
 from cbs_ray.records.names import name_problem
 from cbs_ray.records.storage import ReportError, read_meta, write_meta
 
-__all__ = ["ExperimentMeta", "FORMAT"]
+__all__ = ["ExperimentMeta", "FORMAT", "METHOD_RECORD"]
 
 FORMAT = 2
 """The metadata's format this cbs-ray writes (see the module docstring)."""
 
-MAPPING_FIELDS = ("spec", "study", "user_objects", "schedule")
+MAPPING_FIELDS = ("spec", "study", "user_objects", "method_record")
 """The metadata's fields that hold a mapping (``spec`` never None)."""
+
+METHOD_RECORD = "method_record"
+"""The file's key of the method's own record."""
 
 
 @dataclass
@@ -54,7 +60,7 @@ class ExperimentMeta:
     tolerance: Optional[float] = None
     """The turning point's (or branch mode's) tolerance the search ran with."""
     tolerance_unit: Optional[str] = None
-    """``nats`` or ``relative`` (``spec.tolerance``); None, written before issue 50: relative."""
+    """``nats`` or ``relative`` (``spec.tolerance``); None, written before the unit was recorded: relative."""
     tokens_per_sample: Optional[int] = None
     """Tokens in every sample with packed texts (a token budget), else None."""
     mlflow_parent_run_id: Optional[str] = None
@@ -67,25 +73,20 @@ class ExperimentMeta:
     """The method's stages the driver started, in order, each ``{"name": ..., "experiment": ...}`` (its name in the
     method's ``tune.search_method.Stage`` list, its Tune experiment's path; the first is this experiment), each
     recorded before it starts: the last is the one that ran last, the one ``--resume`` restores
-    (``tune.driver.resume_actions``). None in an experiment written before the record (issue 46):
-    ``stage_record`` reads it from ``repeats_experiment`` and ``schedule_experiment``."""
+    (``tune.driver.resume_actions``). None in an experiment written before the record:
+    ``stage_record`` reads it from ``repeats_experiment`` and the record's ``schedule_experiment``."""
     repeats_experiment: Optional[str] = None
     """The repeats' Tune experiment, recorded before they start (the report reads it)."""
-    checkpoint_dir: Optional[str] = None
-    """Branch mode: where the trunk publishes its checkpoints."""
-    schedule_experiment: Optional[str] = None
-    """Branch mode: the schedule run's Tune experiment, recorded before it starts (the report reads it)."""
-    schedule: Optional[dict[str, Any]] = None
-    """Branch mode: the schedule decided for the schedule run (``batch_size_schedule``, ``alpha``) and its validation's
-    pre-registered ``margin`` and ``criterion``, recorded before its runs start."""
-    branching: dict[str, Any] = field(default_factory=dict)
-    """Branch mode: the resolved ``branch:`` section (``Branching.to_meta``), flat beside the fields in the file."""
+    method_record: dict[str, Any] = field(default_factory=dict)
+    """What the method records of its own, written and read by its folder alone (branch mode: its resolved section,
+    ``checkpoint_dir``, the schedule run's ``schedule_experiment`` and ``schedule``; the ladder: its resolved
+    section); empty for a method that records nothing more."""
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> ExperimentMeta:
-        """From the file's mapping: the fields by name, a branch search's resolved section beside them; a
-        mapping without ``format`` is format 1."""
-        names = {f.name for f in fields(cls)} - {"branching"}
+        """From the file's mapping: the fields by name and the method's record under its key, or, written before the
+        record, every other key (the method's, flat beside the fields); a mapping without ``format`` is format 1."""
+        names = {f.name for f in fields(cls)} - {METHOD_RECORD}
         missing = [k for k in ("name", "metric", "mode", "spec") if k not in raw]
         if missing:
             raise ReportError(f"{', '.join(missing)} missing from the experiment's metadata")
@@ -98,12 +99,14 @@ class ExperimentMeta:
             raise UnknownMethodError(f"the experiment's metadata names an {e}") from None
         not_mappings = [k for k in MAPPING_FIELDS if k in raw and not isinstance(raw[k], dict)
                         and not (raw[k] is None and k != "spec")]
-        if not_mappings:  # a tampered spec that is a list ended in AttributeError (issue 47)
+        if not_mappings:  # a tampered spec that is a list ended in AttributeError
             raise ReportError(f"the experiment's metadata is damaged: {', '.join(not_mappings)} is not a mapping")
         if raw.get("stages") is not None and not _stage_list(raw["stages"]):
             raise ReportError("the experiment's metadata is damaged: stages is not a list of {name, experiment}")
         known = {k: v for k, v in raw.items() if k in names}
-        return cls(**{"format": 1, **known}, branching={k: v for k, v in raw.items() if k not in names})
+        # the layout before the record kept the method's keys flat beside the fields: they are read into it
+        record = {k: v for k, v in raw.items() if k not in names and k != METHOD_RECORD}
+        return cls(**{"format": 1, **known}, method_record={**record, **(raw.get(METHOD_RECORD) or {})})
 
     def stage_record(self, first_stage: str, path: str) -> list[tuple[str, str]]:
         """The stages started, in order, as (name, Tune experiment): ``stages``, or in an experiment written before
@@ -112,14 +115,25 @@ class ExperimentMeta:
         if self.stages is not None:
             recorded = [(s["name"], s["experiment"]) for s in self.stages]
         else:
-            later = (("repeats", self.repeats_experiment), ("schedule", self.schedule_experiment))
+            later = (("repeats", self.repeats_experiment), ("schedule", self.method_record.get("schedule_experiment")))
             recorded = [(first_stage, path), *((name, e) for name, e in later if e)]
         return [(recorded[0][0], path), *recorded[1:]] if recorded else [(first_stage, path)]
 
     def to_dict(self) -> dict[str, Any]:
-        """The file's mapping: the fields that are set, and the branch section's keys beside them."""
-        raw = {k: v for k, v in asdict(self).items() if k != "branching" and v is not None}
-        return {**raw, **self.branching}
+        """The file's mapping: the fields that are set, the method's record (where it has one) under its key."""
+        return {k: v for k, v in asdict(self).items() if v is not None and (k != METHOD_RECORD or v)}
+
+    def recorded(self) -> dict[str, Any]:
+        """What a method's reading reads: the fields that are set and the method's record's keys beside them (the
+        flat mapping the readings were written against, whichever layout the file has)."""
+        raw = {k: v for k, v in asdict(self).items() if k != METHOD_RECORD and v is not None}
+        return {**raw, **self.method_record}
+
+    def updated(self, changes: dict[str, Any]) -> ExperimentMeta:
+        """This metadata with ``changes`` (the file's keys a later stage records) set; the keys of their
+        ``method_record`` are added to this one's record, not put in its place."""
+        record = {**self.method_record, **changes.get(METHOD_RECORD, {})}
+        return ExperimentMeta.from_dict({**self.to_dict(), **changes, METHOD_RECORD: record})
 
     @classmethod
     def read(cls, experiment_uri: str) -> ExperimentMeta:

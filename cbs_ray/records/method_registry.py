@@ -1,4 +1,4 @@
-"""Every search method by its ``search.method`` name, in one registry (issue 46): the one table that names the
+"""Every search method by its ``search.method`` name, in one registry: the one table that names the
 methods. The spec's choice of ``search.method``, the Ray half the search runs (``tune.search_method.method_named``), the
 report steps (``report.methods.report_steps``), the report's default folder (``records.names.default_report_dir``)
 and the files a report may write (``report.folder``) are all read from it, so that a new method is one entry
@@ -53,11 +53,16 @@ class MethodEntry:
     """Files its report writes beyond every method's own (``report.folder.COMMON_REPORT_FILES``, which lists the
     built-in ones)."""
     section: str | None = None
-    """The spec's section that holds its own settings (a ``SearchSpec`` key, e.g. ``branch:``), whose rules apply
-    to its specs alone and whose validation switches need it (``spec.checks.reads_section``); None: it reads none."""
+    """The spec's key of its own settings (e.g. ``branch:``), whose rules apply to its specs alone and whose validation
+    switches need it (``spec.checks.reads_section``); None: it reads none. Set with ``settings_module``."""
+    settings_module: str | None = None
+    """The dotted path of the module whose ``SETTINGS`` is the dataclass of that section, its fields' checks beside
+    them and its rules in its ``section_rule(spec)`` (``spec.sections``: every spec holds it, YAML, ``--set`` and the
+    JSON Schema read it)."""
     loss_epsilon: bool = False
-    """Its answer compares losses to ε (``branch.tolerance``), not to the turning point's ``search.tolerance``: a
-    spec of it recorded before issue 50 never used the latter (``spec.tolerance.as_recorded``)."""
+    """Its answer compares losses to ε, its section's ``tolerance`` and ``tolerance_relative`` (``branch.tolerance``),
+    not to the turning point's ``search.tolerance``; for a loss metric the two are one (``spec.tolerance``). A spec of
+    it recorded without ``tolerance_unit`` never used the latter (``spec.tolerance.as_recorded``)."""
     best_per_batch: bool = False
     """Its history gives each batch's best configuration at the budget (``analysis.control_configs``), which a
     schedule validation's fixed-batch controls may train at (``branch.controls_from``)."""
@@ -73,6 +78,10 @@ class MethodEntry:
             return f"module paths must be dotted Python names, got {bad[0]!r}"
         if self.section is not None and not _NAME.match(self.section):
             return f"section must be a spec key (lower-case letters, digits and _), got {self.section!r}"
+        if (self.section is None) != (self.settings_module is None):
+            return "section and settings_module go together: the key and the module of its settings"
+        if self.settings_module is not None and not _MODULE.match(self.settings_module):
+            return f"module paths must be dotted Python names, got {self.settings_module!r}"
         bad = [f for f in self.report_files if "/" in f or "\\" in f or f in ("", ".", "..")]
         return f"report_files must be plain file names, got {bad[0]!r}" if bad else None
 
@@ -81,9 +90,11 @@ BUILT_IN_METHODS: tuple[MethodEntry, ...] = (
     MethodEntry("scratch", "", "cbs_ray.methods.scratch.search", "cbs_ray.methods.scratch.report",
                 best_per_batch=True),
     MethodEntry("branch", "-branch", "cbs_ray.methods.branch.search", "cbs_ray.methods.branch.report", fixed_grid=True,
-                supports_study=False, auto_batches=False, section="branch", loss_epsilon=True),
+                supports_study=False, auto_batches=False, section="branch",
+                settings_module="cbs_ray.methods.branch.settings", loss_epsilon=True),
     MethodEntry("ladder", "-ladder", "cbs_ray.methods.ladder.search", "cbs_ray.methods.ladder.report", fixed_grid=True,
-                supports_study=False, auto_batches=False, report_files=("ladder.png",), section="ladder"),
+                supports_study=False, auto_batches=False, report_files=("ladder.png",), section="ladder",
+                settings_module="cbs_ray.methods.ladder.settings"),
 )
 """The methods cbs-ray brings (docs/branch-mode.md, docs/ladder.md; scratch is the default)."""
 
@@ -108,6 +119,9 @@ def register_method(entry: MethodEntry) -> None:
     clash = [e.name for e in _REGISTRY.values() if e.report_suffix == entry.report_suffix]
     if clash:
         raise ValueError(f"register_method: the report suffix {entry.report_suffix!r} is {clash[0]}'s")
+    clash = [e.name for e in _REGISTRY.values() if entry.section is not None and e.section == entry.section]
+    if clash:
+        raise ValueError(f"register_method: the section {entry.section!r} is {clash[0]}'s")
     _REGISTRY[entry.name] = entry
 
 

@@ -1,4 +1,5 @@
-"""Reading and resuming experiments written before the search methods moved into ``cbs_ray.methods``.
+"""Reading and resuming experiments written before the search methods moved into ``cbs_ray.methods``
+(and the methods' spec sections out of ``cbs_ray.spec``).
 
 Tune pickles what a search hands it by module and name (the searcher, the scheduler, the stoppers and callbacks
 with the experiment's state; the trials' configs), so an experiment written before the move names the old modules
@@ -46,6 +47,8 @@ MOVED_MODULES: dict[str, str] = {
     "cbs_ray.analysis.ladder_summary": "cbs_ray.methods.ladder.reading",
     "cbs_ray.analysis.ladder_stop": "cbs_ray.methods.ladder.reading_stop",
     "cbs_ray.report.ladder": "cbs_ray.methods.ladder.report",
+    "cbs_ray.spec.ladder_section": "cbs_ray.methods.ladder.settings",
+    "cbs_ray.spec.branch_section": "cbs_ray.methods.branch.settings",
 }
 """Each module that moved into ``cbs_ray.methods``, by its old dotted path: the path it has now."""
 

@@ -57,11 +57,11 @@ def a_registered_method() -> Check:
 
 
 def reads_section(spec: SearchSpec, section: object) -> bool:
-    """Whether the spec's method reads ``section``, one of the spec's own sections (``spec.branch``): the section
-    its registry entry names (``MethodEntry.section``) is that very object. A section's rules and validation
-    switches ask this, so that no rule names a method."""
+    """Whether the spec's method reads ``section``, one of the methods' sections the spec holds
+    (``SearchSpec.section``): the section its registry entry names (``MethodEntry.section``) is that very object. A
+    section's rules and validation switches ask this, so that no rule names a method."""
     key = method_entry(spec.search.method).section
-    return key is not None and getattr(spec, key, None) is section
+    return key is not None and spec.method_sections.get(key) is section
 
 
 def positive(says: str = "must be positive", *, show_value: bool = True) -> Check:
@@ -86,7 +86,7 @@ def a_count(most: int) -> Check:
 def between(low: float, high: float, *, show_value: bool = True) -> Check:
     """From ``low`` to ``high``, both included (NaN and infinities fail: every comparison with NaN is false). The
     upper bounds are generous (each field's docstring says why its bound); what they stop is a typo or a hostile
-    value that hung the plan or exhausted memory after Ray started (issue 47)."""
+    value that hung the plan or exhausted memory after Ray started."""
     return Check(lambda v: low <= v <= high, f"must be from {low} to {high}" + _got(show_value))
 
 

@@ -15,6 +15,7 @@ import typing
 
 from cbs_ray.records.method_registry import method_names
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.spec.sections import METHOD_SECTIONS, section_classes
 
 __all__ = ["spec_json_schema"]
 
@@ -33,11 +34,23 @@ def _sections(cls) -> list[type]:
 
 def _sections_may_be_null(schema: dict) -> None:
     """A section written ``model: null`` (or left empty, ``model:``) takes its defaults in the loader
-    (``spec.load``), so every section's definition admits null as well (issue 40 row 16); an error inside a
+    (``spec.load``), so every section's definition admits null as well; an error inside a
     section still points at its key."""
     for section in schema.get("$defs", {}).values():
         if section.get("type") == "object":
             section["type"] = ["object", "null"]
+
+
+def _method_sections_at_their_place(schema: dict, methods: dict[str, type]) -> None:
+    """The methods' own sections (``spec.sections``) as the spec's keys where ``SearchSpec.method_sections`` is."""
+    properties = {}
+    for key, value in schema["properties"].items():
+        if key == METHOD_SECTIONS:
+            properties.update({k: {"$ref": f"#/$defs/{cls.__name__}"} for k, cls in methods.items()})
+        else:
+            properties[key] = value
+    schema["properties"] = properties
+    schema["$defs"] = dict(sorted(schema["$defs"].items()))
 
 
 def spec_json_schema() -> dict:
@@ -45,17 +58,22 @@ def spec_json_schema() -> dict:
     from pydantic import ConfigDict, TypeAdapter
 
     config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    methods = section_classes()
     added = []
-    for cls in _sections(SearchSpec):
+    for cls in dict.fromkeys([*_sections(SearchSpec), *(c for m in methods.values() for c in _sections(m))]):
         # Pydantic's documented hook for a standard dataclass's config; set for this call only.
         if "__pydantic_config__" not in vars(cls):
             setattr(cls, "__pydantic_config__", config)
             added.append(cls)
     try:
         schema = TypeAdapter(SearchSpec).json_schema(mode="validation")
+        for cls in methods.values():
+            own = TypeAdapter(cls).json_schema(mode="validation", ref_template="#/$defs/{model}")
+            schema["$defs"].update({**own.pop("$defs", {}), cls.__name__: own})
     finally:
         for cls in added:
             delattr(cls, "__pydantic_config__")
+    _method_sections_at_their_place(schema, methods)
     _sections_may_be_null(schema)
     # search.method is a str checked against the registry: its choices are the registered methods'
     schema["$defs"]["SearchSection"]["properties"]["method"]["enum"] = list(method_names())

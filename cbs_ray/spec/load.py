@@ -21,6 +21,7 @@ from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.rules import validate
 from cbs_ray.spec.schema import SearchSpec
+from cbs_ray.spec.sections import METHOD_SECTIONS, section_classes
 from cbs_ray.spec.yaml_text import MAX_DEPTH, MAX_SPEC_BYTES, SpecYAMLError, parse
 
 __all__ = ["load_spec", "spec_from_dict", "spec_to_dict", "apply_overrides"]
@@ -120,9 +121,12 @@ def apply_overrides(raw: dict, overrides: Sequence[str]) -> dict:
 
 
 def _section_class(cls, name: str):
-    """The dataclass of section ``name`` of ``cls`` (None: not a section, or ``cls`` is not one)."""
+    """The dataclass of section ``name`` of ``cls`` (None: not a section, or ``cls`` is not one); a search method's
+    own section of the spec is its registry entry's (``spec.sections``)."""
     if cls is None or not dataclasses.is_dataclass(cls):
         return None
+    if cls is SearchSpec and name in section_classes():
+        return section_classes()[name]
     return _section_of(typing.get_type_hints(cls).get(name))
 
 
@@ -145,28 +149,51 @@ def _default_mapping(cls: Optional[type], name: str) -> dict:
 
 
 def spec_from_dict(raw: dict) -> SearchSpec:
-    spec = _build(SearchSpec, raw, "")
+    spec = _build(SearchSpec, raw, "", _method_sections())
     validate(spec)
     return spec
 
 
+def _method_sections() -> dict[str, type]:
+    """The registered methods' sections (``spec.sections``); a ``SpecError`` for one whose key is the spec's own."""
+    sections = section_classes()
+    taken = sorted(set(sections) & {f.name for f in dataclasses.fields(SearchSpec)})
+    if taken:
+        raise SpecError(f"search.method: a registered method's section {taken[0]!r} is a key the spec has already; "
+                        f"register it under another")
+    return sections
+
+
 def spec_to_dict(spec: SearchSpec) -> dict:
-    return dataclasses.asdict(spec)
+    """The spec's mapping (``cbs_spec.json``): every section by its key, the methods' own at their place."""
+    out: dict[str, Any] = {}
+    for key, value in dataclasses.asdict(spec).items():
+        out.update(value if key == METHOD_SECTIONS else {key: value})
+    return out
 
 
-def _build(cls, raw: Any, where: str):
+def _build(cls, raw: Any, where: str, method_sections: Optional[dict[str, type]] = None):
+    """``cls`` built from ``raw``; for the whole spec, ``method_sections`` are the methods' own sections' keys and
+    classes, which ``SearchSpec.method_sections`` holds."""
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise SpecError(f"{where or 'spec'}: expected a mapping, got {type(raw).__name__}")
     hints = type_hints_of(cls)
     names = {f.name for f in dataclasses.fields(cls)}
+    sections = method_sections or {}
+    if method_sections is not None:
+        names = (names - {METHOD_SECTIONS}) | set(sections)
     unknown = sorted(set(raw) - names)
     if unknown:
         raise SpecError(f"{join_key(where, unknown[0])}: unknown key (known: {', '.join(sorted(names))})")
     values: dict[str, Any] = {}
+    built: dict[str, Any] = {}
     for key, value in raw.items():
         path = join_key(where, key)
+        if key in sections:
+            built[key] = _build(sections[key], value, path)
+            continue
         hint = hints[key]
         section = _section_of(hint)
         if section is not None and value is None and admits_none(hint):
@@ -175,6 +202,8 @@ def _build(cls, raw: Any, where: str):
             values[key] = _build(section, value, path)
         else:
             values[key] = _check_type(value, hint, path)
+    if method_sections is not None:
+        values[METHOD_SECTIONS] = {key: built[key] if key in built else section() for key, section in sections.items()}
     return cls(**values)
 
 

@@ -6,28 +6,24 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 from typing import Any, Callable
 
 from cbs_ray.maths.budget import samples_for_tokens
 from cbs_ray.records.method_registry import method_entry
-from cbs_ray.spec.branch_section import GEOMETRIC, check_point, resolve_branching
 from cbs_ray.spec.checks import (
     BUILTIN_METRICS,
     admits_none,
-    batch_list,
     check_power_of_two,
     expand_batch_sizes,
     join_key,
-    reads_section,
     type_hints_of,
 )
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.scale_rules import SCALE_RULES
 from cbs_ray.spec.schema import GenerationSpec, SearchSpec, dataloader_workers
-from cbs_ray.spec.tolerance import spec_tolerances
+from cbs_ray.spec.sections import METHOD_SECTIONS, spec_tolerances
 
 # ---- validation ------------------------------------------------------------------------------------
 
@@ -35,8 +31,8 @@ def validate(spec: SearchSpec) -> None:
     """Check a built spec, raising ``SpecError`` at the first problem. First the batch grid, which the other
     rules measure against, and the either-or choices (a value that is wrong *and* should not be set at all
     gets the latter message); then every field's own checks, declared beside the field; then the rules that
-    relate fields, in ``CROSS_FIELD_RULES`` order, and last each section's own rule (a search method's section
-    brings its rule with it: ``section_rule(spec)``, as ``spec.ladder_section.LadderSpec`` does). Checks against
+    relate fields, in ``CROSS_FIELD_RULES`` order, and last each search method's section's own rule (the section, in
+    its method's folder, brings its rule with it: ``section_rule(spec)``; ``spec.sections``). Checks against
     the data (the largest batch against the training set, columns, labels) happen once it is loaded:
     ``resolve_budget`` and ``cbs_ray.data``."""
     _batch_grid_is_well_formed(spec)
@@ -45,18 +41,22 @@ def validate(spec: SearchSpec) -> None:
     _check_fields(spec, "")
     for rule in CROSS_FIELD_RULES:
         rule(spec)
-    for section in dataclasses.fields(spec):
-        section_rule = getattr(getattr(spec, section.name), "section_rule", None)
+    for section in spec.method_sections.values():
+        section_rule = getattr(section, "section_rule", None)
         if section_rule is not None:
             section_rule(spec)
 
 
 def _check_fields(section: Any, where: str) -> None:
-    """Apply the checks declared in each field's metadata, section by section in field order."""
+    """Apply the checks declared in each field's metadata, section by section in field order (the methods' own
+    sections at their place)."""
     hints = type_hints_of(section.__class__)
     for f in dataclasses.fields(section):
         value, path = getattr(section, f.name), join_key(where, f.name)
-        if dataclasses.is_dataclass(value):
+        if f.name == METHOD_SECTIONS and not where:
+            for key, method_section in value.items():
+                _check_fields(method_section, key)
+        elif dataclasses.is_dataclass(value):
             _check_fields(value, path)
         elif value is not None or not admits_none(hints[f.name]):
             for rule in f.metadata.get("checks", ()):
@@ -256,7 +256,7 @@ def _mode_matches_metric(spec: SearchSpec) -> None:
 
 
 def _one_tolerance(spec: SearchSpec) -> None:
-    """A loss metric's turning-point tolerance and branch mode's ε are one (``spec.tolerance``)."""
+    """A loss metric's turning-point tolerance and a method's ε (branch mode's) are one (``spec.tolerance``)."""
     spec_tolerances(spec)
 
 
@@ -289,103 +289,22 @@ def _study_needs_optuna(spec: SearchSpec) -> None:
         raise SpecError("search.study_name: names a study in search.study_storage, which is not set")
 
 
-# ---- branch mode (search.method: branch; spec.branch_section resolves the section against the budget) -----
-
-def _branch_mode_stands_alone(spec: SearchSpec) -> None:
-    """What branch mode cannot combine with: a probe-chosen grid (the branches need their batches before
-    anything trains), an Optuna study (branch mode trains a fixed grid: each checkpoint × batch × alpha), a
-    storage URI (the trunk's checkpoints go to a shared directory). ``search.repeats``, ``num_trials``, ``strategy``
-    and the
-    ``asha`` section are a from-scratch search's and are ignored; the schedule switch needs branch mode."""
-    s = spec.search
-    if not reads_section(spec, spec.branch):
-        if spec.branch.validate_schedule:
-            raise SpecError("branch.validate_schedule: validates the schedule a branch search recommends; "
-                            "set search.method=branch (--validate-schedule)")
-        return
-    if spec.auto_batch_sizes:
-        raise SpecError("search.batch_sizes: auto is not available with search.method branch (the branches need "
-                        "their batches before anything trains); list the batch sizes")
-    if s.study_storage is not None:
-        raise SpecError("search.study_storage: search.method branch trains a fixed grid (checkpoint × batch × "
-                        "alpha), not an Optuna study; drop the study storage")
-    if "://" in spec.storage_path:
-        raise SpecError(f"storage_path: search.method branch writes the trunk's checkpoints to a directory every "
-                        f"trial reads (a local or shared filesystem), not a URI; got {spec.storage_path}")
-
-
-def _branch_batches_are_larger_than_the_trunks(spec: SearchSpec) -> None:
-    """The trunk's batch and the branches' are powers of two that split over the workers, every branch
-    batch is larger than the trunk's, and every report lands on whole batches of the largest."""
-    b, workers = spec.branch, spec.resources.workers_per_trial
-    if not reads_section(spec, spec.branch):
-        return
-    if b.trunk_batch_size is not None:
-        check_power_of_two(b.trunk_batch_size, "branch.trunk_batch_size")
-    trunk = b.trunk_batch_size or spec.batch_sizes[0]
-    branches = batch_list(b.batch_sizes, "branch.batch_sizes") if b.batch_sizes is not None else \
-        [x for x in spec.batch_sizes if x > trunk]
-    if not branches:
-        raise SpecError(f"branch.batch_sizes: no batch size larger than the trunk's ({trunk}) to branch at; "
-                        f"list some in search.batch_sizes or branch.batch_sizes")
-    if branches[0] <= trunk:
-        raise SpecError(f"branch.batch_sizes: a branch's batch must be larger than the trunk's "
-                        f"(branch.trunk_batch_size {trunk}), got {branches[0]}")
-    for key, x in (("branch.trunk_batch_size", trunk), *(("branch.batch_sizes", x) for x in branches)):
-        if x % workers:
-            raise SpecError(f"{key}: {x} does not split over resources.workers_per_trial={workers} workers")
-    every = spec.training.eval_every_samples
-    if every % branches[-1]:
-        raise SpecError(f"training.eval_every_samples: must be a multiple of the largest branch batch "
-                        f"{branches[-1]}, got {every}")
-    alphas = b.alphas
-    if alphas is not None and (not alphas or any(isinstance(a, bool) or not isinstance(a, (int, float))
-                                                  or not math.isfinite(a) for a in alphas)):
-        raise SpecError(f"branch.alphas: expected a non-empty list of numbers, got {alphas!r}")
-    if alphas is not None and not all(0.0 <= a <= 1.0 for a in alphas):  # as search.alpha_range
-        raise SpecError(f"branch.alphas: each must be in [0, 1] (0.5 the sqrt rule, 1.0 the linear rule), "
-                        f"got {alphas!r}")
-    if alphas is not None and len(set(alphas)) < len(alphas):  # a duplicate would train its branches twice
-        raise SpecError(f"branch.alphas: {alphas!r} lists an alpha twice")
-
-
-def _branch_points_fit_the_budget(spec: SearchSpec) -> None:
-    """Checkpoints and the window are fractions in (0, 1) of the budget or whole samples (tokens with a
-    token budget); with the budget known here (``training.budget_samples``), the window fits after the last
-    checkpoint. Otherwise ``resolve_branching`` checks the same once the budget is resolved, before Ray."""
-    b = spec.branch
-    if not reads_section(spec, spec.branch):
-        return
-    if b.checkpoints == GEOMETRIC:
-        points = []
-    elif not isinstance(b.checkpoints, list) or not b.checkpoints:
-        raise SpecError(f"branch.checkpoints: expected a non-empty list of fractions in (0, 1) or whole samples, "
-                        f"or {GEOMETRIC!r}, got {b.checkpoints!r}")
-    else:
-        points = b.checkpoints
-
-    whole = "tokens" if spec.training.budget_tokens is not None else "samples"
-    windows = [("branch.window", b.window)] if b.window is not None else []  # None: the default window
-    for key, value in [*(("branch.checkpoints", p) for p in points), *windows]:
-        check_point(value, key=key, whole=whole)
-    if spec.training.budget_samples is not None:
-        resolve_branching(spec, spec.training.budget_samples)
-
-
 def _method_can_do_what_is_asked(spec: SearchSpec) -> None:
-    """A probe-chosen grid or an Optuna study with a method whose registry entry cannot take it (the built-in
-    methods' own rules above say why in their words; this one speaks for a method registered from outside), or an
-    entry whose ``section`` is no section of the spec (its section's rules would never apply)."""
-    entry, s = method_entry(spec.search.method), spec.search
-    if entry.section is not None and not dataclasses.is_dataclass(getattr(spec, entry.section, None)):
-        raise SpecError(f"search.method: {entry.name}'s registry entry reads the section {entry.section!r}, which a "
-                        f"spec does not have; register it with one of the spec's sections or none")
-    if spec.auto_batch_sizes and not entry.auto_batches:
-        raise SpecError(f"search.batch_sizes: auto is not available with search.method {entry.name}; list the "
-                        f"batch sizes")
-    if s.study_storage is not None and not entry.supports_study:
-        raise SpecError(f"search.study_storage: search.method {entry.name} keeps no Optuna study; drop the "
-                        f"study storage")
+    refuse_what_the_method_cannot_do(spec.search.method, auto_batch_sizes=spec.auto_batch_sizes,
+                                     study=spec.search.study_storage is not None)
+
+
+def refuse_what_the_method_cannot_do(method: str, *, auto_batch_sizes: bool, study: bool) -> None:
+    """A probe-chosen grid or an Optuna study with a method whose registry entry cannot take it (``auto_batches``,
+    ``supports_study``): the one rule for every method, the built-in ones too (the driver asks it again of a probe
+    handed to it directly)."""
+    entry = method_entry(method)
+    if auto_batch_sizes and not entry.auto_batches:
+        raise SpecError(f"search.batch_sizes: auto is not available with search.method {entry.name} (its runs need "
+                        f"their batches before anything trains); list the batch sizes")
+    if study and not entry.supports_study:
+        what = "trains a fixed grid, not an Optuna study" if entry.fixed_grid else "keeps no Optuna study"
+        raise SpecError(f"search.study_storage: search.method {entry.name} {what}; drop the study storage")
 
 
 CROSS_FIELD_RULES: tuple[Callable[[SearchSpec], None], ...] = (
@@ -396,9 +315,7 @@ CROSS_FIELD_RULES: tuple[Callable[[SearchSpec], None], ...] = (
     _markov_is_a_causal_lm,
     _seq2seq_has_no_probe, _generation_needs_seq2seq, _mode_matches_metric, _one_tolerance,
     _grid_trains_to_the_full_budget, _grace_period_is_whole_report_intervals, _batch_sizes_split_over_workers,
-    _study_needs_optuna, _branch_mode_stands_alone, _branch_batches_are_larger_than_the_trunks,
-    _branch_points_fit_the_budget,
-    _method_can_do_what_is_asked, *SCALE_RULES,
+    _study_needs_optuna, _method_can_do_what_is_asked, *SCALE_RULES,
 )
 """The rules that relate fields, in the order ``validate`` applies them; the first that fails is the error.
 A rule comes after those it relies on: ``_reports_land_on_whole_batches`` makes ``eval_every_samples`` a

@@ -38,11 +38,11 @@ from cbs_ray.spec.checks import (
     positive,
     within,
 )
-from cbs_ray.spec.ladder_section import LadderSpec  # the section lives with its resolution and its rule
 from cbs_ray.spec.paths import expand_user
+from cbs_ray.spec.sections import default_sections, section_classes
 
 __all__ = ["SearchSpec", "ModelSpec", "DataSpec", "TrainingSpec", "SearchSection", "GenerationSpec", "AshaSpec",
-           "BranchSpec", "LadderSpec", "ResourcesSpec"]
+           "ResourcesSpec"]
 
 
 TINY_BERT = {
@@ -356,97 +356,6 @@ class SearchSection:
 
 
 @dataclass
-class BranchSpec:
-    """Branch mode (``search.method: branch``; see ``cbs_ray.methods.branch.runs``). Points are a fraction of the budget
-    (a number in (0, 1)) or whole samples (tokens with ``training.budget_tokens``), rounded down to whole
-    batches of the largest branch batch."""
-
-    trunk_batch_size: Optional[int] = None
-    """The trunk's (small) batch. Default: the smallest of ``search.batch_sizes``."""
-    checkpoints: Any = field(default_factory=lambda: [0.125, 0.25, 0.5])
-    """Where the trunk saves a checkpoint that branches start from; ``geometric``: 1/32, 1/16, …, 1/2 of the
-    budget (``maths.batch_ramp.geometric_checkpoints``: as many points early, where CBS(t) moves fastest, as late)."""
-    window: Any = None
-    """How long each branch trains from its checkpoint; CBS(t) compares losses at its end. Default: 5 % of the
-    budget, raised to ``window_min_steps`` optimizer steps at the largest branch batch where that is more. The
-    paper's window is 0.33 % of its budget (2 B of 600 B tokens, about 60 steps at its largest batch) and it
-    warns that longer windows read larger CBS; a tiny budget cannot be that local and still let the largest
-    branch take enough steps to move, hence the floor."""
-    window_min_steps: int = field(default=8, metadata=check(at_least(1)))
-    """The fewest optimizer steps the largest branch batch takes in a window: fewer, and its loss after the
-    window says more about its first steps at a new LR than about its batch (``--dry-run`` warns)."""
-    batch_sizes: Optional[list] = None
-    """The branches' batches, each larger than the trunk's. Default: ``search.batch_sizes`` above the trunk's.
-    Powers of two: the multipliers k are 2, 4, 8, … (the paper's are linear, 1…8; CBS(t) is reported as the
-    interval [k*·B, next·B] either way)."""
-    alphas: Optional[list] = None
-    """LR-scaling exponents each branch tries, its best counting. Default: [0.5] alone, the paper's √k·η with
-    no sweep. More than one is a deviation (the report says so): the min over noisy runs and an LR search the
-    trunk never gets both push CBS(t) up."""
-    tolerance: Optional[float] = field(default=None, metadata=check(within(0, 1, ends="[)")))
-    """ε: a branch recovers when its loss is at most each smaller batch's (the trunk's included) + ε. Default
-    0.01 in loss units (nats), the paper's; with ``tolerance_relative`` a fraction of that loss instead. For a
-    loss metric it is ``search.tolerance`` too, in ``search.tolerance_unit`` (one tolerance: ``spec.tolerance``)."""
-    tolerance_relative: bool = False
-    """Read ``tolerance`` as relative (loss ≤ reference × (1 + ε)), the pre-paper rule; default absolute (with a
-    loss metric, ``search.tolerance_unit: relative`` says the same)."""
-    repeats: int = field(default=1, metadata=check(a_count(MAX_REPEATS)))
-    """Runs per (checkpoint, batch), each with another seed's data order from the checkpoint, the trunk's own
-    continuation included (at its batch): each comparison then has a standard error, and the close-call rule
-    uses it."""
-    optimizer_state: Literal["keep", "reset"] = "keep"
-    """What a branch takes of the trunk's Adam state: ``keep`` its moments and step count (the paper's), or
-    ``reset`` them (fresh moments and bias correction). docs/branch-mode.md has the measurement."""
-    loss: Literal["eval", "train_ema"] = "eval"
-    """The loss compared: ``eval`` (the fixed eval set at exactly t + Δ) or ``train_ema`` (the paper's training
-    loss smoothed by an EMA with α = 0.5 per optimizer step)."""
-    schedule_rule: Literal["once_per_crossing", "while_safe", "fitted", "seesaw"] = "fitted"
-    """How the recommended schedule grows (default ``fitted``, chosen by issue 50's development run:
-    BENCHMARKS.md#branch-mode-and-the-schedule):
-    ``once_per_crossing`` doubles the batch once at each checkpoint where
-    CBS(t) reaches twice it (the paper's: 8 → 16 at the first such point, → 32 at a later one);
-    ``while_safe`` (the rule before issue 37) doubles again at the same checkpoint while the branch at the
-    doubled batch itself passed, not a close call (8 → 32 at one checkpoint); ``fitted`` one batch below a power
-    law in samples fitted through the resolvable points, switching where it crosses the next batch, never above
-    the CBS measured at a checkpoint; ``seesaw`` a doubling wherever the trunk's LR decay would halve the LR
-    (Meterez et al. 2025), capped by the measured CBS (docs/branch-mode.md)."""
-    seesaw_start: Literal["cbs", "tuned", "trunk"] = "cbs"
-    """Where ``schedule_rule: seesaw`` starts (issue 60; Seesaw starts from the batch one would train at): ``cbs``,
-    the CBS at the first resolvable checkpoint; ``tuned``, the best tuned fixed batch at the budget (the
-    from-scratch search of ``controls_from``: its lowest loss; ``cbs`` where there is none); ``trunk``, the
-    trunk's batch (the rule before issue 60). The default is provisional: development runs choose it before the
-    validation."""
-    seesaw_first_doubling: float = field(default=0.0, metadata=check(within(0, 1, ends="[)")))
-    """``schedule_rule: seesaw``'s late switch: no doubling before this fraction of the budget (the halvings
-    before it are taken there); 0: none."""
-    validate_schedule: bool = False
-    """After the branches: train the recommended batch-size schedule for the whole budget against fixed-batch
-    controls (the small batch, the large one the schedule reaches, the iso-step batches), each on
-    ``validation_seeds`` seeds, and read the fixed-batch frontier (``--validate-schedule`` sets it)."""
-    validation_seeds: int = field(default=5, metadata=check(a_count(MAX_REPEATS)))
-    """Seeds per run of the schedule's validation (the schedule and every control), held out from the trunk's
-    (seed offsets 1…n): the paired tests read them seed by seed."""
-    controls_from: str = "none"
-    """Where the validation's fixed-batch controls take their configuration (alpha, warmup): ``none``, the trunk's
-    (alpha 0.5 by default, the trunk's warmup and LR schedule); a from-scratch search's experiment (its path, or
-    its folder's name in ``storage_path``) at the same budget: each control batch that search completed trains
-    at its best configuration there, on its own LR schedule, the rest at the trunk's; ``scratch``: that
-    from-scratch search run as a stage of this experiment, before the validation (``methods.branch.search``;
-    resumed like every stage). A named
-    experiment that is missing, is not a from-scratch search or ran another budget is an error before anything
-    trains; without ``validate_schedule`` the value is unused, and the plan says so (a warning)."""
-    frontier: Literal["grid", "dense"] = "grid"
-    """The validation's fixed batches: ``grid``, the schedule's own (its first and largest batch, the powers of two
-    around its iso-step batch, twice its largest); ``dense``, batches √2 apart around B* (the best tuned fixed batch,
-    the trunk's batch without one) from the smaller of B*/2 and the trunk's batch to twice the larger of B* and
-    the largest branch batch, with every branch batch, each rounded to a batch that divides
-    ``training.eval_every_samples`` (a power-of-two
-    cadence leaves batches 2× apart), the same for every rule; a batch the from-scratch search did not train takes
-    the configuration interpolated in log B between its tuned neighbours. ``dense`` trains about twice the
-    controls."""
-
-
-@dataclass
 class GenerationSpec:
     """How a seq2seq model writes its evaluation targets for ``search.metric: bleu`` (not used otherwise):
     greedy by default, as cheap as BLEU gets, and the same for every batch size."""
@@ -527,8 +436,10 @@ class SearchSpec:
     search: SearchSection = field(default_factory=SearchSection)
     generation: GenerationSpec = field(default_factory=GenerationSpec)
     asha: AshaSpec = field(default_factory=AshaSpec)
-    branch: BranchSpec = field(default_factory=BranchSpec)
-    ladder: LadderSpec = field(default_factory=LadderSpec)
+    method_sections: dict[str, Any] = field(default_factory=default_sections)
+    """Each registered method's own section by its key (``branch``, ``ladder``: ``spec.sections``), read with
+    ``section``; in the YAML and ``cbs_spec.json`` each is a key of the spec's own, here between ``asha`` and
+    ``resources``."""
     resources: ResourcesSpec = field(default_factory=ResourcesSpec)
     tracking: TrackingSpec = field(default_factory=TrackingSpec)
     storage_path: str = "~/ray_results"
@@ -536,6 +447,13 @@ class SearchSpec:
     output_dir: Optional[str] = None
     """Where the report goes (default ./cbs_results/<name> for a from-scratch search, ./cbs_results/<name>-branch
     and ./cbs_results/<name>-ladder for the other methods, so that one never clears another's report)."""
+
+    def section(self, key: str) -> Any:
+        """The search method's section ``key`` (its settings dataclass, defined in its folder); a method registered
+        after this spec was built gets its section's defaults."""
+        if key not in self.method_sections:
+            self.method_sections[key] = section_classes()[key]()
+        return self.method_sections[key]
 
     # ---- derived values (valid only after validate()) -------------------------------------------
     @property
@@ -553,7 +471,7 @@ class SearchSpec:
     def results_dir(self) -> Path:
         """``output_dir``, else the method's own folder (``records.meta.default_report_dir``), its parents resolved
         but not the folder itself: a symbolic link planted there is seen, and refused, by the report's writer
-        (``report.folder``, issue 47), not followed."""
+        (``report.folder``), not followed."""
         if self.output_dir:
             return expand_user(self.output_dir, "output_dir").resolve()
         folder = default_report_dir(self.name, self.search.method)

@@ -1,4 +1,4 @@
-"""One tolerance (issue 50): what "as good as the best" means, for the from-scratch search's turning point and
+"""One tolerance: what "as good as the best" means, for the from-scratch search's turning point and
 for branch mode's ε alike, and how a headline says it in the metric's own units.
 
 ``search.tolerance_unit``:
@@ -7,10 +7,10 @@ for branch mode's ε alike, and how a headline says it in the metric's own units
   ``loss`` in its name and mode min) takes an absolute tolerance in nats, 0.01 by default, the paper's ε (Merrill
   et al. 2025); any other metric (accuracy, BLEU, perplexity, F1) a relative one, 1 % of the best by default.
 - ``nats``: absolute, in nats (a loss metric only).
-- ``relative``: a fraction of the best (the rule before issue 50).
+- ``relative``: a fraction of the best (the earlier rule).
 
 For a loss metric the turning point's ``search.tolerance`` and branch mode's ``branch.tolerance`` are one number in
-one unit: either may be set, the other takes it; both set to different values is an error. Before issue 50 the
+one unit: either may be set, the other takes it; both set to different values is an error. Before the unit the
 search read a loss to 1 % of itself (≈ 0.055 nats at a loss of 5.5) while branch mode read it to 0.01 nats, and
 the two called the same batch free and not free. For other metrics branch mode's ε stays its own: branch mode
 always compares losses.
@@ -22,15 +22,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from cbs_ray.spec.errors import SpecError
 
-if TYPE_CHECKING:  # a type only: the readers (analysis) import this module without the schema's imports
-    from cbs_ray.spec.schema import SearchSpec
-
 __all__ = ["AUTO", "NATS", "RELATIVE", "DEFAULT_TOLERANCE", "Tolerance", "as_recorded", "is_loss_metric",
-           "resolve_tolerances", "spec_tolerances", "unit_of_record", "within_text"]
+           "resolve_tolerances", "unit_of_record", "within_text"]
 
 AUTO, NATS, RELATIVE = "auto", "nats", "relative"
 DEFAULT_TOLERANCE = 0.01
@@ -53,7 +50,8 @@ def within_text(value: float, unit: str, *, of: str = "the best") -> str:
 
 
 def unit_of_record(recorded: Optional[str]) -> str:
-    """The unit an experiment's metadata records; none recorded: relative (every experiment before issue 50)."""
+    """The unit an experiment's metadata records; none recorded: relative (every experiment before the unit was
+    recorded)."""
     return recorded if recorded in (NATS, RELATIVE) else RELATIVE
 
 
@@ -112,16 +110,9 @@ def resolve_tolerances(*, metric: str, mode: str, unit: str = AUTO, search_toler
     return shared, shared
 
 
-def spec_tolerances(spec: SearchSpec) -> tuple[Tolerance, Tolerance]:
-    """``resolve_tolerances`` of a spec's ``search`` and ``branch`` sections."""
-    s, b = spec.search, spec.branch
-    return resolve_tolerances(metric=s.metric, mode=s.mode, unit=s.tolerance_unit, search_tolerance=s.tolerance,
-                              branch_tolerance=b.tolerance, branch_relative=b.tolerance_relative)
-
-
 def as_recorded(raw_spec: dict, recorded_unit: Optional[str], loss_epsilon: bool) -> dict:
     """A stored spec (``cbs_spec.json``'s ``spec``) as its experiment ran, for ``--resume``: one written before
-    issue 50 (no ``tolerance_unit`` recorded) read its turning point relative, and its branch mode's ε on its own,
+    the unit was recorded (no ``tolerance_unit``) read its turning point relative, and its branch mode's ε on its own,
     so a from-scratch (or ladder) spec gets ``tolerance_unit: relative`` and a branch spec (``loss_epsilon``: its
     method's answer reads ε, ``MethodEntry.loss_epsilon``) drops the turning point's tolerance it never used (the old
     spec wrote the default 0.01 out, which would otherwise contradict a ``branch.tolerance`` set apart). A spec that

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Sequence
 
 from cbs_ray.records.meta import FORMAT, ExperimentMeta
-from cbs_ray.records.method_registry import method_entry
 from cbs_ray.report.methods import report_steps
 from cbs_ray.report.reading import Reading, report_and_summary_line
 from cbs_ray.sources.object_checks import objects_meta
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import spec_to_dict
 from cbs_ray.spec.resolve import apply_batch_grid
+from cbs_ray.spec.rules import refuse_what_the_method_cannot_do
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.trial_plans import SearchedPlans, TrialPlans
 from cbs_ray.tune.owner import experiment_owner
@@ -88,7 +88,7 @@ class ExperimentLauncher:
         first_stage, first_path = first
         name = f"{Path(first_path).name}-{stage}"
         path = f"{self.spec.storage_uri.rstrip('/')}/{name}"
-        meta = ExperimentMeta.from_dict({**ExperimentMeta.read(first_path).to_dict(), **_fields(launch, name, path)})
+        meta = ExperimentMeta.read(first_path).updated(_fields(launch, name, path))
         earlier = [(n, e) for n, e in meta.stage_record(first_stage, first_path) if n != stage]
         meta.stages = [{"name": n, "experiment": e} for n, e in [*earlier, (stage, path)]]
         meta.write(first_path)
@@ -207,9 +207,7 @@ def run_method(method: SearchMethod, spec: SearchSpec, prepared: Prepared, *, pr
     outline is printed and checked before Ray starts; with one (``batch_sizes: auto``, a method whose registry entry
     takes it: ``prepared`` is the probe's) the probe runs first in the same Ray session, then the search's own data
     are prepared on the grid it chose and the outline printed."""
-    if probe is not None and not method_entry(method.name).auto_batches:
-        raise SpecError(f"search.batch_sizes: auto is not available with search.method {method.name}; list the "
-                        f"batch sizes")
+    refuse_what_the_method_cannot_do(method.name, auto_batch_sizes=probe is not None, study=False)
     if probe is None:
         method.check(spec, prepared)
         for line in method.outline_lines(spec, prepared):
@@ -267,7 +265,7 @@ def finish(method: SearchMethod, spec: SearchSpec, path: str, out: Path) -> Sear
     steps = report_steps(method.name)
     reading = steps.summarize(path, ExperimentMeta.read(path))
     page = steps.render(reading, out)
-    # The answer first (README: "the first line is the answer"), then what it rests on (issue 47).
+    # The answer first (README: "the first line is the answer"), then what it rests on.
     lines = [*reading.headline(), *steps.run_lines(reading), report_and_summary_line(page, out, path)]
     print("\n".join(lines), flush=True)
     attach_to_trackers(spec, path, out, _answer_record(reading), reading.headline())

@@ -1,4 +1,4 @@
-"""``cbs-ray plan --space SPACE --full-budget-tokens T``: one decision for the run you will train (issue 59).
+"""``cbs-ray plan --space SPACE --full-budget-tokens T``: one decision for the run you will train.
 
 Given the full run's budget in tokens, the plan sets D = T tokens in samples of the spec's tokens per sample
 (rounded down to a whole number of ``training.eval_every_samples``, as ``training.budget_tokens`` is; refused where
@@ -167,7 +167,6 @@ def _parse(argv: Optional[list[str]], prog: str) -> argparse.Namespace:
 
 def _plan(args: argparse.Namespace) -> tuple[SearchSpec, list[str], int]:
     """(the chosen spec at D, the plan's lines, D); ``SpecError`` for a plan that cannot be made."""
-    from cbs_ray.spec.ladder_section import resolve_ladder
     from cbs_ray.tune.prepare import prepare_for_outline, sample_tokens
 
     if args.afford_samples is not None and not (math.isfinite(args.afford_samples) and args.afford_samples >= 1):
@@ -198,7 +197,7 @@ def _plan(args: argparse.Namespace) -> tuple[SearchSpec, list[str], int]:
                      f"x {d} samples (at most; early stopping ends some sooner)")
     else:
         spec = plan_spec(args.space, args.overrides, LADDER, d)
-        ld = resolve_ladder(spec, d, None)
+        ld = spec.section(LADDER).resolve(spec, d, None)  # the ladder's section resolves itself
         most = ld.ladder_samples_at_most
         lines.append(f"plan: runs the ladder (search.method=ladder) with D = {d}: {len(ld.batches)} batches x "
                      f"{ld.seeds} seeds, the smallest to {ld.stop_samples} samples ({ld.stop_samples / d:.3g} of D), "

@@ -28,7 +28,7 @@ def probe_spec(spec: SearchSpec) -> SearchSpec:
     # One trial whatever the search's strategy (a grid would train every alpha × warmup point) and repeats.
     probe.search.strategy, probe.search.early_stopping, probe.search.repeats = "random", False, 1
     probe.search.method = type(spec.search)().method  # the default method: a branch search's probe is one plain trial
-    probe.branch = type(spec.branch)()
+    probe.method_sections = {key: type(section)() for key, section in spec.method_sections.items()}
     probe.training.budget_samples, probe.training.budget_epochs = spec.asha.grace_period_samples, None
     # A token budget's packed texts stay packed in the probe, which trains a sample budget.
     probe.training.budget_tokens, probe.data.packing = None, packing_on(spec)

@@ -1,6 +1,8 @@
 """What every search returns (``run_search``, ``resume_search``, whatever ``search.method``): one
-``SearchResult`` with the headline's answer, the typed summary, the history and where everything is on disk, and
-each method's own readings as properties (no other attribute is forwarded to the summary)."""
+``SearchResult`` with the headline's answer, the method's typed summary (its payload: the type its folder defines,
+written and read there), the history and where everything is on disk, and each built-in method's best-known readings
+as properties read off that summary by name (no other attribute is forwarded to it). This module names no method's
+type: the methods sit above it."""
 
 from __future__ import annotations
 
@@ -11,11 +13,8 @@ from typing import TYPE_CHECKING, Any, Optional
 from cbs_ray.report.reading import Reading
 from cbs_ray.spec.schema import SearchSpec
 
-if TYPE_CHECKING:  # types only (import-linter's exclude_type_checking_imports): the methods sit above the runner
+if TYPE_CHECKING:  # a type only
     import pandas as pd
-
-    from cbs_ray.methods.branch.reading_points import CbsPoint
-    from cbs_ray.methods.ladder.summary import LadderFit, LadderPrediction
 
 __all__ = ["SearchResult"]
 
@@ -45,6 +44,7 @@ class SearchResult:
 
     @property
     def summary(self) -> Any:
+        """The method's own summary (its folder's type; summary.json is its ``to_json``)."""
         return self.reading.summary
 
     @property
@@ -96,7 +96,7 @@ class SearchResult:
 
     # ---- branch mode ------------------------------------------------------------------------------------
     @property
-    def critical_batch_over_training(self) -> tuple[CbsPoint, ...]:
+    def critical_batch_over_training(self) -> tuple[Any, ...]:
         """Branch mode's CBS(t), one typed point per checkpoint (summary.json's ``critical_batch_over_training``)."""
         return self.summary.critical_batch_over_training
 
@@ -111,11 +111,11 @@ class SearchResult:
 
     # ---- the ladder -------------------------------------------------------------------------------------
     @property
-    def prediction(self) -> LadderPrediction:
+    def prediction(self) -> Any:
         """The ladder's prediction at the full budget (its ``to_dict()``: summary.json's ``prediction``)."""
         return self.summary.prediction
 
     @property
-    def ladder(self) -> LadderFit:
+    def ladder(self) -> Any:
         """The ladder's rungs and fits (its ``to_dict()``: summary.json's ``ladder``)."""
         return self.summary.ladder

@@ -65,7 +65,7 @@ def test_a_branch_search_on_objects_cut_by_ctrl_c_resumes_with_the_same_objects(
     path = interrupted(monkeypatch, tmp_path, BRANCH,
                        lambda config, result: config.get("role") == "trunk" and result.get("samples_seen") == 512)
     meta = read_meta(path)
-    assert meta["user_objects"]["model_init"].endswith("gpt2") and not meta.get("schedule_experiment")
+    assert meta["user_objects"]["model_init"].endswith("gpt2") and not meta["method_record"].get("schedule_experiment")
     cut = load_history(path)
     assert cut[cut["role"] == "branch"]["trial_id"].nunique() < 4  # branches were left to run
     result = resumed(path, tmp_path, capsys)
@@ -77,7 +77,7 @@ def test_a_branch_search_on_objects_cut_by_ctrl_c_resumes_with_the_same_objects(
     assert len(ends) == 4 and ((ends["end"] - ends["start"]) == 512).all()
     # The validation, not started when the search was cut, ran after the resume.
     assert set(history["role"]) == {"trunk", "branch", "schedule"}
-    assert read_meta(path)["schedule_experiment"] == result.schedule_experiment_path
+    assert read_meta(path)["method_record"]["schedule_experiment"] == result.schedule_experiment_path
     assert result.answer.batch_size in (8, 16, 32) and (tmp_path / "resumed" / "summary.json").is_file()
 
 

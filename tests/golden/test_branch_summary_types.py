@@ -46,29 +46,29 @@ def test_the_cases_take_the_branches_they_are_named_for():
 
 
 def test_the_recorded_settings_fill_what_an_older_experiment_left_out():
-    from cbs_ray.methods.branch.recorded import BranchRecorded, ScheduleDecided
+    from cbs_ray.methods.branch.recorded import RecordedBranchSettings, ScheduleDecided
     from helpers.branch_history import META
 
     old = {k: v for k, v in META.items() if k not in ("tolerance_relative", "alphas", "deviations", "trunk_peak_lr")}
-    rec = BranchRecorded.from_json(old)
+    rec = RecordedBranchSettings.from_json(old)
     assert (rec.tolerance_relative, rec.schedule_rule, rec.loss, rec.repeats, rec.trunk_alpha, rec.lr_decay) == \
         (True, "while_safe", "eval", 1, 0.5, "linear")
     assert rec.alphas == () and rec.schedule is None and rec.margin == rec.tolerance == 0.01
-    new = BranchRecorded.from_json({**META, "schedule_rule": "fitted", "warmup_fraction": 0.1, "repeats": 3,
+    new = RecordedBranchSettings.from_json({**META, "schedule_rule": "fitted", "warmup_fraction": 0.1, "repeats": 3,
                                     "schedule": {"margin": 0.02, "controls_from": "none", "alpha": 0.5,
                                                  "batch_size_schedule": [[0, 16], [1024, 32]]}})
     assert new.margin == 0.02 and new.schedule == ScheduleDecided([[0, 16], [1024, 32]], 0.5, 0.02, None, "none")
     assert new.tolerance_relative is False and new.alphas == (0.5,) and new.total_steps == 512
-    assert BranchRecorded.from_json(new.to_json()) == new and BranchRecorded.from_json(rec.to_json()) == rec
+    assert RecordedBranchSettings.from_json(new.to_json()) == new and RecordedBranchSettings.from_json(rec.to_json()) == rec
     with pytest.raises(ValueError, match="^trunk_batch, tolerance missing from the branch experiment's metadata$"):
-        BranchRecorded.from_json({k: v for k, v in META.items() if k not in ("trunk_batch", "tolerance")})
+        RecordedBranchSettings.from_json({k: v for k, v in META.items() if k not in ("trunk_batch", "tolerance")})
 
 
 def test_a_recorded_reading_is_the_mapping_s():
-    from cbs_ray.methods.branch.recorded import BranchRecorded
+    from cbs_ray.methods.branch.recorded import RecordedBranchSettings
 
     frame, meta = CASES["controls_from"]
-    assert summarize_branches(frame, BranchRecorded.from_json(meta)).to_json() == \
+    assert summarize_branches(frame, RecordedBranchSettings.from_json(meta)).to_json() == \
         summarize_branches(frame, meta).to_json()
 
 

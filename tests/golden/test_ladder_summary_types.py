@@ -11,7 +11,7 @@ import make_ladder_summaries as made
 import pytest
 
 from cbs_ray.methods.ladder.reading import summarize_ladder
-from cbs_ray.methods.ladder.recorded import LadderRecorded
+from cbs_ray.methods.ladder.recorded import RecordedLadderSettings
 from cbs_ray.methods.ladder.summary import LadderPrediction, LadderSummary, PredictionValidation
 from helpers.tolerant import report_differences
 
@@ -65,14 +65,14 @@ def test_the_cases_take_the_branches_they_are_named_for():
 
 def test_the_recorded_settings_fill_what_an_older_experiment_left_out():
     old = {k: v for k, v in made.META.items() if k not in ("ladder_validate", "max_seq_length", "name")}
-    rec = LadderRecorded.from_json(old)
+    rec = RecordedLadderSettings.from_json(old)
     assert (rec.curve, rec.reading, rec.column, rec.cap, rec.step_count, rec.predict, rec.run_stop) == \
         ("interpolate", "raw", "eval_loss", 1.0, "optimizer", "power_law", 0)
     assert rec.validate is False and rec.lr_warmups is None and rec.tokens is None
-    new = LadderRecorded.from_json({**made.META, "ladder_reading": "ewa", "ladder_step_count": "lr_weighted",
+    new = RecordedLadderSettings.from_json({**made.META, "ladder_reading": "ewa", "ladder_step_count": "lr_weighted",
                                     "ladder_warmup_steps": {"8": 26, "16": 13}, "ladder_predict": "loss"})
     assert new.column == "ewa_eval_loss" and new.lr_warmups == {8: 26, 16: 13} and new.tokens == 32
-    assert LadderRecorded.from_json(new.to_json()) == new and LadderRecorded.from_json(rec.to_json()) == rec
+    assert RecordedLadderSettings.from_json(new.to_json()) == new and RecordedLadderSettings.from_json(rec.to_json()) == rec
     assert "ladder_predict" not in rec.to_json() and new.to_json()["ladder_predict"] == "loss"
     with pytest.raises(ValueError, match="^ladder_seeds, base_lr missing from the ladder experiment's metadata$"):
-        LadderRecorded.from_json({k: v for k, v in made.META.items() if k not in ("ladder_seeds", "base_lr")})
+        RecordedLadderSettings.from_json({k: v for k, v in made.META.items() if k not in ("ladder_seeds", "base_lr")})

@@ -29,8 +29,10 @@ PACKAGE = Path(cbs_ray.__file__).parent
 # the history
 RAY_HALVES = {"search.py", "bisection_search.py", "per_batch_asha.py", "gate.py", "trunk_watch.py", "runs.py",
               "hooks.py"}
+SETTINGS = {"settings.py"}  # a method's spec section and its resolution, which writes the metadata's keys
 READERS = sorted([*(PACKAGE / "analysis").glob("*.py"), *(PACKAGE / "report").glob("*.py"),
-                  *(p for p in (PACKAGE / "methods").glob("*/*.py") if p.name not in RAY_HALVES | {"__init__.py"})])
+                  *(p for p in (PACKAGE / "methods").glob("*/*.py")
+                    if p.name not in RAY_HALVES | SETTINGS | {"__init__.py"})])
 
 # Literals that spell a column's name but are not a column of the history or of the analysis tables.
 NOT_COLUMNS = {

@@ -199,6 +199,9 @@ def test_every_declared_check_has_a_bad_row():
     def declared(section, where):
         for f in dataclasses.fields(section):
             value, path = getattr(section, f.name), f"{where}{f.name}"
+            if f.name == "method_sections":  # the methods' own sections, each a key of the spec's
+                for key, method_section in value.items():
+                    yield from declared(method_section, key + ".")
             if dataclasses.is_dataclass(value):
                 yield from declared(value, path + ".")
             for check in f.metadata.get("checks", ()):
@@ -457,30 +460,20 @@ def test_the_plan_counts_the_repeat_trials():
     assert "repeat" not in outline_lines(load_spec(None, []), 16384)[0]
 
 
-def test_a_sections_rules_follow_the_entry_that_reads_it_not_a_method_name(monkeypatch):
-    """``spec.checks.reads_section``: the ``ladder:`` section's switch needs a method whose registry entry reads that
-    section, whatever its name (a method registered from outside here, for this test only: its modules do not
-    exist); the built-in ones as before."""
-    from cbs_ray.records import method_registry
-    from cbs_ray.records.method_registry import MethodEntry, register_method
+def test_a_sections_rules_follow_the_entry_that_reads_it_not_a_method_name():
+    """``spec.checks.reads_section``: a section's switches need the method whose registry entry reads that section
+    (``MethodEntry.section``), for the built-in ones as for a registered one (``tests/spec/test_method_sections.py``)."""
     from cbs_ray.spec.checks import reads_section
 
-    monkeypatch.setattr(method_registry, "_REGISTRY", dict(method_registry._REGISTRY))  # restored after the test
-    register_method(MethodEntry("ladder_reader", "-ladder_reader", "m", "m", fixed_grid=True, supports_study=False,
-                                auto_batches=False, section="ladder"))
-    for method, branch, ladder in [("scratch", False, False), ("branch", True, False), ("ladder", False, True),
-                                   ("ladder_reader", False, True)]:
+    for method, branch, ladder in [("scratch", False, False), ("branch", True, False), ("ladder", False, True)]:
         spec = SearchSpec()
         spec.search.method = method
-        assert (reads_section(spec, spec.branch), reads_section(spec, spec.ladder)) == (branch, ladder), method
+        read = (reads_section(spec, spec.section("branch")), reads_section(spec, spec.section("ladder")))
+        assert read == (branch, ladder), method
     with pytest.raises(SpecError, match="ladder.validate: validates the ladder's prediction; set search.method"):
         load_spec(None, ["ladder.validate=true"])
     with pytest.raises(SpecError, match="search.strategy: grid with search.grid_points=3"):  # the ladder's own rule
-        load_spec(None, ["search.method=ladder_reader", "search.strategy=grid", "search.grid_points=3",
-                   "search.early_stopping=false"])
+        load_spec(None, ["search.method=ladder", "search.strategy=grid", "search.grid_points=3",
+                   "search.early_stopping=false", "search.batch_sizes=[8, 16, 32, 64]"])
     with pytest.raises(SpecError, match="branch.validate_schedule: validates the schedule"):
-        load_spec(None, ["search.method=ladder_reader", "branch.validate_schedule=true"])
-    register_method(MethodEntry("no_such_section", "-nss", "m", "m", section="tuning"))
-    with pytest.raises(SpecError, match="^search.method: no_such_section's registry entry reads the section 'tuning',"
-                                        " which a spec does not have; register"):
-        load_spec(None, ["search.method=no_such_section"])
+        load_spec(None, ["search.method=ladder", "branch.validate_schedule=true", "search.batch_sizes=[8, 16, 32, 64]"])

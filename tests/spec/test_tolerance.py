@@ -10,8 +10,8 @@ import pytest
 from cbs_ray.cli import main
 from cbs_ray.maths.bisection import Bisection, Run
 from cbs_ray.maths.halving import SynchronousHalving
+from cbs_ray.methods.branch.settings import resolve_branch_settings
 from cbs_ray.methods.scratch.reading import summarize
-from cbs_ray.spec.branch_section import resolve_branching
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
 from cbs_ray.spec.tolerance import (
@@ -54,7 +54,7 @@ def test_a_loss_metric_shares_one_tolerance_either_side_may_set():
 def test_the_spec_resolves_it_for_the_search_and_for_branch_mode():
     spec = load_spec("search_spaces/markov_lm.yaml", ["search.method=branch", "branch.tolerance=0.02"])
     assert spec.search.tolerance is None and spec.search.tolerance_unit == "auto"
-    br = resolve_branching(spec, 1 << 16)
+    br = resolve_branch_settings(spec, 1 << 16)
     assert br.tolerance == 0.02 and br.tolerance_relative is False
     with pytest.raises(SpecError, match="one tolerance"):
         load_spec("search_spaces/markov_lm.yaml", ["search.tolerance=0.05", "branch.tolerance=0.02"])
@@ -126,7 +126,7 @@ def test_a_spec_stored_before_the_unit_resumes_as_it_ran():
     with pytest.raises(SpecError, match="one tolerance"):
         spec_from_dict(old)
     branch = spec_from_dict(as_recorded(old, None, method_entry("branch").loss_epsilon))
-    assert resolve_branching(branch, 1 << 16).tolerance == 0.15
+    assert resolve_branch_settings(branch, 1 << 16).tolerance == 0.15
     scratch = spec_from_dict(as_recorded({**old, "branch": {}, "search": {**old["search"], "method": "scratch"}},
                                          None, method_entry("scratch").loss_epsilon))
     assert scratch.search.tolerance_unit == "relative"

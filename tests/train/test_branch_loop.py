@@ -16,7 +16,7 @@ import pytest
 
 from cbs_ray.methods.branch.hooks import StartsFromCheckpoint
 from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, schedule_config, trunk_config
-from cbs_ray.spec.branch_section import resolve_branching
+from cbs_ray.methods.branch.settings import resolve_branch_settings
 from cbs_ray.spec.load import load_spec
 from cbs_ray.train.checkpoint import STATE_FILE, TRUNK_DONE
 from cbs_ray.train.config import TrialConfig
@@ -47,7 +47,7 @@ def search():
 def trial(search, config: dict) -> TrialConfig:
     """The trial of the branch-mode point ``config``, with the plan the driver builds for it."""
     spec, _, budget, model_config = search
-    plan = branch_run_plan(spec, resolve_branching(spec, budget), config)
+    plan = branch_run_plan(spec, resolve_branch_settings(spec, budget), config)
     return TrialConfig.for_plan(spec, plan, budget_samples=budget, model_config=model_config)
 
 
@@ -72,7 +72,7 @@ class KeepingAt192(RecordingSession):
 def trunk(search, tmp_path_factory):
     """The trunk, trained once: (its config, its session, its checkpoint directory)."""
     directory = tmp_path_factory.mktemp("branch") / "checkpoints"
-    cfg = trial(search, trunk_config(resolve_branching(search[0], search[2]), str(directory)))
+    cfg = trial(search, trunk_config(resolve_branch_settings(search[0], search[2]), str(directory)))
     session = KeepingAt192()
     session.kept = directory.parent / "kept_at_192"
     return cfg, train(search, cfg, session), directory
@@ -101,7 +101,7 @@ def test_the_trunk_saves_at_every_branch_point_reports_at_every_point_and_marks_
 
 def test_a_branch_at_the_trunks_own_batch_reproduces_the_trunk(search, trunk):
     """Same weights, optimizer state, LR and data from the checkpoint at 128: the trunk's loss at 128 + 64.
-    resolve_branching refuses such a branch, so its plan is built from the trunk's."""
+    resolve_branch_settings refuses such a branch, so its plan is built from the trunk's."""
     cfg, whole, directory = trunk
     own = dataclasses.replace(cfg.plan, batch_schedule=((128, 8),), start_samples=128, stop_samples=192,
                               report_at=(192,), noise_scale_off="not measured",
@@ -119,7 +119,7 @@ def test_a_branch_at_the_trunks_own_batch_reproduces_the_trunk(search, trunk):
 def test_a_branch_at_twice_the_batch_takes_half_the_steps_at_the_planned_lr(search, trunk):
     _, _, directory = trunk
     spec, _, budget, _ = search
-    (config,) = [c for c in branch_configs(resolve_branching(spec, budget), str(directory))
+    (config,) = [c for c in branch_configs(resolve_branch_settings(spec, budget), str(directory))
                  if c["start_samples"] == 128 and c["log2_batch"] == 4 and c["alpha"] == 1.0]
     cfg = trial(search, config)
     (report,) = train(search, cfg).reports
@@ -142,7 +142,7 @@ def test_a_branch_at_twice_the_batch_takes_half_the_steps_at_the_planned_lr(sear
 
 def test_a_one_entry_schedule_trains_exactly_as_the_trunk(search, trunk):
     cfg, whole, _ = trunk
-    br = resolve_branching(search[0], search[2])
+    br = resolve_branch_settings(search[0], search[2])
     schedule = train(search, trial(search, schedule_config(br, [[0, 8]], br.trunk_alpha)))
     assert [r["samples_seen"] for r in schedule.reports] == [256, 512]
     for report in schedule.reports:
@@ -153,7 +153,7 @@ def test_a_one_entry_schedule_trains_exactly_as_the_trunk(search, trunk):
 
 def test_a_two_step_schedule_takes_the_steps_it_implies(search, trunk):
     _, whole, _ = trunk
-    br = resolve_branching(search[0], search[2])
+    br = resolve_branch_settings(search[0], search[2])
     cfg = trial(search, schedule_config(br, [[0, 8], [256, 16]], 1.0))
     reports = train(search, cfg).reports
     # 256 samples at 8 (32 steps), then 256 at 16 (16 steps): 48 steps where the trunk takes 64.
@@ -170,7 +170,7 @@ def test_a_two_step_schedule_takes_the_steps_it_implies(search, trunk):
 
 def test_a_branch_whose_checkpoint_never_comes_fails_once_the_trunk_is_done(search, tmp_path):
     spec, _, budget, _ = search
-    config = branch_configs(resolve_branching(spec, budget), str(tmp_path))[0]
+    config = branch_configs(resolve_branch_settings(spec, budget), str(tmp_path))[0]
     (tmp_path / TRUNK_DONE).write_text("64\n")
     with pytest.raises(RuntimeError, match=r"the trunk ended without its checkpoint .*samples_128/state.pt"):
         train(search, trial(search, config))
@@ -206,7 +206,7 @@ def test_a_diverging_trunk_marks_its_end_and_its_branches_fail_instead_of_waitin
                                       "training.weight_decay=0.0"])
     prepared = prepare(spec)
     data, budget, model_config = prepared.data, prepared.budget_samples, prepared.model_config
-    br = resolve_branching(spec, budget)
+    br = resolve_branch_settings(spec, budget)
     cfg = TrialConfig.for_plan(spec, branch_run_plan(spec, br, trunk_config(br, str(tmp_path))),
                                budget_samples=budget, model_config=model_config)
     session = RecordingSession()

@@ -73,4 +73,4 @@ def test_the_sharded_average_of_a_plain_model_follows_the_polynomial_decay():
 def test_an_ewa_ladder_under_fsdp_is_a_valid_spec():
     spec = load_spec(None, GPT2 + ["training.parallelism=fsdp", "search.method=ladder", "search.batch_sizes=[4, 8, 16, 32]",
                                    "training.budget_samples=4096", "search.num_trials=4"])
-    assert spec.ladder.reading == "ewa"
+    assert spec.section("ladder").reading == "ewa"

@@ -10,7 +10,7 @@ import torch
 
 from cbs_ray.methods.branch.hooks import StartsFromCheckpoint
 from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, trunk_config
-from cbs_ray.spec.branch_section import resolve_branching
+from cbs_ray.methods.branch.settings import resolve_branch_settings
 from cbs_ray.spec.load import load_spec
 from cbs_ray.train.config import TrialConfig
 from cbs_ray.tune.api import prepare
@@ -30,7 +30,7 @@ def _runs(parallelism: str, directory: str) -> dict:
 
     spec = load_spec(str(SEARCH_SPACES / "tiny_causal_lm.yaml"), SHRUNK + [f"training.parallelism={parallelism}"])
     ready = prepare(spec)
-    branching = resolve_branching(spec, ready.budget_samples)
+    branching = resolve_branch_settings(spec, ready.budget_samples)
 
     def trial(config: dict) -> TrialConfig:
         return TrialConfig.for_plan(spec, branch_run_plan(spec, branching, config), budget_samples=ready.budget_samples,

@@ -7,8 +7,8 @@ import pytest
 
 from cbs_ray.methods.branch.runs import validation_configs
 from cbs_ray.methods.branch.search import branch_search_samples, scratch_search_samples
+from cbs_ray.methods.branch.settings import resolve_branch_settings
 from cbs_ray.search import main
-from cbs_ray.spec.branch_section import resolve_branching
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
 
@@ -119,7 +119,7 @@ def test_dry_run_prints_the_branch_plan_and_its_cost(capsys):
 
 def test_geometric_checkpoints_and_the_new_rules_in_the_plan(capsys):
     # 1/32 … 1/2 of 8192: 256, 512, 1024, 2048, 4096 (whole batches of the largest branch batch, 64)
-    br = resolve_branching(load_spec(LM, BRANCH + ["branch.checkpoints=geometric"]), 8192)
+    br = resolve_branch_settings(load_spec(LM, BRANCH + ["branch.checkpoints=geometric"]), 8192)
     assert br.checkpoints == (256, 512, 1024, 2048, 4096)
     for rule, words in (("fitted", "one batch below a power law fitted to CBS(t)"),
                         ("seesaw", "a doubling wherever the trunk's LR decay would halve the LR")):
@@ -129,17 +129,17 @@ def test_geometric_checkpoints_and_the_new_rules_in_the_plan(capsys):
 
 
 def test_samples_of_branch_and_scratch_searches():
-    br = resolve_branching(load_spec(LM, BRANCH), 8192)  # 16, 32, 64; window 512
+    br = resolve_branch_settings(load_spec(LM, BRANCH), 8192)  # 16, 32, 64; window 512
     assert branch_search_samples(br) == 8192 + 3 * 3 * 512 == 12800
     assert branch_search_samples(br, validate_schedule=True) == 12800 + 5 * 5 * 8192
     assert scratch_search_samples(br) == 8192 * (1 + 3) == 32768
     # Repeats: every batch on 3 seeds, and the trunk's continuation on 2 more, from each checkpoint.
-    br = resolve_branching(load_spec(LM, BRANCH + ["branch.repeats=3"]), 8192)
+    br = resolve_branch_settings(load_spec(LM, BRANCH + ["branch.repeats=3"]), 8192)
     assert branch_search_samples(br) == 8192 + 3 * (3 * 3 + 2) * 512
 
 
 def test_validation_seeds_are_held_out_from_the_trunk_s():
-    br = resolve_branching(load_spec(LM, BRANCH), 8192)  # the trunk: seed offset 0
+    br = resolve_branch_settings(load_spec(LM, BRANCH), 8192)  # the trunk: seed offset 0
     configs = validation_configs(br, [[0, 8], [1024, 16]], 0.5, [("small", 8), ("large", 16)])
     assert sorted({c["seed_offset"] for c in configs}) == [1, 2, 3, 4, 5]  # 5 validation seeds, none the trunk's
     # Every kind on every seed, the small batch included (its seed 0 was the trunk before issue 37).
@@ -176,7 +176,7 @@ def test_each_run_says_what_it_does_through_its_plan_and_hooks_not_its_role():
     from cbs_ray.train.run_plan import scratch_run_plan
 
     spec = load_spec(LM, BRANCH)
-    br = resolve_branching(spec, 8192)
+    br = resolve_branch_settings(spec, 8192)
     runs = {"trunk": trunk_config(br, "/tmp/x"), "branch": branch_configs(br, "/tmp/x")[0],
             "schedule": validation_configs(br, [[0, 8], [1024, 16]], 0.5, [("small", 8)])[0]}
     plans = {role: branch_run_plan(spec, br, point) for role, point in runs.items()}
@@ -200,7 +200,7 @@ def test_probe_of_a_branch_spec_is_a_plain_trial():
     from cbs_ray.tune.probe import probe_spec
 
     probe = probe_spec(load_spec(LM, BRANCH + ["branch.validate_schedule=true"]))
-    assert probe.search.method == "scratch" and not probe.branch.validate_schedule
+    assert probe.search.method == "scratch" and not probe.section("branch").validate_schedule
 
 
 def test_branch_mode_on_objects_needs_model_init_to_rebuild_one_architecture():
@@ -238,7 +238,7 @@ def test_the_gpu_branch_space_gives_every_branch_the_step_floor():
     from cbs_ray.methods.branch.search import branch_outline_lines
 
     spec = load_spec("search_spaces/gpt2_small_branch_gpu.yaml")
-    br = resolve_branching(spec, 262144, 1024)
+    br = resolve_branch_settings(spec, 262144, 1024)
     assert br.branch_batches == (128, 256, 512) and br.alphas == (0.5,) and br.tolerance == 0.01
     assert br.window_steps_at_largest >= br.window_min_steps == 8  # 12800 samples: 25 steps at 512
     lines = branch_outline_lines(spec, br)
@@ -260,13 +260,13 @@ def test_the_progress_display_reads_every_runs_span_off_its_plan():
     ladder run to its own stop (2·D with ladder.validate)."""
     from cbs_ray.methods.branch.search import search_plans, validation_plans
     from cbs_ray.methods.ladder.search import ladder_plans
-    from cbs_ray.spec.ladder_section import resolve_ladder
+    from cbs_ray.methods.ladder.settings import resolve_ladder
     from cbs_ray.train.trial_plans import SearchedPlans
     from cbs_ray.tune.runner import progress_display
 
     spec = load_spec(LM, BRANCH)
     budget = spec.training.budget_samples
-    br = resolve_branching(spec, budget)
+    br = resolve_branch_settings(spec, budget)
     plans = search_plans(spec, br, "/x")
     span = progress_display(spec, budget, 3, plans).span_of
     trunk, *branches = plans.points
@@ -301,12 +301,12 @@ def test_a_resumed_branch_search_rebuilds_the_plans_its_trials_were_started_with
 
     spec = load_spec(LM, BRANCH + ["branch.repeats=2", "branch.validation_seeds=2"])
     budget = spec.training.budget_samples
-    started = search_plans(spec, resolve_branching(spec, budget), "/ray/exp/trunk_checkpoints")
-    rebuilt = search_plans(spec, resolve_branching(spec, budget), "/ray/exp/trunk_checkpoints")
+    started = search_plans(spec, resolve_branch_settings(spec, budget), "/ray/exp/trunk_checkpoints")
+    rebuilt = search_plans(spec, resolve_branch_settings(spec, budget), "/ray/exp/trunk_checkpoints")
     assert started == rebuilt and all(rebuilt.plan(point) == plan for point, (_, plan) in
                                       zip(started.points, started.runs))
     schedule = ((0, 16), (budget // 4, 32))
-    br = resolve_branching(spec, budget)
+    br = resolve_branch_settings(spec, budget)
     first = validation_plans(spec, br, schedule, 0.5)
     recorded = json.loads(json.dumps({"batch_size_schedule": [list(p) for p in schedule], "alpha": 0.5}))
     again = validation_plans(spec, br, recorded["batch_size_schedule"], recorded["alpha"])
@@ -326,5 +326,5 @@ def test_a_schedule_is_validated_unless_it_repeats_the_trunk_s_control(schedule,
     from cbs_ray.methods.branch.search import _repeats_the_trunk
 
     spec = load_spec(LM, [*BRANCH, "branch.trunk_batch_size=8", f"branch.controls_from={controls_from}"])
-    br = resolve_branching(spec, spec.training.budget_samples)
+    br = resolve_branch_settings(spec, spec.training.budget_samples)
     assert _repeats_the_trunk(spec, br, schedule) is repeats

@@ -44,7 +44,7 @@ def test_an_experiment_written_before_the_stage_record_reads_it_from_its_old_fie
     assert _meta().stage_record("search", "/now/e") == [("search", "/now/e")]
     assert _meta(repeats_experiment="/r/e-repeats").stage_record("search", "/now/e") == [
         ("search", "/now/e"), ("repeats", "/r/e-repeats")]
-    assert _meta(schedule_experiment="/r/e-schedule").stage_record("search", "/e") == [
+    assert _meta(method_record={"schedule_experiment": "/r/e-schedule"}).stage_record("search", "/e") == [
         ("search", "/e"), ("schedule", "/r/e-schedule")]
     # the record itself wins, and its first experiment is where the experiment is now (it may have moved)
     recorded = [{"name": "search", "experiment": "/then/e"}, {"name": "repeats", "experiment": "/then/e-repeats"}]

@@ -17,7 +17,7 @@ from cbs_ray.methods.branch.fair_controls import (
     validation_controls,
 )
 from cbs_ray.methods.branch.runs import TUNED, branch_run_plan, validation_configs
-from cbs_ray.spec.branch_section import resolve_branching
+from cbs_ray.methods.branch.settings import resolve_branch_settings
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec
 
@@ -96,7 +96,7 @@ def test_controls_from_without_the_validation_is_said_to_be_ignored(storage, val
 
 def test_a_tuned_control_trains_on_its_own_lr_schedule(storage):
     spec = load_spec(LM, ["search.method=branch", f"storage_path={storage}", f"branch.controls_from={SCRATCH}"])
-    br = resolve_branching(spec, BUDGET)
+    br = resolve_branch_settings(spec, BUDGET)
     chosen = chosen_controls(spec, br, [[0, 16], [1024, 512]], alpha=0.5)
     source, controls, configs, tuned = chosen.source, chosen.controls, chosen.configurations, chosen.tuned
     assert controls == [("small", 16), ("large", 512), ("iso_steps", 256), ("above", 1024)]  # the grid (branch.frontier's default)
@@ -131,7 +131,7 @@ def test_the_dense_frontier_is_the_same_set_for_every_rule(rule, schedule, names
     spec = load_spec("search_spaces/markov_lm.yaml", ["search.method=branch", "branch.frontier=dense",
                                                       "branch.trunk_batch_size=16", "branch.batch_sizes=[32,64,128]",
                                                       f"branch.schedule_rule={rule}"])
-    br = resolve_branching(spec, spec.training.budget_samples)
+    br = resolve_branch_settings(spec, spec.training.budget_samples)
     best = {16: {"excess_loss": 0.30}, 32: {"excess_loss": 0.25}, 64: {"excess_loss": 0.21},
             128: {"excess_loss": 0.24}}
     controls = validation_controls(spec, br, schedule, best)
@@ -150,7 +150,7 @@ def test_the_dense_frontier_s_controls_are_recorded_and_train_on_whole_reports()
     spec = load_spec("search_spaces/markov_lm.yaml", ["search.method=branch", "branch.frontier=dense",
                                                       "branch.trunk_batch_size=16", "branch.batch_sizes=[32,64,128]",
                                                       "branch.validation_seeds=2"])
-    br = resolve_branching(spec, spec.training.budget_samples)
+    br = resolve_branch_settings(spec, spec.training.budget_samples)
     best = {b: {"alpha": 0.5, "warmup_fraction": 0.05, "excess_loss": loss}
             for b, loss in ((16, 0.3), (32, 0.25), (64, 0.21), (128, 0.24))}
     schedule = [[0, 16], [10240, 32]]

@@ -5,9 +5,9 @@ import pytest
 
 from cbs_ray.methods.ladder.hooks import AveragesIterates
 from cbs_ray.methods.ladder.search import ladder_configs, ladder_outline_lines, ladder_plans, ladder_run_plan
+from cbs_ray.methods.ladder.settings import resolve_ladder
 from cbs_ray.search import main
 from cbs_ray.spec.errors import SpecError
-from cbs_ray.spec.ladder_section import resolve_ladder
 from cbs_ray.spec.load import load_spec
 from cbs_ray.train.config import TrialConfig
 from cbs_ray.train.hooks import TrainingHooks

@@ -1,4 +1,4 @@
-"""``branch.controls_from`` on the driver (issue 50, item 4; issue 60): find the from-scratch search whose best
+"""``branch.controls_from`` on the driver: find the from-scratch search whose best
 configuration per batch the schedule validation's fixed-batch controls train at (a named experiment, or this
 experiment's own ``controls`` stage), and read it; and choose the controls' batches (``branch.frontier``: the
 schedule's grid, or the dense frontier around the best tuned batch, the same for every rule). The choice of each
@@ -15,11 +15,11 @@ from typing import Optional, Sequence
 from cbs_ray.analysis.control_configs import NONE, TRUNK, best_configurations, budget_problem, control_configurations
 from cbs_ray.maths.frontier_batches import dense_batches
 from cbs_ray.methods.branch.reading_schedule import control_batches, dense_controls
+from cbs_ray.methods.branch.settings import ResolvedBranchSettings, branch_settings
 from cbs_ray.records.columns import Column
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.method_registry import method_entry
 from cbs_ray.records.storage import ReportError, load_history
-from cbs_ray.spec.branch_section import Branching
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.schema import SearchSpec
@@ -29,7 +29,7 @@ __all__ = ["CONTROLS_STAGE", "SCRATCH", "GRID", "DENSE", "ChosenControls", "best
 
 SCRATCH = "scratch"
 """``branch.controls_from: scratch``: the from-scratch search run as a stage of this experiment (``CONTROLS_STAGE``)
-before the validation, resumed like every stage (issue 60)."""
+before the validation, resumed like every stage."""
 CONTROLS_STAGE = "controls"
 """The stage's name in the experiment's stage record (``ExperimentMeta.stages``)."""
 
@@ -64,10 +64,10 @@ def _controls_stage_owner(path: str) -> Optional[ExperimentMeta]:
 def unused_controls_warning(spec: SearchSpec) -> Optional[str]:
     """The plan's warning where ``branch.controls_from`` is set without ``--validate-schedule``: only the schedule's
     validation trains fixed-batch controls, so the value goes unused (and ``--resume`` cannot add the validation
-    later); a named experiment that does not exist is said too (issue 58: it was accepted without a word). A warning,
+    later); a named experiment that does not exist is said too (it was once accepted without a word). A warning,
     not a refusal: the run reads nothing from it."""
-    value = spec.branch.controls_from
-    if spec.branch.validate_schedule or value == NONE:
+    value = branch_settings(spec).controls_from
+    if branch_settings(spec).validate_schedule or value == NONE:
         return None
     missing = ""
     if value != SCRATCH:
@@ -87,7 +87,7 @@ def tuned_controls(spec: SearchSpec, budget_samples: int, *,
     ran another budget, or completed no trial. ``scratch``: the stage's experiment ``stage_experiment`` (it trained
     this budget, on the spec's metric); before the stage has run (the check before Ray) or where it completed no
     trial, ``none`` (the latter said)."""
-    value = spec.branch.controls_from
+    value = branch_settings(spec).controls_from
     if value == NONE:
         return NONE, {}
     if value == SCRATCH:
@@ -127,10 +127,10 @@ def best_batch(best: dict[int, dict], *, metric: str, mode: str) -> Optional[int
 
 
 GRID, DENSE = "grid", "dense"
-"""``branch.frontier``'s values (``spec.schema.BranchSpec.frontier``)."""
+"""``branch.frontier``'s values (``settings.BranchSettings.frontier``)."""
 
 
-def frontier_batches(spec: SearchSpec, br: Branching, best: dict[int, dict]) -> list[int]:
+def frontier_batches(spec: SearchSpec, br: ResolvedBranchSettings, best: dict[int, dict]) -> list[int]:
     """The dense frontier's fixed batches (``branch.frontier: dense``; ``maths.frontier_batches.dense_batches``):
     √2 apart around B* (``best_batch`` of the tuned configurations ``best``; the trunk's batch without one), from
     the smaller of B*/2 and the trunk's batch to twice the larger of B* and the largest branch batch, with the
@@ -144,12 +144,12 @@ def frontier_batches(spec: SearchSpec, br: Branching, best: dict[int, dict]) -> 
                          largest_allowed=br.train_examples, include=(br.trunk_batch, *br.branch_batches))
 
 
-def validation_controls(spec: SearchSpec, br: Branching, schedule: Sequence[Sequence[int]],
+def validation_controls(spec: SearchSpec, br: ResolvedBranchSettings, schedule: Sequence[Sequence[int]],
                         best: dict[int, dict]) -> list[tuple[str, int]]:
     """The validation's fixed-batch controls, ``(name, batch)``, by ``branch.frontier``: ``grid``, the schedule's own
     (``methods.branch.reading_schedule.control_batches``); ``dense``, ``frontier_batches`` named by the schedule
     (``methods.branch.reading_schedule.dense_controls``)."""
-    if spec.branch.frontier == DENSE:
+    if branch_settings(spec).frontier == DENSE:
         return dense_controls(schedule, frontier_batches(spec, br, best))
     return control_batches(schedule, br.budget_samples, largest_allowed=br.train_examples)
 
@@ -169,7 +169,7 @@ class ChosenControls:
     ``methods.branch.runs.validation_configs``; the rest train at the trunk's."""
 
 
-def chosen_controls(spec: SearchSpec, br: Branching, schedule: Sequence[Sequence[int]], *, alpha: float,
+def chosen_controls(spec: SearchSpec, br: ResolvedBranchSettings, schedule: Sequence[Sequence[int]], *, alpha: float,
                     recorded: Optional[dict] = None, stage_experiment: Optional[str] = None) -> ChosenControls:
     """The validation's controls and their configurations (``ChosenControls``): as ``recorded`` in the experiment's
     metadata where the validation was decided before (a resume; a record without ``controls``, from before the
@@ -183,7 +183,7 @@ def chosen_controls(spec: SearchSpec, br: Branching, schedule: Sequence[Sequence
     else:
         source, best = tuned_controls(spec, br.budget_samples, stage_experiment=stage_experiment)
         controls = validation_controls(spec, br, schedule, best)
-        dense = spec.branch.frontier == DENSE
+        dense = branch_settings(spec).frontier == DENSE
         configs = control_configurations(controls, best, alpha=alpha, warmup_fraction=br.warmup_fraction,
                                          source=source, base_batch=spec.training.base_batch if dense else None)
     tuned = {int(c[Column.batch_size]): (float(c[Column.alpha]), float(c[Column.warmup_fraction]))

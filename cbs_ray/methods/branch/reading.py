@@ -35,7 +35,7 @@ from cbs_ray.methods.branch.reading_schedule import (
     validate_schedule,
 )
 from cbs_ray.methods.branch.reading_trend import Trend, b_simple_over_training, trend
-from cbs_ray.methods.branch.recorded import BranchRecorded, ScheduleDecided
+from cbs_ray.methods.branch.recorded import RecordedBranchSettings, ScheduleDecided
 from cbs_ray.methods.branch.summary import BranchRun, LossComparison, LossReading, TrunkRecord
 from cbs_ray.records.columns import Column
 
@@ -140,7 +140,7 @@ def _branch_records(history: pd.DataFrame, window_samples: int) -> list[BranchRu
     return sorted(rows, key=lambda r: (r.start_samples, r.batch_size, r.alpha or 0.0, r.seed_offset))
 
 
-def _trunk_warmup(rec: BranchRecorded) -> dict:
+def _trunk_warmup(rec: RecordedBranchSettings) -> dict:
     """The trunk's LR warmup, in its optimizer steps and in samples (``integrations`` lays the LR out in samples)."""
     if rec.warmup_fraction is None:
         return {}
@@ -167,16 +167,16 @@ def _best_tuned(history: pd.DataFrame, validation: Optional[ScheduleValidation],
     return TunedFixedBatch(batch, json_clean(float(lrs.iloc[-1])) if len(lrs) else None, warmup, vs.holds)
 
 
-def _recorded(meta: Union[Mapping[str, Any], BranchRecorded]) -> BranchRecorded:
-    return meta if isinstance(meta, BranchRecorded) else BranchRecorded.from_json(meta)
+def _recorded(meta: Union[Mapping[str, Any], RecordedBranchSettings]) -> RecordedBranchSettings:
+    return meta if isinstance(meta, RecordedBranchSettings) else RecordedBranchSettings.from_json(meta)
 
 
-def summarize_branches(history: pd.DataFrame, meta: Union[Mapping[str, Any], BranchRecorded], *,
+def summarize_branches(history: pd.DataFrame, meta: Union[Mapping[str, Any], RecordedBranchSettings], *,
                        next_search: NextSearch = DEFAULT_BASE) -> BranchSummary:
     """Everything branch mode reports, from the history and ``meta``: the experiment's metadata
-    (``ExperimentMeta.to_dict()``, the keys ``Branching.to_meta`` writes beside ``name`` and ``experiment_path``)
-    or its settings read once (``methods.branch.recorded.BranchRecorded``). ``next_search``: what the decision's
-    next step keeps of this search (``analysis.decision.next_search_base``)."""
+    (``ExperimentMeta.recorded()``, the keys ``ResolvedBranchSettings.to_meta`` writes beside ``name`` and
+    ``experiment_path``) or its settings read once (``methods.branch.recorded.RecordedBranchSettings``).
+    ``next_search``: what the decision's next step keeps of this search (``analysis.decision.next_search_base``)."""
     rec = _recorded(meta)
     if rec.metric != Column.eval_loss:
         raise ValueError(f"branch mode reads eval_loss (the loss a branch must recover), not {rec.metric!r}")
@@ -234,8 +234,8 @@ def summarize_branches(history: pd.DataFrame, meta: Union[Mapping[str, Any], Bra
         decision=decision)
 
 
-def seesaw_start_batch(meta: Union[Mapping[str, Any], BranchRecorded], points) -> int:
-    """Where ``seesaw`` starts (``branch.seesaw_start``, issue 60): ``tuned``, the best tuned fixed batch recorded
+def seesaw_start_batch(meta: Union[Mapping[str, Any], RecordedBranchSettings], points) -> int:
+    """Where ``seesaw`` starts (``branch.seesaw_start``): ``tuned``, the best tuned fixed batch recorded
     when the validation was decided (``ScheduleDecided.start_batch``); ``cbs`` (and ``tuned`` without a record),
     the CBS at the first resolvable checkpoint (its interval's lower end, k*·B; the trunk's batch where no
     checkpoint is resolvable); ``trunk``, the trunk's batch."""
@@ -250,7 +250,7 @@ def seesaw_start_batch(meta: Union[Mapping[str, Any], BranchRecorded], points) -
     return max(rec.trunk_batch, int(first.batch_size)) if first is not None else rec.trunk_batch
 
 
-def trunk_lr_multiplier(meta: Union[Mapping[str, Any], BranchRecorded]):
+def trunk_lr_multiplier(meta: Union[Mapping[str, Any], RecordedBranchSettings]):
     """The trunk's LR multiplier per optimizer step from the experiment's recorded settings (its warmup fraction,
     budget, batch and ``lr_decay``)."""
     rec = _recorded(meta)

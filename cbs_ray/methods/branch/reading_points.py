@@ -13,7 +13,8 @@ L_k* ≤ L_k + ε, with ε = 0.01 absolute. Here, by default::
     CBS(t) = k*·B,  k* = max { k : L_k ≤ min_{j < k} L_j + ε },  the trunk (k = 1) among the j
 
 over the branch batches, reported as the interval [k*·B, next·B] (the next branch batch above k*·B; none above
-the largest). What is measured, and where it departs from the paper (each an option, ``spec.BranchSpec``):
+the largest). What is measured, and where it departs from the paper (each an option,
+``methods.branch.settings.BranchSettings``):
 
 - L is the **eval loss** at exactly t + Δ on the fixed eval set (``branch.loss: eval``): one instrument for
   trunk and branches alike, with no smoothing to choose. ``branch.loss: train_ema`` compares the paper's

@@ -1,8 +1,8 @@
-"""Branch mode's settings as its experiment's metadata recorded them (``spec.branch_section.Branching.to_meta``,
-the schedule run's ``schedule`` beside them), read back in one place: ``BranchRecorded.from_json`` takes the
-metadata's mapping (``ExperimentMeta.to_dict()``, where the branch keys sit flat beside the fields) and fills every
-key an older experiment did not write with the value that experiment ran with; ``to_json`` writes the keys back.
-Pure.
+"""Branch mode's settings as its experiment's metadata recorded them (``RecordedBranchSettings``: the
+``ResolvedBranchSettings.to_meta`` of ``methods.branch.settings``, the schedule run's ``schedule`` beside them), read
+back in one place: ``RecordedBranchSettings.from_json`` takes the metadata's flat mapping (``ExperimentMeta.recorded``:
+its fields and the method's record beside them) and fills every key an older experiment did not write with the value
+that experiment ran with; ``to_json`` writes the keys back. Pure.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from cbs_ray.records.columns import Column
 
-__all__ = ["BranchRecorded", "ScheduleDecided"]
+__all__ = ["RecordedBranchSettings", "ScheduleDecided"]
 
 REQUIRED = ("trunk_batch", "window_samples", "budget_samples", "branch_batches", "tolerance", "checkpoints")
 """What every branch experiment recorded: without them there is no CBS(t) to read."""
@@ -51,7 +51,7 @@ class ScheduleDecided:
 
 
 @dataclass(frozen=True)
-class BranchRecorded:
+class RecordedBranchSettings:
     """Branch mode's recorded settings (``branch:`` resolved against the budget, in samples)."""
 
     trunk_batch: int
@@ -66,7 +66,7 @@ class BranchRecorded:
     loss: str = "eval"
     """``branch.loss``: ``eval`` or ``train_ema``."""
     schedule_rule: str = "while_safe"
-    """``branch.schedule_rule``; an experiment written before issue 37 (no key) doubled while each doubling was safe."""
+    """``branch.schedule_rule``; an experiment that did not record it doubled while each doubling was safe."""
     metric: str = Column.eval_loss
     tokens_per_sample: Optional[int] = None
     """Tokens a sample with a packed token budget; None without."""
@@ -83,7 +83,7 @@ class BranchRecorded:
     """``lr_decay``; linear in an experiment that did not record it, the spec's default."""
     repeats: int = 1
     seesaw_start: str = "trunk"
-    """``branch.seesaw_start``; the trunk's batch in an experiment that did not record it (before issue 60)."""
+    """``branch.seesaw_start``; the trunk's batch in an experiment that did not record it."""
     seesaw_first_doubling: float = 0.0
     schedule: Optional[ScheduleDecided] = None
     """The schedule run's decision, where one was recorded."""
@@ -92,7 +92,7 @@ class BranchRecorded:
     experiment_path: Optional[str] = None
 
     @classmethod
-    def from_json(cls, meta: Mapping[str, Any]) -> BranchRecorded:
+    def from_json(cls, meta: Mapping[str, Any]) -> RecordedBranchSettings:
         """From the metadata's mapping; a ``ValueError`` (one line, as the report command prints it) where a key
         every branch search records is missing."""
         missing = [k for k in REQUIRED if k not in meta]
@@ -117,8 +117,8 @@ class BranchRecorded:
             name=g("name"), experiment_path=g("experiment_path"))
 
     def to_json(self) -> dict[str, Any]:
-        """The metadata's keys for these settings (``Branching.to_meta``'s that the reading reads, and those set
-        of the rest)."""
+        """The metadata's keys for these settings (``ResolvedBranchSettings.to_meta``'s that the reading reads, and
+        those set of the rest)."""
         return {"trunk_batch": self.trunk_batch, "checkpoints": list(self.checkpoints),
                 "window_samples": self.window_samples, "branch_batches": list(self.branch_batches),
                 "alphas": list(self.alphas), "tolerance": self.tolerance, "trunk_alpha": self.trunk_alpha,

@@ -28,7 +28,7 @@ from cbs_ray.analysis.control_configs import configurations_line
 from cbs_ray.maths.critical_batch import LOWER, UPPER
 from cbs_ray.methods.branch.reading import BranchSummary, summarize_branches
 from cbs_ray.methods.branch.reading_points import CbsPoint
-from cbs_ray.methods.branch.recorded import BranchRecorded
+from cbs_ray.methods.branch.recorded import RecordedBranchSettings
 from cbs_ray.methods.branch.same_spec import branch_history
 from cbs_ray.methods.branch.summary import LossReading
 from cbs_ray.methods.branch.trainer_snippets import trainer_snippets
@@ -468,9 +468,9 @@ class BranchReport:
         another tolerance than the spec's."""
         meta = meta or ExperimentMeta.read(path)
         spec_from_dict(meta.spec)  # the experiment's spec still validates
-        recorded = {**meta.to_dict(), "experiment_path": path}
+        recorded = {**meta.recorded(), "experiment_path": path}
         try:
-            rec = BranchRecorded.from_json(recorded)
+            rec = RecordedBranchSettings.from_json(recorded)
         except ValueError as e:
             raise ReportError(f"{path}: {e}") from None
         if tolerance is not None:
@@ -505,7 +505,7 @@ class BranchReport:
 
 class TrunkFailed(ReportError):
     """The trunk of a branch search failed for good (``resources.max_failures`` spent): the search ends with one
-    line and a non-zero exit, its report written but no schedule recommended (issue 40 row 6)."""
+    line and a non-zero exit, its report written but no schedule recommended."""
 
 
 def trunk_lost(history, failed_roles: set, budget_samples: int) -> Optional[int]:

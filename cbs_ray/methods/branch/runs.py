@@ -31,8 +31,8 @@ from typing import Any, Optional, Sequence
 from cbs_ray.maths.budget import optimizer_steps
 from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
 from cbs_ray.methods.branch.hooks import PublishesCheckpoints, RunLabel, StartsFromCheckpoint
+from cbs_ray.methods.branch.settings import ResolvedBranchSettings
 from cbs_ray.records.trial_point import BATCH_KEY, batch_of, encode_batch
-from cbs_ray.spec.branch_section import Branching
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import LrSchedule, RunPlan, report_points
 
@@ -44,7 +44,7 @@ ROLES = ("trunk", "branch", "schedule")
 its fixed-batch controls, on seeds held out from the trunk's); what the report's ``role`` column says of each."""
 
 
-def branch_run_plan(spec: SearchSpec, br: Branching, point: dict) -> RunPlan:
+def branch_run_plan(spec: SearchSpec, br: ResolvedBranchSettings, point: dict) -> RunPlan:
     """The plan of one run of a branch search, built on the driver from its point (made by ``trunk_config``,
     ``branch_configs`` or ``schedule_config``: its ``role``, ``log2_batch``, ``alpha``, ``checkpoint_dir``, a
     branch's ``start_samples``, a schedule run's ``batch_schedule`` and ``control``) and the spec's ``branch:``
@@ -98,14 +98,14 @@ def _tuned_lr(spec: SearchSpec, batch: int, lr: LrSchedule, budget_samples: int)
                    warmup_steps=warmup_steps(lr.warmup_fraction, steps), total_steps=steps)
 
 
-def trunk_config(br: Branching, checkpoint_dir: str) -> dict:
+def trunk_config(br: ResolvedBranchSettings, checkpoint_dir: str) -> dict:
     """The trunk's Tune config."""
     return {"role": "trunk", BATCH_KEY: encode_batch(br.trunk_batch), "alpha": br.trunk_alpha,
             "warmup_fraction": br.warmup_fraction, "start_samples": 0, "checkpoint_dir": checkpoint_dir,
             "seed_offset": 0}
 
 
-def branch_configs(br: Branching, checkpoint_dir: str) -> list[dict]:
+def branch_configs(br: ResolvedBranchSettings, checkpoint_dir: str) -> list[dict]:
     """One Tune config per (checkpoint, branch batch, alpha, seed offset): the branches, earliest checkpoint
     first; with ``branch.repeats`` > 1 also the trunk's continuations at its own batch with the other seeds
     (one alpha: at the trunk's batch every alpha gives the trunk's LR). Every config names its ``seed_offset``:
@@ -124,8 +124,9 @@ def branch_configs(br: Branching, checkpoint_dir: str) -> list[dict]:
     return configs
 
 
-def schedule_config(br: Branching, schedule: Sequence[Sequence[int]], alpha: float, *, control: str = "schedule",
-                    seed_offset: int = 0, tuned: Optional[tuple[float, float]] = None) -> dict:
+def schedule_config(br: ResolvedBranchSettings, schedule: Sequence[Sequence[int]], alpha: float, *,
+                    control: str = "schedule", seed_offset: int = 0,
+                    tuned: Optional[tuple[float, float]] = None) -> dict:
     """A run of the schedule's validation: the batch following ``schedule`` (``[start_samples, batch]`` pairs;
     a fixed-batch control is one pair), the LR following the alpha rule at ``alpha`` on the trunk's schedule
     laid out in samples, seed ``seed_offset`` (0: the trunk's seed and data order). ``tuned``: a control's
@@ -151,7 +152,7 @@ def parse_batch_schedule(value) -> tuple[tuple[int, int], ...]:
     return tuple((int(s), int(b)) for s, b in value)
 
 
-def validation_configs(br: Branching, schedule: Sequence[Sequence[int]], alpha: float,
+def validation_configs(br: ResolvedBranchSettings, schedule: Sequence[Sequence[int]], alpha: float,
                        controls: Sequence[tuple[str, int]],
                        tuned: Optional[dict[int, tuple[float, float]]] = None) -> list[dict]:
     """Every run of the schedule's validation: the schedule and each fixed-batch control (``(name, batch)``)
@@ -168,6 +169,6 @@ def validation_configs(br: Branching, schedule: Sequence[Sequence[int]], alpha: 
     return configs
 
 
-def validation_seed_offsets(br: Branching) -> range:
+def validation_seed_offsets(br: ResolvedBranchSettings) -> range:
     """The validation's seed offsets, disjoint from the trunk's 0: 1…``validation_seeds``."""
     return range(1, br.validation_seeds + 1)

@@ -53,7 +53,7 @@ def same_spec_schedule(path: str, meta: ExperimentMeta) -> Optional[dict]:
         if (other.method, other.name, other.data_fingerprint, other.budget_samples) != \
                 ("branch", meta.name, meta.data_fingerprint, meta.budget_samples):
             continue
-        recorded = other.to_dict()
+        recorded = other.recorded()
         try:
             history, _ = branch_history(str(candidate), recorded.get("schedule_experiment"))
             if history.empty:

@@ -10,7 +10,7 @@ plain grid, with no ASHA and no TPE: each branch is evaluated once, at its windo
 earlier result to stop it on; the paper trains one LR per batch (√k·η, alpha 0.5), which is the default.
 The validation (``branch.validate_schedule``) is a second experiment: the schedule and its fixed-batch
 controls (``methods.branch.reading_schedule``), each on ``branch.validation_seeds`` seeds. The pure parts
-(the runs' plans, what the history means) live in ``spec.branch_section``, ``methods.branch.runs`` and
+(the runs' plans, what the history means) live in ``methods.branch.settings``, ``methods.branch.runs`` and
 ``methods.branch.reading*``; this module only starts runs and reads them. Its ``METHOD`` is what its entry in
 ``records.method_registry`` names.
 """
@@ -37,11 +37,11 @@ from cbs_ray.methods.branch.gate import PublishedCheckpoints, never_started
 from cbs_ray.methods.branch.reading import summarize_branches
 from cbs_ray.methods.branch.reading_verdicts import criterion_text
 from cbs_ray.methods.branch.runs import branch_configs, branch_run_plan, trunk_config, validation_configs
+from cbs_ray.methods.branch.settings import ResolvedBranchSettings, branch_settings, resolve_branch_settings
 from cbs_ray.methods.branch.trunk_watch import TrunkWatch
-from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.records.meta import METHOD_RECORD, ExperimentMeta
 from cbs_ray.records.storage import load_history
 from cbs_ray.sources.object_checks import check_same_architecture
-from cbs_ray.spec.branch_section import Branching, resolve_branching
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.run_plan import report_points
@@ -57,13 +57,13 @@ __all__ = ["METHOD", "BranchMethod", "branch_outline_lines", "branch_search_samp
            "search_plans", "validation_plans", "METRIC"]
 
 
-def _branch_runs(br: Branching) -> int:
+def _branch_runs(br: ResolvedBranchSettings) -> int:
     """Branch trials: every (checkpoint, batch, alpha, seed), the trunk's continuations at its batch included."""
     per_point = len(br.branch_batches) * len(br.alphas) * br.repeats + (br.repeats - 1)
     return len(br.checkpoints) * per_point
 
 
-def branch_search_samples(br: Branching, *, validate_schedule: bool = False, controls: int = 4) -> int:
+def branch_search_samples(br: ResolvedBranchSettings, *, validate_schedule: bool = False, controls: int = 4) -> int:
     """Samples the branch search trains: the trunk's budget and every branch's window (trunk + branches: what
     finding CBS(t) costs); with ``validate_schedule`` an estimate of the validation's runs too (the schedule
     and ``controls`` fixed-batch controls, by default the grid's four, small, large, one iso-steps batch and the one
@@ -72,13 +72,13 @@ def branch_search_samples(br: Branching, *, validate_schedule: bool = False, con
     return br.budget_samples + _branch_runs(br) * br.window_samples + validation
 
 
-def scratch_search_samples(br: Branching) -> int:
+def scratch_search_samples(br: ResolvedBranchSettings) -> int:
     """Samples a from-scratch search over the same batch sizes and alphas trains
     (``maths.budget.scratch_grid_samples``)."""
     return scratch_grid_samples(br.budget_samples, br.branch_batches, br.alphas)
 
 
-def branch_outline_lines(spec: SearchSpec, br: Branching) -> list[str]:
+def branch_outline_lines(spec: SearchSpec, br: ResolvedBranchSettings) -> list[str]:
     """The outline a user checks first (``--dry-run``): the trunk, the checkpoints, the window, the branches
     and what the search costs against a from-scratch one."""
     tokens = br.tokens_per_sample
@@ -86,7 +86,7 @@ def branch_outline_lines(spec: SearchSpec, br: Branching) -> list[str]:
     def amount(samples: int) -> str:
         return f"{samples} samples" + (f" ({samples * tokens} tokens)" if tokens else "")
 
-    validate = spec.branch.validate_schedule
+    validate = branch_settings(spec).validate_schedule
     searched, scratch = branch_search_samples(br), scratch_search_samples(br)
     branches = _branch_runs(br)
     loss = "eval loss at t + window" if br.loss == "eval" else "training loss (EMA, alpha 0.5) at t + window"
@@ -120,7 +120,7 @@ def branch_outline_lines(spec: SearchSpec, br: Branching) -> list[str]:
     lines.append(f"  schedule: {rule} (branch.schedule_rule: {br.schedule_rule}), LR by the alpha rule")
     if validate:
         dense = frontier_batches(spec, br, tuned_controls(spec, br.budget_samples)[1]) \
-            if spec.branch.frontier == DENSE else None
+            if branch_settings(spec).frontier == DENSE else None
         more = branch_search_samples(br, validate_schedule=True, controls=len(dense) if dense else 4) - searched
         kind = ("small, large, iso-steps, above" if dense is None else
                 f"the dense frontier B in {dense}, √2 apart around the best tuned batch where known before the runs, "
@@ -128,12 +128,12 @@ def branch_outline_lines(spec: SearchSpec, br: Branching) -> list[str]:
         lines.append(f"  then: the schedule and its fixed-batch controls ({kind}) on "
                      f"{br.validation_seeds} seeds held out from the trunk's, about {more} samples more "
                      f"(--validate-schedule); each control at "
-                     + ("the trunk's configuration" if spec.branch.controls_from == "none" else
+                     + ("the trunk's configuration" if branch_settings(spec).controls_from == "none" else
                         "its best configuration in a from-scratch search over search.batch_sizes at this budget, run "
                         f"first as the stage {CONTROLS_STAGE!r} ({spec.search.num_trials} trials, at most "
                         f"{spec.search.num_trials * br.budget_samples} samples more; "
-                        "branch.controls_from: scratch)" if spec.branch.controls_from == SCRATCH else
-                        f"its best configuration in {spec.branch.controls_from} (branch.controls_from)"))
+                        "branch.controls_from: scratch)" if branch_settings(spec).controls_from == SCRATCH else
+                        f"its best configuration in {branch_settings(spec).controls_from} (branch.controls_from)"))
         lines.append(f"  criterion, fixed before the validation runs: "
                      f"{criterion_text(br.tolerance, relative=br.tolerance_relative)}")
     unused = unused_controls_warning(spec)
@@ -162,7 +162,7 @@ class BranchMethod:
         br = resolved_branching(spec, prepared)
         if prepared.on_objects:
             check_same_architecture(spec, prepared.data, (br.trunk_batch, br.largest_batch))
-        if spec.branch.validate_schedule:  # a missing or unfit branch.controls_from: one line, before Ray
+        if branch_settings(spec).validate_schedule:  # a missing or unfit branch.controls_from: one line, before Ray
             tuned_controls(spec, br.budget_samples)
 
     def planned_stages(self, spec: SearchSpec, prepared: Prepared) -> list[PlannedStage]:
@@ -175,13 +175,13 @@ class BranchMethod:
         runs = tuple(PlannedRun.of(f"{dict(items)['role']} B={plan.batch_schedule[0][1]}", plan)
                      for items, plan in search_plans(spec, br, "").runs)
         stages = [PlannedStage("trunk and branches", runs)]
-        if not spec.branch.validate_schedule:
+        if not branch_settings(spec).validate_schedule:
             return stages
-        if spec.branch.controls_from == SCRATCH:
+        if branch_settings(spec).controls_from == SCRATCH:
             stages += [dataclasses.replace(s, name=f"{CONTROLS_STAGE} ({s.name})")
                        for s in scratch_stages(scratch_spec(spec), br.budget_samples) or ()]
         dense = frontier_batches(spec, br, tuned_controls(spec, br.budget_samples)[1]) \
-            if spec.branch.frontier == DENSE else None
+            if branch_settings(spec).frontier == DENSE else None
         every, budget = spec.training.eval_every_samples, br.budget_samples
         run = PlannedRun(f"B={br.trunk_batch}", ((0, br.trunk_batch),), 0, budget, report_points(0, budget, every),
                          fixes_micro_batch=True)
@@ -199,9 +199,9 @@ class BranchMethod:
                        functools.partial(_restore_branches, spec))
         schedule = Stage("schedule", lambda launcher, first: schedule_launch(spec, launcher, br, str(first)),
                          functools.partial(_restore_schedule, spec))
-        if not spec.branch.validate_schedule:
+        if not branch_settings(spec).validate_schedule:
             return [search]
-        return [search, controls_stage(spec, prepared), schedule] if spec.branch.controls_from == SCRATCH \
+        return [search, controls_stage(spec, prepared), schedule] if branch_settings(spec).controls_from == SCRATCH \
             else [search, schedule]
 
 
@@ -211,7 +211,7 @@ def scratch_spec(spec: SearchSpec) -> SearchSpec:
 
 
 def controls_stage(spec: SearchSpec, prepared: Prepared) -> Stage:
-    """``branch.controls_from: scratch`` (issue 60): the from-scratch search over ``search.batch_sizes`` (each batch's
+    """``branch.controls_from: scratch``: the from-scratch search over ``search.batch_sizes`` (each batch's
     alpha and warmup, the same budget) as the stage ``controls`` of this experiment, its Tune run and its restore the
     from-scratch method's own (looked up by name: no method imports another's), on a launcher of the spec as a
     from-scratch search. It records nothing in the branch experiment's metadata but its stage (the schedule stage
@@ -236,12 +236,12 @@ def controls_stage(spec: SearchSpec, prepared: Prepared) -> Stage:
 
 def _controls_experiment(spec: SearchSpec, path: str, meta: ExperimentMeta) -> Optional[str]:
     """The ``controls`` stage's experiment where this search ran one (``branch.controls_from: scratch``)."""
-    if spec.branch.controls_from != SCRATCH:
+    if branch_settings(spec).controls_from != SCRATCH:
         return None
     return dict(meta.stage_record("search", path)).get(CONTROLS_STAGE)
 
 
-def _tuned_start(spec: SearchSpec, br: Branching, path: str, meta: ExperimentMeta) -> Optional[int]:
+def _tuned_start(spec: SearchSpec, br: ResolvedBranchSettings, path: str, meta: ExperimentMeta) -> Optional[int]:
     """``seesaw_start: tuned``: B*, the best tuned fixed batch at the budget (``fair_controls.best_batch``) of the
     from-scratch search ``branch.controls_from`` names or ran; None where there is none (the schedule then starts
     at the first resolvable CBS, ``methods.branch.reading.seesaw_start_batch``)."""
@@ -255,21 +255,22 @@ def _tuned_start(spec: SearchSpec, br: Branching, path: str, meta: ExperimentMet
     return found
 
 
-def _resumed_branching(spec: SearchSpec, launcher: ExperimentLauncher, meta: ExperimentMeta) -> Branching:
+def _resumed_branching(spec: SearchSpec, launcher: ExperimentLauncher, meta: ExperimentMeta) -> ResolvedBranchSettings:
     """The ``branch:`` section a restored experiment's plans are rebuilt from: resolved as recorded."""
-    return resolve_branching(spec, launcher.prepared.budget_samples, meta.tokens_per_sample)
+    return resolve_branch_settings(spec, launcher.prepared.budget_samples, meta.tokens_per_sample)
 
 
 def _restore_branches(spec: SearchSpec, launcher: ExperimentLauncher, path: str, meta: ExperimentMeta) -> None:
     """The trunk and branch trials from their checkpoints (their plans from the recorded ``checkpoint_dir``)."""
-    if meta.checkpoint_dir is None:  # recorded before the trunk starts: the metadata was not cbs-ray's
+    checkpoint_dir = meta.method_record.get("checkpoint_dir")
+    if checkpoint_dir is None:  # recorded before the trunk starts: the metadata was not cbs-ray's
         raise SpecError(f"--resume: {path}: the branch experiment's metadata has no checkpoint_dir")
-    launcher.tune(restore=path, plans=search_plans(spec, _resumed_branching(spec, launcher, meta), meta.checkpoint_dir))
+    launcher.tune(restore=path, plans=search_plans(spec, _resumed_branching(spec, launcher, meta), checkpoint_dir))
 
 
 def _restore_schedule(spec: SearchSpec, launcher: ExperimentLauncher, path: str, meta: ExperimentMeta) -> None:
     """The schedule run from its checkpoints, its runs the schedule recorded before it started."""
-    recorded = meta.schedule
+    recorded = meta.method_record.get("schedule")
     if recorded is None:  # recorded with the schedule experiment's path: the metadata was not cbs-ray's
         raise SpecError(f"--resume: {path}: the branch experiment's metadata has no schedule")
     plans = validation_plans(spec, _resumed_branching(spec, launcher, meta), recorded["batch_size_schedule"],
@@ -277,15 +278,16 @@ def _restore_schedule(spec: SearchSpec, launcher: ExperimentLauncher, path: str,
     launcher.tune(restore=path, plans=plans)
 
 
-def branches_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branching) -> Launch:
+def branches_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: ResolvedBranchSettings) -> Launch:
     """The trunk and the branches: one Tune experiment, the trunk first, its checkpoints' folder recorded."""
     def trunk_checkpoints(name: str) -> str:
         return f"{spec.storage_uri.rstrip('/')}/{name}/trunk_checkpoints"
 
     def fields(name: str, path: str) -> dict:
         # What the branch summary reads (summarize_branches): the resolved values, in samples.
-        return {"method": "branch", "metric": "eval_loss", "mode": "min", **br.to_meta(),
-                "checkpoint_dir": trunk_checkpoints(name)}
+        return {"method": "branch", "metric": "eval_loss", "mode": "min", "budget_samples": br.budget_samples,
+                "tolerance": br.tolerance, "tokens_per_sample": br.tokens_per_sample,
+                METHOD_RECORD: {**br.to_meta(), "checkpoint_dir": trunk_checkpoints(name)}}
 
     def run(name: str, meta: ExperimentMeta) -> str:
         checkpoint_dir = trunk_checkpoints(name)
@@ -308,16 +310,17 @@ def branches_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branchin
     return Launch(run, fields, kind="branch")
 
 
-def _repeats_the_trunk(spec: SearchSpec, br: Branching, schedule) -> bool:
+def _repeats_the_trunk(spec: SearchSpec, br: ResolvedBranchSettings, schedule) -> bool:
     """The schedule keeps the trunk's batch throughout and every control trains at the trunk's configuration
     (``branch.controls_from: none``): the schedule run would be the fixed control at that batch again. Against
     tuned controls (a from-scratch search named or run as a stage) a constant schedule is still compared: the user
     would train it at the trunk's configuration, not the tuned one."""
     return (len(schedule) < 2 and int(schedule[0][1]) == br.trunk_batch
-            and spec.branch.controls_from == "none")
+            and branch_settings(spec).controls_from == "none")
 
 
-def schedule_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branching, path: str) -> Optional[Launch]:
+def schedule_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: ResolvedBranchSettings,
+                    path: str) -> Optional[Launch]:
     """Train the recommended schedule for the whole budget against its fixed-batch controls
     (``methods.branch.fair_controls.validation_controls``: ``branch.frontier``), each on ``branch.validation_seeds``
     seeds held out from the
@@ -325,13 +328,13 @@ def schedule_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branchin
     it starts, so that a killed run resumes it; None when the schedule run would repeat the trunk's fixed control
     (``_repeats_the_trunk``)."""
     meta = ExperimentMeta.read(path)
-    recorded = meta.schedule
+    recorded = meta.method_record.get("schedule")
     start = None
     if recorded:  # resumed before Tune saved the schedule run's state: train what was decided then
         schedule, alpha, start = recorded["batch_size_schedule"], recorded["alpha"], recorded.get("start_batch")
     else:
         start = _tuned_start(spec, br, path, meta)
-        read = {**meta.to_dict(), **({"schedule": {"start_batch": start}} if start is not None else {})}
+        read = {**meta.recorded(), **({"schedule": {"start_batch": start}} if start is not None else {})}
         summary = summarize_branches(load_history(path), read)
         schedule, alpha = summary.batch_size_schedule, summary.schedule_alpha
     if _repeats_the_trunk(spec, br, schedule):
@@ -346,7 +349,7 @@ def schedule_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branchin
     decided = {"batch_size_schedule": [[int(s), int(b)] for s, b in schedule], "alpha": alpha,
                "margin": br.tolerance, "criterion": criterion, "controls_from": chosen.source,
                "control_configurations": configs, **({"start_batch": int(start)} if start is not None else {}),
-               **({"controls": [[n, int(b)] for n, b in controls]} if spec.branch.frontier == DENSE else {})}
+               **({"controls": [[n, int(b)] for n, b in controls]} if branch_settings(spec).frontier == DENSE else {})}
     plans = validation_plans(spec, br, schedule, alpha, recorded=decided)
     points = plans.points
     print(f"schedule: training {schedule} (alpha {alpha:g}) for {br.budget_samples} samples against fixed batches "
@@ -355,21 +358,21 @@ def schedule_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branchin
           f"  criterion, fixed before these runs: {criterion}", flush=True)
     return Launch(lambda name, meta: launcher.tune(meta=meta, name=name, plans=plans, progress_metric=METRIC,
                                                  **points_config(points)),
-                  lambda name, experiment: {"schedule_experiment": experiment, "schedule": decided})
+                  lambda name, experiment: {METHOD_RECORD: {"schedule_experiment": experiment, "schedule": decided}})
 
 
 METRIC = ("eval_loss", "min")
 """What every run of a branch search is compared on (name, mode): the progress display ranks them by it."""
 
 
-def search_plans(spec: SearchSpec, br: Branching, checkpoint_dir: str) -> PresetPlans:
+def search_plans(spec: SearchSpec, br: ResolvedBranchSettings, checkpoint_dir: str) -> PresetPlans:
     """The first experiment's runs, the trunk first, then the branches (``methods.branch.runs.trunk_config`` and
     ``branch_configs``), each with its plan (``methods.branch.runs.branch_run_plan``)."""
     points = [trunk_config(br, checkpoint_dir), *branch_configs(br, checkpoint_dir)]
     return PresetPlans.of(points, functools.partial(branch_run_plan, spec, br), tokens_per_sample=br.tokens_per_sample)
 
 
-def validation_plans(spec: SearchSpec, br: Branching, schedule, alpha: float,
+def validation_plans(spec: SearchSpec, br: ResolvedBranchSettings, schedule, alpha: float,
                      recorded: Optional[dict] = None) -> PresetPlans:
     """The schedule validation's runs (``methods.branch.runs.validation_configs``: the schedule and its fixed-batch
     controls and the configuration each trains at, ``methods.branch.fair_controls.chosen_controls``, seed by seed),
@@ -379,11 +382,11 @@ def validation_plans(spec: SearchSpec, br: Branching, schedule, alpha: float,
     return PresetPlans.of(points, functools.partial(branch_run_plan, spec, br), tokens_per_sample=br.tokens_per_sample)
 
 
-def resolved_branching(spec: SearchSpec, prepared: Prepared) -> Branching:
+def resolved_branching(spec: SearchSpec, prepared: Prepared) -> ResolvedBranchSettings:
     """The ``branch:`` section against the prepared data: the budget (in the prepared data's tokens where it is
     in tokens), and every batch within the training set (a larger one would fail every run at set-up)."""
     tokens = None if spec.training.budget_tokens is None else prepared.tokens_per_sample
-    br = resolve_branching(spec, prepared.budget_samples, tokens)
+    br = resolve_branch_settings(spec, prepared.budget_samples, tokens)
     check_batches_fit("branch.batch_sizes", max(br.branch_batches), prepared.train_examples)
     return dataclasses.replace(br, train_examples=prepared.train_examples)
 

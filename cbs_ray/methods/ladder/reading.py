@@ -3,7 +3,7 @@ the prediction for the full budget and, with ``ladder.validate``, the prediction
 the full budget. Pure pandas; the maths is ``maths.ladder``; ``summary.json`` is ``LadderSummary.to_json``.
 
 **What a rung is.** Every batch B (``search.batch_sizes``) trains ``ladder.seeds`` runs at a constant LR to a
-fraction of the full budget D, evaluating at a geometric cadence (``spec.ladder_section``). At each evaluation
+fraction of the full budget D, evaluating at a geometric cadence (``methods.ladder.settings``). At each evaluation
 D_j of the smallest batch (the reference), its seed-mean loss is the target; S(B) is the optimizer steps each
 batch's seed-mean curve needs to reach it (interpolated between evaluations); S(B) = S_min + E_min/B
 (McCandlish et al. 2018) gives B_crit(D_j) with a bootstrap interval, the 20 % rule its batch (Zhang et al.
@@ -11,7 +11,7 @@ batch's seed-mean curve needs to reach it (interpolated between evaluations); S(
 interval, or refuses (fewer than 3 rungs, a poor fit, an exponent whose interval includes 0).
 
 **Validation.** With ``ladder.validate`` the runs go on to 2·D under the same protocol (the ladder reads only
-their evaluations up to the fraction, which are the ladder's runs exactly: ``spec.ladder_section``); the rung at
+their evaluations up to the fraction, which are the ladder's runs exactly: ``methods.ladder.settings``); the rung at
 D, the smallest batch's loss there as the target, is the measurement (the larger batches need more than D
 samples to reach it, hence 2·D). The prediction is judged against it and against two naive baselines: B_crit at the
 largest rung (no extrapolation) and that × (D / D_rung)^γ for exponents borrowed from the literature.
@@ -47,7 +47,7 @@ from cbs_ray.maths.ladder_loss import LossLadderFit, fit_through_loss
 from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
 from cbs_ray.maths.prediction import LITERATURE_EXPONENTS, Prediction, RungPoint, predict_b_crit
 from cbs_ray.methods.ladder.reading_stop import ladder_cuts, samples_trained
-from cbs_ray.methods.ladder.recorded import LadderRecorded
+from cbs_ray.methods.ladder.recorded import RecordedLadderSettings
 from cbs_ray.methods.ladder.summary import (
     JudgedBaseline,
     LadderCost,
@@ -110,7 +110,7 @@ def noise_scale_at(history: pd.DataFrame, samples: list) -> NoiseScale:
     return NoiseScale(by, exponent, constant)
 
 
-def _reading(rec: LadderRecorded) -> dict:
+def _reading(rec: RecordedLadderSettings) -> dict:
     """How the rungs read the curves (``ladder.curve``), from where (the first rung: twice the warmup) and, with
     ``ladder.step_count: lr_weighted``, each batch's warmup steps (S(B) counted by the LR:
     ``maths.ladder.rung_readings``'s keyword arguments)."""
@@ -133,15 +133,17 @@ def _mean_curves(curves: dict) -> dict[str, list[list[float]]]:
     return out
 
 
-def summarize_ladder(history: pd.DataFrame, meta: Union[Mapping[str, Any], LadderRecorded], *, bootstrap: int = 1000,
-                     schedule: Optional[dict] = None, next_search: NextSearch = DEFAULT_BASE) -> LadderSummary:
-    """The ladder's summary from its history and ``meta``: the experiment's metadata (``ExperimentMeta.to_dict()``,
-    with ``experiment_path``) or its ``LadderRecorded`` settings. ``schedule``: branch mode's batch-size schedule for
-    the same spec where one exists (``{"experiment", "batch_size_schedule", "alpha", "validated"}``), carried
-    into the prediction as ``batch_size_schedule`` beside the fixed batch. The rungs read ``ladder.reading``'s
-    column, each batch's runs up to where a ladder alone would have stopped them (``ladder_stop.ladder_cuts``).
-    ``next_search``: what the decision's next step keeps of this search (``analysis.decision.next_search_base``)."""
-    rec = meta if isinstance(meta, LadderRecorded) else LadderRecorded.from_json(meta)
+def summarize_ladder(history: pd.DataFrame, meta: Union[Mapping[str, Any], RecordedLadderSettings], *,
+                     bootstrap: int = 1000, schedule: Optional[dict] = None,
+                     next_search: NextSearch = DEFAULT_BASE) -> LadderSummary:
+    """The ladder's summary from its history and ``meta``: the experiment's metadata (``ExperimentMeta.recorded()``,
+    with ``experiment_path``) or its settings read once (``RecordedLadderSettings``). ``schedule``: branch mode's
+    batch-size schedule for the same spec where one exists (``{"experiment", "batch_size_schedule", "alpha",
+    "validated"}``), carried into the prediction as ``batch_size_schedule`` beside the fixed batch. The rungs read
+    ``ladder.reading``'s column, each batch's runs up to where a ladder alone would have stopped them
+    (``ladder_stop.ladder_cuts``). ``next_search``: what the decision's next step keeps of this search
+    (``analysis.decision.next_search_base``)."""
+    rec = meta if isinstance(meta, RecordedLadderSettings) else RecordedLadderSettings.from_json(meta)
     budget, stop, batches = rec.budget_samples, rec.stop_samples, list(rec.batches)
     reading = _reading(rec)
     full = ladder_curves(history, column=rec.column) if len(history) else {}
@@ -154,7 +156,7 @@ def summarize_ladder(history: pd.DataFrame, meta: Union[Mapping[str, Any], Ladde
     through = fit_through_loss(rungs, [[pt for pt in run if pt[0] <= stop] for run in cut.get(min(cut), [])] if cut
                                else [], power_law=power_law, stop_samples=stop, bootstrap=bootstrap) \
         if rec.predict == "loss" else None
-    # the prediction ladder.predict chose: by default the rungs with a prior (maths.prediction, issue 49); the power
+    # the prediction ladder.predict chose: by default the rungs with a prior (maths.prediction); the power
     # law's own figures stay in ``ladder``
     fit = through or ladder_prediction(rungs, budget, batch_grid=(min(batches), max(batches)),
                                        rungs_from=reading["fit_from"])
@@ -196,7 +198,7 @@ def ladder_decision(prediction: LadderPrediction, validation: Optional[Predictio
         measured_ci=validation.measured_b_crit_ci if validation else None, base=next_search, others=others)
 
 
-def _prediction(fit: Union[Prediction, LossLadderFit], overhead_20pct: Optional[float], rec: LadderRecorded,
+def _prediction(fit: Union[Prediction, LossLadderFit], overhead_20pct: Optional[float], rec: RecordedLadderSettings,
                 schedule: Optional[dict], noise: Optional[NoiseScale]) -> LadderPrediction:
     """The prediction at D, the batch it recommends (the interval's low end, ``maths.ladder.recommend_batch``) and
     that batch's peak LR and warmup."""
@@ -213,7 +215,7 @@ def _prediction(fit: Union[Prediction, LossLadderFit], overhead_20pct: Optional[
         figures=_predictor_figures(fit) if isinstance(fit, Prediction) else None)
 
 
-def _reference_laws(rec: LadderRecorded) -> ReferenceLaws:
+def _reference_laws(rec: RecordedLadderSettings) -> ReferenceLaws:
     """What closed-form laws give at D in samples, where the tokens a sample are known; else none."""
     tokens = rec.tokens
     if not tokens:
@@ -277,7 +279,7 @@ def _beyond_rungs(measured_rungs: list, stop: int, budget: int) -> tuple[list[li
     """B_crit at every evaluation of the smallest batch from the fraction to D, read from the validation's runs as the
     measurement at D is (they go on past the fraction), and the exponent that the growth from the fraction to D
     implies: log(B_crit(D) / B_crit(fraction)) / log(D / fraction). Beside the rungs' power law it shows whether the
-    growth the rungs saw continues to D (issue 36: on the markov language the local exponent falls past the rungs,
+    growth the rungs saw continues to D (on the markov language the local exponent falls past the rungs,
     0.72 over them against 0.575 from the fraction to D; Merrill et al. 2025, arXiv 2505.23971, find the critical
     batch rising fast early in training, then flattening)."""
     along = [(r.samples_seen, r.b_crit) for r in measured_rungs if stop <= r.samples_seen <= budget
@@ -287,7 +289,7 @@ def _beyond_rungs(measured_rungs: list, stop: int, budget: int) -> tuple[list[li
     return [[d, b] for d, b in along], exponent
 
 
-def _validate(full: dict, rungs: list, fit, power_law, rec: LadderRecorded, bootstrap: int, ladder_samples: int,
+def _validate(full: dict, rungs: list, fit, power_law, rec: RecordedLadderSettings, bootstrap: int, ladder_samples: int,
               simple: Optional[float]) -> PredictionValidation:
     """The prediction against the rung at D of the full runs (each batch until it reached the smallest batch's loss
     at D, or the cap), beside the naive baselines, what B_simple would have predicted (``simple``) and the power

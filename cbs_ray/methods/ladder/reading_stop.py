@@ -1,4 +1,4 @@
-"""Where a ladder run stops (``search.method: ladder``; ``spec.ladder_section``): not at a fixed fraction for every
+"""Where a ladder run stops (``search.method: ladder``; ``methods.ladder.settings``): not at a fixed fraction for every
 batch, which right-censors the larger batches (a batch B needs E(B) = E_min·(1 + B/B_crit) samples to reach the
 smallest batch's loss, more than the smallest batch's D_j), but once the run has reached its target or its cap.
 

@@ -1,6 +1,6 @@
-"""The ladder's settings as its experiment's metadata recorded them (``spec.ladder_section.Ladder.to_meta``, beside
-``max_seq_length``), read back in one place: ``LadderRecorded.from_json`` takes the metadata's mapping
-(``ExperimentMeta.to_dict()``, where the ladder's keys sit flat beside the fields) and fills every key an older
+"""The ladder's settings as its experiment's metadata recorded them (``methods.ladder.settings.Ladder.to_meta``, beside
+``max_seq_length``), read back in one place: ``RecordedLadderSettings.from_json`` takes the metadata's flat mapping
+(``ExperimentMeta.recorded``: its fields and the method's record beside them) and fills every key an older
 experiment did not write with the value that experiment ran with; ``to_json`` writes the keys back. Pure.
 """
 
@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from cbs_ray.records.columns import Column
 
-__all__ = ["LadderRecorded"]
+__all__ = ["RecordedLadderSettings"]
 
 REQUIRED = ("budget_samples", "ladder_stop_samples", "ladder_batches", "ladder_seeds", "ladder_alpha", "base_lr",
             "base_batch", "warmup_fraction")
@@ -20,8 +20,8 @@ REQUIRED = ("budget_samples", "ladder_stop_samples", "ladder_batches", "ladder_s
 
 
 @dataclass(frozen=True)
-class LadderRecorded:
-    """The ladder's recorded settings (``ladder:`` resolved against the budget; ``spec.ladder_section.Ladder``)."""
+class RecordedLadderSettings:
+    """The ladder's recorded settings (``ladder:`` resolved against the budget; ``methods.ladder.settings.Ladder``)."""
 
     budget_samples: int
     """D, the full budget the prediction is for."""
@@ -42,7 +42,7 @@ class LadderRecorded:
     rungs_from: int = 0
     """The first rung (twice the warmup); 0 before the key."""
     reading: str = "raw"
-    """``ladder.reading``: ``raw`` or ``ewa``; an experiment from before issue 36 read the raw model."""
+    """``ladder.reading``: ``raw`` or ``ewa``; an experiment that did not record it read the raw model."""
     metric: str = Column.eval_loss
     cap: float = 1.0
     """``ladder.cap``: the other batches' runs stop at cap × the fraction at most."""
@@ -61,7 +61,7 @@ class LadderRecorded:
     experiment_path: Optional[str] = None
 
     @classmethod
-    def from_json(cls, meta: Mapping[str, Any]) -> LadderRecorded:
+    def from_json(cls, meta: Mapping[str, Any]) -> RecordedLadderSettings:
         """From the metadata's mapping; a ``ValueError`` (one line, as the report command prints it) where a key
         every ladder records is missing."""
         missing = [k for k in REQUIRED if k not in meta]

@@ -280,7 +280,7 @@ class LadderReport:
         history = load_history(path)
         if history.empty:
             raise ReportError(f"{path}: no trial reported anything{first_error(path)}")
-        summary = summarize_ladder(history, {**stored.to_dict(), "experiment_path": path},
+        summary = summarize_ladder(history, {**stored.recorded(), "experiment_path": path},
                                    schedule=same_spec_schedule(path, stored), next_search=next_search_of(stored.spec))
         return Reading(summary, history, tuple(headline(summary)), ladder_answer(summary))
 

@@ -1,6 +1,6 @@
 """The ladder on Ray (``search.method: ladder``): every (batch, seed) run as a trial of one Tune experiment
 (``<name>-ladder-<date>-<time>``), a plain grid with no ASHA and no TPE (each run's whole curve is the
-measurement), then the ladder's summary and report. The pure parts are ``spec.ladder_section`` (the section and
+measurement), then the ladder's summary and report. The pure parts are ``methods.ladder.settings`` (the section and
 its rule), ``methods.ladder.reading`` and ``methods.ladder.report`` (the report steps); this module holds what each run
 trains (``ladder_run_plan``: a ``train.run_plan.RunPlan``, so that ``train`` knows no method's plan) and starts the
 runs. Its ``METHOD`` is what its entry in ``records.method_registry`` names.
@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 from cbs_ray.maths.budget import optimizer_steps
 from cbs_ray.methods.ladder.hooks import AveragesIterates
 from cbs_ray.methods.ladder.reading_stop import LadderStop
-from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.methods.ladder.settings import MIN_RUNG_SPAN, Ladder, resolve_ladder
+from cbs_ray.records.meta import METHOD_RECORD, ExperimentMeta
 from cbs_ray.records.trial_point import BATCH_KEY, batch_of, encode_batch
-from cbs_ray.spec.ladder_section import MIN_RUNG_SPAN, Ladder, resolve_ladder
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.hooks import TrainingHooks
 from cbs_ray.train.run_plan import LrSchedule, RunPlan
@@ -90,7 +90,7 @@ class LadderStopper:
 
 
 def ladder_run_plan(ladder: Ladder, batch: int, stop_samples: int, seed_offset: int = 0) -> RunPlan:
-    """A ladder run's plan (a ``train.run_plan.RunPlan`` of ``spec.ladder_section``'s ``Ladder``): ``batch`` from 0
+    """A ladder run's plan (a ``train.run_plan.RunPlan`` of ``methods.ladder.settings``'s ``Ladder``): ``batch`` from 0
     to ``stop_samples`` at the alpha rule's LR, constant after its warmup, evaluating at the ladder's geometric points
     up to the stop (the stopper may end it sooner: ``methods.ladder.reading_stop``), with the average of its iterates
     (``methods.ladder.hooks``) where ``ladder.reading`` is ``ewa``."""
@@ -166,8 +166,9 @@ def ladder_launch(spec: SearchSpec, launcher: ExperimentLauncher, ld: Ladder) ->
     plans = ladder_plans(ld)
     return Launch(lambda name, meta: launcher.tune(meta=meta, name=name, stopper=LadderStopper(ld), plans=plans,
                                                  **points_config(plans.points)),
-                  {"method": "ladder", "metric": ld.metric, "mode": "min", **ld.to_meta(),
-                   "max_seq_length": spec.data.max_seq_length}, kind="ladder")
+                  {"method": "ladder", "metric": ld.metric, "mode": "min", "budget_samples": ld.budget_samples,
+                   "tokens_per_sample": ld.tokens_per_sample,
+                   METHOD_RECORD: {**ld.to_meta(), "max_seq_length": spec.data.max_seq_length}}, kind="ladder")
 
 
 def _restore(launcher: ExperimentLauncher, path: str, meta: ExperimentMeta) -> None:

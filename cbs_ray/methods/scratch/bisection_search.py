@@ -22,7 +22,7 @@ from cbs_ray.maths.bisection import Bisection, Run, middle_first
 from cbs_ray.maths.minimax_walk import runs_by_answer
 from cbs_ray.records.trial_point import BATCH_KEY, encode_batch
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.spec.tolerance import spec_tolerances
+from cbs_ray.spec.sections import spec_tolerances
 from cbs_ray.tune.search_space import evenly_spaced, seed_warmup
 
 __all__ = ["AlphaRank", "BisectionSearcher", "bisection_for", "bisection_alphas", "bisection_outline_lines",
@@ -59,7 +59,7 @@ def halving_rung(spec: SearchSpec, budget_samples: int) -> Optional[int]:
 
 def bisection_outline_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
     """``--dry-run``: what the bisection trains, at most, against one run per batch at the prior alpha (the plain
-    alternative, issue 47) and against the exhaustive grid (every batch × alpha × warmup point of the ``grid``
+    alternative) and against the exhaustive grid (every batch × alpha × warmup point of the ``grid``
     strategy, each to the full budget), and the batches it trains for each answer
     where the outcomes are a clean threshold (``minimax_walk.runs_by_answer``)."""
     policy = bisection_for(spec)

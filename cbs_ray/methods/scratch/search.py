@@ -17,7 +17,7 @@ from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import load_history
 from cbs_ray.records.trial_point import BATCH_KEY, encode_batch
 from cbs_ray.spec.schema import SearchSpec
-from cbs_ray.spec.tolerance import spec_tolerances
+from cbs_ray.spec.sections import spec_tolerances
 from cbs_ray.train.config import batch_size_of
 from cbs_ray.tune.driver import ExperimentLauncher
 from cbs_ray.tune.prepare import Prepared

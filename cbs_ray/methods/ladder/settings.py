@@ -1,6 +1,7 @@
-"""The ``ladder:`` section (``search.method: ladder``): its fields (``LadderSpec``, ``SearchSpec.ladder``), its rule
-against the rest of the spec (``ladder_stands_alone``), and the section resolved against the budget: the batches,
-the seeds, the LR rule, where each run stops and evaluates, all in samples (``Ladder``). Pure: what one run trains is
+"""The ladder's settings, the spec's ``ladder:`` section (``search.method: ladder``): its fields (``LadderSettings``;
+its registry entry names this module's ``SETTINGS``, the spec holds it: ``ladder_settings``), its rule against the rest
+of the spec (``ladder_stands_alone``), and the section resolved against the budget: the batches, the seeds, the LR rule,
+where each run stops and evaluates, all in samples (``Ladder``). Pure: what one run trains is
 ``methods.ladder.search.ladder_run_plan``; what the runs mean is ``methods.ladder.reading``.
 
 Every run trains one batch at a **constant LR** after a warmup (the alpha rule's LR at its batch), evaluating at
@@ -8,11 +9,11 @@ D·first_rung and at every factor of √2 after it (each rounded to the nearest 
 smallest batch (the reference) trains to ``fraction`` of the full budget D; every other batch until it reaches the
 reference's loss there (the last rung's target: a larger batch needs more samples, E(B) = E_min·(1 + B/B_crit)), or
 ``cap`` × the fraction, where the run stops: ``methods.ladder.search``'s stopper ends it,
-``methods.ladder.reading_stop`` decides. The rungs are the evaluations from twice the warmup on
-(``rungs_from``): every batch warms up over the same samples (a fraction of its steps to the fraction), and a
-rung inside that warmup would measure the warmup, not the batch. The warmup is a fraction of the steps the batch
-takes to the fraction, whichever run it is, so that a run that goes on (``ladder.validate``) is the ladder's
-run exactly up to the fraction: nothing a run trains before the fraction depends on where it stops.
+``methods.ladder.reading_stop`` decides. The rungs are the evaluations from twice the warmup on (``rungs_from``): every
+batch warms up over the same samples (a fraction of its steps to the fraction), and a rung inside that warmup would
+measure the warmup, not the batch. The warmup is a fraction of the steps the batch takes to the fraction, whichever run
+it is, so that a run that goes on (``ladder.validate``) is the ladder's run exactly up to the fraction: nothing a run
+trains before the fraction depends on where it stops.
 
 The validation measures B_crit at D: the reference batch's loss at D is the target, and a larger batch needs
 more than D samples to reach it (E(B) = B·S(B) grows with B), so the validation's runs go on until each reaches it
@@ -28,16 +29,18 @@ from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
 from cbs_ray.spec.checks import MAX_REPEATS, a_count, between, check, reads_section, within
 from cbs_ray.spec.errors import SpecError
 
-# ``spec.schema.SearchSpec`` holds the section (``SearchSpec.ladder``): it imports this module, so the functions
-# here name the whole spec in their annotations without importing it (for the type checker only).
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the spec holds this section: the type only
     from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["LadderSpec", "MIN_LADDER_BATCHES", "MIN_RUNG_SPAN", "Ladder", "resolve_ladder", "ladder_stands_alone"]
+__all__ = ["SETTINGS", "LadderSettings", "MIN_LADDER_BATCHES", "MIN_RUNG_SPAN", "Ladder", "ladder_settings",
+           "resolve_ladder", "ladder_stands_alone"]
+
+SECTION = "ladder"
+"""The section's key in the spec (its registry entry's ``section``)."""
 
 
 @dataclass
-class LadderSpec:
+class LadderSettings:
     """The ladder (``search.method: ladder``; ``cbs_ray.methods.ladder.reading``): predict the full run's
     critical batch from runs of a fraction of its budget."""
 
@@ -76,7 +79,7 @@ class LadderSpec:
     """Every batch warms up over at least this many optimizer steps (0: none beyond the warmup fraction's). The
     warmup is ``search.warmup_fraction_range``'s middle of the steps to the fraction, the same samples for every
     batch, which leaves the largest batches a step or two: on the markov language B=128 then took a loss spike at
-    its peak LR and sat on a plateau for 10–20 steps, at random lengths across seeds (issue 36), the noise that
+    its peak LR and sat on a plateau for 10–20 steps, at random lengths across seeds, the noise that
     decided its rungs and its measurement. ``search_spaces/markov_lm.yaml`` sets 8. At most 10⁶ (more steps than
     any run here takes; 10⁹ was accepted)."""
     step_count: Literal["optimizer", "lr_weighted"] = "optimizer"
@@ -89,8 +92,12 @@ class LadderSpec:
     weighed with a prior over exponents, from the last rung (``maths.prediction``; ``maths.ladder.fit_ladder``'s fit
     is reported beside it); or ``loss``, B_crit = c·L^k fitted over the rungs against their target loss, at
     the smallest batch's loss at D extrapolated by a power law in samples from its last octave before the fraction
-    (``maths.ladder_loss``: on the markov language B_crit(D) bends beyond the rungs while following the loss; issue
-    36). Either way the power law's exponent is reported."""
+    (``maths.ladder_loss``: on the markov language B_crit(D) bends beyond the rungs while following the loss).
+    Either way the power law's exponent is reported."""
+
+    def resolve(self, spec: SearchSpec, budget_samples: int, tokens_per_sample: Optional[int] = None) -> Ladder:
+        """This section of ``spec`` against the resolved budget (``resolve_ladder``)."""
+        return resolve_ladder(spec, budget_samples, tokens_per_sample)
 
     def section_rule(self, spec: SearchSpec) -> None:
         """The section's rule against the rest of the spec (``ladder_stands_alone``): ``spec.rules.validate`` applies
@@ -100,7 +107,7 @@ class LadderSpec:
 
 MIN_RUNG_SPAN = 8
 """The rungs should span at least this factor in D (first to last): over less, the exponent's standard error is too
-large for a prediction (issue 36: over 2.5× it was about 0.5). The plan says so where they span less (the rungs
+large for a prediction (over 2.5× it was about 0.5). The plan says so where they span less (the rungs
 start at twice the warmup: a warmup fraction of 1/16 or less leaves 8×)."""
 
 LADDER_METRICS = ("eval_loss", "excess_loss")
@@ -239,7 +246,7 @@ def resolve_ladder(spec: SearchSpec, budget_samples: int, tokens_per_sample: Opt
     """The spec's ``ladder:`` section against the resolved budget; a ``SpecError`` (one line) for fewer than
     ``MIN_LADDER_BATCHES`` batch sizes, a fraction whose largest batch takes fewer than ``ladder.min_steps``
     optimizer steps, or a first rung under one batch of the largest."""
-    lad, s, t = spec.ladder, spec.search, spec.training
+    lad, s, t = ladder_settings(spec), spec.search, spec.training
     batches = tuple(sorted(spec.batch_sizes))
     if len(batches) < MIN_LADDER_BATCHES:
         raise SpecError(f"search.batch_sizes: the ladder needs at least {MIN_LADDER_BATCHES} batch sizes (each rung "
@@ -269,7 +276,7 @@ def resolve_ladder(spec: SearchSpec, budget_samples: int, tokens_per_sample: Opt
                     reading=lad.reading, cap=float(lad.cap), metric=metric, min_warmup_steps=lad.min_warmup_steps,
                     step_count=lad.step_count, predict=lad.predict)
     rungs = ladder.rung_evaluations
-    if len(rungs) < MIN_RUNGS:  # a plan that can never predict: refused before anything trains (issue 40 row 10)
+    if len(rungs) < MIN_RUNGS:  # a plan that can never predict: refused before anything trains
         raise SpecError(f"ladder.first_rung: the plan has {len(rungs)} rung(s) ({', '.join(map(str, rungs)) or 'none'} "
                         f"samples, from {ladder.rungs_from} to {stop}); fitting B_crit against D needs at least "
                         f"{MIN_RUNGS}: lower ladder.first_rung or raise ladder.fraction")
@@ -277,26 +284,30 @@ def resolve_ladder(spec: SearchSpec, budget_samples: int, tokens_per_sample: Opt
 
 
 def ladder_stands_alone(spec: SearchSpec) -> None:
-    """The ladder's rule among the spec's (``LadderSpec.section_rule``, which ``spec.rules.validate`` applies after
+    """The ladder's rule among the spec's (``LadderSettings.section_rule``, which ``spec.rules.validate`` applies after
     the cross-field rules): its validation needs
-    ``search.method: ladder``; it trains a fixed grid of batches × seeds at one alpha (``ladder.alpha``), so a
-    probe-chosen grid, an Optuna study and an alpha grid are refused; with the budget known here, the fraction and
+    ``search.method: ladder``; it trains a fixed grid of batches × seeds at one alpha (``ladder.alpha``), so an
+    alpha grid is refused (a probe-chosen grid and an Optuna study: its registry entry's flags, ``spec.rules``' shared
+    rule); with the budget known here, the fraction and
     the batches are checked (``resolve_ladder``)."""
     s = spec.search
-    if not reads_section(spec, spec.ladder):
-        if spec.ladder.validate:
+    if not reads_section(spec, ladder_settings(spec)):
+        if ladder_settings(spec).validate:
             raise SpecError("ladder.validate: validates the ladder's prediction; set search.method=ladder "
                             "(--validate-prediction)")
         return
-    if spec.auto_batch_sizes:
-        raise SpecError("search.batch_sizes: auto is not available with search.method ladder (its runs need their "
-                        "batches before anything trains); list at least 4 batch sizes")
-    if s.study_storage is not None:
-        raise SpecError("search.study_storage: search.method ladder trains a fixed grid (batch × seed), not an "
-                        "Optuna study; drop the study storage")
     if s.strategy == "grid" and s.grid_points > 1:
         raise SpecError(f"search.strategy: grid with search.grid_points={s.grid_points} asks for an alpha grid, which "
                         f"would multiply the ladder's cost by {s.grid_points}: the ladder trains one alpha per batch "
                         f"(ladder.alpha); set it, or search.grid_points=1")
     if spec.training.budget_samples is not None:
         resolve_ladder(spec, spec.training.budget_samples)
+
+
+def ladder_settings(spec: SearchSpec) -> LadderSettings:
+    """The spec's ``ladder:`` section."""
+    return spec.section(SECTION)
+
+
+SETTINGS = LadderSettings
+"""The section's dataclass, which the registry entry's ``settings_module`` names (``spec.sections``)."""
