@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from cbs_ray import resume_search, run_search
+from cbs_ray.records import method_registry
 from cbs_ray.records.storage import load_history, read_meta
 from cbs_ray.report.command import report_main
 from cbs_ray.spec.load import load_spec
@@ -21,7 +22,10 @@ TINY = EARLIER_DEFAULT + ["data.builtin_train_examples=1024", "data.builtin_eval
 
 
 @pytest.mark.slow  # ≈ 40 s on 2 cores (a search, its resume, its report): CI's `pytest -m slow` step
-def test_a_registered_method_with_its_section_and_hook_runs_resumes_and_reports(tmp_path, shared_ray, capsys):
+def test_a_registered_method_with_its_section_and_hook_runs_resumes_and_reports(tmp_path, shared_ray, capsys,
+                                                                             monkeypatch):
+    # registered for this test alone: every spec holds a registered method's section (cbs_spec.json, the schema)
+    monkeypatch.setattr(method_registry, "_REGISTRY", dict(method_registry._REGISTRY))
     gauged_method.register()
     name, section = gauged_method.NAME, gauged_method.SECTION
     space = tmp_path / "space.yaml"
