@@ -1,4 +1,4 @@
-"""Reading and resuming experiments written before the search methods moved into ``cbs_ray.methods`` (issue 46).
+"""Reading and resuming experiments written before the search methods moved into ``cbs_ray.methods``.
 
 Tune pickles what a search hands it by module and name (the searcher, the scheduler, the stoppers and callbacks
 with the experiment's state; the trials' configs), so an experiment written before the move names the old modules
@@ -30,6 +30,10 @@ MOVED_MODULES: dict[str, str] = {
     "cbs_ray.tune.per_batch_asha": "cbs_ray.methods.scratch.per_batch_asha",
     "cbs_ray.analysis.summary": "cbs_ray.methods.scratch.reading",
     "cbs_ray.report.scratch": "cbs_ray.methods.scratch.report",
+    "cbs_ray.analysis.summary_record": "cbs_ray.methods.scratch.summary",
+    "cbs_ray.analysis.answer": "cbs_ray.methods.scratch.answer",
+    "cbs_ray.analysis.readings": "cbs_ray.methods.scratch.critical_batch",
+    "cbs_ray.report.text": "cbs_ray.methods.scratch.headline",
     "cbs_ray.tune.branch": "cbs_ray.methods.branch.search",
     "cbs_ray.tune.branch_gate": "cbs_ray.methods.branch.gate",
     "cbs_ray.tune.trunk_watch": "cbs_ray.methods.branch.trunk_watch",
@@ -47,7 +51,8 @@ MOVED_MODULES: dict[str, str] = {
     "cbs_ray.analysis.ladder_stop": "cbs_ray.methods.ladder.reading_stop",
     "cbs_ray.report.ladder": "cbs_ray.methods.ladder.report",
 }
-"""Each module that moved into ``cbs_ray.methods`` (issue 46), by its old dotted path: the path it has now."""
+"""Each module that moved into ``cbs_ray.methods``, by its old dotted path: the path it has now (a module that was
+split keeps its old path: ``report.page`` and ``report.plots`` hold what every method's report shares)."""
 
 
 class _Alias(importlib.abc.Loader):

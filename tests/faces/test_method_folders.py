@@ -14,7 +14,11 @@ from cbs_ray.records.moved_modules import MOVED_MODULES
 PACKAGE = Path(cbs_ray.__file__).parent
 METHODS = PACKAGE / "methods"
 IMPORTING_FACES = {"__init__.py": "analyze and Report: the from-scratch report, loaded on first use"}
-SPLIT_OUT = {"cbs_ray.methods.branch.runs": "branch mode's runs, out of train/run_plan.py (issue 46)"}
+SPLIT_OUT = {"cbs_ray.methods.branch.runs": "branch mode's runs, out of train/run_plan.py",
+             "cbs_ray.methods.scratch.recommendation": "out of analysis/readings.py, beside the critical batch's readings",
+             "cbs_ray.methods.scratch.trainer_snippets": "out of report/text.py, beside the headline",
+             "cbs_ray.methods.scratch.page": "out of report/page.py, which keeps the pieces every page shares",
+             "cbs_ray.methods.scratch.plots": "out of report/plots.py, which keeps the Agg backend and save_figure"}
 NAMING_PATHS = {"records/method_registry.py", "records/moved_modules.py"}  # dotted paths as strings, not imports
 BORN_IN_A_FOLDER = {"cbs_ray.methods.ladder.summary", "cbs_ray.methods.ladder.recorded",
                     "cbs_ray.methods.branch.recorded", "cbs_ray.methods.branch.summary"}

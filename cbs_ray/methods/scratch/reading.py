@@ -1,6 +1,6 @@
-"""From reported milestones to the answer: ``summarize`` builds the tables (``analysis.tables``), the
-readings (``analysis.readings``) and the answer (``analysis.answer``) into one ``Summary``; ``write_summary``
-writes ``summary.json``. Pure pandas, no Ray.
+"""From reported milestones to the from-scratch answer: ``summarize`` builds the tables (``analysis.tables``), the
+readings of the critical batch (``critical_batch``), the answer (``answer``) and the recommendation
+(``recommendation``) into one ``Summary``; ``write_summary`` writes ``summary.json``. Pure pandas, no Ray.
 """
 
 from __future__ import annotations
@@ -11,18 +11,24 @@ from typing import Optional
 
 import pandas as pd
 
-from cbs_ray.analysis.answer import answer_of, bound_text
+from cbs_ray.analysis.bounds import bound_text
 from cbs_ray.analysis.decision import DEFAULT_BASE, Decision, Evidence, NextSearch, decide_scratch
 from cbs_ray.analysis.json_values import json_clean
-from cbs_ray.analysis.readings import (
+from cbs_ray.analysis.tables import noise_scale_table, per_batch_table, trial_table
+from cbs_ray.maths.importance import EVALUATOR, param_importance
+from cbs_ray.maths.lr_schedule import warmup_steps
+from cbs_ray.maths.pareto import pareto_front
+from cbs_ray.maths.tradeoff import TradeoffFit
+from cbs_ray.methods.scratch.answer import answer_of
+from cbs_ray.methods.scratch.critical_batch import (
     default_target,
-    recommend,
     target_rules,
     tradeoff_reading,
     turning_point_reading,
     with_noise_scale,
 )
-from cbs_ray.analysis.summary_record import (
+from cbs_ray.methods.scratch.recommendation import recommend
+from cbs_ray.methods.scratch.summary import (
     CriticalBatch,
     Importance,
     NoiseScale,
@@ -32,11 +38,6 @@ from cbs_ray.analysis.summary_record import (
     Tradeoff,
     TurningPoint,
 )
-from cbs_ray.analysis.tables import noise_scale_table, per_batch_table, trial_table
-from cbs_ray.maths.importance import EVALUATOR, param_importance
-from cbs_ray.maths.lr_schedule import warmup_steps
-from cbs_ray.maths.pareto import pareto_front
-from cbs_ray.maths.tradeoff import TradeoffFit
 from cbs_ray.records.columns import Column
 from cbs_ray.spec.tolerance import RELATIVE, Tolerance
 
@@ -56,8 +57,8 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
     (``search.turning_point``); the other reading is kept as ``raw_batch_size`` / ``monotone_batch_size``.
     ``min_batch_size``: the smallest batch a next search may propose (the workers per trial). ``seeds``: batch
     size → the (alpha, warmup fraction) the search seeded it with (None: nothing seeded, a grid), so that the
-    recommendation says when its alpha and warmup are a seed's (``readings.unsearched``). ``tolerance_unit``:
-    ``relative`` (a fraction of the best, every experiment before issue 50) or ``nats`` (absolute;
+    recommendation says when its alpha and warmup are a seed's (``recommendation.unsearched``). ``tolerance_unit``:
+    ``relative`` (a fraction of the best, every experiment that recorded no unit) or ``nats`` (absolute;
     ``spec.tolerance``). ``next_search``: what the decision's next step keeps of this search
     (``analysis.decision.next_search_base``)."""
     if turning_fit not in ("monotone", "raw"):
