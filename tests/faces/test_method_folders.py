@@ -134,3 +134,25 @@ def test_no_module_outside_the_methods_names_a_method_but_the_registry():
     naming = {str(p.relative_to(PACKAGE)): lines for p in _outside_methods()
               if (lines := _method_name_constants(p.read_text()))}
     assert set(naming) == NAMING_A_METHOD_ALLOWED, naming
+
+
+def _named_modules(source: str) -> set:
+    """Every module ``source`` imports, those only ``if TYPE_CHECKING:`` imports included (a type named for mypy)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_the_shared_layers_name_no_method_even_for_the_type_checker():
+    """``analysis/`` and ``report/`` hold what every method uses: none of them names a method's module, not even
+    under ``if TYPE_CHECKING:`` (which import-linter leaves out: a circle it cannot see)."""
+    assert "cbs_ray.methods.scratch.report" in _named_modules(  # the scan sees a type-only import
+        "if TYPE_CHECKING:\n    from cbs_ray.methods.scratch.report import Report\n")
+    naming = {str(p.relative_to(PACKAGE)): sorted(m for m in _named_modules(p.read_text())
+                                                  if m.startswith("cbs_ray.methods"))
+              for layer in ("analysis", "report") for p in (PACKAGE / layer).rglob("*.py")}
+    assert {path: modules for path, modules in naming.items() if modules} == {}

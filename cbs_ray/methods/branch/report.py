@@ -504,7 +504,7 @@ class BranchReport:
 
 class TrunkFailed(ReportError):
     """The trunk of a branch search failed for good (``resources.max_failures`` spent): the search ends with one
-    line and a non-zero exit, its report written but no schedule recommended (issue 40 row 6)."""
+    line and a non-zero exit, its report written but no schedule recommended."""
 
 
 def trunk_lost(history, failed_roles: set, budget_samples: int) -> Optional[int]:

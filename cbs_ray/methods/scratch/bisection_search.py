@@ -59,7 +59,7 @@ def halving_rung(spec: SearchSpec, budget_samples: int) -> Optional[int]:
 
 def bisection_outline_lines(spec: SearchSpec, budget_samples: int) -> list[str]:
     """``--dry-run``: what the bisection trains, at most, against one run per batch at the prior alpha (the plain
-    alternative, issue 47) and against the exhaustive grid (every batch × alpha × warmup point of the ``grid``
+    alternative) and against the exhaustive grid (every batch × alpha × warmup point of the ``grid``
     strategy, each to the full budget), and the batches it trains for each answer
     where the outcomes are a clean threshold (``minimax_walk.runs_by_answer``)."""
     policy = bisection_for(spec)
