@@ -17,6 +17,8 @@ IMPORTING_FACES = {"__init__.py": "analyze and Report: the from-scratch report, 
 SPLIT_OUT = {"cbs_ray.methods.branch.runs": "branch mode's runs, out of train/run_plan.py",
              "cbs_ray.methods.scratch.recommendation": "out of analysis/readings.py, beside the critical batch's readings",
              "cbs_ray.methods.scratch.trainer_snippets": "out of report/text.py, beside the headline",
+             "cbs_ray.methods.scratch.decision": "the from-scratch rule, out of analysis/decision.py, which keeps "
+                                                 "the Decision every method writes",
              "cbs_ray.methods.scratch.page": "out of report/page.py, which keeps the pieces every page shares",
              "cbs_ray.methods.scratch.plots": "out of report/plots.py, which keeps the Agg backend and save_figure"}
 NAMING_PATHS = {"records/method_registry.py", "records/moved_modules.py"}  # dotted paths as strings, not imports
