@@ -1,4 +1,4 @@
-"""Each search method is one folder, ``cbs_ray/methods/<name>/`` (issue 46): its Ray half, its reading and its
+"""Each search method is one folder, ``cbs_ray/methods/<name>/``: its Ray half, its reading and its
 report, named by its registry entry; outside the folders only the registry names their modules (as dotted paths)
 and one face imports one (``cbs_ray/__init__.py``: ``analyze``/``Report``); ``--probe`` runs through the driver."""
 
@@ -24,7 +24,7 @@ SPLIT_OUT = {"cbs_ray.methods.branch.runs": "branch mode's runs, out of train/ru
 NAMING_PATHS = {"records/method_registry.py", "records/moved_modules.py"}  # dotted paths as strings, not imports
 BORN_IN_A_FOLDER = {"cbs_ray.methods.ladder.summary", "cbs_ray.methods.ladder.recorded",
                     "cbs_ray.methods.branch.recorded", "cbs_ray.methods.branch.summary"}
-"""Modules written in a method's folder (issue 46's typed summaries and records), never anywhere else: no old path."""
+"""Modules written in a method's folder (the typed summaries and records), never anywhere else: no old path."""
 
 
 def _imported(source: str) -> set:
@@ -130,7 +130,7 @@ def test_the_method_name_scan_sees_constants_and_skips_docstrings():  # the scan
 
 
 def test_no_module_outside_the_methods_names_a_method_but_the_registry():
-    """Issue 46's target: a rule that depends on the method reads its registry entry (``DEFAULT_METHOD``,
+    """The folders' target: a rule that depends on the method reads its registry entry (``DEFAULT_METHOD``,
     ``MethodEntry.section``, ``loss_epsilon``, ``best_per_batch``), never compares, defaults to or builds with a
     method's name."""
     naming = {str(p.relative_to(PACKAGE)): lines for p in _outside_methods()
