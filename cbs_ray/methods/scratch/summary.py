@@ -205,7 +205,7 @@ class Answer:
 class Summary:
     """Everything the report says about one experiment; ``to_json`` is summary.json. The tables are
     records (one dict per row; NaN is None). ``experiment_path``, ``name`` and ``spec`` are set by
-    ``report.analyze``, None for a summary of a bare history."""
+    ``methods.scratch.report.analyze``, None for a summary of a bare history."""
 
     answer: Answer
     metric: str
