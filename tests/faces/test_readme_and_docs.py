@@ -267,7 +267,7 @@ def test_every_page_named_outside_a_link_exists_with_its_heading():
 
 def test_a_named_page_that_is_gone_or_lacks_its_heading_is_found():  # the scan above can fail
     text = ("see docs/" + "gone.md, (docs/" + "spec.md#no-such-heading), ../docs/" + "spec.md, README.md#quick-start; "
-            "docs/" + "benchmarks-archive.md#issue-N is a pattern, cbs_ray/docs/" + "x.md another folder's")
+            "README.md#Not-A-Slug is the page alone, cbs_ray/docs/" + "x.md another folder's")
     assert unresolved_mentions(text) == ["docs/gone.md: no such file", "docs/spec.md#no-such-heading: no such heading"]
 
 
