@@ -49,6 +49,14 @@ locked job, each run kept as it ends:
     python bench/schedule_validation_regime.py --check          # every setting's search passes --dry-run, timed
     flock /tmp/cbs-ray-ray.lock python bench/schedule_validation_regime.py --only m0 --keep bench/schedule_validation_regime_runs
     python bench/schedule_validation_regime.py --judge bench/schedule_validation_regime_runs   # pool; run nothing
+
+**Amendment, after the first run and before any scored one** (no setting, rule or criterion changed): the first run
+(m0, ``fitted``, at 56a3395) read CBS(t) ≤ 8 → 32 → ≤ 8, so its schedule kept the trunk's batch 8 throughout, and the
+search skipped the validation as "nothing to validate": no schedule run, no tuned controls, no endpoint. Against tuned
+controls that skip is wrong (the schedule trains at the trunk's configuration, the controls at their tuned ones; a
+seesaw from B* ≠ 8 with no doubling was skipped too), so ``methods.branch.search`` now validates every schedule but the
+one that would repeat an untuned control. That run is kept as it came, unscored, in
+``bench/schedule_validation_regime_gap/``; every scored run is at the fix or later.
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ from cbs_ray.maths.ladder import recommend_batch
 from cbs_ray.records.columns import Column
 
 __all__ = ["CONFIDENCE", "RESOLVED", "UNRESOLVED", "DISAGREE", "LOWER_BOUND", "UPPER_BOUND", "REFUSED",
-           "Evidence", "Decision", "disagreeing", "decide_branch", "decide_ladder", "train_words", "with_sentence",
-           "batch_grid", "search_command", "next_search_base", "NextSearch"]
+           "Evidence", "Decision", "disagreeing", "TunedFixedBatch", "decide_branch", "decide_ladder", "train_words",
+           "with_sentence", "batch_grid", "search_command", "next_search_base", "NextSearch"]
 
 RESOLVED = "resolved"
 """A value, its noise check passed (the turning point's verdict, the schedule's validation, the ladder's interval
@@ -241,14 +241,28 @@ def with_sentence(d: Decision, words: str) -> Decision:
 
 # ---- branch mode ----------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class TunedFixedBatch:
+    """A schedule validation's best fixed batch (lowest mean final loss over the seeds) at the configuration it
+    trained, and the paired verdict on the schedule against it (None: not shown, fewer than two seeds)."""
+
+    batch_size: int
+    lr: Optional[float]
+    warmup_samples: Optional[int]
+    schedule_non_inferior: Optional[bool]
+
+
 def decide_branch(schedule: Sequence[Sequence[int]], *, trunk_batch: int, trunk_lr: Optional[float],
                   trunk_warmup_samples: Optional[int], budget_samples: int, alpha: Optional[float],
                   validated: bool, non_inferior: Optional[bool], below_frontier: Optional[bool],
-                  trend_holds: Optional[bool], trend_text: str = "", base: NextSearch = DEFAULT_BASE) -> Decision:
+                  trend_holds: Optional[bool], trend_text: str = "", base: NextSearch = DEFAULT_BASE,
+                  best_tuned: Optional[TunedFixedBatch] = None) -> Decision:
     """Branch mode's decision: the schedule (``[start_samples, batch_size]`` pairs), started at its first batch
     with the trunk's LR (scaled along ``alpha`` where the schedule starts elsewhere) and warmup. ``validated``: a
     validation ran; ``non_inferior`` / ``below_frontier`` its verdicts; ``trend_holds``: CBS(t) does not decrease
-    beyond its noise."""
+    beyond its noise. ``best_tuned``: the validation's best fixed batch at its tuned configuration and whether the
+    schedule is non-inferior to it; where it is not (or not to the small batch), that fixed batch is the decision:
+    a user compares a schedule with their best fixed batch, not with an untuned one."""
     budget = int(budget_samples)
     pairs = [[int(s), int(b)] for s, b in schedule]
     if not pairs:
@@ -259,6 +273,16 @@ def decide_branch(schedule: Sequence[Sequence[int]], *, trunk_batch: int, trunk_
     first = pairs[0][1]
     lr = trunk_lr * (first / trunk_batch) ** alpha if trunk_lr is not None and alpha is not None else trunk_lr
     apart: list[Evidence] = []
+    loses = validated and (non_inferior is False or (best_tuned is not None and best_tuned.schedule_non_inferior
+                                                     is False))
+    if loses and best_tuned is not None:  # the schedule loses to a tuned fixed batch: that batch is the decision
+        b = best_tuned
+        because = (f"the schedule's validation found it worse than the best tuned fixed batch {b.batch_size} by more "
+                   f"than the margin{' (and worse than the small batch)' if non_inferior is False else ''}: followed "
+                   f"that batch at its tuned configuration, which it was measured against on the same seeds")
+        apart = [Evidence("schedule", pairs[-1][1], text="the schedule (inferior to the best tuned fixed batch)")]
+        d = Decision(b.batch_size, b.lr, b.warmup_samples, None, budget, DISAGREE, because, apart)
+        return with_sentence(d, train_words(b.batch_size, b.lr, b.warmup_samples, budget))
     if validated and non_inferior is False:  # the schedule loses quality: the trunk's fixed batch is the decision
         because = (f"the schedule's validation found it worse than the small batch by more than the margin: "
                    f"followed the trunk's fixed batch {trunk_batch}, which it was measured against")
@@ -273,6 +297,8 @@ def decide_branch(schedule: Sequence[Sequence[int]], *, trunk_batch: int, trunk_
                     + ("" if non_inferior is not None else " (not judged)")
                     + (", below the fixed-batch frontier" if below_frontier else
                        ", not below the fixed-batch frontier" if below_frontier is False else ""))
+        if best_tuned is not None and best_tuned.schedule_non_inferior:
+            because += f", non-inferior to the best tuned fixed batch {best_tuned.batch_size}"
         if below_frontier is False:
             apart.append(Evidence("fixed-batch frontier", None, text="the fixed-batch frontier (the schedule is not "
                                                                      "below it: it saves no steps)"))

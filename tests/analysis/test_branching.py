@@ -8,6 +8,7 @@ import math
 import pandas as pd
 import pytest
 
+from cbs_ray.analysis.decision import DISAGREE
 from cbs_ray.methods.branch.reading import schedule_alpha, summarize_branches
 from cbs_ray.methods.branch.reading_points import critical_batch_over_training
 from cbs_ray.methods.branch.reading_schedule import (
@@ -553,3 +554,19 @@ def test_the_plot_shows_the_points_that_are_not_resolvable(tmp_path, monkeypatch
     assert label in drawn["labels"] and drawn["lines"][label] == [4096]
     branch_report.cbs_over_training_plot(summarize_branches(history(), META), tmp_path / "q.png")
     assert label not in drawn["labels"]  # every point resolvable: no such entry
+
+
+def test_a_schedule_that_loses_to_the_best_tuned_fixed_batch_hands_the_decision_to_that_batch():
+    # Every control tuned (source scratch); the schedule (3.05, 3.06, 3.07) is 0.05 worse than B=16 and B=32 (mean
+    # 3.01 each: the tie goes to the smaller, B=16, whose seed 0 is the trunk's 3.0 in this layout).
+    configs = [{"batch_size": b, "alpha": 0.5, "warmup_fraction": 0.1, "source": "scratch"} for b in (16, 32, 64, 128)]
+    rows = [{**r, "peak_lr": 1e-3 * (r["batch_size"] / 16) ** 0.5} for r in validation_rows(schedule=(3.05, 3.06, 3.07))]
+    meta = {**META, "warmup_fraction": 0.1,
+            "schedule": {"margin": 0.01, "controls_from": "scratch", "control_configurations": configs}}
+    s = summarize_branches(history(schedule=rows), meta)
+    vs = s.schedule_validation.non_inferiority_vs_tuned
+    assert (vs.tuned, vs.best_fixed_batch, vs.holds) == (True, 16, False)
+    d = s.decision
+    # B=16 at its reported peak LR; warmup 0.1 of its 8192 / 16 = 512 steps = 51 steps (whole) of 16 samples.
+    assert (d.batch_size, d.lr, d.schedule, d.confidence) == (16, pytest.approx(1e-3), None, DISAGREE)
+    assert d.warmup_samples == 51 * 16 and "best tuned fixed batch 16" in d.because

@@ -18,6 +18,7 @@ from cbs_ray.analysis.decision import (
     YOUR_SPACE,
     Decision,
     Evidence,
+    TunedFixedBatch,
     batch_grid,
     decide_branch,
     decide_ladder,
@@ -125,6 +126,33 @@ def test_a_schedule_inferior_to_the_small_batch_falls_back_to_the_trunk_s_fixed_
                       trend_holds=True)
     assert (d.batch_size, d.schedule, d.confidence) == (16, None, DISAGREE)
     assert d.disagreements[0].reading == "schedule"
+
+
+def test_a_schedule_inferior_to_the_best_tuned_fixed_batch_falls_back_to_that_batch_at_its_configuration():
+    best = TunedFixedBatch(batch_size=32, lr=2.5e-3, warmup_samples=640, schedule_non_inferior=False)
+    d = decide_branch([[0, 16], [1024, 64]], trunk_batch=16, trunk_lr=1e-3, trunk_warmup_samples=816,
+                      budget_samples=8192, alpha=0.5, validated=True, non_inferior=True, below_frontier=True,
+                      trend_holds=True, best_tuned=best)
+    assert (d.batch_size, d.lr, d.warmup_samples, d.schedule, d.confidence) == (32, 2.5e-3, 640, None, DISAGREE)
+    assert "best tuned fixed batch 32" in d.because and d.disagreements[0].reading == "schedule"
+    assert d.text.startswith("Decision: train at batch 32, lr 0.0025, warmup 640 samples, for 8192 samples")
+
+
+def test_inferior_to_the_small_batch_with_tuned_controls_follows_the_best_tuned_batch_not_the_trunk_s():
+    best = TunedFixedBatch(batch_size=64, lr=4e-3, warmup_samples=None, schedule_non_inferior=None)
+    d = decide_branch([[0, 16], [1024, 64]], trunk_batch=16, trunk_lr=1e-3, trunk_warmup_samples=None,
+                      budget_samples=8192, alpha=0.5, validated=True, non_inferior=False, below_frontier=True,
+                      trend_holds=True, best_tuned=best)
+    assert (d.batch_size, d.lr, d.confidence) == (64, 4e-3, DISAGREE)
+
+
+def test_a_schedule_non_inferior_to_the_best_tuned_batch_stays_the_decision_and_says_so():
+    best = TunedFixedBatch(batch_size=32, lr=2.5e-3, warmup_samples=640, schedule_non_inferior=True)
+    d = decide_branch([[0, 16], [1024, 32], [2048, 128]], trunk_batch=16, trunk_lr=1e-3, trunk_warmup_samples=816,
+                      budget_samples=8192, alpha=0.5, validated=True, non_inferior=True, below_frontier=True,
+                      trend_holds=True, best_tuned=best)
+    assert (d.batch_size, d.schedule, d.confidence) == (16, [[0, 16], [1024, 32], [2048, 128]], RESOLVED)
+    assert "non-inferior to the best tuned fixed batch 32" in d.because
 
 
 def test_a_schedule_not_validated_is_unresolved_and_proposes_the_validation():

@@ -307,3 +307,17 @@ def test_a_resumed_branch_search_rebuilds_the_plans_its_trials_were_started_with
     assert [again.plan(p).seed_offset for p in first.points] == [p["seed_offset"] for p in first.points]
     with pytest.raises(ValueError, match="no run of this experiment"):
         PresetPlans.of(first.points[:1], lambda point: first.plan(point)).plan(first.points[-1])
+
+
+@pytest.mark.parametrize("schedule, controls_from, repeats", [
+    ([[0, 8]], "none", True),  # the trunk's batch throughout, untuned controls: the control at B=8 is this run
+    ([[0, 8]], "scratch", False),  # tuned controls: the trunk's configuration against the tuned B=8 and the rest
+    ([[0, 16]], "none", False),  # one batch, but not the trunk's (seesaw from the tuned batch)
+    ([[0, 8], [2048, 16]], "none", False),  # the batch rises
+])
+def test_a_schedule_is_validated_unless_it_repeats_the_trunk_s_control(schedule, controls_from, repeats):
+    from cbs_ray.methods.branch.search import _repeats_the_trunk
+
+    spec = load_spec(LM, [*BRANCH, "branch.trunk_batch_size=8", f"branch.controls_from={controls_from}"])
+    br = resolve_branching(spec, spec.training.budget_samples)
+    assert _repeats_the_trunk(spec, br, schedule) is repeats

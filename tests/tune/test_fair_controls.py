@@ -166,3 +166,27 @@ def test_the_dense_frontier_s_controls_are_recorded_and_train_on_whole_reports()
     assert all(plan.total_steps == br.budget_samples // plan.batch_schedule[0][1] for plan in fixed)  # no ValueError
     forty = next(plan for plan in fixed if plan.batch_schedule == ((0, 40),))
     assert (forty.control, forty.total_steps, forty.lr_batch) == ("frontier", 40960 // 40, 40)
+
+
+def test_another_branch_search_s_controls_stage_can_be_named(storage, tmp_path):
+    # A stage keeps no metadata of its own: `<owner>-controls` is read with its owner's budget and metric, where the
+    # owner's stage record names it; the same folder without such an owner is refused as before.
+    import json
+    import shutil
+
+    owner, stage = tmp_path / "own-branch-20260101-000000", tmp_path / "own-branch-20260101-000000-controls"
+    shutil.copytree(storage / SCRATCH, stage)
+    (stage / "cbs_spec.json").unlink()
+    owner.mkdir()
+    meta = json.loads((storage / make_golden.NAMES["branch"] / "cbs_spec.json").read_text())
+    scratch_meta = json.loads((storage / SCRATCH / "cbs_spec.json").read_text())
+    meta.update(metric=scratch_meta["metric"], mode=scratch_meta["mode"], budget_samples=BUDGET, stages=[{"name": "search", "experiment": str(owner)},
+                                               {"name": "controls", "experiment": str(stage)}])
+    (owner / "cbs_spec.json").write_text(json.dumps(meta))
+    path, best = tuned_controls(_spec(storage, str(stage)), BUDGET)
+    assert path == str(stage) and sorted(best) == [16, 32, 64, 128, 256]
+    with pytest.raises(SpecError, match="ran 8192 samples per trial|trained"):
+        tuned_controls(_spec(storage, str(stage)), 8192)  # the owner's budget is the stage's
+    (owner / "cbs_spec.json").write_text(json.dumps({**meta, "stages": meta["stages"][:1]}))
+    with pytest.raises(SpecError, match="no cbs_spec.json|not a cbs-ray experiment"):
+        tuned_controls(_spec(storage, str(stage)), BUDGET)

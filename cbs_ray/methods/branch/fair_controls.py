@@ -44,6 +44,23 @@ def _named(spec: SearchSpec, value: str) -> str:
                     f"branch.controls_from=none")
 
 
+def _controls_stage_owner(path: str) -> Optional[ExperimentMeta]:
+    """The metadata of the branch experiment whose ``controls`` stage ``path`` is (``<experiment>-controls``, which
+    that experiment's stage record names), or None: a stage keeps no metadata of its own, its owner's budget and
+    metric are its."""
+    stage = Path(path)
+    suffix = f"-{CONTROLS_STAGE}"
+    if not stage.name.endswith(suffix) or (stage / "cbs_spec.json").exists():
+        return None
+    owner = stage.with_name(stage.name[:-len(suffix)])
+    try:
+        meta = ExperimentMeta.read(str(owner))
+    except ReportError:
+        return None
+    recorded = dict(meta.stage_record("search", str(owner))).get(CONTROLS_STAGE)
+    return meta if recorded and Path(recorded).name == stage.name else None
+
+
 def unused_controls_warning(spec: SearchSpec) -> Optional[str]:
     """The plan's warning where ``branch.controls_from`` is set without ``--validate-schedule``: only the schedule's
     validation trains fixed-batch controls, so the value goes unused (and ``--resume`` cannot add the validation
@@ -66,9 +83,10 @@ def tuned_controls(spec: SearchSpec, budget_samples: int, *,
                    stage_experiment: Optional[str] = None) -> tuple[str, dict[int, dict]]:
     """(``controls_from`` as recorded: the experiment's path, or ``none``; each batch's best configuration in
     it, ``analysis.control_configs.best_configurations``). A ``SpecError`` (one line, exit 2) where a named
-    experiment is missing, unreadable, not a from-scratch search, ran another budget, or completed no trial.
-    ``scratch``: the stage's experiment ``stage_experiment`` (it trained this budget, on the spec's metric);
-    before the stage has run (the check before Ray) or where it completed no trial, ``none`` (the latter said)."""
+    experiment is missing, unreadable, not a from-scratch search (nor another branch search's ``controls`` stage),
+    ran another budget, or completed no trial. ``scratch``: the stage's experiment ``stage_experiment`` (it trained
+    this budget, on the spec's metric); before the stage has run (the check before Ray) or where it completed no
+    trial, ``none`` (the latter said)."""
     value = spec.branch.controls_from
     if value == NONE:
         return NONE, {}
@@ -84,8 +102,9 @@ def tuned_controls(spec: SearchSpec, budget_samples: int, *,
         return stage_experiment, best
     path = _named(spec, value)
     try:
-        meta = ExperimentMeta.read(path)
-        if not method_entry(meta.method).best_per_batch:
+        owner = _controls_stage_owner(path)  # another branch search's controls stage: a from-scratch search
+        meta = owner or ExperimentMeta.read(path)
+        if owner is None and not method_entry(meta.method).best_per_batch:
             raise SpecError(f"branch.controls_from: {path} is a {meta.method} search, not a from-scratch one")
         problem = budget_problem(meta.budget_samples, budget_samples, where=path)
         if problem:

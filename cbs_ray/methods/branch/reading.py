@@ -12,7 +12,7 @@ from typing import Any, Optional, Union
 import pandas as pd
 
 from cbs_ray.analysis.control_configs import NONE, configurations_run
-from cbs_ray.analysis.decision import DEFAULT_BASE, Decision, NextSearch, decide_branch
+from cbs_ray.analysis.decision import DEFAULT_BASE, Decision, NextSearch, TunedFixedBatch, decide_branch
 from cbs_ray.analysis.json_values import json_clean
 from cbs_ray.maths.budget import scratch_grid_samples
 from cbs_ray.maths.lr_schedule import lr_multiplier, warmup_steps
@@ -148,6 +148,25 @@ def _trunk_warmup(rec: BranchRecorded) -> dict:
     return {Column.warmup_steps: steps, "warmup_samples": steps * rec.trunk_batch}
 
 
+def _best_tuned(history: pd.DataFrame, validation: Optional[ScheduleValidation], configs: Optional[list],
+                budget: int) -> Optional[TunedFixedBatch]:
+    """The validation's best fixed batch where every control was tuned (``non_inferiority_vs_tuned``), with the
+    peak LR its runs reported and the warmup its configuration gives; None where the controls were not tuned."""
+    vs = validation.non_inferiority_vs_tuned if validation is not None else None
+    if vs is None or not vs.tuned or vs.best_fixed_batch is None:
+        return None
+    batch = int(vs.best_fixed_batch)
+    columns = (Column.role, Column.control, Column.batch_size)
+    runs = (history[(history[Column.role] == "schedule") & (history[Column.control] != "schedule")
+                    & (history[Column.batch_size] == batch)]
+            if all(c in history for c in columns) else history.iloc[:0])
+    lrs = runs[Column.peak_lr].dropna() if Column.peak_lr in runs else pd.Series(dtype=float)
+    config: dict = next((c for c in configs or [] if int(c[Column.batch_size]) == batch), {})
+    fraction = config.get(Column.warmup_fraction)
+    warmup = None if fraction is None else warmup_steps(float(fraction), max(1, budget // batch)) * batch
+    return TunedFixedBatch(batch, json_clean(float(lrs.iloc[-1])) if len(lrs) else None, warmup, vs.holds)
+
+
 def _recorded(meta: Union[Mapping[str, Any], BranchRecorded]) -> BranchRecorded:
     return meta if isinstance(meta, BranchRecorded) else BranchRecorded.from_json(meta)
 
@@ -193,7 +212,7 @@ def summarize_branches(history: pd.DataFrame, meta: Union[Mapping[str, Any], Bra
         validated=validation is not None,
         non_inferior=validation.non_inferiority.holds if validation and validation.non_inferiority else None,
         below_frontier=validation.below_frontier.holds if validation else None, trend_holds=the_trend.holds,
-        trend_text=the_trend.text, base=next_search)
+        trend_text=the_trend.text, base=next_search, best_tuned=_best_tuned(history, validation, configs, budget))
     return BranchSummary(
         critical_batch_over_training=tuple(points), batch_size_schedule=schedule,
         trend=the_trend, b_simple_over_training=b_simple_over_training(history),

@@ -282,13 +282,22 @@ def branches_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branchin
     return Launch(run, fields, kind="branch")
 
 
+def _repeats_the_trunk(spec: SearchSpec, br: Branching, schedule) -> bool:
+    """The schedule keeps the trunk's batch throughout and every control trains at the trunk's configuration
+    (``branch.controls_from: none``): the schedule run would be the fixed control at that batch again. Against
+    tuned controls (a from-scratch search named or run as a stage) a constant schedule is still compared: the user
+    would train it at the trunk's configuration, not the tuned one."""
+    return (len(schedule) < 2 and int(schedule[0][1]) == br.trunk_batch
+            and spec.branch.controls_from == "none")
+
+
 def schedule_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branching, path: str) -> Optional[Launch]:
     """Train the recommended schedule for the whole budget against its fixed-batch controls
     (``methods.branch.fair_controls.validation_controls``: ``branch.frontier``), each on ``branch.validation_seeds``
     seeds held out from the
     trunk's, as a second Tune experiment, the schedule and its criterion recorded in the first one's metadata before
-    it starts, so that a killed run resumes it; None when the schedule keeps the trunk's batch throughout (there
-    is nothing to validate)."""
+    it starts, so that a killed run resumes it; None when the schedule run would repeat the trunk's fixed control
+    (``_repeats_the_trunk``)."""
     meta = ExperimentMeta.read(path)
     recorded = meta.schedule
     start = None
@@ -299,9 +308,10 @@ def schedule_launch(spec: SearchSpec, launcher: ExperimentLauncher, br: Branchin
         read = {**meta.to_dict(), **({"schedule": {"start_batch": start}} if start is not None else {})}
         summary = summarize_branches(load_history(path), read)
         schedule, alpha = summary.batch_size_schedule, summary.schedule_alpha
-    if len(schedule) < 2:
+    if _repeats_the_trunk(spec, br, schedule):
         print(f"schedule: the critical batch never rose above the trunk's batch {br.trunk_batch}; nothing to "
-              f"validate (the schedule run would repeat the trunk)", flush=True)
+              f"validate (the schedule run would repeat the trunk, and its fixed-batch control at "
+              f"B={br.trunk_batch})", flush=True)
         return None
     criterion = criterion_text(br.tolerance, relative=br.tolerance_relative)
     chosen = chosen_controls(spec, br, schedule, alpha=alpha, recorded=recorded,
