@@ -1,12 +1,9 @@
 """``decision`` in every summary.json: the batch to train the run at (and the schedule, where the method measured
-one), its LR and warmup, for which budget, how sure, and what it rests on (issue 59). One rule per method, each
-reading the one reading that answers "which batch for my run" and weighing the others against it:
+one), its LR and warmup, for which budget, how sure, and what it rests on. One rule per method, each reading the one
+reading that answers "which batch for my run" and weighing the others against it (``disagreeing``):
 
-* **from scratch**: the turning point (the largest batch within the tolerance of the best quality at this budget,
-  measured at equal samples: the question asked). The tradeoff's B_crit, the 20 % rule and B_simple are
-  cross-checks; one that lies more than one grid step (a factor of 2) from the turning point *and* outside its
-  interval (the turning point's range under the noise, the tradeoff's bootstrap interval) disagrees. The LR and
-  warmup are the recommendation's where it is at that batch, else that batch's best trial's.
+* **from scratch**: the turning point, its cross-checks the tradeoff's B_crit, the 20 % rule and B_simple
+  (``methods.scratch.decision``).
 * **branch mode**: the schedule (``batch_size_schedule``), started at its first batch with the trunk's LR and
   warmup; its validation (``--validate-schedule``) is its test. A schedule found inferior to the small batch is
   not followed: the decision is the trunk's fixed batch.
@@ -15,9 +12,9 @@ reading the one reading that answers "which batch for my run" and weighing the o
   by more than a grid step, is followed instead (the LR moved along ``ladder.alpha``'s rule).
 
 ``confidence`` is one of ``CONFIDENCE``. A bound ("≥ 256", "≤ 8") or a refusal is a decision only with its next
-step: ``next_step`` holds the command that answers it. Pure: no Ray, no pandas; ``decide_*`` take plain values.
+step: ``next_step`` holds the command that answers it (``search_command``). Pure: no Ray, no pandas; the rules take
+plain values.
 """
-
 from __future__ import annotations
 
 import math
@@ -25,13 +22,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Sequence
 
-from cbs_ray.maths.critical_batch import LOWER, UPPER, agree_within, bound_interval
+from cbs_ray.maths.critical_batch import agree_within, bound_interval
 from cbs_ray.maths.ladder import recommend_batch
 from cbs_ray.records.columns import Column
 
 __all__ = ["CONFIDENCE", "RESOLVED", "UNRESOLVED", "DISAGREE", "LOWER_BOUND", "UPPER_BOUND", "REFUSED",
-           "Evidence", "Decision", "disagreeing", "decide_scratch", "TunedFixedBatch", "decide_branch", "decide_ladder",
-           "batch_grid", "search_command", "next_search_base", "NextSearch"]
+           "Evidence", "Decision", "disagreeing", "TunedFixedBatch", "decide_branch", "decide_ladder", "train_words",
+           "with_sentence", "batch_grid", "search_command", "next_search_base", "NextSearch"]
 
 RESOLVED = "resolved"
 """A value, its noise check passed (the turning point's verdict, the schedule's validation, the ladder's interval
@@ -249,8 +246,10 @@ def _sentence(decision_words: str, d: Decision) -> str:
     return f"Decision: {decision_words} ({'; '.join(how)})"
 
 
-def _train_words(batch: int, lr: Optional[float], warmup: Optional[int], budget: int,
-                 schedule: Optional[list[list[int]]] = None, per_doubling: Optional[float] = None) -> str:
+def train_words(batch: int, lr: Optional[float], warmup: Optional[int], budget: int,
+                schedule: Optional[list[list[int]]] = None, per_doubling: Optional[float] = None) -> str:
+    """What to train, in words: "train at batch 128, lr 0.00232, warmup 128 samples, for 7168 samples" (a schedule's
+    steps where it has more than one)."""
     lr_text = f", lr {lr:.3g}" if lr is not None else ""
     warm = f", warmup {warmup} samples" if warmup is not None else ""
     if schedule and len(schedule) > 1:
@@ -261,63 +260,9 @@ def _train_words(batch: int, lr: Optional[float], warmup: Optional[int], budget:
     return f"train at batch {batch}{lr_text}{warm}, for {budget} samples"
 
 
-def _finish(d: Decision, words: str) -> Decision:
+def with_sentence(d: Decision, words: str) -> Decision:
+    """``d`` with its ``text``: "Decision: <words> (<confidence>; differs: ...; next: ...)"."""
     return replace(d, text=_sentence(words, d))
-
-
-# ---- from scratch ---------------------------------------------------------------------------------------
-
-def decide_scratch(turning: Evidence, *, resolved: Optional[bool], cross_checks: Sequence[Evidence],
-                   budget_samples: int, lr: Optional[float], warmup_samples: Optional[int],
-                   next_batch_range: Optional[list[int]], base: NextSearch = DEFAULT_BASE,
-                   not_determined: Optional[str] = None) -> Decision:
-    """The from-scratch decision: the turning point (``turning``), weighed against ``cross_checks`` (the tradeoff's
-    B_crit with its interval, the 20 % rule, B_simple). ``resolved``: the noise verdict (None: no noise estimate);
-    ``lr`` and ``warmup_samples`` at the turning point's batch; ``next_batch_range``: where a bound says to search
-    next (``maths.critical_batch.next_batch_range``); ``base``: what a next search keeps (``next_search_base``).
-    ``not_determined``: why there is no turning point."""
-    budget = int(budget_samples)
-    if turning.batch_size is None:
-        retry = search_command(base, "search.repeats=2")
-        d = Decision(None, None, None, None, budget, REFUSED,
-                     f"no turning point ({not_determined or 'no batch size completed'}); the tradeoff and the 20 % "
-                     f"rule read steps to a target, not quality at this budget, and are not followed alone",
-                     next_step=retry)
-        return replace(d, text=f"Decision: none ({REFUSED}: {not_determined or 'no turning point'}; next: {retry})")
-    batch = int(turning.batch_size)
-    apart = disagreeing(turning, cross_checks)
-    where = f"turning point {turning.text or batch}"
-    because = (f"followed the {where}: it reads quality at equal samples at this budget, the question asked; the "
-               f"tradeoff B_crit and the 20 % rule read steps to a lower target and B_simple predicts from the "
-               f"gradient's noise, so they are cross-checks")
-    grid = f"[{','.join(map(str, batch_grid(*next_batch_range)))}]" if next_batch_range else None
-    step: Optional[str] = None
-    if turning.bound == UPPER:
-        confidence = UPPER_BOUND
-        because += (f"; the drop comes right after the smallest batch trained, so {batch} is the largest batch known "
-                    f"to be safe and a smaller one may be the critical batch")
-        step = search_command(base, f"search.batch_sizes={grid}") if grid else None
-        if step is None:
-            because += " (no smaller batch to search: it is the workers per trial)"
-    elif turning.bound == LOWER:
-        confidence = LOWER_BOUND
-        because += f"; no drop was seen up to {batch}: it costs no quality, a larger batch may not either"
-        step = search_command(base, f"search.batch_sizes={grid}") if grid else None
-    elif apart:
-        confidence = DISAGREE
-        if not resolved:  # the noise unmeasured or unresolved: repeats tell whether the turning point holds
-            step = search_command(base, "search.repeats=2")
-    elif resolved:
-        confidence = RESOLVED
-    else:
-        confidence = UNRESOLVED
-        because += ("; the noise was not resolved" if resolved is False else
-                    "; no noise estimate (one run per batch size)")
-        step = search_command(base, "search.repeats=2")
-    if apart:
-        because += "; beyond its noise (more than one grid step from it): " + ", ".join(e.text for e in apart)
-    d = Decision(batch, lr, warmup_samples, None, budget, confidence, because, apart, step)
-    return _finish(d, _train_words(batch, lr, warmup_samples, budget))
 
 
 # ---- branch mode ----------------------------------------------------------------------------------------
@@ -363,13 +308,13 @@ def decide_branch(schedule: Sequence[Sequence[int]], *, trunk_batch: int, trunk_
                    f"that batch at its tuned configuration, which it was measured against on the same seeds")
         apart = [Evidence("schedule", pairs[-1][1], text="the schedule (inferior to the best tuned fixed batch)")]
         d = Decision(b.batch_size, b.lr, b.warmup_samples, None, budget, DISAGREE, because, apart)
-        return _finish(d, _train_words(b.batch_size, b.lr, b.warmup_samples, budget))
+        return with_sentence(d, train_words(b.batch_size, b.lr, b.warmup_samples, budget))
     if validated and non_inferior is False:  # the schedule loses quality: the trunk's fixed batch is the decision
         because = (f"the schedule's validation found it worse than the small batch by more than the margin: "
                    f"followed the trunk's fixed batch {trunk_batch}, which it was measured against")
         apart = [Evidence("schedule", pairs[-1][1], text="the schedule (inferior to the small batch)")]
         d = Decision(trunk_batch, trunk_lr, trunk_warmup_samples, None, budget, DISAGREE, because, apart)
-        return _finish(d, _train_words(trunk_batch, trunk_lr, trunk_warmup_samples, budget))
+        return with_sentence(d, train_words(trunk_batch, trunk_lr, trunk_warmup_samples, budget))
     because = ("followed the batch-size schedule: CBS(t) read at each checkpoint from branches off the trunk, the "
                "batch each stretch of training can take")
     step: Optional[str] = None
@@ -392,7 +337,7 @@ def decide_branch(schedule: Sequence[Sequence[int]], *, trunk_batch: int, trunk_
     if apart:
         because += "; against it: " + "; ".join(e.text for e in apart)
     d = Decision(first, lr, trunk_warmup_samples, pairs, budget, confidence, because, apart, step)
-    return _finish(d, _train_words(first, lr, trunk_warmup_samples, budget, pairs, per_doubling))
+    return with_sentence(d, train_words(first, lr, trunk_warmup_samples, budget, pairs, per_doubling))
 
 
 # ---- the ladder -----------------------------------------------------------------------------------------
@@ -434,7 +379,7 @@ def decide_ladder(*, batch_size: Optional[int], lr: Optional[float], warmup_samp
                    f"prediction estimates; batch {batch} (a power of two at most it), LR moved by alpha {alpha:g}")
         rest = [predicted] + [e for e in apart if e is not at_d]
         d = Decision(batch, new_lr, warmup_samples, None, budget, DISAGREE, because, rest)
-        return _finish(d, _train_words(batch, new_lr, warmup_samples, budget))
+        return with_sentence(d, train_words(batch, new_lr, warmup_samples, budget))
     because = (f"followed the ladder's prediction at the budget: batch {batch_size}, the largest power of two at "
                f"most the 90 % interval's low end")
     if at_d is not None:
@@ -445,9 +390,9 @@ def decide_ladder(*, batch_size: Optional[int], lr: Optional[float], warmup_samp
     step = None if at_d is not None or apart else search_command(base, "search.method=ladder",
                                                                  flags=["--validate-prediction"])
     d = Decision(int(batch_size), lr, warmup_samples, None, budget, confidence, because, apart, step)
-    return _finish(d, _train_words(int(batch_size), lr, warmup_samples, budget))
+    return with_sentence(d, train_words(int(batch_size), lr, warmup_samples, budget))
 
 
 def decision_from(value: Any) -> Optional[Decision]:
-    """A summary's ``decision`` read back (None where it has none: a summary written before issue 59)."""
+    """A summary's ``decision`` read back (None where it has none: a summary written before decisions were)."""
     return Decision.from_dict(value) if isinstance(value, Mapping) else None

@@ -31,6 +31,10 @@ MOVED_MODULES: dict[str, str] = {
     "cbs_ray.tune.per_batch_asha": "cbs_ray.methods.scratch.per_batch_asha",
     "cbs_ray.analysis.summary": "cbs_ray.methods.scratch.reading",
     "cbs_ray.report.scratch": "cbs_ray.methods.scratch.report",
+    "cbs_ray.analysis.summary_record": "cbs_ray.methods.scratch.summary",
+    "cbs_ray.analysis.answer": "cbs_ray.methods.scratch.answer",
+    "cbs_ray.analysis.readings": "cbs_ray.methods.scratch.critical_batch",
+    "cbs_ray.report.text": "cbs_ray.methods.scratch.headline",
     "cbs_ray.tune.branch": "cbs_ray.methods.branch.search",
     "cbs_ray.tune.branch_gate": "cbs_ray.methods.branch.gate",
     "cbs_ray.tune.trunk_watch": "cbs_ray.methods.branch.trunk_watch",
@@ -50,7 +54,8 @@ MOVED_MODULES: dict[str, str] = {
     "cbs_ray.spec.ladder_section": "cbs_ray.methods.ladder.settings",
     "cbs_ray.spec.branch_section": "cbs_ray.methods.branch.settings",
 }
-"""Each module that moved into ``cbs_ray.methods``, by its old dotted path: the path it has now."""
+"""Each module that moved into ``cbs_ray.methods``, by its old dotted path: the path it has now (a module that was
+split keeps its old path: ``report.page`` and ``report.plots`` hold what every method's report shares)."""
 
 
 class _Alias(importlib.abc.Loader):

@@ -26,7 +26,7 @@ def report_main(argv: list[str] | None = None, prog: str = "python -m cbs_ray.re
     parser.add_argument("--output", help="where to write the report (default: ./cbs_results/<name>, "
                                          "<name>-branch or <name>-ladder for those methods)")
     parser.add_argument("--tolerance", type=float, help="turning-point tolerance, in the experiment's unit (nats for a "
-                        "loss metric since issue 50, else relative; default from the spec)")
+                        "loss metric, else relative; default from the spec)")
     parser.add_argument("--target", type=float, help="target metric for the tradeoff and the 20%% rule")
     parser.add_argument("--turning-point", choices=["monotone", "raw"],
                         help="read the turning point off the monotone fit or the raw bests (default from the spec)")

@@ -1,15 +1,15 @@
-"""The folder a report is written to, held by one experiment at a time (issue 29 row 18).
+"""The folder a report is written to, held by one experiment at a time.
 
 A report folder that holds another experiment's report (its ``summary.json`` names another experiment) is
 cleared of that report's files first, with a line saying so, so that a new report never sits beside a stale
 ``trials.csv`` or plot of another search; and two reports written into one folder at once take turns
 (an exclusive lock on ``.cbs_report.lock`` while the files are written).
 
-No writer follows a link it did not make (issue 40 row 2): the lock file is opened with ``O_NOFOLLOW`` and never
+No writer follows a link it did not make: the lock file is opened with ``O_NOFOLLOW`` and never
 truncated, and a report file's name that is a symbolic link (or anything but a plain file) is removed on the way
 in, so that the file written there is a new one in this folder, never the link's target.
 
-Issue 47: a report file with another hard link (``st_nlink > 1``: a ``cp -al`` snapshot's copy) is unlinked
+A report file with another hard link (``st_nlink > 1``: a ``cp -al`` snapshot's copy) is unlinked
 the same way, so the snapshot keeps its own bytes; a report folder that is itself a symbolic link (one planted as
 ``./cbs_results/<name>``; an ``--output`` is resolved before it gets here) is refused; ``summary.json`` is read
 only as a regular file of at most ``MAX_SUMMARY_BYTES``, opened without following a link or waiting on a FIFO; and

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Optional, Protocol, TypeVar
 
@@ -19,10 +20,22 @@ from cbs_ray.spec.paths import expand_user
 if TYPE_CHECKING:  # pandas loads in a second: a --dry-run never needs it
     import pandas as pd
 
-    from cbs_ray.analysis.summary_record import Answer
-    from cbs_ray.methods.scratch.report import Report
+__all__ = ["HeadlineAnswer", "MethodAnswer", "Reading", "MethodReport", "experiment_out", "report_and_summary_line",
+           "next_search_of"]
 
-__all__ = ["MethodAnswer", "Reading", "MethodReport", "experiment_out", "report_and_summary_line", "next_search_of"]
+
+class HeadlineAnswer(Protocol):
+    """What every method's answer gives (from scratch its ``Summary.answer``, else a ``MethodAnswer``): the batch the
+    report stands behind, its bound and the headline's line. The search's end hands these to the trackers."""
+
+    @property
+    def batch_size(self) -> Optional[int]: ...
+
+    @property
+    def bound(self) -> Optional[str]: ...
+
+    @property
+    def text(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -36,7 +49,7 @@ class MethodAnswer:
 
 
 class MethodSummary(Protocol):
-    """What every method's typed summary gives (``analysis.summary_record.Summary``,
+    """What every method's typed summary gives (``methods.scratch.summary.Summary``,
     ``methods.branch.reading.BranchSummary``, ``methods.ladder.reading.LadderSummary``): summary.json."""
 
     def to_json(self) -> str: ...
@@ -48,18 +61,26 @@ SummaryT = TypeVar("SummaryT", bound=MethodSummary)
 """A method's summary type: ``Reading[LadderSummary]`` is the ladder's reading."""
 
 
+class ReportSource(Protocol):
+    """What a method's ``render`` may keep from its ``summarize`` to write from: a report that writes its files."""
+
+    def write(self, directory: str | PathLike) -> Path:
+        """Every file of the report in ``directory``; returns the page's path."""
+        ...
+
+
 @dataclass(frozen=True)
 class Reading(Generic[SummaryT]):
-    """What a method's ``summarize`` makes of an experiment: its typed summary (``analysis.summary_record.Summary``,
+    """What a method's ``summarize`` makes of an experiment: its typed summary (``methods.scratch.summary.Summary``,
     ``methods.branch.reading.BranchSummary`` or ``methods.ladder.reading.LadderSummary``), the history it read,
-    the headline and the answer; ``source`` is what ``render`` writes from (the from-scratch ``methods.scratch.report.
-    Report``), ``extras`` the method's other readings (branch mode's schedule experiment)."""
+    the headline and the answer; ``source`` is what ``render`` writes from, where the method keeps one (from scratch,
+    its ``Report``), ``extras`` the method's other readings (branch mode's schedule experiment)."""
 
     summary: SummaryT
     history: pd.DataFrame
     lines: tuple[str, ...]
-    answer: Optional[Answer | MethodAnswer]
-    source: Optional[Report] = None
+    answer: Optional[HeadlineAnswer]
+    source: Optional[ReportSource] = None
     extras: dict = field(default_factory=dict)
 
     def headline(self) -> list[str]:

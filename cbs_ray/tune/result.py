@@ -24,7 +24,7 @@ class SearchResult:
     """What a search produced: the answer, the summary, the history, and where everything is on disk.
 
     ``answer`` is the critical batch the report stands behind, with its bound: from scratch an
-    ``analysis.summary_record.Answer`` (``answer.batch_size``; ``answer.bound`` "upper": the critical batch is at
+    ``methods.scratch.summary.Answer`` (``answer.batch_size``; ``answer.bound`` "upper": the critical batch is at
     most ``batch_size``, "≤ 8", the drop comes right after the smallest batch measured; "lower": at least, "≥ 128",
     no drop seen up to the largest; None: a value; ``answer.resolved``, whether the noise lets the tolerance be
     told apart; ``answer.text``, the headline's line); in branch mode the critical batch at the latest checkpoint

@@ -1,5 +1,5 @@
-"""The decision's rule (``cbs_ray.analysis.decision``, issue 59) on hand-built readings with the known answer beside
-them: one case per way the readings can stand (resolved, an upper bound, a lower bound, readings apart, no noise
+"""The decision's rules (``cbs_ray.analysis.decision``; from scratch, ``cbs_ray.methods.scratch.decision``) on
+hand-built readings with the known answer beside them: one case per way the readings can stand (resolved, an upper bound, a lower bound, readings apart, no noise
 estimate, nothing determined; a schedule validated, inferior or not validated; the ladder's prediction, refused, or
 contradicted by its measurement at the budget). No Ray, no pandas."""
 
@@ -22,11 +22,11 @@ from cbs_ray.analysis.decision import (
     batch_grid,
     decide_branch,
     decide_ladder,
-    decide_scratch,
     disagreeing,
     next_search_base,
     search_command,
 )
+from cbs_ray.methods.scratch.decision import decide_scratch
 
 BUDGET = 7168
 

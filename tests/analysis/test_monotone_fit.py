@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from cbs_ray.maths.critical_batch import monotone_fit, turning_point
+from cbs_ray.methods.scratch.headline import headline
 from cbs_ray.methods.scratch.reading import summarize
-from cbs_ray.report.text import headline
 
 NAN = math.nan
 

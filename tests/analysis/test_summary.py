@@ -84,7 +84,7 @@ def test_diverged_trials_are_listed_with_their_lr_and_failed_trials_are_named():
     per_batch = {r["batch_size"]: r for r in s.per_batch}
     assert per_batch[64]["diverged_peak_lrs"] == [0.064]  # f: 1e-3 × alpha 1.0 × B 64
     assert (per_batch[32]["stopped"], per_batch[32]["failed"]) == (0, 1)
-    from cbs_ray.report.text import headline
+    from cbs_ray.methods.scratch.headline import headline
 
     assert "Diverged (non-finite or exploding loss; worst metric recorded): B=64: 1 trial(s), peak lr 0.064" \
         in headline(s)
@@ -397,7 +397,7 @@ def test_nothing_completed_has_an_answer_that_says_why():
 
 def test_unequal_search_effort_is_flagged():
     from cbs_ray.analysis.tables import unequal_effort
-    from cbs_ray.report.text import headline
+    from cbs_ray.methods.scratch.headline import headline
 
     # B=16 is the best of 4 trials, 8 and 32 of 1 each (the held-out causal-LM run of issue 17).
     h = _final({8: 0.80, 16: 0.81, 32: 0.80, 64: 0.70}, trials_per_batch={16: 4})

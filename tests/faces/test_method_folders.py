@@ -1,4 +1,4 @@
-"""Each search method is one folder, ``cbs_ray/methods/<name>/`` (issue 46): its Ray half, its reading and its
+"""Each search method is one folder, ``cbs_ray/methods/<name>/``: its Ray half, its reading and its
 report, named by its registry entry; outside the folders only the registry names their modules (as dotted paths)
 and one face imports one (``cbs_ray/__init__.py``: ``analyze``/``Report``); ``--probe`` runs through the driver."""
 
@@ -14,13 +14,19 @@ from cbs_ray.records.moved_modules import MOVED_MODULES
 PACKAGE = Path(cbs_ray.__file__).parent
 METHODS = PACKAGE / "methods"
 IMPORTING_FACES = {"__init__.py": "analyze and Report: the from-scratch report, loaded on first use"}
-SPLIT_OUT = {"cbs_ray.methods.branch.runs": "branch mode's runs, out of train/run_plan.py (issue 46)",
+SPLIT_OUT = {"cbs_ray.methods.branch.runs": "branch mode's runs, out of train/run_plan.py",
              "cbs_ray.methods.branch.hooks": "the trunk's publishing and a branch's start, out of train/loop.py, setup.py",
-             "cbs_ray.methods.ladder.hooks": "a ladder run's average of its iterates, out of train/loop.py, setup.py"}
+             "cbs_ray.methods.ladder.hooks": "a ladder run's average of its iterates, out of train/loop.py, setup.py",
+             "cbs_ray.methods.scratch.recommendation": "out of analysis/readings.py, beside the critical batch's readings",
+             "cbs_ray.methods.scratch.trainer_snippets": "out of report/text.py, beside the headline",
+             "cbs_ray.methods.scratch.decision": "the from-scratch rule, out of analysis/decision.py, which keeps "
+                                                 "the Decision every method writes",
+             "cbs_ray.methods.scratch.page": "out of report/page.py, which keeps the pieces every page shares",
+             "cbs_ray.methods.scratch.plots": "out of report/plots.py, which keeps the Agg backend and save_figure"}
 NAMING_PATHS = {"records/method_registry.py", "records/moved_modules.py"}  # dotted paths as strings, not imports
 BORN_IN_A_FOLDER = {"cbs_ray.methods.ladder.summary", "cbs_ray.methods.ladder.recorded",
                     "cbs_ray.methods.branch.recorded", "cbs_ray.methods.branch.summary"}
-"""Modules written in a method's folder (issue 46's typed summaries and records), never anywhere else: no old path."""
+"""Modules written in a method's folder (the typed summaries and records), never anywhere else: no old path."""
 
 
 def _imported(source: str) -> set:
@@ -130,9 +136,31 @@ def test_the_method_name_scan_sees_constants_and_skips_docstrings():  # the scan
 
 
 def test_no_module_outside_the_methods_names_a_method_but_the_registry():
-    """Issue 46's target: a rule that depends on the method reads its registry entry (``DEFAULT_METHOD``,
+    """The folders' target: a rule that depends on the method reads its registry entry (``DEFAULT_METHOD``,
     ``MethodEntry.section``, ``loss_epsilon``, ``best_per_batch``), never compares, defaults to or builds with a
     method's name."""
     naming = {str(p.relative_to(PACKAGE)): lines for p in _outside_methods()
               if (lines := _method_name_constants(p.read_text()))}
     assert set(naming) == NAMING_A_METHOD_ALLOWED, naming
+
+
+def _named_modules(source: str) -> set:
+    """Every module ``source`` imports, those only ``if TYPE_CHECKING:`` imports included (a type named for mypy)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_the_shared_layers_name_no_method_even_for_the_type_checker():
+    """``analysis/`` and ``report/`` hold what every method uses: none of them names a method's module, not even
+    under ``if TYPE_CHECKING:`` (which import-linter leaves out: a circle it cannot see)."""
+    assert "cbs_ray.methods.scratch.report" in _named_modules(  # the scan sees a type-only import
+        "if TYPE_CHECKING:\n    from cbs_ray.methods.scratch.report import Report\n")
+    naming = {str(p.relative_to(PACKAGE)): sorted(m for m in _named_modules(p.read_text())
+                                                  if m.startswith("cbs_ray.methods"))
+              for layer in ("analysis", "report") for p in (PACKAGE / layer).rglob("*.py")}
+    assert {path: modules for path, modules in naming.items() if modules} == {}

@@ -3,6 +3,7 @@ README's quick-start commands run as written (the search with --dry-run, the ins
 pyproject.toml without installing, the test command collecting one small folder), and README stays short.
 No Ray starts: the search's --dry-run stops before it."""
 
+import functools
 import os
 import re
 import shlex
@@ -87,6 +88,34 @@ def broken_links(page: Path) -> list[str]:
             broken.append(f"{target}: no file {resolved.relative_to(ROOT) if resolved.is_relative_to(ROOT) else resolved}")
         elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved.read_text()):
             broken.append(f"{target}: no heading '#{anchor}' in {resolved.relative_to(ROOT)}")
+    return broken
+
+
+# A page named in code, a docstring, a comment or prose (not a link): docs/<page>.md or a root page, with an anchor.
+PAGE_MENTION = re.compile(r"(?<![\w/.-])(?:\.\./)?((?:docs/[\w.-]+|README|BENCHMARKS)\.md)(?:#([a-z0-9_-]+)(?![\w-]))?")
+MENTIONING = [*ROOT.glob("*.md"), *ROOT.glob("*.toml"), *ROOT.glob("*.yaml"), ROOT / ".ci" / "run",
+              *(p for folder in ("cbs_ray", "tests", "bench", "examples", "search_spaces", "deploy", "docs")
+                for p in (ROOT / folder).rglob("*") if p.suffix in {".py", ".md", ".yaml", ".yml", ".sh", ".txt"}
+                and "experiments" not in p.parts)]
+BAD_ON_PURPOSE = {"tests/faces/test_benchmarks_record.py": "BENCHMARKS.md's checks, fed anchors that do not exist",
+                  "tests/faces/test_readme_and_docs.py": "this scan's own check, fed pages that do not exist"}
+
+
+@functools.lru_cache(maxsize=None)
+def page_anchors(page: str) -> frozenset:
+    return frozenset(anchors((ROOT / page).read_text()))
+
+
+def unresolved_mentions(text: str) -> list[str]:
+    """Pages ``text`` names by their path from the repository's root that do not exist, or whose anchor no heading
+    of theirs has."""
+    broken = []
+    for page, anchor in PAGE_MENTION.findall(text):
+        path = ROOT / page
+        if not path.is_file():
+            broken.append(f"{page}: no such file")
+        elif anchor and anchor not in page_anchors(page):
+            broken.append(f"{page}#{anchor}: no such heading")
     return broken
 
 
@@ -225,6 +254,21 @@ def test_slugs_follow_githubs_rule():
     assert anchors("# A\n## A\n```\n# not a heading\n```\n") == {"a", "a-1"}
     short = '<a id="issue-7"></a>\n\n## Issue 7 — cost\n```\n<a id="no"></a>\n```\n'
     assert anchors(short) == {"issue-7", "issue-7--cost"}
+
+
+def test_every_page_named_outside_a_link_exists_with_its_heading():
+    """A page's path in code, a docstring or prose ("see docs/<page>.md#<heading>") goes stale as silently as a
+    link."""
+    broken = {str(p.relative_to(ROOT)): found for p in MENTIONING if p.is_file()
+              and p.relative_to(ROOT).as_posix() not in BAD_ON_PURPOSE
+              and (found := unresolved_mentions(p.read_text(errors="replace")))}
+    assert broken == {}
+
+
+def test_a_named_page_that_is_gone_or_lacks_its_heading_is_found():  # the scan above can fail
+    text = ("see docs/" + "gone.md, (docs/" + "spec.md#no-such-heading), ../docs/" + "spec.md, README.md#quick-start; "
+            "README.md#Not-A-Slug is the page alone, cbs_ray/docs/" + "x.md another folder's")
+    assert unresolved_mentions(text) == ["docs/gone.md: no such file", "docs/spec.md#no-such-heading: no such heading"]
 
 
 def test_links_in_code_are_not_links_and_wrapped_links_are():

@@ -4,6 +4,7 @@ samples it trained (all processes) and the LR it used. Shared by the integration
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -87,6 +88,15 @@ def train_plain(model, rows: list[dict], *, ddp: bool = False) -> StepRecorder:
         scheduler.step()
         optimizer.zero_grad()
     return recorder
+
+
+@functools.cache
+def plain_reference() -> tuple[StepRecorder, torch.nn.Module]:
+    """The plain-loop helper's run of ``tiny_gpt2()`` on ``token_rows()`` (one process), and the model it trained:
+    what the single-process HF and Lightning tests compare with. Deterministic, so trained once per pytest process
+    and shared; the tests read it and train it no further."""
+    model = tiny_gpt2()
+    return train_plain(model, token_rows()), model
 
 
 class Rows(torch.utils.data.Dataset):

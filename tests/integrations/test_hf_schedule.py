@@ -8,23 +8,30 @@ import pytest
 pytest.importorskip("accelerate")
 pytestmark = pytest.mark.slow  # trains a tiny GPT-2 (run with -m slow, under the CPU lock)
 
-from schedule_runs import BASE_LR, EXPECTED_BATCHES, max_weight_difference, tiny_gpt2, token_rows, train_hf, train_plain  # noqa: E402
+from schedule_runs import (  # noqa: E402
+    BASE_LR,
+    EXPECTED_BATCHES,
+    max_weight_difference,
+    plain_reference,
+    tiny_gpt2,
+    token_rows,
+    train_hf,
+)
 
 EXPECTED_LRS = [BASE_LR * m for m in [1.0] * 8 + [math.sqrt(2)] * 8 + [2.0] * 4]
 
 
 def test_plain_loop_helper_trains_the_schedule():
-    rows = token_rows()
-    recorder = train_plain(tiny_gpt2(), rows)
+    recorder, _ = plain_reference()
     assert [n for n, _ in recorder.records] == EXPECTED_BATCHES
     assert [lr for _, lr in recorder.records] == pytest.approx(EXPECTED_LRS, rel=1e-12)
 
 
 def test_hf_trainer_trains_the_schedule_and_matches_the_plain_loop(tmp_path):
     rows = token_rows()
-    hf_model, plain_model = tiny_gpt2(), tiny_gpt2()
+    hf_model = tiny_gpt2()
     hf = train_hf(hf_model, rows, str(tmp_path))
-    train_plain(plain_model, rows)  # trains plain_model in place
+    _, plain_model = plain_reference()  # tiny_gpt2() trained by the plain loop on the same rows
     assert [n for n, _ in hf.records] == EXPECTED_BATCHES  # samples seen per optimizer step
     assert [lr for _, lr in hf.records] == pytest.approx(EXPECTED_LRS, rel=1e-12)
     state = hf.trainer.state

@@ -36,9 +36,9 @@ READERS = sorted([*(PACKAGE / "analysis").glob("*.py"), *(PACKAGE / "report").gl
 
 # Literals that spell a column's name but are not a column of the history or of the analysis tables.
 NOT_COLUMNS = {
-    ("summary_record.py", "batch_size"): "Importance.to_dict: ImportanceReading's fields as summary.json keys",
-    ("summary_record.py", "trials"): "Importance.to_dict: ImportanceReading's fields as summary.json keys",
-    ("page.py", "trials"): "the 'What mattered' table: ImportanceReading.trials",
+    ("scratch/summary.py", "batch_size"): "Importance.to_dict: ImportanceReading's fields as summary.json keys",
+    ("scratch/summary.py", "trials"): "Importance.to_dict: ImportanceReading's fields as summary.json keys",
+    ("scratch/page.py", "trials"): "the 'What mattered' table: ImportanceReading.trials",
     ("branch/report.py", "role"): "methods.branch.report.failed_roles: a failed trial's Tune config key (its point),"
                                      " not a column",
 }
@@ -146,5 +146,5 @@ def test_the_readers_name_columns_through_column_only(path):
 
 
 def test_the_readers_use_columns_at_all():  # the scan above looks at the right files
-    assert {p.name for p in READERS} >= {"tables.py", "readings.py", "reading_points.py", "plots.py", "text.py"}
+    assert {p.name for p in READERS} >= {"tables.py", "critical_batch.py", "reading_points.py", "plots.py", "headline.py"}
     assert "Column." in (PACKAGE / "analysis" / "tables.py").read_text()

@@ -7,12 +7,12 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from cbs_ray.analysis.summary_record import NoiseScale
 from cbs_ray.cli import report_main as main
+from cbs_ray.methods.scratch.headline import headline
+from cbs_ray.methods.scratch.page import render_html, render_markdown
+from cbs_ray.methods.scratch.plots import all_plots
 from cbs_ray.methods.scratch.reading import summarize
-from cbs_ray.report.page import render_html, render_markdown
-from cbs_ray.report.plots import all_plots
-from cbs_ray.report.text import headline
+from cbs_ray.methods.scratch.summary import NoiseScale
 from helpers.report import BUDGET, history
 
 
@@ -119,7 +119,7 @@ def test_a_batch_that_reached_the_target_by_its_first_report_is_left_out_of_the_
     assert f"  {tradeoff.left_out}" in headline(s)
     import matplotlib.pyplot as plt
 
-    from cbs_ray.report.plots import steps_vs_samples
+    from cbs_ray.methods.scratch.plots import steps_vs_samples
 
     texts, close = [], plt.close
     monkeypatch.setattr(plt, "close", lambda fig: texts.extend(t.get_text() for t in fig.axes[0].texts) or close(fig))
@@ -217,7 +217,7 @@ def test_the_page_leads_with_the_answer_then_the_metric_plot_then_the_tables(tmp
 def test_the_metric_plot_marks_a_bound(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
-    from cbs_ray.report.plots import metric_vs_batch
+    from cbs_ray.methods.scratch.plots import metric_vs_batch
 
     s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
     texts, close = [], plt.close
@@ -291,7 +291,7 @@ def test_the_report_gives_hugging_face_training_arguments_for_the_recommendation
 
     from transformers import TrainingArguments
 
-    from cbs_ray.report.text import training_arguments
+    from cbs_ray.methods.scratch.trainer_snippets import training_arguments
     from cbs_ray.spec.load import load_spec, spec_to_dict
 
     spec = load_spec(None, ["training.micro_batch_size=32", "resources.workers_per_trial=2", "training.lr_decay=cosine",

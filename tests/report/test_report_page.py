@@ -44,7 +44,7 @@ def test_a_users_metric_name_is_escaped_on_the_page():
     # Issue 40: a metric name (any key compute_metrics returns) went into the page unescaped.
     import dataclasses
 
-    from cbs_ray.report.page import render_html
+    from cbs_ray.methods.scratch.page import render_html
 
     s = summarize(history(), metric="accuracy", mode="max", budget_samples=BUDGET, target=0.8)
     page = render_html(dataclasses.replace(s, metric="acc<script>x()</script>"), {})

@@ -13,8 +13,8 @@ from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.json_schema import spec_json_schema
 from cbs_ray.spec.load import load_spec, spec_from_dict, spec_to_dict
 from cbs_ray.spec.schema import SearchSpec
-from tests.helpers import sectioned_method
-from tests.helpers.sectioned_method import NAME, SECTION, SweepSettings
+from helpers import sectioned_method
+from helpers.sectioned_method import NAME, SECTION, SweepSettings
 
 
 @pytest.fixture

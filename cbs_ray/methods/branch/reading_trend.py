@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from cbs_ray.analysis.answer import bound_text
+from cbs_ray.analysis.bounds import bound_text
 from cbs_ray.maths.critical_batch import LOWER, UPPER
 from cbs_ray.methods.branch.reading_points import CbsPoint, as_dict, is_finite_number, last_by_samples, rows_of_role
 from cbs_ray.records.columns import Column

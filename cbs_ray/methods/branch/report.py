@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend)
 import matplotlib.ticker
 import pandas as pd
 
-from cbs_ray.analysis.answer import bound_text
+from cbs_ray.analysis.bounds import bound_text
 from cbs_ray.analysis.control_configs import configurations_line
 from cbs_ray.maths.critical_batch import LOWER, UPPER
 from cbs_ray.methods.branch.reading import BranchSummary, summarize_branches
@@ -37,10 +37,9 @@ from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.names import TRUNK_DONE
 from cbs_ray.records.storage import ReportError, failed_trials, first_error
 from cbs_ray.report.folder import report_folder
-from cbs_ray.report.page import STYLE
+from cbs_ray.report.page import STYLE, html_answer_box, html_table, markdown_table
 from cbs_ray.report.plots import save_figure  # (sets matplotlib's Agg backend)
 from cbs_ray.report.reading import MethodAnswer, Reading, next_search_of, report_and_summary_line
-from cbs_ray.report.text import html_answer_box, html_table, markdown_table
 from cbs_ray.spec.load import spec_from_dict
 
 __all__ = ["FRONTIER_PLOT", "PLOT", "cbs_over_training_plot", "frontier_plot", "headline", "loss_rows", "paired_rows",

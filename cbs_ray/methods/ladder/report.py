@@ -22,10 +22,9 @@ from cbs_ray.methods.ladder.summary import PredictorFigures
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import ReportError, first_error, load_history
 from cbs_ray.report.folder import report_folder
-from cbs_ray.report.page import STYLE
+from cbs_ray.report.page import STYLE, html_answer_box, html_table, markdown_table
 from cbs_ray.report.plots import save_figure  # (sets matplotlib's Agg backend)
 from cbs_ray.report.reading import MethodAnswer, Reading, next_search_of, report_and_summary_line
-from cbs_ray.report.text import html_answer_box, html_table, markdown_table
 from cbs_ray.spec.load import spec_from_dict
 
 __all__ = ["PLOT", "headline", "ladder_plot", "write_ladder_report", "LadderReport", "REPORT", "ladder_answer"]

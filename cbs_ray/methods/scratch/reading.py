@@ -1,6 +1,6 @@
-"""From reported milestones to the answer: ``summarize`` builds the tables (``analysis.tables``), the
-readings (``analysis.readings``) and the answer (``analysis.answer``) into one ``Summary``; ``write_summary``
-writes ``summary.json``. Pure pandas, no Ray.
+"""From reported milestones to the from-scratch answer: ``summarize`` builds the tables (``analysis.tables``), the
+readings of the critical batch (``critical_batch``), the answer (``answer``) and the recommendation
+(``recommendation``) into one ``Summary``; ``write_summary`` writes ``summary.json``. Pure pandas, no Ray.
 """
 
 from __future__ import annotations
@@ -11,32 +11,24 @@ from typing import Optional
 
 import pandas as pd
 
-from cbs_ray.analysis.answer import answer_of, bound_text
-from cbs_ray.analysis.decision import DEFAULT_BASE, Decision, Evidence, NextSearch, decide_scratch
+from cbs_ray.analysis.bounds import bound_text
+from cbs_ray.analysis.decision import DEFAULT_BASE, NextSearch
 from cbs_ray.analysis.json_values import json_clean
-from cbs_ray.analysis.readings import (
+from cbs_ray.analysis.tables import noise_scale_table, per_batch_table, trial_table
+from cbs_ray.maths.importance import EVALUATOR, param_importance
+from cbs_ray.maths.pareto import pareto_front
+from cbs_ray.maths.tradeoff import TradeoffFit
+from cbs_ray.methods.scratch.answer import answer_of
+from cbs_ray.methods.scratch.critical_batch import (
     default_target,
-    recommend,
     target_rules,
     tradeoff_reading,
     turning_point_reading,
     with_noise_scale,
 )
-from cbs_ray.analysis.summary_record import (
-    CriticalBatch,
-    Importance,
-    NoiseScale,
-    OverheadRule,
-    Recommendation,
-    Summary,
-    Tradeoff,
-    TurningPoint,
-)
-from cbs_ray.analysis.tables import noise_scale_table, per_batch_table, trial_table
-from cbs_ray.maths.importance import EVALUATOR, param_importance
-from cbs_ray.maths.lr_schedule import warmup_steps
-from cbs_ray.maths.pareto import pareto_front
-from cbs_ray.maths.tradeoff import TradeoffFit
+from cbs_ray.methods.scratch.decision import scratch_decision
+from cbs_ray.methods.scratch.recommendation import recommend
+from cbs_ray.methods.scratch.summary import CriticalBatch, Importance, NoiseScale, OverheadRule, Summary
 from cbs_ray.records.columns import Column
 from cbs_ray.spec.tolerance import RELATIVE, Tolerance
 
@@ -56,8 +48,8 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
     (``search.turning_point``); the other reading is kept as ``raw_batch_size`` / ``monotone_batch_size``.
     ``min_batch_size``: the smallest batch a next search may propose (the workers per trial). ``seeds``: batch
     size → the (alpha, warmup fraction) the search seeded it with (None: nothing seeded, a grid), so that the
-    recommendation says when its alpha and warmup are a seed's (``readings.unsearched``). ``tolerance_unit``:
-    ``relative`` (a fraction of the best, every experiment before issue 50) or ``nats`` (absolute;
+    recommendation says when its alpha and warmup are a seed's (``recommendation.unsearched``). ``tolerance_unit``:
+    ``relative`` (a fraction of the best, every experiment that recorded no unit) or ``nats`` (absolute;
     ``spec.tolerance``). ``next_search``: what the decision's next step keeps of this search
     (``analysis.decision.next_search_base``)."""
     if turning_fit not in ("monotone", "raw"):
@@ -112,39 +104,6 @@ def summarize(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: 
         per_batch=_records(per_batch), pareto=_records(done.loc[front_wall, columns]),
         pareto_projected=_records(done.loc[front_projected, columns]), trials=_records(trials),
         importance=Importance(EVALUATOR, *param_importance(trials, metric=metric, mode=mode)))
-
-
-def scratch_decision(turning: TurningPoint, tradeoff: Tradeoff, overhead: OverheadRule, noise: NoiseScale,
-                     resolved: Optional[bool], next_range: Optional[list[int]], rec: Optional[Recommendation],
-                     per_batch: list[dict], *, budget_samples: int, base: NextSearch = DEFAULT_BASE) -> Decision:
-    """The from-scratch ``decision`` (``analysis.decision.decide_scratch``): the turning point, its range under the
-    noise as its interval; the tradeoff's B_crit (its bootstrap interval), the 20 % rule and B_simple (over
-    training) as cross-checks; the LR and warmup the recommendation's where it is at the turning point's batch,
-    else that batch's best trial's."""
-    unc = turning.uncertainty
-    point = Evidence("turning point", turning.batch_size, turning.bound,
-                     interval=tuple(unc.range) if unc is not None and unc.range else None,  # type: ignore[arg-type]
-                     text=bound_text(turning.batch_size, turning.bound))
-    b_crit = tradeoff.b_crit if tradeoff.b_crit is not None else tradeoff.b_crit_bound
-    ci = tradeoff.ci95 if tradeoff.b_crit is not None and tradeoff.ci95 else None
-    interval = (ci[0], ci[1]) if ci else None
-    checks = [Evidence("tradeoff B_crit", b_crit, tradeoff.bound, interval=interval,  # type: ignore[arg-type]
-                       text=f"tradeoff B_crit {bound_text(b_crit, tradeoff.bound, '{:.3g}')}"),
-              Evidence("20% rule", overhead.batch_size, overhead.bound,
-                       text=f"20% rule {bound_text(overhead.batch_size, overhead.bound)}"),
-              Evidence("B_simple", noise.mean, text=f"B_simple {noise.mean:.3g}" if noise.mean is not None else "")]
-    lr, warmup = None, None
-    batch = turning.batch_size
-    if batch is not None and rec is not None and rec.batch_size == batch:
-        lr, warmup = rec.peak_lr, rec.warmup_samples
-    elif batch is not None:
-        row = next((r for r in per_batch if r.get(Column.batch_size) == batch), None)
-        if row is not None and row.get(Column.peak_lr) is not None and row.get(Column.warmup_fraction) is not None:
-            lr = float(row[Column.peak_lr])
-            warmup = warmup_steps(float(row[Column.warmup_fraction]), budget_samples // batch) * batch
-    return decide_scratch(point, resolved=resolved, cross_checks=checks, budget_samples=budget_samples, lr=lr,
-                          warmup_samples=warmup, next_batch_range=next_range, base=base,
-                          not_determined=turning.reason)
 
 
 def _best_mean(measured: pd.DataFrame, metric: str, mode: str) -> Optional[float]:

@@ -16,20 +16,17 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from cbs_ray.analysis.summary_record import CriticalBatch, Recommendation, Summary, Tradeoff
 from cbs_ray.maths.lr_schedule import seed_warmup_fraction
+from cbs_ray.methods.scratch.headline import headline
+from cbs_ray.methods.scratch.page import render_html, render_markdown
+from cbs_ray.methods.scratch.plots import all_plots
 from cbs_ray.methods.scratch.reading import summarize, write_summary
+from cbs_ray.methods.scratch.summary import CriticalBatch, Recommendation, Summary, Tradeoff
 from cbs_ray.records.columns import Column
-
-# ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as
-# they were this module's before.
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import ReportError, first_error, load_history, read_meta
 from cbs_ray.report.folder import report_folder
-from cbs_ray.report.page import render_html, render_markdown
-from cbs_ray.report.plots import all_plots
 from cbs_ray.report.reading import Reading, next_search_of
-from cbs_ray.report.text import headline
 from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.tolerance import unit_of_record
 

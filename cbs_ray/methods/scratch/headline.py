@@ -1,62 +1,18 @@
-"""The report's text: the headline (the answer first, then the readings) and the snippets to paste (the
-recommendation's keys, and HF ``TrainingArguments``).
+"""The from-scratch headline: the decision and the answer first, then the three readings of the critical batch, the
+noise scale, the batch sizes that diverged and the recommendation, one line each (what a search prints at its end
+and report.md opens with).
 """
 
 from __future__ import annotations
 
-import html
-import math
 from typing import Optional
 
-from cbs_ray.analysis.answer import READINGS, bound_text
-from cbs_ray.analysis.summary_record import CriticalBatch, NoiseScale, Recommendation, Summary, Tradeoff
-from cbs_ray.maths.budget import plan_batch
+from cbs_ray.analysis.bounds import bound_text
+from cbs_ray.methods.scratch.answer import READINGS
+from cbs_ray.methods.scratch.summary import CriticalBatch, NoiseScale, Recommendation, Summary, Tradeoff
 from cbs_ray.records.columns import Column
 
-# ReportError and the spec file's helpers live with the rest of the storage reading; named here too, as
-# they were this module's before.
-
-__all__ = ["headline", "decision_lines", "html_answer_box", "html_table"]
-
-
-# ---- rendering -------------------------------------------------------------------------------------
-
-def format_value(v) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, list):
-        return ", ".join(format_value(x) for x in v) or "–"
-    return str(v)
-
-
-def markdown_table(records: list[dict], columns: list[str]) -> str:
-    columns = [c for c in columns if any(c in r for r in records)]
-    if not records or not columns:
-        return "_none_\n"
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(format_value(r.get(c)) for c in columns) + " |" for r in records]
-    return "\n".join(lines) + "\n"
-
-
-def html_table(records: list[dict], columns: list[str]) -> str:
-    """``markdown_table`` for report.html: the columns some record has, escaped, in a scrolling box."""
-    columns = [c for c in columns if any(c in r for r in records)]
-    if not records or not columns:
-        return "<p><em>none</em></p>"
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(format_value(r.get(c)))}</td>" for c in columns) + "</tr>"
-                   for r in records)
-    return f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>'
-
-
-def html_answer_box(lines: list[str], sure: bool) -> str:
-    """report.html's answer box: the headline's first line in bold, the rest small; ``sure`` False marks it
-    unsure (a refusal, a trend that does not hold)."""
-    esc = html.escape
-    return (f'<div class="answer{"" if sure else " unsure"}"><div class="how"><b>{esc(lines[0])}</b></div>\n'
-            + "".join(f'<div class="small">{esc(line.strip())}</div>' for line in lines[1:]) + "</div>")
+__all__ = ["headline", "decision_lines", "recommendation_line"]
 
 
 def _turning_point_lines(cb: CriticalBatch, metric: str) -> list[str]:
@@ -153,50 +109,3 @@ def headline(summary: Summary) -> list[str]:
             + ", ".join(f"{lr:.3g}" for lr in r.get(Column.diverged_peak_lrs, [])) for r in unstable))
     lines += recommendation_line(summary.recommendation, metric).split("\n")
     return lines
-
-
-SNIPPET_KEYS = ["batch_size", "alpha", "peak_lr", "warmup_fraction", "warmup_steps", "budget_samples",
-                "optimizer_steps"]  # the recommendation's lines to paste into a training config
-
-
-def recommendation_snippet(summary: Summary) -> str:
-    rec = summary.recommendation
-    if not rec:
-        return ""
-    return "\n".join(f"{k}: {getattr(rec, k)}" for k in SNIPPET_KEYS) + "\n"
-
-
-# training.lr_decay -> HF's lr_scheduler_type: warmup, then that decay (constant: HF's constant after warmup).
-HF_SCHEDULERS = {"linear": "linear", "cosine": "cosine", "constant": "constant_with_warmup"}
-
-
-def training_arguments(summary: Summary) -> str:
-    """HF ``TrainingArguments`` for the recommendation, from it and the experiment's spec: the per-device batch
-    is the spec's micro-batch and the rest is accumulation, B = per-device × accumulation × workers (as the
-    trials made it, ``maths.budget.plan_batch``; a micro-batch probe may have lowered it further), the peak LR,
-    warmup and the budget in optimizer steps, and the spec's schedule, weight decay, clipping and Adam betas.
-    "" without a recommendation or a spec (a bare history)."""
-    rec, spec = summary.recommendation, summary.spec
-    if not rec or not spec:
-        return ""
-    t, workers = spec.get("training", {}), int(spec.get("resources", {}).get("workers_per_trial") or 1)
-    plan = plan_batch(rec.batch_size, workers, t.get("micro_batch_size"))
-    clip = t.get("grad_clip_norm")
-    decay = t.get("lr_decay", "linear")
-    optimizer = t.get("optimizer", "adamw")
-    lines = [f"per_device_train_batch_size={plan.micro_batch},  # the micro-batch",
-             (f"gradient_accumulation_steps={plan.accumulation},  # B={rec.batch_size} = {plan.micro_batch} × "
-              f"{plan.accumulation} × {workers} device{'s' if workers > 1 else ''}"),
-             f"learning_rate={rec.peak_lr:.4g},  # the peak: base_lr × (B / base_batch) ** {rec.alpha:.3g}",
-             f"warmup_steps={rec.warmup_steps},  # {rec.warmup_fraction:.3g} of the steps",
-             f"max_steps={rec.optimizer_steps},  # the budget, {rec.budget_samples} samples at B={rec.batch_size}",
-             f'lr_scheduler_type="{HF_SCHEDULERS.get(decay, decay)}",',
-             f"weight_decay={t.get('weight_decay', 0.0)},",
-             f"max_grad_norm={clip if clip is not None else 0.0},{'  # no clipping' if clip is None else ''}",
-             f"adam_beta1={t.get('adam_beta1', 0.9)},",
-             f"adam_beta2={t.get('adam_beta2', 0.999)},"]
-    if optimizer == "sgd":
-        lines.append('optim="sgd",  # the search\'s SGD had momentum 0.9')
-    note = "" if optimizer != "lamb" else "# the search trained with LAMB, which HF's Trainer does not offer\n"
-    return ("from transformers import TrainingArguments\n\n" + note + "args = TrainingArguments(\n"
-            + "".join(f"    {line}\n" for line in lines) + ")\n")

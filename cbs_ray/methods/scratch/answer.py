@@ -1,4 +1,4 @@
-"""``Summary.answer``, the one critical batch the report stands behind: the turning point (on the
+"""The from-scratch ``Summary.answer``, the one critical batch the report stands behind: the turning point (on the
 monotone fit by default), how sure the noise lets it be (the verdict), whether it is a bound at the edge of
 the grid and where to search next, and whether the tradeoff and the 20 % rule agree with it within one grid
 step.
@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from cbs_ray.analysis.summary_record import Answer, OverheadRule, Tradeoff, TurningPoint
+from cbs_ray.analysis.bounds import bound_text
 from cbs_ray.maths.critical_batch import LOWER, UPPER, agree_within, bound_interval, next_batch_range
+from cbs_ray.methods.scratch.summary import Answer, OverheadRule, Tradeoff, TurningPoint
 
-__all__ = ["bound_text"]
+__all__ = ["answer_of", "READINGS", "CROSS_CHECKS", "EFFORT_MARK"]
 
 # ---- the one answer ---------------------------------------------------------------------------------
 
@@ -22,13 +23,6 @@ THIN_DATA = 4  # fewer batch sizes reaching the target after their first report:
 CROSS_CHECKS = {True: "cross-checks agree within one grid step", False: "a cross-check differs (below)",
                 None: "no cross-check determined"}
 EFFORT_MARK = "unequal search effort (below)"
-
-
-def bound_text(value, bound: Optional[str], fmt: str = "{}") -> str:
-    """A reading as the report writes it: "64", "≥ 128", "≤ 8", or "not determined"."""
-    if value is None:
-        return "not determined"
-    return {LOWER: "≥ ", UPPER: "≤ "}.get(bound or "", "") + fmt.format(value)
 
 
 def _sureness(turning: TurningPoint) -> tuple[Optional[bool], Optional[str]]:

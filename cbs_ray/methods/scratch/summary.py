@@ -1,5 +1,5 @@
-"""The answer as a typed ``Summary`` (one dataclass per section, as Optuna's ``FrozenTrial`` and Ray's
-``Result``): code reads its attributes, and ``summary.json`` is its serialisation (``Summary.to_json``),
+"""A from-scratch search's answer as a typed ``Summary`` (one dataclass per section, as Optuna's ``FrozenTrial``
+and Ray's ``Result``): code reads its attributes, and ``summary.json`` is its serialisation (``Summary.to_json``),
 each attribute named as its key there.
 """
 
@@ -68,7 +68,7 @@ class TurningPoint:
     fit: str  # search.turning_point: "monotone" or "raw"
     raw_batch_size: Optional[int]  # read off the per-batch means
     monotone_batch_size: Optional[int]  # read off their monotone fit
-    tolerance: float  # in the critical batch's tolerance_unit (relative before issue 50)
+    tolerance: float  # in the critical batch's tolerance_unit (relative where none was recorded)
     reason: Optional[str]
     uncertainty: Optional[Uncertainty]  # None when no batch size completed
     bound: Optional[str] = None  # "lower": ≥ batch_size (no drop seen above it), "upper": ≤ (drop right after
@@ -205,7 +205,7 @@ class Answer:
 class Summary:
     """Everything the report says about one experiment; ``to_json`` is summary.json. The tables are
     records (one dict per row; NaN is None). ``experiment_path``, ``name`` and ``spec`` are set by
-    ``report.analyze``, None for a summary of a bare history."""
+    ``methods.scratch.report.analyze``, None for a summary of a bare history."""
 
     answer: Answer
     metric: str
