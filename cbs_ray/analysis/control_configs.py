@@ -1,4 +1,4 @@
-"""A fair frontier (issue 50, item 4): the fixed-batch controls of branch mode's schedule validation train each
+"""A fair frontier: the fixed-batch controls of branch mode's schedule validation train each
 batch at its best configuration (alpha, warmup) from a from-scratch search at the same budget, where one exists
 (``branch.controls_from``), instead of the trunk's (alpha 0.5, the trunk's warmup). A user tuning a fixed batch
 would tune it: tried on a GPT over packed SST-2 blocks, the schedule was "below the frontier" of controls at the
@@ -25,7 +25,7 @@ __all__ = ["TRUNK", "NONE", "best_configurations", "control_configurations", "co
 TRUNK = "trunk"
 """A control's source where no from-scratch configuration is used: the trunk's alpha and warmup."""
 NONE = "none"
-"""``branch.controls_from: none``: every control at the trunk's configuration (the rule before issue 50)."""
+"""``branch.controls_from: none``: every control at the trunk's configuration (the rule before tuned controls)."""
 
 
 def best_configurations(history: pd.DataFrame, *, metric: str, mode: str, budget_samples: int) -> dict[int, dict]:
@@ -98,7 +98,7 @@ def configurations_run(history: pd.DataFrame, recorded: Optional[list] = None, *
     """What each control batch of a schedule validation trained: the configurations recorded before its runs
     (``recorded``, from the experiment's metadata) where there are any, else read off the control runs' own
     reports (alpha, and the warmup fraction, ``trunk_warmup`` where a run did not report it; source ``trunk``:
-    every validation before issue 50 used the trunk's). None where the history has no control run."""
+    every validation before tuned controls used the trunk's). None where the history has no control run."""
     if recorded:
         return [dict(r) for r in recorded]
     if history.empty or Column.control not in history or Column.role not in history:

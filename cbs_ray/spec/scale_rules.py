@@ -1,4 +1,4 @@
-"""The rules of pre-training scale (issue 51): FSDP (``training.parallelism: fsdp``) and streamed Parquet shards
+"""The rules of pre-training scale: FSDP (``training.parallelism: fsdp``) and streamed Parquet shards
 (``data.source: parquet``), applied by ``spec.rules.validate`` after its own. What needs the model (its blocks) or
 the shards' contents (their schemas) is checked once they are at hand, still before Ray starts
 (``tune.prepare``)."""

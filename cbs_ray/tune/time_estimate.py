@@ -1,4 +1,4 @@
-"""The dry run's time estimate: the search's wall time from steps measured here, not guessed (issue 59). The spec's
+"""The dry run's time estimate: the search's wall time from steps measured here, not guessed. The spec's
 model trains a few micro-batches of its own data on the driver at each micro-batch size the plan uses (a warm-up step
 first, then the median of ``TIMED_STEPS``), with the threads a worker gets (``resources.cpus_per_worker``), and
 evaluates one evaluation batch. Every method lays out the runs it plans (``PlannedStage``: the from-scratch
@@ -32,7 +32,7 @@ __all__ = ["RAY_START_S", "TRIAL_START_S", "TIMED_STEPS", "StepTimes", "PlannedR
            "planned_batches", "scratch_stages", "run_seconds", "stage_seconds", "search_seconds", "estimate_lines"]
 
 RAY_START_S = 8.0
-"""Ray's local start and shutdown, and the report (2-core CPU, issue 59's measurement): not measured by the dry
+"""Ray's local start and shutdown, and the report (2-core CPU, from four real searches): not measured by the dry
 run."""
 TRIAL_START_S = 4.0
 """A run's start and end on Ray beyond its model's set-up (Tune's actor, the Train worker group, the workers'

@@ -104,7 +104,7 @@ def test_branch_mode_runs_on_the_users_gpt2_with_a_token_budget_and_validates_it
     summary = json.loads((root / "out" / "summary.json").read_text())
     assert summary["method"] == "branch" and summary["schedule_validation"] is not None
     assert result.report_dir == root / "out" and result.answer.batch_size in (8, 16, 32)
-    assert result.schedule_experiment_path == meta["schedule_experiment"]
+    assert result.schedule_experiment_path == meta["method_record"]["schedule_experiment"]
     # The trunk's checkpoints hold the user's model's state dict and the optimizer's.
     import torch
 

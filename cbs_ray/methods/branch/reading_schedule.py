@@ -3,11 +3,11 @@ validation against fixed batches.
 
 **The schedule** (``recommend_schedule``): start at the trunk's batch; at each resolvable checkpoint where
 CBS(t) reaches twice the current batch, double it once (``branch.schedule_rule: once_per_crossing``, the
-paper's, the default before issue 50: 8 → 16 at the first point where 16 passes, → 32 at a later one). The rule before
+paper's, the default before ``fitted``: 8 → 16 at the first point where 16 passes, → 32 at a later one). The rule before
 issue
 37 (``branch.schedule_rule: while_safe``) doubles again at the same checkpoint while the measurements say each
 further doubling is safe: CBS(t) reaches twice the batch again *and* the branch at the doubled batch itself
-recovered, not a close call. Two rules of issue 50 (``maths.batch_ramp``) follow CBS(t) without the
+recovered, not a close call. Two further rules (``maths.batch_ramp``) follow CBS(t) without the
 one-doubling lag: ``fitted`` (a power law in samples through the resolvable points, one batch below it, switching
 where it crosses the next batch, never above the CBS measured at a checkpoint) and ``seesaw`` (Meterez et al. 2025:
 a doubling wherever the trunk's LR decay would halve the LR, capped by the measured CBS). Never beyond the largest
@@ -19,7 +19,7 @@ each on the same validation seeds, held out from the trunk's (seed offsets 1…n
 initial weights and data order): ``small`` (the trunk's batch), ``large`` (the largest batch the schedule
 reaches, from step 0) and ``iso_steps`` (the two powers of two bracketing the fixed batch that would take the
 schedule's number of steps, where they are not ``small`` or ``large``) and ``above`` (twice the largest, so that
-fixed batches bracket the schedule's final batch on both sides; issue 50). The fixed batches' (steps, final
+fixed batches bracket the schedule's final batch on both sides). The fixed batches' (steps, final
 loss) are the **frontier**. The primary figure is **iso-loss steps** (``maths.iso_loss``): per seed, the steps
 the frontier needs to reach the schedule's final loss, against the schedule's, a saved fraction with its 95 %
 t-interval over seeds. The verdicts are ``methods.branch.reading_verdicts``'s paired tests, fixed before any run
@@ -65,7 +65,7 @@ CONTROL_NAMES = ("schedule", "small", "large", "iso_steps", "above", "frontier")
 """The validation's run kinds: the schedule; the grid's fixed batches (``control_batches``); ``frontier``, a batch of
 the dense frontier that is neither the schedule's first nor its largest (``dense_controls``)."""
 SCHEDULE_RULES = ("once_per_crossing", "while_safe", "fitted", "seesaw")
-"""``branch.schedule_rule``'s values (module docstring); the spec's default is ``fitted`` (issue 50)."""
+"""``branch.schedule_rule``'s values (module docstring); the spec's default is ``fitted``."""
 
 
 # ---- the schedule ------------------------------------------------------------------------------------
@@ -245,7 +245,7 @@ def iso_loss_reading(schedule: Control, fixed: Sequence[FixedRun], *, interpolat
 
 @dataclass(frozen=True)
 class FrontierControls:
-    """``summary.json`` → ``schedule_validation.frontier_controls``: what the frontier is made of (issue 60)."""
+    """``summary.json`` → ``schedule_validation.frontier_controls``: what the frontier is made of."""
 
     batches: list
     """The fixed batches on it, ascending."""
@@ -261,7 +261,7 @@ class FrontierControls:
 
 @dataclass(frozen=True)
 class NonInferiorityVsTuned:
-    """``summary.json`` → ``schedule_validation.non_inferiority_vs_tuned`` (issue 60's primary test): the schedule
+    """``summary.json`` → ``schedule_validation.non_inferiority_vs_tuned`` (the primary test): the schedule
     against the best fixed batch of the frontier, the one with the lowest mean final loss over the seeds at the
     budget (at its tuned configuration where ``tuned``), paired by seed, one-sided 95 % bound below ε. Choosing the
     best on the same seeds favours the control (its noise helps it win): the test errs against the schedule."""
@@ -334,11 +334,11 @@ class ScheduleValidation:
     """The validation seeds are disjoint from the trunk's (False: an experiment whose small batch's seed 0 was
     the trunk itself)."""
     iso_loss_steps: Optional[IsoLossSteps] = None
-    """Iso-loss steps saved (issue 50's primary figure); None where the schedule's runs did not finish."""
+    """Iso-loss steps saved (the schedule's primary figure); None where the schedule's runs did not finish."""
     frontier_controls: Optional[FrontierControls] = None
-    """The fixed batches the frontier is made of, their configurations and the interpolation (issue 60)."""
+    """The fixed batches the frontier is made of, their configurations and the interpolation."""
     non_inferiority_vs_tuned: Optional[NonInferiorityVsTuned] = None
-    """The primary test (issue 60): the schedule against the best (tuned) fixed batch; the report leads with it.
+    """The primary test: the schedule against the best (tuned) fixed batch; the report leads with it.
     None where the schedule's runs did not finish."""
 
     def control(self, name: str) -> Optional[Control]:
@@ -369,7 +369,7 @@ Final = tuple[str, Optional[int], int, Optional[float], int]
 def _finals(history: pd.DataFrame, budget: int) -> tuple[list[Final], bool]:
     """(control, fixed batch or None, seed, final loss or None (diverged), steps) per run that reached the budget
     or diverged; and whether the seeds are held out. An experiment whose schedule ran on seed offset 0 (the
-    trunk's: before issue 37) counted the trunk as the small batch's seed 0, and still does."""
+    trunk's: before validation seeds were held out) counted the trunk as the small batch's seed 0, and still does."""
     out: list[Final] = []
     runs = rows_of_role(history, "schedule")
     if runs.empty:

@@ -1,4 +1,4 @@
-"""The verdicts on a batch-size schedule against fixed batches, as pre-registered paired tests (issue 37).
+"""The verdicts on a batch-size schedule against fixed batches, as pre-registered paired tests.
 
 Every run of the validation (the schedule and each fixed-batch control) trains the same samples on the same
 validation seeds; seed s of every run shares its initial weights and data order, so runs are compared **paired

@@ -195,7 +195,8 @@ class PredictorFigures:
     KEYS = ("source", "exponent", "exponent_sd", "form", "anchor_samples", "rungs_exponent", "rungs_exponent_se",
             "rung_share", "prior")
     NEW_KEYS = ("anchor_b_crit", "literature_band", "warnings", "left_out")
-    """Written since issue 57; a summary written before has none of them."""
+    """Written since the prediction was re-posed (rungs inside the grid, the centroid anchor); a summary written
+    before has none of them."""
 
     def to_dict(self) -> dict:
         p = self.prior
@@ -395,7 +396,7 @@ class LadderSummary:
     metric: str = "eval_loss"
     decision: Optional[Decision] = None
     """What to train the run at (``analysis.decision.decide_ladder``), after ``method``; None (no key) in a summary
-    written before issue 59."""
+    written before the decision line."""
 
     def to_dict(self) -> dict:
         decision = {"decision": self.decision} if self.decision is not None else {}
