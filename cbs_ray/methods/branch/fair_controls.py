@@ -19,12 +19,13 @@ from cbs_ray.methods.branch.settings import ResolvedBranchSettings, branch_setti
 from cbs_ray.records.columns import Column
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.method_registry import method_entry
-from cbs_ray.records.storage import ReportError, load_history
+from cbs_ray.records.storage import META_FILE, ReportError, load_history
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.schema import SearchSpec
 
 __all__ = ["CONTROLS_STAGE", "SCRATCH", "GRID", "DENSE", "ChosenControls", "best_batch", "tuned_controls",
+           "recorded_controls_stage",
            "chosen_controls", "frontier_batches", "validation_controls", "unused_controls_warning"]
 
 SCRATCH = "scratch"
@@ -44,20 +45,26 @@ def _named(spec: SearchSpec, value: str) -> str:
                     f"branch.controls_from=none")
 
 
+def recorded_controls_stage(meta: ExperimentMeta, path: str) -> Optional[str]:
+    """The ``controls`` stage's experiment the branch experiment at ``path`` (its metadata ``meta``) recorded, or
+    None where it ran none."""
+    return dict(meta.stage_record("search", path)).get(CONTROLS_STAGE)
+
+
 def _controls_stage_owner(path: str) -> Optional[ExperimentMeta]:
     """The metadata of the branch experiment whose ``controls`` stage ``path`` is (``<experiment>-controls``, which
     that experiment's stage record names), or None: a stage keeps no metadata of its own, its owner's budget and
     metric are its."""
     stage = Path(path)
     suffix = f"-{CONTROLS_STAGE}"
-    if not stage.name.endswith(suffix) or (stage / "cbs_spec.json").exists():
+    if not stage.name.endswith(suffix) or (stage / META_FILE).exists():
         return None
     owner = stage.with_name(stage.name[:-len(suffix)])
     try:
         meta = ExperimentMeta.read(str(owner))
     except ReportError:
         return None
-    recorded = dict(meta.stage_record("search", str(owner))).get(CONTROLS_STAGE)
+    recorded = recorded_controls_stage(meta, str(owner))
     return meta if recorded and Path(recorded).name == stage.name else None
 
 

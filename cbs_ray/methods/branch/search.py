@@ -30,6 +30,7 @@ from cbs_ray.methods.branch.fair_controls import (
     best_batch,
     chosen_controls,
     frontier_batches,
+    recorded_controls_stage,
     tuned_controls,
     unused_controls_warning,
 )
@@ -238,7 +239,7 @@ def _controls_experiment(spec: SearchSpec, path: str, meta: ExperimentMeta) -> O
     """The ``controls`` stage's experiment where this search ran one (``branch.controls_from: scratch``)."""
     if branch_settings(spec).controls_from != SCRATCH:
         return None
-    return dict(meta.stage_record("search", path)).get(CONTROLS_STAGE)
+    return recorded_controls_stage(meta, path)
 
 
 def _tuned_start(spec: SearchSpec, br: ResolvedBranchSettings, path: str, meta: ExperimentMeta) -> Optional[int]:
