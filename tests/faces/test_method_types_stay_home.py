@@ -1,4 +1,4 @@
-"""A method's types stay in its folder: no module outside ``cbs_ray/methods/branch/`` or ``cbs_ray/methods/ladder/``
+"""A method's types stay in its folder: no module outside ``cbs_ray/methods/<name>/``
 imports one of theirs, not even for the type checker (``if TYPE_CHECKING:``, which import-linter leaves out). Their
 settings reach the spec through the registry (``spec.sections``), their records through ``ExperimentMeta.method_record``,
 their summaries through ``SearchResult.summary``."""
@@ -9,7 +9,7 @@ from pathlib import Path
 import cbs_ray
 
 PACKAGE = Path(cbs_ray.__file__).parent
-OWN_TYPES = ("branch", "ladder")
+OWN_TYPES = ("scratch", "branch", "ladder")
 DECLARED = ("methods/ladder/report.py", "cbs_ray.methods.branch.same_spec")
 """The one declared exception (pyproject.toml's independence contract): a ladder's report reads the schedule of a
 branch experiment beside it through branch's own reading (``methods.branch.same_spec``)."""
