@@ -92,12 +92,13 @@ class BranchSettings:
     law in samples fitted through the resolvable points, switching where it crosses the next batch, never above
     the CBS measured at a checkpoint; ``seesaw`` a doubling wherever the trunk's LR decay would halve the LR
     (Meterez et al. 2025), capped by the measured CBS (docs/branch-mode.md)."""
-    seesaw_start: Literal["cbs", "tuned", "trunk"] = "cbs"
+    seesaw_start: Literal["cbs", "tuned", "trunk"] = "tuned"
     """Where ``schedule_rule: seesaw`` starts (Seesaw starts from the batch one would train at): ``cbs``,
     the CBS at the first resolvable checkpoint; ``tuned``, the best tuned fixed batch at the budget (the
     from-scratch search of ``controls_from``: its lowest loss; ``cbs`` where there is none); ``trunk``, the
-    trunk's batch (the earlier rule). The default is provisional: development runs choose it before the
-    validation."""
+    trunk's batch (the earlier rule). The default, ``tuned``, is Seesaw's own start (Meterez et al. start from
+    the tuned critical batch) and the one the pre-registered validation (bench/schedule_validation_regime.py)
+    runs; no development run compared the three starts."""
     seesaw_first_doubling: float = field(default=0.0, metadata=check(within(0, 1, ends="[)")))
     """``schedule_rule: seesaw``'s late switch: no doubling before this fraction of the budget (the halvings
     before it are taken there); 0: none."""
@@ -185,7 +186,7 @@ class ResolvedBranchSettings:
     window_min_steps: int = DEFAULT_WINDOW_MIN_STEPS
     lr_decay: str = "linear"
     """The trunk's decay after warmup (``training.lr_decay``): the ``seesaw`` rule reads where it halves the LR."""
-    seesaw_start: str = "cbs"
+    seesaw_start: str = "tuned"
     """Where ``seesaw`` starts: ``cbs``, ``tuned`` or ``trunk`` (``BranchSettings.seesaw_start``)."""
     seesaw_first_doubling: float = 0.0
     """``seesaw``'s late switch, a fraction of the budget (0: none)."""
