@@ -19,6 +19,8 @@ SPLIT_OUT = {"cbs_ray.methods.branch.runs": "branch mode's runs, out of train/ru
              "cbs_ray.methods.ladder.hooks": "a ladder run's average of its iterates, out of train/loop.py, setup.py",
              "cbs_ray.methods.scratch.recommendation": "out of analysis/readings.py, beside the critical batch's readings",
              "cbs_ray.methods.scratch.trainer_snippets": "out of report/text.py, beside the headline",
+             "cbs_ray.methods.scratch.batch_table": "out of analysis/tables.py, which keeps the trial and noise-scale "
+                                                    "tables",
              "cbs_ray.methods.scratch.decision": "the from-scratch rule, out of analysis/decision.py, which keeps "
                                                  "the Decision every method writes",
              "cbs_ray.methods.branch.decision": "branch mode's rule, out of analysis/decision.py",
