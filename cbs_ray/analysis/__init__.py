@@ -1,4 +1,4 @@
-"""What every method's reading of a finished experiment shares: the per-batch tables, JSON-ready values, how a
-bound is written, the ``Decision`` every method writes (``decision``, with branch's and the ladder's rules), and
-branch mode's control configurations; each method's own reading is in ``cbs_ray.methods``. Pure: DataFrames in,
-plain values out."""
+"""What every method's reading of a finished experiment shares: the per-trial and noise-scale tables, JSON-ready
+values, how a bound is written, the ``Decision`` every method writes and what it is built with (``decision``); each
+method's own reading, its decision rule included, is in ``cbs_ray.methods``. Pure: DataFrames in, plain values
+out."""

@@ -1,15 +1,18 @@
 """``decision`` in every summary.json: the batch to train the run at (and the schedule, where the method measured
-one), its LR and warmup, for which budget, how sure, and what it rests on. One rule per method, each reading the one
-reading that answers "which batch for my run" and weighing the others against it (``disagreeing``):
+one), its LR and warmup, for which budget, how sure, and what it rests on. What every method's rule writes and
+builds it with lives here (``Decision``, its ``Evidence``, ``disagreeing``, the sentence, the next step's command);
+each method's rule, which reads the one reading that answers "which batch for my run" and weighs the others against
+it (``disagreeing``), lives in its folder:
 
 * **from scratch**: the turning point, its cross-checks the tradeoff's B_crit, the 20 % rule and B_simple
   (``methods.scratch.decision``).
 * **branch mode**: the schedule (``batch_size_schedule``), started at its first batch with the trunk's LR and
   warmup; its validation (``--validate-schedule``) is its test. A schedule found inferior to the small batch is
-  not followed: the decision is the trunk's fixed batch.
+  not followed: the decision is the trunk's fixed batch (``methods.branch.decision``).
 * **the ladder**: the prediction's recommended batch (the 90 % interval's low end, a power of two) with its LR and
   warmup; B_crit measured at the budget (``ladder.validate``), where there is one and it lies outside the interval
-  by more than a grid step, is followed instead (the LR moved along ``ladder.alpha``'s rule).
+  by more than a grid step, is followed instead (the LR moved along ``ladder.alpha``'s rule;
+  ``methods.ladder.decision``).
 
 ``confidence`` is one of ``CONFIDENCE``. A bound ("≥ 256", "≤ 8") or a refusal is a decision only with its next
 step: ``next_step`` holds the command that answers it (``search_command``). Pure: no Ray, no pandas; the rules take
@@ -23,12 +26,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Sequence
 
 from cbs_ray.maths.critical_batch import agree_within, bound_interval
-from cbs_ray.maths.ladder import recommend_batch
 from cbs_ray.records.columns import Column
 
 __all__ = ["CONFIDENCE", "RESOLVED", "UNRESOLVED", "DISAGREE", "LOWER_BOUND", "UPPER_BOUND", "REFUSED",
-           "Evidence", "Decision", "disagreeing", "TunedFixedBatch", "decide_branch", "decide_ladder", "train_words",
-           "with_sentence", "batch_grid", "search_command", "next_search_base", "NextSearch"]
+           "Evidence", "Decision", "disagreeing", "train_words", "with_sentence", "batch_grid", "search_command",
+           "next_search_base", "NextSearch"]
 
 RESOLVED = "resolved"
 """A value, its noise check passed (the turning point's verdict, the schedule's validation, the ladder's interval
@@ -263,134 +265,6 @@ def train_words(batch: int, lr: Optional[float], warmup: Optional[int], budget: 
 def with_sentence(d: Decision, words: str) -> Decision:
     """``d`` with its ``text``: "Decision: <words> (<confidence>; differs: ...; next: ...)"."""
     return replace(d, text=_sentence(words, d))
-
-
-# ---- branch mode ----------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class TunedFixedBatch:
-    """A schedule validation's best fixed batch (lowest mean final loss over the seeds) at the configuration it
-    trained, and the paired verdict on the schedule against it (None: not shown, fewer than two seeds)."""
-
-    batch_size: int
-    lr: Optional[float]
-    warmup_samples: Optional[int]
-    schedule_non_inferior: Optional[bool]
-
-
-def decide_branch(schedule: Sequence[Sequence[int]], *, trunk_batch: int, trunk_lr: Optional[float],
-                  trunk_warmup_samples: Optional[int], budget_samples: int, alpha: Optional[float],
-                  validated: bool, non_inferior: Optional[bool], below_frontier: Optional[bool],
-                  trend_holds: Optional[bool], trend_text: str = "", base: NextSearch = DEFAULT_BASE,
-                  best_tuned: Optional[TunedFixedBatch] = None) -> Decision:
-    """Branch mode's decision: the schedule (``[start_samples, batch_size]`` pairs), started at its first batch
-    with the trunk's LR (scaled along ``alpha`` where the schedule starts elsewhere) and warmup. ``validated``: a
-    validation ran; ``non_inferior`` / ``below_frontier`` its verdicts; ``trend_holds``: CBS(t) does not decrease
-    beyond its noise. ``best_tuned``: the validation's best fixed batch at its tuned configuration and whether the
-    schedule is non-inferior to it; where it is not (or not to the small batch), that fixed batch is the decision:
-    a user compares a schedule with their best fixed batch, not with an untuned one."""
-    budget = int(budget_samples)
-    pairs = [[int(s), int(b)] for s, b in schedule]
-    if not pairs:
-        rerun = search_command(base, "search.method=branch")
-        d = Decision(None, None, None, None, budget, REFUSED, "no checkpoint was read: no schedule", next_step=rerun)
-        return replace(d, text=f"Decision: none ({REFUSED}: no checkpoint was read; next: {rerun})")
-    per_doubling = 2 ** alpha if alpha is not None else None
-    first = pairs[0][1]
-    lr = trunk_lr * (first / trunk_batch) ** alpha if trunk_lr is not None and alpha is not None else trunk_lr
-    apart: list[Evidence] = []
-    loses = validated and (non_inferior is False or (best_tuned is not None and best_tuned.schedule_non_inferior
-                                                     is False))
-    if loses and best_tuned is not None:  # the schedule loses to a tuned fixed batch: that batch is the decision
-        b = best_tuned
-        because = (f"the schedule's validation found it worse than the best tuned fixed batch {b.batch_size} by more "
-                   f"than the margin{' (and worse than the small batch)' if non_inferior is False else ''}: followed "
-                   f"that batch at its tuned configuration, which it was measured against on the same seeds")
-        apart = [Evidence("schedule", pairs[-1][1], text="the schedule (inferior to the best tuned fixed batch)")]
-        d = Decision(b.batch_size, b.lr, b.warmup_samples, None, budget, DISAGREE, because, apart)
-        return with_sentence(d, train_words(b.batch_size, b.lr, b.warmup_samples, budget))
-    if validated and non_inferior is False:  # the schedule loses quality: the trunk's fixed batch is the decision
-        because = (f"the schedule's validation found it worse than the small batch by more than the margin: "
-                   f"followed the trunk's fixed batch {trunk_batch}, which it was measured against")
-        apart = [Evidence("schedule", pairs[-1][1], text="the schedule (inferior to the small batch)")]
-        d = Decision(trunk_batch, trunk_lr, trunk_warmup_samples, None, budget, DISAGREE, because, apart)
-        return with_sentence(d, train_words(trunk_batch, trunk_lr, trunk_warmup_samples, budget))
-    because = ("followed the batch-size schedule: CBS(t) read at each checkpoint from branches off the trunk, the "
-               "batch each stretch of training can take")
-    step: Optional[str] = None
-    if validated:
-        because += ("; its validation: non-inferior to the small batch"
-                    + ("" if non_inferior is not None else " (not judged)")
-                    + (", below the fixed-batch frontier" if below_frontier else
-                       ", not below the fixed-batch frontier" if below_frontier is False else ""))
-        if best_tuned is not None and best_tuned.schedule_non_inferior:
-            because += f", non-inferior to the best tuned fixed batch {best_tuned.batch_size}"
-        if below_frontier is False:
-            apart.append(Evidence("fixed-batch frontier", None, text="the fixed-batch frontier (the schedule is not "
-                                                                     "below it: it saves no steps)"))
-    else:
-        because += "; not validated against fixed batches"
-        step = search_command(base, "search.method=branch", flags=["--validate-schedule"])
-    if trend_holds is False:
-        apart.append(Evidence("CBS(t) trend", None, text=f"CBS(t) trend: {trend_text or 'it decreases'}"))
-    confidence = DISAGREE if apart else RESOLVED if validated and non_inferior and below_frontier else UNRESOLVED
-    if apart:
-        because += "; against it: " + "; ".join(e.text for e in apart)
-    d = Decision(first, lr, trunk_warmup_samples, pairs, budget, confidence, because, apart, step)
-    return with_sentence(d, train_words(first, lr, trunk_warmup_samples, budget, pairs, per_doubling))
-
-
-# ---- the ladder -----------------------------------------------------------------------------------------
-
-def decide_ladder(*, batch_size: Optional[int], lr: Optional[float], warmup_samples: Optional[int],
-                  budget_samples: int, b_crit: Optional[float], interval_90: Optional[Sequence[float]],
-                  refusal: Optional[str], alpha: float, measured: Optional[float] = None,
-                  measured_ci: Optional[Sequence[Optional[float]]] = None, base: NextSearch = DEFAULT_BASE,
-                  others: Sequence[Evidence] = ()) -> Decision:
-    """The ladder's decision: its prediction's recommended batch; where ``ladder.validate`` measured B_crit at the
-    budget (``measured``, ``measured_ci``) beyond the prediction's interval by more than a grid step, that
-    measurement (rounded down to a power of two, the LR moved along ``alpha``). ``others``: further cross-checks
-    (B_simple's prediction). A refusal is a decision only with its next step: a from-scratch search at the budget,
-    which measures what the ladder could not predict."""
-    budget = int(budget_samples)
-    if batch_size is None or b_crit is None:
-        measure = search_command(base, "search.method=scratch")
-        because = (f"the ladder made no prediction ({refusal or 'no B_crit'}); a from-scratch search at the budget "
-                   f"measures the critical batch directly")
-        d = Decision(None, None, None, None, budget, REFUSED, because, next_step=measure)
-        return replace(d, text=f"Decision: none ({REFUSED}: {refusal or 'no prediction'}; "
-                                                 f"next: {measure})")
-    lo, hi = (interval_90 or (None, None))[:2]
-    predicted = Evidence("prediction", b_crit, interval=(lo, hi) if lo is not None else None,
-                         text=f"predicted B_crit {b_crit:.3g}" + (f" (90 % [{lo:.3g}, {hi:.3g}])" if lo and hi else ""))
-    checks = list(others)
-    at_d = None
-    if measured is not None and math.isfinite(measured) and measured > 0:
-        ci = tuple(measured_ci) if measured_ci and measured_ci[0] is not None else None
-        at_d = Evidence("measured at the budget", measured, interval=ci,  # type: ignore[arg-type]
-                        text=f"B_crit measured at the budget {measured:.3g}")
-        checks.insert(0, at_d)
-    apart = disagreeing(predicted, checks)
-    if at_d is not None and at_d in apart:  # a measurement at D beats a prediction of it
-        batch = recommend_batch(float(measured))  # type: ignore[arg-type]
-        new_lr = lr * (batch / batch_size) ** alpha if lr is not None else None
-        because = (f"followed B_crit measured at the budget ({measured:.3g}, ladder.validate): it lies beyond the "
-                   f"prediction's interval by more than a grid step, and a measurement at D answers what the "
-                   f"prediction estimates; batch {batch} (a power of two at most it), LR moved by alpha {alpha:g}")
-        rest = [predicted] + [e for e in apart if e is not at_d]
-        d = Decision(batch, new_lr, warmup_samples, None, budget, DISAGREE, because, rest)
-        return with_sentence(d, train_words(batch, new_lr, warmup_samples, budget))
-    because = (f"followed the ladder's prediction at the budget: batch {batch_size}, the largest power of two at "
-               f"most the 90 % interval's low end")
-    if at_d is not None:
-        because += f"; B_crit measured at the budget ({measured:.3g}) agrees within one grid step"
-    if apart:
-        because += "; beyond its interval (more than one grid step from it): " + ", ".join(e.text for e in apart)
-    confidence = DISAGREE if apart else RESOLVED if at_d is not None else UNRESOLVED
-    step = None if at_d is not None or apart else search_command(base, "search.method=ladder",
-                                                                 flags=["--validate-prediction"])
-    d = Decision(int(batch_size), lr, warmup_samples, None, budget, confidence, because, apart, step)
-    return with_sentence(d, train_words(int(batch_size), lr, warmup_samples, budget))
 
 
 def decision_from(value: Any) -> Optional[Decision]:

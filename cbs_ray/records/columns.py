@@ -7,8 +7,8 @@ back by ``records.storage.load_history``), and its tables are what the summary w
 - ``EVALUATION``: the metrics the built-in evaluation reports (a user's ``compute_metrics`` may add others;
   with ``data.holdout_examples`` the dev set's again at the full budget, prefixed ``DEV_PREFIX``);
 - ``ADDED``: what reading the history adds (Tune's trial ID, the failed flag, the repeats' flag);
-- ``DERIVED``: what the analysis tables compute (``analysis.tables``, ``methods.scratch.reading``), summary.json's
-  keys for them.
+- ``DERIVED``: what the analysis tables compute (``analysis.tables``, ``methods.scratch.batch_table``,
+  ``methods.scratch.reading``), summary.json's keys for them.
 
 ``Column`` has one attribute per name, the name itself as a plain string (so a ``Column`` name is a column
 label, a dict key and a JSON key as the literal was), and this module checks at import that its attributes

@@ -64,8 +64,8 @@ class MethodEntry:
     not to the turning point's ``search.tolerance``; for a loss metric the two are one (``spec.tolerance``). A spec of
     it recorded without ``tolerance_unit`` never used the latter (``spec.tolerance.as_recorded``)."""
     best_per_batch: bool = False
-    """Its history gives each batch's best configuration at the budget (``analysis.control_configs``), which a
-    schedule validation's fixed-batch controls may train at (``branch.controls_from``)."""
+    """Its history gives each batch's best configuration at the budget (branch's control_configurations.py), which
+    a schedule validation's fixed-batch controls may train at (``branch.controls_from``)."""
 
     def problem(self) -> str | None:
         """Why this entry cannot be registered, or None."""

@@ -47,6 +47,7 @@ MOVED_MODULES: dict[str, str] = {
     "cbs_ray.report.branch": "cbs_ray.methods.branch.report",
     "cbs_ray.report.same_spec": "cbs_ray.methods.branch.same_spec",
     "cbs_ray.report.trainer_snippets": "cbs_ray.methods.branch.trainer_snippets",
+    "cbs_ray.analysis.control_configs": "cbs_ray.methods.branch.control_configurations",
     "cbs_ray.tune.ladder": "cbs_ray.methods.ladder.search",
     "cbs_ray.analysis.ladder_summary": "cbs_ray.methods.ladder.reading",
     "cbs_ray.analysis.ladder_stop": "cbs_ray.methods.ladder.reading_stop",

@@ -1,4 +1,5 @@
-"""The decision's rules (``cbs_ray.analysis.decision``; from scratch, ``cbs_ray.methods.scratch.decision``) on
+"""The decision's rules (``cbs_ray.analysis.decision``, what every method's writes; each method's in its folder:
+``cbs_ray.methods.scratch.decision``, ``.branch.decision``, ``.ladder.decision``) on
 hand-built readings with the known answer beside them: one case per way the readings can stand (resolved, an upper bound, a lower bound, readings apart, no noise
 estimate, nothing determined; a schedule validated, inferior or not validated; the ladder's prediction, refused, or
 contradicted by its measurement at the budget). No Ray, no pandas."""
@@ -18,14 +19,13 @@ from cbs_ray.analysis.decision import (
     YOUR_SPACE,
     Decision,
     Evidence,
-    TunedFixedBatch,
     batch_grid,
-    decide_branch,
-    decide_ladder,
     disagreeing,
     next_search_base,
     search_command,
 )
+from cbs_ray.methods.branch.decision import TunedFixedBatch, decide_branch
+from cbs_ray.methods.ladder.decision import decide_ladder
 from cbs_ray.methods.scratch.decision import decide_scratch
 
 BUDGET = 7168

@@ -4,9 +4,10 @@ nor a silent default; the columns some trials leave out stay optional. Hand-buil
 import pandas as pd
 import pytest
 
-from cbs_ray.analysis.tables import noise_scale_table, per_batch_table, trial_table
+from cbs_ray.analysis.tables import noise_scale_table, trial_table
 from cbs_ray.methods.branch.reading_points import critical_batch_over_training
 from cbs_ray.methods.branch.reading_schedule import samples_trained, validate_schedule
+from cbs_ray.methods.scratch.batch_table import per_batch_table
 from cbs_ray.methods.scratch.reading import summarize
 from cbs_ray.records.columns import OPTIONAL, Column, MissingColumnError
 

@@ -396,7 +396,7 @@ def test_nothing_completed_has_an_answer_that_says_why():
 
 
 def test_unequal_search_effort_is_flagged():
-    from cbs_ray.analysis.tables import unequal_effort
+    from cbs_ray.methods.scratch.batch_table import unequal_effort
     from cbs_ray.methods.scratch.headline import headline
 
     # B=16 is the best of 4 trials, 8 and 32 of 1 each (the held-out causal-LM run of issue 17).

@@ -3,8 +3,9 @@
 import pandas as pd
 import pytest
 
-from cbs_ray.analysis.tables import per_batch_table, trial_table
+from cbs_ray.analysis.tables import trial_table
 from cbs_ray.data.files import hold_out, load_texts
+from cbs_ray.methods.scratch.batch_table import per_batch_table
 from cbs_ray.search import main
 from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.load import load_spec

@@ -19,8 +19,12 @@ SPLIT_OUT = {"cbs_ray.methods.branch.runs": "branch mode's runs, out of train/ru
              "cbs_ray.methods.ladder.hooks": "a ladder run's average of its iterates, out of train/loop.py, setup.py",
              "cbs_ray.methods.scratch.recommendation": "out of analysis/readings.py, beside the critical batch's readings",
              "cbs_ray.methods.scratch.trainer_snippets": "out of report/text.py, beside the headline",
+             "cbs_ray.methods.scratch.batch_table": "out of analysis/tables.py, which keeps the trial and noise-scale "
+                                                    "tables",
              "cbs_ray.methods.scratch.decision": "the from-scratch rule, out of analysis/decision.py, which keeps "
                                                  "the Decision every method writes",
+             "cbs_ray.methods.branch.decision": "branch mode's rule, out of analysis/decision.py",
+             "cbs_ray.methods.ladder.decision": "the ladder's rule, out of analysis/decision.py",
              "cbs_ray.methods.scratch.page": "out of report/page.py, which keeps the pieces every page shares",
              "cbs_ray.methods.scratch.plots": "out of report/plots.py, which keeps the Agg backend and save_figure"}
 NAMING_PATHS = {"records/method_registry.py", "records/moved_modules.py"}  # dotted paths as strings, not imports

@@ -144,7 +144,7 @@ def test_the_dense_frontier_is_the_same_set_for_every_rule(rule, schedule, names
 def test_the_dense_frontier_s_controls_are_recorded_and_train_on_whole_reports():
     # A resume trains what was recorded (its controls named in the record), and a control at a batch between
     # powers of two (20, 40, 80, 160: divisors of the cadence 5120) lands on every report of the budget
-    from cbs_ray.analysis.control_configs import control_configurations
+    from cbs_ray.methods.branch.control_configurations import control_configurations
     from cbs_ray.methods.branch.search import validation_plans
 
     spec = load_spec("search_spaces/markov_lm.yaml", ["search.method=branch", "branch.frontier=dense",

@@ -2,7 +2,7 @@
 configuration per batch the schedule validation's fixed-batch controls train at (a named experiment, or this
 experiment's own ``controls`` stage), and read it; and choose the controls' batches (``branch.frontier``: the
 schedule's grid, or the dense frontier around the best tuned batch, the same for every rule). The choice of each
-control's configuration is ``analysis.control_configs``. A search qualifies by its method's registry entry
+control's configuration is control_configurations.py. A search qualifies by its method's registry entry
 (``MethodEntry.best_per_batch``), not by the method's name.
 """
 
@@ -12,8 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from cbs_ray.analysis.control_configs import NONE, TRUNK, best_configurations, budget_problem, control_configurations
 from cbs_ray.maths.frontier_batches import dense_batches
+from cbs_ray.methods.branch.control_configurations import (
+    NONE,
+    TRUNK,
+    best_configurations,
+    budget_problem,
+    control_configurations,
+)
 from cbs_ray.methods.branch.reading_schedule import control_batches, dense_controls
 from cbs_ray.methods.branch.settings import ResolvedBranchSettings, branch_settings
 from cbs_ray.records.columns import Column
@@ -89,7 +95,7 @@ def unused_controls_warning(spec: SearchSpec) -> Optional[str]:
 def tuned_controls(spec: SearchSpec, budget_samples: int, *,
                    stage_experiment: Optional[str] = None) -> tuple[str, dict[int, dict]]:
     """(``controls_from`` as recorded: the experiment's path, or ``none``; each batch's best configuration in
-    it, ``analysis.control_configs.best_configurations``). A ``SpecError`` (one line, exit 2) where a named
+    it, control_configurations.py's ``best_configurations``). A ``SpecError`` (one line, exit 2) where a named
     experiment is missing, unreadable, not a from-scratch search (nor another branch search's ``controls`` stage),
     ran another budget, or completed no trial. ``scratch``: the stage's experiment ``stage_experiment`` (it trained
     this budget, on the spec's metric); before the stage has run (the check before Ray) or where it completed no
@@ -170,7 +176,7 @@ class ChosenControls:
     controls: list
     """``(name, batch)`` per control (``validation_controls``)."""
     configurations: list
-    """Each control batch's configuration record (``analysis.control_configs.control_configurations``)."""
+    """Each control batch's configuration record (control_configurations.py's ``control_configurations``)."""
     tuned: dict
     """batch → (alpha, warmup) of the controls that train at a tuned configuration, for
     ``methods.branch.runs.validation_configs``; the rest train at the trunk's."""

@@ -11,11 +11,12 @@ from typing import Any, Optional, Union
 
 import pandas as pd
 
-from cbs_ray.analysis.control_configs import NONE, configurations_run
-from cbs_ray.analysis.decision import DEFAULT_BASE, Decision, NextSearch, TunedFixedBatch, decide_branch
+from cbs_ray.analysis.decision import DEFAULT_BASE, Decision, NextSearch
 from cbs_ray.analysis.json_values import json_clean
 from cbs_ray.maths.budget import scratch_grid_samples
 from cbs_ray.maths.lr_schedule import lr_multiplier, warmup_steps
+from cbs_ray.methods.branch.control_configurations import NONE, configurations_run
+from cbs_ray.methods.branch.decision import TunedFixedBatch, decide_branch
 from cbs_ray.methods.branch.reading_points import (
     CbsPoint,
     as_dict,
@@ -105,9 +106,9 @@ class BranchSummary:
     from-scratch experiment's path, or ``none`` (the trunk's); absent without a validation."""
     control_configurations: Optional[list[dict[str, Any]]] = field(default=None, metadata={"omit_if_none": True})
     """Per control batch: ``batch_size``, ``alpha``, ``warmup_fraction``, ``source`` (the experiment, or
-    ``trunk``): ``analysis.control_configs``."""
+    ``trunk``): control_configurations.py."""
     decision: Optional[Decision] = field(default=None, metadata={"omit_if_none": True})
-    """What to train the run at (``analysis.decision.decide_branch``: the schedule), after ``method``."""
+    """What to train the run at (``methods.branch.decision.decide_branch``: the schedule), after ``method``."""
 
     def to_dict(self) -> dict:
         record = as_dict(self)

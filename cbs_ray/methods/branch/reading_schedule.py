@@ -37,9 +37,9 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from cbs_ray.analysis.control_configs import TRUNK
 from cbs_ray.maths.batch_ramp import fitted_ramp, seesaw_ramp
 from cbs_ray.maths.iso_loss import PCHIP, censoring_bound, paired_saved_fraction
+from cbs_ray.methods.branch.control_configurations import TRUNK
 from cbs_ray.methods.branch.reading_points import CbsPoint, as_dict, diverged_runs, is_finite_number, rows_of_role
 from cbs_ray.methods.branch.reading_verdicts import (
     BelowFrontier,
@@ -250,7 +250,7 @@ class FrontierControls:
     batches: list
     """The fixed batches on it, ascending."""
     configurations: Optional[list]
-    """Per batch ``batch_size``, ``alpha``, ``warmup_fraction``, ``source`` (``analysis.control_configs``: a
+    """Per batch ``batch_size``, ``alpha``, ``warmup_fraction``, ``source`` (control_configurations.py: a
     from-scratch experiment's best, or ``trunk``); None where not known."""
     interpolation: str
     """``pchip`` (the monotone cubic in log(steps)) or ``chord`` (``maths.iso_loss``)."""
@@ -428,8 +428,8 @@ def validate_schedule(history: pd.DataFrame, *, budget_samples: Optional[int] = 
     ``role == "schedule"`` runs (``control``, ``seed_offset``); None when no schedule run reported. Runs that did
     not reach ``budget_samples`` (default: the trunk's last ``samples_seen``) are left out. ``margin``: ε in
     nats, or with ``relative`` a fraction of the small batch's mean final loss. ``configurations``: what each
-    control trained at (``analysis.control_configs.configurations_run``); ``interpolation``: how iso-loss steps
-    read the frontier (``maths.iso_loss``)."""
+    control trained at (control_configurations.py's ``configurations_run``); ``interpolation``: how iso-loss
+    steps read the frontier (``maths.iso_loss``)."""
     runs = rows_of_role(history, "schedule")
     if runs.empty:
         return None

@@ -31,7 +31,7 @@ class ScheduleDecided:
     criterion: Optional[str] = None
     controls_from: Optional[str] = None
     control_configurations: Optional[list[dict[str, Any]]] = None
-    """Per control batch: ``batch_size``, ``alpha``, ``warmup_fraction``, ``source`` (``analysis.control_configs``)."""
+    """Per control batch: ``batch_size``, ``alpha``, ``warmup_fraction``, ``source`` (control_configurations.py)."""
     start_batch: Optional[int] = None
     """``seesaw_start: tuned``: the best tuned fixed batch the schedule started from, decided before its runs."""
 

@@ -24,8 +24,8 @@ import matplotlib.ticker
 import pandas as pd
 
 from cbs_ray.analysis.bounds import bound_text
-from cbs_ray.analysis.control_configs import configurations_line
 from cbs_ray.maths.critical_batch import LOWER, UPPER
+from cbs_ray.methods.branch.control_configurations import configurations_line
 from cbs_ray.methods.branch.reading import BranchSummary, summarize_branches
 from cbs_ray.methods.branch.reading_points import CbsPoint
 from cbs_ray.methods.branch.recorded import RecordedBranchSettings

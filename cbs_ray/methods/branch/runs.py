@@ -86,7 +86,7 @@ def branch_run_plan(spec: SearchSpec, br: ResolvedBranchSettings, point: dict) -
 
 TUNED = "tuned"
 """A validation control's ``lr_from``: its batch's best configuration from a from-scratch search at the same
-budget (``branch.controls_from``, ``analysis.control_configs``); ``trunk`` (or none): the trunk's LR schedule."""
+budget (``branch.controls_from``, control_configurations.py); ``trunk`` (or none): the trunk's LR schedule."""
 
 
 def _tuned_lr(spec: SearchSpec, batch: int, lr: LrSchedule, budget_samples: int) -> LrSchedule:

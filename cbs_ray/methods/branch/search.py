@@ -21,8 +21,8 @@ import dataclasses
 import functools
 from typing import Optional
 
-from cbs_ray.analysis.control_configs import configurations_line
 from cbs_ray.maths.budget import scratch_grid_samples
+from cbs_ray.methods.branch.control_configurations import configurations_line
 from cbs_ray.methods.branch.fair_controls import (
     CONTROLS_STAGE,
     DENSE,

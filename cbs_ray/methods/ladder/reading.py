@@ -30,7 +30,7 @@ from typing import Any, Optional, Union
 import numpy as np
 import pandas as pd
 
-from cbs_ray.analysis.decision import DEFAULT_BASE, Decision, Evidence, NextSearch, decide_ladder
+from cbs_ray.analysis.decision import DEFAULT_BASE, Decision, Evidence, NextSearch
 from cbs_ray.maths.ladder import (
     BORROWED_EXPONENTS,
     Rung,
@@ -46,6 +46,7 @@ from cbs_ray.maths.ladder import (
 from cbs_ray.maths.ladder_loss import LossLadderFit, fit_through_loss
 from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
 from cbs_ray.maths.prediction import LITERATURE_EXPONENTS, Prediction, RungPoint, predict_b_crit
+from cbs_ray.methods.ladder.decision import decide_ladder
 from cbs_ray.methods.ladder.reading_stop import ladder_cuts, samples_trained
 from cbs_ray.methods.ladder.recorded import RecordedLadderSettings
 from cbs_ray.methods.ladder.summary import (
@@ -186,7 +187,7 @@ def summarize_ladder(history: pd.DataFrame, meta: Union[Mapping[str, Any], Recor
 
 def ladder_decision(prediction: LadderPrediction, validation: Optional[PredictionValidation],
                     next_search: NextSearch = DEFAULT_BASE) -> Decision:
-    """The ladder's ``decision`` (``analysis.decision.decide_ladder``): its prediction's recommended batch, LR and
+    """The ladder's ``decision`` (``methods.ladder.decision.decide_ladder``): its prediction's recommended batch, LR and
     warmup; B_crit measured at the budget (``ladder.validate``) and B_simple's extrapolation as cross-checks."""
     simple = prediction.b_simple_prediction
     others = [Evidence("B_simple's prediction", simple, text=f"B_simple's prediction {simple:.3g}")] if simple else []

@@ -395,7 +395,7 @@ class LadderSummary:
     method: str = "ladder"
     metric: str = "eval_loss"
     decision: Optional[Decision] = None
-    """What to train the run at (``analysis.decision.decide_ladder``), after ``method``; None (no key) in a summary
+    """What to train the run at (decision.py's ``decide_ladder``), after ``method``; None (no key) in a summary
     written before the decision line."""
 
     def to_dict(self) -> dict:

@@ -10,10 +10,11 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from cbs_ray.analysis.tables import per_batch_table, ratio_of_means, steps_to_target_table, unequal_effort
+from cbs_ray.analysis.tables import ratio_of_means
 from cbs_ray.maths.critical_batch import LOWER, edge_bound, monotone_fit, turning_point
 from cbs_ray.maths.tradeoff import TradeoffFit, fit_tradeoff, overhead_rule
 from cbs_ray.maths.uncertainty import turning_point_range, verdict
+from cbs_ray.methods.scratch.batch_table import per_batch_table, steps_to_target_table, unequal_effort
 from cbs_ray.methods.scratch.summary import OverheadRule, Tradeoff, TurningPoint, Uncertainty, Verdict
 from cbs_ray.records.columns import Column
 

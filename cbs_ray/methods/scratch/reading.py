@@ -1,6 +1,7 @@
-"""From reported milestones to the from-scratch answer: ``summarize`` builds the tables (``analysis.tables``), the
-readings of the critical batch (``critical_batch``), the answer (``answer``) and the recommendation
-(``recommendation``) into one ``Summary``; ``write_summary`` writes ``summary.json``. Pure pandas, no Ray.
+"""From reported milestones to the from-scratch answer: ``summarize`` builds the tables (``analysis.tables``,
+``batch_table``), the readings of the critical batch (``critical_batch``), the answer (``answer``) and the
+recommendation (``recommendation``) into one ``Summary``; ``write_summary`` writes ``summary.json``.
+Pure pandas, no Ray.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import pandas as pd
 from cbs_ray.analysis.bounds import bound_text
 from cbs_ray.analysis.decision import DEFAULT_BASE, NextSearch
 from cbs_ray.analysis.json_values import json_clean
-from cbs_ray.analysis.tables import noise_scale_table, per_batch_table, trial_table
+from cbs_ray.analysis.tables import noise_scale_table, trial_table
 from cbs_ray.maths.importance import EVALUATOR, param_importance
 from cbs_ray.maths.pareto import pareto_front
 from cbs_ray.maths.tradeoff import TradeoffFit
 from cbs_ray.methods.scratch.answer import answer_of
+from cbs_ray.methods.scratch.batch_table import per_batch_table
 from cbs_ray.methods.scratch.critical_batch import (
     default_target,
     target_rules,

@@ -10,7 +10,8 @@ import functools
 import warnings
 from typing import Any, Callable, Optional
 
-from cbs_ray.analysis.tables import per_batch_table, trial_table
+from cbs_ray.analysis.tables import trial_table
+from cbs_ray.methods.scratch.batch_table import per_batch_table
 from cbs_ray.methods.scratch.bisection_search import AlphaRank, BisectionSearcher, bisection_outline_lines
 from cbs_ray.methods.scratch.per_batch_asha import PerBatchASHA
 from cbs_ray.records.meta import ExperimentMeta

@@ -6,7 +6,8 @@ import math
 import pandas as pd
 import pytest
 
-from cbs_ray.analysis.control_configs import (
+from cbs_ray.maths.lr_schedule import scaled_lr
+from cbs_ray.methods.branch.control_configurations import (
     TRUNK,
     best_configurations,
     budget_problem,
@@ -15,7 +16,6 @@ from cbs_ray.analysis.control_configs import (
     control_configurations,
     interpolated_configuration,
 )
-from cbs_ray.maths.lr_schedule import scaled_lr
 
 
 def _run(tid, batch, alpha, warmup, loss, *, reports=(512, 1024), repeat=False):
