@@ -265,8 +265,3 @@ def train_words(batch: int, lr: Optional[float], warmup: Optional[int], budget: 
 def with_sentence(d: Decision, words: str) -> Decision:
     """``d`` with its ``text``: "Decision: <words> (<confidence>; differs: ...; next: ...)"."""
     return replace(d, text=_sentence(words, d))
-
-
-def decision_from(value: Any) -> Optional[Decision]:
-    """A summary's ``decision`` read back (None where it has none: a summary written before decisions were)."""
-    return Decision.from_dict(value) if isinstance(value, Mapping) else None
