@@ -278,3 +278,14 @@ def test_the_first_line_printed_and_of_report_md_is_summary_json_s_decision(meth
     # power of two at or below its interval's lower end, 64 on the golden ladder)
     answer = {"scratch": 256, "branch": 16, "ladder": 64}[method]
     assert decision["batch_size"] == answer
+
+
+@pytest.mark.parametrize("schedule, base, controls", [
+    ([[0, 16]], (None, ()), "--set branch.controls_from=scratch "),  # constant at the trunk's batch: tuned controls
+    ([[0, 16], [1024, 32]], (None, ()), ""),  # it grows: plain --validate-schedule validates it
+    ([[0, 16]], (None, ("branch.controls_from=/runs/x",)), ""),  # the experiment named its own tuned controls
+])
+def test_an_unvalidated_schedule_s_next_step_is_one_that_validates_it(schedule, base, controls):
+    d = decide_branch(schedule, trunk_batch=16, trunk_lr=1e-3, trunk_warmup_samples=None, budget_samples=8192,
+                      alpha=0.5, validated=False, non_inferior=None, below_frontier=None, trend_holds=True, base=base)
+    assert d.next_step is not None and d.next_step.endswith(f"--set search.method=branch {controls}--validate-schedule")

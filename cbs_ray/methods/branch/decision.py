@@ -90,7 +90,8 @@ def decide_branch(schedule: Sequence[Sequence[int]], *, trunk_batch: int, trunk_
                                                                      "below it: it saves no steps)"))
     else:
         because += "; not validated against fixed batches"
-        step = search_command(base, "search.method=branch", flags=["--validate-schedule"])
+        step = search_command(base, "search.method=branch", *_tuned_controls_where_needed(pairs, trunk_batch, base),
+                              flags=["--validate-schedule"])
     if trend_holds is False:
         apart.append(Evidence("CBS(t) trend", None, text=f"CBS(t) trend: {trend_text or 'it decreases'}"))
     confidence = DISAGREE if apart else RESOLVED if validated and non_inferior and below_frontier else UNRESOLVED
@@ -98,3 +99,13 @@ def decide_branch(schedule: Sequence[Sequence[int]], *, trunk_batch: int, trunk_
         because += "; against it: " + "; ".join(e.text for e in apart)
     d = Decision(first, lr, trunk_warmup_samples, pairs, budget, confidence, because, apart, step)
     return with_sentence(d, train_words(first, lr, trunk_warmup_samples, budget, pairs, per_doubling))
+
+
+def _tuned_controls_where_needed(pairs: Sequence[Sequence[int]], trunk_batch: int, base: NextSearch) -> tuple[str, ...]:
+    """A schedule that keeps the trunk's batch throughout is validated only against tuned fixed batches (against
+    controls at the trunk's configuration the schedule run would repeat one of them, and the search skips it):
+    its next step runs the from-scratch search as a stage (``branch.controls_from=scratch``) unless the experiment
+    named its own."""
+    constant = len(pairs) == 1 and int(pairs[0][1]) == int(trunk_batch)
+    named = any(s.split("=", 1)[0] == "branch.controls_from" for s in base[1])
+    return ("branch.controls_from=scratch",) if constant and not named else ()
