@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, Optional, Protocol, TypeVar
 
 from cbs_ray.analysis.decision import NextSearch, next_search_base
 from cbs_ray.records.meta import ExperimentMeta
+from cbs_ray.records.method_registry import DEFAULT_METHOD, UnknownMethodError, method_entry, method_names
 from cbs_ray.records.names import default_report_dir
 from cbs_ray.spec.paths import expand_user
 
@@ -139,11 +140,27 @@ def report_and_summary_line(page: Path, out: Path, path: str) -> str:
 
 def next_search_of(spec: Optional[Mapping[str, Any]]) -> NextSearch:
     """What the decision's next step keeps of an experiment's recorded ``spec`` (``analysis.decision.next_search_base``
-    against the default spec, loaded here: the spec layer sits beside the report, not below the analysis)."""
+    against the default spec, loaded here: the spec layer sits beside the report, not below the analysis). Of the
+    methods' own sections only the experiment's method's is kept (``_others_sections``): a from-scratch search's next
+    step does not carry the ladder's settings its space file also holds."""
     if not isinstance(spec, Mapping):
         return next_search_base(None, {})
     import json
 
     from cbs_ray.spec.load import load_spec, spec_to_dict
 
-    return next_search_base(spec, json.loads(json.dumps(spec_to_dict(load_spec(None, [])))))
+    others = _others_sections(spec)
+    own = {k: v for k, v in spec.items() if k not in others}
+    return next_search_base(own, json.loads(json.dumps(spec_to_dict(load_spec(None, [])))))
+
+
+def _others_sections(spec: Mapping[str, Any]) -> set[str]:
+    """The spec sections of the registered methods other than the one ``spec`` runs (``search.method``); none
+    where it names a method not registered."""
+    search = spec.get("search")
+    method = (search.get("method") if isinstance(search, Mapping) else None) or DEFAULT_METHOD
+    try:
+        own = method_entry(method).section
+    except UnknownMethodError:
+        return set()
+    return {s for s in (method_entry(n).section for n in method_names()) if s is not None and s != own}
