@@ -3,18 +3,22 @@ crosses, in order, counted mechanically.
 
     python bench/batch_size_walk.py [--space FILE] [--set KEY=VALUE ...] [--calls]
 
-Runs ``cbs-ray search`` in this process without Ray (``cli.search_main``, on the embedded default unless
-``--space``, with ``--set search.batch_sizes=[128,256]`` first: a batch no other setting of the default equals). The
-driver's Ray session is left out, and its Tune run is the trial Tune would start first: the searcher's first
-suggestion handed to ``train.trial.run_trial`` as Tune hands it, with the data in hand instead of in the object
-store. It stops where the loop draws its first step's micro-batches (``train.loop._optimizer_step``).
+Runs ``cbs-ray search`` in this process without Ray (``cli.search_main``, on the embedded default unless ``--space``,
+with ``--set search.batch_sizes=[128,256]`` first: the first trial trains at 128, which none of the default's other
+batch settings holds). The driver's Ray session is left out, and its Tune run is the trial Tune would start first:
+the searcher's first suggestion (a grid's first point) handed to ``train.trial.run_trial`` as Tune hands it, with the
+data in hand instead of in the object store. It stops where the loop draws its first step's micro-batches
+(``train.loop._optimizer_step``).
 
 A profiler (``sys.setprofile``) sees every call of a ``cbs_ray`` function. A call *carries* the batch B when an
-argument is B, holds it (a sequence), or holds it under a name with "batch" in it: a mapping's key or an
-attribute, B's log2 under a name with "log2" in it (the trial point's ``log2_batch``), or text such as ``search.batch_sizes=[128,256]``;
-followed three levels into the package's own records (the spec's sections, a trial's plan). Three counts:
+argument is B, holds it (a sequence), or holds it under a name with "batch" in it (a mapping's key, an attribute; B's
+log2 under a name with "log2" in it, the trial point's ``log2_batch``; text such as ``search.batch_sizes=[128,256]``),
+followed three levels into the package's own records (the spec's sections, a trial's plan). Four counts:
 
-- crossed: modules with a call that carries B;
+- reached: modules with a call that carries B, the spec included (every module the spec reaches);
+- crossed: modules with a call that carries B outside the spec (not inside a ``SearchSpec``, its sections or a value
+  named ``spec``), and how many of their functions do (a function that only hands B on is one of them; a record's
+  accessor, whose only carrier is ``self``, is not);
 - in hand: modules with a call that carries B (or a comprehension inside one) and has B itself bound to a name
   (an argument or a local) when it returns or while it calls something (a loop's variable);
 - computed: modules with a call that has B in hand and returns a new value (not None, not B, not one of its
@@ -45,8 +49,8 @@ class Module:
 
     name: str
     calls: list[str] = field(default_factory=list)
-    crossed: bool = False
-    """A call carried B outside the spec (B itself, a point, a plan, a trial's config)."""
+    crossed: list[str] = field(default_factory=list)
+    """Its functions whose calls carried B outside the spec (B itself, a point, a plan, a trial's config)."""
     in_hand: list[str] = field(default_factory=list)
     computed: list[str] = field(default_factory=list)
 
@@ -127,7 +131,8 @@ def walk(argv: list[str], batch: int) -> tuple[list[Module], str]:
             if any(carries(v, batch) for v in arguments.values()):
                 module = modules.setdefault(name, Module(name))
                 outside = [k for k, v in arguments.items() if k != "spec" and carries(v, batch, spec=False)]
-                module.crossed = module.crossed or bool(outside)
+                handed = [k for k in outside if k != "self"]  # a record's own accessor hands nothing on
+                module.crossed += [code.co_qualname] if handed and code.co_qualname not in module.crossed else []
                 call = f"{code.co_qualname}({', '.join(outside) or 'spec: ' + ', '.join(arguments)})"
                 if call not in module.calls:
                     module.calls.append(call)
@@ -142,7 +147,7 @@ def walk(argv: list[str], batch: int) -> tuple[list[Module], str]:
             held.discard(id(frame))
         elif not in_hand(frame.f_locals, batch):
             return
-        module.crossed = True
+        module.crossed += [qualname] if qualname not in module.crossed else []
         module.in_hand += [qualname] if qualname not in module.in_hand else []
         new = arg is not None and not (type(arg) is int and arg == batch) and \
             all(arg is not v for v in arguments.values())
@@ -192,7 +197,8 @@ def main() -> None:
             for qualname in m.in_hand:
                 print(f"         {qualname}: B in hand{', computed' if qualname in m.computed else ''}")
     crossed = [m for m in modules if m.crossed]
-    print(f"reached (the spec included): {len(modules)} modules; crossed (B outside the spec): {len(crossed)}; "
+    print(f"reached (the spec included): {len(modules)} modules; crossed (B outside the spec): {len(crossed)} "
+          f"({sum(len(m.crossed) for m in modules)} functions); "
           f"B in hand: {sum(bool(m.in_hand) for m in modules)}; computed from it: "
           f"{sum(bool(m.computed) for m in modules)}")
     print("crossed, in order: " + " → ".join(m.name.removeprefix("cbs_ray.") for m in crossed))
