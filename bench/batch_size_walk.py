@@ -160,10 +160,10 @@ def walk(argv: list[str], batch: int) -> tuple[list[Module], str]:
     saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in stubs]
     for owner, attr, stub in stubs:
         setattr(owner, attr, stub)
-    end = "the search ended before its first step"
     try:
         sys.setprofile(profile)
-        cli.search_main(argv)
+        code = cli.search_main(argv)
+        raise SystemExit(f"error: the search ended (exit {code}) before its first trial's first step")
     except WalkEnd as e:
         end = str(e)
     finally:
