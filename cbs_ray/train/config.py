@@ -17,24 +17,19 @@ from cbs_ray.train.trial_plans import SearchedPlans
 __all__ = ["TrialConfig", "batch_size_of"]
 
 
-def batch_size_of(config: dict) -> int:
-    """Trials sample log2 of the batch size (an ordered integer for TPE); this is the batch itself."""
-    return batch_of(config)
+batch_size_of = batch_of
+"""``records.trial_point.batch_of`` itself, under the name an experiment's pickled scheduler (``PerBatchASHA``) written
+before the scheduler was handed ``batch_of`` holds, so that such an experiment still resumes; nothing calls it here."""
 
 
 @dataclass(frozen=True)
 class TrialConfig:
     """Everything one trial's loop needs: the spec, plus what Tune chose for this trial and what the
-    driver resolved, with its ``RunPlan``. Built in the trial (``for_plan``), pickled to each of its workers."""
+    driver resolved, with its ``RunPlan``: the one record of its batch, alpha and warmup (read through it here).
+    Built in the trial (``for_plan``), pickled to each of its workers."""
 
     spec: SearchSpec
     """The validated search spec; the loop reads its sections (``training``, ``resources``, ``data``)."""
-    batch_size: int
-    """The effective batch B of one optimizer step, over all workers and micro-batches."""
-    alpha: float
-    """LR-scaling exponent: peak LR = base_lr · (B / base_batch) ** alpha."""
-    warmup_fraction: float
-    """Warmup as a fraction of this trial's optimizer steps."""
     seed: int
     """Model initialisation and data order: the search's seed plus the trial's offset (a repeat's)."""
     budget_samples: int
@@ -59,10 +54,9 @@ class TrialConfig:
                  tokens_per_sample: Optional[int] = None, failure_dir: str = "") -> TrialConfig:
         """A trial of ``plan`` (what the driver's ``train.trial_plans.TrialPlans`` gave it): its batch is the
         plan's first, its alpha, warmup fraction and seed offset the plan's (the seed is the search's plus it)."""
-        return cls(spec=spec, batch_size=plan.batch_schedule[0][1], alpha=plan.lr.alpha,
-                   warmup_fraction=plan.lr.warmup_fraction, seed=spec.search.seed + plan.seed_offset,
-                   budget_samples=budget_samples, plan=plan, model_config=model_config, trial_id=trial_id,
-                   started_at=time.time(), tokens_per_sample=tokens_per_sample, failure_dir=failure_dir)
+        return cls(spec=spec, seed=spec.search.seed + plan.seed_offset, budget_samples=budget_samples, plan=plan,
+                   model_config=model_config, trial_id=trial_id, started_at=time.time(),
+                   tokens_per_sample=tokens_per_sample, failure_dir=failure_dir)
 
     @classmethod
     def from_tune(cls, spec: SearchSpec, config: dict, *, budget_samples: int, model_config, trial_id: str = "",
@@ -73,6 +67,23 @@ class TrialConfig:
         plan = SearchedPlans(spec, budget_samples).plan(config)
         return cls.for_plan(spec, plan, budget_samples=budget_samples, model_config=model_config, trial_id=trial_id,
                             failure_dir=failure_dir)
+
+    # ---- the plan's, named as the loop and the reports use them --------------------------------------
+    @property
+    def batch_size(self) -> int:
+        """The effective batch B of the trial's first optimizer step, over all workers and micro-batches: the
+        plan's first batch (``RunPlan.batch_schedule``)."""
+        return self.plan.batch_schedule[0][1]
+
+    @property
+    def alpha(self) -> float:
+        """LR-scaling exponent: peak LR = base_lr · (B / base_batch) ** alpha (the plan's ``lr.alpha``)."""
+        return self.plan.lr.alpha
+
+    @property
+    def warmup_fraction(self) -> float:
+        """Warmup as a fraction of the LR schedule's optimizer steps (the plan's ``lr.warmup_fraction``)."""
+        return self.plan.lr.warmup_fraction
 
     # ---- derived values ------------------------------------------------------------------------------
     @property

@@ -1,9 +1,9 @@
 """The search space of a critical-batch search, and its outline per batch size (what ``--dry-run`` prints).
 
 Trials sample log2 B (an ordered integer for TPE), alpha and the warmup fraction. Every batch size is
-seeded once with the middle alpha and a warmup that grows with the batch (``seed_warmup``: from the middle
-of the range at B0, whatever the grid); ``search.balance_batches``
-makes alpha and warmup parameters of their batch size; the ``grid`` strategy lists every point.
+seeded once with the middle alpha and a warmup that grows with the batch (``maths.lr_schedule.seed_warmup_fraction``:
+from the middle of the range at B0, whatever the grid); ``search.balance_batches`` makes alpha and warmup parameters
+of their batch size; the ``grid`` strategy lists every point.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from cbs_ray.maths.lr_schedule import scaled_lr, seed_warmup_fraction, warmup_st
 from cbs_ray.records.trial_point import BATCH_KEY, decode_batch, encode_batch
 from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["outline_lines", "tune_space", "PerBatchSpace", "per_batch_space", "seed_warmup", "grid_points",
+__all__ = ["outline_lines", "tune_space", "PerBatchSpace", "per_batch_space", "grid_points",
            "evenly_spaced", "num_trials", "max_concurrent"]
 
 
@@ -70,9 +70,9 @@ def tune_space(spec: SearchSpec):
 
 def _seeds(spec: SearchSpec) -> list[tuple[int, float, float]]:
     """(batch size, alpha, warmup fraction) of each batch size's seeded trial: the middle alpha and a
-    warmup that grows with the batch (``seed_warmup``)."""
+    warmup that grows with the batch (``seed_warmup_fraction``: the middle of the range at B0, whatever the grid)."""
     s = spec.search
-    return [(b, sum(s.alpha_range) / 2, seed_warmup(s.warmup_fraction_range, b, spec.training.base_batch))
+    return [(b, sum(s.alpha_range) / 2, seed_warmup_fraction(s.warmup_fraction_range, b, spec.training.base_batch))
             for b in spec.batch_sizes]
 
 
@@ -92,22 +92,13 @@ class PerBatchSpace:
 
 def per_batch_space(spec: SearchSpec) -> tuple[PerBatchSpace, list[dict]]:
     """The balanced space and the points that fix the batch size of every trial: the seeds (middle
-    alpha, warmup growing with the batch: ``seed_warmup``), then round robin."""
+    alpha, warmup growing with the batch: ``seed_warmup_fraction``), then round robin."""
     s, batches = spec.search, spec.batch_sizes
     seeds = [{BATCH_KEY: encode_batch(b), f"alpha_B{b}": alpha, f"warmup_fraction_B{b}": warmup}
              for b, alpha, warmup in _seeds(spec)]
     rounds = [{BATCH_KEY: encode_batch(batches[i % len(batches)])}
               for i in range(s.num_trials - len(batches))]
     return PerBatchSpace(batches, s.alpha_range, s.warmup_fraction_range), seeds + rounds
-
-
-def seed_warmup(warmup_range: list, batch_size: int, base_batch: int) -> float:
-    """The warmup fraction of batch size ``batch_size``'s seeded trial (``maths.lr_schedule.seed_warmup_fraction``):
-    the middle of the range at ``base_batch`` (B0), an eighth of the range more per doubling of B above it and
-    less below, clipped to the range. It depends on B, B0 and the range only: before, it spread the range over
-    the grid (the low end at the smallest batch searched), so one batch size was seeded differently in
-    different grids (B=8 got 0 in an 8…128 grid and 0.067 in a 4…32 one)."""
-    return seed_warmup_fraction(warmup_range, batch_size, base_batch)
 
 
 def evenly_spaced(low: float, high: float, n: int) -> list[float]:

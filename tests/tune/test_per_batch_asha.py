@@ -5,7 +5,7 @@ from types import SimpleNamespace
 from ray.tune.schedulers import TrialScheduler
 
 from cbs_ray.methods.scratch.per_batch_asha import PerBatchASHA
-from cbs_ray.train.config import batch_size_of
+from cbs_ray.records.trial_point import batch_of
 
 
 def trial(trial_id, log2_batch):
@@ -13,7 +13,7 @@ def trial(trial_id, log2_batch):
 
 
 def scheduler():
-    return PerBatchASHA(batch_size_of, time_attr="samples_seen", max_t=8192, grace_period=2048,
+    return PerBatchASHA(batch_of, time_attr="samples_seen", max_t=8192, grace_period=2048,
                         reduction_factor=2, metric="accuracy", mode="max")
 
 
@@ -119,7 +119,7 @@ def test_the_halving_batch_pauses_its_candidates_at_the_rung_then_stops_the_lose
         def _mark_trial_to_checkpoint(self, t):  # Tune's, so that the saved state says the paused trial stopped
             self.marked.append(t.trial_id)
 
-    s = PerBatchASHA(batch_size_of, time_attr="samples_seen", max_t=8192, grace_period=2048,
+    s = PerBatchASHA(batch_of, time_attr="samples_seen", max_t=8192, grace_period=2048,
                      reduction_factor=2, metric="accuracy", mode="max", halving={16: 3}, halving_margin=0.02)
     first, second, third, other = trial("a", 4), trial("b", 4), trial("c", 4), trial("d", 5)
     controller = Controller([first, second, third, other])
@@ -164,7 +164,7 @@ def test_a_paused_loser_is_stopped_once_when_tune_removes_it_while_still_paused(
         def _mark_trial_to_checkpoint(self, t):
             pass
 
-    s = PerBatchASHA(batch_size_of, time_attr="samples_seen", max_t=8192, grace_period=2048,
+    s = PerBatchASHA(batch_of, time_attr="samples_seen", max_t=8192, grace_period=2048,
                      reduction_factor=2, metric="accuracy", mode="max", halving={16: 3}, halving_margin=0.02)
     first, second, third = trial("a", 4), trial("b", 4), trial("c", 4)
     controller = TuneOrderController([first, second, third])
@@ -181,7 +181,7 @@ def test_a_paused_loser_is_stopped_once_when_tune_removes_it_while_still_paused(
 
 
 def test_no_halving_where_the_rung_is_not_below_the_budget():
-    s = PerBatchASHA(batch_size_of, time_attr="samples_seen", max_t=2048, grace_period=2048,
+    s = PerBatchASHA(batch_of, time_attr="samples_seen", max_t=2048, grace_period=2048,
                      reduction_factor=2, metric="accuracy", mode="max", halving={16: 3})
     first, second = trial("a", 4), trial("b", 4)
     s.on_trial_add(None, first), s.on_trial_add(None, second)
@@ -194,9 +194,19 @@ def test_a_resumed_bisection_keeps_its_prior_whatever_order_tune_re_adds_the_can
     prior must stay the searcher's first alpha (``AlphaRank``), not the first trial re-added."""
     from cbs_ray.methods.scratch.bisection_search import AlphaRank
 
-    s = PerBatchASHA(batch_size_of, time_attr="samples_seen", max_t=8192, grace_period=2048, reduction_factor=2,
+    s = PerBatchASHA(batch_of, time_attr="samples_seen", max_t=8192, grace_period=2048, reduction_factor=2,
                      metric="accuracy", mode="max", halving={16: 3}, halving_margin=0.02,
                      halving_rank=AlphaRank([0.625, 0.5, 0.75]))
     for trial_id, alpha in (("t3", 0.75), ("t1", 0.625), ("t2", 0.5)):  # latest result first
         s.on_trial_add(None, SimpleNamespace(trial_id=trial_id, config={"log2_batch": 4, "alpha": alpha}))
     assert s.halving(16).order == ["t1", "t2", "t3"]
+
+
+def test_a_scheduler_pickled_with_the_old_name_of_batch_of_still_loads():
+    """An experiment written before the scheduler was handed ``records.trial_point.batch_of`` pickled it as
+    ``cbs_ray.train.config.batch_size_of`` (a GLOBAL by module and name): that name still loads, as ``batch_of``."""
+    import pickle
+
+    old = pickle.loads(b"ccbs_ray.train.config\nbatch_size_of\n.")
+    assert old is batch_of and old({"log2_batch": 5}) == 32
+    assert b"trial_point" in pickle.dumps(batch_of)  # what a scheduler pickles now

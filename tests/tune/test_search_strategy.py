@@ -27,7 +27,8 @@ def test_tpe_and_random_use_num_trials():
 
 
 def test_seeded_warmup_grows_with_the_batch_and_does_not_depend_on_the_grid():
-    from cbs_ray.tune.search_space import per_batch_space, seed_warmup
+    from cbs_ray.maths.lr_schedule import seed_warmup_fraction as seed_warmup
+    from cbs_ray.tune.search_space import per_batch_space
 
     # Warmup [0, 0.2], B0 = 16: the middle at B0, an eighth of the range per doubling, the ends 4 doublings away.
     assert [seed_warmup([0.0, 0.2], b, 16) for b in (1, 4, 8, 16, 32, 64, 128, 256, 512)] == \

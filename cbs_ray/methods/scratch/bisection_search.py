@@ -1,8 +1,8 @@
 """The ``bisect`` strategy on Tune: a thin ``Searcher`` over the pure policy ``maths.bisection.Bisection``.
 
 Tune asks ``suggest`` whenever it may start a trial; the searcher hands out the policy's next run (its warmup by
-the seed rule, ``tune.search_space.seed_warmup``), ``None`` while the next decision waits on a running trial, and
-``FINISHED`` once the policy has nothing left to ask. It paces itself (``paces_itself``: the runner sets no
+the seed rule, ``maths.lr_schedule.seed_warmup_fraction``), ``None`` while the next decision waits on a running
+trial, and ``FINISHED`` once the policy has nothing left to ask. It paces itself (``paces_itself``: the runner sets no
 ``max_concurrent_trials``, whose ``ConcurrencyLimiter`` would count the alpha candidates that wait paused at their
 rung as running, and never start the last one). ``on_trial_complete`` tells the policy how each run ended: its
 metric where it completed the budget, nothing where it was stopped early (by the halving at the alpha batch),
@@ -19,11 +19,12 @@ from typing import Optional
 from ray.tune.search import Searcher
 
 from cbs_ray.maths.bisection import Bisection, Run, middle_first
+from cbs_ray.maths.lr_schedule import seed_warmup_fraction
 from cbs_ray.maths.minimax_walk import runs_by_answer
 from cbs_ray.records.trial_point import BATCH_KEY, encode_batch
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.spec.sections import spec_tolerances
-from cbs_ray.tune.search_space import evenly_spaced, seed_warmup
+from cbs_ray.tune.search_space import evenly_spaced
 
 __all__ = ["AlphaRank", "BisectionSearcher", "bisection_for", "bisection_alphas", "bisection_outline_lines",
            "halving_rung", "walk_line"]
@@ -129,7 +130,8 @@ class BisectionSearcher(Searcher):
     @classmethod
     def for_spec(cls, spec: SearchSpec, budget_samples: int) -> "BisectionSearcher":
         s = spec.search
-        warmups = {b: seed_warmup(s.warmup_fraction_range, b, spec.training.base_batch) for b in spec.batch_sizes}
+        warmups = {b: seed_warmup_fraction(s.warmup_fraction_range, b, spec.training.base_batch)
+                   for b in spec.batch_sizes}
         return cls(bisection_for(spec), warmups=warmups, budget_samples=budget_samples, metric=s.metric, mode=s.mode)
 
     @property

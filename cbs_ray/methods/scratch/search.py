@@ -16,10 +16,9 @@ from cbs_ray.methods.scratch.bisection_search import AlphaRank, BisectionSearche
 from cbs_ray.methods.scratch.per_batch_asha import PerBatchASHA
 from cbs_ray.records.meta import ExperimentMeta
 from cbs_ray.records.storage import load_history
-from cbs_ray.records.trial_point import BATCH_KEY, encode_batch
+from cbs_ray.records.trial_point import BATCH_KEY, batch_of, encode_batch
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.spec.sections import spec_tolerances
-from cbs_ray.train.config import batch_size_of
 from cbs_ray.tune.driver import ExperimentLauncher
 from cbs_ray.tune.prepare import Prepared
 from cbs_ray.tune.runner import points_config, quiet_optuna
@@ -171,7 +170,7 @@ def _fit(spec: SearchSpec, launcher: ExperimentLauncher, name: str, meta: Experi
                     points_to_evaluate=seeds, **optuna_args)}
     if s.early_stopping:
         tune_config["scheduler"] = PerBatchASHA(
-            batch_size_of, time_attr="samples_seen", max_t=budget, grace_period=spec.asha.grace_period_samples,
+            batch_of, time_attr="samples_seen", max_t=budget, grace_period=spec.asha.grace_period_samples,
             reduction_factor=spec.asha.reduction_factor, metric=s.metric, mode=s.mode,
             halving=halving, halving_margin=tolerance.value, halving_relative=tolerance.relative,
             halving_rank=halving_rank)
