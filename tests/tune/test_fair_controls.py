@@ -13,6 +13,7 @@ from cbs_ray.methods.branch.fair_controls import (
     best_batch,
     chosen_controls,
     frontier_batches,
+    TunedControls,
     tuned_controls,
     validation_controls,
 )
@@ -34,12 +35,12 @@ def storage(tmp_path_factory):
     return make_golden.copy_experiments(tmp_path_factory.mktemp("fair") / "experiments")
 
 
-def _spec(storage, value, name="golden-scratch"):
-    return load_spec(None, [f"storage_path={storage}", f"name={name}", f"branch.controls_from={value}"])
+def _spec(storage, value, name="golden-scratch", *more):
+    return load_spec(None, [f"storage_path={storage}", f"name={name}", f"branch.controls_from={value}", *more])
 
 
 def test_a_named_search_gives_each_batch_its_best_configuration(storage):
-    path, best = tuned_controls(_spec(storage, SCRATCH), BUDGET)
+    path, best = tuned_controls(_spec(storage, SCRATCH), BUDGET)[:2]
     assert path == str(storage / SCRATCH)
     # tests/helpers/report.history: one trial per batch, alpha 0.5, warmup 0.1, all completed
     assert sorted(best) == [16, 32, 64, 128, 256]
@@ -50,10 +51,10 @@ def test_a_named_search_gives_each_batch_its_best_configuration(storage):
 def test_scratch_reads_its_own_stage_and_nothing_before_it_ran(storage):
     # issue 60: `scratch` is the from-scratch search run as this experiment's stage `controls`; before it ran
     # (the check before Ray) there is nothing to read, and a search of the same name beside it is not looked for
-    assert tuned_controls(_spec(storage, "scratch"), BUDGET) == ("none", {})
-    path, best = tuned_controls(_spec(storage, "scratch"), BUDGET, stage_experiment=str(storage / SCRATCH))
+    assert tuned_controls(_spec(storage, "scratch"), BUDGET)[:2] == ("none", {})
+    path, best = tuned_controls(_spec(storage, "scratch"), BUDGET, stage_experiment=str(storage / SCRATCH))[:2]
     assert path == str(storage / SCRATCH) and sorted(best) == [16, 32, 64, 128, 256]
-    assert tuned_controls(_spec(storage, "none"), BUDGET) == ("none", {})
+    assert tuned_controls(_spec(storage, "none"), BUDGET)[:2] == ("none", {})
 
 
 def test_the_best_tuned_batch_is_the_lowest_loss_a_tie_the_smaller():
@@ -134,11 +135,17 @@ def test_the_dense_frontier_is_the_same_set_for_every_rule(rule, schedule, names
     br = resolve_branch_settings(spec, spec.training.budget_samples)
     best = {16: {"excess_loss": 0.30}, 32: {"excess_loss": 0.25}, 64: {"excess_loss": 0.21},
             128: {"excess_loss": 0.24}}
-    controls = validation_controls(spec, br, schedule, best)
-    assert [b for _, b in controls] == frontier_batches(spec, br, best) == [16, 20, 32, 40, 64, 80, 128, 160, 256]
+    tuned = TunedControls("/x/s", best, "excess_loss", "min")
+    controls = validation_controls(spec, br, schedule, tuned)
+    assert [b for _, b in controls] == frontier_batches(spec, br, tuned) == [16, 20, 32, 40, 64, 80, 128, 160, 256]
     assert {b: n for n, b in controls if n != "frontier"} == names
+    # ranked by the metric that chose them, not the spec's (excess_loss): a named stage records eval_loss
+    by_eval_loss = TunedControls("/x/s", {b: {"eval_loss": v["excess_loss"] + 2.0} for b, v in best.items()},
+                                 "eval_loss", "min")
+    assert frontier_batches(spec, br, by_eval_loss) == [16, 20, 32, 40, 64, 80, 128, 160, 256]
     # without a tuned batch the ladder is centred on the trunk's: 8…256 (2·128), the branch batches on it
-    assert frontier_batches(spec, br, {}) == [8, 10, 16, 20, 32, 40, 64, 80, 128, 160, 256]
+    assert frontier_batches(spec, br, TunedControls("none", {}, "excess_loss", "min")) == \
+        [8, 10, 16, 20, 32, 40, 64, 80, 128, 160, 256]
 
 
 def test_the_dense_frontier_s_controls_are_recorded_and_train_on_whole_reports():
@@ -154,7 +161,7 @@ def test_the_dense_frontier_s_controls_are_recorded_and_train_on_whole_reports()
     best = {b: {"alpha": 0.5, "warmup_fraction": 0.05, "excess_loss": loss}
             for b, loss in ((16, 0.3), (32, 0.25), (64, 0.21), (128, 0.24))}
     schedule = [[0, 16], [10240, 32]]
-    controls = validation_controls(spec, br, schedule, best)
+    controls = validation_controls(spec, br, schedule, TunedControls("/x/s", best, "excess_loss", "min"))
     configs = control_configurations(controls, best, alpha=0.5, warmup_fraction=0.05, source="/x/s",
                                      base_batch=spec.training.base_batch)
     recorded = {"controls_from": "/x/s", "control_configurations": configs, "controls": [list(c) for c in controls]}
@@ -183,8 +190,14 @@ def test_another_branch_search_s_controls_stage_can_be_named(storage, tmp_path):
     meta.update(metric=scratch_meta["metric"], mode=scratch_meta["mode"], budget_samples=BUDGET,
                 stages=[{"name": "search", "experiment": str(owner)}, {"name": "controls", "experiment": str(stage)}])
     (owner / "cbs_spec.json").write_text(json.dumps(meta))
-    path, best = tuned_controls(_spec(storage, str(stage)), BUDGET)
+    path, best = tuned_controls(_spec(storage, str(stage)), BUDGET)[:2]
     assert path == str(stage) and sorted(best) == [16, 32, 64, 128, 256]
+    # B* is ranked by the owner's metric (accuracy, max), even where this spec ranks by another (eval_loss): the
+    # validation's `seesaw_start: tuned` read none on a named stage and started from the first CBS instead
+    tuned = tuned_controls(_spec(storage, str(stage), "golden-scratch", "search.metric=eval_loss",
+                                 "search.mode=min"), BUDGET)
+    assert (tuned.metric, tuned.mode) == ("accuracy", "max")
+    assert tuned.best_batch() == max(sorted(best), key=lambda b: best[b]["accuracy"]) is not None
     with pytest.raises(SpecError, match="ran 8192 samples per trial|trained"):
         tuned_controls(_spec(storage, str(stage)), 8192)  # the owner's budget is the stage's
     (owner / "cbs_spec.json").write_text(json.dumps({**meta, "stages": meta["stages"][:1]}))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 from cbs_ray.maths.frontier_batches import dense_batches
 from cbs_ray.methods.branch.control_configurations import (
@@ -30,8 +30,8 @@ from cbs_ray.spec.errors import SpecError
 from cbs_ray.spec.paths import expand_user
 from cbs_ray.spec.schema import SearchSpec
 
-__all__ = ["CONTROLS_STAGE", "SCRATCH", "GRID", "DENSE", "ChosenControls", "best_batch", "tuned_controls",
-           "recorded_controls_stage",
+__all__ = ["CONTROLS_STAGE", "SCRATCH", "GRID", "DENSE", "ChosenControls", "TunedControls", "best_batch",
+           "tuned_controls", "recorded_controls_stage",
            "chosen_controls", "frontier_batches", "validation_controls", "unused_controls_warning"]
 
 SCRATCH = "scratch"
@@ -92,27 +92,46 @@ def unused_controls_warning(spec: SearchSpec) -> Optional[str]:
             f"schedule's validation trains fixed-batch controls){missing}")
 
 
+class TunedControls(NamedTuple):
+    """What ``tuned_controls`` read: where from, each batch's best configuration, and the metric that ranked them
+    (a named experiment's own, which can differ from this spec's: a branch search's ``controls`` stage records
+    ``eval_loss`` where the spec ranks by ``excess_loss``)."""
+
+    source: str
+    """``controls_from`` as recorded: the experiment's path, or ``none``."""
+    best: dict[int, dict]
+    """batch → its best configuration (control_configurations.py's ``best_configurations``), the value of
+    ``metric`` among its keys."""
+    metric: str
+    mode: str
+
+    def best_batch(self) -> Optional[int]:
+        """B*, the best tuned fixed batch, ranked by the metric the configurations were chosen by."""
+        return best_batch(self.best, metric=self.metric, mode=self.mode)
+
+
 def tuned_controls(spec: SearchSpec, budget_samples: int, *,
-                   stage_experiment: Optional[str] = None) -> tuple[str, dict[int, dict]]:
+                   stage_experiment: Optional[str] = None) -> TunedControls:
     """(``controls_from`` as recorded: the experiment's path, or ``none``; each batch's best configuration in
-    it, control_configurations.py's ``best_configurations``). A ``SpecError`` (one line, exit 2) where a named
-    experiment is missing, unreadable, not a from-scratch search (nor another branch search's ``controls`` stage),
-    ran another budget, or completed no trial. ``scratch``: the stage's experiment ``stage_experiment`` (it trained
+    it, control_configurations.py's ``best_configurations``; the metric and mode that ranked them). A ``SpecError``
+    (one line, exit 2) where a named experiment is missing, unreadable, not a from-scratch search (nor another branch
+    search's ``controls`` stage), ran another budget, or completed no trial. ``scratch``: the stage's experiment ``stage_experiment`` (it trained
     this budget, on the spec's metric); before the stage has run (the check before Ray) or where it completed no
     trial, ``none`` (the latter said)."""
     value = branch_settings(spec).controls_from
+    none = TunedControls(NONE, {}, spec.search.metric, spec.search.mode)
     if value == NONE:
-        return NONE, {}
+        return none
     if value == SCRATCH:
         if stage_experiment is None:
-            return NONE, {}
+            return none
         best = best_configurations(load_history(stage_experiment), metric=spec.search.metric,
                                    mode=spec.search.mode, budget_samples=int(budget_samples))
         if not best:
             print(f"schedule: the from-scratch stage {stage_experiment} completed no trial: the controls train at "
                   f"the trunk's configuration", flush=True)
-            return NONE, {}
-        return stage_experiment, best
+            return none
+        return TunedControls(stage_experiment, best, spec.search.metric, spec.search.mode)
     path = _named(spec, value)
     try:
         owner = _controls_stage_owner(path)  # another branch search's controls stage: a from-scratch search
@@ -129,7 +148,7 @@ def tuned_controls(spec: SearchSpec, budget_samples: int, *,
     if not best:
         raise SpecError(f"branch.controls_from: {path}: no trial completed the budget, so it has no configuration "
                         f"to give the controls")
-    return path, best
+    return TunedControls(path, best, meta.metric, meta.mode)
 
 
 def best_batch(best: dict[int, dict], *, metric: str, mode: str) -> Optional[int]:
@@ -143,27 +162,26 @@ GRID, DENSE = "grid", "dense"
 """``branch.frontier``'s values (``settings.BranchSettings.frontier``)."""
 
 
-def frontier_batches(spec: SearchSpec, br: ResolvedBranchSettings, best: dict[int, dict]) -> list[int]:
+def frontier_batches(spec: SearchSpec, br: ResolvedBranchSettings, tuned: TunedControls) -> list[int]:
     """The dense frontier's fixed batches (``branch.frontier: dense``; ``maths.frontier_batches.dense_batches``):
-    √2 apart around B* (``best_batch`` of the tuned configurations ``best``; the trunk's batch without one), from
+    √2 apart around B* (``TunedControls.best_batch`` of the tuned configurations; the trunk's batch without one), from
     the smaller of B*/2 and the trunk's batch to twice the larger of B* and the largest branch batch, with the
     trunk's and every branch batch (every batch a schedule can train at), each dividing the report cadence on the
     trial's workers, none above the training set. It reads nothing a rule decides: the same set for every rule of a
     setting that shares its tuned configurations."""
-    center = best_batch(best, metric=spec.search.metric, mode=spec.search.mode) if best else None
-    center = int(center or br.trunk_batch)
+    center = int(tuned.best_batch() or br.trunk_batch)
     return dense_batches(center, low=min(br.trunk_batch, center / 2), high=2 * max(br.largest_batch, center),
                          every=spec.training.eval_every_samples, workers=spec.resources.workers_per_trial,
                          largest_allowed=br.train_examples, include=(br.trunk_batch, *br.branch_batches))
 
 
 def validation_controls(spec: SearchSpec, br: ResolvedBranchSettings, schedule: Sequence[Sequence[int]],
-                        best: dict[int, dict]) -> list[tuple[str, int]]:
+                        tuned: TunedControls) -> list[tuple[str, int]]:
     """The validation's fixed-batch controls, ``(name, batch)``, by ``branch.frontier``: ``grid``, the schedule's own
     (``methods.branch.reading_schedule.control_batches``); ``dense``, ``frontier_batches`` named by the schedule
     (``methods.branch.reading_schedule.dense_controls``)."""
     if branch_settings(spec).frontier == DENSE:
-        return dense_controls(schedule, frontier_batches(spec, br, best))
+        return dense_controls(schedule, frontier_batches(spec, br, tuned))
     return control_batches(schedule, br.budget_samples, largest_allowed=br.train_examples)
 
 
@@ -194,8 +212,9 @@ def chosen_controls(spec: SearchSpec, br: ResolvedBranchSettings, schedule: Sequ
         controls = ([(str(n), int(b)) for n, b in recorded["controls"]] if recorded.get("controls") is not None
                     else control_batches(schedule, br.budget_samples, largest_allowed=br.train_examples))
     else:
-        source, best = tuned_controls(spec, br.budget_samples, stage_experiment=stage_experiment)
-        controls = validation_controls(spec, br, schedule, best)
+        tuned_read = tuned_controls(spec, br.budget_samples, stage_experiment=stage_experiment)
+        source, best = tuned_read.source, tuned_read.best
+        controls = validation_controls(spec, br, schedule, tuned_read)
         dense = branch_settings(spec).frontier == DENSE
         configs = control_configurations(controls, best, alpha=alpha, warmup_fraction=br.warmup_fraction,
                                          source=source, base_batch=spec.training.base_batch if dense else None)

@@ -27,7 +27,6 @@ from cbs_ray.methods.branch.fair_controls import (
     CONTROLS_STAGE,
     DENSE,
     SCRATCH,
-    best_batch,
     chosen_controls,
     frontier_batches,
     recorded_controls_stage,
@@ -120,7 +119,7 @@ def branch_outline_lines(spec: SearchSpec, br: ResolvedBranchSettings) -> list[s
             }[br.schedule_rule]
     lines.append(f"  schedule: {rule} (branch.schedule_rule: {br.schedule_rule}), LR by the alpha rule")
     if validate:
-        dense = frontier_batches(spec, br, tuned_controls(spec, br.budget_samples)[1]) \
+        dense = frontier_batches(spec, br, tuned_controls(spec, br.budget_samples)) \
             if branch_settings(spec).frontier == DENSE else None
         more = branch_search_samples(br, validate_schedule=True, controls=len(dense) if dense else 4) - searched
         kind = ("small, large, iso-steps, above" if dense is None else
@@ -181,7 +180,7 @@ class BranchMethod:
         if branch_settings(spec).controls_from == SCRATCH:
             stages += [dataclasses.replace(s, name=f"{CONTROLS_STAGE} ({s.name})")
                        for s in scratch_stages(scratch_spec(spec), br.budget_samples) or ()]
-        dense = frontier_batches(spec, br, tuned_controls(spec, br.budget_samples)[1]) \
+        dense = frontier_batches(spec, br, tuned_controls(spec, br.budget_samples)) \
             if branch_settings(spec).frontier == DENSE else None
         every, budget = spec.training.eval_every_samples, br.budget_samples
         run = PlannedRun(f"B={br.trunk_batch}", ((0, br.trunk_batch),), 0, budget, report_points(0, budget, every),
@@ -248,9 +247,9 @@ def _tuned_start(spec: SearchSpec, br: ResolvedBranchSettings, path: str, meta: 
     at the first resolvable CBS, ``methods.branch.reading.seesaw_start_batch``)."""
     if br.schedule_rule != "seesaw" or br.seesaw_start != "tuned":
         return None
-    source, best = tuned_controls(spec, br.budget_samples, stage_experiment=_controls_experiment(spec, path, meta))
-    found = best_batch(best, metric=spec.search.metric, mode=spec.search.mode) if best else None
-    print(f"schedule: seesaw starts from the best tuned fixed batch B={found} ({source})" if found else
+    tuned = tuned_controls(spec, br.budget_samples, stage_experiment=_controls_experiment(spec, path, meta))
+    found = tuned.best_batch()  # ranked by the metric that chose the configurations, not necessarily the spec's
+    print(f"schedule: seesaw starts from the best tuned fixed batch B={found} ({tuned.source})" if found else
           "schedule: seesaw_start tuned, but no tuned fixed batch is known: it starts from the first resolvable CBS",
           flush=True)
     return found
