@@ -142,7 +142,7 @@ def estimated_samples(name: str) -> tuple[int, int, int]:
     """(samples of one rule's search with its validation, of the controls stage, dense controls at B* = 16)."""
     sys.path.insert(0, str(ROOT))
     from cbs_ray.maths.budget import scratch_grid_samples
-    from cbs_ray.methods.branch.fair_controls import frontier_batches
+    from cbs_ray.methods.branch.fair_controls import TunedControls, frontier_batches
     from cbs_ray.methods.branch.search import branch_search_samples
     from cbs_ray.methods.branch.settings import resolve_branch_settings
     from cbs_ray.spec.load import load_spec
@@ -150,7 +150,8 @@ def estimated_samples(name: str) -> tuple[int, int, int]:
     corpus = settings()[name][0]
     spec = load_spec(SPACES[corpus], overrides(name, "fitted"))
     br = resolve_branch_settings(spec, spec.training.budget_samples)
-    dense = frontier_batches(spec, br, {16: {spec.search.metric: 0.0}})
+    assumed = TunedControls("plan", {16: {spec.search.metric: 0.0}}, spec.search.metric, spec.search.mode)
+    dense = frontier_batches(spec, br, assumed)  # the plan's estimate assumes B* = 16
     stage = spec.search.num_trials * br.budget_samples
     assert stage == scratch_grid_samples(br.budget_samples, (), ()) * spec.search.num_trials
     return branch_search_samples(br, validate_schedule=True, controls=len(dense)), stage, len(dense)
