@@ -3,7 +3,8 @@
 in the corpus's one global order (``data.parquet``'s docstring: every trial trains on the same first n rows).
 
 Where the loop runs in Ray (a Tune trial or a Ray Train worker), the rows come through Ray Data (the epoch's shards
-in order, each read by a map task that holds no CPU, at most 2 of them at once per CPU the worker holds,
+in order, each read by a map task that holds no CPU, at most 2 of them at once per CPU the worker holds, its function
+in ``data.shard_reads``, which imports no torch,
 ``preserve_order`` on, streamed in record-batch blocks through the object store: never the corpus whole); outside
 Ray (tests, benches) through ``pyarrow.parquet`` in the same order.
 """
@@ -17,6 +18,7 @@ import torch
 
 from cbs_ray.data.parquet import StreamedData, epoch_files, rows_to_arrays
 from cbs_ray.data.parquet_checks import causes, first_line
+from cbs_ray.data.shard_reads import ShardReadError, read_one, read_shards
 from cbs_ray.sources.builtin import BuiltinSource
 
 __all__ = ["StreamedSource", "rows_in_order", "global_order", "read_shards", "read_plan", "ShardReadError"]
@@ -28,32 +30,6 @@ workers hold the cluster's), so this, not Ray's scheduler, bounds them (10 000 s
 processes on 2 cores, unbounded)."""
 MAX_READ_BLOCKS = 1000
 """At most this many read tasks an epoch: past it, a task reads several consecutive shards (in order)."""
-
-
-class ShardReadError(ValueError):
-    """A shard that cannot be read where the loop reads it (a corrupt page its footer did not show): one line
-    naming the shard and the column."""
-
-
-def _read_one(path: str, column: str) -> Iterator:
-    """``path``'s record batches of ``column``; any error of pyarrow's as one ``ShardReadError`` line."""
-    import pyarrow.parquet as pq
-
-    try:
-        yield from pq.ParquetFile(path).iter_batches(columns=[column])
-    except Exception as e:
-        raise ShardReadError(f"data.path: cannot read column {column} of {path}: {first_line(e)}") from None
-
-
-def read_shards(batch, column: str) -> Iterator:
-    """Ray Data's map over a batch of shard paths: each shard's record batches of ``column``, yielded one by one (a
-    generator: Ray Data gathers them into output blocks of up to its ``target_max_block_size``, so a block holds at
-    most the shard, never more; ``bench/streaming_rss.py --ray`` measures the object store)."""
-    import pyarrow as pa
-
-    for path in batch.column("path").to_pylist():
-        for record_batch in _read_one(path, column):
-            yield pa.Table.from_batches([record_batch])
 
 
 def read_plan(files: int, cpus: float) -> tuple[int, int]:
@@ -110,7 +86,7 @@ def _ray_data_rows(files: list[str], column: str) -> Iterator[list]:
 
 def _pyarrow_rows(files: list[str], column: str) -> Iterator[list]:
     for path in files:
-        for batch in _read_one(path, column):
+        for batch in read_one(path, column):
             yield batch.column(column).to_pylist()
 
 

@@ -12,6 +12,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from cbs_ray.ray_internals import poll_train_workers_every
 from cbs_ray.spec.schema import SearchSpec
 from cbs_ray.train.config import TrialConfig
 from cbs_ray.train.loop import train_loop
@@ -47,6 +48,11 @@ def train_workers(spec: SearchSpec) -> int:
     """Ray Train workers a trial starts beside its own actor: none for an in-process trial."""
     return 0 if in_process(spec) else spec.resources.workers_per_trial
 
+
+TRAIN_POLL_S = 0.5
+"""How often a multi-worker trial's Ray Train controller polls its workers (Train's default: 2 s), so that a report,
+which waits for a poll, and the run's end reach Tune within half a second
+(``ray_internals.poll_train_workers_every``)."""
 
 _PUT: dict = {}
 """``DataRef.put``'s handles: id(data) → (a weak reference to the data, the Ray session, its DataRef)."""
@@ -115,6 +121,7 @@ def run_trial(config: dict, *, spec: SearchSpec, data_ref: DataRef, budget_sampl
     from ray.tune.integration.ray_train import TuneReportCallback
 
     r = spec.resources
+    poll_train_workers_every(TRAIN_POLL_S)
     trainer = TorchTrainer(
         train_worker,
         train_loop_config={"trial": trial, "data_ref": data_ref},

@@ -3,18 +3,18 @@ one tiny search logs to an MLflow file store, TensorBoard and W&B offline, and k
 SQLite; each is read back with its own reader (the checks made before Ray starts are in
 tests/tune/test_tracking.py)."""
 
+import contextlib
 import glob
+import io
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from helpers.training import EARLIER_DEFAULT
 
-# ≈ 85 s on 2 cores (its own Ray, every tracker): CI runs it in its `pytest -m slow` step beside plain
+# ≈ 85 s on 2 cores (every tracker): CI runs it in its `pytest -m slow` step beside plain
 # pytest, which it would take past 10 minutes (issue 25).
 pytestmark = pytest.mark.slow
 
@@ -24,21 +24,34 @@ TINY = EARLIER_DEFAULT + ["data.builtin_train_examples=2048", "data.builtin_eval
 
 
 @pytest.fixture(scope="module")
-def tracked(tmp_path_factory):
+def tracked(tmp_path_factory, shared_ray):
     """Six in-process trials (some stopped by ASHA: the seed is the asha_search's of test_end_to_end.py), every
-    tracker on, the study in SQLite."""
+    tracker on, the study in SQLite. The search command runs in this process on the tests' shared Ray (the command
+    in a process of its own, starting its own Ray: test_end_to_end.py), from the search's directory, where the
+    relative tracking URIs resolve; the working directory and the environment (W&B's switches) are restored
+    after."""
+    from cbs_ray.cli import search_main
+
     root = tmp_path_factory.mktemp("tracked")
-    argv = [sys.executable, "-m", "cbs_ray.search", "--output", str(root / "out")]
+    argv = ["--output", str(root / "out")]
     for override in TINY + ["search.num_trials=6", "search.seed=1", f"storage_path={root / 'rr'}",
                             "tracking.mlflow.tracking_uri=file:./mlruns", "tracking.tensorboard=true",
                             "tracking.wandb.mode=offline", "search.study_storage=sqlite:///cbs.db"]:
         argv += ["--set", override]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=root,
-                          env={**os.environ, "WANDB_SILENT": "true"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    environ, cwd, stdout, stderr = dict(os.environ), os.getcwd(), io.StringIO(), io.StringIO()
+    os.environ["WANDB_SILENT"] = "true"
+    os.chdir(root)
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            code = search_main(argv)
+    finally:
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(environ)
+    assert code == 0, stderr.getvalue()[-3000:]
     summary = json.loads((root / "out" / "summary.json").read_text())
     experiment = Path(glob.glob(str(root / "rr" / "*"))[0])
-    return root, proc.stdout, summary, experiment
+    return root, stdout.getvalue(), summary, experiment
 
 
 # The tests below share one search on a real local Ray.

@@ -69,6 +69,37 @@ def test_a_multi_worker_trial_hands_its_workers_the_ref_not_the_data(monkeypatch
     assert data is big_data and isinstance(cfg, TrialConfig) and cfg.batch_size == 32
 
 
+@pytest.mark.parametrize("users, polled", [(None, "0.5"), ("3", "3")])
+def test_a_multi_worker_trials_train_run_polls_its_workers_every_half_second(monkeypatch, big_data, loops, tmp_path,
+                                                                             users, polled):
+    """Train V2's controller takes a worker's report at its poll (every 2 s by default; the worker waits, its queue
+    holds one): the Train run the trial starts carries a 0.5 s poll to its controller and workers (what Ray Train
+    propagates from the process calling fit()), unless the environment set one already."""
+    import ray.train.torch
+    import ray.tune.integration.ray_train
+    from ray.train.v2._internal.constants import HEALTH_CHECK_INTERVAL_S_ENV_VAR, get_env_vars_to_propagate
+
+    propagated = {}
+
+    class RecordingTrainer:
+        def __init__(self, train_loop_per_worker, **kwargs):
+            pass
+
+        def fit(self):
+            propagated.update(get_env_vars_to_propagate())
+
+    if users is None:
+        monkeypatch.delenv(HEALTH_CHECK_INTERVAL_S_ENV_VAR, raising=False)
+    else:
+        monkeypatch.setenv(HEALTH_CHECK_INTERVAL_S_ENV_VAR, users)
+    monkeypatch.setattr(ray.train.torch, "TorchTrainer", RecordingTrainer)
+    monkeypatch.setattr(ray.tune.integration.ray_train, "TuneReportCallback", ray.train.UserCallback)
+    spec = load_spec(None, ["resources.workers_per_trial=2", f"storage_path={tmp_path}"])
+    run_trial(TUNE_CONFIG, spec=spec, data_ref=InMemoryRef(big_data), budget_samples=1024, model_config=None,
+              plans=SearchedPlans(spec, 1024))
+    assert propagated[HEALTH_CHECK_INTERVAL_S_ENV_VAR] == polled
+
+
 def test_an_in_process_trial_fetches_the_data_itself(big_data, loops, tmp_path):
     spec = load_spec(None, [f"storage_path={tmp_path}"])
     run_trial(TUNE_CONFIG, spec=spec, data_ref=InMemoryRef(big_data), budget_samples=1024, model_config=None,
