@@ -10,10 +10,10 @@ import pytest
 from cbs_ray.cli import main
 from cbs_ray.maths.lr_schedule import scaled_lr, warmup_steps
 from cbs_ray.methods.branch.fair_controls import (
+    TunedControls,
     best_batch,
     chosen_controls,
     frontier_batches,
-    TunedControls,
     tuned_controls,
     validation_controls,
 )

@@ -115,9 +115,9 @@ def tuned_controls(spec: SearchSpec, budget_samples: int, *,
     """(``controls_from`` as recorded: the experiment's path, or ``none``; each batch's best configuration in
     it, control_configurations.py's ``best_configurations``; the metric and mode that ranked them). A ``SpecError``
     (one line, exit 2) where a named experiment is missing, unreadable, not a from-scratch search (nor another branch
-    search's ``controls`` stage), ran another budget, or completed no trial. ``scratch``: the stage's experiment ``stage_experiment`` (it trained
-    this budget, on the spec's metric); before the stage has run (the check before Ray) or where it completed no
-    trial, ``none`` (the latter said)."""
+    search's ``controls`` stage), ran another budget, or completed no trial. ``scratch``: the stage's experiment
+    ``stage_experiment`` (it trained this budget, on the spec's metric); before the stage has run (the check before
+    Ray) or where it completed no trial, ``none`` (the latter said)."""
     value = branch_settings(spec).controls_from
     none = TunedControls(NONE, {}, spec.search.metric, spec.search.mode)
     if value == NONE:
