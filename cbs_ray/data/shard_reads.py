@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from cbs_ray.data.parquet_checks import first_line
 
-__all__ = ["ShardReadError", "read_shards"]
+__all__ = ["ShardReadError", "read_one", "read_shards"]
 
 
 class ShardReadError(ValueError):

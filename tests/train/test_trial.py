@@ -88,10 +88,10 @@ def test_a_multi_worker_trials_train_run_polls_its_workers_every_half_second(mon
         def fit(self):
             propagated.update(get_env_vars_to_propagate())
 
+    # set first, so that monkeypatch records the variable's state before the test and undoes what the trial sets
+    monkeypatch.setenv(HEALTH_CHECK_INTERVAL_S_ENV_VAR, users or "unset")
     if users is None:
-        monkeypatch.delenv(HEALTH_CHECK_INTERVAL_S_ENV_VAR, raising=False)
-    else:
-        monkeypatch.setenv(HEALTH_CHECK_INTERVAL_S_ENV_VAR, users)
+        monkeypatch.delenv(HEALTH_CHECK_INTERVAL_S_ENV_VAR)
     monkeypatch.setattr(ray.train.torch, "TorchTrainer", RecordingTrainer)
     monkeypatch.setattr(ray.tune.integration.ray_train, "TuneReportCallback", ray.train.UserCallback)
     spec = load_spec(None, ["resources.workers_per_trial=2", f"storage_path={tmp_path}"])
